@@ -1,0 +1,269 @@
+// The ops table: one row per op with arity, attributes and the inference rule.
+#include <array>
+#include <unordered_map>
+
+#include <algorithm>
+
+#include "infer_util.h"
+#include "rlx/ops.h"
+
+namespace rlx {
+namespace {
+
+using K = AttrKind;
+using infer::Types;
+
+OpInfo row(Op op, std::string_view name, OpClass cls, OpFamily family) {
+  OpInfo r{op, name, cls, family, 1, 1, 1, {}, nullptr, ""};
+  switch (family) {
+    case OpFamily::source: r.min_inputs = r.max_inputs = 0; r.infer = infer::infer_source; break;
+    case OpFamily::unary:
+    case OpFamily::activation:
+    case OpFamily::cast: r.infer = infer::infer_elementwise; break;
+    case OpFamily::binary:
+    case OpFamily::compare:
+    case OpFamily::logical: r.min_inputs = r.max_inputs = 2; r.infer = infer::infer_elementwise; break;
+    case OpFamily::ternary: r.min_inputs = r.max_inputs = 3; r.infer = infer::infer_elementwise; break;
+    case OpFamily::reduce:
+    case OpFamily::argreduce: r.infer = infer::infer_reduce; break;
+    case OpFamily::movement: r.infer = infer::infer_movement; break;
+    case OpFamily::contraction: r.min_inputs = r.max_inputs = 2; r.infer = infer::infer_contraction; break;
+    case OpFamily::normalization: r.infer = infer::infer_normalization; break;
+    case OpFamily::conv: r.infer = infer::infer_conv; break;
+    case OpFamily::attention: r.infer = infer::infer_attention; break;
+  }
+  return r;
+}
+
+std::vector<OpInfo> build_table() {
+  std::vector<OpInfo> t;
+#define RLX_OP_ROW(id, name, cls, family) t.push_back(row(Op::id, name, OpClass::cls, OpFamily::family));
+  RLX_OP_LIST(RLX_OP_ROW)
+#undef RLX_OP_ROW
+  auto at = [&](Op op) -> OpInfo& { return t[static_cast<size_t>(op)]; };
+  auto attrs = [&](Op op, std::vector<AttrSpec> a, std::string_view doc) {
+    at(op).attrs = std::move(a);
+    at(op).doc = doc;
+  };
+  auto arity = [&](Op op, int lo, int hi) { at(op).min_inputs = lo; at(op).max_inputs = hi; };
+
+  attrs(Op::Constant, {{"value", K::tensor, true}}, "a tensor given inline");
+  attrs(Op::Param, {{"name", K::str, true}, {"dtype", K::dtype, true}, {"shape", K::i64s, true}},
+        "a named weight from the graph's weight store");
+  attrs(Op::Iota, {{"dtype", K::dtype, true}, {"shape", K::i64s, true}, {"axis", K::i64, true}},
+        "each element is its index along `axis`");
+  attrs(Op::Random,
+        {{"dtype", K::dtype, true}, {"shape", K::i64s, true}, {"dist", K::str, true},
+         {"seed", K::i64}, {"a", K::f64}, {"b", K::f64}},
+        "counter-based random numbers: uniform in [a, b) or normal(mean a, std b)");
+  attrs(Op::Mod, {{"fmod", K::i64}}, "remainder: fmod=1 takes the dividend's sign (C fmod), "
+        "fmod=0 the divisor's (Python %)");
+  attrs(Op::IsInf, {{"detect_positive", K::i64}, {"detect_negative", K::i64}}, "");
+  attrs(Op::Cast, {{"to", K::dtype, true}}, "convert to another dtype (C conversion; float to "
+        "int truncates; to bool is x != 0)");
+  for (Op op : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin, Op::ReduceProd, Op::ReduceMean})
+    attrs(op, {{"axes", K::i64s}, {"keepdims", K::i64}},
+          "reduce over `axes` (all axes when empty); keepdims defaults to 1");
+  for (Op op : {Op::ArgMax, Op::ArgMin})
+    attrs(op, {{"axis", K::i64}, {"keepdims", K::i64}, {"select_last_index", K::i64}},
+          "index (i64) of the extreme along `axis`; ties take the first index unless select_last_index");
+  attrs(Op::Reshape, {{"shape", K::i64s, true}, {"allowzero", K::i64}},
+        "same elements, new shape; 0 copies the input dim (unless allowzero), -1 is inferred");
+  attrs(Op::Transpose, {{"perm", K::i64s}}, "permute axes (reverses them when perm is absent)");
+  attrs(Op::Expand, {{"shape", K::i64s, true}}, "numpy broadcast to `shape`");
+  attrs(Op::StridedSlice, {{"starts", K::i64s, true}, {"steps", K::i64s, true}, {"sizes", K::i64s, true}},
+        "out[i] = in[starts + i * steps] on every axis; sizes is the output shape");
+  attrs(Op::Slice,
+        {{"starts", K::i64s, true}, {"ends", K::i64s, true}, {"axes", K::i64s}, {"steps", K::i64s}},
+        "ONNX Slice: negative indices count from the end, ranges are clamped");
+  attrs(Op::Pad, {{"pads", K::i64s, true}, {"value", K::f64}, {"mode", K::str}},
+        "pads = [begin_0..begin_n, end_0..end_n]; mode constant|reflect|edge");
+  attrs(Op::Concat, {{"axis", K::i64, true}}, "join along `axis`");
+  arity(Op::Concat, 1, -1);
+  attrs(Op::Gather, {{"axis", K::i64}},
+        "out = data[..., indices, ...] along axis; negative indices wrap, out-of-range clamp");
+  arity(Op::Gather, 2, 2);
+  attrs(Op::ScatterAdd, {{"axis", K::i64}},
+        "out = base; out[..., indices[j], ...] += updates[..., j, ...] (inverse of gather)");
+  arity(Op::ScatterAdd, 3, 3);
+  attrs(Op::Dot,
+        {{"lhs_batch", K::i64s}, {"rhs_batch", K::i64s}, {"lhs_contract", K::i64s, true},
+         {"rhs_contract", K::i64s, true}},
+        "general contraction: out = [batch..., lhs free..., rhs free...]");
+  attrs(Op::Gelu, {{"approximate", K::str}}, "approximate = none (erf) | tanh");
+  attrs(Op::LeakyRelu, {{"alpha", K::f64}}, "alpha defaults to 0.01");
+  attrs(Op::Softmax, {{"axis", K::i64}}, "axis defaults to -1");
+  attrs(Op::LogSoftmax, {{"axis", K::i64}}, "axis defaults to -1");
+  attrs(Op::LayerNorm, {{"axis", K::i64}, {"epsilon", K::f64}},
+        "normalize over axes [axis, rank); inputs x, optional scale and bias");
+  arity(Op::LayerNorm, 1, 3);
+  attrs(Op::RmsNorm, {{"axis", K::i64}, {"epsilon", K::f64}},
+        "x / sqrt(mean(x^2) + eps) * scale over axes [axis, rank)");
+  arity(Op::RmsNorm, 1, 2);
+  attrs(Op::MatMul, {}, "numpy matmul: batched, broadcast, 1-D operands promoted");
+  attrs(Op::Gemm, {{"alpha", K::f64}, {"beta", K::f64}, {"trans_a", K::i64}, {"trans_b", K::i64}},
+        "alpha * op(A) op(B) + beta * C");
+  arity(Op::Gemm, 2, 3);
+  attrs(Op::Embedding, {}, "rows of table [V, D] selected by integer ids");
+  arity(Op::Embedding, 2, 2);
+  attrs(Op::Split, {{"axis", K::i64}, {"sizes", K::i64s, true}}, "one output per size");
+  at(Op::Split).num_outputs = -1;
+  attrs(Op::Squeeze, {{"axes", K::i64s}}, "drop size-1 axes (all of them when empty)");
+  attrs(Op::Unsqueeze, {{"axes", K::i64s, true}}, "insert size-1 axes at output positions");
+  attrs(Op::Conv2d,
+        {{"strides", K::i64s}, {"pads", K::i64s}, {"dilations", K::i64s}, {"group", K::i64}},
+        "NCHW convolution; x, w [M, C/group, kh, kw], optional bias [M]; pads [t, l, b, r]");
+  arity(Op::Conv2d, 2, 3);
+  attrs(Op::MaxPool2d,
+        {{"kernel", K::i64s, true}, {"strides", K::i64s}, {"pads", K::i64s}, {"dilations", K::i64s},
+         {"ceil_mode", K::i64}},
+        "NCHW max pooling");
+  attrs(Op::AvgPool2d,
+        {{"kernel", K::i64s, true}, {"strides", K::i64s}, {"pads", K::i64s},
+         {"count_include_pad", K::i64}, {"ceil_mode", K::i64}},
+        "NCHW average pooling");
+  attrs(Op::Attention, {{"causal", K::i64}, {"scale", K::f64}},
+        "softmax(q k^T * scale + mask) v; q [B,Hq,Sq,D], k/v [B,Hkv,Sk,D]; optional mask (bool: "
+        "true attends, or additive float); causal aligns the last query with the last key");
+  arity(Op::Attention, 3, 4);
+  attrs(Op::Rope, {{"theta", K::f64}, {"interleaved", K::i64}},
+        "rotary position embedding of x [B,H,S,D] at integer positions [S] or [B,S]");
+  arity(Op::Rope, 2, 2);
+  return t;
+}
+
+const std::vector<OpInfo>& table() {
+  static const std::vector<OpInfo> t = build_table();
+  return t;
+}
+
+}  // namespace
+
+std::string_view op_family_name(OpFamily f) {
+  switch (f) {
+    case OpFamily::source: return "source";
+    case OpFamily::unary: return "unary";
+    case OpFamily::binary: return "binary";
+    case OpFamily::compare: return "compare";
+    case OpFamily::logical: return "logical";
+    case OpFamily::ternary: return "ternary";
+    case OpFamily::cast: return "cast";
+    case OpFamily::reduce: return "reduce";
+    case OpFamily::argreduce: return "argreduce";
+    case OpFamily::movement: return "movement";
+    case OpFamily::contraction: return "contraction";
+    case OpFamily::activation: return "activation";
+    case OpFamily::normalization: return "normalization";
+    case OpFamily::conv: return "conv";
+    case OpFamily::attention: return "attention";
+  }
+  return "?";
+}
+
+const OpInfo& op_info(Op op) { return table()[static_cast<size_t>(op)]; }
+
+std::optional<Op> op_from_name(std::string_view name) {
+  static const auto* index = [] {
+    auto* m = new std::unordered_map<std::string_view, Op>();
+    for (const OpInfo& r : table()) (*m)[r.name] = r.op;
+    return m;
+  }();
+  auto it = index->find(name);
+  if (it == index->end()) return std::nullopt;
+  return it->second;
+}
+
+bool is_elementwise(Op op) {
+  switch (op_info(op).family) {
+    case OpFamily::unary:
+    case OpFamily::binary:
+    case OpFamily::compare:
+    case OpFamily::logical:
+    case OpFamily::ternary:
+    case OpFamily::cast: return is_primitive(op);
+    default: return false;
+  }
+}
+
+Expected<std::vector<TensorType>> infer_types(Op op, const NodeSig& sig) {
+  const OpInfo& info = op_info(op);
+  const int n = static_cast<int>(sig.inputs.size());
+  if (n < info.min_inputs || (info.max_inputs >= 0 && n > info.max_inputs)) {
+    std::string want = info.max_inputs < 0 ? cat("at least ", info.min_inputs)
+                       : info.min_inputs == info.max_inputs ? cat(info.min_inputs)
+                                                            : cat(info.min_inputs, " to ", info.max_inputs);
+    return infer::fail(ErrorCode::verify_error, op, sig, "takes ", want, " inputs, got ", n);
+  }
+  for (const auto& [name, value] : sig.attrs.items()) {
+    const AttrSpec* spec = nullptr;
+    for (const AttrSpec& s : info.attrs)
+      if (s.name == name) spec = &s;
+    if (!spec)
+      return infer::fail(ErrorCode::verify_error, op, sig, "unknown attribute '", name, "'");
+    AttrKind k = attr_kind(value);
+    bool ok = k == spec->kind || (spec->kind == AttrKind::f64 && k == AttrKind::i64) ||
+              (spec->kind == AttrKind::f64s && k == AttrKind::i64s) ||
+              (spec->kind == AttrKind::i64s && k == AttrKind::i64);
+    if (!ok)
+      return infer::fail(ErrorCode::verify_error, op, sig, "attribute '", name, "' must be ",
+                         attr_kind_name(spec->kind), ", got ", attr_kind_name(k));
+  }
+  for (const AttrSpec& s : info.attrs)
+    if (s.required && !sig.attrs.has(s.name))
+      return infer::fail(ErrorCode::verify_error, op, sig, "missing required attribute '", s.name, "'");
+  return info.infer(op, sig);
+}
+
+namespace infer {
+
+std::string where(Op op, const NodeSig& sig) {
+  if (sig.node_name.empty()) return cat(op_name(op));
+  return cat("node '", sig.node_name, "' (", op_name(op), ")");
+}
+
+Status expect_float(Op op, const NodeSig& sig, int i) {
+  DType t = sig.inputs[i].dtype;
+  if (is_float(t)) return Status::ok();
+  return fail(ErrorCode::dtype_error, op, sig, "input ", i, " must be a float type, got ", dtype_name(t));
+}
+Status expect_int(Op op, const NodeSig& sig, int i) {
+  DType t = sig.inputs[i].dtype;
+  if (is_int(t) && !is_packed(t)) return Status::ok();
+  return fail(ErrorCode::dtype_error, op, sig, "input ", i, " must be an integer type, got ", dtype_name(t));
+}
+Status expect_bool(Op op, const NodeSig& sig, int i) {
+  DType t = sig.inputs[i].dtype;
+  if (t == DType::boolean) return Status::ok();
+  return fail(ErrorCode::dtype_error, op, sig, "input ", i, " must be bool, got ", dtype_name(t));
+}
+Status expect_numeric(Op op, const NodeSig& sig, int i) {
+  DType t = sig.inputs[i].dtype;
+  if (t != DType::boolean && !is_packed(t)) return Status::ok();
+  return fail(ErrorCode::dtype_error, op, sig, "input ", i, " must be numeric, got ", dtype_name(t));
+}
+Status expect_same_dtype(Op op, const NodeSig& sig, int a, int b) {
+  if (sig.inputs[a].dtype == sig.inputs[b].dtype) return Status::ok();
+  return fail(ErrorCode::dtype_error, op, sig, "inputs ", a, " and ", b, " must have the same dtype, got ",
+              dtype_name(sig.inputs[a].dtype), " and ", dtype_name(sig.inputs[b].dtype));
+}
+
+Expected<std::vector<int>> normalize_axes(Op op, const NodeSig& sig, std::vector<int64_t> axes,
+                                          int rank, bool all_if_empty) {
+  std::vector<int> r;
+  if (axes.empty() && all_if_empty) {
+    for (int i = 0; i < rank; ++i) r.push_back(i);
+    return r;
+  }
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank)
+      return fail(ErrorCode::out_of_range, op, sig, "axis ", a, " is out of range for rank ", rank);
+    r.push_back(static_cast<int>(a < 0 ? a + rank : a));
+  }
+  std::sort(r.begin(), r.end());
+  if (std::adjacent_find(r.begin(), r.end()) != r.end())
+    return fail(ErrorCode::verify_error, op, sig, "axes repeat");
+  return r;
+}
+
+}  // namespace infer
+}  // namespace rlx
