@@ -1,0 +1,70 @@
+// rlx/thread_pool.h: the one thread pool every CPU kernel shares. Workers spin briefly
+// between jobs (kernels arrive back to back) and then sleep; the calling thread takes part.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace rlx {
+
+// A non-owning reference to a callable; never allocates.
+template <class Sig>
+class FunctionRef;
+template <class R, class... Args>
+class FunctionRef<R(Args...)> {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, FunctionRef>>>
+  FunctionRef(F&& f)  // NOLINT
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* o, Args... a) -> R { return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<Args>(a)...); }) {}
+  R operator()(Args... a) const { return call_(obj_, std::forward<Args>(a)...); }
+
+ private:
+  void* obj_;
+  R (*call_)(void*, Args...);
+};
+
+class ThreadPool {
+ public:
+  // `threads` counts the caller; 0 means RLX_NUM_THREADS or the hardware concurrency.
+  explicit ThreadPool(int threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // The process-wide pool.
+  static ThreadPool& global();
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs fn(task, thread) for task in [0, num_tasks), tasks taken dynamically; returns when
+  // all are done. Nested calls from inside a task run serially on the calling thread.
+  void run(int64_t num_tasks, FunctionRef<void(int64_t, int)> fn);
+
+  // Splits [0, n) into at most size() contiguous ranges of at least `grain` items and runs
+  // fn(begin, end) on each.
+  void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn);
+
+ private:
+  void worker_loop(int index);
+  void work(int thread);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> next_task_{0};
+  std::atomic<int> active_{0};
+  int64_t num_tasks_ = 0;
+  FunctionRef<void(int64_t, int)>* job_ = nullptr;
+  bool stop_ = false;
+  std::mutex run_mu_;  // one job at a time
+};
+
+}  // namespace rlx
