@@ -36,6 +36,9 @@ struct Node {
   Attrs attrs;
   std::string name;      // the source model's node name, when it has one
   int32_t origin = -1;   // index of the graph-level node this one was lowered from
+  // Primitive level only: the device runs this node with a native kernel (composites at the
+  // primitive level are always native; primitives are native when the device claimed them).
+  bool native = false;
 };
 
 class Graph {

@@ -172,6 +172,14 @@ bool is_elementwise(Op op);
 // Errors name the node and say what was expected.
 Expected<std::vector<TensorType>> infer_types(Op op, const NodeSig& sig);
 
+// ONNX Slice semantics for one axis of size `dim`: negative indices count from the end,
+// the range is clamped. Returns the first index read and the number of elements.
+struct SliceRange {
+  int64_t start;
+  int64_t size;
+};
+SliceRange resolve_slice_range(int64_t start, int64_t end, int64_t step, int64_t dim);
+
 // Verifies that a primitive node is in strict (primitive-level) form: identical elementwise
 // shapes, fully normalized movement attributes, static shapes. Composites are not strict.
 Status check_strict_primitive(Op op, const NodeSig& sig, std::span<const TensorType> outputs);

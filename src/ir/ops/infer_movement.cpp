@@ -74,23 +74,7 @@ Expected<Shape> reshape_shape(Op op, const NodeSig& sig, const Shape& in, std::v
   return out;
 }
 
-// ONNX Slice's clamping rules for one axis: returns (start, end) resolved for `dim`.
-std::pair<int64_t, int64_t> resolve_slice(int64_t start, int64_t end, int64_t step, int64_t dim) {
-  if (start < 0) start += dim;
-  if (end < 0) end += dim;
-  if (step > 0) {
-    start = std::clamp<int64_t>(start, 0, dim);
-    end = std::clamp<int64_t>(end, 0, dim);
-  } else {
-    start = std::clamp<int64_t>(start, 0, dim - 1);
-    end = std::clamp<int64_t>(end, -1, dim - 1);
-  }
-  return {start, end};
-}
-
 }  // namespace
-
-int64_t slice_length(int64_t start, int64_t end, int64_t step, int64_t dim);
 
 Expected<Types> infer_movement(Op op, const NodeSig& sig) {
   const TensorType& x = sig.inputs[0];
@@ -162,9 +146,7 @@ Expected<Types> infer_movement(Op op, const NodeSig& sig) {
           s[*ax] = Dim::unknown();
           continue;
         }
-        int64_t dim = x.shape[*ax].size();
-        auto [st, en] = resolve_slice(starts[k], ends[k], steps[k], dim);
-        s[*ax] = Dim(slice_length(st, en, steps[k], dim));
+        s[*ax] = Dim(resolve_slice_range(starts[k], ends[k], steps[k], x.shape[*ax].size()).size);
       }
       return Types{TensorType{x.dtype, s}};
     }
@@ -302,10 +284,25 @@ Expected<Types> infer_movement(Op op, const NodeSig& sig) {
   return fail(ErrorCode::internal, op, sig, "not a movement op");
 }
 
-int64_t slice_length(int64_t start, int64_t end, int64_t step, int64_t dim) {
-  (void)dim;
-  if (step > 0) return end > start ? (end - start + step - 1) / step : 0;
-  return start > end ? (start - end + (-step) - 1) / (-step) : 0;
+}  // namespace rlx::infer
+
+namespace rlx {
+
+SliceRange resolve_slice_range(int64_t start, int64_t end, int64_t step, int64_t dim) {
+  if (dim <= 0 || step == 0) return {0, 0};
+  if (start < 0) start += dim;
+  if (end < 0) end += dim;
+  int64_t size;
+  if (step > 0) {
+    start = std::clamp<int64_t>(start, 0, dim);
+    end = std::clamp<int64_t>(end, 0, dim);
+    size = end > start ? (end - start + step - 1) / step : 0;
+  } else {
+    start = std::clamp<int64_t>(start, 0, dim - 1);
+    end = std::clamp<int64_t>(end, -1, dim - 1);
+    size = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+  }
+  return {size == 0 ? 0 : start, size};
 }
 
-}  // namespace rlx::infer
+}  // namespace rlx

@@ -1,0 +1,75 @@
+// rlx/compile.h: compiling a graph for a device and running it.
+//
+//   auto model = rlx::Model::compile(graph, {.device = "cpu"});
+//   auto outputs = model->run(inputs);   // binds symbolic dims from the inputs' shapes
+//
+// A Model keeps one compiled variant per binding of the graph's symbolic dimensions.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rlx/device.h"
+#include "rlx/dispatch.h"
+#include "rlx/graph.h"
+#include "rlx/tensor.h"
+
+namespace rlx {
+
+struct CompileOptions {
+  std::string device = "cpu";
+  DispatchPolicy policy;
+  // Sizes for symbolic dimensions known ahead of time (others are bound from inputs).
+  DimBindings dims;
+};
+
+// Substitutes bindings for symbolic dims and re-infers every type; the result has static
+// shapes wherever the bindings and the inputs determine them. Errors name the node.
+Expected<Graph> bind_graph(const Graph& g, const DimBindings& dims);
+
+// Bindings implied by input sizes; errors name the input and dimension that disagree.
+Expected<DimBindings> bindings_from_inputs(const Graph& g, std::span<const Tensor> inputs);
+
+// The dispatch report of `g` on `device` (symbols not in `dims` are bound to 1).
+Expected<DispatchReport> explain(const Graph& g, const std::string& device, const DispatchPolicy& policy,
+                                 const DimBindings& dims = {});
+
+// One compiled variant: the legalized graph, its report, and the device executable.
+struct CompiledVariant {
+  DimBindings bindings;
+  Graph primitive_graph;
+  DispatchReport report;
+  std::unique_ptr<Executable> executable;
+};
+
+class Model {
+ public:
+  // Verifies `g` and remembers it; variants are compiled on first use (or by prepare).
+  static Expected<std::unique_ptr<Model>> compile(Graph g, CompileOptions options = {});
+
+  // Compiles (or finds) the variant for these bindings.
+  Expected<CompiledVariant*> prepare(const DimBindings& dims);
+  // Runs with symbolic dims bound from the inputs.
+  Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs);
+  // The variant the inputs select, for running into preallocated outputs.
+  Expected<CompiledVariant*> variant_for(std::span<const Tensor> inputs);
+
+  const Graph& graph() const { return graph_; }
+  const Device& device() const { return *device_; }
+  const CompileOptions& options() const { return options_; }
+
+ private:
+  Model(Graph g, CompileOptions o, std::shared_ptr<const Device> d)
+      : graph_(std::move(g)), options_(std::move(o)), device_(std::move(d)) {}
+  Graph graph_;
+  CompileOptions options_;
+  std::shared_ptr<const Device> device_;
+  std::mutex mu_;
+  std::map<DimBindings, std::unique_ptr<CompiledVariant>> variants_;
+};
+
+}  // namespace rlx

@@ -1,0 +1,57 @@
+#include "cpu_device.h"
+
+#include <thread>
+
+#include "../../passes/schedule.h"
+#include "cpu_executable.h"
+#include "kernels/gemm.h"
+#include "native_contraction.h"
+#include "rlx/compile.h"
+#include "rlx/thread_pool.h"
+
+namespace rlx::cpu {
+namespace {
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice() {
+    info_.name = "cpu";
+    info_.available = true;
+    std::string isa = __builtin_cpu_supports("avx512f") ? "avx512" : __builtin_cpu_supports("avx2") ? "avx2" : "baseline";
+    info_.description = cat("x86-64 ", isa, ", ", ThreadPool::global().size(), " threads, gemm ", gemm_kernel_name(),
+                            ", generated C");
+    info_.dtypes = {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i8, DType::u8, DType::i16,
+                    DType::u16, DType::i32, DType::u32, DType::i64, DType::u64, DType::boolean};
+  }
+  const DeviceInfo& info() const override { return info_; }
+
+  Claim claim_native(const NodeDesc& n) const override { return claim_cpu_native(n); }
+
+  Claim supports_primitive(const NodeDesc& n) const override {
+    auto check = [&](const TensorType& t) -> std::string {
+      if (t.dtype == DType::c64) return "the C renderer has no complex (c64) arithmetic yet";
+      if (is_packed(t.dtype) && n.op != Op::Param && n.op != Op::Constant)
+        return cat("packed ", dtype_name(t.dtype), " values are storage only (they need qmatmul)");
+      return "";
+    };
+    for (const TensorType& t : n.inputs)
+      if (auto why = check(t); !why.empty()) return Claim::no(why);
+    for (const TensorType& t : n.outputs)
+      if (auto why = check(t); !why.empty()) return Claim::no(why);
+    return Claim::yes("generated C");
+  }
+
+  Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions& options) const override {
+    RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(g));
+    return make_cpu_executable(std::move(prog), g);
+  }
+
+ private:
+  DeviceInfo info_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Device> make_cpu_device() { return std::make_shared<CpuDevice>(); }
+
+}  // namespace rlx::cpu

@@ -1,0 +1,246 @@
+#include "cpu_executable.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "../../codegen/c_jit.h"
+#include "../../codegen/c_prelude.h"
+#include "../../codegen/c_renderer.h"
+#include "kernels/gemm.h"
+#include "native_contraction.h"
+#include "rlx/thread_pool.h"
+
+namespace rlx::cpu {
+namespace {
+
+using KernelFn = void (*)(void* const*, int64_t, int64_t, int64_t, int64_t);
+
+struct NativeState {
+  GemmPlan plan;
+  PackedB packed;  // when B is a weight
+};
+
+struct ArenaFree {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
+class CpuExecutable final : public Executable {
+ public:
+  CpuExecutable(kir::KernelProgram p) : prog_(std::move(p)) {}
+  Status init(const Graph& g);
+  Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs) override;
+  Status run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) override;
+  const ExecStats& stats() const override { return stats_; }
+
+ private:
+  Status run_generated(int index);
+  Status run_native(int index);
+
+  kir::KernelProgram prog_;
+  std::shared_ptr<codegen::JitModule> module_;
+  std::vector<KernelFn> fns_;
+  std::vector<void*> ptrs_;
+  std::vector<std::vector<void*>> argv_;
+  std::vector<NativeState> natives_;
+  std::vector<int64_t> work_;
+  std::unique_ptr<uint8_t, ArenaFree> arena_;
+  std::vector<Tensor> keep_;  // weights and constants referenced by pointer
+  ExecStats stats_;
+  std::mutex run_mu_;
+};
+
+Status CpuExecutable::init(const Graph& g) {
+  const size_t nb = prog_.buffers.size();
+  ptrs_.assign(nb, nullptr);
+  // weights and constants
+  for (size_t i = 0; i < nb; ++i) {
+    kir::Buffer& b = prog_.buffers[i];
+    if (b.kind == kir::BufferKind::weight) {
+      auto it = g.weights.find(b.name);
+      if (it == g.weights.end() || !it->second.storage())
+        return error(ErrorCode::invalid_argument, "weight '", b.name, "' has no data");
+      const Tensor& t = it->second;
+      if (t.dtype() != b.dtype || t.sizes() != b.sizes)
+        return error(ErrorCode::shape_error, "weight '", b.name, "' is ", t.type().to_string(), ", the graph expects ",
+                     dtype_name(b.dtype), sizes_to_string(b.sizes));
+      keep_.push_back(t);
+      ptrs_[i] = const_cast<uint8_t*>(t.bytes());
+      stats_.weight_bytes += t.nbytes();
+    } else if (b.kind == kir::BufferKind::constant) {
+      keep_.push_back(b.data);
+      ptrs_[i] = const_cast<uint8_t*>(b.data.bytes());
+    }
+  }
+  // arena
+  if (prog_.arena_bytes > 0) {
+    size_t bytes = (prog_.arena_bytes + 63) / 64 * 64;
+    arena_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+    if (!arena_) return error(ErrorCode::runtime_error, "cannot allocate a ", bytes, "-byte arena");
+  }
+  stats_.arena_bytes = prog_.arena_bytes;
+  // generated kernels: one C file for the whole program
+  std::string src(codegen::c_prelude());
+  src += codegen::c_runtime_helpers();
+  for (const kir::GeneratedKernel& k : prog_.generated) {
+    std::vector<DType> dts;
+    for (int b : k.args) dts.push_back(prog_.buffers[b].dtype);
+    RLX_ASSIGN_OR_RETURN(std::string fn, codegen::render_c_kernel(k, dts, "rlx_" + k.name));
+    src += "\n" + fn;
+  }
+  if (!prog_.generated.empty()) {
+    RLX_ASSIGN_OR_RETURN(module_, codegen::compile_c(src));
+    for (const kir::GeneratedKernel& k : prog_.generated) {
+      RLX_ASSIGN_OR_RETURN(void* p, module_->symbol("rlx_" + k.name));
+      fns_.push_back(reinterpret_cast<KernelFn>(p));
+      int64_t red = 1;
+      for (size_t l = static_cast<size_t>(k.domain_rank); l < k.loops.size(); ++l) red *= std::max<int64_t>(1, k.loops[l].extent);
+      work_.push_back(k.rows() * k.cols() * std::min<int64_t>(red, 1 << 20));
+      argv_.emplace_back(k.args.size(), nullptr);
+    }
+  }
+  // natives
+  for (const kir::NativeKernel& n : prog_.natives) {
+    NativeState st;
+    RLX_ASSIGN_OR_RETURN(st.plan, plan_contraction(n.op, n.attrs, n.input_types, n.output_types));
+    const kir::Buffer& bb = prog_.buffers[n.inputs[1]];
+    if (bb.kind == kir::BufferKind::weight && (st.plan.batch == 1 || st.plan.stride_b == 0)) {
+      st.packed = pack_b(static_cast<const float*>(ptrs_[n.inputs[1]]), st.plan.ldb, st.plan.trans_b, st.plan.k, st.plan.n);
+      if (st.packed.valid()) stats_.weight_bytes += st.packed.bytes();
+    }
+    natives_.push_back(std::move(st));
+  }
+  stats_.native_kernels = static_cast<int>(prog_.natives.size());
+  stats_.generated_kernels = static_cast<int>(prog_.generated.size());
+  stats_.kernel_listing = prog_.to_text();
+  for (const kir::Step& s : prog_.steps) {
+    if (s.native) {
+      stats_.kernel_origins.push_back({prog_.natives[s.index].name, prog_.natives[s.index].origins});
+    } else {
+      stats_.kernel_origins.push_back({prog_.generated[s.index].name, prog_.generated[s.index].origins});
+    }
+  }
+  return Status::ok();
+}
+
+Status CpuExecutable::run_generated(int index) {
+  const kir::GeneratedKernel& k = prog_.generated[index];
+  std::vector<void*>& argv = argv_[index];
+  for (size_t a = 0; a < k.args.size(); ++a) argv[a] = ptrs_[k.args[a]];
+  KernelFn fn = fns_[index];
+  const int64_t rows = k.rows(), cols = k.cols();
+  ThreadPool& pool = ThreadPool::global();
+  const int threads = pool.size();
+  if (k.serial || threads == 1 || work_[index] < (1 << 15)) {
+    fn(argv.data(), 0, rows, 0, cols);
+    return Status::ok();
+  }
+  if (rows >= threads) {
+    pool.parallel_for(rows, 1, [&](int64_t b, int64_t e) { fn(argv.data(), b, e, 0, cols); });
+    return Status::ok();
+  }
+  // few rows: split the columns too, in chunks that keep vectors whole
+  const int64_t chunks = threads * 2;
+  int64_t per = (cols + chunks - 1) / chunks;
+  per = (per + 15) / 16 * 16;
+  const int64_t ncol = (cols + per - 1) / per;
+  pool.run(rows * ncol, [&](int64_t t, int) {
+    int64_t r = t / ncol, c = t % ncol;
+    int64_t c0 = c * per, c1 = std::min(cols, c0 + per);
+    if (c0 < c1) fn(argv.data(), r, r + 1, c0, c1);
+  });
+  return Status::ok();
+}
+
+Status CpuExecutable::run_native(int index) {
+  const kir::NativeKernel& n = prog_.natives[index];
+  const NativeState& st = natives_[index];
+  const GemmPlan& p = st.plan;
+  GemmArgs a;
+  a.m = p.m;
+  a.n = p.n;
+  a.k = p.k;
+  a.a = static_cast<const float*>(ptrs_[n.inputs[0]]);
+  a.lda = p.lda;
+  a.trans_a = p.trans_a;
+  a.batch_stride_a = p.stride_a;
+  a.b = static_cast<const float*>(ptrs_[n.inputs[1]]);
+  a.ldb = p.ldb;
+  a.trans_b = p.trans_b;
+  a.batch_stride_b = p.stride_b;
+  a.c = static_cast<float*>(ptrs_[n.outputs[0]]);
+  a.ldc = p.ldc;
+  a.batch_stride_c = p.stride_c;
+  a.batch = p.batch;
+  a.alpha = p.alpha;
+  a.beta = 0.f;
+  if (p.c_mode != GemmPlan::CMode::none) {
+    const float* c_in = static_cast<const float*>(ptrs_[n.inputs[2]]);
+    if (p.c_mode == GemmPlan::CMode::bias_row && p.beta == 1.f) {
+      a.bias = c_in;
+    } else {
+      // C (or the broadcast bias row) scaled by beta is the GEMM's starting value
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t j = 0; j < p.n; ++j)
+          a.c[i * p.ldc + j] = p.beta * (p.c_mode == GemmPlan::CMode::full ? c_in[i * p.n + j] : c_in[j]);
+      a.beta = 1.f;
+    }
+  }
+  if (st.packed.valid()) return sgemm_packed(a, st.packed);
+  return sgemm(a);
+}
+
+Status CpuExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  if (inputs.size() != prog_.inputs.size())
+    return error(ErrorCode::invalid_argument, "expected ", prog_.inputs.size(), " inputs, got ", inputs.size());
+  if (outputs.size() != prog_.outputs.size())
+    return error(ErrorCode::invalid_argument, "expected ", prog_.outputs.size(), " outputs, got ", outputs.size());
+  auto bind = [&](int b, const Tensor& t, const char* what, size_t i) -> Status {
+    const kir::Buffer& buf = prog_.buffers[b];
+    if (t.dtype() != buf.dtype || t.sizes() != buf.sizes)
+      return error(ErrorCode::invalid_argument, what, " ", i, (buf.name.empty() ? "" : " ('" + buf.name + "')"), " is ",
+                   t.type().to_string(), ", expected ", dtype_name(buf.dtype), sizes_to_string(buf.sizes));
+    if (t.nbytes() > 0 && (!t.storage() || t.byte_offset() + t.nbytes() > t.storage()->size()))
+      return error(ErrorCode::invalid_argument, what, " ", i, " holds fewer bytes than its shape needs");
+    ptrs_[b] = const_cast<uint8_t*>(t.bytes());
+    return Status::ok();
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) RLX_TRY(bind(prog_.inputs[i], inputs[i], "input", i));
+  for (size_t i = 0; i < outputs.size(); ++i) RLX_TRY(bind(prog_.outputs[i], outputs[i], "output", i));
+  for (size_t i = 0; i < prog_.buffers.size(); ++i) {
+    const kir::Buffer& b = prog_.buffers[i];
+    if (b.kind == kir::BufferKind::intermediate && b.alias_of < 0) ptrs_[i] = arena_.get() + b.arena_offset;
+  }
+  for (size_t i = 0; i < prog_.buffers.size(); ++i) {
+    int r = static_cast<int>(i);
+    while (prog_.buffers[r].alias_of >= 0) r = prog_.buffers[r].alias_of;
+    if (r != static_cast<int>(i)) ptrs_[i] = ptrs_[r];
+  }
+  for (const kir::Step& s : prog_.steps) {
+    if (s.native) {
+      RLX_TRY(run_native(s.index));
+    } else {
+      RLX_TRY(run_generated(s.index));
+    }
+  }
+  return Status::ok();
+}
+
+Expected<std::vector<Tensor>> CpuExecutable::run(std::span<const Tensor> inputs) {
+  std::vector<Tensor> outs;
+  for (int b : prog_.outputs) outs.push_back(Tensor::zeros(prog_.buffers[b].dtype, prog_.buffers[b].sizes));
+  RLX_TRY(run_into(inputs, outs));
+  return outs;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Executable>> make_cpu_executable(kir::KernelProgram program, const Graph& g) {
+  RLX_TRY(kir::verify_program(program));
+  auto e = std::make_unique<CpuExecutable>(std::move(program));
+  RLX_TRY(e->init(g));
+  return std::unique_ptr<Executable>(std::move(e));
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,71 @@
+// The reference device: claims nothing natively, runs every primitive with the scalar
+// reference interpreter (accumulating in f64). It is the ground truth of the conformance suite.
+#include "ref_device.h"
+
+#include <cstring>
+
+#include "interpreter.h"
+#include "rlx/compile.h"
+
+namespace rlx::ref {
+namespace {
+
+class RefExecutable final : public Executable {
+ public:
+  explicit RefExecutable(Graph g) : g_(std::move(g)) {
+    stats_.generated_kernels = 0;
+    stats_.kernel_listing = "reference interpreter over the primitive graph";
+  }
+  Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs) override { return interpret(g_, inputs); }
+  Status run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) override {
+    RLX_ASSIGN_OR_RETURN(auto outs, interpret(g_, inputs));
+    if (outs.size() != outputs.size())
+      return error(ErrorCode::invalid_argument, "expected ", outs.size(), " outputs, got ", outputs.size());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i].dtype() != outputs[i].dtype() || outs[i].sizes() != outputs[i].sizes())
+        return error(ErrorCode::invalid_argument, "output ", i, " is ", outputs[i].type().to_string(), ", expected ",
+                     outs[i].type().to_string());
+      if (outs[i].nbytes()) std::memcpy(outputs[i].bytes(), outs[i].bytes(), outs[i].nbytes());
+    }
+    return Status::ok();
+  }
+  const ExecStats& stats() const override { return stats_; }
+
+ private:
+  Graph g_;
+  ExecStats stats_;
+};
+
+class RefDevice final : public Device {
+ public:
+  RefDevice() {
+    info_.name = "ref";
+    info_.available = true;
+    info_.description = "scalar reference interpreter, f64 accumulation (ground truth)";
+    info_.dtypes = {DType::f32, DType::f16, DType::bf16, DType::f64, DType::c64, DType::i8, DType::u8, DType::i16,
+                    DType::u16, DType::i32, DType::u32, DType::i64, DType::u64, DType::boolean};
+  }
+  const DeviceInfo& info() const override { return info_; }
+  Claim claim_native(const NodeDesc& n) const override {
+    return Claim::no("ref runs primitives only; it has no native kernels");
+  }
+  Claim supports_primitive(const NodeDesc& n) const override {
+    for (const TensorType& t : n.inputs)
+      if (is_packed(t.dtype) && n.op != Op::Param && n.op != Op::Constant && !is_elementwise(n.op) &&
+          op_info(n.op).family != OpFamily::movement)
+        return Claim::no(cat("packed ", dtype_name(t.dtype), " values are storage only"));
+    return Claim::yes("interpreted");
+  }
+  Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions&) const override {
+    return std::unique_ptr<Executable>(std::make_unique<RefExecutable>(g));
+  }
+
+ private:
+  DeviceInfo info_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Device> make_ref_device() { return std::make_shared<RefDevice>(); }
+
+}  // namespace rlx::ref

@@ -1,0 +1,149 @@
+#include "c_jit.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#ifndef RLX_C_COMPILER
+#define RLX_C_COMPILER "cc"
+#endif
+
+namespace rlx::codegen {
+namespace {
+
+constexpr const char* kFlags = "-O3 -march=native -fPIC -shared -std=gnu11 -fwrapv -fno-math-errno -fopenmp-simd -w";
+
+uint64_t fnv1a(const std::string& s, uint64_t h) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string hex_key(const std::string& s) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(fnv1a(s, 0xcbf29ce484222325ULL)),
+                static_cast<unsigned long long>(fnv1a(s, 0x84222325cbf29ce4ULL)));
+  return buf;
+}
+
+Status make_dirs(const std::string& path) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  if (!path.empty() && path[0] == '/') cur = "/";
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += part + "/";
+    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+      return error(ErrorCode::io_error, "cannot create kernel cache folder ", cur, ": ", std::strerror(errno));
+  }
+  return Status::ok();
+}
+
+bool file_exists(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && st.st_size > 0;
+}
+
+std::string compiler_version() {
+  static const std::string v = [] {
+    std::string cmd = c_compiler() + " --version 2>/dev/null";
+    FILE* f = popen(cmd.c_str(), "r");
+    if (!f) return std::string("unknown");
+    char buf[256];
+    std::string r;
+    if (fgets(buf, sizeof buf, f)) r = buf;
+    pclose(f);
+    return r;
+  }();
+  return v;
+}
+
+std::mutex g_mu;
+std::map<std::string, std::weak_ptr<JitModule>> g_loaded;
+
+}  // namespace
+
+JitModule::~JitModule() {
+  if (handle_) dlclose(handle_);
+}
+
+Expected<void*> JitModule::symbol(const std::string& name) const {
+  void* p = dlsym(handle_, name.c_str());
+  if (!p) return error(ErrorCode::internal, "generated module ", path_, " has no symbol ", name);
+  return p;
+}
+
+std::string c_compiler() {
+  if (const char* e = std::getenv("RLX_CC")) return e;
+  return RLX_C_COMPILER;
+}
+
+std::string kernel_cache_dir() {
+  if (const char* e = std::getenv("RLX_CACHE_DIR")) return e;
+  if (const char* x = std::getenv("XDG_CACHE_HOME")) return std::string(x) + "/rlx/kernels";
+  if (const char* h = std::getenv("HOME")) return std::string(h) + "/.cache/rlx/kernels";
+  return "/tmp/rlx-kernels";
+}
+
+Expected<std::shared_ptr<JitModule>> compile_c(const std::string& source) {
+  const std::string cc = c_compiler();
+  const std::string key = hex_key(source + "\n//" + cc + " " + kFlags + "\n//" + compiler_version());
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto it = g_loaded.find(key);
+  if (it != g_loaded.end())
+    if (auto m = it->second.lock()) return m;
+  const std::string dir = kernel_cache_dir();
+  RLX_TRY(make_dirs(dir));
+  const std::string so = dir + "/" + key + ".so";
+  bool cached = file_exists(so);
+  if (!cached) {
+    // write source and compile to a private temporary name, then rename atomically so that
+    // concurrent processes never load a half-written file
+    const std::string tag = std::to_string(getpid()) + "." + std::to_string(reinterpret_cast<uintptr_t>(&source));
+    const std::string c_path = dir + "/" + key + "." + tag + ".c";
+    const std::string tmp_so = dir + "/" + key + "." + tag + ".so.tmp";
+    const std::string log = dir + "/" + key + "." + tag + ".log";
+    {
+      std::ofstream f(c_path);
+      f << source;
+      if (!f) return error(ErrorCode::io_error, "cannot write ", c_path);
+    }
+    std::string cmd = cc + " " + kFlags + " -o '" + tmp_so + "' '" + c_path + "' -lm > '" + log + "' 2>&1";
+    int rc = std::system(cmd.c_str());
+    if (rc != 0) {
+      std::ifstream lf(log);
+      std::stringstream ss;
+      ss << lf.rdbuf();
+      std::string diag = ss.str();
+      if (diag.size() > 4000) diag = diag.substr(0, 4000) + "...";
+      std::remove(tmp_so.c_str());
+      std::remove(log.c_str());
+      return error(ErrorCode::runtime_error, "the C compiler failed on generated kernels (source kept at ", c_path,
+                   "): ", diag);
+    }
+    std::remove(log.c_str());
+    std::remove(c_path.c_str());
+    if (std::rename(tmp_so.c_str(), so.c_str()) != 0)
+      return error(ErrorCode::io_error, "cannot move compiled kernels to ", so, ": ", std::strerror(errno));
+  }
+  void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) return error(ErrorCode::runtime_error, "cannot load generated kernels ", so, ": ", dlerror());
+  std::shared_ptr<JitModule> m(new JitModule(h, so, cached));
+  g_loaded[key] = m;
+  return m;
+}
+
+}  // namespace rlx::codegen

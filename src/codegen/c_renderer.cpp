@@ -1,0 +1,534 @@
+// C renderer: kernel-level loop nests to C99 that gcc/clang vectorize. Expressions are
+// placed at the loop level of their deepest dependency (loop-invariant code motion by
+// construction), reductions become their own loops with OpenMP simd reductions.
+#include "c_renderer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+namespace rlx::codegen {
+namespace {
+
+using kir::Expr;
+using kir::ExprKind;
+
+Expected<std::string> storage_type(DType t) {
+  switch (t) {
+    case DType::f32: return std::string("float");
+    case DType::f64: return std::string("double");
+    case DType::f16:
+    case DType::bf16: return std::string("uint16_t");
+    case DType::i8: return std::string("int8_t");
+    case DType::u8:
+    case DType::boolean: return std::string("uint8_t");
+    case DType::i16: return std::string("int16_t");
+    case DType::u16: return std::string("uint16_t");
+    case DType::i32: return std::string("int32_t");
+    case DType::u32: return std::string("uint32_t");
+    case DType::i64: return std::string("int64_t");
+    case DType::u64: return std::string("uint64_t");
+    default: break;
+  }
+  return error(ErrorCode::unsupported, "the C renderer does not handle ", dtype_name(t));
+}
+
+// Type a value is computed in.
+std::string compute_type(DType t) {
+  switch (t) {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return "float";
+    case DType::f64: return "double";
+    case DType::boolean: return "int";
+    default: return *storage_type(t);
+  }
+}
+
+bool is_f64(DType t) { return t == DType::f64; }
+std::string sfx(DType t) { return is_f64(t) ? "_f64" : "_f32"; }
+
+std::string float_lit(double v, DType t) {
+  if (std::isnan(v)) return is_f64(t) ? "((double)NAN)" : "NAN";
+  if (std::isinf(v)) return v > 0 ? (is_f64(t) ? "((double)INFINITY)" : "INFINITY") : (is_f64(t) ? "(-(double)INFINITY)" : "(-INFINITY)");
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s(buf);
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  return is_f64(t) ? s : "(float)" + s;
+}
+
+std::string int_lit(int64_t v, DType t) {
+  if (v == INT64_MIN) return "INT64_MIN";
+  std::string s = std::to_string(v);
+  if (t == DType::u64) return s + "ULL";
+  return "(" + compute_type(t) + ")" + s + "LL";
+}
+
+struct IntRange {
+  const char* lo;
+  const char* hi;
+};
+IntRange int_range(DType t) {
+  switch (t) {
+    case DType::i8: return {"-128.0", "127.0"};
+    case DType::u8: return {"0.0", "255.0"};
+    case DType::i16: return {"-32768.0", "32767.0"};
+    case DType::u16: return {"0.0", "65535.0"};
+    case DType::i32: return {"-2147483648.0", "2147483647.0"};
+    case DType::u32: return {"0.0", "4294967295.0"};
+    default: return {"", ""};
+  }
+}
+
+class Renderer {
+ public:
+  Renderer(const kir::GeneratedKernel& k, const std::vector<DType>& args) : k_(k), args_(args) {}
+  Expected<std::string> render(const std::string& symbol);
+
+ private:
+  void analyze();
+  std::string ref(int e);  // how an operand is written
+  Expected<std::string> value_of(int e);
+  Status emit_region(int region, int indent);
+  Status emit_expr(int e, int indent);
+  Status emit_reduce(int e, int indent);
+  std::string pad(int n) const { return std::string(static_cast<size_t>(n) * 2, ' '); }
+  std::string cast_expr(const std::string& v, DType from, DType to);
+  Expected<std::string> unary(const Expr& e);
+  Expected<std::string> binary(const Expr& e);
+
+  const kir::GeneratedKernel& k_;
+  const std::vector<DType>& args_;
+  std::ostringstream out_;
+  // Regions: 0 = function top, 1 = row, 2 = column, 3 + r = inside reduce expr r's loops.
+  std::vector<int> home_;
+  std::map<int, std::vector<int>> region_exprs_;
+  std::vector<std::vector<int>> loops_;  // per expr: loops it depends on
+  std::vector<int> owner_;               // loop -> reduce expr owning it (-1 for domain loops)
+  std::vector<int> depth_;               // per reduce expr: nesting depth
+};
+
+void Renderer::analyze() {
+  const int n = static_cast<int>(k_.exprs.size());
+  owner_.assign(k_.loops.size(), -1);
+  for (int i = 0; i < n; ++i)
+    if (k_.exprs[i].kind == ExprKind::reduce)
+      for (int l : k_.exprs[i].loops) owner_[l] = i;
+  loops_.assign(n, {});
+  depth_.assign(n, 0);
+  home_.assign(n, 0);
+  const int col = k_.domain_rank - 1;
+  for (int i = 0; i < n; ++i) {
+    const Expr& e = k_.exprs[i];
+    std::vector<int> s;
+    if (e.kind == ExprKind::loop_var) s.push_back(e.loop);
+    for (int o : {e.a, e.b, e.c})
+      if (o >= 0) s.insert(s.end(), loops_[o].begin(), loops_[o].end());
+    std::sort(s.begin(), s.end());
+    s.erase(std::unique(s.begin(), s.end()), s.end());
+    if (e.kind == ExprKind::reduce)
+      s.erase(std::remove_if(s.begin(), s.end(), [&](int l) { return owner_[l] == i; }), s.end());
+    loops_[i] = s;
+    // home: the innermost reduce region among its loops, else column, row or top
+    int best = -1;
+    for (int l : s)
+      if (owner_[l] >= 0 && (best < 0 || depth_[owner_[l]] > depth_[best])) best = owner_[l];
+    if (best >= 0) {
+      home_[i] = 3 + best;
+    } else if (std::find(s.begin(), s.end(), col) != s.end()) {
+      home_[i] = 2;
+    } else if (!s.empty()) {
+      home_[i] = 1;
+    } else {
+      home_[i] = 0;  // loop-invariant: computed once per call
+    }
+    if (e.kind == ExprKind::reduce) depth_[i] = best >= 0 ? depth_[best] + 1 : 1;
+    region_exprs_[home_[i]].push_back(i);
+  }
+}
+
+std::string Renderer::ref(int e) {
+  const Expr& x = k_.exprs[e];
+  switch (x.kind) {
+    case ExprKind::loop_var: return "i" + std::to_string(x.loop);
+    case ExprKind::iconst: return x.dtype == DType::i64 ? std::to_string(x.ival) + "LL" : int_lit(x.ival, x.dtype);
+    case ExprKind::fconst: return float_lit(x.fval, x.dtype);
+    default: return "e" + std::to_string(e);
+  }
+}
+
+std::string Renderer::cast_expr(const std::string& v, DType from, DType to) {
+  if (from == to) return v;
+  if (to == DType::boolean) return "((" + v + ") != 0)";
+  if (is_float(to)) return "(" + compute_type(to) + ")(" + v + ")";
+  // to an integer type
+  if (is_float(from)) {
+    std::string f = is_f64(from) ? "f64" : "f32";
+    switch (to) {
+      case DType::i8: return "rlx_" + f + "_to_i8_sat(" + v + ")";
+      case DType::u8: return "rlx_" + f + "_to_u8_sat(" + v + ")";
+      case DType::i32: return "rlx_" + f + "_to_i32_sat(" + v + ")";
+      case DType::i64: return "rlx_" + f + "_to_i64_sat(" + v + ")";
+      case DType::u64: return "rlx_f64_to_u64_sat((double)(" + v + "))";
+      default: {
+        IntRange r = int_range(to);
+        return "(" + compute_type(to) + ")rlx_f64_to_range_sat((double)(" + v + "), " + r.lo + ", " + r.hi + ")";
+      }
+    }
+  }
+  return "(" + compute_type(to) + ")(" + v + ")";
+}
+
+Expected<std::string> Renderer::unary(const Expr& e) {
+  const DType t = k_.exprs[e.a].dtype;
+  const std::string a = ref(e.a);
+  const std::string s = sfx(t);
+  const bool fl = is_float(t);
+  switch (e.op) {
+    case Op::Neg: return "(-" + a + ")";
+    case Op::Abs:
+      if (fl) return std::string(is_f64(t) ? "fabs(" : "fabsf(") + a + ")";
+      if (is_unsigned_int(t)) return a;
+      return "(" + a + " < 0 ? -" + a + " : " + a + ")";
+    case Op::Exp: return "rlx_exp" + s + "(" + a + ")";
+    case Op::Log: return "rlx_log" + s + "(" + a + ")";
+    case Op::Sqrt: return "rlx_sqrt" + s + "(" + a + ")";
+    case Op::Rsqrt: return "rlx_rsqrt" + s + "(" + a + ")";
+    case Op::Reciprocal: return std::string(is_f64(t) ? "(1.0 / " : "(1.0f / ") + a + ")";
+    case Op::Tanh: return "rlx_tanh" + s + "(" + a + ")";
+    case Op::Sigmoid: return "rlx_sigmoid" + s + "(" + a + ")";
+    case Op::Erf: return "rlx_erf" + s + "(" + a + ")";
+    case Op::Sin: return "rlx_sin" + s + "(" + a + ")";
+    case Op::Cos: return "rlx_cos" + s + "(" + a + ")";
+    case Op::Floor: return std::string(is_f64(t) ? "floor(" : "floorf(") + a + ")";
+    case Op::Ceil: return std::string(is_f64(t) ? "ceil(" : "ceilf(") + a + ")";
+    case Op::Round: return "rlx_round" + s + "(" + a + ")";
+    case Op::Sign:
+      if (fl) return "rlx_sign" + s + "(" + a + ")";
+      return "((" + a + " > 0) - (" + a + " < 0))";
+    case Op::Not: return "(!" + a + ")";
+    case Op::IsNan: return "(" + a + " != " + a + ")";
+    case Op::IsInf: {
+      std::string inf = is_f64(t) ? "(double)INFINITY" : "INFINITY";
+      std::string pos = "(" + a + " == " + inf + ")", neg = "(" + a + " == -" + inf + ")";
+      if (e.ival && e.ival2) return "(" + pos + " || " + neg + ")";
+      if (e.ival) return pos;
+      if (e.ival2) return neg;
+      return std::string("0");
+    }
+    default: break;
+  }
+  return error(ErrorCode::unsupported, "C renderer: unary ", op_name(e.op));
+}
+
+Expected<std::string> Renderer::binary(const Expr& e) {
+  const DType t = k_.exprs[e.a].dtype;
+  const std::string a = ref(e.a), b = ref(e.b);
+  const bool fl = is_float(t);
+  const std::string ct = compute_type(t);
+  switch (e.op) {
+    case Op::Add: return "(" + a + " + " + b + ")";
+    case Op::Sub: return "(" + a + " - " + b + ")";
+    case Op::Mul: return "(" + a + " * " + b + ")";
+    case Op::Div:
+      if (fl) return "(" + a + " / " + b + ")";
+      if (is_unsigned_int(t)) return "(" + b + " == 0 ? (" + ct + ")0 : (" + ct + ")(" + a + " / " + b + "))";
+      return "(" + ct + ")rlx_tdiv_i64(" + a + ", " + b + ")";
+    case Op::Pow:
+      if (fl) return "rlx_pow" + sfx(t) + "(" + a + ", " + b + ")";
+      return "(" + ct + ")rlx_ipow_i64(" + a + ", " + b + ")";
+    case Op::Max:
+      if (fl) return "((" + a + " > " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
+      return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
+    case Op::Min:
+      if (fl) return "((" + a + " < " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
+      return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+    case Op::Mod:
+      if (fl) {
+        std::string f = is_f64(t) ? "fmod(" : "fmodf(";
+        if (!e.ival) return f + a + ", " + b + ")";
+        return "rlx_fmod_floor" + sfx(t) + "(" + a + ", " + b + ")";
+      }
+      if (is_unsigned_int(t)) return "(" + b + " == 0 ? (" + ct + ")0 : (" + ct + ")(" + a + " % " + b + "))";
+      if (e.ival) return "(" + ct + ")rlx_mod_i64(" + a + ", " + b + ")";
+      return "(" + ct + ")rlx_trem_i64(" + a + ", " + b + ")";
+    case Op::Equal: return "(" + a + " == " + b + ")";
+    case Op::NotEqual: return "(" + a + " != " + b + ")";
+    case Op::Less: return "(" + a + " < " + b + ")";
+    case Op::LessEqual: return "(" + a + " <= " + b + ")";
+    case Op::Greater: return "(" + a + " > " + b + ")";
+    case Op::GreaterEqual: return "(" + a + " >= " + b + ")";
+    case Op::And: return "(" + a + " && " + b + ")";
+    case Op::Or: return "(" + a + " || " + b + ")";
+    case Op::Xor: return "((" + a + " != 0) != (" + b + " != 0))";
+    default: break;
+  }
+  return error(ErrorCode::unsupported, "C renderer: binary ", op_name(e.op));
+}
+
+Expected<std::string> Renderer::value_of(int i) {
+  const Expr& e = k_.exprs[i];
+  switch (e.kind) {
+    case ExprKind::load: {
+      const DType t = args_[e.buffer];
+      std::string acc = "b" + std::to_string(e.buffer) + "[" + ref(e.a) + "]";
+      if (t == DType::f16) return "rlx_f16_to_f32(" + acc + ")";
+      if (t == DType::bf16) return "rlx_bf16_to_f32(" + acc + ")";
+      if (t == DType::boolean) return "(int)" + acc;
+      return acc;
+    }
+    case ExprKind::unary: return unary(e);
+    case ExprKind::binary: return binary(e);
+    case ExprKind::select: return "(" + ref(e.a) + " ? " + ref(e.b) + " : " + ref(e.c) + ")";
+    case ExprKind::cast: return cast_expr(ref(e.a), k_.exprs[e.a].dtype, e.dtype);
+    case ExprKind::idiv: return "(" + ref(e.a) + " / " + ref(e.b) + ")";
+    case ExprKind::imod: return "(" + ref(e.a) + " % " + ref(e.b) + ")";
+    case ExprKind::clamp: {
+      std::string a = ref(e.a);
+      return "(" + a + " < " + std::to_string(e.ival) + "LL ? " + std::to_string(e.ival) + "LL : (" + a + " > " +
+             std::to_string(e.ival2) + "LL ? " + std::to_string(e.ival2) + "LL : " + a + "))";
+    }
+    case ExprKind::random: {
+      std::string seed = std::to_string(static_cast<uint64_t>(e.ival)) + "ULL";
+      std::string v = e.op == Op::Mul
+                          ? "rlx_random_normal(" + seed + ", (uint64_t)" + ref(e.a) + ", " + float_lit(e.fval, DType::f64) + ", " + float_lit(e.fval2, DType::f64) + ")"
+                          : "rlx_random_uniform(" + seed + ", (uint64_t)" + ref(e.a) + ", " + float_lit(e.fval, DType::f64) + ", " + float_lit(e.fval2, DType::f64) + ")";
+      return "(" + compute_type(e.dtype) + ")" + v;
+    }
+    default: break;
+  }
+  return error(ErrorCode::internal, "C renderer: unexpected expression kind ", expr_kind_name(e.kind));
+}
+
+Status Renderer::emit_reduce(int i, int indent) {
+  const Expr& e = k_.exprs[i];
+  const DType t = e.dtype;
+  const DType bt = k_.exprs[e.a].dtype;
+  const std::string acc = "acc" + std::to_string(i);
+  const bool fl = is_float(t);
+  const bool arg = op_info(e.op).family == OpFamily::argreduce;
+  std::string at = compute_type(arg ? bt : t);
+  if (!arg && !fl && t != DType::boolean) at = is_unsigned_int(t) ? "uint64_t" : "int64_t";
+  std::string init;
+  switch (e.op) {
+    case Op::ReduceSum: init = fl ? float_lit(0.0, t) : "0"; break;
+    case Op::ReduceProd: init = fl ? float_lit(1.0, t) : "1"; break;
+    case Op::ReduceMax:
+      init = fl ? float_lit(-INFINITY, t) : (is_unsigned_int(t) ? "0" : "INT64_MIN");
+      break;
+    case Op::ReduceMin:
+      init = fl ? float_lit(INFINITY, t) : (is_unsigned_int(t) ? "UINT64_MAX" : "INT64_MAX");
+      break;
+    default: break;
+  }
+  // nested reduce regions inside this one prevent a simd pragma on its loop
+  bool nested = false;
+  for (int j : region_exprs_[3 + i])
+    if (k_.exprs[j].kind == ExprKind::reduce) nested = true;
+  const bool float_minmax = fl && (e.op == Op::ReduceMax || e.op == Op::ReduceMin);
+  if (arg) {
+    out_ << pad(indent) << at << " " << acc << " = 0; int64_t " << acc << "_i = -1; int64_t " << acc << "_k = 0;\n";
+  } else {
+    out_ << pad(indent) << at << " " << acc << " = " << init << ";\n";
+    if (float_minmax) out_ << pad(indent) << "int " << acc << "_nan = 0;\n";
+  }
+  int depth = indent;
+  for (size_t li = 0; li < e.loops.size(); ++li) {
+    int l = e.loops[li];
+    bool innermost = li + 1 == e.loops.size();
+    if (innermost && !nested && !arg) {
+      std::string red;
+      switch (e.op) {
+        case Op::ReduceSum: red = "reduction(+:" + acc + ")"; break;
+        case Op::ReduceProd: red = "reduction(*:" + acc + ")"; break;
+        case Op::ReduceMax: red = "reduction(max:" + acc + ")"; break;
+        case Op::ReduceMin: red = "reduction(min:" + acc + ")"; break;
+        default: break;
+      }
+      if (float_minmax) red += " reduction(|:" + acc + "_nan)";
+      out_ << pad(depth) << "#pragma omp simd " << red << "\n";
+    }
+    out_ << pad(depth) << "for (int64_t i" << l << " = 0; i" << l << " < " << k_.loops[l].extent << "; ++i" << l
+         << ") {\n";
+    ++depth;
+  }
+  RLX_TRY(emit_region(3 + i, depth));
+  const std::string x = ref(e.a);
+  switch (e.op) {
+    case Op::ReduceSum: out_ << pad(depth) << acc << " += " << x << ";\n"; break;
+    case Op::ReduceProd: out_ << pad(depth) << acc << " *= " << x << ";\n"; break;
+    case Op::ReduceMax:
+      out_ << pad(depth) << acc << " = " << x << " > " << acc << " ? " << x << " : " << acc << ";\n";
+      if (float_minmax) out_ << pad(depth) << acc << "_nan |= " << x << " != " << x << ";\n";
+      break;
+    case Op::ReduceMin:
+      out_ << pad(depth) << acc << " = " << x << " < " << acc << " ? " << x << " : " << acc << ";\n";
+      if (float_minmax) out_ << pad(depth) << acc << "_nan |= " << x << " != " << x << ";\n";
+      break;
+    case Op::ArgMax:
+    case Op::ArgMin: {
+      // numpy semantics: NaN is the extreme; ties keep the first index unless select_last
+      const char* cmp = e.op == Op::ArgMax ? " > " : " < ";
+      std::string better = "(" + x + cmp + acc + ")";
+      if (is_float(bt)) better = "(" + x + " != " + x + " || " + better + ")";
+      if (e.ival) better = "(" + better + " || " + x + " == " + acc + ")";
+      std::string stop = is_float(bt) ? "(" + acc + "_i >= 0 && " + acc + " != " + acc + ")" : "0";
+      out_ << pad(depth) << "if (" << acc << "_i < 0 || (!" << stop << " && " << better << ")) { " << acc << " = " << x
+           << "; " << acc << "_i = " << acc << "_k; }\n";
+      out_ << pad(depth) << "++" << acc << "_k;\n";
+      break;
+    }
+    default: return error(ErrorCode::unsupported, "C renderer: reduction ", op_name(e.op));
+  }
+  for (size_t li = 0; li < e.loops.size(); ++li) {
+    --depth;
+    out_ << pad(depth) << "}\n";
+  }
+  if (float_minmax) out_ << pad(indent) << "if (" << acc << "_nan) " << acc << " = NAN;\n";
+  const std::string result = arg ? acc + "_i" : acc;
+  out_ << pad(indent) << compute_type(t) << " e" << i << " = (" << compute_type(t) << ")" << result << ";\n";
+  return Status::ok();
+}
+
+Status Renderer::emit_expr(int i, int indent) {
+  const Expr& e = k_.exprs[i];
+  if (e.kind == ExprKind::loop_var || e.kind == ExprKind::iconst || e.kind == ExprKind::fconst) return Status::ok();
+  if (e.kind == ExprKind::reduce) return emit_reduce(i, indent);
+  RLX_ASSIGN_OR_RETURN(std::string v, value_of(i));
+  out_ << pad(indent) << compute_type(e.dtype) << " e" << i << " = " << v << ";\n";
+  return Status::ok();
+}
+
+Status Renderer::emit_region(int region, int indent) {
+  auto it = region_exprs_.find(region);
+  if (it == region_exprs_.end()) return Status::ok();
+  for (int i : it->second) RLX_TRY(emit_expr(i, indent));
+  return Status::ok();
+}
+
+Expected<std::string> Renderer::render(const std::string& symbol) {
+  analyze();
+  out_ << "void " << symbol << "(void* const* restrict bufs, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {\n";
+  for (size_t a = 0; a < args_.size(); ++a) {
+    RLX_ASSIGN_OR_RETURN(std::string st, storage_type(args_[a]));
+    out_ << "  " << st << "* restrict b" << a << " = (" << st << "*)bufs[" << a << "];\n";
+  }
+  for (const Expr& e : k_.exprs)
+    if (e.kind == ExprKind::cast || e.kind == ExprKind::load || e.kind == ExprKind::reduce)
+      RLX_TRY(storage_type(e.dtype).status());
+  RLX_TRY(emit_region(0, 1));
+  const int dr = k_.domain_rank;
+  out_ << "  for (int64_t r = r0; r < r1; ++r) {\n";
+  // unravel the row index into the outer domain loops
+  int64_t stride = 1;
+  for (int l = dr - 2; l >= 0; --l) {
+    out_ << "    const int64_t i" << l << " = (r / " << stride << "LL) % " << k_.loops[l].extent << "LL;\n";
+    stride *= k_.loops[l].extent;
+  }
+  out_ << "    (void)r;\n";
+  RLX_TRY(emit_region(1, 2));
+  bool col_has_reduce = false;
+  for (int i : region_exprs_[2])
+    if (k_.exprs[i].kind == ExprKind::reduce) col_has_reduce = true;
+  bool accumulate = false;
+  for (const kir::Store& s : k_.stores) accumulate |= s.accumulate;
+  if (!col_has_reduce && !accumulate) out_ << "    #pragma omp simd\n";
+  const int col = dr - 1;
+  out_ << "    for (int64_t i" << col << " = c0; i" << col << " < c1; ++i" << col << ") {\n";
+  RLX_TRY(emit_region(2, 3));
+  for (const kir::Store& s : k_.stores) {
+    const DType t = args_[s.buffer];
+    const DType vt = k_.exprs[s.value].dtype;
+    std::string v = ref(s.value);
+    if (vt != t && !(is_float(vt) && is_float(t))) v = cast_expr(v, vt, t);
+    std::string target = "b" + std::to_string(s.buffer) + "[" + ref(s.index) + "]";
+    if (s.accumulate) {
+      if (t == DType::f16) {
+        out_ << "      " << target << " = rlx_f32_to_f16(rlx_f16_to_f32(" << target << ") + " << v << ");\n";
+      } else if (t == DType::bf16) {
+        out_ << "      " << target << " = rlx_f32_to_bf16(rlx_bf16_to_f32(" << target << ") + " << v << ");\n";
+      } else {
+        out_ << "      " << target << " += " << v << ";\n";
+      }
+      continue;
+    }
+    if (t == DType::f16) v = "rlx_f32_to_f16(" + v + ")";
+    else if (t == DType::bf16) v = "rlx_f32_to_bf16(" + v + ")";
+    else if (t == DType::boolean) v = "(uint8_t)((" + v + ") != 0)";
+    else if (t == DType::f32 && vt == DType::f64) v = "(float)(" + v + ")";
+    out_ << "      " << target << " = " << v << ";\n";
+  }
+  out_ << "    }\n  }\n}\n";
+  return out_.str();
+}
+
+}  // namespace
+
+Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes,
+                                      const std::string& symbol) {
+  Renderer r(k, arg_dtypes);
+  return r.render(symbol);
+}
+
+std::string_view c_runtime_helpers() {
+  return R"C(
+/* ---- rlx runtime helpers ---- */
+static inline uint64_t rlx_splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+static inline double rlx_random01(uint64_t seed, uint64_t counter) {
+  uint64_t h = rlx_splitmix64(seed + (counter + 1) * 0x9E3779B97F4A7C15ULL);
+  return (double)(h >> 11) * 0x1.0p-53;
+}
+static inline double rlx_random_uniform(uint64_t seed, uint64_t i, double a, double b) {
+  return a + (b - a) * rlx_random01(seed, i);
+}
+static inline double rlx_random_normal(uint64_t seed, uint64_t i, double mean, double std) {
+  double u1 = rlx_random01(seed, 2 * i), u2 = rlx_random01(seed, 2 * i + 1);
+  if (u1 < 0x1.0p-53) u1 = 0x1.0p-53;
+  return mean + std * sqrt(-2.0 * log(u1)) * cos(6.283185307179586476925286766559 * u2);
+}
+static inline int64_t rlx_tdiv_i64(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0ULL - (uint64_t)a);
+  return a / b;
+}
+static inline int64_t rlx_trem_i64(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  return a % b;
+}
+static inline int64_t rlx_ipow_i64(int64_t base, int64_t e) {
+  if (e < 0) return base == 1 ? 1 : (base == -1 ? ((e & 1) ? -1 : 1) : 0);
+  uint64_t r = 1, b = (uint64_t)base;
+  while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
+  return (int64_t)r;
+}
+static inline float rlx_fmod_floor_f32(float a, float b) {
+  float r = fmodf(a, b);
+  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+}
+static inline double rlx_fmod_floor_f64(double a, double b) {
+  double r = fmod(a, b);
+  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+static inline double rlx_f64_to_range_sat(double x, double lo, double hi) {
+  if (x != x) return 0.0;
+  if (x < lo) return lo;
+  if (x > hi) return hi;
+  return trunc(x);
+}
+static inline uint64_t rlx_f64_to_u64_sat(double x) {
+  if (x != x || x <= 0.0) return 0;
+  if (x >= 18446744073709551615.0) return UINT64_MAX;
+  return (uint64_t)x;
+}
+)C";
+}
+
+}  // namespace rlx::codegen

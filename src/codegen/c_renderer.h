@@ -1,0 +1,23 @@
+// Renders generated kernels of the kernel-level IR to C. Each kernel becomes
+//   void <symbol>(void* const* bufs, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+// computing domain rows [r0, r1) and innermost-loop columns [c0, c1), so the runtime can
+// split the work over threads (and a GEMM can run it on one finished tile as an epilogue).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rlx/kernel_ir.h"
+
+namespace rlx::codegen {
+
+// The C function for one kernel. `arg_dtypes[i]` is the element type of the kernel's i-th
+// buffer argument. Returns unsupported for dtypes the C renderer does not handle (c64).
+Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes,
+                                      const std::string& symbol);
+
+// Helpers every rendered file needs beyond the math prelude (random numbers, integer
+// division without traps, saturating casts).
+std::string_view c_runtime_helpers();
+
+}  // namespace rlx::codegen

@@ -1,0 +1,113 @@
+// Convolution family: conv2d rewritten as im2col (pad + strided slices + concat) times a
+// matmul, so it runs on whatever matmul the device has; pooling as an elementwise max/sum
+// over the window's strided slices, which the scheduler fuses into one kernel.
+#include <limits>
+
+#include "rules.h"
+
+namespace rlx::dispatch {
+namespace {
+
+struct Window {
+  int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  int64_t n, c, h, w, ho, wo;
+};
+
+Window window_of(const RuleNode& n, int64_t kh, int64_t kw) {
+  const Attrs& a = n.attrs;
+  auto strides = a.ints("strides", {1, 1});
+  auto pads = a.ints("pads", {0, 0, 0, 0});
+  auto dil = a.ints("dilations", {1, 1});
+  const Shape& x = n.input_types[0].shape;
+  const Shape& y = n.output_types[0].shape;
+  return Window{kh, kw, strides[0], strides[1], dil[0], dil[1], pads[0], pads[1], pads[2], pads[3],
+                x[0].size(), x[1].size(), x[2].size(), x[3].size(), y[2].size(), y[3].size()};
+}
+
+// Pads so that every window of the output lies inside (ceil_mode may need extra end padding).
+ValueId pad_for_windows(OpBuilder& o, ValueId x, const Window& w, double value) {
+  int64_t need_h = (w.ho - 1) * w.sh + (w.kh - 1) * w.dh + 1;
+  int64_t need_w = (w.wo - 1) * w.sw + (w.kw - 1) * w.dw + 1;
+  int64_t extra_b = std::max<int64_t>(0, need_h - (w.h + w.pt + w.pb));
+  int64_t extra_r = std::max<int64_t>(0, need_w - (w.w + w.pl + w.pr));
+  if (w.pt == 0 && w.pl == 0 && w.pb + extra_b == 0 && w.pr + extra_r == 0) return x;
+  return o.pad(x, {0, 0, w.pt, w.pl, 0, 0, w.pb + extra_b, w.pr + extra_r}, value);
+}
+
+// The [N, C, Ho, Wo] slice of the padded input read by kernel tap (i, j).
+ValueId tap(OpBuilder& o, ValueId xp, const Window& w, int64_t i, int64_t j) {
+  return o.strided_slice(xp, {0, 0, i * w.dh, j * w.dw}, {1, 1, w.sh, w.sw}, {w.n, w.c, w.ho, w.wo});
+}
+
+Status conv2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
+  const Shape& ws = n.input_types[1].shape;
+  const int64_t m = ws[0].size(), cg = ws[1].size();
+  Window w = window_of(n, ws[2].size(), ws[3].size());
+  const int64_t g = n.attrs.i("group", 1);
+  ValueId xp = pad_for_windows(o, n.inputs[0], w, 0.0);
+  std::vector<ValueId> taps;
+  for (int64_t i = 0; i < w.kh; ++i)
+    for (int64_t j = 0; j < w.kw; ++j)
+      taps.push_back(o.reshape(tap(o, xp, w, i, j), {w.n, w.c, 1, w.ho * w.wo}));
+  ValueId cols = taps.size() == 1 ? taps[0] : o.concat(taps, 2);  // [N, C, kh*kw, P]
+  const int64_t kk = w.kh * w.kw, p = w.ho * w.wo;
+  cols = o.reshape(cols, {w.n, g, cg * kk, p});
+  ValueId wm = o.reshape(n.inputs[1], {g, m / g, cg * kk});
+  ValueId y = o.matmul(wm, cols);  // [N, g, M/g, P]
+  y = o.reshape(y, {w.n, m, w.ho, w.wo});
+  if (n.inputs.size() == 3) y = o.add(y, o.reshape(n.inputs[2], {1, m, 1, 1}));
+  return single(o, y, outputs);
+}
+
+Status max_pool2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
+  auto k = n.attrs.ints("kernel");
+  Window w = window_of(n, k[0], k[1]);
+  ValueId xp = pad_for_windows(o, n.inputs[0], w, -std::numeric_limits<double>::infinity());
+  ValueId y = kNoValue;
+  for (int64_t i = 0; i < w.kh; ++i)
+    for (int64_t j = 0; j < w.kw; ++j) {
+      ValueId t = tap(o, xp, w, i, j);
+      y = y == kNoValue ? t : o.max(y, t);
+    }
+  return single(o, y, outputs);
+}
+
+Status avg_pool2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
+  auto k = n.attrs.ints("kernel");
+  Window w = window_of(n, k[0], k[1]);
+  const bool include_pad = n.attrs.i("count_include_pad", 0) != 0;
+  ValueId xp = pad_for_windows(o, n.inputs[0], w, 0.0);
+  ValueId sum = kNoValue;
+  for (int64_t i = 0; i < w.kh; ++i)
+    for (int64_t j = 0; j < w.kw; ++j) {
+      ValueId t = tap(o, xp, w, i, j);
+      sum = sum == kNoValue ? t : o.add(sum, t);
+    }
+  // Divisor per output position: taps inside the input (or inside input + explicit padding
+  // when count_include_pad); never the extra ceil_mode padding.
+  std::vector<double> count(static_cast<size_t>(w.ho * w.wo));
+  for (int64_t oy = 0; oy < w.ho; ++oy)
+    for (int64_t ox = 0; ox < w.wo; ++ox) {
+      int64_t cnt = 0;
+      for (int64_t i = 0; i < w.kh; ++i)
+        for (int64_t j = 0; j < w.kw; ++j) {
+          int64_t yy = oy * w.sh + i * w.dh - w.pt, xx = ox * w.sw + j * w.dw - w.pl;
+          bool in_input = yy >= 0 && yy < w.h && xx >= 0 && xx < w.w;
+          bool in_padded = yy >= -w.pt && yy < w.h + w.pb && xx >= -w.pl && xx < w.w + w.pr;
+          cnt += include_pad ? in_padded : in_input;
+        }
+      count[oy * w.wo + ox] = cnt > 0 ? static_cast<double>(cnt) : 1.0;
+    }
+  ValueId div = o.constant(Tensor::from_f64(n.input_types[0].dtype, {1, 1, w.ho, w.wo}, count));
+  return single(o, o.div(sum, div), outputs);
+}
+
+}  // namespace
+
+void register_conv_rules(std::vector<OpRules>& t) {
+  t[static_cast<size_t>(Op::Conv2d)].rewrite = conv2d;
+  t[static_cast<size_t>(Op::MaxPool2d)].decompose = max_pool2d;
+  t[static_cast<size_t>(Op::AvgPool2d)].decompose = avg_pool2d;
+}
+
+}  // namespace rlx::dispatch

@@ -1,0 +1,26 @@
+#include "rules.h"
+
+namespace rlx::dispatch {
+
+const OpRules& rules_for(Op op) {
+  static const std::vector<OpRules> table = [] {
+    std::vector<OpRules> t(kNumOps);
+    register_elementwise_rules(t);
+    register_reduce_rules(t);
+    register_movement_rules(t);
+    register_contraction_rules(t);
+    register_normalization_rules(t);
+    register_conv_rules(t);
+    register_attention_rules(t);
+    return t;
+  }();
+  return table[static_cast<size_t>(op)];
+}
+
+Sizes static_sizes_or_empty(const TensorType& t) {
+  Sizes s;
+  for (const Dim& d : t.shape) s.push_back(d.is_static() ? d.size() : -1);
+  return s;
+}
+
+}  // namespace rlx::dispatch

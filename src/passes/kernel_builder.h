@@ -1,0 +1,83 @@
+// Building generated kernels: hash-consed scalar expressions, and affine index math with
+// range-based simplification, so that views (reshape, transpose, broadcast, slices) compose
+// into plain strided indices instead of divisions and remainders.
+#pragma once
+
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "rlx/kernel_ir.h"
+
+namespace rlx::sched {
+
+// An index in affine form: sum of coeff * atom, plus a constant. Atoms are loop variables
+// or opaque sub-expressions (floor-divisions, remainders, clamps, data-dependent indices).
+struct Ix {
+  std::vector<std::pair<int, int64_t>> terms;  // (atom id, coefficient), sorted by atom id
+  int64_t constant = 0;
+};
+
+class KernelBuilder {
+ public:
+  explicit KernelBuilder(kir::GeneratedKernel& k) : k_(k) {}
+
+  kir::GeneratedKernel& kernel() { return k_; }
+  int add_loop(int64_t extent);
+
+  // Expressions (hash-consed: equal expressions share one id).
+  int add(kir::Expr e);
+  int iconst(int64_t v, DType dt = DType::i64);
+  int fconst(double v, DType dt);
+  int var(int loop);
+  int load(int arg, DType dt, int index);
+  int unary(Op op, int a, DType out);
+  int binary(Op op, int a, int b, DType out);
+  int select(int c, int a, int b);
+  int cast(int a, DType to);
+  int reduce(Op op, int body, std::vector<int> loops, DType out);
+  const kir::Expr& expr(int id) const { return k_.exprs[id]; }
+
+  // Index math.
+  Ix ix_const(int64_t c) const { return Ix{{}, c}; }
+  Ix ix_loop(int loop);
+  Ix ix_opaque(int expr, int64_t lo, int64_t hi);  // a data-dependent index known to lie in [lo, hi]
+  Ix ix_add(const Ix& a, const Ix& b);
+  Ix ix_scale(const Ix& a, int64_t c);
+  Ix ix_div(const Ix& a, int64_t d);   // floor division by d > 0 (operand non-negative)
+  Ix ix_mod(const Ix& a, int64_t d);   // remainder by d > 0 (operand non-negative)
+  Ix ix_clamp(const Ix& a, int64_t lo, int64_t hi);
+  std::pair<int64_t, int64_t> ix_range(const Ix& a) const;
+  // The i64 expression computing the index.
+  int ix_expr(const Ix& a);
+  // sum idx[i] * strides[i]
+  Ix linearize(const std::vector<Ix>& idx, const Sizes& strides);
+  // Row-major multi-index of `flat` in `sizes`.
+  std::vector<Ix> unravel(const Ix& flat, const Sizes& sizes);
+  // Loops a (index or value) expression depends on.
+  const std::vector<int>& loops_of(int expr);
+
+ private:
+  enum class AtomKind : uint8_t { loop, div, mod, clamp, opaque };
+  struct Atom {
+    AtomKind kind;
+    int loop = -1;
+    Ix inner;
+    int64_t d = 0, lo = 0, hi = 0;
+    int expr = -1;
+  };
+  int atom(Atom a);
+  Ix normalize(Ix a);
+  bool merge_div_mod(Ix& a);
+  std::pair<int64_t, int64_t> atom_range(int id) const;
+  std::string atom_key(const Atom& a) const;
+  int atom_expr(int id);
+
+  kir::GeneratedKernel& k_;
+  std::unordered_map<std::string, int> expr_index_;
+  std::vector<Atom> atoms_;
+  std::map<std::string, int> atom_index_;
+  std::vector<std::vector<int>> expr_loops_;
+};
+
+}  // namespace rlx::sched

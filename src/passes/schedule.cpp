@@ -1,0 +1,676 @@
+// Scheduling: materialization decisions, fusion of primitives into generated kernels through
+// index-expression inlining, and the order of steps.
+#include "schedule.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <unordered_map>
+
+#include "kernel_builder.h"
+
+namespace rlx::sched {
+namespace {
+
+using kir::Buffer;
+using kir::BufferKind;
+using kir::GeneratedKernel;
+
+bool is_reduce_like(Op op) {
+  const OpFamily f = op_info(op).family;
+  return f == OpFamily::reduce || f == OpFamily::argreduce || op == Op::Dot;
+}
+
+int64_t const_i64(const Tensor& t) {
+  if (t.dtype() == DType::i64 || t.dtype() == DType::u64) {
+    int64_t v;
+    std::memcpy(&v, t.bytes(), 8);
+    return v;
+  }
+  return static_cast<int64_t>(t.get_f64(0));
+}
+
+class Scheduler;
+
+// Builds one generated kernel by inlining the expression of a value at loop indices.
+class Lowering {
+ public:
+  Lowering(Scheduler& s, GeneratedKernel& k, ValueId sink) : S(s), kb(k), k_(k), sink_(sink) {}
+  int elem(ValueId v, const std::vector<Ix>& idx);
+  int arg(int buffer);
+  int typed_const(double v, DType dt);
+  ValueId needs_materialization = kNoValue;  // set when a value must get its own buffer
+  std::set<ValueId> inlined_reductions;
+
+  Scheduler& S;
+  KernelBuilder kb;
+
+ private:
+  int compute(ValueId v, const std::vector<Ix>& idx);
+  int reduce_value(const Node& n, ValueId v, const std::vector<Ix>& idx);
+  int dot_value(const Node& n, const std::vector<Ix>& idx);
+  bool depends_on_active(const std::vector<Ix>& idx);
+
+  GeneratedKernel& k_;
+  ValueId sink_;
+  std::unordered_map<std::string, int> memo_;
+  std::map<int, int> args_;
+  std::vector<int> active_loops_;
+};
+
+class Scheduler {
+ public:
+  Scheduler(const Graph& g, const ScheduleOptions& o) : g(g), opts(o) {}
+  Expected<kir::KernelProgram> run();
+
+  const Graph& g;
+  const ScheduleOptions& opts;
+  kir::KernelProgram prog;
+  std::vector<int> buffer_of;        // value -> buffer, or -1 when inlined
+  std::vector<char> forced;          // value must be materialized
+
+ private:
+  void init_forced();
+  int new_buffer(ValueId v, BufferKind kind);
+  Status assign_buffers();
+  // Builds the kernel that materializes v; returns false if it asked for more materialization.
+  Expected<bool> build_kernel(ValueId v, int out_buffer, std::map<ValueId, std::set<int>>& reduce_users);
+  Status add_native(int node_index);
+  Status add_scatter(int node_index);
+  int add_copy_kernel(int src_buffer, int dst_buffer);
+
+  std::vector<std::vector<int>> consumers_;
+  std::vector<int> output_count_;
+};
+
+// ---------------- Lowering ----------------
+
+int Lowering::arg(int buffer) {
+  auto it = args_.find(buffer);
+  if (it != args_.end()) return it->second;
+  int a = static_cast<int>(k_.args.size());
+  k_.args.push_back(buffer);
+  args_[buffer] = a;
+  return a;
+}
+
+int Lowering::typed_const(double v, DType dt) {
+  if (is_float(dt)) return kb.fconst(v, dt);
+  if (dt == DType::boolean) return kb.iconst(v != 0 ? 1 : 0, dt);
+  return kb.iconst(static_cast<int64_t>(v), dt);
+}
+
+bool Lowering::depends_on_active(const std::vector<Ix>& idx) {
+  if (active_loops_.empty()) return false;
+  for (const Ix& x : idx) {
+    const std::vector<int>& ls = kb.loops_of(kb.ix_expr(x));
+    for (int l : ls)
+      if (std::find(active_loops_.begin(), active_loops_.end(), l) != active_loops_.end()) return true;
+  }
+  return false;
+}
+
+int Lowering::elem(ValueId v, const std::vector<Ix>& idx) {
+  std::string key = std::to_string(v);
+  for (const Ix& x : idx) {
+    key += "|" + std::to_string(x.constant);
+    for (auto [a, c] : x.terms) key += "," + std::to_string(a) + "*" + std::to_string(c);
+  }
+  auto it = memo_.find(key);
+  if (it != memo_.end()) return it->second;
+  int r;
+  const int b = S.buffer_of[v];
+  if (b >= 0 && v != sink_) {
+    const Buffer& buf = S.prog.buffers[b];
+    Ix flat = buf.sizes.empty() || numel(buf.sizes) == 1 ? kb.ix_const(0)
+                                                         : kb.linearize(idx, contiguous_strides(buf.sizes));
+    r = kb.load(arg(b), buf.dtype, kb.ix_expr(flat));
+  } else {
+    r = compute(v, idx);
+  }
+  memo_.emplace(std::move(key), r);
+  return r;
+}
+
+int Lowering::reduce_value(const Node& n, ValueId v, const std::vector<Ix>& idx) {
+  const Sizes in = *static_sizes(S.g.type(n.inputs[0]).shape);
+  const DType out_dt = S.g.type(v).dtype;
+  std::vector<int64_t> axes;
+  bool keep = n.attrs.i("keepdims", 1) != 0;
+  if (op_info(n.op).family == OpFamily::argreduce) {
+    axes = {n.attrs.i("axis", 0)};
+  } else {
+    axes = n.attrs.ints("axes");
+  }
+  std::vector<Ix> in_idx(in.size());
+  std::vector<int> loops;
+  size_t j = 0;
+  for (size_t d = 0; d < in.size(); ++d) {
+    bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+    if (reduced) {
+      if (in[d] == 1) {
+        in_idx[d] = kb.ix_const(0);
+      } else {
+        int l = kb.add_loop(in[d]);
+        loops.push_back(l);
+        in_idx[d] = kb.ix_loop(l);
+      }
+      if (keep) ++j;
+    } else {
+      in_idx[d] = idx[j++];
+    }
+  }
+  if (loops.empty()) {
+    if (op_info(n.op).family == OpFamily::argreduce) return kb.iconst(0, DType::i64);
+    return kb.cast(elem(n.inputs[0], in_idx), out_dt);
+  }
+  active_loops_.insert(active_loops_.end(), loops.begin(), loops.end());
+  int body = elem(n.inputs[0], in_idx);
+  active_loops_.resize(active_loops_.size() - loops.size());
+  return kb.reduce(n.op, body, loops, out_dt);
+}
+
+int Lowering::dot_value(const Node& n, const std::vector<Ix>& idx) {
+  const Sizes ls = *static_sizes(S.g.type(n.inputs[0]).shape);
+  const Sizes rs = *static_sizes(S.g.type(n.inputs[1]).shape);
+  auto lb = n.attrs.ints("lhs_batch"), rb = n.attrs.ints("rhs_batch");
+  auto lc = n.attrs.ints("lhs_contract"), rc = n.attrs.ints("rhs_contract");
+  std::vector<Ix> li(ls.size()), ri(rs.size());
+  size_t j = 0;
+  for (size_t i = 0; i < lb.size(); ++i) {
+    li[lb[i]] = idx[j];
+    ri[rb[i]] = idx[j];
+    ++j;
+  }
+  std::vector<int> loops;
+  for (size_t i = 0; i < lc.size(); ++i) {
+    if (ls[lc[i]] == 1) {
+      li[lc[i]] = ri[rc[i]] = kb.ix_const(0);
+      continue;
+    }
+    int l = kb.add_loop(ls[lc[i]]);
+    loops.push_back(l);
+    li[lc[i]] = ri[rc[i]] = kb.ix_loop(l);
+  }
+  auto in = [](const std::vector<int64_t>& v, size_t d) { return std::find(v.begin(), v.end(), static_cast<int64_t>(d)) != v.end(); };
+  for (size_t d = 0; d < ls.size(); ++d)
+    if (!in(lb, d) && !in(lc, d)) li[d] = idx[j++];
+  for (size_t d = 0; d < rs.size(); ++d)
+    if (!in(rb, d) && !in(rc, d)) ri[d] = idx[j++];
+  const DType dt = S.g.type(n.outputs[0]).dtype;
+  const DType acc = (dt == DType::f16 || dt == DType::bf16) ? DType::f32 : dt;
+  active_loops_.insert(active_loops_.end(), loops.begin(), loops.end());
+  int a = kb.cast(elem(n.inputs[0], li), acc);
+  int b = kb.cast(elem(n.inputs[1], ri), acc);
+  active_loops_.resize(active_loops_.size() - loops.size());
+  int prod = kb.binary(Op::Mul, a, b, acc);
+  if (loops.empty()) return kb.cast(prod, dt);
+  return kb.cast(kb.reduce(Op::ReduceSum, prod, loops, acc), dt);
+}
+
+int Lowering::compute(ValueId v, const std::vector<Ix>& idx) {
+  const Value& val = S.g.values[v];
+  const Node& n = S.g.nodes[val.producer];
+  if (n.origin >= 0 && std::find(k_.origins.begin(), k_.origins.end(), n.origin) == k_.origins.end())
+    k_.origins.push_back(n.origin);
+  const DType dt = val.type.dtype;
+  auto in_sizes = [&](int i) { return *static_sizes(S.g.type(n.inputs[i]).shape); };
+  const Sizes out = *static_sizes(val.type.shape);
+  if (is_reduce_like(n.op) && v != sink_) {
+    if (depends_on_active(idx)) {
+      needs_materialization = v;  // a reduction recomputed inside another reduction's loop
+      return kb.iconst(0);
+    }
+    inlined_reductions.insert(v);
+  }
+  switch (op_info(n.op).family) {
+    case OpFamily::source: {
+      if (n.op == Op::Constant) return typed_const(n.attrs.tensor("value")->get_f64(0), dt);
+      if (n.op == Op::Iota) return kb.cast(kb.ix_expr(idx[n.attrs.i("axis")]), dt);
+      if (n.op == Op::Random) {
+        kir::Expr e{kir::ExprKind::random, dt};
+        e.op = n.attrs.s("dist") == "normal" ? Op::Mul : Op::Add;
+        e.a = kb.ix_expr(kb.linearize(idx, contiguous_strides(out)));
+        e.ival = n.attrs.i("seed", 0);
+        e.fval = n.attrs.f("a", 0.0);
+        e.fval2 = n.attrs.f("b", 1.0);
+        return kb.add(e);
+      }
+      break;
+    }
+    case OpFamily::unary:
+      return kb.unary(n.op, elem(n.inputs[0], idx), dt);
+    case OpFamily::binary:
+    case OpFamily::compare:
+    case OpFamily::logical: {
+      int a = elem(n.inputs[0], idx), b = elem(n.inputs[1], idx);
+      if (n.op == Op::Mod && n.attrs.i("fmod", 0)) return kb.binary(Op::Mod, a, b, dt);
+      if (n.op == Op::Mod) {
+        // fmod=0 (Python %): encoded as a remainder followed by a sign fix in the renderer
+        kir::Expr e{kir::ExprKind::binary, dt};
+        e.op = Op::Mod;
+        e.a = a;
+        e.b = b;
+        e.ival = 1;  // floored
+        return kb.add(e);
+      }
+      return kb.binary(n.op, a, b, dt);
+    }
+    case OpFamily::ternary:
+      return kb.select(elem(n.inputs[0], idx), elem(n.inputs[1], idx), elem(n.inputs[2], idx));
+    case OpFamily::cast:
+      return kb.cast(elem(n.inputs[0], idx), dt);
+    case OpFamily::reduce:
+    case OpFamily::argreduce:
+      return reduce_value(n, v, idx);
+    case OpFamily::contraction:
+      return dot_value(n, idx);
+    default: break;
+  }
+  switch (n.op) {
+    case Op::Reshape: {
+      Sizes in = in_sizes(0);
+      Ix flat = kb.linearize(idx, contiguous_strides(out));
+      return elem(n.inputs[0], kb.unravel(flat, in));
+    }
+    case Op::Transpose: {
+      auto perm = n.attrs.ints("perm");
+      std::vector<Ix> in(idx.size());
+      for (size_t i = 0; i < perm.size(); ++i) in[perm[i]] = idx[i];
+      return elem(n.inputs[0], in);
+    }
+    case Op::Expand: {
+      Sizes in = in_sizes(0);
+      std::vector<Ix> ii(in.size());
+      for (size_t i = 0; i < in.size(); ++i) ii[i] = in[i] == 1 ? kb.ix_const(0) : idx[i];
+      return elem(n.inputs[0], ii);
+    }
+    case Op::StridedSlice: {
+      auto starts = n.attrs.ints("starts"), steps = n.attrs.ints("steps");
+      std::vector<Ix> ii(idx.size());
+      for (size_t i = 0; i < idx.size(); ++i) ii[i] = kb.ix_add(kb.ix_const(starts[i]), kb.ix_scale(idx[i], steps[i]));
+      return elem(n.inputs[0], ii);
+    }
+    case Op::Pad: {
+      Sizes in = in_sizes(0);
+      auto pads = n.attrs.ints("pads");
+      const size_t r = in.size();
+      std::vector<Ix> ii(r);
+      int cond = -1;
+      for (size_t i = 0; i < r; ++i) {
+        Ix j = kb.ix_add(idx[i], kb.ix_const(-pads[i]));
+        auto [lo, hi] = kb.ix_range(j);
+        if (lo < 0 || hi >= in[i]) {
+          int je = kb.ix_expr(j);
+          int c = -1;
+          if (lo < 0) c = kb.binary(Op::GreaterEqual, je, kb.iconst(0), DType::boolean);
+          if (hi >= in[i]) {
+            int c2 = kb.binary(Op::Less, je, kb.iconst(in[i]), DType::boolean);
+            c = c < 0 ? c2 : kb.binary(Op::And, c, c2, DType::boolean);
+          }
+          cond = cond < 0 ? c : kb.binary(Op::And, cond, c, DType::boolean);
+          j = kb.ix_clamp(j, 0, in[i] - 1);
+        }
+        ii[i] = j;
+      }
+      int x = elem(n.inputs[0], ii);
+      if (cond < 0) return x;
+      return kb.select(cond, x, typed_const(n.attrs.f("value", 0.0), dt));
+    }
+    case Op::Concat: {
+      const int64_t ax = n.attrs.i("axis");
+      auto [lo, hi] = kb.ix_range(idx[ax]);
+      int64_t offset = 0;
+      struct Part { int64_t begin, end; int input; };
+      std::vector<Part> parts;
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        int64_t len = in_sizes(static_cast<int>(k))[ax];
+        if (len > 0 && offset + len > lo && offset <= hi) parts.push_back({offset, offset + len, static_cast<int>(k)});
+        offset += len;
+      }
+      int result = -1;
+      int je = parts.size() > 1 ? kb.ix_expr(idx[ax]) : -1;
+      for (size_t p = parts.size(); p-- > 0;) {
+        std::vector<Ix> ii = idx;
+        ii[ax] = kb.ix_clamp(kb.ix_add(idx[ax], kb.ix_const(-parts[p].begin)), 0, parts[p].end - parts[p].begin - 1);
+        int val = elem(n.inputs[parts[p].input], ii);
+        if (result < 0) {
+          result = val;
+        } else {
+          int c = kb.binary(Op::Less, je, kb.iconst(parts[p].end), DType::boolean);
+          result = kb.select(c, val, result);
+        }
+      }
+      return result;
+    }
+    case Op::Gather: {
+      const int64_t ax = n.attrs.i("axis");
+      Sizes data = in_sizes(0);
+      const int64_t ri = S.g.type(n.inputs[1]).rank();
+      std::vector<Ix> ind(idx.begin() + ax, idx.begin() + ax + ri);
+      int iv = kb.cast(elem(n.inputs[1], ind), DType::i64);
+      const int64_t len = data[ax];
+      int neg = kb.binary(Op::Less, iv, kb.iconst(0), DType::boolean);
+      int wrapped = kb.select(neg, kb.binary(Op::Add, iv, kb.iconst(len), DType::i64), iv);
+      kir::Expr cl{kir::ExprKind::clamp, DType::i64};
+      cl.a = wrapped;
+      cl.ival = 0;
+      cl.ival2 = len - 1;
+      int clamped = kb.add(cl);
+      std::vector<Ix> di(idx.begin(), idx.begin() + ax);
+      di.push_back(kb.ix_opaque(clamped, 0, len - 1));
+      di.insert(di.end(), idx.begin() + ax + ri, idx.end());
+      return elem(n.inputs[0], di);
+    }
+    default: break;
+  }
+  needs_materialization = v;
+  return kb.iconst(0);
+}
+
+// ---------------- Scheduler ----------------
+
+void Scheduler::init_forced() {
+  const size_t nv = g.values.size();
+  forced.assign(nv, 0);
+  consumers_.assign(nv, {});
+  output_count_.assign(nv, 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (ValueId v : g.nodes[i].inputs) consumers_[v].push_back(static_cast<int>(i));
+  for (ValueId v : g.inputs) forced[v] = 1;
+  for (ValueId v : g.outputs) {
+    forced[v] = 1;
+    ++output_count_[v];
+  }
+  for (const Node& n : g.nodes) {
+    if (n.op == Op::Param) forced[n.outputs[0]] = 1;
+    if (n.op == Op::Constant && n.attrs.tensor("value")->numel() > 1) forced[n.outputs[0]] = 1;
+    if (n.native || n.op == Op::ScatterAdd) {
+      for (ValueId v : n.inputs) forced[v] = 1;
+      for (ValueId v : n.outputs) forced[v] = 1;
+    }
+  }
+  // A reduction read by several consumers is materialized once rather than recomputed.
+  for (size_t v = 0; v < nv; ++v) {
+    const Value& val = g.values[v];
+    if (val.producer >= 0 && is_reduce_like(g.nodes[val.producer].op) && consumers_[v].size() > 1) {
+      // consumers all elementwise of one chain are common (softmax): decided by kernel building
+    }
+  }
+}
+
+int Scheduler::new_buffer(ValueId v, BufferKind kind) {
+  Buffer b;
+  b.dtype = g.type(v).dtype;
+  b.sizes = *static_sizes(g.type(v).shape);
+  b.kind = kind;
+  b.name = g.values[v].name;
+  prog.buffers.push_back(std::move(b));
+  return static_cast<int>(prog.buffers.size()) - 1;
+}
+
+Status Scheduler::assign_buffers() {
+  prog = kir::KernelProgram{};
+  buffer_of.assign(g.values.size(), -1);
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    ValueId v = g.inputs[i];
+    if (buffer_of[v] >= 0) return error(ErrorCode::invalid_argument, "graph input listed twice");
+    buffer_of[v] = new_buffer(v, BufferKind::input);
+    prog.buffers.back().io_index = static_cast<int>(i);
+    prog.inputs.push_back(buffer_of[v]);
+  }
+  for (const Node& n : g.nodes) {
+    for (ValueId v : n.outputs) {
+      if (!forced[v]) continue;
+      if (n.op == Op::Param) {
+        buffer_of[v] = new_buffer(v, BufferKind::weight);
+        prog.buffers.back().name = n.attrs.s("name");
+      } else if (n.op == Op::Constant) {
+        buffer_of[v] = new_buffer(v, BufferKind::constant);
+        prog.buffers.back().data = *n.attrs.tensor("value");
+      } else if (n.op == Op::Reshape && buffer_of[n.inputs[0]] >= 0 && output_count_[v] == 0) {
+        // a reshape of a materialized value is the same bytes
+        buffer_of[v] = new_buffer(v, BufferKind::intermediate);
+        prog.buffers.back().alias_of = buffer_of[n.inputs[0]];
+      } else {
+        buffer_of[v] = new_buffer(v, BufferKind::intermediate);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+int Scheduler::add_copy_kernel(int src, int dst) {
+  GeneratedKernel k;
+  k.name = cat("k", prog.generated.size());
+  KernelBuilder kb(k);
+  const Buffer& b = prog.buffers[dst];
+  int64_t n = std::max<int64_t>(1, numel(b.sizes));
+  int loop = kb.add_loop(n);
+  k.domain_rank = 1;
+  k.args = {src, dst};
+  int idx = kb.ix_expr(kb.ix_loop(loop));
+  int val = kb.load(0, b.dtype, idx);
+  k.stores.push_back({1, idx, val});
+  prog.generated.push_back(std::move(k));
+  prog.steps.push_back({false, static_cast<int>(prog.generated.size()) - 1});
+  return static_cast<int>(prog.generated.size()) - 1;
+}
+
+Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, std::map<ValueId, std::set<int>>& reduce_users) {
+  const Sizes out = *static_sizes(g.type(v).shape);
+  // Domain: the output's dims, size-1 dims dropped, adjacent dims merged when that keeps
+  // every index free of divisions (so the innermost loop is long and contiguous).
+  std::vector<std::vector<int>> groups;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i] != 1) groups.push_back({static_cast<int>(i)});
+  // Each trial owns its kernel and the lowering that built it.
+  struct Trial {
+    GeneratedKernel k;
+    std::unique_ptr<Lowering> l;
+    int divs = 0;
+  };
+  auto build = [&](const std::vector<std::vector<int>>& grp) {
+    auto t = std::make_unique<Trial>();
+    t->l = std::make_unique<Lowering>(*this, t->k, v);
+    Lowering& L = *t->l;
+    std::vector<Ix> idx(out.size(), L.kb.ix_const(0));
+    for (const auto& gr : grp) {
+      Sizes sub;
+      for (int d : gr) sub.push_back(out[d]);
+      int loop = L.kb.add_loop(numel(sub));
+      std::vector<Ix> parts = L.kb.unravel(L.kb.ix_loop(loop), sub);
+      for (size_t j = 0; j < gr.size(); ++j) idx[gr[j]] = parts[j];
+    }
+    if (grp.empty()) L.kb.add_loop(1);
+    t->k.domain_rank = static_cast<int>(t->k.loops.size());
+    int val = L.elem(v, idx);
+    Ix flat = L.kb.linearize(idx, contiguous_strides(out));
+    int a = L.arg(out_buffer);
+    t->k.stores.push_back({a, L.kb.ix_expr(flat), val});
+    for (const auto& e : t->k.exprs) t->divs += e.kind == kir::ExprKind::idiv || e.kind == kir::ExprKind::imod;
+    if (L.needs_materialization != kNoValue) t->divs = 1 << 30;
+    return t;
+  };
+  std::unique_ptr<Trial> best = build(groups);
+  if (best->l->needs_materialization != kNoValue) {
+    forced[best->l->needs_materialization] = 1;
+    return false;
+  }
+  for (int i = static_cast<int>(groups.size()) - 2; i >= 0; --i) {
+    auto trial = groups;
+    trial[i].insert(trial[i].end(), trial[i + 1].begin(), trial[i + 1].end());
+    trial.erase(trial.begin() + i + 1);
+    if (opts.max_loop_merge > 0 && static_cast<int>(trial[i].size()) > opts.max_loop_merge) continue;
+    std::unique_ptr<Trial> t = build(trial);
+    if (t->divs <= best->divs) {
+      groups = trial;
+      best = std::move(t);
+    }
+  }
+  // Hoisting: domain loops that reductions depend on go outermost, so each reduction is
+  // computed once per row and not once per element.
+  GeneratedKernel& k = best->k;
+  std::vector<char> reduce_dep(k.domain_rank, 0);
+  for (size_t e = 0; e < k.exprs.size(); ++e) {
+    if (k.exprs[e].kind != kir::ExprKind::reduce) continue;
+    for (int l : best->l->kb.loops_of(static_cast<int>(e)))
+      if (l < k.domain_rank) reduce_dep[l] = 1;
+  }
+  std::vector<int> order;
+  for (int l = 0; l < k.domain_rank; ++l)
+    if (reduce_dep[l]) order.push_back(l);
+  for (int l = 0; l < k.domain_rank; ++l)
+    if (!reduce_dep[l]) order.push_back(l);
+  std::vector<int> new_pos(k.loops.size());
+  for (size_t i = 0; i < k.loops.size(); ++i) new_pos[i] = static_cast<int>(i);
+  std::vector<kir::Loop> loops = k.loops;
+  for (int p = 0; p < k.domain_rank; ++p) {
+    new_pos[order[p]] = p;
+    loops[p] = k.loops[order[p]];
+  }
+  k.loops = loops;
+  for (auto& e : k.exprs) {
+    if (e.kind == kir::ExprKind::loop_var) e.loop = new_pos[e.loop];
+  }
+  for (ValueId r : best->l->inlined_reductions) reduce_users[r].insert(static_cast<int>(prog.generated.size()));
+  k.name = cat("k", prog.generated.size());
+  prog.generated.push_back(std::move(k));
+  prog.steps.push_back({false, static_cast<int>(prog.generated.size()) - 1});
+  return true;
+}
+
+Status Scheduler::add_native(int ni) {
+  const Node& n = g.nodes[ni];
+  kir::NativeKernel k;
+  k.name = cat("n", prog.natives.size());
+  k.op = n.op;
+  k.attrs = n.attrs;
+  for (ValueId v : n.inputs) {
+    k.inputs.push_back(buffer_of[v]);
+    k.input_types.push_back(g.type(v));
+  }
+  for (ValueId v : n.outputs) {
+    k.outputs.push_back(buffer_of[v]);
+    k.output_types.push_back(g.type(v));
+  }
+  if (n.origin >= 0) k.origins.push_back(n.origin);
+  prog.natives.push_back(std::move(k));
+  prog.steps.push_back({true, static_cast<int>(prog.natives.size()) - 1});
+  return Status::ok();
+}
+
+Status Scheduler::add_scatter(int ni) {
+  const Node& n = g.nodes[ni];
+  const int out = buffer_of[n.outputs[0]];
+  add_copy_kernel(buffer_of[n.inputs[0]], out);
+  prog.generated.back().origins.push_back(n.origin);
+  // out[..., clamp(indices[j]), ...] += updates[..., j, ...] over the updates' shape, serially
+  GeneratedKernel k;
+  k.name = cat("k", prog.generated.size());
+  k.serial = true;
+  KernelBuilder kb(k);
+  const Sizes upd = *static_sizes(g.type(n.inputs[2]).shape);
+  const Sizes ind = *static_sizes(g.type(n.inputs[1]).shape);
+  const Sizes dst = *static_sizes(g.type(n.outputs[0]).shape);
+  int loop = kb.add_loop(std::max<int64_t>(1, numel(upd)));
+  k.domain_rank = 1;
+  k.args = {buffer_of[n.inputs[1]], buffer_of[n.inputs[2]], out};
+  std::vector<Ix> ui = kb.unravel(kb.ix_loop(loop), upd);
+  const int64_t ax = n.attrs.i("axis");
+  const int64_t ri = static_cast<int64_t>(ind.size());
+  std::vector<Ix> ii(ui.begin() + ax, ui.begin() + ax + ri);
+  int iv = kb.cast(kb.load(0, g.type(n.inputs[1]).dtype,
+                           kb.ix_expr(ind.empty() ? kb.ix_const(0) : kb.linearize(ii, contiguous_strides(ind)))),
+                   DType::i64);
+  const int64_t len = dst[ax];
+  int neg = kb.binary(Op::Less, iv, kb.iconst(0), DType::boolean);
+  int wrapped = kb.select(neg, kb.binary(Op::Add, iv, kb.iconst(len), DType::i64), iv);
+  kir::Expr cl{kir::ExprKind::clamp, DType::i64};
+  cl.a = wrapped;
+  cl.ival = 0;
+  cl.ival2 = len - 1;
+  int clamped = kb.add(cl);
+  std::vector<Ix> di(ui.begin(), ui.begin() + ax);
+  di.push_back(kb.ix_opaque(clamped, 0, len - 1));
+  di.insert(di.end(), ui.begin() + ax + ri, ui.end());
+  int val = kb.load(1, g.type(n.inputs[2]).dtype, kb.ix_expr(kb.linearize(ui, contiguous_strides(upd))));
+  k.stores.push_back({2, kb.ix_expr(kb.linearize(di, contiguous_strides(dst))), val, true});
+  if (n.origin >= 0) k.origins.push_back(n.origin);
+  prog.generated.push_back(std::move(k));
+  prog.steps.push_back({false, static_cast<int>(prog.generated.size()) - 1});
+  return Status::ok();
+}
+
+Expected<kir::KernelProgram> Scheduler::run() {
+  init_forced();
+  for (int attempt = 0; attempt < 4 * static_cast<int>(g.values.size()) + 8; ++attempt) {
+    RLX_TRY(assign_buffers());
+    std::map<ValueId, std::set<int>> reduce_users;
+    bool restart = false;
+    for (size_t ni = 0; ni < g.nodes.size() && !restart; ++ni) {
+      const Node& n = g.nodes[ni];
+      if (n.native) {
+        RLX_TRY(add_native(static_cast<int>(ni)));
+        continue;
+      }
+      if (n.op == Op::ScatterAdd) {
+        RLX_TRY(add_scatter(static_cast<int>(ni)));
+        continue;
+      }
+      for (ValueId v : n.outputs) {
+        int b = buffer_of[v];
+        if (b < 0 || n.op == Op::Param || (n.op == Op::Constant && forced[v])) continue;
+        if (prog.buffers[b].alias_of >= 0) continue;
+        RLX_ASSIGN_OR_RETURN(bool ok, build_kernel(v, b, reduce_users));
+        if (!ok) {
+          restart = true;
+          break;
+        }
+      }
+    }
+    if (restart) continue;
+    // A reduction inlined into several kernels is computed once instead.
+    for (const auto& [v, users] : reduce_users)
+      if (users.size() > 1) {
+        forced[v] = 1;
+        restart = true;
+      }
+    if (restart) continue;
+    // Graph outputs: each gets its own output buffer, written by the kernel that computes it
+    // or copied when it is an input, a weight, a view, or listed twice.
+    std::vector<char> claimed(prog.buffers.size(), 0);
+    for (size_t i = 0; i < g.outputs.size(); ++i) {
+      ValueId v = g.outputs[i];
+      int b = buffer_of[v];
+      Buffer& buf = prog.buffers[b];
+      if (buf.kind == BufferKind::intermediate && buf.alias_of < 0 && !claimed[b]) {
+        buf.kind = BufferKind::output;
+        buf.io_index = static_cast<int>(i);
+        claimed[b] = 1;
+        prog.outputs.push_back(b);
+      } else {
+        int ob = new_buffer(v, BufferKind::output);
+        prog.buffers[ob].io_index = static_cast<int>(i);
+        add_copy_kernel(b, ob);
+        prog.outputs.push_back(ob);
+      }
+    }
+    plan_memory(prog);
+    return std::move(prog);
+  }
+  return error(ErrorCode::internal, "scheduling did not converge");
+}
+
+}  // namespace
+
+Expected<kir::KernelProgram> schedule(const Graph& g, const ScheduleOptions& options) {
+  for (const Value& v : g.values)
+    if (!is_static(v.type.shape))
+      return error(ErrorCode::shape_error, "scheduling needs static shapes, got ", v.type.to_string());
+  Scheduler s(g, options);
+  return s.run();
+}
+
+}  // namespace rlx::sched

@@ -1,0 +1,62 @@
+// The device registry: one line per device. A device that cannot run here (no hardware, no
+// driver) is still listed, with the reason.
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "../backends/cpu/cpu_device.h"
+#include "../backends/null/null_device.h"
+#include "../backends/ref/ref_device.h"
+#include "rlx/device.h"
+
+namespace rlx {
+namespace {
+
+struct Entry {
+  const char* name;
+  std::function<std::shared_ptr<const Device>()> make;
+};
+
+const std::vector<Entry>& entries() {
+  static const std::vector<Entry> e = {
+      {"cpu", cpu::make_cpu_device},
+      {"ref", ref::make_ref_device},
+      {"null", null_device::make_null_device},
+  };
+  return e;
+}
+
+std::shared_ptr<const Device> instance(const Entry& e) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const Device>> made;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& d = made[e.name];
+  if (!d) d = e.make();
+  return d;
+}
+
+}  // namespace
+
+std::vector<DeviceInfo> list_devices() {
+  std::vector<DeviceInfo> r;
+  for (const Entry& e : entries()) r.push_back(instance(e)->info());
+  return r;
+}
+
+Expected<std::shared_ptr<const Device>> get_device(const std::string& name) {
+  std::string known;
+  for (const Entry& e : entries()) {
+    if (name == e.name) {
+      auto d = instance(e);
+      if (!d->info().available)
+        return error(ErrorCode::unavailable, "device ", name, " is not available: ", d->info().reason);
+      return d;
+    }
+    known += (known.empty() ? "" : ", ") + std::string(e.name);
+  }
+  return error(ErrorCode::invalid_argument, "unknown device '", name, "' (known: ", known, ")");
+}
+
+std::string default_device_name() { return "cpu"; }
+
+}  // namespace rlx
