@@ -135,7 +135,7 @@ Expected<std::shared_ptr<JitModule>> compile_c(const std::string& source) {
                    "): ", diag);
     }
     std::remove(log.c_str());
-    std::remove(c_path.c_str());
+    std::rename(c_path.c_str(), (dir + "/" + key + ".c").c_str());  // kept for reading and debugging
     if (std::rename(tmp_so.c_str(), so.c_str()) != 0)
       return error(ErrorCode::io_error, "cannot move compiled kernels to ", so, ": ", std::strerror(errno));
   }

@@ -1,1 +1,59 @@
-int main(){return 0;}
+// rlx: the command-line program. `rlx help VERB` documents each verb.
+#include <cstdio>
+#include <cstring>
+
+#include "cli.h"
+
+namespace rlx::cli {
+
+const std::vector<Verb>& verbs() {
+  static const std::vector<Verb> v = {
+      {"devices", "list devices, available or not and why", "rlx devices", cmd_devices},
+      {"info", "format, inputs, outputs, ops, parameters and metadata of a model", "rlx info MODEL", cmd_info},
+      {"explain", "the dispatch report: how each node runs on a device; exit 1 if any node is illegal",
+       "rlx explain MODEL [--device D] [--policy P] [--dims k=v,...] [--json FILE] [--kernels]", cmd_explain},
+      {"run", "compile and run a model, print the dispatch summary, outputs and time",
+       "rlx run MODEL [--device D] [--policy P] [--dims k=v,...] [--input NAME=FILE.npy]... [--out DIR] [--seed S]",
+       cmd_run},
+      {"bench", "latency (p50, p90) and throughput over batch and sequence sizes",
+       "rlx bench MODEL [--device D] [--batch 1,8,32] [--seq 128] [--runs N] [--warmup N] [--format md|json|csv] "
+       "[--dims k=v,...]",
+       cmd_bench},
+  };
+  return v;
+}
+
+namespace {
+int help(const char* verb) {
+  if (verb) {
+    for (const Verb& v : verbs())
+      if (std::strcmp(v.name, verb) == 0) {
+        std::printf("%s\n\n  %s\n", v.usage, v.summary);
+        return kOk;
+      }
+    std::fprintf(stderr, "rlx: unknown verb '%s'\n", verb);
+    return kUsage;
+  }
+  std::printf("rlx: a tensor compiler and runtime\n\nusage: rlx VERB [arguments]\n\n");
+  for (const Verb& v : verbs()) std::printf("  %-10s %s\n", v.name, v.summary);
+  std::printf("\n`rlx help VERB` for the arguments of one verb.\n");
+  return kOk;
+}
+}  // namespace
+
+}  // namespace rlx::cli
+
+int main(int argc, char** argv) {
+  using namespace rlx::cli;
+  if (argc < 2 || std::strcmp(argv[1], "help") == 0 || std::strcmp(argv[1], "--help") == 0 ||
+      std::strcmp(argv[1], "-h") == 0)
+    return help(argc >= 3 ? argv[2] : nullptr);
+  for (const Verb& v : verbs())
+    if (std::strcmp(v.name, argv[1]) == 0) {
+      for (int i = 2; i < argc; ++i)
+        if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return help(v.name);
+      return v.run(argc, argv);
+    }
+  std::fprintf(stderr, "rlx: unknown verb '%s' (see `rlx help`)\n", argv[1]);
+  return kUsage;
+}

@@ -50,10 +50,9 @@ class RefDevice final : public Device {
     return Claim::no("ref runs primitives only; it has no native kernels");
   }
   Claim supports_primitive(const NodeDesc& n) const override {
-    for (const TensorType& t : n.inputs)
-      if (is_packed(t.dtype) && n.op != Op::Param && n.op != Op::Constant && !is_elementwise(n.op) &&
-          op_info(n.op).family != OpFamily::movement)
-        return Claim::no(cat("packed ", dtype_name(t.dtype), " values are storage only"));
+    if (!implements(n.op, n.inputs))
+      return Claim::no(cat("the reference interpreter does not implement ", op_name(n.op), " on ",
+                           n.inputs.empty() ? std::string("()") : n.inputs[0].to_string()));
     return Claim::yes("interpreted");
   }
   Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions&) const override {

@@ -1,0 +1,62 @@
+// Shared pieces of the rlx command-line program: argument parsing and the verb table.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rlx/compile.h"
+#include "rlx/status.h"
+
+namespace rlx::cli {
+
+// Exit codes: 0 success, 1 the request failed (illegal graph, run error), 2 bad usage or input.
+inline constexpr int kOk = 0, kFailed = 1, kUsage = 2;
+
+// --name value, --name=value, and positional arguments; flags listed in `switches` take no value.
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::vector<std::string>> options;
+  std::optional<std::string> get(const std::string& name) const;
+  std::vector<std::string> all(const std::string& name) const;
+  bool has(const std::string& name) const { return options.count(name) > 0; }
+};
+Expected<Args> parse_args(int argc, char** argv, int first, const std::vector<std::string>& switches,
+                          const std::vector<std::string>& valued);
+
+// Prints an error and returns the exit code for it (2 for bad input, 1 otherwise).
+int report_error(const Status& s);
+// "1,8,32" -> {1, 8, 32}
+Expected<std::vector<int64_t>> parse_int_list(const std::string& s);
+// "batch=8,seq=128" -> bindings
+Expected<DimBindings> parse_dims(const std::string& s);
+// Policy from --policy, default prefer-native.
+Expected<DispatchPolicy> policy_from(const Args& a);
+
+struct Verb {
+  const char* name;
+  const char* summary;
+  const char* usage;
+  int (*run)(int argc, char** argv);
+};
+const std::vector<Verb>& verbs();
+
+int cmd_devices(int argc, char** argv);
+int cmd_info(int argc, char** argv);
+int cmd_explain(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+
+// Inputs for a graph: random floats, small integer ids, all-ones masks; symbolic dims bound
+// from `dims` (batch-like and sequence-like dims recognised by name or position).
+Expected<std::vector<Tensor>> synthesize_inputs(const Graph& g, const DimBindings& dims, uint64_t seed);
+// Gives every weight the graph references but lacks a seeded random value (uniform in
+// +-1/sqrt(fan_in)), so text-IR examples run; returns how many were synthesized.
+int synthesize_missing_weights(Graph& g, uint64_t seed);
+// Binds `batch` and `seq` to the graph's symbolic input dims whatever they are named: the
+// first dim of each input is the batch, the second dim of integer (token) or rank-2+ inputs
+// the sequence; explicit --dims entries win.
+DimBindings batch_seq_bindings(const Graph& g, int64_t batch, int64_t seq, const DimBindings& explicit_dims);
+
+}  // namespace rlx::cli

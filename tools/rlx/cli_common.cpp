@@ -1,0 +1,171 @@
+#include <algorithm>
+#include <cstdio>
+#include <cmath>
+#include <random>
+
+#include "cli.h"
+
+namespace rlx::cli {
+
+std::optional<std::string> Args::get(const std::string& name) const {
+  auto it = options.find(name);
+  if (it == options.end() || it->second.empty()) return std::nullopt;
+  return it->second.back();
+}
+
+std::vector<std::string> Args::all(const std::string& name) const {
+  auto it = options.find(name);
+  return it == options.end() ? std::vector<std::string>{} : it->second;
+}
+
+Expected<Args> parse_args(int argc, char** argv, int first, const std::vector<std::string>& switches,
+                          const std::vector<std::string>& valued) {
+  Args a;
+  auto known = [](const std::vector<std::string>& v, const std::string& n) {
+    return std::find(v.begin(), v.end(), n) != v.end();
+  };
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("--", 0) != 0 || s == "--") {
+      a.positional.push_back(s);
+      continue;
+    }
+    std::string name = s.substr(2), value;
+    size_t eq = name.find('=');
+    bool has_value = eq != std::string::npos;
+    if (has_value) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (known(switches, name)) {
+      if (has_value) return error(ErrorCode::invalid_argument, "--", name, " takes no value");
+      a.options[name].push_back("1");
+    } else if (known(valued, name)) {
+      if (!has_value) {
+        if (i + 1 >= argc) return error(ErrorCode::invalid_argument, "--", name, " needs a value");
+        value = argv[++i];
+      }
+      a.options[name].push_back(value);
+    } else {
+      return error(ErrorCode::invalid_argument, "unknown option --", name);
+    }
+  }
+  return a;
+}
+
+int report_error(const Status& s) {
+  std::fprintf(stderr, "error: %s\n", s.message().c_str());
+  switch (s.code()) {
+    case ErrorCode::illegal:
+    case ErrorCode::runtime_error:
+    case ErrorCode::internal:
+    case ErrorCode::unavailable: return kFailed;
+    default: return kUsage;
+  }
+}
+
+Expected<std::vector<int64_t>> parse_int_list(const std::string& s) {
+  std::vector<int64_t> r;
+  size_t p = 0;
+  while (p <= s.size()) {
+    size_t c = s.find(',', p);
+    std::string item = s.substr(p, c == std::string::npos ? std::string::npos : c - p);
+    char* end = nullptr;
+    long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v <= 0)
+      return error(ErrorCode::invalid_argument, "expected a list of positive integers, got '", s, "'");
+    r.push_back(v);
+    if (c == std::string::npos) break;
+    p = c + 1;
+  }
+  return r;
+}
+
+Expected<DimBindings> parse_dims(const std::string& s) {
+  DimBindings b;
+  size_t p = 0;
+  while (p < s.size()) {
+    size_t c = s.find(',', p);
+    std::string item = s.substr(p, c == std::string::npos ? std::string::npos : c - p);
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return error(ErrorCode::invalid_argument, "--dims expects name=size pairs, got '", item, "'");
+    char* end = nullptr;
+    long long v = std::strtoll(item.c_str() + eq + 1, &end, 10);
+    if (*end != '\0' || v < 0) return error(ErrorCode::invalid_argument, "bad size in '", item, "'");
+    b[item.substr(0, eq)] = v;
+    if (c == std::string::npos) break;
+    p = c + 1;
+  }
+  return b;
+}
+
+Expected<DispatchPolicy> policy_from(const Args& a) {
+  auto p = a.get("policy");
+  if (!p) return DispatchPolicy{};
+  return DispatchPolicy::parse(*p);
+}
+
+DimBindings batch_seq_bindings(const Graph& g, int64_t batch, int64_t seq, const DimBindings& explicit_dims) {
+  DimBindings b = explicit_dims;
+  for (ValueId in : g.inputs) {
+    const TensorType& t = g.values[in].type;
+    for (int d = 0; d < t.rank(); ++d) {
+      const Dim& dim = t.shape[d];
+      if (!dim.is_symbol() || b.count(dim.symbol_name())) continue;
+      const std::string& n = dim.symbol_name();
+      bool seq_like = n.find("seq") != std::string::npos || n.find("len") != std::string::npos ||
+                      n.find("token") != std::string::npos || (d == 1 && !is_float(t.dtype));
+      b[n] = seq_like ? seq : (d == 0 || n.find("batch") != std::string::npos ? batch : seq);
+    }
+  }
+  return b;
+}
+
+int synthesize_missing_weights(Graph& g, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  int made = 0;
+  for (const Node& n : g.nodes) {
+    if (n.op != Op::Param) continue;
+    const std::string name = n.attrs.s("name");
+    if (g.weights.count(name)) continue;
+    const TensorType& t = g.type(n.outputs[0]);
+    auto sizes = static_sizes(t.shape);
+    if (!sizes) continue;
+    Tensor w = Tensor::zeros(t.dtype, *sizes);
+    double fan_in = sizes->empty() ? 1.0 : static_cast<double>(sizes->front());
+    std::uniform_real_distribution<double> u(-1.0 / std::sqrt(fan_in), 1.0 / std::sqrt(fan_in));
+    for (int64_t i = 0; i < w.numel(); ++i) w.set_f64(i, u(rng));
+    g.weights[name] = std::move(w);
+    ++made;
+  }
+  return made;
+}
+
+Expected<std::vector<Tensor>> synthesize_inputs(const Graph& g, const DimBindings& dims, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Tensor> xs;
+  for (ValueId in : g.inputs) {
+    const Value& v = g.values[in];
+    Shape s = bind_shape(v.type.shape, dims);
+    auto sizes = static_sizes(s, "input '" + v.name + "'");
+    if (!sizes) return sizes.status();
+    Tensor t = Tensor::zeros(v.type.dtype, *sizes);
+    const bool mask = v.name.find("mask") != std::string::npos;
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::uniform_int_distribution<int> ids(0, 99);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (mask || t.dtype() == DType::boolean) {
+        t.set_f64(i, 1.0);
+      } else if (is_float(t.dtype())) {
+        t.set_f64(i, u(rng));
+      } else {
+        t.set_f64(i, ids(rng));
+      }
+    }
+    xs.push_back(std::move(t));
+  }
+  return xs;
+}
+
+}  // namespace rlx::cli

@@ -1,0 +1,179 @@
+// rlx run, rlx bench.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "rlx/model_io.h"
+#include "rlx/npy.h"
+
+namespace rlx::cli {
+namespace {
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+struct Loaded {
+  LoadedModel model;
+  DispatchPolicy policy;
+  DimBindings dims;
+  std::string device;
+};
+
+Expected<Loaded> load_common(const Args& a) {
+  if (a.positional.size() != 1) return error(ErrorCode::invalid_argument, "expected one MODEL argument");
+  Loaded l;
+  RLX_ASSIGN_OR_RETURN(l.model, load_model(a.positional[0]));
+  RLX_ASSIGN_OR_RETURN(l.policy, policy_from(a));
+  if (auto d = a.get("dims")) {
+    RLX_ASSIGN_OR_RETURN(l.dims, parse_dims(*d));
+  }
+  l.device = a.get("device").value_or(default_device_name());
+  return l;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  auto args = parse_args(argc, argv, 2, {}, {"device", "policy", "dims", "input", "out", "seed"});
+  if (!args) return report_error(args.status());
+  auto l = load_common(*args);
+  if (!l) return report_error(l.status());
+  Graph& g = l->model.graph;
+  int synthesized = synthesize_missing_weights(g, 7);
+  // inputs: given by name as .npy, the rest synthesized
+  std::map<std::string, Tensor> given;
+  for (const std::string& spec : args->all("input")) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos) return report_error(error(ErrorCode::invalid_argument, "--input expects NAME=FILE.npy"));
+    auto t = read_npy(spec.substr(eq + 1));
+    if (!t) return report_error(t.status());
+    given[spec.substr(0, eq)] = *t;
+  }
+  for (const auto& [name, t] : given) {
+    bool found = false;
+    for (ValueId v : g.inputs) found |= g.values[v].name == name;
+    if (!found) return report_error(error(ErrorCode::invalid_argument, "the model has no input named '", name, "'"));
+  }
+  // bind symbols from given inputs first, then defaults of 1
+  DimBindings dims = l->dims;
+  for (ValueId v : g.inputs) {
+    auto it = given.find(g.values[v].name);
+    if (it == given.end()) continue;
+    const Shape& s = g.values[v].type.shape;
+    for (size_t d = 0; d < s.size() && d < it->second.sizes().size(); ++d)
+      if (s[d].is_symbol()) dims.emplace(s[d].symbol_name(), it->second.sizes()[d]);
+  }
+  for (ValueId v : g.inputs)
+    for (const Dim& d : g.values[v].type.shape)
+      if (d.is_symbol()) dims.emplace(d.symbol_name(), 1);
+  uint64_t seed = 1;
+  if (auto s = args->get("seed")) seed = std::strtoull(s->c_str(), nullptr, 10);
+  auto inputs = synthesize_inputs(g, dims, seed);
+  if (!inputs) return report_error(inputs.status());
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    auto it = given.find(g.values[g.inputs[i]].name);
+    if (it != given.end()) (*inputs)[i] = it->second;
+  }
+  auto model = Model::compile(g, {.device = l->device, .policy = l->policy, .dims = dims});
+  if (!model) return report_error(model.status());
+  double t0 = now_ms();
+  auto var = (*model)->variant_for(*inputs);
+  if (!var) return report_error(var.status());
+  double t1 = now_ms();
+  auto outs = (*var)->executable->run(*inputs);
+  if (!outs) return report_error(outs.status());
+  double t2 = now_ms();
+  // a second run shows the steady state (kernels compiled, weights packed)
+  auto again = (*var)->executable->run(*inputs);
+  if (!again) return report_error(again.status());
+  double t3 = now_ms();
+  const DispatchReport& rep = (*var)->report;
+  std::printf("model:    %s (%s)\ndevice:   %s\n", args->positional[0].c_str(), l->model.format.c_str(), l->device.c_str());
+  if (synthesized) std::printf("weights:  %d without data in the file, filled with seeded random values\n", synthesized);
+  std::printf("dispatch: %s\n", rep.summary().c_str());
+  for (const NodeDecision& d : rep.nodes)
+    std::printf("  %-24s %-12s %-10s %s\n", d.name.c_str(), std::string(op_name(d.op)).c_str(),
+                std::string(dispatch_path_name(d.path)).c_str(), d.how.c_str());
+  const ExecStats& st = (*var)->executable->stats();
+  std::printf("kernels:  %d native, %d generated; arena %zu bytes\n", st.native_kernels, st.generated_kernels,
+              st.arena_bytes);
+  for (size_t i = 0; i < outs->size(); ++i) {
+    const Tensor& t = (*outs)[i];
+    std::printf("output %s: %s\n", g.value_label(g.outputs[i]).c_str(), t.to_string(8).c_str());
+    if (auto dir = args->get("out")) {
+      std::string name = g.values[g.outputs[i]].name.empty() ? "output_" + std::to_string(i) : g.values[g.outputs[i]].name;
+      for (char& c : name)
+        if (c == '/' || c == ':') c = '_';
+      Status s = write_npy(*dir + "/" + name + ".npy", t);
+      if (!s.is_ok()) return report_error(s);
+    }
+  }
+  std::printf("time:     compile %.1f ms, first run %.3f ms, steady run %.3f ms\n", t1 - t0, t2 - t1, t3 - t2);
+  return kOk;
+}
+
+int cmd_bench(int argc, char** argv) {
+  auto args = parse_args(argc, argv, 2, {}, {"device", "policy", "dims", "batch", "seq", "runs", "warmup", "format"});
+  if (!args) return report_error(args.status());
+  auto l = load_common(*args);
+  if (!l) return report_error(l.status());
+  auto batches = parse_int_list(args->get("batch").value_or("1"));
+  if (!batches) return report_error(batches.status());
+  auto seqs = parse_int_list(args->get("seq").value_or("128"));
+  if (!seqs) return report_error(seqs.status());
+  int runs = std::atoi(args->get("runs").value_or("20").c_str());
+  int warmup = std::atoi(args->get("warmup").value_or("3").c_str());
+  std::string format = args->get("format").value_or("md");
+  if (runs <= 0 || warmup < 0) return report_error(error(ErrorCode::invalid_argument, "--runs must be positive"));
+  if (format != "md" && format != "json" && format != "csv")
+    return report_error(error(ErrorCode::invalid_argument, "--format must be md, json or csv"));
+  Graph& g = l->model.graph;
+  synthesize_missing_weights(g, 7);
+  auto model = Model::compile(g, {.device = l->device, .policy = l->policy, .dims = l->dims});
+  if (!model) return report_error(model.status());
+  nlohmann::json records = nlohmann::json::array();
+  if (format == "md")
+    std::printf("| device | batch | seq | p50 ms | p90 ms | items/s | runs |\n|---|---|---|---|---|---|---|\n");
+  if (format == "csv") std::printf("device,batch,seq,p50_ms,p90_ms,items_per_s,runs\n");
+  for (int64_t b : *batches)
+    for (int64_t s : *seqs) {
+      DimBindings dims = batch_seq_bindings(g, b, s, l->dims);
+      auto inputs = synthesize_inputs(g, dims, 1);
+      if (!inputs) return report_error(inputs.status());
+      auto var = (*model)->variant_for(*inputs);
+      if (!var) return report_error(var.status());
+      Executable& ex = *(*var)->executable;
+      auto outs = ex.run(*inputs);
+      if (!outs) return report_error(outs.status());
+      std::vector<double> times;
+      for (int i = 0; i < warmup + runs; ++i) {
+        double t0 = now_ms();
+        Status st = ex.run_into(*inputs, *outs);
+        double t1 = now_ms();
+        if (!st.is_ok()) return report_error(st);
+        if (i >= warmup) times.push_back(t1 - t0);
+      }
+      std::sort(times.begin(), times.end());
+      double p50 = times[times.size() / 2], p90 = times[std::min(times.size() - 1, times.size() * 9 / 10)];
+      double items = b * 1000.0 / p50;
+      if (format == "md") {
+        std::printf("| %s | %lld | %lld | %.3f | %.3f | %.1f | %d |\n", l->device.c_str(), static_cast<long long>(b),
+                    static_cast<long long>(s), p50, p90, items, runs);
+      } else if (format == "csv") {
+        std::printf("%s,%lld,%lld,%.4f,%.4f,%.2f,%d\n", l->device.c_str(), static_cast<long long>(b),
+                    static_cast<long long>(s), p50, p90, items, runs);
+      } else {
+        records.push_back({{"device", l->device}, {"batch", b}, {"seq", s}, {"p50_ms", p50}, {"p90_ms", p90},
+                           {"items_per_s", items}, {"runs", runs}});
+      }
+    }
+  if (format == "json") std::printf("%s\n", records.dump(2).c_str());
+  return kOk;
+}
+
+}  // namespace rlx::cli
