@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it on a clean clone: installs dependencies, builds the
+# Release tree and runs every test, then builds with AddressSanitizer + UndefinedBehavior-
+# Sanitizer and runs the fast labels (unit, ir, io) again under them.
+# Usage: scripts/test-all.sh            (RLX_SKIP_SANITIZERS=1 skips the second build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+scripts/install-deps.sh
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
+
+if [ "${RLX_SKIP_SANITIZERS:-0}" != "1" ]; then
+  cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLX_SANITIZE=address,undefined \
+        -DRLX_BUILD_BENCH=OFF
+  cmake --build build-san -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-san --output-on-failure -j "$jobs" -L 'unit|ir|io' --timeout 900
+fi
+echo "test-all: every test passed"
