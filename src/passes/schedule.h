@@ -4,6 +4,8 @@
 // expressions), nodes marked native become native kernel steps.
 #pragma once
 
+#include <functional>
+
 #include "rlx/graph.h"
 #include "rlx/kernel_ir.h"
 
@@ -15,6 +17,11 @@ struct ScheduleOptions {
 };
 
 Expected<kir::KernelProgram> schedule(const Graph& g, const ScheduleOptions& options = {});
+
+// Moves elementwise kernels that only transform a native kernel's output into that native
+// kernel as its epilogue (for natives `accepts` says can run one), then re-plans memory.
+void fuse_native_epilogues(kir::KernelProgram& program,
+                           const std::function<bool(const kir::NativeKernel&)>& accepts);
 
 // Assigns arena offsets to intermediate buffers by liveness (first fit, 64-byte aligned)
 // and sets program.arena_bytes.

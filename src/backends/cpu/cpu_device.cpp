@@ -43,6 +43,10 @@ class CpuDevice final : public Device {
 
   Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions& options) const override {
     RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(g));
+    // the GEMM runs elementwise consumers of its output on each finished tile
+    sched::fuse_native_epilogues(prog, [](const kir::NativeKernel& n) {
+      return (n.op == Op::MatMul || n.op == Op::Dot || n.op == Op::Gemm) && n.output_types[0].dtype == DType::f32;
+    });
     return make_cpu_executable(std::move(prog), g);
   }
 

@@ -1,5 +1,6 @@
 #include "cpu_executable.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -20,6 +21,29 @@ struct NativeState {
   GemmPlan plan;
   PackedB packed;  // when B is a weight
 };
+
+// Runs a generated kernel on one finished GEMM tile: the tile's elements are the flattened
+// positions (c - base) + i * ldc + j of the kernel's domain.
+struct EpilogueCtx {
+  KernelFn fn;
+  void* const* argv;
+  int64_t cols;
+  const float* base;
+};
+
+void epilogue_trampoline(void* ctx, float* c, int64_t ldc, int64_t, int64_t, int64_t mlen, int64_t nlen) {
+  const auto* e = static_cast<const EpilogueCtx*>(ctx);
+  const int64_t origin = c - e->base;
+  for (int64_t i = 0; i < mlen; ++i) {
+    int64_t p0 = origin + i * ldc, p1 = p0 + nlen;
+    while (p0 < p1) {
+      const int64_t r = p0 / e->cols, c0 = p0 % e->cols;
+      const int64_t c1 = std::min(e->cols, c0 + (p1 - p0));
+      e->fn(e->argv, r, r + 1, c0, c1);
+      p0 += c1 - c0;
+    }
+  }
+}
 
 struct ArenaFree {
   void operator()(uint8_t* p) const { std::free(p); }
@@ -100,9 +124,11 @@ Status CpuExecutable::init(const Graph& g) {
     }
   }
   // natives
-  for (const kir::NativeKernel& n : prog_.natives) {
+  for (kir::NativeKernel& n : prog_.natives) {
     NativeState st;
     RLX_ASSIGN_OR_RETURN(st.plan, plan_contraction(n.op, n.attrs, n.input_types, n.output_types));
+    n.how = cat("gemm ", gemm_kernel_name(), " m=", st.plan.m, " n=", st.plan.n, " k=", st.plan.k,
+                st.plan.batch > 1 ? cat(" batch=", st.plan.batch) : std::string());
     const kir::Buffer& bb = prog_.buffers[n.inputs[1]];
     if (bb.kind == kir::BufferKind::weight && (st.plan.batch == 1 || st.plan.stride_b == 0)) {
       st.packed = pack_b(static_cast<const float*>(ptrs_[n.inputs[1]]), st.plan.ldb, st.plan.trans_b, st.plan.k, st.plan.n);
@@ -185,6 +211,15 @@ Status CpuExecutable::run_native(int index) {
           a.c[i * p.ldc + j] = p.beta * (p.c_mode == GemmPlan::CMode::full ? c_in[i * p.n + j] : c_in[j]);
       a.beta = 1.f;
     }
+  }
+  EpilogueCtx ctx;
+  if (n.epilogue >= 0) {
+    const kir::GeneratedKernel& k = prog_.generated[n.epilogue];
+    std::vector<void*>& argv = argv_[n.epilogue];
+    for (size_t i = 0; i < k.args.size(); ++i) argv[i] = ptrs_[k.args[i]];
+    ctx = EpilogueCtx{fns_[n.epilogue], argv.data(), k.cols(), a.c};
+    a.epilogue.fn = epilogue_trampoline;
+    a.epilogue.ctx = &ctx;
   }
   if (st.packed.valid()) return sgemm_packed(a, st.packed);
   return sgemm(a);

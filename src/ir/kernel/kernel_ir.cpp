@@ -93,6 +93,19 @@ std::string KernelProgram::to_text() const {
     if (b.alias_of >= 0) os << " = view b" << b.alias_of;
     os << "\n";
   }
+  auto print_generated = [&](const GeneratedKernel& k, const char* role) {
+    os << "  " << role << " " << k.name << " domain [";
+    for (int i = 0; i < k.domain_rank; ++i) os << (i ? ", " : "") << k.loops[i].extent;
+    os << "] args (";
+    for (size_t i = 0; i < k.args.size(); ++i) os << (i ? ", " : "") << "b" << k.args[i];
+    os << ")" << (k.serial ? " serial" : "") << " {\n";
+    for (size_t l = static_cast<size_t>(k.domain_rank); l < k.loops.size(); ++l)
+      os << "    loop i" << l << " < " << k.loops[l].extent << "\n";
+    for (size_t i = 0; i < k.exprs.size(); ++i) os << "    " << expr_text(k, static_cast<int>(i)) << "\n";
+    for (const Store& st : k.stores)
+      os << "    store b" << st.buffer << "[e" << st.index << "] " << (st.accumulate ? "+=" : "=") << " e" << st.value << "\n";
+    os << "  }\n";
+  };
   for (const Step& s : steps) {
     if (s.native) {
       const NativeKernel& n = natives[s.index];
@@ -100,21 +113,12 @@ std::string KernelProgram::to_text() const {
       for (size_t i = 0; i < n.inputs.size(); ++i) os << (i ? ", " : "") << "b" << n.inputs[i];
       os << ") -> (";
       for (size_t i = 0; i < n.outputs.size(); ++i) os << (i ? ", " : "") << "b" << n.outputs[i];
-      os << ")  # " << n.how;
-      if (n.epilogue >= 0) os << ", epilogue " << generated[n.epilogue].name;
+      os << ")";
+      if (!n.how.empty()) os << "  # " << n.how;
       os << "\n";
+      if (n.epilogue >= 0) print_generated(generated[n.epilogue], "  epilogue");
     } else {
-      const GeneratedKernel& k = generated[s.index];
-      os << "  generated " << k.name << " domain [";
-      for (int i = 0; i < k.domain_rank; ++i) os << (i ? ", " : "") << k.loops[i].extent;
-      os << "] args (";
-      for (size_t i = 0; i < k.args.size(); ++i) os << (i ? ", " : "") << "b" << k.args[i];
-      os << ") {\n";
-      for (size_t l = static_cast<size_t>(k.domain_rank); l < k.loops.size(); ++l)
-        os << "    loop i" << l << " < " << k.loops[l].extent << "\n";
-      for (size_t i = 0; i < k.exprs.size(); ++i) os << "    " << expr_text(k, static_cast<int>(i)) << "\n";
-      for (const Store& st : k.stores) os << "    store b" << st.buffer << "[e" << st.index << "] = e" << st.value << "\n";
-      os << "  }\n";
+      print_generated(generated[s.index], "generated");
     }
   }
   os << "  arena " << arena_bytes << " bytes\n}\n";

@@ -1,0 +1,581 @@
+// The f32 GEMM driver: argument checks, kernel-family dispatch, B packing, cache blocking,
+// and the split of the work over the thread pool. The micro-kernels live in gemm_<isa>.cpp.
+//
+// Loop structure (per batch item), BLIS style with the roles of A and B suited to row-major C
+// and vectors along N:
+//   tile of C (rows m0..m1, columns n0..n1, one pool task)
+//     for each K block of kc rows               B block kc x (n1-n0) stays in L2
+//       for each MR rows of the tile            A micro-panel (MR x kc) stays in L1
+//         for each 32 (or 64) columns           B micro-panel streams from L2
+//           micro-kernel; on the last K block: bias, then the epilogue on the finished tile
+// A is read in place (row-major or transposed, through strides), B either in place (row-major,
+// few rows of C, where packing would cost more than it saves) or packed once per call into
+// 32-column panels shared by all threads (or pre-packed by pack_b).
+#include "backends/cpu/kernels/gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "rlx/checked.h"
+#include "rlx/thread_pool.h"
+
+namespace rlx::cpu {
+using gemm_detail::KernelFamily;
+using gemm_detail::kPanel;
+using gemm_detail::MicroArgs;
+using gemm_detail::MicroKernel;
+
+void PackedB::Free::operator()(float* p) const { std::free(p); }
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Kernel family selection.
+
+const KernelFamily* detect_family() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (gemm_detail::avx512_family() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
+    return gemm_detail::avx512_family();
+  if (gemm_detail::avx2_family() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return gemm_detail::avx2_family();
+#endif
+  return gemm_detail::portable_family();
+}
+
+const KernelFamily* const g_best_family = detect_family();
+std::atomic<const KernelFamily*> g_family{nullptr};
+
+const KernelFamily& family() {
+  const KernelFamily* f = g_family.load(std::memory_order_relaxed);
+  return f ? *f : *g_best_family;
+}
+
+// ---------------------------------------------------------------------------------------
+// Tuning constants (measured on an AVX-512 Xeon with 48 KiB L1d and 2 MiB L2 per core).
+
+// Most rows of B per K block: the A micro-panel (14 x kc floats, 21 KiB) stays in L1.
+constexpr int64_t kKcMax = 384;
+// Bytes of the B block (kc rows x tile columns) meant to stay in L2.
+constexpr int64_t kL2BlockBytes = 1 << 20;
+// Row-major B is read in place (not packed) when each thread has at most this many rows of
+// C, so that packing would cost more than it saves...
+constexpr int64_t kDirectBMaxRows = 32;
+// ... or when B is small enough to stay in L2 anyway.
+constexpr int64_t kDirectBMaxBytes = 512 << 10;
+// Row-major A micro-panels are packed when a tile spans at least this many columns.
+constexpr int64_t kPackAMinCols = 256;
+// Products with fewer multiply-adds than this run on one thread.
+constexpr double kSerialMaxFma = 1 << 18;
+// Largest packed-B scratch per call; wider products are processed in column chunks.
+constexpr int64_t kMaxScratchFloats = int64_t{1} << 23;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// K blocks of nearly equal size, at most kKcMax rows each.
+int64_t choose_kc(int64_t k) {
+  if (k <= kKcMax) return std::max<int64_t>(k, 1);
+  return ceil_div(k, ceil_div(k, kKcMax));
+}
+
+// ---------------------------------------------------------------------------------------
+// Scratch memory: grow-only, 64-byte aligned, one set per thread.
+
+struct Scratch {
+  float* p = nullptr;
+  size_t cap = 0;  // floats
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { std::free(p); }
+  float* get(size_t floats) {
+    if (floats <= cap) return p;
+    size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    void* q = std::aligned_alloc(64, bytes);
+    if (!q) return nullptr;
+    std::free(p);
+    p = static_cast<float*>(q);
+    cap = bytes / sizeof(float);
+    return p;
+  }
+};
+
+thread_local Scratch t_shared_b;  // B packed by the calling thread for all threads of one call
+thread_local Scratch t_item_b;    // B packed by one thread for one batch item it runs alone
+thread_local Scratch t_apack;     // one A micro-panel
+
+// ---------------------------------------------------------------------------------------
+// Packing B into panels: block kb (rows kb*kc ..) starts at kb*kc*npad floats; inside it,
+// panel q (columns 32q..32q+31) is kclen x 32 floats, zero-padded past n.
+
+int64_t padded_n(int64_t n) { return ceil_div(n, kPanel) * kPanel; }
+
+// Panels per packing task: at least 64K floats, so that small packs stay on one thread.
+int64_t pack_grain(int64_t k) { return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, k * kPanel)); }
+
+void pack_b_panels(const KernelFamily& f, const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, int64_t kc,
+                   float* dst, int64_t q0, int64_t q1) {
+  const int64_t npad = padded_n(n);
+  for (int64_t k0 = 0; k0 < k; k0 += kc) {
+    const int64_t kcl = std::min(kc, k - k0);
+    float* block = dst + k0 * npad;
+    for (int64_t q = q0; q < q1; ++q) {
+      float* out = block + q * kcl * kPanel;
+      const int64_t j0 = q * kPanel;
+      const int64_t w = std::min<int64_t>(kPanel, n - j0);
+      if (!trans_b) {
+        f.pack_b_rows(b + k0 * ldb + j0, ldb, w, kcl, out);
+      } else {
+        f.pack_b_trans(b + j0 * ldb + k0, ldb, w, kcl, out);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// One product (one batch item, or the shared parts of all of them).
+
+struct Problem {
+  int64_t m, n, k;
+  int64_t a_rs, a_cs;  // A(i, p) = a[i * a_rs + p * a_cs]
+  int64_t lda;
+  bool trans_a;
+  float alpha, beta;
+  const float* bias;
+  GemmEpilogue epi;
+  int64_t kc, nkb;
+  int64_t ldc;
+  std::atomic<bool>* oom;  // set when a task could not get scratch memory
+};
+
+// B of one item as the kernels read it.
+struct BView {
+  const float* p;
+  bool packed;
+  int64_t ldb;   // in-place B only
+  int64_t npad;  // packed only
+  int64_t j_base;  // first column of the packed range (column chunks)
+};
+
+// Runs the micro-kernels over rows [m0, m1) and columns [n0, n1) of one item's C.
+void compute_tile(const Problem& P, const KernelFamily& f, const float* a, const BView& bv, float* c, int64_t m0,
+                  int64_t m1, int64_t n0, int64_t n1) {
+  const int mr_max = f.mr_max;
+  const int width = f.width;
+  // A micro-panels are packed (k-major, contiguous) when the sweep over columns is long
+  // enough to repay it, or when A is transposed (then packing is a plain copy). Otherwise
+  // the kernels read row-major A in place.
+  const bool pack_a = P.trans_a || n1 - n0 >= kPackAMinCols;
+  float* abuf = nullptr;
+  if (pack_a) {
+    abuf = t_apack.get(static_cast<size_t>(mr_max * P.kc + 16));
+    if (!abuf) {
+      P.oom->store(true);
+      return;
+    }
+  }
+  const int ar = pack_a ? 0 : 1;
+  MicroArgs ma;
+  ma.ldc = P.ldc;
+  ma.alpha = P.alpha;
+  for (int64_t kb = 0; kb < P.nkb; ++kb) {
+    const int64_t k0 = kb * P.kc;
+    const int64_t kcl = std::min(P.kc, P.k - k0);
+    const bool last = kb == P.nkb - 1;
+    ma.k = kcl;
+    ma.beta = kb == 0 ? P.beta : 1.f;
+    const float* bblock;
+    if (bv.packed) {
+      bblock = bv.p + k0 * bv.npad;
+      ma.ldb = kPanel;
+      ma.b_panel = kcl * kPanel;
+      ma.prefetch_b = false;
+    } else {
+      bblock = bv.p + k0 * bv.ldb;
+      ma.ldb = bv.ldb;
+      ma.b_panel = kPanel;
+      ma.prefetch_b = true;
+    }
+    for (int64_t i = m0; i < m1; i += mr_max) {
+      const int64_t mr = std::min<int64_t>(mr_max, m1 - i);
+      const float* ai = a + i * P.a_rs + k0 * P.a_cs;
+      if (pack_a) {
+        f.pack_a(ai, P.lda, P.trans_a, mr, kcl, abuf);
+        ma.a = abuf;
+        ma.a_rs = 1;
+        ma.a_cs = mr;
+      } else {
+        ma.a = ai;
+        ma.a_rs = P.a_rs;
+        ma.a_cs = 1;
+      }
+      const bool can_wide = mr <= f.wide_max_mr;
+      for (int64_t j = n0; j < n1;) {
+        const bool wide = can_wide && n1 - j > width;
+        const int64_t w = wide ? f.wide_width : width;
+        const int64_t nr = std::min(w, n1 - j);
+        const bool masked = nr < w;
+        const MicroKernel kern = wide ? f.wide[ar][mr][masked] : f.kernel[ar][mr][masked];
+        const int64_t jl = j - bv.j_base;
+        ma.b = bv.packed ? bblock + (jl / kPanel) * kcl * kPanel + jl % kPanel : bblock + j;
+        ma.c = c + i * P.ldc + j;
+        ma.nr = nr;
+        ma.bias = last && P.bias ? P.bias + j : nullptr;
+        kern(ma);
+        if (last && P.epi.fn) P.epi.fn(P.epi.ctx, ma.c, P.ldc, i, j, mr, nr);
+        j += nr;
+      }
+    }
+  }
+}
+
+// How the columns [n0, n1) and all rows of one item are cut into pool tasks.
+struct Plan {
+  int64_t tm = 1, tn = 1;  // tiles along M and N
+  int64_t mu = 0, nu = 0;  // M in units of mr_max rows, N in 32-column panels
+};
+
+// Picks tm x tn tiles that keep each B block within L2 and balance the threads: it models
+// the time as (rounds of tasks) x (largest tile), with a slight preference for fewer tasks
+// and for splitting M (splitting N reloads A micro-panels).
+Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int threads, const KernelFamily& f) {
+  Plan pl;
+  pl.mu = ceil_div(m, f.mr_max);
+  pl.nu = ceil_div(n, kPanel);
+  const int64_t nb_units = std::max<int64_t>(1, kL2BlockBytes / (kc * 4 * kPanel));
+  const int64_t tn_min = ceil_div(pl.nu, nb_units);
+  if (threads <= 1) {
+    pl.tn = tn_min;
+    return pl;
+  }
+  const double fma = static_cast<double>(m) * n * k;
+  // Enough tasks to rebalance when a core is slowed by a neighbour, once tasks stay large.
+  const int64_t min_tasks = fma >= threads * 32.0 * (1 << 20) ? 3 * threads : threads;
+  const int64_t max_t = 8 * threads;
+  double best = 1e300;
+  for (int64_t tm = 1; tm <= std::min(pl.mu, max_t); ++tm) {
+    for (int64_t tn = tn_min; tn <= std::max(tn_min, std::min(pl.nu, max_t)); ++tn) {
+      const int64_t tasks = tm * tn;
+      if (tasks < min_tasks && !(tm == pl.mu && tn >= pl.nu)) continue;
+      const int64_t units_m = ceil_div(pl.mu, tm);
+      const int64_t rows = std::min(m, units_m * f.mr_max);
+      const int64_t units_n = ceil_div(pl.nu, tn);
+      const int64_t cols = std::min(ceil_div(n, 16) * 16, units_n * kPanel);
+      const double rounds = static_cast<double>(ceil_div(tasks, threads));
+      double t = rounds * rows * cols * (1.0 + 0.01 * tasks / threads + 0.03 * (tn - tn_min));
+      if (t < best) {
+        best = t;
+        pl.tm = tm;
+        pl.tn = tn;
+      }
+    }
+  }
+  return pl;
+}
+
+void tile_range(const Plan& pl, const KernelFamily& f, int64_t m, int64_t n0, int64_t n1, int64_t t, int64_t* m0,
+                int64_t* m1, int64_t* j0, int64_t* j1) {
+  const int64_t ti = t % pl.tm, tj = t / pl.tm;
+  *m0 = std::min(m, pl.mu * ti / pl.tm * f.mr_max);
+  *m1 = std::min(m, pl.mu * (ti + 1) / pl.tm * f.mr_max);
+  const int64_t nu = ceil_div(n1 - n0, kPanel);
+  *j0 = std::min(n1, n0 + nu * tj / pl.tn * kPanel);
+  *j1 = std::min(n1, n0 + nu * (tj + 1) / pl.tn * kPanel);
+}
+
+// Runs one item on the calling thread alone, in L2-sized column blocks.
+void run_item_serial(const Problem& P, const KernelFamily& f, const float* a, const BView& bv, float* c, int64_t n0,
+                     int64_t n1) {
+  const int64_t nb = std::max<int64_t>(kPanel, kL2BlockBytes / (P.kc * 4) / kPanel * kPanel);
+  for (int64_t j = n0; j < n1; j += nb) compute_tile(P, f, a, bv, c, 0, P.m, j, std::min(n1, j + nb));
+}
+
+// Runs one item over the pool.
+void run_item_parallel(const Problem& P, const KernelFamily& f, const float* a, const BView& bv, float* c,
+                       int64_t n0, int64_t n1, ThreadPool& pool) {
+  // Tiny products run on the calling thread: waking a second core costs about as much as
+  // the product, and much more when that core is busy with another process.
+  const double fma = static_cast<double>(P.m) * (n1 - n0) * P.k;
+  const int threads = fma < kSerialMaxFma ? 1 : pool.size();
+  const Plan pl = make_plan(P.m, n1 - n0, P.k, P.kc, threads, f);
+  pool.run(pl.tm * pl.tn, [&](int64_t t, int) {
+    int64_t m0, m1, j0, j1;
+    tile_range(pl, f, P.m, n0, n1, t, &m0, &m1, &j0, &j1);
+    if (m0 < m1 && j0 < j1) compute_tile(P, f, a, bv, c, m0, m1, j0, j1);
+  });
+}
+
+// C = beta*C + bias, then the epilogue: the product when alpha == 0 or k == 0.
+void scale_only(const GemmArgs& g, ThreadPool& pool) {
+  const int64_t rows = g.batch * g.m;
+  pool.parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.n)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t item = r / g.m, i = r % g.m;
+      float* c = g.c + item * g.batch_stride_c + i * g.ldc;
+      for (int64_t j = 0; j < g.n; ++j) {
+        float v = g.beta == 0.f ? 0.f : g.beta * c[j];
+        if (g.bias) v += g.bias[j];
+        c[j] = v;
+      }
+      if (g.epilogue.fn) g.epilogue.fn(g.epilogue.ctx, c, g.ldc, i, 0, 1, g.n);
+    }
+  });
+}
+
+Status oom_status(const std::atomic<bool>& oom) {
+  return oom.load() ? error(ErrorCode::runtime_error, "sgemm: out of memory for packing buffers") : Status::ok();
+}
+
+Status run_gemm(const GemmArgs& g, const PackedB* pre) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return Status::ok();
+  ThreadPool& pool = ThreadPool::global();
+  if (g.k == 0 || g.alpha == 0.f) {
+    scale_only(g, pool);
+    return Status::ok();
+  }
+  const KernelFamily& f = family();
+  Problem P;
+  P.m = g.m;
+  P.n = g.n;
+  P.k = g.k;
+  P.a_rs = g.trans_a ? 1 : g.lda;
+  P.a_cs = g.trans_a ? g.lda : 1;
+  P.lda = g.lda;
+  P.trans_a = g.trans_a;
+  P.alpha = g.alpha;
+  P.beta = g.beta;
+  P.bias = g.bias;
+  P.epi = g.epilogue;
+  P.ldc = g.ldc;
+  std::atomic<bool> oom{false};
+  P.oom = &oom;
+  P.kc = pre ? pre->kc() : choose_kc(g.k);
+  P.nkb = ceil_div(g.k, P.kc);
+
+  const int threads = pool.size();
+  const int64_t npad = padded_n(g.n);
+  // Batches of products are spread item by item when that balances the threads (or the
+  // items are too small to split); otherwise the items run one after the other, each split
+  // into tiles over all threads.
+  const double item_fma = static_cast<double>(g.m) * g.n * g.k;
+  const bool items_parallel = g.batch > 1 && threads > 1 &&
+                              (g.batch % threads == 0 || g.batch >= 4 * threads || item_fma < (1 << 24));
+
+  if (pre) {
+    const BView bv{pre->data(), true, 0, npad, 0};
+    if (!items_parallel) {
+      for (int64_t it = 0; it < g.batch; ++it)
+        run_item_parallel(P, f, g.a + it * g.batch_stride_a, bv, g.c + it * g.batch_stride_c, 0, g.n, pool);
+    } else {
+      pool.run(g.batch, [&](int64_t it, int) {
+        run_item_serial(P, f, g.a + it * g.batch_stride_a, bv, g.c + it * g.batch_stride_c, 0, g.n);
+      });
+    }
+    return oom_status(oom);
+  }
+
+  // Row-major B read by few rows of C, or small enough to stay in L2: the kernels read it
+  // in place. Otherwise it is packed into panels.
+  const int64_t rows_per_thread = items_parallel ? g.m : ceil_div(g.m, threads);
+  const bool direct_b =
+      !g.trans_b && (rows_per_thread <= kDirectBMaxRows || g.k * g.n * 4 <= kDirectBMaxBytes);
+
+  if (items_parallel) {
+    // A broadcast B that needs packing is packed once, shared by all items.
+    const bool shared_pack = !direct_b && g.batch_stride_b == 0 && g.k * npad <= kMaxScratchFloats;
+    float* shared = nullptr;
+    if (shared_pack) {
+      shared = t_shared_b.get(static_cast<size_t>(g.k * npad));
+      if (!shared) return error(ErrorCode::runtime_error, "sgemm: out of memory for packing B");
+      pool.parallel_for(npad / kPanel, pack_grain(g.k), [&](int64_t q0, int64_t q1) {
+        pack_b_panels(f, g.b, g.ldb, g.trans_b, g.k, g.n, P.kc, shared, q0, q1);
+      });
+    }
+    pool.run(g.batch, [&](int64_t it, int) {
+      const float* a = g.a + it * g.batch_stride_a;
+      float* c = g.c + it * g.batch_stride_c;
+      const float* b = g.b + it * g.batch_stride_b;
+      if (direct_b) {
+        run_item_serial(P, f, a, BView{b, false, g.ldb, 0, 0}, c, 0, g.n);
+        return;
+      }
+      if (shared) {
+        run_item_serial(P, f, a, BView{shared, true, 0, npad, 0}, c, 0, g.n);
+        return;
+      }
+      // Pack this item's B in L2-sized column chunks, then run them.
+      const int64_t chunk = std::max<int64_t>(kPanel, std::min(npad, kL2BlockBytes / (g.k * 4) / kPanel * kPanel));
+      float* buf = t_item_b.get(static_cast<size_t>(g.k * chunk));
+      if (!buf) {
+        oom = true;
+        return;
+      }
+      for (int64_t j0 = 0; j0 < g.n; j0 += chunk) {
+        const int64_t j1 = std::min(g.n, j0 + chunk);
+        pack_b_panels(f, b + (g.trans_b ? j0 * g.ldb : j0), g.ldb, g.trans_b, g.k, j1 - j0, P.kc, buf, 0,
+                      ceil_div(j1 - j0, kPanel));
+        run_item_serial(P, f, a, BView{buf, true, 0, padded_n(j1 - j0), j0}, c, j0, j1);
+      }
+    });
+    return oom_status(oom);
+  }
+
+  const float* packed_from = nullptr;  // B whose packed copy is in the buffer, if whole
+  for (int64_t it = 0; it < g.batch; ++it) {
+    const float* a = g.a + it * g.batch_stride_a;
+    const float* b = g.b + it * g.batch_stride_b;
+    float* c = g.c + it * g.batch_stride_c;
+    if (direct_b) {
+      run_item_parallel(P, f, a, BView{b, false, g.ldb, 0, 0}, c, 0, g.n, pool);
+      continue;
+    }
+    // Pack B (all of K) for a chunk of columns in parallel, then compute that chunk.
+    const int64_t chunk = std::min(npad, std::max<int64_t>(4 * kPanel, kMaxScratchFloats / g.k / kPanel * kPanel));
+    float* buf = t_shared_b.get(static_cast<size_t>(g.k * chunk));
+    if (!buf) return error(ErrorCode::runtime_error, "sgemm: out of memory for packing B");
+    for (int64_t j0 = 0; j0 < g.n; j0 += chunk) {
+      const int64_t j1 = std::min(g.n, j0 + chunk);
+      if (!(chunk == npad && packed_from == b)) {  // a broadcast B is packed once
+        const float* bj = b + (g.trans_b ? j0 * g.ldb : j0);
+        const int64_t panels = ceil_div(j1 - j0, kPanel);
+        pool.parallel_for(panels, pack_grain(g.k), [&](int64_t q0, int64_t q1) {
+          pack_b_panels(f, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, buf, q0, q1);
+        });
+        packed_from = chunk == npad ? b : nullptr;
+      }
+      run_item_parallel(P, f, a, BView{buf, true, 0, padded_n(j1 - j0), j0}, c, j0, j1, pool);
+    }
+  }
+  return oom_status(oom);
+}
+
+Status bad(const char* what) { return error(ErrorCode::invalid_argument, "sgemm: ", what); }
+
+// Largest element offset + 1 of a rows x cols matrix with row stride ld, or -1 if that
+// overflows or exceeds 2^60 elements (more than any address space holds; the bound keeps
+// all size arithmetic of the driver within int64).
+int64_t extent(int64_t rows, int64_t cols, int64_t ld) {
+  if (rows == 0 || cols == 0) return 0;
+  auto r = checked_mul_i64(rows - 1, ld);
+  if (!r || *r > INT64_MAX - cols || *r + cols > (int64_t{1} << 60)) return -1;
+  return *r + cols;
+}
+
+// extent(...) of `batch` items `stride` apart, or -1 as for extent.
+int64_t batched_extent(int64_t batch, int64_t stride, int64_t ext) {
+  if (ext < 0) return -1;
+  if (batch <= 1 || ext == 0) return ext;
+  auto r = checked_mul_i64(batch - 1, stride);
+  if (!r || *r > (int64_t{1} << 60) - ext) return -1;
+  return *r + ext;
+}
+
+// The checks of A, C and the sizes (everything but B).
+Status check_a_c(const GemmArgs& g) {
+  if (g.m < 0 || g.n < 0 || g.k < 0) return bad("m, n and k must be non-negative");
+  if (g.batch < 0) return bad("batch must be non-negative");
+  if (g.batch_stride_a < 0 || g.batch_stride_b < 0 || g.batch_stride_c < 0)
+    return bad("batch strides must be non-negative");
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return Status::ok();
+  if (!g.c) return bad("c is null");
+  if (g.ldc < std::max<int64_t>(1, g.n)) return bad("ldc is smaller than n");
+  const int64_t c_ext = extent(g.m, g.n, g.ldc);
+  if (c_ext < 0) return bad("C extent overflows");
+  if (g.batch > 1 && g.batch_stride_c < c_ext) return bad("batch_stride_c makes C items overlap");
+  if (batched_extent(g.batch, g.batch_stride_c, c_ext) < 0) return bad("C batch extent overflows");
+  if (g.k == 0 || g.alpha == 0.f) return Status::ok();
+  if (!g.a) return bad("a is null");
+  const int64_t a_rows = g.trans_a ? g.k : g.m, a_cols = g.trans_a ? g.m : g.k;
+  if (g.lda < std::max<int64_t>(1, a_cols))
+    return bad(g.trans_a ? "lda is smaller than m (trans_a)" : "lda is smaller than k");
+  if (batched_extent(g.batch, g.batch_stride_a, extent(a_rows, a_cols, g.lda)) < 0)
+    return bad("A extent overflows");
+  return Status::ok();
+}
+
+Status check_b(const GemmArgs& g) {
+  if (g.m == 0 || g.n == 0 || g.batch == 0 || g.k == 0 || g.alpha == 0.f) return Status::ok();
+  if (!g.b) return bad("b is null");
+  const int64_t b_rows = g.trans_b ? g.n : g.k, b_cols = g.trans_b ? g.k : g.n;
+  if (g.ldb < std::max<int64_t>(1, b_cols))
+    return bad(g.trans_b ? "ldb is smaller than k (trans_b)" : "ldb is smaller than n");
+  if (batched_extent(g.batch, g.batch_stride_b, extent(b_rows, b_cols, g.ldb)) < 0)
+    return bad("B extent overflows");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status check_gemm_args(const GemmArgs& args) {
+  RLX_TRY(check_a_c(args));
+  return check_b(args);
+}
+
+Status sgemm(const GemmArgs& args) {
+  RLX_TRY(check_gemm_args(args));
+  return run_gemm(args, nullptr);
+}
+
+PackedB pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n) {
+  PackedB out;
+  if (k < 0 || n < 0) return out;
+  if (k > 0 && n > 0) {
+    const int64_t rows = trans_b ? n : k, cols = trans_b ? k : n;
+    if (!b || ldb < cols || extent(rows, cols, ldb) < 0) return out;
+  }
+  const int64_t kc = choose_kc(k);
+  const int64_t npad = padded_n(n);
+  auto total = checked_mul_i64(k, npad);
+  if (!total || *total > INT64_MAX / 8) return out;
+  if (*total > 0) {
+    const size_t bytes = (static_cast<size_t>(*total) * sizeof(float) + 63) / 64 * 64;
+    float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (!p) return out;
+    out.data_.reset(p);
+    out.bytes_ = bytes;
+    ThreadPool::global().parallel_for(npad / kPanel, pack_grain(k), [&](int64_t q0, int64_t q1) {
+      pack_b_panels(family(), b, ldb, trans_b, k, n, kc, p, q0, q1);
+    });
+  }
+  out.k_ = k;
+  out.n_ = n;
+  out.kc_ = kc;
+  out.valid_ = true;
+  return out;
+}
+
+Status sgemm_packed(const GemmArgs& args, const PackedB& b) {
+  if (!b.valid()) return error(ErrorCode::invalid_argument, "sgemm_packed: the packed B is not valid");
+  if (b.k() != args.k || b.n() != args.n)
+    return error(ErrorCode::invalid_argument, "sgemm_packed: packed B is [", b.k(), ", ", b.n(), "] but the product needs [",
+                 args.k, ", ", args.n, "]");
+  RLX_TRY(check_a_c(args));
+  return run_gemm(args, &b);
+}
+
+const char* gemm_kernel_name() { return family().name; }
+
+GemmIsa gemm_isa() { return family().isa; }
+
+bool set_gemm_isa(GemmIsa isa) {
+  const KernelFamily* f = nullptr;
+  switch (isa) {
+    case GemmIsa::avx512:
+      if (g_best_family->isa == GemmIsa::avx512) f = g_best_family;
+      break;
+    case GemmIsa::avx2:
+      if (g_best_family->isa == GemmIsa::avx512 || g_best_family->isa == GemmIsa::avx2) f = gemm_detail::avx2_family();
+      break;
+    case GemmIsa::portable:
+      f = gemm_detail::portable_family();
+      break;
+  }
+  if (!f) return false;
+  g_family.store(f, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,259 @@
+// AVX-512 micro-kernels for the f32 GEMM: 14 rows x 32 columns of C in 28 zmm accumulators
+// (2 B loads and 14 broadcasts per 28 FMAs), plus a 64-column variant for up to 6 rows that
+// keeps enough independent accumulators when M is tiny. Everything here is compiled with a
+// target attribute, so the rest of the library needs no -march flag; it only runs when the
+// dispatcher saw avx512f/bw/vl/dq at run time. Needs nothing beyond avx512f + fma.
+#include <cstdint>
+
+#include "backends/cpu/kernels/gemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+// GCC 12 reports the _mm512_undefined_ps() operand inside its own unpack/shuffle intrinsics
+// as "may be used uninitialized"; that operand is never read.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define RLX_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+
+namespace rlx::cpu::gemm_detail {
+namespace {
+
+RLX_AVX512 inline __mmask16 lane_mask(int64_t valid) {
+  if (valid >= 16) return 0xFFFF;
+  if (valid <= 0) return 0;
+  return static_cast<__mmask16>((1u << valid) - 1u);
+}
+
+// Rows of B ahead that the few-row kernels prefetch when they read B in place.
+constexpr int64_t kPrefetchRows = 8;
+
+// acc += A * B over the k-values of one call (see kernel below).
+template <int MR, int NV, bool kMask, bool kARow, bool kPrefetch>
+RLX_AVX512 __attribute__((always_inline)) inline void k_loop(__m512 (&acc)[MR][NV], const __mmask16 (&mk)[NV],
+                                                             const int64_t (&boff)[NV], const MicroArgs& m) {
+  const float* a = m.a;
+  const float* b = m.b;
+  const int64_t ldb = m.ldb, a_rs = m.a_rs, a_cs = m.a_cs;
+  for (int64_t p = 0; p < m.k; ++p) {
+    __m512 bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      bv[v] = kMask ? _mm512_maskz_loadu_ps(mk[v], b + boff[v]) : _mm512_loadu_ps(b + boff[v]);
+    if constexpr (kPrefetch) {
+      // B read in place by a few-row kernel streams faster than the hardware prefetchers
+      // follow its row stride.
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v)
+        _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * ldb + boff[v]), _MM_HINT_T0);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 ai = _mm512_set1_ps(kARow ? a[i * a_rs] : a[i]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+    }
+    b += ldb;
+    a += kARow ? 1 : a_cs;
+  }
+}
+
+// MR rows x NV*16 columns. kMask: nr may be below NV*16 (B and C accessed with lane masks,
+// so nothing past column nr is read or written). kARow: A(i, p) = a[i * a_rs + p] (row-major
+// A read in place); otherwise A(i, p) = a[p * a_cs + i] (packed or transposed A).
+template <int MR, int NV, bool kMask, bool kARow>
+RLX_AVX512 void kernel(const MicroArgs& m) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+
+  __mmask16 mk[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) mk[v] = kMask ? lane_mask(m.nr - 16 * v) : static_cast<__mmask16>(0xFFFF);
+
+  // Column offset of vector v inside B: panels of 32 columns are b_panel floats apart.
+  int64_t boff[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) boff[v] = (v / 2) * m.b_panel + (v % 2) * 16;
+
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(m.c + i * m.ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(m.c + i * m.ldc + NV * 16 - 1), _MM_HINT_T0);
+  }
+
+  if constexpr (MR <= 3) {
+    if (m.prefetch_b) {
+      k_loop<MR, NV, kMask, kARow, true>(acc, mk, boff, m);
+    } else {
+      k_loop<MR, NV, kMask, kARow, false>(acc, mk, boff, m);
+    }
+  } else {
+    k_loop<MR, NV, kMask, kARow, false>(acc, mk, boff, m);
+  }
+
+  const __m512 alpha = _mm512_set1_ps(m.alpha);
+  const __m512 beta = _mm512_set1_ps(m.beta);
+  const bool scale = m.alpha != 1.f, read_c = m.beta != 0.f;
+  __m512 bias[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) bias[v] = _mm512_setzero_ps();
+  if (m.bias) {
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bias[v] = _mm512_maskz_loadu_ps(mk[v], m.bias + 16 * v);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    float* c = m.c + i * m.ldc;
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      __m512 r = acc[i][v];
+      if (scale) r = _mm512_mul_ps(r, alpha);
+      if (read_c) {
+        const __m512 old = kMask ? _mm512_maskz_loadu_ps(mk[v], c + 16 * v) : _mm512_loadu_ps(c + 16 * v);
+        r = _mm512_fmadd_ps(beta, old, r);
+      }
+      if (m.bias) r = _mm512_add_ps(r, bias[v]);
+      if (kMask)
+        _mm512_mask_storeu_ps(c + 16 * v, mk[v], r);
+      else
+        _mm512_storeu_ps(c + 16 * v, r);
+    }
+  }
+}
+
+// Transposes 16 rows of 16 floats in registers: on return r[c] holds column c.
+RLX_AVX512 inline void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    t[2 * j] = _mm512_unpacklo_ps(r[2 * j], r[2 * j + 1]);
+    t[2 * j + 1] = _mm512_unpackhi_ps(r[2 * j], r[2 * j + 1]);
+  }
+  // u[4j + q], 128-bit lane L: rows 4j..4j+3 of column 4L + q.
+#pragma GCC unroll 8
+  for (int j = 0; j < 4; ++j) {
+    const __m512d t0 = _mm512_castps_pd(t[4 * j]), t1 = _mm512_castps_pd(t[4 * j + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[4 * j + 2]), t3 = _mm512_castps_pd(t[4 * j + 3]);
+    u[4 * j + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    u[4 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    u[4 * j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    u[4 * j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+#pragma GCC unroll 8
+  for (int q = 0; q < 4; ++q) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE);
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44);
+    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
+    r[0 + q] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+    r[4 + q] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+    r[8 + q] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+    r[12 + q] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+  }
+}
+
+// dst[p * mr + i] = A(i, p). Row-major A goes through 16 x 16 register transposes; a
+// transposed A is already k-major, so each k-value is one masked copy of mr floats.
+RLX_AVX512 void pack_a(const float* a, int64_t lda, bool trans, int64_t mr, int64_t kc, float* dst) {
+  const __mmask16 mk = lane_mask(mr);
+  if (trans) {
+    for (int64_t p = 0; p < kc; ++p) _mm512_mask_storeu_ps(dst + p * mr, mk, _mm512_maskz_loadu_ps(mk, a + p * lda));
+    return;
+  }
+  int64_t p0 = 0;
+  for (; p0 + 16 <= kc; p0 += 16) {
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) r[i] = i < mr ? _mm512_loadu_ps(a + i * lda + p0) : _mm512_setzero_ps();
+    transpose16(r);
+#pragma GCC unroll 16
+    for (int p = 0; p < 16; ++p) _mm512_mask_storeu_ps(dst + (p0 + p) * mr, mk, r[p]);
+  }
+  for (; p0 < kc; ++p0)
+    for (int64_t i = 0; i < mr; ++i) dst[p0 * mr + i] = a[i * lda + p0];
+}
+
+// One 32-column panel of a transposed B: out[p * 32 + j] = b[j * ldb + p].
+RLX_AVX512 void pack_b_trans(const float* b, int64_t ldb, int64_t w, int64_t kc, float* out) {
+  int64_t p0 = 0;
+  for (; p0 + 16 <= kc; p0 += 16) {
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; ++half) {
+      __m512 r[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        const int64_t col = 16 * half + j;
+        r[j] = col < w ? _mm512_loadu_ps(b + col * ldb + p0) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+#pragma GCC unroll 16
+      for (int p = 0; p < 16; ++p) _mm512_storeu_ps(out + (p0 + p) * 32 + 16 * half, r[p]);
+    }
+  }
+  for (; p0 < kc; ++p0)
+    for (int64_t j = 0; j < 32; ++j) out[p0 * 32 + j] = j < w ? b[j * ldb + p0] : 0.f;
+}
+
+// One 32-column panel of a row-major B: out[p * 32 + j] = b[p * ldb + j], zero past w.
+RLX_AVX512 void pack_b_rows(const float* b, int64_t ldb, int64_t w, int64_t kc, float* out) {
+  if (w == 32) {
+    for (int64_t p = 0; p < kc; ++p) {
+      const __m512 lo = _mm512_loadu_ps(b + p * ldb), hi = _mm512_loadu_ps(b + p * ldb + 16);
+      _mm512_storeu_ps(out + p * 32, lo);
+      _mm512_storeu_ps(out + p * 32 + 16, hi);
+    }
+    return;
+  }
+  const __mmask16 m0 = lane_mask(w), m1 = lane_mask(w - 16);
+  for (int64_t p = 0; p < kc; ++p) {
+    _mm512_storeu_ps(out + p * 32, _mm512_maskz_loadu_ps(m0, b + p * ldb));
+    _mm512_storeu_ps(out + p * 32 + 16, _mm512_maskz_loadu_ps(m1, b + p * ldb + 16));
+  }
+}
+
+template <int NV, int MR>
+constexpr void fill(MicroKernel (&t)[2][kMaxMr + 1][2]) {
+  if constexpr (MR >= 1) {
+    t[0][MR][0] = &kernel<MR, NV, false, false>;
+    t[0][MR][1] = &kernel<MR, NV, true, false>;
+    t[1][MR][0] = &kernel<MR, NV, false, true>;
+    t[1][MR][1] = &kernel<MR, NV, true, true>;
+    fill<NV, MR - 1>(t);
+  }
+}
+
+KernelFamily make_family() {
+  KernelFamily f{};
+  f.name = "avx512 14x32";
+  f.isa = GemmIsa::avx512;
+  f.mr_max = 14;
+  f.width = 32;
+  f.wide_width = 128;
+  f.wide_max_mr = 3;
+  fill<2, 14>(f.kernel);
+  fill<8, 3>(f.wide);
+  f.pack_a = &pack_a;
+  f.pack_b_trans = &pack_b_trans;
+  f.pack_b_rows = &pack_b_rows;
+  return f;
+}
+
+}  // namespace
+
+const KernelFamily* avx512_family() {
+  static const KernelFamily family = make_family();
+  return &family;
+}
+
+}  // namespace rlx::cpu::gemm_detail
+
+#else  // not x86: no kernels of this family
+
+namespace rlx::cpu::gemm_detail {
+const KernelFamily* avx512_family() { return nullptr; }
+}  // namespace rlx::cpu::gemm_detail
+
+#endif
