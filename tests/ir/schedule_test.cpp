@@ -1,0 +1,151 @@
+// The scheduler and memory planner on text IR: what fuses into one kernel, what stays
+// native, epilogue fusion, arena reuse, and a kernel program that verifies.
+#include <gtest/gtest.h>
+
+#include "passes/schedule.h"
+#include "rlx/compile.h"
+#include "rlx/ir_text.h"
+
+namespace rlx {
+namespace {
+
+kir::KernelProgram schedule_text(const std::string& text, const DimBindings& dims, const char* device = "cpu") {
+  auto g = parse_graph(text);
+  EXPECT_TRUE(g.has_value()) << g.status().to_string();
+  auto bound = bind_graph(*g, dims);
+  EXPECT_TRUE(bound.has_value()) << bound.status().to_string();
+  auto d = get_device(device);
+  auto lr = legalize(*bound, **d, DispatchPolicy{});
+  EXPECT_TRUE(lr.has_value() && lr->report.ok());
+  auto p = sched::schedule(lr->graph);
+  EXPECT_TRUE(p.has_value()) << p.status().to_string();
+  EXPECT_TRUE(kir::verify_program(*p).is_ok());
+  return p.has_value() ? *p : kir::KernelProgram{};
+}
+
+int count_exprs(const kir::GeneratedKernel& k, kir::ExprKind kind) {
+  int n = 0;
+  for (const auto& e : k.exprs) n += e.kind == kind;
+  return n;
+}
+
+TEST(Schedule, ElementwiseChainIsOneLoop) {
+  auto p = schedule_text(R"(
+graph @g(%x: f32[8, 16, 32], %b: f32[32]) -> (f32[8, 16, 32]) {
+  %y = add(%x, %b)
+  %z = tanh(%y)
+  %w = mul(%z, %z)
+  return %w
+})", {});
+  ASSERT_EQ(p.steps.size(), 1u);
+  const auto& k = p.generated[0];
+  // dims merge into long loops; the broadcast of %b keeps its own loop level
+  EXPECT_EQ(count_exprs(k, kir::ExprKind::idiv) + count_exprs(k, kir::ExprKind::imod), 0);
+  EXPECT_EQ(k.cols(), 32);
+  EXPECT_EQ(p.arena_bytes, 0u);
+}
+
+TEST(Schedule, PureElementwiseMergesEveryDim) {
+  auto p = schedule_text(R"(
+graph @g(%x: f32[8, 16, 32]) -> (f32[8, 16, 32]) {
+  %y = exp(%x)
+  return %y
+})", {});
+  ASSERT_EQ(p.generated.size(), 1u);
+  EXPECT_EQ(p.generated[0].domain_rank, 1);
+  EXPECT_EQ(p.generated[0].cols(), 8 * 16 * 32);
+}
+
+TEST(Schedule, SoftmaxAndLayerNormAreOneKernelEach) {
+  auto p = schedule_text(R"(
+graph @g(%x: f32[4, 12, 64], %s: f32[64], %b: f32[64]) -> (f32[4, 12, 64]) {
+  %n = layer_norm(%x, %s, %b) {axis = -1, epsilon = 1e-5}
+  %p = softmax(%n) {axis = -1}
+  return %p
+})", {});
+  // layer norm's two reductions and softmax's two all hoist per row; the layer-norm output
+  // is read by softmax's reductions inside their loops, so it is materialized once
+  EXPECT_LE(p.generated.size(), 2u);
+  for (const auto& k : p.generated) EXPECT_EQ(k.cols(), 64);
+}
+
+TEST(Schedule, MiddleAxisReductionHoistsItsRow) {
+  auto p = schedule_text(R"(
+graph @g(%x: f32[3, 50, 7]) -> (f32[3, 50, 7]) {
+  %p = softmax(%x) {axis = 1}
+  return %p
+})", {});
+  ASSERT_EQ(p.generated.size(), 1u);
+  const auto& k = p.generated[0];
+  // the loops the reductions depend on (3 and 7) go outside, the reduced axis is the column
+  EXPECT_EQ(k.cols(), 50);
+  EXPECT_EQ(k.rows(), 21);
+}
+
+TEST(Schedule, MatmulKeepsNativeAndFusesEpilogue) {
+  auto p = schedule_text(R"(
+graph @g(%x: f32[6, 64]) -> (f32[6, 48]) {
+  %w = param "w" : f32[64, 48]
+  %b = param "b" : f32[48]
+  %h = matmul(%x, %w)
+  %hb = add(%h, %b)
+  %a = relu(%hb)
+  return %a
+})", {});
+  ASSERT_EQ(p.natives.size(), 1u);
+  ASSERT_EQ(p.steps.size(), 2u);
+  sched::fuse_native_epilogues(p, [](const kir::NativeKernel&) { return true; });
+  EXPECT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(p.natives[0].epilogue, 0);
+  EXPECT_EQ(p.arena_bytes, 0u);  // the GEMM writes into the output, the epilogue works in place
+  EXPECT_TRUE(kir::verify_program(p).is_ok());
+}
+
+TEST(Schedule, ArenaReusesDeadIntermediates) {
+  // four reductions in a row: each intermediate dies after the next kernel reads it
+  auto p = schedule_text(R"(
+graph @g(%x: f32[64, 64, 64]) -> (f32[64]) {
+  %a = reduce_sum(%x) {axes = [2], keepdims = 0}
+  %b = exp(%a)
+  %c = reduce_max(%b) {axes = [1], keepdims = 0}
+  return %c
+})", {});
+  EXPECT_TRUE(kir::verify_program(p).is_ok());
+  size_t total = 0;
+  for (const auto& b : p.buffers)
+    if (b.kind == kir::BufferKind::intermediate && b.alias_of < 0) total += (b.bytes() + 63) / 64 * 64;
+  EXPECT_LE(p.arena_bytes, total);
+}
+
+TEST(Schedule, ReshapeOfBufferIsAView) {
+  auto p = schedule_text(R"(
+graph @g(%x: f32[4, 6]) -> (f32[24]) {
+  %y = reshape(%x) {shape = [24]}
+  return %y
+})", {});
+  // an output must own its memory: one copy kernel, no division in its index
+  ASSERT_EQ(p.generated.size(), 1u);
+  EXPECT_EQ(count_exprs(p.generated[0], kir::ExprKind::idiv), 0);
+}
+
+TEST(Schedule, VerifierCatchesArenaOverlap) {
+  auto p = schedule_text(R"(
+graph @g(%x: f32[64, 64]) -> (f32[64]) {
+  %a = reduce_sum(%x) {axes = [1], keepdims = 0}
+  %b = exp(%a)
+  %c = reduce_max(%b) {axes = [0], keepdims = 1}
+  %d = add(%b, %c)
+  return %d
+})", {});
+  int temps = 0;
+  for (auto& b : p.buffers)
+    if (b.kind == kir::BufferKind::intermediate && b.alias_of < 0) ++temps;
+  if (temps >= 2) {
+    for (auto& b : p.buffers)
+      if (b.kind == kir::BufferKind::intermediate && b.alias_of < 0) b.arena_offset = 0;
+    EXPECT_FALSE(kir::verify_program(p).is_ok());
+  }
+}
+
+}  // namespace
+}  // namespace rlx
