@@ -112,7 +112,10 @@ namespace rlx {
   X(AvgPool2d, "avg_pool2d", composite, conv)                       \
   /* composites: transformer blocks */                              \
   X(Attention, "attention", composite, attention)                   \
-  X(Rope, "rope", composite, attention)
+  X(Rope, "rope", composite, attention)                             \
+  /* composites: block-quantized weights (GGUF formats) */          \
+  X(Dequantize, "dequantize", composite, quant)                     \
+  X(QMatMul, "qmatmul", composite, quant)
 
 enum class Op : uint16_t {
 #define RLX_OP_ENUM(id, name, cls, family) id,
@@ -129,7 +132,7 @@ inline constexpr int kNumOps = 0
 enum class OpClass : uint8_t { primitive, composite };
 enum class OpFamily : uint8_t {
   source, unary, binary, compare, logical, ternary, cast, reduce, argreduce, movement,
-  contraction, activation, normalization, conv, attention,
+  contraction, activation, normalization, conv, attention, quant,
 };
 std::string_view op_family_name(OpFamily f);
 
@@ -171,6 +174,17 @@ bool is_elementwise(Op op);
 // Checks arity and attribute names/kinds against the table, then runs the op's inference.
 // Errors name the node and say what was expected.
 Expected<std::vector<TensorType>> infer_types(Op op, const NodeSig& sig);
+
+// A block-quantized weight format (llama.cpp's GGUF types): `block_elems` values are stored
+// in `block_bytes` bytes; a row of n values (n a multiple of block_elems) takes
+// n / block_elems * block_bytes bytes.
+struct QuantFormat {
+  std::string_view name;   // "q8_0", "q4_k", ...
+  int64_t block_elems;
+  int64_t block_bytes;
+};
+// The format called `name`, or nullopt.
+std::optional<QuantFormat> quant_format(std::string_view name);
 
 // ONNX Slice semantics for one axis of size `dim`: negative indices count from the end,
 // the range is clamped. Returns the first index read and the number of elements.

@@ -2,27 +2,51 @@
 
 #include <sys/stat.h>
 
+#include <cstring>
+#include <fstream>
+
+#include "loaders.h"
 #include "rlx/ir_text.h"
 #include "rlx/verify.h"
 
 namespace rlx {
 namespace {
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
+
+std::string first_bytes(const std::string& path, size_t n) {
+  std::ifstream f(path, std::ios::binary);
+  std::string b(n, '\0');
+  f.read(b.data(), static_cast<std::streamsize>(n));
+  b.resize(static_cast<size_t>(f.gcount()));
+  return b;
+}
+
 }  // namespace
 
 Expected<LoadedModel> load_model(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return error(ErrorCode::io_error, "no such file or folder: ", path);
-  LoadedModel m;
-  if (ends_with(path, ".rlx") || ends_with(path, ".txt")) {
+  if (S_ISDIR(st.st_mode))
+    return error(ErrorCode::unsupported, path, ": a model folder needs a model builder (BERT and Qwen3 builders "
+                 "read Hugging Face folders; see `rlx embed` and `rlx generate`)");
+  if (ends_with(path, ".rlx")) {
+    LoadedModel m;
     RLX_ASSIGN_OR_RETURN(m.graph, parse_graph_file(path));
     m.format = "rlx text IR";
     RLX_TRY(verify_graph(m.graph).with_context(path));
     return m;
   }
-  return error(ErrorCode::unsupported, path, ": unrecognized model format (expected a .rlx text IR file)");
+  const std::string head = first_bytes(path, 8);
+  if (head.size() >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0) return io::load_gguf_model(path);
+  if (ends_with(path, ".gguf")) return io::load_gguf_model(path);
+  if (ends_with(path, ".safetensors") || ends_with(path, ".safetensors.index.json"))
+    return io::load_safetensors_model(path);
+  if (ends_with(path, ".onnx")) return io::load_onnx_model(path);
+  return error(ErrorCode::unsupported, path,
+               ": unrecognized model format (expected .rlx, .onnx, .gguf, .safetensors or a model folder)");
 }
 
 }  // namespace rlx

@@ -12,6 +12,7 @@ const OpRules& rules_for(Op op) {
     register_normalization_rules(t);
     register_conv_rules(t);
     register_attention_rules(t);
+    register_quant_rules(t);
     return t;
   }();
   return table[static_cast<size_t>(op)];

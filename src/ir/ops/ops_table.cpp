@@ -31,6 +31,7 @@ OpInfo row(Op op, std::string_view name, OpClass cls, OpFamily family) {
     case OpFamily::normalization: r.infer = infer::infer_normalization; break;
     case OpFamily::conv: r.infer = infer::infer_conv; break;
     case OpFamily::attention: r.infer = infer::infer_attention; break;
+    case OpFamily::quant: r.infer = infer::infer_quant; break;
   }
   return r;
 }
@@ -129,6 +130,11 @@ std::vector<OpInfo> build_table() {
   attrs(Op::Rope, {{"theta", K::f64}, {"interleaved", K::i64}},
         "rotary position embedding of x [B,H,S,D] at integer positions [S] or [B,S]");
   arity(Op::Rope, 2, 2);
+  attrs(Op::Dequantize, {{"format", K::str, true}, {"cols", K::i64, true}},
+        "u8 rows of quantized blocks [..., row_bytes] to f32 [..., cols]");
+  attrs(Op::QMatMul, {{"format", K::str, true}},
+        "x [..., K] times a quantized weight w [N, row_bytes(K)] (rows are output features) -> [..., N]");
+  arity(Op::QMatMul, 2, 2);
   return t;
 }
 
@@ -156,6 +162,7 @@ std::string_view op_family_name(OpFamily f) {
     case OpFamily::normalization: return "normalization";
     case OpFamily::conv: return "conv";
     case OpFamily::attention: return "attention";
+    case OpFamily::quant: return "quant";
   }
   return "?";
 }

@@ -1,0 +1,63 @@
+// Block-quantized weight formats and the type rules of dequantize / qmatmul.
+#include <array>
+
+#include "infer_util.h"
+
+namespace rlx {
+
+std::optional<QuantFormat> quant_format(std::string_view name) {
+  // block sizes as llama.cpp's ggml defines them
+  static constexpr std::array<QuantFormat, 14> kFormats = {{
+      {"q4_0", 32, 18},   {"q4_1", 32, 20},   {"q5_0", 32, 22},   {"q5_1", 32, 24},  {"q8_0", 32, 34},
+      {"q2_k", 256, 84},  {"q3_k", 256, 110}, {"q4_k", 256, 144}, {"q5_k", 256, 176}, {"q6_k", 256, 210},
+      {"q8_k", 256, 292}, {"iq4_nl", 32, 18}, {"iq4_xs", 256, 136}, {"f16", 1, 2},
+  }};
+  for (const QuantFormat& f : kFormats)
+    if (f.name == name) return f;
+  return std::nullopt;
+}
+
+namespace infer {
+
+Expected<Types> infer_quant(Op op, const NodeSig& sig) {
+  const std::string fmt = sig.attrs.s("format");
+  auto qf = quant_format(fmt);
+  if (!qf) return fail(ErrorCode::verify_error, op, sig, "unknown quantization format '", fmt, "'");
+  const int wi = op == Op::Dequantize ? 0 : 1;
+  const TensorType& w = sig.inputs[wi];
+  if (w.dtype != DType::u8) return fail(ErrorCode::dtype_error, op, sig, "quantized blocks must be u8, got ", dtype_name(w.dtype));
+  if (w.rank() < 1) return fail(ErrorCode::shape_error, op, sig, "quantized blocks need rank >= 1");
+  auto row_bytes = [&](int64_t cols) -> Expected<int64_t> {
+    if (cols <= 0 || cols % qf->block_elems != 0)
+      return fail(ErrorCode::shape_error, op, sig, fmt, " rows hold multiples of ", qf->block_elems, " values, got ", cols);
+    return cols / qf->block_elems * qf->block_bytes;
+  };
+  const Dim& last = w.shape.back();
+  if (op == Op::Dequantize) {
+    const int64_t cols = sig.attrs.i("cols");
+    RLX_ASSIGN_OR_RETURN(int64_t rb, row_bytes(cols));
+    if (last.is_static() && last.size() != rb)
+      return fail(ErrorCode::shape_error, op, sig, "rows of ", cols, " ", fmt, " values take ", rb, " bytes, got ",
+                  last.size());
+    Shape s = w.shape;
+    s.back() = Dim(cols);
+    return Types{TensorType{DType::f32, s}};
+  }
+  const TensorType& x = sig.inputs[0];
+  RLX_TRY(expect_float(op, sig, 0));
+  if (x.rank() < 1 || w.rank() != 2)
+    return fail(ErrorCode::shape_error, op, sig, "x must be [..., K] and w [N, row_bytes]");
+  const Dim& k = x.shape.back();
+  if (k.is_static()) {
+    RLX_ASSIGN_OR_RETURN(int64_t rb, row_bytes(k.size()));
+    if (last.is_static() && last.size() != rb)
+      return fail(ErrorCode::shape_error, op, sig, "K = ", k.size(), " ", fmt, " values take ", rb,
+                  " bytes per row, w has ", last.size());
+  }
+  Shape s = x.shape;
+  s.back() = w.shape[0];
+  return Types{TensorType{x.dtype, s}};
+}
+
+}  // namespace infer
+}  // namespace rlx
