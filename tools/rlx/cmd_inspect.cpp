@@ -52,9 +52,18 @@ int cmd_info(int argc, char** argv) {
       weights.push_back(n.attrs.s("name") + " " + t.to_string() + (g.weights.count(n.attrs.s("name")) ? "" : " (no data)"));
     }
   }
+  // files that hold only weights (safetensors, GGUF) list them from the weight store
+  if (g.nodes.empty()) {
+    for (const auto& [name, t] : g.weights) {
+      params += t.numel();
+      bytes += t.nbytes();
+      weights.push_back(name + " " + t.type().to_string());
+    }
+  }
   std::string opline;
   for (const auto& [k, v] : ops) opline += (opline.empty() ? "" : ", ") + k + " x" + std::to_string(v);
-  std::printf("ops:     %s\nparams:  %lld (%zu bytes)\n", opline.c_str(), static_cast<long long>(params), bytes);
+  if (!opline.empty()) std::printf("ops:     %s\n", opline.c_str());
+  std::printf("params:  %lld (%zu bytes)\n", static_cast<long long>(params), bytes);
   for (const std::string& w : weights) std::printf("tensor:  %s\n", w.c_str());
   return kOk;
 }
