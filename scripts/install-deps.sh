@@ -7,7 +7,7 @@ packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config git ca-certificates
   # core libraries
-  libopenblas-dev nlohmann-json3-dev zlib1g-dev
+  libopenblas-dev nlohmann-json3-dev zlib1g-dev libicu-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # model formats

@@ -1,0 +1,36 @@
+// cpu/kernels/attention.h: fused scaled dot-product attention for f32 on the CPU.
+//
+// For each (batch, query head, block of query rows) one pool task computes the block's
+// scores against every key with the GEMM kernel, applies scale, mask and causality, takes a
+// numerically stable softmax in place, and multiplies by V into the output. Only one tile of
+// scores per thread exists at a time: the [B, H, Sq, Sk] score tensor is never materialized.
+#pragma once
+
+#include <cstdint>
+
+#include "rlx/dtype.h"
+#include "rlx/status.h"
+
+namespace rlx::cpu {
+
+struct AttentionArgs {
+  const float* q = nullptr;  // [B, Hq, Sq, D] contiguous
+  const float* k = nullptr;  // [B, Hkv, Sk, D]
+  const float* v = nullptr;  // [B, Hkv, Sk, Dv]
+  float* out = nullptr;      // [B, Hq, Sq, Dv]
+  int64_t batch = 0, heads_q = 0, heads_kv = 0, seq_q = 0, seq_k = 0, head_dim = 0, head_dim_v = 0;
+  // Optional mask broadcastable to [B, Hq, Sq, Sk]: bool (true attends) or f32 (added to the
+  // scores); strides in elements per dim of that 4-D view, 0 where the mask broadcasts.
+  const void* mask = nullptr;
+  DType mask_dtype = DType::boolean;
+  int64_t mask_strides[4] = {0, 0, 0, 0};
+  bool causal = false;  // key j is visible to query i when j <= i + (Sk - Sq)
+  float scale = 1.f;
+};
+
+// Runs attention over rlx::ThreadPool::global(). A query row that sees no key gives NaN
+// (as softmax over an empty set does in the reference). Allocates only grow-only
+// thread-local scratch.
+Status attention_f32(const AttentionArgs& args);
+
+}  // namespace rlx::cpu

@@ -1,0 +1,75 @@
+// WordPiece tokenization as BERT's uncased tokenizer behaves, on a small vocabulary whose
+// expected pieces are worked out by hand from the BertTokenizer algorithm.
+#include <gtest/gtest.h>
+
+#include "models/text/wordpiece.h"
+
+namespace rlx::text {
+namespace {
+
+WordPieceTokenizer make(WordPieceOptions o = {}) {
+  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", "un", "##aff", "##able",
+                                    ",", "!", "the", "cafe", "中", "国", "a", "##b", "naive", ".", "'", "s"};
+  auto t = WordPieceTokenizer::from_tokens(vocab, o);
+  EXPECT_TRUE(t.has_value()) << t.status().to_string();
+  return *t;
+}
+
+using V = std::vector<std::string>;
+
+TEST(WordPiece, LowercasesStripsAccentsAndSplitsPunctuation) {
+  auto t = make();
+  EXPECT_EQ(t.tokenize("Hello, WORLD!"), (V{"hello", ",", "world", "!"}));
+  EXPECT_EQ(t.tokenize("  Café\tnaïve\n"), (V{"cafe", "naive"}));
+  EXPECT_EQ(t.tokenize("unaffable"), (V{"un", "##aff", "##able"}));
+  EXPECT_EQ(t.tokenize("the world's"), (V{"the", "world", "'", "s"}));
+}
+
+TEST(WordPiece, CjkIsSplitPerCharacterAndUnknownsMap) {
+  auto t = make();
+  EXPECT_EQ(t.tokenize("中国"), (V{"中", "国"}));
+  EXPECT_EQ(t.tokenize("zzz"), (V{"[UNK]"}));
+  EXPECT_EQ(t.tokenize("abb"), (V{"a", "##b", "##b"}));
+  EXPECT_EQ(t.tokenize("abz"), (V{"[UNK]"}));  // no piece covers "z": the whole word is unknown
+}
+
+TEST(WordPiece, ControlCharactersAndLongWords) {
+  auto t = make();
+  EXPECT_EQ(t.tokenize(std::string("hel") + '\x01' + "lo"), (V{"hello"}));
+  EXPECT_EQ(t.tokenize(std::string(150, 'a')), (V{"[UNK]"}));
+  EXPECT_TRUE(t.tokenize("").empty());
+  EXPECT_TRUE(t.tokenize("\xff\xfe").empty());  // invalid UTF-8 is dropped like U+FFFD
+}
+
+TEST(WordPiece, CasedKeepsCase) {
+  WordPieceOptions o;
+  o.lower_case = false;
+  o.strip_accents = false;
+  auto t = make(o);
+  EXPECT_EQ(t.tokenize("Hello hello"), (V{"[UNK]", "hello"}));
+}
+
+TEST(WordPiece, BatchEncodingPadsTruncatesAndMasks) {
+  auto t = make();
+  Encoding e = t.encode_batch({"hello world", "hello", "hello world hello world"}, 5);
+  ASSERT_EQ(e.batch, 3);
+  ASSERT_EQ(e.seq, 5);
+  EXPECT_EQ(std::vector<int64_t>(e.ids.begin(), e.ids.begin() + 5), (std::vector<int64_t>{2, 4, 5, 3, 0}));
+  EXPECT_EQ(std::vector<int64_t>(e.attention_mask.begin(), e.attention_mask.begin() + 5),
+            (std::vector<int64_t>{1, 1, 1, 1, 0}));
+  EXPECT_EQ(std::vector<int64_t>(e.ids.begin() + 5, e.ids.begin() + 10), (std::vector<int64_t>{2, 4, 3, 0, 0}));
+  // truncated to 5 with [SEP] kept last
+  EXPECT_EQ(std::vector<int64_t>(e.ids.begin() + 10, e.ids.end()), (std::vector<int64_t>{2, 4, 5, 4, 3}));
+  EXPECT_EQ(e.lengths, (std::vector<int64_t>{4, 3, 5}));
+  Encoding p = t.encode_batch({"hello"}, 128, 16);
+  EXPECT_EQ(p.seq, 16);
+}
+
+TEST(WordPiece, MissingSpecialTokenIsAnError) {
+  auto t = WordPieceTokenizer::from_tokens({"[PAD]", "hello"});
+  ASSERT_FALSE(t.has_value());
+  EXPECT_NE(t.status().message().find("[UNK]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rlx::text
