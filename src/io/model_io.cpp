@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "loaders.h"
+#include "models/bert.h"
 #include "rlx/ir_text.h"
 #include "rlx/verify.h"
 
@@ -29,9 +30,18 @@ std::string first_bytes(const std::string& path, size_t n) {
 Expected<LoadedModel> load_model(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return error(ErrorCode::io_error, "no such file or folder: ", path);
-  if (S_ISDIR(st.st_mode))
-    return error(ErrorCode::unsupported, path, ": a model folder needs a model builder (BERT and Qwen3 builders "
-                 "read Hugging Face folders; see `rlx embed` and `rlx generate`)");
+  if (S_ISDIR(st.st_mode)) {
+    if (models::is_bert_folder(path)) {
+      RLX_ASSIGN_OR_RETURN(models::BertModel b, models::load_bert_folder(path));
+      LoadedModel m;
+      m.graph = std::move(b.graph);
+      m.format = "Hugging Face folder (BERT, sentence embeddings)";
+      m.metadata["hidden_size"] = std::to_string(b.config.hidden);
+      m.metadata["num_hidden_layers"] = std::to_string(b.config.layers);
+      return m;
+    }
+    return error(ErrorCode::unsupported, path, ": not a model folder rlx knows (config.json of a BERT model)");
+  }
   if (ends_with(path, ".rlx")) {
     LoadedModel m;
     RLX_ASSIGN_OR_RETURN(m.graph, parse_graph_file(path));

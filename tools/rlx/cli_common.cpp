@@ -152,11 +152,14 @@ Expected<std::vector<Tensor>> synthesize_inputs(const Graph& g, const DimBinding
     if (!sizes) return sizes.status();
     Tensor t = Tensor::zeros(v.type.dtype, *sizes);
     const bool mask = v.name.find("mask") != std::string::npos;
+    const bool type_ids = v.name.find("type") != std::string::npos;
     std::uniform_real_distribution<double> u(-1.0, 1.0);
     std::uniform_int_distribution<int> ids(0, 99);
     for (int64_t i = 0; i < t.numel(); ++i) {
       if (mask || t.dtype() == DType::boolean) {
         t.set_f64(i, 1.0);
+      } else if (type_ids) {
+        t.set_f64(i, 0.0);
       } else if (is_float(t.dtype())) {
         t.set_f64(i, u(rng));
       } else {

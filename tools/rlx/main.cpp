@@ -19,6 +19,11 @@ const std::vector<Verb>& verbs() {
        "rlx bench MODEL [--device D] [--batch 1,8,32] [--seq 128] [--runs N] [--warmup N] [--format md|json|csv] "
        "[--dims k=v,...]",
        cmd_bench},
+      {"embed", "sentence embeddings with a BERT-family model folder",
+       "rlx embed MODEL_DIR TEXT... [--device D] [--batch N] [--max-length L] [--out FILE.npy|FILE.json] [--quiet]",
+       cmd_embed},
+      {"make-model", "write a deterministic random-weight model in its real layout (offline tests, benchmarks)",
+       "rlx make-model minilm --out DIR [--seed S]", cmd_make_model},
   };
   return v;
 }

@@ -123,6 +123,14 @@ Status embedding(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs)
   return single(o, o.gather(n.inputs[0], n.inputs[1], 0), outputs);
 }
 
+// iota shaped like its input becomes iota with the (now static) shape as an attribute
+Status canonical_iota(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
+  return single(o, o.iota(n.output_types[0].dtype, out_sizes(n), n.attrs.i("axis") < 0
+                                                                      ? n.attrs.i("axis") + n.output_types[0].rank()
+                                                                      : n.attrs.i("axis")),
+                outputs);
+}
+
 }  // namespace
 
 void register_movement_rules(std::vector<OpRules>& t) {
@@ -139,6 +147,7 @@ void register_movement_rules(std::vector<OpRules>& t) {
   set(Op::Pad, canonical_pad);
   set(Op::Split, split);
   set(Op::Embedding, embedding);
+  set(Op::Iota, canonical_iota);
 }
 
 }  // namespace rlx::dispatch

@@ -13,8 +13,18 @@ Expected<Types> infer_source(Op op, const NodeSig& sig) {
       if (!t) return fail(ErrorCode::verify_error, op, sig, "needs a tensor 'value'");
       return Types{t->type()};
     }
-    case Op::Param:
     case Op::Iota:
+      if (!sig.inputs.empty()) {
+        if (a.has("shape")) return fail(ErrorCode::verify_error, op, sig, "takes a shape attribute or an input, not both");
+        const DType dt = a.dtype("dtype");
+        RLX_TRY(normalize_axis(a.i("axis"), sig.inputs[0].rank()).status());
+        if (dt == DType::boolean || is_packed(dt) || is_complex(dt))
+          return fail(ErrorCode::dtype_error, op, sig, "dtype must be numeric");
+        return Types{TensorType{dt, sig.inputs[0].shape}};
+      }
+      if (!a.has("shape")) return fail(ErrorCode::verify_error, op, sig, "needs a shape attribute or an input");
+      [[fallthrough]];
+    case Op::Param:
     case Op::Random: {
       Sizes sizes = a.ints("shape");
       for (int64_t d : sizes)

@@ -51,8 +51,10 @@ std::vector<OpInfo> build_table() {
   attrs(Op::Constant, {{"value", K::tensor, true}}, "a tensor given inline");
   attrs(Op::Param, {{"name", K::str, true}, {"dtype", K::dtype, true}, {"shape", K::i64s, true}},
         "a named weight from the graph's weight store");
-  attrs(Op::Iota, {{"dtype", K::dtype, true}, {"shape", K::i64s, true}, {"axis", K::i64, true}},
-        "each element is its index along `axis`");
+  attrs(Op::Iota, {{"dtype", K::dtype, true}, {"shape", K::i64s}, {"axis", K::i64, true}},
+        "each element is its index along `axis`; the shape is the `shape` attribute, or the shape of "
+        "the optional input (whose values are not read), so iota follows symbolic dims");
+  arity(Op::Iota, 0, 1);
   attrs(Op::Random,
         {{"dtype", K::dtype, true}, {"shape", K::i64s, true}, {"dist", K::str, true},
          {"seed", K::i64}, {"a", K::f64}, {"b", K::f64}},

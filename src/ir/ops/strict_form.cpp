@@ -17,6 +17,8 @@ Status check_strict_primitive(Op op, const NodeSig& sig, std::span<const TensorT
       return fail(ErrorCode::verify_error, op, sig, "output shape is not static: ", shape_to_string(t.shape));
   const Attrs& a = sig.attrs;
   const OpFamily fam = op_info(op).family;
+  if (op == Op::Iota && !sig.inputs.empty())
+    return fail(ErrorCode::verify_error, op, sig, "takes its shape from an attribute at the primitive level");
   switch (fam) {
     case OpFamily::binary:
     case OpFamily::compare:

@@ -1,0 +1,307 @@
+#include "bert.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "rlx/op_builder.h"
+#include "rlx/safetensors.h"
+
+namespace rlx::models {
+namespace {
+
+Expected<nlohmann::json> read_json(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return error(ErrorCode::io_error, "cannot open ", path);
+  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return error(ErrorCode::format_error, path, ": not a JSON object");
+  return j;
+}
+
+// Finds a weight under its Hugging Face name, accepting the prefixes checkpoints use.
+const Tensor* find_weight(const std::map<std::string, Tensor>& w, const std::string& name) {
+  for (const char* prefix : {"", "bert.", "0.auto_model.", "model."}) {
+    auto it = w.find(prefix + name);
+    if (it != w.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+class Builder {
+ public:
+  Builder(Graph& g, const std::map<std::string, Tensor>& w) : g_(g), gb_(g), o_(gb_), w_(w) {}
+  OpBuilder& o() { return o_; }
+  Status status() const { return st_.is_ok() ? o_.status() : st_; }
+
+  // A weight of the expected shape, converted to f32, as a param of the graph.
+  ValueId weight(const std::string& name, const Sizes& shape) {
+    if (!st_.is_ok()) return kNoValue;
+    const Tensor* t = find_weight(w_, name);
+    if (!t) {
+      st_ = error(ErrorCode::format_error, "the checkpoint has no tensor '", name, "'");
+      return kNoValue;
+    }
+    if (t->sizes() != shape) {
+      st_ = error(ErrorCode::shape_error, "tensor '", name, "' is ", sizes_to_string(t->sizes()), ", expected ",
+                  sizes_to_string(shape));
+      return kNoValue;
+    }
+    Tensor v = *t;
+    if (v.dtype() != DType::f32) {
+      Tensor c = Tensor::zeros(DType::f32, v.sizes());
+      for (int64_t i = 0; i < v.numel(); ++i) c.data<float>()[i] = static_cast<float>(v.get_f64(i));
+      v = c;
+    }
+    g_.weights[name] = v;
+    return o_.param(name, v.type());
+  }
+
+  // x [..., in] @ W^T + b for a Hugging Face Linear (weight [out, in]).
+  ValueId linear(ValueId x, const std::string& name, int64_t in, int64_t out) {
+    ValueId w = weight(name + ".weight", {out, in});
+    ValueId b = weight(name + ".bias", {out});
+    if (!status().is_ok()) return kNoValue;
+    const int64_t r = o_.rank(x);
+    return o_.add(o_.dot(x, w, {}, {}, {r - 1}, {1}), b);
+  }
+
+  ValueId layer_norm(ValueId x, const std::string& name, int64_t n, double eps) {
+    ValueId s = weight(name + ".weight", {n});
+    ValueId b = weight(name + ".bias", {n});
+    return o_.layer_norm(x, s, b, -1, eps);
+  }
+
+ private:
+  Graph& g_;
+  GraphBuilder gb_;
+  OpBuilder o_;
+  const std::map<std::string, Tensor>& w_;
+  Status st_;
+};
+
+}  // namespace
+
+Expected<BertConfig> BertConfig::from_json_file(const std::string& path) {
+  RLX_ASSIGN_OR_RETURN(nlohmann::json j, read_json(path));
+  BertConfig c;
+  auto get = [&](const char* key, int64_t& v) -> Status {
+    if (!j.contains(key)) return Status::ok();
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
+      return error(ErrorCode::format_error, path, ": '", key, "' must be a positive integer");
+    v = j[key].get<int64_t>();
+    return Status::ok();
+  };
+  RLX_TRY(get("vocab_size", c.vocab_size));
+  RLX_TRY(get("hidden_size", c.hidden));
+  RLX_TRY(get("num_hidden_layers", c.layers));
+  RLX_TRY(get("num_attention_heads", c.heads));
+  RLX_TRY(get("intermediate_size", c.intermediate));
+  RLX_TRY(get("max_position_embeddings", c.max_positions));
+  RLX_TRY(get("type_vocab_size", c.type_vocab));
+  if (j.contains("layer_norm_eps")) {
+    if (!j["layer_norm_eps"].is_number()) return error(ErrorCode::format_error, path, ": 'layer_norm_eps' must be a number");
+    c.layer_norm_eps = j["layer_norm_eps"].get<double>();
+  }
+  if (j.contains("hidden_act")) c.hidden_act = j.value("hidden_act", "gelu");
+  if (c.hidden % c.heads != 0)
+    return error(ErrorCode::format_error, path, ": hidden_size ", c.hidden, " is not a multiple of num_attention_heads ",
+                 c.heads);
+  if (c.hidden_act != "gelu" && c.hidden_act != "gelu_new" && c.hidden_act != "relu" && c.hidden_act != "gelu_pytorch_tanh")
+    return error(ErrorCode::unsupported, path, ": hidden_act '", c.hidden_act, "' is not supported");
+  return c;
+}
+
+std::string BertConfig::to_json() const {
+  nlohmann::json j = {{"architectures", {"BertModel"}},
+                      {"model_type", "bert"},
+                      {"vocab_size", vocab_size},
+                      {"hidden_size", hidden},
+                      {"num_hidden_layers", layers},
+                      {"num_attention_heads", heads},
+                      {"intermediate_size", intermediate},
+                      {"hidden_act", hidden_act},
+                      {"hidden_dropout_prob", 0.1},
+                      {"attention_probs_dropout_prob", 0.1},
+                      {"max_position_embeddings", max_positions},
+                      {"type_vocab_size", type_vocab},
+                      {"initializer_range", 0.02},
+                      {"layer_norm_eps", layer_norm_eps},
+                      {"pad_token_id", 0},
+                      {"position_embedding_type", "absolute"}};
+  return j.dump(2);
+}
+
+Expected<Graph> build_bert(const BertConfig& c, const std::map<std::string, Tensor>& weights, BertOutput output) {
+  Graph g;
+  g.name = "bert";
+  const Shape bs{Dim::symbol("batch"), Dim::symbol("seq")};
+  ValueId ids = g.add_input("input_ids", TensorType{DType::i64, bs});
+  ValueId mask = g.add_input("attention_mask", TensorType{DType::i64, bs});
+  ValueId types = g.add_input("token_type_ids", TensorType{DType::i64, bs});
+  Builder b(g, weights);
+  OpBuilder& o = b.o();
+  const int64_t h = c.hidden, nh = c.heads, hd = c.hidden / c.heads;
+  // embeddings: word + position + token type, then LayerNorm
+  ValueId word = o.embedding(b.weight("embeddings.word_embeddings.weight", {c.vocab_size, h}), ids);
+  ValueId pos_ids = o.op(Op::Iota, {ids}, Attrs{{"dtype", DType::i64}, {"axis", int64_t{1}}});
+  ValueId pos = o.embedding(b.weight("embeddings.position_embeddings.weight", {c.max_positions, h}), pos_ids);
+  ValueId typ = o.embedding(b.weight("embeddings.token_type_embeddings.weight", {c.type_vocab, h}), types);
+  ValueId x = b.layer_norm(o.add(o.add(word, pos), typ), "embeddings.LayerNorm", h, c.layer_norm_eps);
+  // padding keys are masked out of every query's attention
+  ValueId key_mask = o.reshape(o.cast(mask, DType::boolean), {0, 1, 1, -1});
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "encoder.layer." + std::to_string(l) + ".";
+    auto heads = [&](ValueId t) { return o.transpose(o.reshape(t, {0, 0, nh, hd}), {0, 2, 1, 3}); };
+    ValueId q = heads(b.linear(x, p + "attention.self.query", h, h));
+    ValueId k = heads(b.linear(x, p + "attention.self.key", h, h));
+    ValueId v = heads(b.linear(x, p + "attention.self.value", h, h));
+    ValueId ctx = o.attention(q, k, v, key_mask, false);
+    ctx = o.reshape(o.transpose(ctx, {0, 2, 1, 3}), {0, 0, h});
+    ValueId attn = b.linear(ctx, p + "attention.output.dense", h, h);
+    x = b.layer_norm(o.add(attn, x), p + "attention.output.LayerNorm", h, c.layer_norm_eps);
+    ValueId inter = b.linear(x, p + "intermediate.dense", h, c.intermediate);
+    if (c.hidden_act == "relu") {
+      inter = o.relu(inter);
+    } else {
+      inter = o.gelu(inter, c.hidden_act == "gelu" ? "none" : "tanh");
+    }
+    ValueId out = b.linear(inter, p + "output.dense", c.intermediate, h);
+    x = b.layer_norm(o.add(out, x), p + "output.LayerNorm", h, c.layer_norm_eps);
+  }
+  if (output == BertOutput::last_hidden_state) {
+    g.values[x].name = "last_hidden_state";
+    g.outputs = {x};
+  } else {
+    // mean over real tokens, then unit length (sentence-transformers' Pooling + Normalize)
+    ValueId m = o.reshape(o.cast(mask, DType::f32), {0, 0, 1});
+    ValueId summed = o.reduce_sum(o.mul(x, m), {1}, false);
+    ValueId count = o.max(o.reduce_sum(m, {1}, false), o.scalar(1e-9, DType::f32));
+    ValueId mean = o.div(summed, count);
+    ValueId norm = o.sqrt(o.reduce_sum(o.mul(mean, mean), {1}, true));
+    ValueId emb = o.div(mean, o.max(norm, o.scalar(1e-12, DType::f32)));
+    if (emb != kNoValue) g.values[emb].name = "sentence_embedding";
+    g.outputs = {emb};
+  }
+  RLX_TRY(b.status());
+  return g;
+}
+
+bool is_bert_folder(const std::string& dir) {
+  auto j = read_json(dir + "/config.json");
+  if (!j) return false;
+  std::string type = j->value("model_type", "");
+  if (type == "bert") return true;
+  if (j->contains("architectures") && (*j)["architectures"].is_array())
+    for (const auto& a : (*j)["architectures"])
+      if (a.is_string() && a.get<std::string>().rfind("Bert", 0) == 0) return true;
+  return false;
+}
+
+Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output) {
+  BertModel m;
+  RLX_ASSIGN_OR_RETURN(m.config, BertConfig::from_json_file(dir + "/config.json"));
+  std::string weights = dir + "/model.safetensors";
+  if (!std::ifstream(weights)) weights = dir + "/model.safetensors.index.json";
+  RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(weights));
+  RLX_ASSIGN_OR_RETURN(m.graph, build_bert(m.config, f.tensors, output));
+  RLX_ASSIGN_OR_RETURN(m.tokenizer, text::WordPieceTokenizer::from_folder(dir));
+  if (m.tokenizer.vocab_size() > m.config.vocab_size)
+    return error(ErrorCode::format_error, dir, ": the tokenizer has ", m.tokenizer.vocab_size(),
+                 " tokens but the model only ", m.config.vocab_size);
+  return m;
+}
+
+namespace {
+
+// A vocabulary of the right size with BERT's special tokens at their usual ids, every
+// printable ASCII character (and its ## continuation), then pseudo-words.
+std::vector<std::string> synthetic_vocab(int64_t size, std::mt19937_64& rng) {
+  std::vector<std::string> v;
+  v.push_back("[PAD]");
+  for (int i = 1; i < 100; ++i) v.push_back("[unused" + std::to_string(i - 1) + "]");
+  for (const char* s : {"[UNK]", "[CLS]", "[SEP]", "[MASK]"}) v.push_back(s);
+  for (char c = 33; c < 127; ++c) {
+    if (c >= 'A' && c <= 'Z') continue;  // uncased
+    v.push_back(std::string(1, c));
+  }
+  for (char c = 33; c < 127; ++c) {
+    if (c >= 'A' && c <= 'Z') continue;
+    v.push_back("##" + std::string(1, c));
+  }
+  const char* onsets[] = {"b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w",
+                          "st", "th", "ch", "sh", "pr", "tr", "gr", "bl", ""};
+  const char* vowels[] = {"a", "e", "i", "o", "u", "ai", "ea", "ou", "io"};
+  const char* codas[] = {"", "n", "r", "s", "t", "l", "nd", "ng", "st", "ck"};
+  std::set<std::string> seen(v.begin(), v.end());
+  while (static_cast<int64_t>(v.size()) < size) {
+    int syllables = 1 + static_cast<int>(rng() % 3);
+    std::string w;
+    for (int s = 0; s < syllables; ++s)
+      w += std::string(onsets[rng() % 26]) + vowels[rng() % 9] + codas[rng() % 10];
+    if (rng() % 4 == 0) w = "##" + w;
+    if (seen.insert(w).second) v.push_back(w);
+  }
+  v.resize(static_cast<size_t>(size));
+  return v;
+}
+
+}  // namespace
+
+Status write_random_bert(const std::string& dir, const BertConfig& c, uint64_t seed) {
+  mkdir(dir.c_str(), 0755);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, 0.02f);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  auto add = [&](const std::string& name, Sizes shape, float fill_or_nan) {
+    Tensor t = Tensor::zeros(DType::f32, std::move(shape));
+    float* d = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) d[i] = std::isnan(fill_or_nan) ? normal(rng) : fill_or_nan;
+    tensors.emplace_back(name, std::move(t));
+  };
+  const float rnd = std::nanf("");
+  // LayerNorm scales near 1 and biases near 0, but not exactly, so they are exercised
+  auto ln = [&](const std::string& name) {
+    add(name + ".weight", {c.hidden}, rnd);
+    for (int64_t i = 0; i < c.hidden; ++i) tensors.back().second.data<float>()[i] += 1.f;
+    add(name + ".bias", {c.hidden}, rnd);
+  };
+  add("embeddings.word_embeddings.weight", {c.vocab_size, c.hidden}, rnd);
+  add("embeddings.position_embeddings.weight", {c.max_positions, c.hidden}, rnd);
+  add("embeddings.token_type_embeddings.weight", {c.type_vocab, c.hidden}, rnd);
+  ln("embeddings.LayerNorm");
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "encoder.layer." + std::to_string(l) + ".";
+    for (const char* m : {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"}) {
+      add(p + m + ".weight", {c.hidden, c.hidden}, rnd);
+      add(p + m + ".bias", {c.hidden}, rnd);
+    }
+    ln(p + "attention.output.LayerNorm");
+    add(p + "intermediate.dense.weight", {c.intermediate, c.hidden}, rnd);
+    add(p + "intermediate.dense.bias", {c.intermediate}, rnd);
+    add(p + "output.dense.weight", {c.hidden, c.intermediate}, rnd);
+    add(p + "output.dense.bias", {c.hidden}, rnd);
+    ln(p + "output.LayerNorm");
+  }
+  add("pooler.dense.weight", {c.hidden, c.hidden}, rnd);
+  add("pooler.dense.bias", {c.hidden}, rnd);
+  RLX_TRY(safetensors::save(dir + "/model.safetensors", tensors, {{"format", "pt"}}));
+  {
+    std::ofstream f(dir + "/config.json");
+    f << c.to_json() << "\n";
+    if (!f) return error(ErrorCode::io_error, "cannot write ", dir, "/config.json");
+  }
+  {
+    std::ofstream f(dir + "/vocab.txt");
+    for (const std::string& t : synthetic_vocab(c.vocab_size, rng)) f << t << "\n";
+    if (!f) return error(ErrorCode::io_error, "cannot write ", dir, "/vocab.txt");
+  }
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"do_lower_case": true, "model_max_length": 512})" << "\n";
+  return Status::ok();
+}
+
+}  // namespace rlx::models

@@ -1,0 +1,54 @@
+// BERT-family encoders (all-MiniLM-L6-v2 and the like) built as rlx graphs from a Hugging
+// Face folder: config.json, model.safetensors (Hugging Face tensor names), vocab.txt or
+// tokenizer.json. Sentence embeddings are mean-pooled over the attention mask and
+// L2-normalized, as sentence-transformers does for these models.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "models/text/wordpiece.h"
+#include "rlx/graph.h"
+
+namespace rlx::models {
+
+struct BertConfig {
+  int64_t vocab_size = 30522, hidden = 384, layers = 6, heads = 12, intermediate = 1536;
+  int64_t max_positions = 512, type_vocab = 2;
+  double layer_norm_eps = 1e-12;
+  std::string hidden_act = "gelu";
+  // From a Hugging Face config.json; errors name the file and the field.
+  static Expected<BertConfig> from_json_file(const std::string& path);
+  std::string to_json() const;
+};
+
+enum class BertOutput : uint8_t {
+  sentence_embedding,  // [batch, hidden]: mean pooled over the mask, L2 normalized
+  last_hidden_state,   // [batch, seq, hidden]
+};
+
+// The encoder graph over inputs input_ids, attention_mask, token_type_ids (i64 [batch, seq],
+// symbolic dims `batch` and `seq`). `weights` maps Hugging Face names (a "bert." or
+// "0.auto_model." prefix is accepted) to tensors; every tensor is checked for shape.
+Expected<Graph> build_bert(const BertConfig& cfg, const std::map<std::string, Tensor>& weights,
+                           BertOutput output = BertOutput::sentence_embedding);
+
+struct BertModel {
+  BertConfig config;
+  Graph graph;
+  text::WordPieceTokenizer tokenizer;
+};
+
+// Loads a Hugging Face folder (config.json, model.safetensors or its sharded index, and the
+// tokenizer files).
+Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output = BertOutput::sentence_embedding);
+
+// Whether `dir` looks like a BERT-family Hugging Face folder (config.json with a BERT
+// model_type or architecture).
+bool is_bert_folder(const std::string& dir);
+
+// Writes a deterministic random-weight model with config `cfg` (all-MiniLM-L6-v2's by
+// default) to `dir`: config.json, model.safetensors, vocab.txt, tokenizer_config.json.
+Status write_random_bert(const std::string& dir, const BertConfig& cfg, uint64_t seed);
+
+}  // namespace rlx::models

@@ -1,0 +1,110 @@
+// rlx embed, rlx make-model: model families built from Hugging Face folders.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "models/bert.h"
+#include "rlx/npy.h"
+
+namespace rlx::cli {
+namespace {
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+bool ends_with(const std::string& s, const std::string& x) {
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+}  // namespace
+
+int cmd_embed(int argc, char** argv) {
+  auto args = parse_args(argc, argv, 2, {"quiet"}, {"device", "policy", "batch", "out", "max-length"});
+  if (!args) return report_error(args.status());
+  if (args->positional.size() < 2)
+    return report_error(error(ErrorCode::invalid_argument, "usage: rlx embed MODEL_DIR TEXT..."));
+  const std::string dir = args->positional[0];
+  std::vector<std::string> texts(args->positional.begin() + 1, args->positional.end());
+  auto policy = policy_from(*args);
+  if (!policy) return report_error(policy.status());
+  int64_t batch = std::atoll(args->get("batch").value_or("32").c_str());
+  if (batch <= 0) return report_error(error(ErrorCode::invalid_argument, "--batch must be positive"));
+  double t0 = now_ms();
+  auto m = models::load_bert_folder(dir);
+  if (!m) return report_error(m.status());
+  int64_t max_len = std::atoll(args->get("max-length").value_or(std::to_string(m->config.max_positions)).c_str());
+  if (max_len < 2 || max_len > m->config.max_positions)
+    return report_error(error(ErrorCode::invalid_argument, "--max-length must be in [2, ", m->config.max_positions, "]"));
+  std::string device = args->get("device").value_or(default_device_name());
+  auto model = Model::compile(m->graph, {.device = device, .policy = *policy});
+  if (!model) return report_error(model.status());
+  double t1 = now_ms();
+  const int64_t dim = m->config.hidden;
+  Tensor all = Tensor::zeros(DType::f32, {static_cast<int64_t>(texts.size()), dim});
+  double run_ms = 0;
+  const DispatchReport* report = nullptr;
+  for (size_t start = 0; start < texts.size(); start += static_cast<size_t>(batch)) {
+    std::vector<std::string> chunk(texts.begin() + static_cast<long>(start),
+                                   texts.begin() + static_cast<long>(std::min(texts.size(), start + batch)));
+    text::Encoding e = m->tokenizer.encode_batch(chunk, max_len);
+    std::vector<Tensor> in{e.ids_tensor(), e.mask_tensor(), e.type_tensor()};
+    auto var = (*model)->variant_for(in);
+    if (!var) return report_error(var.status());
+    report = &(*var)->report;
+    double a = now_ms();
+    auto out = (*var)->executable->run(in);
+    if (!out) return report_error(out.status());
+    run_ms += now_ms() - a;
+    std::memcpy(all.data<float>() + start * dim, (*out)[0].data<float>(), static_cast<size_t>((*out)[0].nbytes()));
+  }
+  if (!args->has("quiet")) {
+    if (report) std::printf("dispatch: %s\n", report->summary().c_str());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      std::printf("[%zu] %s\n    [", i, texts[i].c_str());
+      for (int64_t j = 0; j < std::min<int64_t>(dim, 6); ++j)
+        std::printf("%s%.6f", j ? ", " : "", all.data<float>()[i * dim + j]);
+      std::printf(", ...] (%lld dims)\n", static_cast<long long>(dim));
+    }
+    std::printf("time: load+compile %.1f ms, embed %.2f ms for %zu texts on %s\n", t1 - t0, run_ms, texts.size(),
+                device.c_str());
+  }
+  if (auto out = args->get("out")) {
+    if (ends_with(*out, ".json")) {
+      nlohmann::json j = nlohmann::json::array();
+      for (size_t i = 0; i < texts.size(); ++i)
+        j.push_back(std::vector<float>(all.data<float>() + i * dim, all.data<float>() + (i + 1) * dim));
+      std::ofstream f(*out);
+      f << j.dump() << "\n";
+      if (!f) return report_error(error(ErrorCode::io_error, "cannot write ", *out));
+    } else {
+      Status s = write_npy(*out, all);
+      if (!s.is_ok()) return report_error(s);
+    }
+  }
+  return kOk;
+}
+
+int cmd_make_model(int argc, char** argv) {
+  auto args = parse_args(argc, argv, 2, {}, {"out", "seed"});
+  if (!args) return report_error(args.status());
+  if (args->positional.size() != 1 || !args->get("out"))
+    return report_error(error(ErrorCode::invalid_argument, "usage: rlx make-model KIND --out DIR [--seed S]"));
+  const std::string kind = args->positional[0];
+  const uint64_t seed = std::strtoull(args->get("seed").value_or("0").c_str(), nullptr, 10);
+  const std::string dir = *args->get("out");
+  if (kind == "minilm") {
+    models::BertConfig c;  // all-MiniLM-L6-v2's configuration is the default
+    Status s = models::write_random_bert(dir, c, seed);
+    if (!s.is_ok()) return report_error(s);
+    std::printf("wrote %s: BERT (all-MiniLM-L6-v2 configuration: vocab %lld, hidden %lld, %lld layers, %lld heads), "
+                "seed %llu\n",
+                dir.c_str(), static_cast<long long>(c.vocab_size), static_cast<long long>(c.hidden),
+                static_cast<long long>(c.layers), static_cast<long long>(c.heads), static_cast<unsigned long long>(seed));
+    return kOk;
+  }
+  return report_error(error(ErrorCode::invalid_argument, "unknown model kind '", kind, "' (known: minilm)"));
+}
+
+}  // namespace rlx::cli
