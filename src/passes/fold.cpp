@@ -1,0 +1,116 @@
+// Constant folding: a node whose inputs are all known at compile time (constants, weights,
+// or values folded before) is evaluated once with the reference interpreter. Composite
+// nodes are folded through their decomposition on the reference device.
+#include <map>
+
+#include "../backends/ref/interpreter.h"
+#include "graph_passes.h"
+#include "rewrite_util.h"
+#include "rlx/compile.h"
+
+namespace rlx::passes {
+namespace {
+
+bool is_known_source(const Graph& g, const Node& n) {
+  if (n.op == Op::Constant) return true;
+  if (n.op == Op::Param) return g.weights.count(n.attrs.s("name")) > 0;
+  return false;
+}
+
+// Evaluates one node on known inputs through the reference device.
+Expected<std::vector<Tensor>> evaluate(const Node& n, const std::vector<Tensor>& ins, const std::vector<TensorType>& outs) {
+  Graph sub;
+  std::vector<ValueId> in_ids;
+  for (size_t i = 0; i < ins.size(); ++i) in_ids.push_back(sub.add_input(cat("in", i), ins[i].type()));
+  auto o = sub.add_node(n.op, in_ids, n.attrs);
+  if (!o) return o.status();
+  sub.outputs = *o;
+  RLX_ASSIGN_OR_RETURN(auto model, Model::compile(std::move(sub), {.device = "ref"}));
+  return model->run(ins);
+}
+
+}  // namespace
+
+Expected<int> fold_constants(Graph& g, int64_t max_elements) {
+  std::map<ValueId, Tensor> known;
+  for (const Node& n : g.nodes) {
+    if (n.op == Op::Constant) known[n.outputs[0]] = *n.attrs.tensor("value");
+    if (n.op == Op::Param) {
+      auto it = g.weights.find(n.attrs.s("name"));
+      if (it != g.weights.end()) known[n.outputs[0]] = it->second;
+    }
+  }
+  std::map<ValueId, ValueId> replace;
+  std::vector<char> keep(g.nodes.size(), 1);
+  std::vector<std::pair<size_t, std::vector<Tensor>>> folded;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.inputs.empty() || n.op == Op::Random || is_known_source(g, n)) continue;
+    bool all = true;
+    for (ValueId v : n.inputs) all &= known.count(v) > 0;
+    if (!all) continue;
+    bool small = true;
+    std::vector<TensorType> out_types;
+    for (ValueId v : n.outputs) {
+      auto s = static_sizes(g.type(v).shape);
+      if (!s || numel(*s) > max_elements) small = false;
+      out_types.push_back(g.type(v));
+    }
+    if (!small) continue;
+    std::vector<Tensor> ins;
+    for (ValueId v : n.inputs) ins.push_back(known[v]);
+    auto r = evaluate(n, ins, out_types);
+    if (!r) continue;  // not evaluable on ref (e.g. no decomposition): leave it to the device
+    for (size_t k = 0; k < n.outputs.size(); ++k) known[n.outputs[k]] = (*r)[k];
+    keep[i] = 0;
+    folded.push_back({i, std::move(*r)});
+  }
+  if (folded.empty()) return 0;
+  // Rebuild: folded nodes become constant nodes in place (keeping SSA order).
+  Graph out;
+  out.name = g.name;
+  out.level = g.level;
+  out.weights = g.weights;
+  std::vector<ValueId> map(g.values.size(), kNoValue);
+  for (ValueId in : g.inputs) map[in] = out.add_input(g.values[in].name, g.values[in].type);
+  size_t f = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (f < folded.size() && folded[f].first == i) {
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        auto c = out.add_node_typed(Op::Constant, {}, Attrs{{"value", folded[f].second[k]}}, {g.type(n.outputs[k])},
+                                    n.name, n.origin);
+        map[n.outputs[k]] = c[0];
+        out.values[c[0]].name = g.values[n.outputs[k]].name;
+      }
+      ++f;
+      continue;
+    }
+    std::vector<ValueId> ins;
+    for (ValueId v : n.inputs) ins.push_back(map[v]);
+    std::vector<TensorType> types;
+    for (ValueId v : n.outputs) types.push_back(g.values[v].type);
+    auto outs = out.add_node_typed(n.op, ins, n.attrs, types, n.name, n.origin);
+    out.nodes.back().native = n.native;
+    for (size_t k = 0; k < outs.size(); ++k) {
+      map[n.outputs[k]] = outs[k];
+      out.values[outs[k]].name = g.values[n.outputs[k]].name;
+    }
+  }
+  for (ValueId v : g.outputs) out.outputs.push_back(map[v]);
+  g = std::move(out);
+  return static_cast<int>(folded.size());
+}
+
+Status simplify(Graph& g) {
+  for (int round = 0; round < 8; ++round) {
+    int changed = eliminate_common_subexpressions(g);
+    RLX_ASSIGN_OR_RETURN(int folded, fold_constants(g));
+    changed += folded;
+    changed += eliminate_dead_code(g);
+    if (changed == 0) break;
+  }
+  return Status::ok();
+}
+
+}  // namespace rlx::passes

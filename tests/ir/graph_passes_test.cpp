@@ -1,0 +1,101 @@
+// Graph clean-up passes on text IR: dead code, common subexpressions, constant folding.
+#include <gtest/gtest.h>
+
+#include "passes/graph_passes.h"
+#include "rlx/compile.h"
+#include "rlx/ir_text.h"
+
+namespace rlx {
+namespace {
+
+Graph parse(const char* text) {
+  auto g = parse_graph(text);
+  EXPECT_TRUE(g.has_value()) << g.status().to_string();
+  return *g;
+}
+
+int count(const Graph& g, Op op) {
+  int n = 0;
+  for (const Node& x : g.nodes) n += x.op == op;
+  return n;
+}
+
+TEST(GraphPasses, DeadCodeGoes) {
+  Graph g = parse(R"(graph @g(%x: f32[4]) -> (f32[4]) {
+  %a = exp(%x)
+  %b = log(%x)
+  %w = param "unused" : f32[4]
+  return %a
+})");
+  g.weights["unused"] = Tensor::zeros(DType::f32, {4});
+  EXPECT_EQ(passes::eliminate_dead_code(g), 2);
+  EXPECT_EQ(g.nodes.size(), 1u);
+  EXPECT_TRUE(g.weights.empty());
+}
+
+TEST(GraphPasses, CommonSubexpressionsMerge) {
+  Graph g = parse(R"(graph @g(%x: f32[4]) -> (f32[4]) {
+  %a = exp(%x)
+  %b = exp(%x)
+  %c = add(%a, %b)
+  %d = add(%a, %b)
+  %e = mul(%c, %d)
+  return %e
+})");
+  EXPECT_EQ(passes::eliminate_common_subexpressions(g), 2);
+  EXPECT_EQ(count(g, Op::Exp), 1);
+  EXPECT_EQ(count(g, Op::Add), 1);
+}
+
+TEST(GraphPasses, WeightTransposeFoldsToAConstant) {
+  Graph g = parse(R"(graph @g(%x: f32[2, 3]) -> (f32[2, 4]) {
+  %w = param "w" : f32[4, 3]
+  %t = transpose(%w) {perm = [1, 0]}
+  %s = mul(%t, %t)
+  %y = matmul(%x, %s)
+  return %y
+})");
+  Tensor w = Tensor::zeros(DType::f32, {4, 3});
+  for (int i = 0; i < 12; ++i) w.data<float>()[i] = static_cast<float>(i);
+  g.weights["w"] = w;
+  auto f = passes::fold_constants(g);
+  ASSERT_TRUE(f.has_value()) << f.status().to_string();
+  EXPECT_EQ(*f, 2);
+  passes::eliminate_dead_code(g);
+  EXPECT_EQ(count(g, Op::Transpose), 0);
+  EXPECT_EQ(count(g, Op::Param), 0);
+  const Tensor* c = nullptr;
+  for (const Node& n : g.nodes)
+    if (n.op == Op::Constant) c = n.attrs.tensor("value");
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->sizes(), (Sizes{3, 4}));
+  EXPECT_EQ(c->get_f64(1), 9.0);  // t[0][1] = w[1][0] = 3, squared
+}
+
+TEST(GraphPasses, SimplifiedGraphComputesTheSame) {
+  Graph g = parse(R"(graph @g(%x: f32[3, 5]) -> (f32[3, 5], f32[3, 5]) {
+  %c = constant dense<2.0> : f32[]
+  %d = add(%c, %c)
+  %a = mul(%x, %d)
+  %b = mul(%x, %d)
+  return %a, %b
+})");
+  Graph s = g;
+  ASSERT_TRUE(passes::simplify(s).is_ok());
+  EXPECT_EQ(count(s, Op::Mul), 1);
+  EXPECT_EQ(count(s, Op::Add), 0);
+  Tensor x = Tensor::zeros(DType::f32, {3, 5});
+  for (int i = 0; i < 15; ++i) x.data<float>()[i] = 0.5f * static_cast<float>(i) - 3.f;
+  auto m = Model::compile(s, {.device = "cpu"});
+  ASSERT_TRUE(m.has_value());
+  std::vector<Tensor> in{x};
+  auto out = (*m)->run(in);
+  ASSERT_TRUE(out.has_value()) << out.status().to_string();
+  for (int i = 0; i < 15; ++i) {
+    EXPECT_FLOAT_EQ((*out)[0].data<float>()[i], 4.f * x.data<float>()[i]);
+    EXPECT_FLOAT_EQ((*out)[1].data<float>()[i], 4.f * x.data<float>()[i]);
+  }
+}
+
+}  // namespace
+}  // namespace rlx
