@@ -8,15 +8,18 @@
 //       for each MR rows of the tile            A micro-panel (MR x kc) stays in L1
 //         for each 32 (or 64) columns           B micro-panel streams from L2
 //           micro-kernel; on the last K block: bias, then the epilogue on the finished tile
-// A is read in place (row-major or transposed, through strides), B either in place (row-major,
-// few rows of C, where packing would cost more than it saves) or packed once per call into
-// 32-column panels shared by all threads (or pre-packed by pack_b).
+// A micro-panels are packed k-major into a thread-local buffer when the sweep over columns is
+// long enough to repay it (or A is transposed, where packing is a copy); otherwise the kernels
+// read row-major A in place. B is read in place when it is row-major and either few rows of C
+// use it or it fits in L2; otherwise it is packed once per call into 32-column panels shared
+// by all threads (or was pre-packed by pack_b).
 #include "backends/cpu/kernels/gemm.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "rlx/checked.h"
 #include "rlx/thread_pool.h"
@@ -46,12 +49,17 @@ const KernelFamily* detect_family() {
   return gemm_detail::portable_family();
 }
 
-const KernelFamily* const g_best_family = detect_family();
-std::atomic<const KernelFamily*> g_family{nullptr};
+// Function-local so that a GEMM from another file's static initializer still finds it.
+const KernelFamily* best_family() {
+  static const KernelFamily* const best = detect_family();
+  return best;
+}
+
+std::atomic<const KernelFamily*> g_family{nullptr};  // set by set_gemm_isa
 
 const KernelFamily& family() {
   const KernelFamily* f = g_family.load(std::memory_order_relaxed);
-  return f ? *f : *g_best_family;
+  return f ? *f : *best_family();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -104,34 +112,40 @@ struct Scratch {
 };
 
 thread_local Scratch t_shared_b;  // B packed by the calling thread for all threads of one call
-thread_local Scratch t_item_b;    // B packed by one thread for one batch item it runs alone
+thread_local Scratch t_bblock;    // one B block packed by the tile that uses it
 thread_local Scratch t_apack;     // one A micro-panel
 
 // ---------------------------------------------------------------------------------------
-// Packing B into panels: block kb (rows kb*kc ..) starts at kb*kc*npad floats; inside it,
-// panel q (columns 32q..32q+31) is kclen x 32 floats, zero-padded past n.
+// Packing B into panels. A packed block holds rows k0..k0+kcl of B; inside it, panel q
+// (32 columns) is kcl x 32 floats, row by row, zero-padded past the last column. A fully
+// packed B (pack_b, or the shared scratch) is its K blocks one after the other: block kb
+// starts at kb*kc*npad floats.
 
 int64_t padded_n(int64_t n) { return ceil_div(n, kPanel) * kPanel; }
 
 // Panels per packing task: at least 64K floats, so that small packs stay on one thread.
 int64_t pack_grain(int64_t k) { return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, k * kPanel)); }
 
+// Packs rows k0..k0+kcl and columns j0..j1 of op(B) (B stored [k, n], or [n, k] if trans_b)
+// into consecutive panels at out.
+void pack_b_block(const KernelFamily& f, const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t kcl,
+                  int64_t j0, int64_t j1, float* out) {
+  for (int64_t col = j0; col < j1; col += kPanel, out += kcl * kPanel) {
+    const int64_t w = std::min<int64_t>(kPanel, j1 - col);
+    if (trans_b)
+      f.pack_b_trans(b + col * ldb + k0, ldb, w, kcl, out);
+    else
+      f.pack_b_rows(b + k0 * ldb + col, ldb, w, kcl, out);
+  }
+}
+
+// Packs panels q0..q1 of every K block of a fully packed B with n columns.
 void pack_b_panels(const KernelFamily& f, const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, int64_t kc,
                    float* dst, int64_t q0, int64_t q1) {
   const int64_t npad = padded_n(n);
   for (int64_t k0 = 0; k0 < k; k0 += kc) {
     const int64_t kcl = std::min(kc, k - k0);
-    float* block = dst + k0 * npad;
-    for (int64_t q = q0; q < q1; ++q) {
-      float* out = block + q * kcl * kPanel;
-      const int64_t j0 = q * kPanel;
-      const int64_t w = std::min<int64_t>(kPanel, n - j0);
-      if (!trans_b) {
-        f.pack_b_rows(b + k0 * ldb + j0, ldb, w, kcl, out);
-      } else {
-        f.pack_b_trans(b + j0 * ldb + k0, ldb, w, kcl, out);
-      }
-    }
+    pack_b_block(f, b, ldb, trans_b, k0, kcl, q0 * kPanel, std::min(n, q1 * kPanel), dst + k0 * npad + q0 * kcl * kPanel);
   }
 }
 
@@ -143,6 +157,8 @@ struct Problem {
   int64_t a_rs, a_cs;  // A(i, p) = a[i * a_rs + p * a_cs]
   int64_t lda;
   bool trans_a;
+  bool trans_b;
+  int64_t ldb;
   float alpha, beta;
   const float* bias;
   GemmEpilogue epi;
@@ -151,13 +167,17 @@ struct Problem {
   std::atomic<bool>* oom;  // set when a task could not get scratch memory
 };
 
-// B of one item as the kernels read it.
+// Where the kernels find B for one item.
+enum class BMode : uint8_t {
+  in_place,        // row-major B read where it is (p = B, row stride ldb)
+  packed,          // fully packed B at p, covering columns j_base .. j_base + npad
+  pack_per_block,  // B at p (stored as the product says) packed by the tile, block by block
+};
 struct BView {
+  BMode mode;
   const float* p;
-  bool packed;
-  int64_t ldb;   // in-place B only
-  int64_t npad;  // packed only
-  int64_t j_base;  // first column of the packed range (column chunks)
+  int64_t npad = 0;
+  int64_t j_base = 0;
 };
 
 // Runs the micro-kernels over rows [m0, m1) and columns [n0, n1) of one item's C.
@@ -177,6 +197,15 @@ void compute_tile(const Problem& P, const KernelFamily& f, const float* a, const
       return;
     }
   }
+  // A B block packed here stays in this core's L2 for all the rows of the tile.
+  float* bbuf = nullptr;
+  if (bv.mode == BMode::pack_per_block) {
+    bbuf = t_bblock.get(static_cast<size_t>(P.kc * padded_n(n1 - n0)));
+    if (!bbuf) {
+      P.oom->store(true);
+      return;
+    }
+  }
   const int ar = pack_a ? 0 : 1;
   MicroArgs ma;
   ma.ldc = P.ldc;
@@ -187,17 +216,26 @@ void compute_tile(const Problem& P, const KernelFamily& f, const float* a, const
     const bool last = kb == P.nkb - 1;
     ma.k = kcl;
     ma.beta = kb == 0 ? P.beta : 1.f;
+    // B(k0 + p, j) for this block: bblock + panel(j) * b_panel + p * ldb + j % 32.
     const float* bblock;
-    if (bv.packed) {
-      bblock = bv.p + k0 * bv.npad;
+    int64_t j_base;
+    ma.prefetch_b = bv.mode == BMode::in_place;
+    if (bv.mode == BMode::in_place) {
+      bblock = bv.p + k0 * P.ldb;
+      j_base = 0;
+      ma.ldb = P.ldb;
+      ma.b_panel = kPanel;
+    } else {
+      if (bv.mode == BMode::packed) {
+        bblock = bv.p + k0 * bv.npad;
+        j_base = bv.j_base;
+      } else {
+        pack_b_block(f, bv.p, P.ldb, P.trans_b, k0, kcl, n0, n1, bbuf);
+        bblock = bbuf;
+        j_base = n0;
+      }
       ma.ldb = kPanel;
       ma.b_panel = kcl * kPanel;
-      ma.prefetch_b = false;
-    } else {
-      bblock = bv.p + k0 * bv.ldb;
-      ma.ldb = bv.ldb;
-      ma.b_panel = kPanel;
-      ma.prefetch_b = true;
     }
     for (int64_t i = m0; i < m1; i += mr_max) {
       const int64_t mr = std::min<int64_t>(mr_max, m1 - i);
@@ -219,8 +257,8 @@ void compute_tile(const Problem& P, const KernelFamily& f, const float* a, const
         const int64_t nr = std::min(w, n1 - j);
         const bool masked = nr < w;
         const MicroKernel kern = wide ? f.wide[ar][mr][masked] : f.kernel[ar][mr][masked];
-        const int64_t jl = j - bv.j_base;
-        ma.b = bv.packed ? bblock + (jl / kPanel) * kcl * kPanel + jl % kPanel : bblock + j;
+        const int64_t jl = j - j_base;
+        ma.b = bblock + (jl / kPanel) * ma.b_panel + jl % kPanel;
         ma.c = c + i * P.ldc + j;
         ma.nr = nr;
         ma.bias = last && P.bias ? P.bias + j : nullptr;
@@ -238,26 +276,32 @@ struct Plan {
   int64_t mu = 0, nu = 0;  // M in units of mr_max rows, N in 32-column panels
 };
 
-// Picks tm x tn tiles that keep each B block within L2 and balance the threads: it models
-// the time as (rounds of tasks) x (largest tile), with a slight preference for fewer tasks
-// and for splitting M (splitting N reloads A micro-panels).
+// Picks tm x tn tiles that keep each B block within L2 and balance the threads. The model:
+// time = (rounds of tasks) x (cost of the largest tile), where a tile of r rows and c columns
+// costs r*c*k multiply-adds plus loading its (r + c) x k operands from L3, which takes about
+// as long as 8 multiply-adds per element on one core; plus a slight cost per task and per
+// extra split of N (which reloads A micro-panels). Tiny products get one task.
 Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int threads, const KernelFamily& f) {
   Plan pl;
   pl.mu = ceil_div(m, f.mr_max);
   pl.nu = ceil_div(n, kPanel);
   const int64_t nb_units = std::max<int64_t>(1, kL2BlockBytes / (kc * 4 * kPanel));
   const int64_t tn_min = ceil_div(pl.nu, nb_units);
-  if (threads <= 1) {
+  const double fma = static_cast<double>(m) * n * k;
+  // Waking a second core costs about as much as a tiny product, and much more when that
+  // core is busy with another process.
+  if (threads <= 1 || fma < kSerialMaxFma) {
     pl.tn = tn_min;
     return pl;
   }
-  const double fma = static_cast<double>(m) * n * k;
-  // Enough tasks to rebalance when a core is slowed by a neighbour, once tasks stay large.
-  const int64_t min_tasks = fma >= threads * 32.0 * (1 << 20) ? 3 * threads : threads;
-  const int64_t max_t = 8 * threads;
+  // Candidates: at least one task per thread (unless the product has fewer units), at most
+  // 4 per thread (or what the L2 blocking needs); a few dozen for 2 threads.
+  const int64_t min_tasks = threads;
+  const int64_t max_tasks = std::max<int64_t>(4 * threads, tn_min);
   double best = 1e300;
-  for (int64_t tm = 1; tm <= std::min(pl.mu, max_t); ++tm) {
-    for (int64_t tn = tn_min; tn <= std::max(tn_min, std::min(pl.nu, max_t)); ++tn) {
+  for (int64_t tm = 1; tm <= std::min(pl.mu, max_tasks); ++tm) {
+    const int64_t tn_hi = std::max(tn_min, std::min(pl.nu, max_tasks / tm));
+    for (int64_t tn = tn_min; tn <= tn_hi; ++tn) {
       const int64_t tasks = tm * tn;
       if (tasks < min_tasks && !(tm == pl.mu && tn >= pl.nu)) continue;
       const int64_t units_m = ceil_div(pl.mu, tm);
@@ -265,7 +309,8 @@ Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int threads, const K
       const int64_t units_n = ceil_div(pl.nu, tn);
       const int64_t cols = std::min(ceil_div(n, 16) * 16, units_n * kPanel);
       const double rounds = static_cast<double>(ceil_div(tasks, threads));
-      double t = rounds * rows * cols * (1.0 + 0.01 * tasks / threads + 0.03 * (tn - tn_min));
+      const double tile = static_cast<double>(rows) * cols + 8.0 * (rows + cols);
+      const double t = rounds * tile * (1.0 + 0.01 * tasks / threads + 0.03 * (tn - tn_min));
       if (t < best) {
         best = t;
         pl.tm = tm;
@@ -286,21 +331,16 @@ void tile_range(const Plan& pl, const KernelFamily& f, int64_t m, int64_t n0, in
   *j1 = std::min(n1, n0 + nu * (tj + 1) / pl.tn * kPanel);
 }
 
-// Runs one item on the calling thread alone, in L2-sized column blocks.
+// Runs columns [n0, n1) of one item on the calling thread alone, in L2-sized column blocks.
 void run_item_serial(const Problem& P, const KernelFamily& f, const float* a, const BView& bv, float* c, int64_t n0,
                      int64_t n1) {
   const int64_t nb = std::max<int64_t>(kPanel, kL2BlockBytes / (P.kc * 4) / kPanel * kPanel);
   for (int64_t j = n0; j < n1; j += nb) compute_tile(P, f, a, bv, c, 0, P.m, j, std::min(n1, j + nb));
 }
 
-// Runs one item over the pool.
-void run_item_parallel(const Problem& P, const KernelFamily& f, const float* a, const BView& bv, float* c,
-                       int64_t n0, int64_t n1, ThreadPool& pool) {
-  // Tiny products run on the calling thread: waking a second core costs about as much as
-  // the product, and much more when that core is busy with another process.
-  const double fma = static_cast<double>(P.m) * (n1 - n0) * P.k;
-  const int threads = fma < kSerialMaxFma ? 1 : pool.size();
-  const Plan pl = make_plan(P.m, n1 - n0, P.k, P.kc, threads, f);
+// Runs columns [n0, n1) of one item over the pool with the given plan.
+void run_item_parallel(const Problem& P, const KernelFamily& f, const Plan& pl, const float* a, const BView& bv,
+                       float* c, int64_t n0, int64_t n1, ThreadPool& pool) {
   pool.run(pl.tm * pl.tn, [&](int64_t t, int) {
     int64_t m0, m1, j0, j1;
     tile_range(pl, f, P.m, n0, n1, t, &m0, &m1, &j0, &j1);
@@ -325,6 +365,43 @@ void scale_only(const GemmArgs& g, ThreadPool& pool) {
   });
 }
 
+// How one call runs: items spread over threads or tiles of each item, and how B is read.
+struct Strategy {
+  bool items_parallel = false;
+  Plan plan;
+  BMode mode = BMode::packed;
+  int64_t chunk = 0;  // columns of B per shared packing (packed mode, not pre-packed)
+};
+
+Strategy decide(const GemmArgs& g, bool pre, int64_t kc, int threads, const KernelFamily& f) {
+  Strategy st;
+  // Batches of products are spread item by item when that balances the threads (or the
+  // items are too small to split); otherwise the items run one after the other, each split
+  // into tiles over all threads.
+  const double item_fma = static_cast<double>(g.m) * g.n * g.k;
+  st.items_parallel =
+      g.batch > 1 && threads > 1 &&
+      (item_fma < kSerialMaxFma ||
+       (g.batch >= threads && (g.batch % threads == 0 || g.batch >= 4 * threads || item_fma < (1 << 24))));
+  st.plan = make_plan(g.m, g.n, g.k, kc, st.items_parallel ? 1 : threads, f);
+  const int64_t npad = padded_n(g.n);
+  st.chunk = npad;
+  if (pre) return st;
+  // Row-major B read by few rows of C, or small enough to stay in L2: the kernels read it
+  // in place. Otherwise it is packed: block by block inside each tile when no two tiles
+  // share columns (no work is repeated, and the block stays in L2), or else once for all
+  // tiles (and all items, when B is broadcast) into a shared buffer.
+  const int64_t rows_per_thread = st.items_parallel ? g.m : ceil_div(g.m, threads);
+  if (!g.trans_b && (rows_per_thread <= kDirectBMaxRows || g.k * g.n * 4 <= kDirectBMaxBytes)) {
+    st.mode = BMode::in_place;
+    return st;
+  }
+  st.chunk = std::min(npad, std::max<int64_t>(4 * kPanel, kMaxScratchFloats / g.k / kPanel * kPanel));
+  const bool shared_across_items = g.batch_stride_b == 0 && g.batch > 1 && st.chunk == npad;
+  if (st.items_parallel ? !shared_across_items : st.plan.tm == 1) st.mode = BMode::pack_per_block;
+  return st;
+}
+
 Status oom_status(const std::atomic<bool>& oom) {
   return oom.load() ? error(ErrorCode::runtime_error, "sgemm: out of memory for packing buffers") : Status::ok();
 }
@@ -345,6 +422,8 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   P.a_cs = g.trans_a ? g.lda : 1;
   P.lda = g.lda;
   P.trans_a = g.trans_a;
+  P.trans_b = g.trans_b;
+  P.ldb = g.ldb;
   P.alpha = g.alpha;
   P.beta = g.beta;
   P.bias = g.bias;
@@ -357,96 +436,55 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
 
   const int threads = pool.size();
   const int64_t npad = padded_n(g.n);
-  // Batches of products are spread item by item when that balances the threads (or the
-  // items are too small to split); otherwise the items run one after the other, each split
-  // into tiles over all threads.
-  const double item_fma = static_cast<double>(g.m) * g.n * g.k;
-  const bool items_parallel = g.batch > 1 && threads > 1 &&
-                              (g.batch % threads == 0 || g.batch >= 4 * threads || item_fma < (1 << 24));
-
+  const Strategy st = decide(g, pre != nullptr, P.kc, threads, f);
+  const bool items_parallel = st.items_parallel;
+  const Plan& plan = st.plan;
+  const BMode mode = st.mode;
+  // A fully packed B shared by the threads (and by the items, when it is broadcast).
+  float* shared = nullptr;
+  const int64_t chunk = st.chunk;  // columns packed at a time
   if (pre) {
-    const BView bv{pre->data(), true, 0, npad, 0};
-    if (!items_parallel) {
-      for (int64_t it = 0; it < g.batch; ++it)
-        run_item_parallel(P, f, g.a + it * g.batch_stride_a, bv, g.c + it * g.batch_stride_c, 0, g.n, pool);
-    } else {
-      pool.run(g.batch, [&](int64_t it, int) {
-        run_item_serial(P, f, g.a + it * g.batch_stride_a, bv, g.c + it * g.batch_stride_c, 0, g.n);
-      });
-    }
-    return oom_status(oom);
+    shared = const_cast<float*>(pre->data());
+  } else if (mode == BMode::packed) {
+    shared = t_shared_b.get(static_cast<size_t>(g.k * chunk));
+    if (!shared) return error(ErrorCode::runtime_error, "sgemm: out of memory for packing B");
   }
-
-  // Row-major B read by few rows of C, or small enough to stay in L2: the kernels read it
-  // in place. Otherwise it is packed into panels.
-  const int64_t rows_per_thread = items_parallel ? g.m : ceil_div(g.m, threads);
-  const bool direct_b =
-      !g.trans_b && (rows_per_thread <= kDirectBMaxRows || g.k * g.n * 4 <= kDirectBMaxBytes);
+  auto pack_shared = [&](const float* b, int64_t j0, int64_t j1) {
+    const float* bj = b + (g.trans_b ? j0 * g.ldb : j0);
+    pool.parallel_for(ceil_div(j1 - j0, kPanel), pack_grain(g.k), [&](int64_t q0, int64_t q1) {
+      pack_b_panels(f, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, shared, q0, q1);
+    });
+  };
 
   if (items_parallel) {
-    // A broadcast B that needs packing is packed once, shared by all items.
-    const bool shared_pack = !direct_b && g.batch_stride_b == 0 && g.k * npad <= kMaxScratchFloats;
-    float* shared = nullptr;
-    if (shared_pack) {
-      shared = t_shared_b.get(static_cast<size_t>(g.k * npad));
-      if (!shared) return error(ErrorCode::runtime_error, "sgemm: out of memory for packing B");
-      pool.parallel_for(npad / kPanel, pack_grain(g.k), [&](int64_t q0, int64_t q1) {
-        pack_b_panels(f, g.b, g.ldb, g.trans_b, g.k, g.n, P.kc, shared, q0, q1);
-      });
-    }
+    if (mode == BMode::packed && !pre) pack_shared(g.b, 0, g.n);
     pool.run(g.batch, [&](int64_t it, int) {
       const float* a = g.a + it * g.batch_stride_a;
       float* c = g.c + it * g.batch_stride_c;
-      const float* b = g.b + it * g.batch_stride_b;
-      if (direct_b) {
-        run_item_serial(P, f, a, BView{b, false, g.ldb, 0, 0}, c, 0, g.n);
-        return;
-      }
-      if (shared) {
-        run_item_serial(P, f, a, BView{shared, true, 0, npad, 0}, c, 0, g.n);
-        return;
-      }
-      // Pack this item's B in L2-sized column chunks, then run them.
-      const int64_t chunk = std::max<int64_t>(kPanel, std::min(npad, kL2BlockBytes / (g.k * 4) / kPanel * kPanel));
-      float* buf = t_item_b.get(static_cast<size_t>(g.k * chunk));
-      if (!buf) {
-        oom = true;
-        return;
-      }
-      for (int64_t j0 = 0; j0 < g.n; j0 += chunk) {
-        const int64_t j1 = std::min(g.n, j0 + chunk);
-        pack_b_panels(f, b + (g.trans_b ? j0 * g.ldb : j0), g.ldb, g.trans_b, g.k, j1 - j0, P.kc, buf, 0,
-                      ceil_div(j1 - j0, kPanel));
-        run_item_serial(P, f, a, BView{buf, true, 0, padded_n(j1 - j0), j0}, c, j0, j1);
-      }
+      const BView bv = mode == BMode::packed ? BView{BMode::packed, shared, npad, 0}
+                                             : BView{mode, g.b + it * g.batch_stride_b};
+      run_item_serial(P, f, a, bv, c, 0, g.n);
     });
     return oom_status(oom);
   }
 
-  const float* packed_from = nullptr;  // B whose packed copy is in the buffer, if whole
+  const float* packed_from = nullptr;  // B whose packed copy is in `shared`, if whole
   for (int64_t it = 0; it < g.batch; ++it) {
     const float* a = g.a + it * g.batch_stride_a;
     const float* b = g.b + it * g.batch_stride_b;
     float* c = g.c + it * g.batch_stride_c;
-    if (direct_b) {
-      run_item_parallel(P, f, a, BView{b, false, g.ldb, 0, 0}, c, 0, g.n, pool);
+    if (mode != BMode::packed) {
+      run_item_parallel(P, f, plan, a, BView{mode, b}, c, 0, g.n, pool);
       continue;
     }
-    // Pack B (all of K) for a chunk of columns in parallel, then compute that chunk.
-    const int64_t chunk = std::min(npad, std::max<int64_t>(4 * kPanel, kMaxScratchFloats / g.k / kPanel * kPanel));
-    float* buf = t_shared_b.get(static_cast<size_t>(g.k * chunk));
-    if (!buf) return error(ErrorCode::runtime_error, "sgemm: out of memory for packing B");
     for (int64_t j0 = 0; j0 < g.n; j0 += chunk) {
       const int64_t j1 = std::min(g.n, j0 + chunk);
-      if (!(chunk == npad && packed_from == b)) {  // a broadcast B is packed once
-        const float* bj = b + (g.trans_b ? j0 * g.ldb : j0);
-        const int64_t panels = ceil_div(j1 - j0, kPanel);
-        pool.parallel_for(panels, pack_grain(g.k), [&](int64_t q0, int64_t q1) {
-          pack_b_panels(f, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, buf, q0, q1);
-        });
+      if (!pre && !(chunk == npad && packed_from == b)) {  // a broadcast B is packed once
+        pack_shared(b, j0, j1);
         packed_from = chunk == npad ? b : nullptr;
       }
-      run_item_parallel(P, f, a, BView{buf, true, 0, padded_n(j1 - j0), j0}, c, j0, j1, pool);
+      const Plan pl = chunk == npad ? plan : make_plan(g.m, j1 - j0, g.k, P.kc, threads, f);
+      run_item_parallel(P, f, pl, a, BView{BMode::packed, shared, padded_n(j1 - j0), j0}, c, j0, j1, pool);
     }
   }
   return oom_status(oom);
@@ -558,16 +596,35 @@ Status sgemm_packed(const GemmArgs& args, const PackedB& b) {
 
 const char* gemm_kernel_name() { return family().name; }
 
+std::string describe_sgemm(const GemmArgs& g, bool packed_b) {
+  const KernelFamily& f = family();
+  std::string out = f.name;
+  if (g.m == 0 || g.n == 0 || g.batch == 0) return out + "; empty";
+  if (g.k == 0 || g.alpha == 0.f) return out + "; C = beta*C + bias only";
+  const int threads = ThreadPool::global().size();
+  const Strategy st = decide(g, packed_b, choose_kc(g.k), threads, f);
+  out += packed_b                              ? "; B pre-packed"
+         : st.mode == BMode::in_place         ? "; B read in place"
+         : st.mode == BMode::pack_per_block   ? "; B packed per block in each tile"
+                                              : "; B packed once, shared";
+  if (st.items_parallel)
+    out += cat("; ", g.batch, " items spread over ", threads, " threads");
+  else
+    out += cat("; ", st.plan.tm, "x", st.plan.tn, " tiles (M x N) over ", threads, " threads",
+               g.batch > 1 ? cat(", items one after the other") : std::string());
+  return out;
+}
+
 GemmIsa gemm_isa() { return family().isa; }
 
 bool set_gemm_isa(GemmIsa isa) {
   const KernelFamily* f = nullptr;
   switch (isa) {
     case GemmIsa::avx512:
-      if (g_best_family->isa == GemmIsa::avx512) f = g_best_family;
+      if (best_family()->isa == GemmIsa::avx512) f = best_family();
       break;
     case GemmIsa::avx2:
-      if (g_best_family->isa == GemmIsa::avx512 || g_best_family->isa == GemmIsa::avx2) f = gemm_detail::avx2_family();
+      if (best_family()->isa == GemmIsa::avx512 || best_family()->isa == GemmIsa::avx2) f = gemm_detail::avx2_family();
       break;
     case GemmIsa::portable:
       f = gemm_detail::portable_family();

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "rlx/status.h"
@@ -33,7 +34,7 @@ struct GemmEpilogue {
 // op(B) is [k, n]: B is stored [k, n] with row stride ldb, or [n, k] if trans_b.
 // C is [m, n] with row stride ldc. A batch stride of 0 broadcasts that operand to every item.
 // beta == 0 means C is write-only: it is never read (it may hold NaN or garbage).
-// alpha == 0 or k == 0 means A and B are not read.
+// alpha == 0 or k == 0 means A and B are not read. C must not overlap A, B or bias.
 struct GemmArgs {
   int64_t m = 0, n = 0, k = 0;
   const float* a = nullptr; int64_t lda = 0; bool trans_a = false; int64_t batch_stride_a = 0;
@@ -119,6 +120,12 @@ Status sgemm_packed(const GemmArgs& args, const PackedB& b);
 // The micro-kernel family in use, e.g. "avx512 14x32", for the dispatch report.
 const char* gemm_kernel_name();
 
+// How sgemm (or sgemm_packed, if packed_b) would run `args` here, for the dispatch report and
+// tests: kernel family, how B is read, and how the work is split, e.g.
+// "avx512 14x32; B packed per block in each tile; 1x2 tiles (M x N) over 2 threads".
+// Does not check the arguments.
+std::string describe_sgemm(const GemmArgs& args, bool packed_b = false);
+
 // Kernel families. The best one the CPU supports is selected at start-up.
 enum class GemmIsa : uint8_t { portable, avx2, avx512 };
 
@@ -139,8 +146,9 @@ inline constexpr int kPanel = 32;
 // One micro-kernel call: C[0:mr, 0:nr] (+)= alpha * A[0:mr, 0:k] * B[0:k, 0:nr] where
 //   A(i, p) = a[i * a_rs + p * a_cs]
 //   B(p, j) = b[(j / 32) * b_panel + p * ldb + j % 32]
-// On `first`, C = alpha*AB + beta*C (C not read if beta == 0), otherwise C += alpha*AB.
-// If bias is non-null, bias[j] is added (the driver passes it with the last K block).
+// C = alpha*AB + beta*C, C not read if beta == 0 (the driver passes beta = 1 for every K
+// block after the first). If bias is non-null, bias[j] is added (the driver passes it with
+// the last K block).
 // prefetch_b: B is read in place (not packed); kernels may prefetch rows ahead.
 struct MicroArgs {
   int64_t k;
