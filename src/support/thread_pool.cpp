@@ -59,8 +59,11 @@ void ThreadPool::worker_loop(int index) {
     // Spin for a short while: kernels of one run arrive microseconds apart.
     auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
     uint64_t g = generation_.load(std::memory_order_acquire);
-    while (g == seen && std::chrono::steady_clock::now() < spin_until) {
-      for (int k = 0; k < 64; ++k) cpu_relax();
+    // Yield now and then: on a loaded machine the caller may share this core, and a spin
+    // that never yields would make it wait out the whole spin.
+    for (int round = 0; g == seen && std::chrono::steady_clock::now() < spin_until; ++round) {
+      for (int k = 0; k < 16; ++k) cpu_relax();
+      if (round % 4 == 3) std::this_thread::yield();
       g = generation_.load(std::memory_order_acquire);
     }
     if (g == seen) {
@@ -92,7 +95,10 @@ void ThreadPool::run(int64_t num_tasks, FunctionRef<void(int64_t, int)> fn) {
   }
   cv_.notify_all();
   work(0);
-  while (active_.load(std::memory_order_acquire) != 0) cpu_relax();
+  for (int round = 0; active_.load(std::memory_order_acquire) != 0; ++round) {
+    cpu_relax();
+    if (round % 16 == 15) std::this_thread::yield();
+  }
   job_ = nullptr;
 }
 
