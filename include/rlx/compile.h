@@ -25,6 +25,9 @@ struct CompileOptions {
   DispatchPolicy policy;
   // Sizes for symbolic dimensions known ahead of time (others are bound from inputs).
   DimBindings dims;
+  // (output index, input index) pairs: the output may be written into the input's memory,
+  // so a caller can pass the same tensor as both (parameters updated in place).
+  std::vector<std::pair<int, int>> donate;
 };
 
 // Substitutes bindings for symbolic dims and re-infers every type; the result has static

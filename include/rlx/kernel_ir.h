@@ -116,6 +116,7 @@ struct KernelProgram {
   std::vector<Step> steps;
   std::vector<int> inputs;    // buffer per graph input
   std::vector<int> outputs;   // buffer per graph output
+  std::vector<std::pair<int, int>> donations;  // (output, input): may share memory
   size_t arena_bytes = 0;
 
   // Text form of the kernel level (buffers, then each step with its loop nest).

@@ -23,6 +23,12 @@ Expected<kir::KernelProgram> schedule(const Graph& g, const ScheduleOptions& opt
 void fuse_native_epilogues(kir::KernelProgram& program,
                            const std::function<bool(const kir::NativeKernel&)>& accepts);
 
+// Lets output k reuse the memory of input j for each (k, j): the caller may then pass the
+// same tensor as both. Reorders steps where needed; refuses (with the reason) when the
+// kernel writing the output reads other elements of the input, or when another step must
+// read the input after it is overwritten.
+Status apply_donations(kir::KernelProgram& program, const std::vector<std::pair<int, int>>& donations);
+
 // Assigns arena offsets to intermediate buffers by liveness (first fit, 64-byte aligned)
 // and sets program.arena_bytes.
 void plan_memory(kir::KernelProgram& program);

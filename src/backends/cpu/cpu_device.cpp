@@ -47,6 +47,7 @@ class CpuDevice final : public Device {
     sched::fuse_native_epilogues(prog, [](const kir::NativeKernel& n) {
       return (n.op == Op::MatMul || n.op == Op::Dot || n.op == Op::Gemm) && n.output_types[0].dtype == DType::f32;
     });
+    RLX_TRY(sched::apply_donations(prog, options.donate));
     return make_cpu_executable(std::move(prog), g);
   }
 

@@ -9,6 +9,7 @@
 #include "../../codegen/c_prelude.h"
 #include "../../codegen/c_renderer.h"
 #include "kernels/gemm.h"
+#include "kernels/qgemm.h"
 #include "native_contraction.h"
 #include "rlx/thread_pool.h"
 
@@ -18,8 +19,13 @@ namespace {
 using KernelFn = void (*)(void* const*, int64_t, int64_t, int64_t, int64_t);
 
 struct NativeState {
+  // What the native runs: the GEMM (matmul, dot, gemm) or a quantized-weight kernel.
+  enum class Kind : uint8_t { gemm, qmatmul, dequantize } kind = Kind::gemm;
   GemmPlan plan;
   PackedB packed;  // when B is a weight
+  // qmatmul: y[m, n] = x[m, k] * W^T; dequantize: rows x cols values
+  quant::QType qtype = quant::QType::q8_0;
+  int64_t m = 0, n = 0, k = 0;
 };
 
 // Runs a generated kernel on one finished GEMM tile: the tile's elements are the flattened
@@ -60,6 +66,8 @@ class CpuExecutable final : public Executable {
  private:
   Status run_generated(int index);
   Status run_native(int index);
+  Status run_quant(const kir::NativeKernel& n, const NativeState& st);
+  Expected<NativeState> plan_quant(kir::NativeKernel& n) const;
 
   kir::KernelProgram prog_;
   std::shared_ptr<codegen::JitModule> module_;
@@ -126,6 +134,11 @@ Status CpuExecutable::init(const Graph& g) {
   // natives
   for (kir::NativeKernel& n : prog_.natives) {
     NativeState st;
+    if (n.op == Op::QMatMul || n.op == Op::Dequantize) {
+      RLX_ASSIGN_OR_RETURN(st, plan_quant(n));
+      natives_.push_back(std::move(st));
+      continue;
+    }
     RLX_ASSIGN_OR_RETURN(st.plan, plan_contraction(n.op, n.attrs, n.input_types, n.output_types));
     n.how = cat("gemm ", gemm_kernel_name(), " m=", st.plan.m, " n=", st.plan.n, " k=", st.plan.k,
                 st.plan.batch > 1 ? cat(" batch=", st.plan.batch) : std::string());
@@ -181,6 +194,7 @@ Status CpuExecutable::run_generated(int index) {
 Status CpuExecutable::run_native(int index) {
   const kir::NativeKernel& n = prog_.natives[index];
   const NativeState& st = natives_[index];
+  if (st.kind != NativeState::Kind::gemm) return run_quant(n, st);
   const GemmPlan& p = st.plan;
   GemmArgs a;
   a.m = p.m;
@@ -225,6 +239,50 @@ Status CpuExecutable::run_native(int index) {
   return sgemm(a);
 }
 
+// dequantize / qmatmul: sizes from the (static) types, the codec from the format attribute.
+Expected<NativeState> CpuExecutable::plan_quant(kir::NativeKernel& n) const {
+  NativeState st;
+  const std::string fmt = n.attrs.s("format");
+  auto qt = qgemm_format(fmt);
+  if (!qt) return error(ErrorCode::unsupported, "cpu has no kernel for quantization format '", fmt, "'");
+  st.qtype = *qt;
+  if (n.epilogue >= 0) return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
+  if (n.op == Op::Dequantize) {
+    st.kind = NativeState::Kind::dequantize;
+    const Sizes& out = prog_.buffers[n.outputs[0]].sizes;
+    st.k = out.empty() ? 1 : out.back();
+    st.m = st.k > 0 ? numel(out) / st.k : 0;
+    n.how = cat("dequantize ", fmt, " ", qgemm_kernel_name(), " rows=", st.m, " cols=", st.k);
+  } else {
+    st.kind = NativeState::Kind::qmatmul;
+    const Sizes& x = prog_.buffers[n.inputs[0]].sizes;
+    st.k = x.empty() ? 1 : x.back();
+    st.m = st.k > 0 ? numel(x) / st.k : 0;
+    st.n = prog_.buffers[n.inputs[1]].sizes[0];
+    n.how = cat("qmatmul ", fmt, " ", qgemm_kernel_name(), " m=", st.m, " n=", st.n, " k=", st.k,
+                st.m <= kQGemmFusedMaxRows ? " (fused decode)" : " (f32 tiles + gemm)");
+  }
+  return st;
+}
+
+Status CpuExecutable::run_quant(const kir::NativeKernel& n, const NativeState& st) {
+  if (st.kind == NativeState::Kind::dequantize)
+    return dequantize_rows(st.qtype, static_cast<const uint8_t*>(ptrs_[n.inputs[0]]), st.m, st.k,
+                           static_cast<float*>(ptrs_[n.outputs[0]]));
+  QGemmArgs a;
+  a.type = st.qtype;
+  a.m = st.m;
+  a.n = st.n;
+  a.k = st.k;
+  a.x = static_cast<const float*>(ptrs_[n.inputs[0]]);
+  a.ldx = st.k;
+  a.w = static_cast<const uint8_t*>(ptrs_[n.inputs[1]]);
+  a.ldw = prog_.buffers[n.inputs[1]].sizes[1];
+  a.y = static_cast<float*>(ptrs_[n.outputs[0]]);
+  a.ldy = st.n;
+  return qgemm(a);
+}
+
 Status CpuExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) {
   std::lock_guard<std::mutex> lock(run_mu_);
   if (inputs.size() != prog_.inputs.size())
@@ -243,6 +301,21 @@ Status CpuExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor>
   };
   for (size_t i = 0; i < inputs.size(); ++i) RLX_TRY(bind(prog_.inputs[i], inputs[i], "input", i));
   for (size_t i = 0; i < outputs.size(); ++i) RLX_TRY(bind(prog_.outputs[i], outputs[i], "output", i));
+  // an output may share memory with an input only where the program allows it
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const uint8_t* ob = outputs[o].bytes();
+    const size_t on = outputs[o].nbytes();
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const uint8_t* ib = inputs[i].bytes();
+      const size_t in = inputs[i].nbytes();
+      if (on == 0 || in == 0 || ob >= ib + in || ib >= ob + on) continue;
+      const bool donated = ob == ib && std::find(prog_.donations.begin(), prog_.donations.end(),
+                                                 std::make_pair(static_cast<int>(o), static_cast<int>(i))) != prog_.donations.end();
+      if (!donated)
+        return error(ErrorCode::invalid_argument, "output ", o, " shares memory with input ", i,
+                     " but was not compiled as donated (CompileOptions::donate)");
+    }
+  }
   for (size_t i = 0; i < prog_.buffers.size(); ++i) {
     const kir::Buffer& b = prog_.buffers[i];
     if (b.kind == kir::BufferKind::intermediate && b.alias_of < 0) ptrs_[i] = arena_.get() + b.arena_offset;
