@@ -2,8 +2,8 @@
 //
 // The printer and the parser round-trip: for every graph g that passes verify_graph,
 // print_graph(parse_graph(print_graph(g))) == print_graph(g), and parse_graph(print_graph(g))
-// reproduces ops, attributes, value types, value names, node names, weight names and the order
-// of inputs and outputs. docs/ir.md is the syntax reference; in short:
+// reproduces ops, attributes, value types, value names, node names, the native flag, weight
+// names and the order of inputs and outputs. docs/ir.md is the syntax reference; in short:
 //
 //   # comment to end of line
 //   graph @mlp(%x: f32[batch, 784]) -> (f32[batch, 10]) {

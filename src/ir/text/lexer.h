@@ -57,24 +57,4 @@ std::string quote(std::string_view s);
 std::string format_f64(double v);
 std::string format_f32(float v);
 
-// Node::native (primitive level: the device runs the node with a native kernel) is read and
-// written through these, so the text IR builds whether or not the Node in graph.h has it.
-template <class N>
-bool node_native(const N& n) {
-  if constexpr (requires { n.native; }) {
-    return n.native;
-  } else {
-    return false;
-  }
-}
-template <class N>
-bool set_node_native(N& n, bool native) {
-  if constexpr (requires { n.native = native; }) {
-    n.native = native;
-    return true;
-  } else {
-    return !native;
-  }
-}
-
 }  // namespace rlx::text

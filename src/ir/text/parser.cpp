@@ -708,8 +708,7 @@ class Parser {
     } else {
       outs = g_.add_node_typed(op, std::move(inputs), std::move(attrs), std::move(types), loc);
     }
-    if (native_tok && !set_node_native(g_.nodes.back(), true))
-      return fail(*native_tok, "this build's Node has no native flag");
+    g_.nodes.back().native = native_tok != nullptr;
     for (size_t k = 0; k < outs.size(); ++k) RLX_TRY(define(*names[k], outs[k]));
     const int32_t node_index = static_cast<int32_t>(g_.nodes.size()) - 1;
     Status level = verify_node_level(g_, node_index);

@@ -238,7 +238,7 @@ std::string print_graph(const Graph& g) {
       r += name(n.outputs[k]);
     }
     r += " = ";
-    if (node_native(n)) r += "native ";
+    if (n.native) r += "native ";
     r += op_name(n.op);
     if (is_plain_param(g, n)) {
       r += concat(" ", quote(n.attrs.s("name")));
