@@ -156,12 +156,13 @@ Expected<Graph> build_bert(const BertConfig& c, const std::map<std::string, Tens
   ValueId key_mask = o.reshape(o.cast(mask, DType::boolean), {0, 1, 1, -1});
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string p = "encoder.layer." + std::to_string(l) + ".";
-    auto heads = [&](ValueId t) { return o.transpose(o.reshape(t, {0, 0, nh, hd}), {0, 2, 1, 3}); };
+    // heads stay in [B, S, H, D] (a view of the projection's output): no transposes
+    auto heads = [&](ValueId t) { return o.reshape(t, {0, 0, nh, hd}); };
     ValueId q = heads(b.linear(x, p + "attention.self.query", h, h));
     ValueId k = heads(b.linear(x, p + "attention.self.key", h, h));
     ValueId v = heads(b.linear(x, p + "attention.self.value", h, h));
-    ValueId ctx = o.attention(q, k, v, key_mask, false);
-    ctx = o.reshape(o.transpose(ctx, {0, 2, 1, 3}), {0, 0, h});
+    ValueId ctx = o.op(Op::Attention, {q, k, v, key_mask}, Attrs{{"causal", int64_t{0}}, {"layout", std::string("bshd")}});
+    ctx = o.reshape(ctx, {0, 0, h});
     ValueId attn = b.linear(ctx, p + "attention.output.dense", h, h);
     x = b.layer_norm(o.add(attn, x), p + "attention.output.LayerNorm", h, c.layer_norm_eps);
     ValueId inter = b.linear(x, p + "intermediate.dense", h, c.intermediate);

@@ -10,7 +10,19 @@ namespace {
 
 bool narrow(DType t) { return t == DType::f16 || t == DType::bf16; }
 
+// The bshd layout is the bhsd computation between transposes (which fuse into neighbours).
+Status attention_bshd(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
+  Attrs a = n.attrs;
+  a.erase("layout");
+  std::vector<ValueId> ins;
+  for (size_t i = 0; i < 3; ++i) ins.push_back(o.transpose(n.inputs[i], {0, 2, 1, 3}));
+  if (n.inputs.size() == 4) ins.push_back(n.inputs[3]);
+  ValueId y = o.op(n.op, ins, a);
+  return single(o, o.transpose(y, {0, 2, 1, 3}), outputs);
+}
+
 Status attention(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
+  if (n.attrs.s("layout", "bhsd") == "bshd") return attention_bshd(o, n, outputs);
   const Shape& qs = n.input_types[0].shape;
   const Shape& ks = n.input_types[1].shape;
   const Shape& vs = n.input_types[2].shape;
@@ -51,6 +63,12 @@ Status attention(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs)
 }
 
 Status rope(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
+  if (n.attrs.s("layout", "bhsd") == "bshd") {
+    Attrs a = n.attrs;
+    a.erase("layout");
+    ValueId y = o.op(n.op, {o.transpose(n.inputs[0], {0, 2, 1, 3}), n.inputs[1]}, a);
+    return single(o, o.transpose(y, {0, 2, 1, 3}), outputs);
+  }
   const Shape& xs = n.input_types[0].shape;
   const int64_t b = xs[0].size(), h = xs[1].size(), s = xs[2].size(), d = xs[3].size(), half = d / 2;
   const DType dt = n.input_types[0].dtype;

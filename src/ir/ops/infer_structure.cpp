@@ -1,5 +1,6 @@
 // Type inference for contractions, normalizations, convolution/pooling and attention.
 #include <algorithm>
+#include <array>
 
 #include "infer_util.h"
 
@@ -170,46 +171,55 @@ Expected<Types> infer_conv(Op op, const NodeSig& sig) {
 }
 
 Expected<Types> infer_attention(Op op, const NodeSig& sig) {
-  const TensorType& x = sig.inputs[0];
   RLX_TRY(expect_float(op, sig, 0));
+  const std::string layout = sig.attrs.s("layout", "bhsd");
+  if (layout != "bhsd" && layout != "bshd")
+    return fail(ErrorCode::verify_error, op, sig, "layout must be bhsd or bshd, got '", layout, "'");
+  const bool bshd = layout == "bshd";
+  const char* form = bshd ? "[B, S, H, D]" : "[B, H, S, D]";
+  // dims of a 4-D operand in (batch, heads, seq, dim) order, whatever the layout
+  auto bhsd = [&](const TensorType& t) -> std::array<Dim, 4> {
+    if (bshd) return {t.shape[0], t.shape[2], t.shape[1], t.shape[3]};
+    return {t.shape[0], t.shape[1], t.shape[2], t.shape[3]};
+  };
+  const TensorType& xt = sig.inputs[0];
+  if (xt.rank() != 4) return fail(ErrorCode::shape_error, op, sig, "x must be ", form, ", got ", shape_to_string(xt.shape));
+  const auto x = bhsd(xt);
   if (op == Op::Rope) {
-    if (x.rank() != 4) return fail(ErrorCode::shape_error, op, sig, "x must be [B, H, S, D]");
-    if (x.shape[3].is_static() && x.shape[3].size() % 2 != 0)
-      return fail(ErrorCode::shape_error, op, sig, "head dimension must be even");
+    if (x[3].is_static() && x[3].size() % 2 != 0) return fail(ErrorCode::shape_error, op, sig, "head dimension must be even");
     const TensorType& pos = sig.inputs[1];
     RLX_TRY(expect_int(op, sig, 1));
-    bool ok = (pos.rank() == 1 && dims_compatible(pos.shape[0], x.shape[2])) ||
-              (pos.rank() == 2 && dims_compatible(pos.shape[1], x.shape[2]) && dims_compatible(pos.shape[0], x.shape[0]));
+    bool ok = (pos.rank() == 1 && dims_compatible(pos.shape[0], x[2])) ||
+              (pos.rank() == 2 && dims_compatible(pos.shape[1], x[2]) && dims_compatible(pos.shape[0], x[0]));
     if (!ok) return fail(ErrorCode::shape_error, op, sig, "positions must be [S] or [B, S], got ", shape_to_string(pos.shape));
-    return Types{x};
+    return Types{xt};
   }
-  const TensorType& k = sig.inputs[1];
-  const TensorType& v = sig.inputs[2];
   RLX_TRY(expect_same_dtype(op, sig, 0, 1));
   RLX_TRY(expect_same_dtype(op, sig, 0, 2));
-  if (x.rank() != 4 || k.rank() != 4 || v.rank() != 4)
-    return fail(ErrorCode::shape_error, op, sig, "q, k and v must be [B, H, S, D]");
-  if (!dims_compatible(x.shape[0], k.shape[0]) || !dims_compatible(k.shape[0], v.shape[0]))
+  if (sig.inputs[1].rank() != 4 || sig.inputs[2].rank() != 4)
+    return fail(ErrorCode::shape_error, op, sig, "q, k and v must be ", form);
+  const auto k = bhsd(sig.inputs[1]);
+  const auto v = bhsd(sig.inputs[2]);
+  if (!dims_compatible(x[0], k[0]) || !dims_compatible(k[0], v[0]))
     return fail(ErrorCode::shape_error, op, sig, "batch sizes differ");
-  if (!dims_compatible(x.shape[3], k.shape[3]))
-    return fail(ErrorCode::shape_error, op, sig, "q and k head dimensions differ");
-  if (!dims_compatible(k.shape[1], v.shape[1]) || !dims_compatible(k.shape[2], v.shape[2]))
+  if (!dims_compatible(x[3], k[3])) return fail(ErrorCode::shape_error, op, sig, "q and k head dimensions differ");
+  if (!dims_compatible(k[1], v[1]) || !dims_compatible(k[2], v[2]))
     return fail(ErrorCode::shape_error, op, sig, "k and v differ in heads or length");
-  if (x.shape[1].is_static() && k.shape[1].is_static() &&
-      (k.shape[1].size() == 0 || x.shape[1].size() % k.shape[1].size() != 0))
-    return fail(ErrorCode::shape_error, op, sig, "query heads ", x.shape[1].size(),
-                " are not a multiple of key/value heads ", k.shape[1].size());
+  if (x[1].is_static() && k[1].is_static() && (k[1].size() == 0 || x[1].size() % k[1].size() != 0))
+    return fail(ErrorCode::shape_error, op, sig, "query heads ", x[1].size(), " are not a multiple of key/value heads ",
+                k[1].size());
   if (sig.inputs.size() == 4) {
     const TensorType& m = sig.inputs[3];
-    if (m.dtype != DType::boolean && m.dtype != x.dtype)
-      return fail(ErrorCode::dtype_error, op, sig, "mask must be bool or ", dtype_name(x.dtype));
-    Shape full{x.shape[0], x.shape[1], x.shape[2], k.shape[2]};
+    if (m.dtype != DType::boolean && m.dtype != xt.dtype)
+      return fail(ErrorCode::dtype_error, op, sig, "mask must be bool or ", dtype_name(xt.dtype));
+    Shape full{x[0], x[1], x[2], k[2]};
     auto b = broadcast_shapes(m.shape, full);
     if (!b || m.rank() > 4)
       return fail(ErrorCode::shape_error, op, sig, "mask ", shape_to_string(m.shape), " does not broadcast to ",
                   shape_to_string(full));
   }
-  return Types{TensorType{x.dtype, {x.shape[0], x.shape[1], x.shape[2], v.shape[3]}}};
+  if (bshd) return Types{TensorType{xt.dtype, {x[0], x[2], x[1], v[3]}}};
+  return Types{TensorType{xt.dtype, {x[0], x[1], x[2], v[3]}}};
 }
 
 }  // namespace rlx::infer

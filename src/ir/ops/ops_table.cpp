@@ -125,12 +125,13 @@ std::vector<OpInfo> build_table() {
         {{"kernel", K::i64s, true}, {"strides", K::i64s}, {"pads", K::i64s},
          {"count_include_pad", K::i64}, {"ceil_mode", K::i64}},
         "NCHW average pooling");
-  attrs(Op::Attention, {{"causal", K::i64}, {"scale", K::f64}},
+  attrs(Op::Attention, {{"causal", K::i64}, {"scale", K::f64}, {"layout", K::str}},
         "softmax(q k^T * scale + mask) v; q [B,Hq,Sq,D], k/v [B,Hkv,Sk,D]; optional mask (bool: "
-        "true attends, or additive float); causal aligns the last query with the last key");
+        "true attends, or additive float); causal aligns the last query with the last key; layout "
+        "bhsd (default) or bshd gives q/k/v/out as [B,S,H,D] (the mask stays [B,H,Sq,Sk])");
   arity(Op::Attention, 3, 4);
-  attrs(Op::Rope, {{"theta", K::f64}, {"interleaved", K::i64}},
-        "rotary position embedding of x [B,H,S,D] at integer positions [S] or [B,S]");
+  attrs(Op::Rope, {{"theta", K::f64}, {"interleaved", K::i64}, {"layout", K::str}},
+        "rotary position embedding of x [B,H,S,D] (layout bshd: [B,S,H,D]) at integer positions [S] or [B,S]");
   arity(Op::Rope, 2, 2);
   attrs(Op::Dequantize, {{"format", K::str, true}, {"cols", K::i64, true}},
         "u8 rows of quantized blocks [..., row_bytes] to f32 [..., cols]");
