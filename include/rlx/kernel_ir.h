@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rlx/attrs.h"
@@ -85,6 +86,7 @@ struct GeneratedKernel {
   std::vector<int> args;     // program buffer ids in the order the kernel receives them
   std::vector<int> origins;  // graph-level nodes fused into this kernel (for the report)
   bool serial = false;       // must run on one thread (accumulating stores may collide)
+  bool skip_if_aliased = false;  // a copy whose source and destination may be the same memory
 
   // Domain viewed as rows x cols: cols is the innermost domain loop, rows the rest.
   int64_t rows() const;
@@ -119,11 +121,27 @@ struct KernelProgram {
   std::vector<std::pair<int, int>> donations;  // (output, input): may share memory
   size_t arena_bytes = 0;
 
-  // Text form of the kernel level (buffers, then each step with its loop nest).
+  // The text form of the kernel level, complete and lossless (docs/ir.md, "The kernel
+  // level"): every buffer (kind, io index, type, name, arena offset, view, constant data), the
+  // program inputs and outputs, every native and generated kernel with every field (floats
+  // in the shortest text that reads back exactly), the steps in order, donations and the
+  // arena size. Kernels print in the order the steps first run them. Never fails, even on a
+  // program that does not verify (ids that are unset print as negative numbers).
+  // parse_kernel_program(p.to_text()) reproduces p for every p that passes verify_program.
   std::string to_text() const;
 };
 
-// Checks buffer ids, expression operands (SSA order, dtypes of index math), loop ids, that
+// Parses the text that KernelProgram::to_text() writes; print(parse(print(p))) == print(p).
+// The result passes verify_program: a program that does not verify is an error with that
+// verifier's code (verify_error). Every other error is ErrorCode::parse_error with a message
+// "<source_name>:<line>:<col>: " naming the offending token; it never throws or aborts.
+// Not carried exactly: NaN payloads and signs (NaN reads back as a quiet NaN) and constant
+// data over 1 GiB (the text IR's limit on a dense literal).
+Expected<KernelProgram> parse_kernel_program(std::string_view text, std::string_view source_name = "<text>");
+
+// Checks buffer ids (views and their chains, which may not form a cycle; program inputs and
+// outputs; the buffers of native kernels and generated kernels' arguments), kernel ids (steps,
+// epilogues), expression operands (SSA order, dtypes of index math), loop ids, that
 // every store and load index is an i64 expression, and that the arena plan has no overlap
 // between buffers whose lifetimes intersect.
 Status verify_program(const KernelProgram& p);

@@ -1,6 +1,7 @@
-// Kernel-level IR: printing and verification.
+// Kernel-level IR: names and verification (the text form is in kernel_text.cpp).
 #include <algorithm>
-#include <sstream>
+#include <cstdint>
+#include <vector>
 
 #include "rlx/kernel_ir.h"
 
@@ -51,92 +52,46 @@ int64_t GeneratedKernel::rows() const {
 
 int64_t GeneratedKernel::cols() const { return domain_rank == 0 ? 1 : loops[domain_rank - 1].extent; }
 
-namespace {
-
-std::string expr_text(const GeneratedKernel& k, int i) {
-  const Expr& e = k.exprs[i];
-  std::ostringstream os;
-  os << "e" << i << ": " << dtype_name(e.dtype) << " = ";
-  switch (e.kind) {
-    case ExprKind::loop_var: os << "i" << e.loop; break;
-    case ExprKind::iconst: os << e.ival; break;
-    case ExprKind::fconst: os << e.fval; break;
-    case ExprKind::load: os << "load b" << e.buffer << "[e" << e.a << "]"; break;
-    case ExprKind::unary: os << op_name(e.op) << " e" << e.a; break;
-    case ExprKind::binary: os << op_name(e.op) << " e" << e.a << ", e" << e.b; break;
-    case ExprKind::select: os << "select e" << e.a << ", e" << e.b << ", e" << e.c; break;
-    case ExprKind::cast: os << "cast e" << e.a; break;
-    case ExprKind::idiv: os << "e" << e.a << " / e" << e.b; break;
-    case ExprKind::imod: os << "e" << e.a << " % e" << e.b; break;
-    case ExprKind::clamp: os << "clamp e" << e.a << " [" << e.ival << ", " << e.ival2 << "]"; break;
-    case ExprKind::reduce: {
-      os << op_name(e.op) << " e" << e.a << " over";
-      for (int l : e.loops) os << " i" << l;
-      break;
-    }
-    case ExprKind::random: os << "random seed " << e.ival << " at e" << e.a; break;
-  }
-  return os.str();
-}
-
-}  // namespace
-
-std::string KernelProgram::to_text() const {
-  std::ostringstream os;
-  os << "kernels {\n";
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const Buffer& b = buffers[i];
-    os << "  buffer b" << i << " " << buffer_kind_name(b.kind) << " " << dtype_name(b.dtype)
-       << sizes_to_string(b.sizes);
-    if (!b.name.empty()) os << " \"" << b.name << "\"";
-    if (b.arena_offset >= 0) os << " @" << b.arena_offset;
-    if (b.alias_of >= 0) os << " = view b" << b.alias_of;
-    os << "\n";
-  }
-  auto print_generated = [&](const GeneratedKernel& k, const char* role) {
-    os << "  " << role << " " << k.name << " domain [";
-    for (int i = 0; i < k.domain_rank; ++i) os << (i ? ", " : "") << k.loops[i].extent;
-    os << "] args (";
-    for (size_t i = 0; i < k.args.size(); ++i) os << (i ? ", " : "") << "b" << k.args[i];
-    os << ")" << (k.serial ? " serial" : "") << " {\n";
-    for (size_t l = static_cast<size_t>(k.domain_rank); l < k.loops.size(); ++l)
-      os << "    loop i" << l << " < " << k.loops[l].extent << "\n";
-    for (size_t i = 0; i < k.exprs.size(); ++i) os << "    " << expr_text(k, static_cast<int>(i)) << "\n";
-    for (const Store& st : k.stores)
-      os << "    store b" << st.buffer << "[e" << st.index << "] " << (st.accumulate ? "+=" : "=") << " e" << st.value << "\n";
-    os << "  }\n";
-  };
-  for (const Step& s : steps) {
-    if (s.native) {
-      const NativeKernel& n = natives[s.index];
-      os << "  native " << n.name << " " << op_name(n.op) << "(";
-      for (size_t i = 0; i < n.inputs.size(); ++i) os << (i ? ", " : "") << "b" << n.inputs[i];
-      os << ") -> (";
-      for (size_t i = 0; i < n.outputs.size(); ++i) os << (i ? ", " : "") << "b" << n.outputs[i];
-      os << ")";
-      if (!n.how.empty()) os << "  # " << n.how;
-      os << "\n";
-      if (n.epilogue >= 0) print_generated(generated[n.epilogue], "  epilogue");
-    } else {
-      print_generated(generated[s.index], "generated");
-    }
-  }
-  os << "  arena " << arena_bytes << " bytes\n}\n";
-  return os.str();
-}
-
 Status verify_program(const KernelProgram& p) {
   const int nb = static_cast<int>(p.buffers.size());
   auto bad = [](auto... parts) { return error(ErrorCode::verify_error, "kernel program: ", parts...); };
+  const int nn = static_cast<int>(p.natives.size()), ng = static_cast<int>(p.generated.size());
+  auto valid_buffer = [&](int b) { return b >= 0 && b < nb; };
+  for (int i = 0; i < nb; ++i)
+    if (p.buffers[i].alias_of >= nb || p.buffers[i].alias_of == i) return bad("buffer b", i, " aliases an invalid buffer");
+  // every chain of views ends at a buffer that owns its bytes (no cycle); linear time, as
+  // each buffer is walked once
+  std::vector<uint8_t> state(nb, 0);  // 0: not seen, 1: on the current chain, 2: ends well
+  for (int i = 0; i < nb; ++i) {
+    int r = i;
+    while (r >= 0 && state[r] == 0) {
+      state[r] = 1;
+      r = p.buffers[r].alias_of;
+    }
+    if (r >= 0 && state[r] == 1) return bad("buffer b", r, " is a view in a cycle of views");
+    for (int c = i; c >= 0 && state[c] == 1; c = p.buffers[c].alias_of) state[c] = 2;
+  }
   for (int i = 0; i < nb; ++i) {
     const Buffer& b = p.buffers[i];
-    if (b.alias_of >= nb || b.alias_of == i) return bad("buffer b", i, " aliases an invalid buffer");
     if (b.alias_of >= 0 && p.buffers[b.alias_of].bytes() < b.bytes())
       return bad("buffer b", i, " is a view larger than b", b.alias_of);
     if (b.kind == BufferKind::intermediate && b.alias_of < 0 &&
         (b.arena_offset < 0 || static_cast<size_t>(b.arena_offset) + b.bytes() > p.arena_bytes))
       return bad("buffer b", i, " lies outside the arena");
   }
+  for (int b : p.inputs)
+    if (!valid_buffer(b)) return bad("a program input is an invalid buffer");
+  for (int b : p.outputs)
+    if (!valid_buffer(b)) return bad("a program output is an invalid buffer");
+  for (const NativeKernel& n : p.natives) {
+    for (int b : n.inputs)
+      if (!valid_buffer(b)) return bad(n.name, " reads an invalid buffer");
+    for (int b : n.outputs)
+      if (!valid_buffer(b)) return bad(n.name, " writes an invalid buffer");
+    if (n.epilogue < -1 || n.epilogue >= ng) return bad(n.name, " has an invalid epilogue");
+  }
+  for (const Step& s : p.steps)
+    if (s.index < 0 || s.index >= (s.native ? nn : ng)) return bad("a step runs an invalid kernel");
   for (const GeneratedKernel& k : p.generated) {
     const int ne = static_cast<int>(k.exprs.size()), nl = static_cast<int>(k.loops.size());
     if (k.domain_rank < 1 || k.domain_rank > nl) return bad(k.name, " has no domain");
