@@ -84,6 +84,7 @@ namespace rlx {
   X(Concat, "concat", primitive, movement)                          \
   X(Gather, "gather", primitive, movement)                          \
   X(ScatterAdd, "scatter_add", primitive, movement)                 \
+  X(Scatter, "scatter", primitive, movement)                         \
   /* contraction */                                                 \
   X(Dot, "dot", primitive, contraction)                             \
   /* composites: activations */                                     \

@@ -75,7 +75,6 @@ Status apply_donations(kir::KernelProgram& p, const std::vector<std::pair<int, i
       for (const auto& e : k->exprs)
         if (e.kind == kir::ExprKind::load && root(p, k->args[e.buffer]) == ib && e.a != store_index)
           return refuse("the kernel writing it reads the input at other elements");
-      if (k->serial) return refuse("the writer accumulates");
     }
     // move the writer after the input's last other reader
     int last_reader = -1;

@@ -386,7 +386,7 @@ void Scheduler::init_forced() {
   for (const Node& n : g.nodes) {
     if (n.op == Op::Param) forced[n.outputs[0]] = 1;
     if (n.op == Op::Constant && n.attrs.tensor("value")->numel() > 1) forced[n.outputs[0]] = 1;
-    if (n.native || n.op == Op::ScatterAdd) {
+    if (n.native || n.op == Op::ScatterAdd || n.op == Op::Scatter) {
       for (ValueId v : n.inputs) forced[v] = 1;
       for (ValueId v : n.outputs) forced[v] = 1;
     }
@@ -566,7 +566,9 @@ Status Scheduler::add_scatter(int ni) {
   const int out = buffer_of[n.outputs[0]];
   add_copy_kernel(buffer_of[n.inputs[0]], out);
   prog.generated.back().origins.push_back(n.origin);
-  // out[..., clamp(indices[j]), ...] += updates[..., j, ...] over the updates' shape, serially
+  // when the output is donated to the base (a cache updated in place) the copy is a no-op
+  prog.generated.back().skip_if_aliased = true;
+  // out[..., clamp(indices[j]), ...] (+)= updates[..., j, ...] over the updates' shape, serially
   GeneratedKernel k;
   k.name = cat("k", prog.generated.size());
   k.serial = true;
@@ -596,7 +598,7 @@ Status Scheduler::add_scatter(int ni) {
   di.push_back(kb.ix_opaque(clamped, 0, len - 1));
   di.insert(di.end(), ui.begin() + ax + ri, ui.end());
   int val = kb.load(1, g.type(n.inputs[2]).dtype, kb.ix_expr(kb.linearize(ui, contiguous_strides(upd))));
-  k.stores.push_back({2, kb.ix_expr(kb.linearize(di, contiguous_strides(dst))), val, true});
+  k.stores.push_back({2, kb.ix_expr(kb.linearize(di, contiguous_strides(dst))), val, n.op == Op::ScatterAdd});
   if (n.origin >= 0) k.origins.push_back(n.origin);
   prog.generated.push_back(std::move(k));
   prog.steps.push_back({false, static_cast<int>(prog.generated.size()) - 1});
@@ -615,7 +617,7 @@ Expected<kir::KernelProgram> Scheduler::run() {
         RLX_TRY(add_native(static_cast<int>(ni)));
         continue;
       }
-      if (n.op == Op::ScatterAdd) {
+      if (n.op == Op::ScatterAdd || n.op == Op::Scatter) {
         RLX_TRY(add_scatter(static_cast<int>(ni)));
         continue;
       }

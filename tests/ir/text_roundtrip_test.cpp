@@ -108,8 +108,9 @@ const std::vector<std::string>& corpus() {
   %pn = pad(%pe) {pads = [0, 0, 0, -2]} : f32[6, 5]
   %g = gather(%y, %idx) {axis = 1} : f32[4, 3]
   %sa = scatter_add(%y, %idx, %upd) {axis = 1} : f32[4, 6]
+  %sc = scatter(%sa, %idx, %upd) {axis = 1} : f32[4, 6]
   %cat = concat(%y, %p) {axis = 1} : f32[4, 15]
-  return %r, %t, %e, %ss, %p, %pn, %g, %sa
+  return %r, %t, %e, %ss, %p, %pn, %g, %sc
 }
 )",
       // contraction and linear algebra

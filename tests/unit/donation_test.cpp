@@ -66,3 +66,36 @@ TEST(Donation, RefusedWhenTheWriterReadsOtherElements) {
 
 }  // namespace
 }  // namespace rlx
+
+namespace rlx {
+namespace {
+
+// A KV-cache update: scatter new rows into a donated cache; only the new slots are written.
+TEST(Donation, ScatterUpdatesACacheInPlace) {
+  auto g = parse_graph(R"(graph @upd(%cache: f32[2, 8, 4], %pos: i64[3], %new: f32[2, 3, 4]) -> (f32[2, 8, 4]) {
+  %c2 = scatter(%cache, %pos, %new) {axis = 1}
+  return %c2
+})");
+  ASSERT_TRUE(g.has_value()) << g.status().to_string();
+  Tensor cache = Tensor::zeros(DType::f32, {2, 8, 4});
+  for (int i = 0; i < 64; ++i) cache.data<float>()[i] = static_cast<float>(i);
+  Tensor pos = Tensor::from_vector(DType::i64, {3}, std::vector<int64_t>{5, 1, -1});
+  Tensor upd = Tensor::zeros(DType::f32, {2, 3, 4});
+  for (int i = 0; i < 24; ++i) upd.data<float>()[i] = -1.f - static_cast<float>(i);
+  auto ref = Model::compile(*g, {.device = "ref"});
+  std::vector<Tensor> in{cache, pos, upd};
+  auto want = (*ref)->run(in);
+  ASSERT_TRUE(want.has_value()) << want.status().to_string();
+  auto model = Model::compile(*g, {.device = "cpu", .donate = {{0, 0}}});
+  ASSERT_TRUE(model.has_value());
+  Tensor c = cache.clone();
+  std::vector<Tensor> in2{c, pos, upd};
+  auto var = (*model)->variant_for(in2);
+  ASSERT_TRUE(var.has_value()) << var.status().to_string();
+  std::vector<Tensor> out{c};
+  ASSERT_TRUE((*var)->executable->run_into(in2, out).is_ok());
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(c.data<float>()[i], (*want)[0].data<float>()[i]) << i;
+}
+
+}  // namespace
+}  // namespace rlx

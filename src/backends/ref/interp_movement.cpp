@@ -234,6 +234,31 @@ Status run_scatter_add(const KernelArgs& k) {
   return Status::ok();
 }
 
+// Assignment scatter: a bitwise copy of base, then each update copied to its slot in order
+// (a repeated index keeps the last update).
+Status run_scatter(const KernelArgs& k) {
+  const Tensor& base = *k.in[0];
+  const Tensor& idx = *k.in[1];
+  const Tensor& upd = *k.in[2];
+  Tensor& o = k.out[0];
+  int64_t axis = k.node.attrs.i("axis", 0);
+  if (axis < 0) axis += base.rank();
+  const AxisView v = axis_view(base.sizes(), axis);
+  const int64_t nj = idx.numel();
+  if (upd.numel() > 0 && v.n == 0) return error(ErrorCode::out_of_range, k.label, ": scatter into the empty axis ", axis);
+  const ElemCopy copy(o.dtype());
+  for (int64_t i = 0; i < o.numel(); ++i) copy(o.bytes(), i, base.bytes(), i);
+  if (upd.numel() == 0) return Status::ok();
+  const std::vector<int64_t> ids = resolve_indices(idx, v.n);
+  for (int64_t po = 0; po < v.outer; ++po)
+    for (int64_t j = 0; j < nj; ++j) {
+      const int64_t dst = (po * v.n + ids[j]) * v.inner;
+      const int64_t src = (po * nj + j) * v.inner;
+      for (int64_t q = 0; q < v.inner; ++q) copy(o.bytes(), dst + q, upd.bytes(), src + q);
+    }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status run_movement(const KernelArgs& k) {
@@ -250,6 +275,7 @@ Status run_movement(const KernelArgs& k) {
     case Op::Concat: return run_concat(k);
     case Op::Gather: return run_gather(k);
     case Op::ScatterAdd: return run_scatter_add(k);
+    case Op::Scatter: return run_scatter(k);
     default: break;
   }
   return error(ErrorCode::unsupported, k.label, ": the reference interpreter does not run ",

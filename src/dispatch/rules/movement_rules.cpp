@@ -143,6 +143,7 @@ void register_movement_rules(std::vector<OpRules>& t) {
   set(Op::Concat, canonical_axis);
   set(Op::Gather, canonical_axis);
   set(Op::ScatterAdd, canonical_axis);
+  set(Op::Scatter, canonical_axis);
   set(Op::Slice, slice_to_strided);
   set(Op::Pad, canonical_pad);
   set(Op::Split, split);

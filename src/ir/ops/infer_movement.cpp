@@ -214,6 +214,7 @@ Expected<Types> infer_movement(Op op, const NodeSig& sig) {
       s.insert(s.end(), x.shape.begin() + *ax + 1, x.shape.end());
       return Types{TensorType{x.dtype, s}};
     }
+    case Op::Scatter:
     case Op::ScatterAdd: {
       const TensorType& idx = sig.inputs[1];
       const TensorType& upd = sig.inputs[2];

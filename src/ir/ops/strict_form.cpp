@@ -51,7 +51,8 @@ Status check_strict_primitive(Op op, const NodeSig& sig, std::span<const TensorT
     case Op::ArgMin:
     case Op::Concat:
     case Op::Gather:
-    case Op::ScatterAdd: return nonneg_axis();
+    case Op::ScatterAdd:
+    case Op::Scatter: return nonneg_axis();
     case Op::Reshape:
       for (int64_t d : a.ints("shape"))
         if (d <= 0 && !(d == 0 && a.i("allowzero", 0)))
