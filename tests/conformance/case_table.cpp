@@ -1,0 +1,495 @@
+// The case table: for every op of the ops table (except the given-value sources param and
+// constant), the variants the suite runs. A variant fixes input shapes, value domains and
+// attributes; the dtype is tried from candidate_dtypes() and the ops table's inference decides
+// whether the op accepts it. Shapes are chosen to reach the corners: rank 0, odd sizes (7x13),
+// numpy broadcasting, negative axes, keepdims both ways, middle axes, a size large enough to
+// take the CPU's threaded path, empty tensors where the op defines them, and special values
+// (NaN, inf, -0, integer MIN/MAX) where the semantics are defined (see ref/interpreter.h).
+#include <algorithm>
+
+#include "conformance.h"
+
+namespace rlx::conformance {
+namespace {
+
+using I = std::vector<int64_t>;
+
+InputSpec T(Sizes s, Dist d = Dist::standard) { return InputSpec{std::move(s), std::nullopt, d}; }
+InputSpec D(DType dt, Sizes s, Dist d = Dist::standard) { return InputSpec{std::move(s), dt, d}; }
+InputSpec Idx(DType dt, Sizes s, int64_t lo, int64_t hi) { return InputSpec{std::move(s), dt, Dist::index, lo, hi, ""}; }
+// u8 rows of `cols` values quantized in `fmt`.
+InputSpec Q(const std::string& fmt, int64_t rows, int64_t cols) {
+  auto qf = quant_format(fmt);
+  int64_t bytes = qf ? cols / qf->block_elems * qf->block_bytes : cols;
+  return InputSpec{{rows, bytes}, DType::u8, Dist::quant, 0, 0, fmt};
+}
+int64_t quant_block(const std::string& fmt) {
+  auto qf = quant_format(fmt);
+  return qf ? qf->block_elems : 32;
+}
+
+struct V : Variant {
+  V(std::string n, std::vector<InputSpec> in, Attrs a = {}) {
+    name = std::move(n);
+    inputs = std::move(in);
+    attrs = std::move(a);
+  }
+  V& k(int64_t n) {
+    reduce_len = n;
+    return *this;
+  }
+  V& mag(double m) {
+    magnitude = m;
+    return *this;
+  }
+  V& dtypes(std::vector<DType> d) {
+    only = std::move(d);
+    return *this;
+  }
+  // Shape-only variants (broadcasting, axes, ranks: index arithmetic that does not depend on
+  // the element type) run for a few representative dtypes; the variants that exercise dtype
+  // semantics run for every dtype. Keeps the number of generated kernels (compile time) down.
+  V& reps();
+};
+
+// float, narrow float (computed in f32), signed, unsigned and bool (the C renderer's kinds).
+const std::vector<DType> kReps = {DType::f32, DType::f16, DType::i32, DType::u8, DType::boolean};
+V& V::reps() { return dtypes(kReps); }
+
+const Sizes kLarge = {67, 531};  // 35577 elements: above the CPU's threading threshold
+
+std::vector<Variant> unary_variants(Dist d, bool with_specials = true, bool with_wide = false) {
+  std::vector<Variant> v = {V("scalar", {T({}, d)}), V("7x13", {T({7, 13}, d)}), V("rank4", {T({2, 3, 5, 4}, d)}).reps(),
+                            V("large", {T(kLarge, d)})};
+  if (with_wide) v.push_back(V("wide", {T({7, 13}, Dist::wide)}).mag(50));
+  if (with_specials) v.push_back(V("specials", {T({9, 11}, Dist::specials)}));
+  return v;
+}
+
+std::vector<Variant> binary_variants(Dist a, Dist b, bool specials = true) {
+  std::vector<Variant> v = {
+      V("same", {T({7, 13}, a), T({7, 13}, b)}),
+      V("bcast_row", {T({7, 13}, a), T({13}, b)}).reps(),
+      V("bcast_col_row", {T({7, 1}, a), T({1, 13}, b)}).reps(),
+      V("scalar_lhs", {T({}, a), T({5, 3}, b)}).reps(),
+      V("rank0", {T({}, a), T({}, b)}),
+      V("bcast_rank3", {T({2, 1, 4}, a), T({3, 1}, b)}).reps(),
+      V("large", {T(kLarge, a), T({531}, b)}).reps(),
+  };
+  if (specials) v.push_back(V("specials", {T({9, 11}, Dist::specials), T({9, 11}, Dist::specials)}));
+  return v;
+}
+
+std::vector<Variant> reduce_variants(Dist d, bool empty_axis) {
+  std::vector<Variant> v = {
+      V("row", {T({7, 13}, d)}, {{"axes", I{1}}, {"keepdims", int64_t{0}}}).k(13),
+      V("row_keep", {T({7, 13}, d)}, {{"axes", I{-1}}, {"keepdims", int64_t{1}}}).k(13).reps(),
+      V("col", {T({7, 13}, d)}, {{"axes", I{0}}, {"keepdims", int64_t{0}}}).k(7),
+      V("all", {T({7, 13}, d)}, {{"keepdims", int64_t{0}}}).k(91),
+      V("all_keep_default", {T({7, 13}, d)}).k(91).reps(),
+      V("middle", {T({3, 5, 7}, d)}, {{"axes", I{1}}, {"keepdims", int64_t{0}}}).k(5),
+      V("outer_inner", {T({3, 5, 7}, d)}, {{"axes", I{0, 2}}, {"keepdims", int64_t{0}}}).k(21).reps(),
+      V("neg_axes_keep", {T({3, 5, 7}, d)}, {{"axes", I{-1, -3}}, {"keepdims", int64_t{1}}}).k(21).reps(),
+      V("rank0", {T({}, d)}, {{"keepdims", int64_t{0}}}).reps(),
+      V("large", {T({64, 600}, d)}, {{"axes", I{1}}, {"keepdims", int64_t{0}}}).k(600),
+      V("large_cols", {T({600, 64}, d)}, {{"axes", I{0}}, {"keepdims", int64_t{1}}}).k(600).reps(),
+  };
+  if (empty_axis) v.push_back(V("empty_axis", {T({5, 0}, d)}, {{"axes", I{1}}, {"keepdims", int64_t{0}}}).reps());
+  return v;
+}
+
+std::vector<Variant> argreduce_variants() {
+  return {
+      V("row", {T({7, 13})}, {{"axis", int64_t{1}}, {"keepdims", int64_t{0}}}),
+      V("row_keep_default", {T({7, 13})}, {{"axis", int64_t{-1}}}).reps(),
+      V("col", {T({7, 13})}, {{"axis", int64_t{0}}, {"keepdims", int64_t{0}}}),
+      V("middle", {T({3, 5, 7})}, {{"axis", int64_t{1}}, {"keepdims", int64_t{0}}}).reps(),
+      V("rank1", {T({13})}, {{"axis", int64_t{0}}, {"keepdims", int64_t{0}}}).reps(),
+      V("ties_first", {T({7, 13}, Dist::integral)}, {{"axis", int64_t{1}}, {"keepdims", int64_t{0}}}),
+      V("ties_last", {T({7, 13}, Dist::integral)},
+        {{"axis", int64_t{1}}, {"keepdims", int64_t{0}}, {"select_last_index", int64_t{1}}}),
+      V("specials", {T({7, 13}, Dist::specials)}, {{"axis", int64_t{1}}, {"keepdims", int64_t{0}}}),
+      V("large", {T({64, 600})}, {{"axis", int64_t{1}}, {"keepdims", int64_t{0}}}),
+  };
+}
+
+std::vector<Variant> softmax_variants() {
+  return {
+      V("last_default", {T({7, 13})}).k(13),
+      V("middle", {T({3, 5, 7})}, {{"axis", int64_t{1}}}).k(5),
+      V("first", {T({7, 13})}, {{"axis", int64_t{0}}}).k(7),
+      V("rank1", {T({13})}, {{"axis", int64_t{-1}}}).k(13),
+      V("wide", {T({7, 13}, Dist::wide)}, {{"axis", int64_t{-1}}}).k(13).mag(50),
+      V("large", {T({8, 1000})}, {{"axis", int64_t{1}}}).k(1000),
+  };
+}
+
+std::vector<Variant> activation_variants() {
+  std::vector<Variant> v = unary_variants(Dist::standard, true, true);
+  return v;
+}
+
+std::vector<OpCases> build() {
+  std::vector<OpCases> t;
+  auto add = [&](Op op, TolClass tol, std::vector<Variant> v) { t.push_back(OpCases{op, tol, std::move(v)}); };
+  const std::vector<DType> floats = {DType::f32, DType::f16, DType::bf16, DType::f64};
+
+  // ---- sources
+  add(Op::Iota, TolClass::exact,
+      {V("rows", {}, {{"shape", I{7, 13}}, {"axis", int64_t{0}}}), V("cols", {}, {{"shape", I{7, 13}}, {"axis", int64_t{1}}}),
+       V("neg_axis_rank3", {}, {{"shape", I{3, 5, 7}}, {"axis", int64_t{-1}}}),
+       V("rank1_300", {}, {{"shape", I{300}}, {"axis", int64_t{0}}}),
+       V("like_input", {D(DType::f32, {4, 6})}, {{"axis", int64_t{1}}}),
+       V("like_input_neg_axis", {D(DType::i64, {2, 3, 5})}, {{"axis", int64_t{-2}}})});
+  for (Variant& v : t.back().variants) v.dtype_attr = true;
+  add(Op::Random, TolClass::random,
+      {V("uniform", {}, {{"shape", I{7, 13}}, {"dist", std::string("uniform")}}),
+       V("uniform_ab", {}, {{"shape", I{7, 13}}, {"dist", std::string("uniform")}, {"a", -3.0}, {"b", 5.0}}),
+       V("normal", {}, {{"shape", I{7, 13}}, {"dist", std::string("normal")}}),
+       V("normal_mean_std", {}, {{"shape", I{1000}}, {"dist", std::string("normal")}, {"a", 2.0}, {"b", 0.5}}),
+       V("scalar", {}, {{"shape", I{}}, {"dist", std::string("uniform")}})});
+  for (Variant& v : t.back().variants) v.dtype_attr = v.seed_attr = true;
+
+  // ---- elementwise unary
+  add(Op::Neg, TolClass::exact, unary_variants(Dist::standard));
+  t.back().variants.push_back(V("int_edges", {T({9, 11}, Dist::int_edges)}));
+  add(Op::Abs, TolClass::exact, unary_variants(Dist::standard));
+  t.back().variants.push_back(V("int_edges", {T({9, 11}, Dist::int_edges)}));
+  add(Op::Exp, TolClass::transcendental, unary_variants(Dist::standard, true, true));
+  add(Op::Log, TolClass::transcendental, unary_variants(Dist::positive));
+  add(Op::Sqrt, TolClass::arith, unary_variants(Dist::positive));
+  add(Op::Rsqrt, TolClass::transcendental, unary_variants(Dist::positive));
+  add(Op::Reciprocal, TolClass::arith, unary_variants(Dist::nonzero));
+  add(Op::Tanh, TolClass::transcendental, unary_variants(Dist::standard, true, true));
+  add(Op::Sigmoid, TolClass::transcendental, unary_variants(Dist::standard, true, true));
+  add(Op::Erf, TolClass::transcendental, unary_variants(Dist::standard, true, true));
+  add(Op::Sin, TolClass::transcendental, unary_variants(Dist::standard, true, true));
+  add(Op::Cos, TolClass::transcendental, unary_variants(Dist::standard, true, true));
+  for (Op op : {Op::Floor, Op::Ceil, Op::Round}) {
+    add(op, TolClass::exact, unary_variants(Dist::standard));
+    t.back().variants.push_back(V("halves", {T({9, 11}, Dist::halves)}));
+  }
+  add(Op::Sign, TolClass::exact, unary_variants(Dist::standard));
+  t.back().variants.push_back(V("with_zeros", {T({9, 11}, Dist::with_zeros)}));
+  t.back().variants.push_back(V("int_edges", {T({9, 11}, Dist::int_edges)}));
+  add(Op::Not, TolClass::exact, unary_variants(Dist::standard, false));
+  add(Op::IsNan, TolClass::exact, {V("7x13", {T({7, 13})}), V("scalar", {T({}, Dist::specials)}),
+                                   V("specials", {T({9, 11}, Dist::specials)}), V("large", {T(kLarge, Dist::specials)})});
+  add(Op::IsInf, TolClass::exact,
+      {V("specials", {T({9, 11}, Dist::specials)}),
+       V("positive_only", {T({9, 11}, Dist::specials)}, {{"detect_negative", int64_t{0}}}),
+       V("negative_only", {T({9, 11}, Dist::specials)}, {{"detect_positive", int64_t{0}}}),
+       V("neither", {T({9, 11}, Dist::specials)}, {{"detect_positive", int64_t{0}}, {"detect_negative", int64_t{0}}}),
+       V("scalar", {T({})}), V("large", {T(kLarge, Dist::specials)})});
+
+  // ---- elementwise binary
+  for (Op op : {Op::Add, Op::Sub, Op::Mul}) {
+    add(op, TolClass::arith, binary_variants(Dist::standard, Dist::standard));
+    t.back().variants.push_back(V("int_wrap", {T({9, 11}, Dist::full_range), T({9, 11}, Dist::int_edges)}));
+  }
+  add(Op::Div, TolClass::arith, binary_variants(Dist::standard, Dist::nonzero));
+  t.back().variants.push_back(V("zero_divisors", {T({9, 11}), T({9, 11}, Dist::with_zeros)}));
+  t.back().variants.push_back(V("int_edges", {T({9, 11}, Dist::int_edges), T({9, 11}, Dist::int_edges)}));
+  add(Op::Pow, TolClass::transcendental, binary_variants(Dist::positive, Dist::exponent));
+  t.back().variants.push_back(V("neg_base_int_exp", {T({9, 11}, Dist::integral), T({9, 11}, Dist::integral)}));
+  t.back().variants.push_back(V("int_small", {T({9, 11}, Dist::unit), T({9, 11}, Dist::exponent)}));
+  for (Op op : {Op::Max, Op::Min}) {
+    add(op, TolClass::exact, binary_variants(Dist::standard, Dist::standard));
+    t.back().variants.push_back(V("ties", {T({9, 11}, Dist::integral), T({9, 11}, Dist::integral)}));
+  }
+  add(Op::Mod, TolClass::arith, binary_variants(Dist::standard, Dist::nonzero));
+  t.back().variants.push_back(V("fmod", {T({7, 13}, Dist::wide), T({7, 13}, Dist::nonzero)}, {{"fmod", int64_t{1}}}));
+  t.back().variants.push_back(V("floor_mod", {T({7, 13}, Dist::wide), T({7, 13}, Dist::nonzero)}, {{"fmod", int64_t{0}}}));
+  t.back().variants.push_back(V("zero_divisors", {T({9, 11}), T({9, 11}, Dist::with_zeros)}));
+  t.back().variants.push_back(V("zero_divisors_fmod", {T({9, 11}), T({9, 11}, Dist::with_zeros)}, {{"fmod", int64_t{1}}}));
+  t.back().variants.push_back(V("int_edges", {T({9, 11}, Dist::int_edges), T({9, 11}, Dist::int_edges)}));
+  t.back().variants.push_back(
+      V("int_edges_fmod", {T({9, 11}, Dist::int_edges), T({9, 11}, Dist::int_edges)}, {{"fmod", int64_t{1}}}));
+  for (Op op : {Op::Equal, Op::NotEqual, Op::Less, Op::LessEqual, Op::Greater, Op::GreaterEqual}) {
+    add(op, TolClass::exact, binary_variants(Dist::standard, Dist::standard));
+    t.back().variants.push_back(V("ties", {T({9, 11}, Dist::integral), T({9, 11}, Dist::integral)}));
+  }
+  for (Op op : {Op::And, Op::Or, Op::Xor}) add(op, TolClass::exact, binary_variants(Dist::standard, Dist::standard, false));
+
+  // ---- where, cast
+  add(Op::Where, TolClass::bits,
+      {V("same", {D(DType::boolean, {7, 13}), T({7, 13}), T({7, 13})}),
+       V("bcast", {D(DType::boolean, {7, 1}), T({7, 13}), T({13})}),
+       V("scalar_branches", {D(DType::boolean, {5, 3}), T({}), T({})}),
+       V("rank0", {D(DType::boolean, {}), T({}), T({})}),
+       V("large", {D(DType::boolean, kLarge), T(kLarge), T({531})}),
+       V("specials", {D(DType::boolean, {9, 11}), T({9, 11}, Dist::specials), T({9, 11}, Dist::specials)})});
+  {
+    std::vector<Variant> v;
+    for (DType to : candidate_dtypes()) {
+      if (is_packed(to)) continue;
+      std::string n(dtype_name(to));
+      v.push_back(V("to_" + n, {T({7, 13}, Dist::full_range)}, {{"to", to}}));
+      // NaN, infinities, huge values into every type; integers' edges are in full_range already
+      v.push_back(V("specials_to_" + n, {T({9, 11}, Dist::specials)}, {{"to", to}}).dtypes({DType::f32, DType::f16, DType::bf16, DType::f64}));
+    }
+    v.push_back(V("scalar_to_f32", {T({})}, {{"to", DType::f32}}));
+    v.push_back(V("large_to_i32", {T(kLarge, Dist::wide)}, {{"to", DType::i32}}));
+    add(Op::Cast, TolClass::exact, std::move(v));
+  }
+
+  // ---- reductions
+  add(Op::ReduceSum, TolClass::reduce, reduce_variants(Dist::standard, true));
+  add(Op::ReduceMax, TolClass::exact, reduce_variants(Dist::standard, false));
+  t.back().variants.push_back(V("specials", {T({7, 13}, Dist::specials)}, {{"axes", I{1}}, {"keepdims", int64_t{0}}}));
+  add(Op::ReduceMin, TolClass::exact, reduce_variants(Dist::standard, false));
+  t.back().variants.push_back(V("specials", {T({7, 13}, Dist::specials)}, {{"axes", I{1}}, {"keepdims", int64_t{0}}}));
+  add(Op::ReduceProd, TolClass::reduce, reduce_variants(Dist::near_one, true));
+  add(Op::ArgMax, TolClass::exact, argreduce_variants());
+  add(Op::ArgMin, TolClass::exact, argreduce_variants());
+
+  // ---- movement
+  add(Op::Reshape, TolClass::bits,
+      {V("flatten", {T({7, 13})}, {{"shape", I{91}}}), V("swap", {T({7, 13})}, {{"shape", I{13, 7}}}),
+       V("zero_minus1", {T({2, 3, 4})}, {{"shape", I{0, -1}}}).reps(), V("to_scalar", {T({1})}, {{"shape", I{}}}).reps(),
+       V("from_scalar", {T({})}, {{"shape", I{1, 1}}}).reps(), V("rank4", {T({2, 3, 5, 4})}, {{"shape", I{6, -1, 2}}}).reps(),
+       V("empty_allowzero", {T({0, 3})}, {{"shape", I{3, 0}}, {"allowzero", int64_t{1}}}).reps(),
+       V("large", {T(kLarge)}, {{"shape", I{531, 67}}})});
+  add(Op::Transpose, TolClass::bits,
+      {V("2d_default", {T({7, 13})}), V("3d", {T({2, 3, 5})}, {{"perm", I{2, 0, 1}}}),
+       V("neg_perm", {T({2, 3, 5})}, {{"perm", I{-1, 0, 1}}}).reps(), V("4d", {T({2, 3, 5, 4})}, {{"perm", I{0, 2, 1, 3}}}).reps(),
+       V("rank1", {T({13})}, {{"perm", I{0}}}).reps(), V("large", {T(kLarge)}, {{"perm", I{1, 0}}})});
+  add(Op::Expand, TolClass::bits,
+      {V("row", {T({1, 13})}, {{"shape", I{7, 13}}}), V("col", {T({7, 1})}, {{"shape", I{7, 13}}}),
+       V("rank_ext", {T({13})}, {{"shape", I{2, 7, 13}}}).reps(), V("scalar", {T({})}, {{"shape", I{3, 4}}}).reps(),
+       V("both", {T({3, 1, 5})}, {{"shape", I{2, 3, 4, 5}}}).reps(), V("target_ones", {T({7, 13})}, {{"shape", I{1, 13}}}),
+       V("large", {T({1, 531})}, {{"shape", I{67, 531}}})});
+  add(Op::StridedSlice, TolClass::bits,
+      {V("pos_steps", {T({7, 13})}, {{"starts", I{1, 2}}, {"steps", I{2, 3}}, {"sizes", I{3, 4}}}),
+       V("neg_steps", {T({7, 13})}, {{"starts", I{6, 12}}, {"steps", I{-1, -2}}, {"sizes", I{7, 7}}}),
+       V("mixed_rank3", {T({3, 5, 7})}, {{"starts", I{2, 0, 6}}, {"steps", I{-1, 2, -3}}, {"sizes", I{3, 3, 3}}}).reps(),
+       V("full", {T({7, 13})}, {{"starts", I{0, 0}}, {"steps", I{1, 1}}, {"sizes", I{7, 13}}}).reps(),
+       V("empty", {T({7, 13})}, {{"starts", I{0, 0}}, {"steps", I{1, 1}}, {"sizes", I{0, 13}}}).reps(),
+       V("rank0", {T({})}, {{"starts", I{}}, {"steps", I{}}, {"sizes", I{}}}).reps()});
+  add(Op::Pad, TolClass::bits,
+      {V("const", {T({7, 13})}, {{"pads", I{1, 2, 3, 0}}, {"value", 0.5}}),
+       V("const_default", {T({7, 13})}, {{"pads", I{0, 1, 2, 3}}}).reps(),
+       V("crop", {T({7, 13})}, {{"pads", I{-1, 0, 2, -3}}, {"value", -1.0}}),
+       V("reflect", {T({7, 13})}, {{"pads", I{2, 3, 1, 4}}, {"mode", std::string("reflect")}}),
+       V("edge", {T({7, 13})}, {{"pads", I{3, 0, 2, 5}}, {"mode", std::string("edge")}}),
+       V("rank3_const", {T({2, 3, 5})}, {{"pads", I{0, 1, 2, 1, 0, 3}}, {"value", 2.0}}).reps(),
+       V("rank3_reflect", {T({3, 5, 7})}, {{"pads", I{1, 2, 3, 2, 4, 6}}, {"mode", std::string("reflect")}}).reps(),
+       V("rank1_edge", {T({13})}, {{"pads", I{0, 5}}, {"mode", std::string("edge")}}).reps(),
+       V("large", {T(kLarge)}, {{"pads", I{1, 1, 1, 1}}})});
+  add(Op::Concat, TolClass::bits,
+      {V("three", {T({7, 3}), T({7, 5}), T({7, 1})}, {{"axis", int64_t{1}}}),
+       V("neg_axis", {T({2, 3, 4}), T({2, 3, 2})}, {{"axis", int64_t{-1}}}).reps(),
+       V("axis0_three", {T({2, 13}), T({5, 13}), T({1, 13})}, {{"axis", int64_t{0}}}).reps(),
+       V("middle", {T({2, 3, 4}), T({2, 1, 4}), T({2, 2, 4})}, {{"axis", int64_t{1}}}).reps(),
+       V("single", {T({7, 13})}, {{"axis", int64_t{0}}}).reps(), V("rank1", {T({3}), T({4})}, {{"axis", int64_t{0}}}).reps(),
+       V("with_empty", {T({7, 0}), T({7, 4})}, {{"axis", int64_t{1}}}).reps(),
+       V("large", {T(kLarge), T({67, 5})}, {{"axis", int64_t{1}}})});
+  add(Op::Gather, TolClass::bits,
+      {V("axis0_neg_idx", {T({7, 13}), Idx(DType::i64, {5}, -7, 7)}, {{"axis", int64_t{0}}}),
+       V("axis1_2d_idx", {T({7, 13}), Idx(DType::i32, {2, 3}, -13, 13)}, {{"axis", int64_t{1}}}),
+       V("neg_axis", {T({3, 5, 7}), Idx(DType::i64, {4}, -7, 7)}, {{"axis", int64_t{-1}}}).reps(),
+       V("middle_i16", {T({3, 5, 7}), Idx(DType::i16, {2, 2}, -5, 5)}, {{"axis", int64_t{1}}}).reps(),
+       V("scalar_idx", {T({7, 13}), Idx(DType::i64, {}, -7, 7)}, {{"axis", int64_t{0}}}).reps(),
+       V("u8_idx_default_axis", {T({7, 13}), Idx(DType::u8, {4}, 0, 7)}).reps(),
+       V("clamped", {T({7, 13}), Idx(DType::i64, {6}, -20, 20)}, {{"axis", int64_t{0}}}).reps(),
+       V("large", {T(kLarge), Idx(DType::i64, {40}, -67, 67)}, {{"axis", int64_t{0}}})});
+  add(Op::ScatterAdd, TolClass::reduce,
+      {V("axis0", {T({7, 13}), Idx(DType::i64, {5}, -7, 7), T({5, 13})}, {{"axis", int64_t{0}}}).k(5),
+       V("axis1", {T({7, 13}), Idx(DType::i32, {4}, -13, 13), T({7, 4})}, {{"axis", int64_t{1}}}).k(4),
+       V("repeats", {T({4, 6}), Idx(DType::i64, {10}, 0, 4), T({10, 6})}, {{"axis", int64_t{0}}}).k(10),
+       V("neg_axis_2d_idx", {T({3, 5, 7}), Idx(DType::i64, {2, 3}, -5, 5), T({3, 2, 3, 7})}, {{"axis", int64_t{-2}}}).k(6),
+       V("clamped", {T({7, 13}), Idx(DType::i64, {6}, -20, 20), T({6, 13})}, {{"axis", int64_t{0}}}).k(6)});
+
+  // scatter assigns; with repeated indices the last update wins (ref and cpu both store in order)
+  add(Op::Scatter, TolClass::bits,
+      {V("axis0", {T({7, 13}), Idx(DType::i64, {5}, -7, 7), T({5, 13})}, {{"axis", int64_t{0}}}),
+       V("axis1", {T({7, 13}), Idx(DType::i32, {4}, -13, 13), T({7, 4})}, {{"axis", int64_t{1}}}).reps(),
+       V("repeats", {T({4, 6}), Idx(DType::i64, {10}, 0, 4), T({10, 6})}, {{"axis", int64_t{0}}}).reps(),
+       V("neg_axis_2d_idx", {T({3, 5, 7}), Idx(DType::i64, {2, 3}, -5, 5), T({3, 2, 3, 7})}, {{"axis", int64_t{-2}}}).reps(),
+       V("clamped", {T({7, 13}), Idx(DType::i64, {6}, -20, 20), T({6, 13})}, {{"axis", int64_t{0}}}).reps()});
+
+  // ---- contraction
+  add(Op::Dot, TolClass::contraction,
+      {V("mk_kn", {T({7, 13}), T({13, 5})}, {{"lhs_contract", I{1}}, {"rhs_contract", I{0}}}).k(13),
+       V("batched", {T({3, 7, 13}), T({3, 13, 5})},
+         {{"lhs_batch", I{0}}, {"rhs_batch", I{0}}, {"lhs_contract", I{2}}, {"rhs_contract", I{1}}}).k(13),
+       V("trans_a", {T({13, 7}), T({13, 5})}, {{"lhs_contract", I{0}}, {"rhs_contract", I{0}}}).k(13),
+       V("trans_b", {T({7, 13}), T({5, 13})}, {{"lhs_contract", I{1}}, {"rhs_contract", I{1}}}).k(13),
+       V("two_contract", {T({4, 5, 6}), T({5, 6, 3})}, {{"lhs_contract", I{1, 2}}, {"rhs_contract", I{0, 1}}}).k(30),
+       V("vec_vec", {T({13}), T({13})}, {{"lhs_contract", I{0}}, {"rhs_contract", I{0}}}).k(13),
+       V("outer", {T({7}), T({5})}, {{"lhs_contract", I{}}, {"rhs_contract", I{}}}),
+       V("batch_middle", {T({7, 3, 13}), T({3, 13, 5})},
+         {{"lhs_batch", I{1}}, {"rhs_batch", I{0}}, {"lhs_contract", I{2}}, {"rhs_contract", I{1}}}).k(13),
+       V("large", {T({64, 256}), T({256, 96})}, {{"lhs_contract", I{1}}, {"rhs_contract", I{0}}}).k(256)});
+
+  // ---- activations (composites)
+  add(Op::Relu, TolClass::exact, unary_variants(Dist::standard));
+  add(Op::Gelu, TolClass::composite, activation_variants());
+  {
+    std::vector<Variant> tanh_v = activation_variants();
+    for (Variant& v : tanh_v) {
+      v.name = "tanh_" + v.name;
+      v.attrs.set("approximate", std::string("tanh"));
+    }
+    for (Variant& v : tanh_v) t.back().variants.push_back(std::move(v));
+  }
+  add(Op::Silu, TolClass::composite, activation_variants());
+  add(Op::LeakyRelu, TolClass::composite, activation_variants());
+  t.back().variants.push_back(V("alpha", {T({7, 13})}, {{"alpha", 0.2}}));
+  t.back().variants.push_back(V("alpha_specials", {T({9, 11}, Dist::specials)}, {{"alpha", -1.5}}));
+  add(Op::Softplus, TolClass::composite, activation_variants());
+
+  // ---- reductions and normalizations (composites)
+  add(Op::ReduceMean, TolClass::reduce, reduce_variants(Dist::standard, false));
+  add(Op::Softmax, TolClass::composite, softmax_variants());
+  add(Op::LogSoftmax, TolClass::composite, softmax_variants());
+  for (Op op : {Op::LayerNorm, Op::RmsNorm}) {
+    std::vector<Variant> v = {
+        V("last_affine", {T({4, 7, 13}), T({13}), T({13})}, {{"axis", int64_t{-1}}}).k(13),
+        V("two_axes", {T({4, 7, 13}), T({7, 13}), T({13})}, {{"axis", int64_t{1}}}).k(91),
+        V("no_affine_default_axis", {T({7, 13})}).k(13),
+        V("scale_only", {T({7, 13}), T({13})}, {{"axis", int64_t{1}}}).k(13),
+        V("eps", {T({7, 13}), T({13})}, {{"axis", int64_t{-1}}, {"epsilon", 0.1}}).k(13),
+        V("offset_input", {T({5, 32}, Dist::positive), T({32})}, {{"axis", int64_t{-1}}}).k(32).mag(4),
+        V("large", {T({8, 1024}), T({1024}), T({1024})}, {{"axis", int64_t{-1}}}).k(1024),
+    };
+    if (op == Op::RmsNorm) {
+      for (Variant& x : v)
+        if (x.inputs.size() == 3) x.inputs.pop_back();  // rms_norm has no bias
+    }
+    add(op, TolClass::composite, std::move(v));
+  }
+
+  // ---- linear algebra and structure (composites)
+  add(Op::MatMul, TolClass::contraction,
+      {V("2d", {T({7, 13}), T({13, 5})}).k(13), V("batched", {T({3, 7, 13}), T({3, 13, 5})}).k(13),
+       V("bcast_b", {T({3, 7, 13}), T({13, 5})}).k(13), V("bcast_a", {T({7, 13}), T({3, 13, 5})}).k(13),
+       V("bcast_partial", {T({2, 1, 7, 13}), T({3, 13, 5})}).k(13), V("vec_mat", {T({13}), T({13, 5})}).k(13),
+       V("mat_vec", {T({7, 13}), T({13})}).k(13), V("vec_vec", {T({13}), T({13})}).k(13),
+       V("k1", {T({7, 1}), T({1, 5})}), V("large", {T({64, 256}), T({256, 96})}).k(256),
+       V("large_batched", {T({4, 33, 65}), T({4, 65, 47})}).k(65)});
+  add(Op::Gemm, TolClass::contraction,
+      {V("nn", {T({7, 13}), T({13, 5})}).k(13),
+       V("tn", {T({13, 7}), T({13, 5})}, {{"trans_a", int64_t{1}}}).k(13),
+       V("nt", {T({7, 13}), T({5, 13})}, {{"trans_b", int64_t{1}}}).k(13),
+       V("tt", {T({13, 7}), T({5, 13})}, {{"trans_a", int64_t{1}}, {"trans_b", int64_t{1}}}).k(13),
+       V("bias_row", {T({7, 13}), T({13, 5}), T({5})}).k(13),
+       V("full_c_scaled", {T({7, 13}), T({13, 5}), T({7, 5})}, {{"alpha", 0.5}, {"beta", 2.0}}).k(13).mag(4),
+       V("scalar_c", {T({7, 13}), T({13, 5}), T({})}, {{"beta", 0.5}}).k(13),
+       V("col_c_tn", {T({13, 7}), T({13, 5}), T({7, 1})}, {{"trans_a", int64_t{1}}, {"beta", -1.0}}).k(13),
+       V("beta0", {T({7, 13}), T({13, 5}), T({7, 5})}, {{"beta", 0.0}}).k(13),
+       V("alpha_only", {T({7, 13}), T({13, 5})}, {{"alpha", -1.5}}).k(13).mag(2),
+       V("large_bias", {T({64, 256}), T({96, 256}), T({96})}, {{"trans_b", int64_t{1}}}).k(256)});
+  add(Op::Embedding, TolClass::bits,
+      {V("ids_1d", {T({11, 8}), Idx(DType::i64, {5}, -11, 11)}), V("ids_2d_i32", {T({11, 8}), Idx(DType::i32, {2, 3}, 0, 11)}),
+       V("ids_scalar", {T({11, 8}), Idx(DType::i64, {}, 0, 11)}),
+       V("large", {T({1000, 64}), Idx(DType::i64, {4, 50}, -1000, 1000)})});
+  add(Op::Slice, TolClass::bits,
+      {V("basic", {T({7, 13})}, {{"starts", I{1, 2}}, {"ends", I{5, 11}}}),
+       V("neg_idx", {T({7, 13})}, {{"starts", I{-5}}, {"ends", I{-1}}, {"axes", I{1}}}).reps(),
+       V("neg_steps", {T({7, 13})}, {{"starts", I{-1, 10}}, {"ends", I{-100, 1}}, {"axes", I{0, 1}}, {"steps", I{-1, -3}}}),
+       V("clamped", {T({7, 13})}, {{"starts", I{-100, 3}}, {"ends", I{100, 1000}}, {"steps", I{2, 4}}}).reps(),
+       V("neg_axes", {T({3, 5, 7})}, {{"starts", I{1}}, {"ends", I{4}}, {"axes", I{-2}}}).reps(),
+       V("empty", {T({7, 13})}, {{"starts", I{5}}, {"ends", I{2}}, {"axes", I{0}}}).reps()});
+  add(Op::Split, TolClass::bits,
+      {V("axis0", {T({7, 13})}, {{"sizes", I{3, 4}}}),
+       V("three_neg_axis", {T({3, 5, 7})}, {{"axis", int64_t{-1}}, {"sizes", I{2, 2, 3}}}).reps(),
+       V("with_empty", {T({7, 13})}, {{"axis", int64_t{1}}, {"sizes", I{0, 13}}}).reps(),
+       V("single", {T({7, 13})}, {{"sizes", I{7}}}).reps()});
+  add(Op::Squeeze, TolClass::bits,
+      {V("axis1", {T({7, 1, 13})}, {{"axes", I{1}}}), V("all", {T({1, 7, 1})}).reps(),
+       V("neg_axes", {T({7, 1, 13, 1})}, {{"axes", I{-1, 1}}}).reps(), V("to_scalar", {T({1})}, {{"axes", I{0}}}).reps()});
+  add(Op::Unsqueeze, TolClass::bits,
+      {V("front_back", {T({7, 13})}, {{"axes", I{0, 3}}}), V("neg", {T({7, 13})}, {{"axes", I{-1}}}).reps(),
+       V("scalar", {T({})}, {{"axes", I{0}}}).reps(), V("middle", {T({7, 13})}, {{"axes", I{1}}}).reps()});
+
+  // ---- convolution and pooling
+  add(Op::Conv2d, TolClass::contraction,
+      {V("basic", {T({1, 3, 9, 11}), T({4, 3, 3, 3})}).k(27),
+       V("stride_pad_bias", {T({2, 3, 9, 11}), T({4, 3, 3, 3}), T({4})}, {{"strides", I{2, 2}}, {"pads", I{1, 0, 2, 1}}}).k(27),
+       V("dilation", {T({1, 2, 10, 9}), T({3, 2, 3, 2})}, {{"dilations", I{2, 1}}, {"pads", I{1, 1, 1, 1}}}).k(12),
+       V("group2_bias", {T({1, 4, 7, 7}), T({6, 2, 3, 3}), T({6})}, {{"group", int64_t{2}}}).k(18),
+       V("depthwise", {T({1, 4, 7, 7}), T({4, 1, 3, 3})}, {{"group", int64_t{4}}, {"pads", I{1, 1, 1, 1}}}).k(9),
+       V("pointwise", {T({2, 8, 5, 6}), T({16, 8, 1, 1})}).k(8),
+       V("asym_stride", {T({1, 3, 8, 13}), T({2, 3, 2, 4})}, {{"strides", I{1, 3}}, {"pads", I{0, 2, 0, 2}}}).k(24),
+       V("large", {T({2, 16, 24, 24}), T({32, 16, 3, 3}), T({32})}, {{"pads", I{1, 1, 1, 1}}}).k(144)});
+  add(Op::MaxPool2d, TolClass::exact,
+      {V("k3s2p1", {T({1, 3, 9, 11})}, {{"kernel", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}}),
+       V("k2s2", {T({2, 3, 8, 8})}, {{"kernel", I{2, 2}}, {"strides", I{2, 2}}}),
+       V("ceil", {T({1, 2, 9, 10})}, {{"kernel", I{3, 3}}, {"strides", I{2, 2}}, {"ceil_mode", int64_t{1}}}),
+       V("dilation", {T({1, 2, 9, 9})}, {{"kernel", I{2, 3}}, {"dilations", I{2, 1}}, {"strides", I{1, 2}}}),
+       V("default_stride", {T({1, 2, 5, 6})}, {{"kernel", I{2, 2}}}),
+       V("specials", {T({1, 2, 6, 6}, Dist::specials)}, {{"kernel", I{2, 2}}, {"strides", I{2, 2}}})});
+  add(Op::AvgPool2d, TolClass::reduce,
+      {V("k3s2p1", {T({1, 3, 9, 11})}, {{"kernel", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}}).k(9),
+       V("k3s2p1_count_pad", {T({1, 3, 9, 11})},
+         {{"kernel", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}, {"count_include_pad", int64_t{1}}}).k(9),
+       V("ceil_pad", {T({1, 2, 9, 10})},
+         {{"kernel", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}, {"ceil_mode", int64_t{1}}}).k(9),
+       V("k2s2", {T({2, 3, 8, 8})}, {{"kernel", I{2, 2}}, {"strides", I{2, 2}}}).k(4),
+       V("asym", {T({1, 2, 7, 9})}, {{"kernel", I{2, 3}}, {"strides", I{1, 2}}, {"pads", I{1, 0, 0, 2}}}).k(6)});
+
+  // ---- transformer blocks
+  add(Op::Attention, TolClass::composite,
+      {V("mha", {T({2, 2, 5, 8}), T({2, 2, 7, 8}), T({2, 2, 7, 8})}).k(8).mag(2),
+       V("gqa_causal", {T({1, 4, 5, 8}), T({1, 2, 7, 8}), T({1, 2, 7, 8})}, {{"causal", int64_t{1}}}).k(8).mag(2),
+       V("bool_mask", {T({2, 2, 5, 8}), T({2, 2, 7, 8}), T({2, 2, 7, 8}), D(DType::boolean, {2, 1, 5, 7}, Dist::mask)}).k(8).mag(2),
+       V("float_mask", {T({2, 2, 5, 8}), T({2, 2, 7, 8}), T({2, 2, 7, 8}), T({5, 7}, Dist::mask)}).k(8).mag(2),
+       V("causal_bool_mask", {T({1, 2, 6, 4}), T({1, 2, 6, 4}), T({1, 2, 6, 4}), D(DType::boolean, {1, 1, 6, 6}, Dist::mask)},
+         {{"causal", int64_t{1}}}).k(6).mag(2),
+       V("scale_dv", {T({1, 2, 3, 8}), T({1, 2, 4, 8}), T({1, 2, 4, 6})}, {{"scale", 0.5}}).k(8).mag(2),
+       V("decode_gqa4", {T({2, 4, 1, 16}), T({2, 1, 9, 16}), T({2, 1, 9, 16})}, {{"causal", int64_t{1}}}).k(16).mag(2),
+       V("bshd_gqa_causal_mask", {T({2, 5, 4, 8}), T({2, 7, 2, 8}), T({2, 7, 2, 6}), D(DType::boolean, {2, 1, 5, 7}, Dist::mask)},
+         {{"causal", int64_t{1}}, {"layout", std::string("bshd")}}).k(8).mag(2),
+       V("bshd_float_mask", {T({1, 4, 2, 8}), T({1, 6, 2, 8}), T({1, 6, 2, 8}), T({4, 6}, Dist::mask)},
+         {{"layout", std::string("bshd")}}).k(8).mag(2)});
+  add(Op::Rope, TolClass::composite,
+      {V("half", {T({2, 3, 5, 8}), Idx(DType::i64, {5}, 0, 64)}).mag(2),
+       V("interleaved", {T({2, 3, 5, 8}), Idx(DType::i64, {5}, 0, 64)}, {{"interleaved", int64_t{1}}}).mag(2),
+       V("batched_pos_theta", {T({2, 3, 5, 8}), Idx(DType::i32, {2, 5}, 0, 1000)}, {{"theta", 500.0}}).mag(2),
+       V("batched_interleaved", {T({2, 3, 5, 8}), Idx(DType::i32, {2, 5}, 0, 1000)}, {{"interleaved", int64_t{1}}}).mag(2),
+       V("long_positions", {T({1, 2, 7, 16}), Idx(DType::i64, {7}, 0, 4096)}).mag(2),
+       V("bshd", {T({2, 5, 3, 8}), Idx(DType::i64, {5}, 0, 64)}, {{"layout", std::string("bshd")}}).mag(2),
+       V("bshd_interleaved_batched", {T({2, 5, 3, 8}), Idx(DType::i32, {2, 5}, 0, 1000)},
+         {{"layout", std::string("bshd")}, {"interleaved", int64_t{1}}}).mag(2)});
+
+  // ---- quantized weights (u8 blocks in ggml's formats)
+  {
+    std::vector<Variant> dq, qm;
+    for (const char* f : {"f16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_k",
+                          "iq4_nl", "iq4_xs"}) {
+      const std::string fmt = f;
+      const int64_t cols = 2 * quant_block(fmt);
+      dq.push_back(V(fmt, {Q(fmt, 3, cols)}, {{"format", fmt}, {"cols", cols}}).dtypes({DType::u8}));
+    }
+    dq.push_back(V("q8_0_batched_rows", {InputSpec{{2, 3, 68}, DType::u8, Dist::quant, 0, 0, "q8_0"}},
+                   {{"format", std::string("q8_0")}, {"cols", int64_t{64}}}).dtypes({DType::u8}));
+    add(Op::Dequantize, TolClass::arith, std::move(dq));
+    for (const char* f : {"q8_0", "q4_0", "q4_k", "q6_k", "f16"}) {
+      const std::string fmt = f;
+      const int64_t k = 2 * quant_block(fmt);
+      qm.push_back(V(fmt, {T({5, k}, Dist::unit), Q(fmt, 7, k)}, {{"format", fmt}}).k(k).mag(0.05));
+    }
+    qm.push_back(V("q8_0_batched", {T({2, 3, 64}, Dist::unit), Q("q8_0", 9, 64)}, {{"format", std::string("q8_0")}}).k(64).mag(0.05));
+    qm.push_back(V("q4_0_vec", {T({64}, Dist::unit), Q("q4_0", 9, 64)}, {{"format", std::string("q4_0")}}).k(64).mag(0.05));
+    add(Op::QMatMul, TolClass::contraction, std::move(qm));
+  }
+  return t;
+}
+
+}  // namespace
+
+const std::vector<OpCases>& case_table() {
+  static const std::vector<OpCases> t = build();
+  return t;
+}
+
+const OpCases* cases_for(Op op) {
+  for (const OpCases& c : case_table())
+    if (c.op == op) return &c;
+  return nullptr;
+}
+
+bool exempt_from_cases(Op op) { return op == Op::Param || op == Op::Constant; }
+
+}  // namespace rlx::conformance
