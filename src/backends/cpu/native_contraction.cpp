@@ -1,5 +1,9 @@
 #include "native_contraction.h"
 
+#include <algorithm>
+
+#include "kernels/qgemm.h"
+
 namespace rlx::cpu {
 namespace {
 
@@ -134,7 +138,37 @@ Expected<GemmPlan> plan_contraction(Op op, const Attrs& attrs, std::span<const T
   return error(ErrorCode::unsupported, op_name(op), " is not a contraction");
 }
 
+namespace {
+
+// dequantize and qmatmul on block-quantized weights (kernels/qgemm.h).
+Claim claim_quant(const NodeDesc& n) {
+  const std::string fmt = n.attrs.s("format");
+  auto qt = qgemm_format(fmt);
+  if (!qt) return Claim::no(cat("cpu has no kernel for quantization format '", fmt, "'"));
+  for (const TensorType& t : n.inputs)
+    if (!static_sizes(t.shape)) return Claim::no("the quantized kernels need static shapes");
+  const TensorType& w = n.inputs[n.op == Op::Dequantize ? 0 : 1];
+  if (w.dtype != DType::u8) return Claim::no(cat("quantized blocks must be u8, got ", dtype_name(w.dtype)));
+  const Sizes ws = *static_sizes(w.shape);
+  if (n.op == Op::Dequantize) {
+    const int64_t cols = n.attrs.i("cols");
+    return Claim::yes(cat("dequantize ", fmt, " ", qgemm_kernel_name(), " rows=", numel(ws) / std::max<int64_t>(1, ws.back()),
+                          " cols=", cols));
+  }
+  const TensorType& x = n.inputs[0];
+  if (x.dtype != DType::f32)
+    return Claim::no(cat("the native qmatmul multiplies f32 x, got ", dtype_name(x.dtype),
+                         " (the rewrite dequantizes, casts and multiplies instead)"));
+  const Sizes xs = *static_sizes(x.shape);
+  const int64_t k = xs.back(), m = numel(xs) / std::max<int64_t>(1, k);
+  return Claim::yes(cat("qmatmul ", fmt, " ", qgemm_kernel_name(), " m=", m, " n=", ws[0], " k=", k,
+                        m <= kQGemmFusedMaxRows ? " (fused decode)" : " (f32 tiles + gemm)"));
+}
+
+}  // namespace
+
 Claim claim_cpu_native(const NodeDesc& n) {
+  if (n.op == Op::Dequantize || n.op == Op::QMatMul) return claim_quant(n);
   if (n.op != Op::MatMul && n.op != Op::Dot && n.op != Op::Gemm)
     return Claim::no(cat("cpu has no native ", op_name(n.op), " kernel"));
   for (const TensorType& t : n.inputs)

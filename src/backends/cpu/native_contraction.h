@@ -27,7 +27,8 @@ struct GemmPlan {
 Expected<GemmPlan> plan_contraction(Op op, const Attrs& attrs, std::span<const TensorType> inputs,
                                     std::span<const TensorType> outputs);
 
-// Whether the CPU claims node `n` natively (contractions today), with the description.
+// Whether the CPU claims node `n` natively, with the description: contractions that map onto
+// one GEMM call, and dequantize / qmatmul (f32 x) in every format of rlx::quant_format().
 Claim claim_cpu_native(const NodeDesc& n);
 
 }  // namespace rlx::cpu

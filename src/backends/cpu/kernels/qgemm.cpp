@@ -1,0 +1,352 @@
+// The quantized-weight kernels' driver: argument checks, run-time ISA choice, threading, the
+// fused decode-and-multiply path for few rows of x and the tile + GEMM path for many; plus the
+// portable kernel family.
+#include "backends/cpu/kernels/qgemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "rlx/checked.h"
+#include "rlx/ops.h"
+#include "rlx/thread_pool.h"
+
+namespace rlx::cpu {
+namespace qgemm_detail {
+namespace {
+
+// The portable family: each block decoded by the scalar codec into a small buffer, then plain
+// loops (vectorized by the compiler for the baseline ISA). Only runs on CPUs without AVX2.
+template <int MR>
+void portable_rows_t(quant::QType t, const RowsArgs& a, int64_t j0, int64_t j1) {
+  const uint8_t* w = a.w;
+  const int64_t ldw = a.ldw, nb = a.nb, ldx = a.ldx, ldy = a.ldy;
+  const float* x = a.x;
+  float* y = a.y;
+  const quant::QTypeInfo& info = quant::qtype_info(t);
+  float buf[256];
+  for (int64_t j = j0; j < j1; ++j) {
+    float acc[MR] = {};
+    for (int64_t b = 0; b < nb; ++b) {
+      quant::dequantize_block(t, w + j * ldw + b * info.block_bytes, buf);
+      for (int r = 0; r < MR; ++r) {
+        const float* xr = x + r * ldx + b * info.block_elems;
+        float s = 0.f;
+        for (int64_t e = 0; e < info.block_elems; ++e) s += buf[e] * xr[e];
+        acc[r] += s;
+      }
+    }
+    for (int r = 0; r < MR; ++r) y[r * ldy + j] = acc[r];
+  }
+}
+
+template <quant::QType T, int MR>
+void portable_rows(const RowsArgs& a, int64_t j0, int64_t j1) {
+  portable_rows_t<MR>(T, a, j0, j1);
+}
+
+template <quant::QType T>
+void portable_decode(const uint8_t* w, int64_t nb, float* y) {
+  quant::dequantize_row(T, w, y, nb * quant::qtype_info(T).block_elems);
+}
+
+template <quant::QType T>
+void fill(QKernelFamily& f) {
+  const int t = static_cast<int>(T);
+  f.rows[t][0] = portable_rows<T, 1>;
+  f.rows[t][1] = portable_rows<T, 2>;
+  f.rows[t][2] = portable_rows<T, 3>;
+  f.rows[t][3] = portable_rows<T, 4>;
+  f.decode[t] = portable_decode<T>;
+}
+
+QKernelFamily make_portable() {
+  using quant::QType;
+  QKernelFamily f{};
+  f.name = "portable";
+  f.isa = GemmIsa::portable;
+  fill<QType::f32>(f);
+  fill<QType::f16>(f);
+  fill<QType::bf16>(f);
+  fill<QType::q4_0>(f);
+  fill<QType::q4_1>(f);
+  fill<QType::q5_0>(f);
+  fill<QType::q5_1>(f);
+  fill<QType::q8_0>(f);
+  fill<QType::q2_k>(f);
+  fill<QType::q3_k>(f);
+  fill<QType::q4_k>(f);
+  fill<QType::q5_k>(f);
+  fill<QType::q6_k>(f);
+  fill<QType::q8_k>(f);
+  fill<QType::iq4_nl>(f);
+  fill<QType::iq4_xs>(f);
+  return f;
+}
+
+}  // namespace
+
+bool needs_xsums(quant::QType t) { return t == quant::QType::q4_k || t == quant::QType::q5_k; }
+
+const QKernelFamily* qgemm_portable_family() {
+  static const QKernelFamily f = make_portable();
+  return &f;
+}
+
+}  // namespace qgemm_detail
+
+namespace {
+
+using qgemm_detail::QKernelFamily;
+using quant::QType;
+
+#if defined(__x86_64__)
+// F16C through CPUID (leaf 1, ECX bit 29): not every compiler's __builtin_cpu_supports knows it.
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+#endif
+
+bool cpu_has(GemmIsa isa) {
+#if defined(__x86_64__)
+  switch (isa) {
+    case GemmIsa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma") &&
+             has_f16c() && __builtin_cpu_supports("avx2");
+    case GemmIsa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
+    case GemmIsa::portable: return true;
+  }
+  return false;
+#else
+  return isa == GemmIsa::portable;
+#endif
+}
+
+const QKernelFamily* family_for(GemmIsa isa) {
+  if (!cpu_has(isa)) return nullptr;
+  switch (isa) {
+    case GemmIsa::avx512: return qgemm_detail::qgemm_avx512_family();
+    case GemmIsa::avx2: return qgemm_detail::qgemm_avx2_family();
+    case GemmIsa::portable: return qgemm_detail::qgemm_portable_family();
+  }
+  return nullptr;
+}
+
+const QKernelFamily* best_family() {
+  for (GemmIsa isa : {GemmIsa::avx512, GemmIsa::avx2})
+    if (const QKernelFamily* f = family_for(isa)) return f;
+  return qgemm_detail::qgemm_portable_family();
+}
+
+std::atomic<const QKernelFamily*>& current() {
+  static std::atomic<const QKernelFamily*> f{best_family()};
+  return f;
+}
+
+// A per-thread f32 scratch that only grows (so steady-state calls allocate nothing).
+float* scratch(size_t floats) {
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<float, Free> buf;
+  thread_local size_t cap = 0;
+  if (floats > cap) {
+    const size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    buf.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    cap = buf ? floats : 0;
+  }
+  return buf.get();
+}
+
+// f32 / f16 / bf16 rows are processed 16 values at a time; other lengths take the scalar codec.
+bool vector_ok(QType t, int64_t k) { return quant::qtype_info(t).block_elems > 1 || k % 16 == 0; }
+
+// Decodes `count` values starting at value `first` of row `row` (first and count are multiples
+// of the block size, or any values for single-value formats).
+void decode_slice(const QKernelFamily* fam, QType t, const uint8_t* row, int64_t first, int64_t count, float* out) {
+  const quant::QTypeInfo& info = quant::qtype_info(t);
+  const uint8_t* p = row + first / info.block_elems * info.block_bytes;
+  if (vector_ok(t, count)) {
+    fam->decode[static_cast<int>(t)](p, count / info.block_elems, out);
+  } else {
+    quant::dequantize_row(t, p, out, count);
+  }
+}
+
+constexpr int64_t kPanelRows = 64;     // weight rows per tile
+constexpr int64_t kPanelDepth = 1024;  // values per tile row (a multiple of every block size)
+
+Status check(const QGemmArgs& a) {
+  auto bad = [](const char* what) { return error(ErrorCode::invalid_argument, "qgemm: ", what); };
+  if (a.m < 0 || a.n < 0) return bad("negative m or n");
+  if (a.m == 0 || a.n == 0) return Status::ok();
+  auto rb = quant::row_bytes(a.type, a.k);
+  if (!rb)
+    return error(ErrorCode::invalid_argument, "qgemm: k = ", a.k, " is not a positive multiple of the ",
+                 quant::qtype_name(a.type), " block (", quant::qtype_info(a.type).block_elems, ")");
+  if (!a.x || !a.w || !a.y) return bad("null pointer");
+  if (a.ldx < a.k) return bad("ldx < k");
+  if (a.ldw < *rb) return bad("ldw is shorter than a row of blocks");
+  if (a.ldy < a.n) return bad("ldy < n");
+  return Status::ok();
+}
+
+// Sums of each row's 32-value chunks, then 16 zeros (RowsArgs::xs), into the caller's scratch.
+const float* chunk_sums(const QGemmArgs& a, int64_t& ld) {
+  ld = a.k / 32 + 16;
+  float* xs = scratch(static_cast<size_t>(a.m * ld));
+  if (!xs) return nullptr;
+  for (int64_t i = 0; i < a.m; ++i) {
+    const float* x = a.x + i * a.ldx;
+    for (int64_t c = 0; c < a.k / 32; ++c) {
+      float s = 0.f;
+      for (int p = 0; p < 32; ++p) s += x[32 * c + p];
+      xs[i * ld + c] = s;
+    }
+    for (int64_t c = a.k / 32; c < ld; ++c) xs[i * ld + c] = 0.f;
+  }
+  return xs;
+}
+
+void fused(const QKernelFamily* fam, const QGemmArgs& a, const float* xs, int64_t ldxs, int64_t j0, int64_t j1) {
+  const int t = static_cast<int>(a.type);
+  const int64_t nb = a.k / quant::qtype_info(a.type).block_elems;
+  for (int64_t i = 0; i < a.m; i += kQGemmFusedMaxRows) {
+    const int64_t mr = std::min<int64_t>(kQGemmFusedMaxRows, a.m - i);
+    const qgemm_detail::RowsArgs r{a.w, a.ldw, nb, a.x + i * a.ldx, a.ldx, xs ? xs + i * ldxs : nullptr, ldxs,
+                                   a.y + i * a.ldy, a.ldy};
+    fam->rows[t][mr - 1](r, j0, j1);
+  }
+}
+
+// Odd-length f32 / f16 / bf16 rows: decode each weight row, then dot products.
+void scalar_rows(const QGemmArgs& a, int64_t j0, int64_t j1) {
+  float* row = scratch(static_cast<size_t>(a.k));
+  for (int64_t j = j0; j < j1; ++j) {
+    quant::dequantize_row(a.type, a.w + j * a.ldw, row, a.k);
+    for (int64_t i = 0; i < a.m; ++i) {
+      const float* x = a.x + i * a.ldx;
+      float s = 0.f;
+      for (int64_t p = 0; p < a.k; ++p) s += x[p] * row[p];
+      a.y[i * a.ldy + j] = s;
+    }
+  }
+}
+
+// Rows of W that are worth one task: enough bytes to amortize waking a thread.
+int64_t row_grain(int64_t row_bytes, int64_t m) {
+  const int64_t per = std::max<int64_t>(1, row_bytes * std::max<int64_t>(1, m));
+  return std::max<int64_t>(4, (int64_t{1} << 16) / per);
+}
+
+}  // namespace
+
+std::optional<quant::QType> qgemm_format(std::string_view format) {
+  if (!quant_format(format)) return std::nullopt;  // only the ops table's formats
+  return quant::qtype_from_name(format);
+}
+
+Status qgemm(const QGemmArgs& a) {
+  RLX_TRY(check(a));
+  if (a.m == 0 || a.n == 0) return Status::ok();
+  const QKernelFamily* fam = current().load(std::memory_order_relaxed);
+  ThreadPool& pool = ThreadPool::global();
+  const int64_t rb = *quant::row_bytes(a.type, a.k);
+  if (!vector_ok(a.type, a.k)) {
+    pool.parallel_for(a.n, row_grain(rb, a.m), [&](int64_t j0, int64_t j1) { scalar_rows(a, j0, j1); });
+    return Status::ok();
+  }
+  if (a.m <= kQGemmFusedMaxRows) {
+    const float* xs = nullptr;
+    int64_t ldxs = 0;
+    if (qgemm_detail::needs_xsums(a.type) && fam->isa != GemmIsa::portable) {
+      xs = chunk_sums(a, ldxs);
+      if (!xs) return error(ErrorCode::runtime_error, "qgemm: out of memory for x's chunk sums");
+    }
+    const int64_t grain = row_grain(rb, a.m);
+    if (a.n <= grain) {
+      fused(fam, a, xs, ldxs, 0, a.n);
+    } else {
+      pool.parallel_for(a.n, grain, [&](int64_t j0, int64_t j1) { fused(fam, a, xs, ldxs, j0, j1); });
+    }
+    return Status::ok();
+  }
+  // Many rows of x: decode a panel of weight rows into an f32 tile (reused by every row of x)
+  // and multiply it with the f32 GEMM, one panel per task.
+  const int64_t panels = (a.n + kPanelRows - 1) / kPanelRows;
+  std::atomic<bool> failed{false};
+  Status first_error;
+  std::atomic<int> error_claimed{0};
+  pool.run(panels, [&](int64_t task, int) {
+    const int64_t j0 = task * kPanelRows, nr = std::min(kPanelRows, a.n - j0);
+    float* tile = scratch(static_cast<size_t>(kPanelRows * kPanelDepth));
+    if (!tile) {
+      failed = true;
+      return;
+    }
+    for (int64_t k0 = 0; k0 < a.k; k0 += kPanelDepth) {
+      const int64_t kc = std::min(kPanelDepth, a.k - k0);
+      for (int64_t r = 0; r < nr; ++r) decode_slice(fam, a.type, a.w + (j0 + r) * a.ldw, k0, kc, tile + r * kc);
+      GemmArgs g;
+      g.m = a.m;
+      g.n = nr;
+      g.k = kc;
+      g.a = a.x + k0;
+      g.lda = a.ldx;
+      g.b = tile;
+      g.ldb = kc;
+      g.trans_b = true;
+      g.c = a.y + j0;
+      g.ldc = a.ldy;
+      g.beta = k0 == 0 ? 0.f : 1.f;
+      Status s = sgemm(g);
+      if (!s.is_ok() && error_claimed.fetch_add(1) == 0) {
+        first_error = s;
+        failed = true;
+      }
+    }
+  });
+  if (failed) return first_error.is_ok() ? error(ErrorCode::runtime_error, "qgemm: out of memory for the f32 tile") : first_error;
+  return Status::ok();
+}
+
+Status dequantize_rows(QType type, const uint8_t* w, int64_t rows, int64_t cols, float* y) {
+  if (rows < 0) return error(ErrorCode::invalid_argument, "dequantize: negative row count");
+  if (rows == 0) return Status::ok();
+  auto rb = quant::row_bytes(type, cols);
+  if (!rb)
+    return error(ErrorCode::invalid_argument, "dequantize: ", cols, " is not a positive multiple of the ",
+                 quant::qtype_name(type), " block");
+  if (!w || !y) return error(ErrorCode::invalid_argument, "dequantize: null pointer");
+  const QKernelFamily* fam = current().load(std::memory_order_relaxed);
+  auto body = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) decode_slice(fam, type, w + r * *rb, 0, cols, y + r * cols);
+  };
+  const int64_t grain = row_grain(*rb, 4);
+  if (rows <= grain) {
+    body(0, rows);
+  } else {
+    ThreadPool::global().parallel_for(rows, grain, body);
+  }
+  return Status::ok();
+}
+
+const char* qgemm_kernel_name() { return current().load()->name; }
+
+bool set_qgemm_isa(GemmIsa isa) {
+  const QKernelFamily* f = family_for(isa);
+  if (!f) return false;
+  current().store(f);
+  return true;
+}
+
+}  // namespace rlx::cpu

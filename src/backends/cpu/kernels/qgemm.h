@@ -1,0 +1,85 @@
+// cpu/kernels/qgemm.h: the CPU device's native kernels for block-quantized weights (llama.cpp's
+// GGUF formats): dequantize, and qmatmul y = x * W^T with W kept quantized.
+//
+// qmatmul never expands W to f32 as a whole. With few rows of x (decode, m <= 4) each weight
+// block is decoded into vector registers and multiplied into up to 4 rows of x at once, several
+// weight rows interleaved for independent accumulators; this streams W once and is bound by
+// memory bandwidth. With many rows (prefill) panels of 64 weight rows x 1024 values are decoded
+// into a per-thread f32 tile (256 KB, cache resident) and multiplied by the f32 GEMM, so each
+// decoded block is reused by every row of x. Work is split over output rows on
+// rlx::ThreadPool::global(). Kernels exist for AVX-512, AVX2 (+FMA, F16C) and portable C++,
+// chosen at run time, so the library needs no -march flag.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "backends/cpu/kernels/gemm.h"
+#include "quant/ggml_quants.h"
+#include "rlx/status.h"
+
+namespace rlx::cpu {
+
+// The codec behind an ops-table quant format name ("q4_k", "f16", ...) if the CPU kernels run
+// it, else nullopt. Every format of rlx::quant_format() is supported.
+std::optional<quant::QType> qgemm_format(std::string_view format);
+
+// y[i * ldy + j] = sum_p x[i * ldx + p] * W(j, p) for i < m, j < n, where row j of W is the
+// row_bytes(type, k) bytes at w + j * ldw. k must be a positive multiple of the block size.
+struct QGemmArgs {
+  quant::QType type = quant::QType::q8_0;
+  int64_t m = 0, n = 0, k = 0;
+  const float* x = nullptr; int64_t ldx = 0;
+  const uint8_t* w = nullptr; int64_t ldw = 0;
+  float* y = nullptr; int64_t ldy = 0;
+};
+
+// Checks the arguments (invalid_argument naming the field) and runs, multi-threaded.
+// Steady-state calls allocate nothing (tiles are thread-local and only grow).
+Status qgemm(const QGemmArgs& args);
+
+// y[r * cols + c] = W(r, c) for r < rows: decodes `rows` rows of `cols` values (row stride
+// row_bytes(type, cols)), multi-threaded.
+Status dequantize_rows(quant::QType type, const uint8_t* w, int64_t rows, int64_t cols, float* y);
+
+// Rows of x up to which qgemm uses the fused decode-and-multiply path (above it: tiles + GEMM).
+inline constexpr int64_t kQGemmFusedMaxRows = 4;
+
+// The kernel family in use ("avx512", "avx2", "portable"); set_qgemm_isa selects one (tests),
+// returning false if the CPU cannot run it.
+const char* qgemm_kernel_name();
+bool set_qgemm_isa(GemmIsa isa);
+
+// ---------------------------------------------------------------------------------------
+// Internal: one kernel family (qgemm_<isa>.cpp).
+namespace qgemm_detail {
+
+// One fused call: mr (1..4) rows of x against weight rows [j0, j1), each nb blocks long.
+// xs holds, for each row of x, the sums of its 32-value chunks (k / 32 of them, then 16 zeros;
+// row stride ldxs), which formats with per-block mins use; it is null for the others.
+struct RowsArgs {
+  const uint8_t* w; int64_t ldw; int64_t nb;
+  const float* x; int64_t ldx;
+  const float* xs; int64_t ldxs;
+  float* y; int64_t ldy;
+};
+using RowsFn = void (*)(const RowsArgs& a, int64_t j0, int64_t j1);
+// Whether the kernels of format t read RowsArgs::xs.
+bool needs_xsums(quant::QType t);
+// decode: nb blocks of one row into y.
+using DecodeFn = void (*)(const uint8_t* w, int64_t nb, float* y);
+
+struct QKernelFamily {
+  const char* name;
+  GemmIsa isa;
+  RowsFn rows[quant::kNumQTypes][kQGemmFusedMaxRows];
+  DecodeFn decode[quant::kNumQTypes];
+};
+
+const QKernelFamily* qgemm_avx512_family();  // null if not compiled
+const QKernelFamily* qgemm_avx2_family();
+const QKernelFamily* qgemm_portable_family();
+
+}  // namespace qgemm_detail
+}  // namespace rlx::cpu
