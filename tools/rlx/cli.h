@@ -47,8 +47,10 @@ int cmd_info(int argc, char** argv);
 int cmd_explain(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_convert(int argc, char** argv);
 int cmd_embed(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
+int cmd_train(int argc, char** argv);
 
 // Inputs for a graph: random floats, small integer ids, all-ones masks; symbolic dims bound
 // from `dims` (batch-like and sequence-like dims recognised by name or position).

@@ -19,11 +19,17 @@ const std::vector<Verb>& verbs() {
        "rlx bench MODEL [--device D] [--batch 1,8,32] [--seq 128] [--runs N] [--warmup N] [--format md|json|csv] "
        "[--dims k=v,...]",
        cmd_bench},
+      {"convert", "convert weights between safetensors and GGUF, optionally quantizing 2-D weights",
+       "rlx convert IN OUT [--quant Q8_0|Q4_0|Q4_K|Q6_K]   (OUT ends in .gguf or .safetensors)", cmd_convert},
       {"embed", "sentence embeddings with a BERT-family model folder",
        "rlx embed MODEL_DIR TEXT... [--device D] [--batch N] [--max-length L] [--out FILE.npy|FILE.json] [--quiet]",
        cmd_embed},
       {"make-model", "write a deterministic random-weight model in its real layout (offline tests, benchmarks)",
        "rlx make-model minilm --out DIR [--seed S]", cmd_make_model},
+      {"train", "train a classifier (MNIST MLP or tiny CNN): one compiled step for forward, backward and update",
+       "rlx train mnist --arch mlp|tinyconv [--epochs E] [--batch B] [--lr LR] [--optimizer sgd|adam|adamw] "
+       "[--data DIR | --synthetic] [--json FILE] [--save FILE.safetensors] [--seed S] [--device D]  (docs/training.md)",
+       cmd_train},
   };
   return v;
 }

@@ -1,0 +1,88 @@
+// The compiled training step alone: steps per second of rlx::train::Trainer on random data
+// held in memory (no data loading, no shuffling), and the step's kernel listing. For
+// profiling the compiler's output; the peer comparison is bench/train_bench.sh.
+//
+//   rlx_bench_train_step [--arch mlp|tinyconv] [--batch B] [--optimizer sgd|adam|adamw]
+//                        [--momentum M] [--steps N] [--listing]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "train/init.h"
+#include "train/trainer.h"
+
+using namespace rlx;
+using namespace rlx::train;
+
+int main(int argc, char** argv) {
+  std::string arch = "mlp", optimizer = "sgd";
+  int64_t batch = 128, steps = 200;
+  double momentum = 0.0;
+  bool listing = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--arch") arch = next();
+    else if (a == "--batch") batch = std::stoll(next());
+    else if (a == "--optimizer") optimizer = next();
+    else if (a == "--momentum") momentum = std::stod(next());
+    else if (a == "--steps") steps = std::stoll(next());
+    else if (a == "--listing") listing = true;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  auto model = mnist_model(arch, 1);
+  auto kind = parse_optimizer(optimizer);
+  if (!model || !kind) {
+    std::fprintf(stderr, "bad --arch or --optimizer\n");
+    return 2;
+  }
+  TrainConfig cfg;
+  cfg.optimizer.kind = *kind;
+  cfg.optimizer.momentum = momentum;
+  auto trainer = Trainer::create(*model, cfg);
+  if (!trainer) {
+    std::fprintf(stderr, "%s\n", trainer.status().to_string().c_str());
+    return 1;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto var = (*trainer)->step_variant(batch);
+  if (!var) {
+    std::fprintf(stderr, "%s\n", var.status().to_string().c_str());
+    return 1;
+  }
+  double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (listing) {
+    std::printf("%s\n", (*var)->report.to_text().c_str());
+    std::printf("%s\n", (*var)->executable->stats().kernel_listing.c_str());
+  }
+  Sizes xs{batch};
+  xs.insert(xs.end(), model->example_shape.begin(), model->example_shape.end());
+  Tensor x = uniform(DType::f32, xs, 0.0, 1.0, 7);
+  Tensor y = Tensor::zeros(DType::i32, {batch});
+  for (int64_t i = 0; i < batch; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+  for (int i = 0; i < 5; ++i) (void)(*trainer)->step(x, y, 0.01);
+  std::vector<double> times;
+  for (int r = 0; r < 5; ++r) {
+    auto a = std::chrono::steady_clock::now();
+    for (int64_t s = 0; s < steps; ++s) {
+      auto l = (*trainer)->step(x, y, 0.01);
+      if (!l) {
+        std::fprintf(stderr, "%s\n", l.status().to_string().c_str());
+        return 1;
+      }
+    }
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() / static_cast<double>(steps));
+  }
+  std::sort(times.begin(), times.end());
+  std::printf("%s batch %lld %s: compile %.2f s, step %.1f us (best %.1f), %.0f images/s (best %.0f), %d native + %d generated kernels\n",
+              arch.c_str(), static_cast<long long>(batch), optimizer.c_str(), compile_s, times[2] * 1e6, times[0] * 1e6,
+              static_cast<double>(batch) / times[2], static_cast<double>(batch) / times[0],
+              (*var)->executable->stats().native_kernels, (*var)->executable->stats().generated_kernels);
+  return 0;
+}

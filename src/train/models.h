@@ -1,0 +1,35 @@
+// Classifier definitions for training: parameters (with their seeded initial values) and a
+// forward function that emits graph-level ops. The MNIST architectures:
+//   mlp:      784 -> 128 (ReLU) -> 10
+//   tinyconv: conv 1->8 3x3 + ReLU, max-pool 2, conv 8->16 3x3 + ReLU, max-pool 2,
+//             fully connected 400 -> 10   (28 -> 26 -> 13 -> 11 -> 5; 16 * 5 * 5 = 400)
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rlx/op_builder.h"
+
+namespace rlx::train {
+
+struct ParamSpec {
+  std::string name;  // as saved in safetensors ("fc1.weight", ...)
+  Tensor init;       // initial value (its dtype and shape are the parameter's)
+};
+
+struct ModelDef {
+  std::string name;
+  Sizes example_shape;  // one input example, e.g. {784} or {1, 28, 28}
+  int64_t classes = 10;
+  std::vector<ParamSpec> params;
+  // logits [B, classes] from images [B, example_shape...] and the parameters (params order)
+  std::function<ValueId(OpBuilder& o, ValueId images, std::span<const ValueId> params)> forward;
+};
+
+// "mlp" or "tinyconv", f32, weights Kaiming-uniform (ReLU gain; gain 1 for the output layer)
+// from `seed`, biases zero. Linear weights are stored [in, out] (y = x W + b).
+Expected<ModelDef> mnist_model(std::string_view arch, uint64_t seed);
+
+}  // namespace rlx::train

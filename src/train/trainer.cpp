@@ -1,0 +1,218 @@
+#include "trainer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "autodiff.h"
+#include "losses.h"
+
+namespace rlx::train {
+namespace {
+
+TensorType batch_type(const ModelDef& m, int64_t batch) {
+  Sizes s{batch};
+  s.insert(s.end(), m.example_shape.begin(), m.example_shape.end());
+  return TensorType{DType::f32, to_shape(s)};
+}
+
+Status check_batch(const ModelDef& m, const Tensor& images, const Tensor& labels) {
+  if (images.dtype() != DType::f32 || images.rank() != static_cast<int>(m.example_shape.size()) + 1)
+    return error(ErrorCode::invalid_argument, "images must be f32 [B, ", sizes_to_string(m.example_shape),
+                 "...], got ", images.type().to_string());
+  for (size_t i = 0; i < m.example_shape.size(); ++i)
+    if (images.sizes()[i + 1] != m.example_shape[i])
+      return error(ErrorCode::invalid_argument, "images must be [B] + ", sizes_to_string(m.example_shape), ", got ",
+                   sizes_to_string(images.sizes()));
+  if (labels.dtype() != DType::i32 || labels.rank() != 1 || labels.sizes()[0] != images.sizes()[0])
+    return error(ErrorCode::invalid_argument, "labels must be i32 [", images.sizes()[0], "], got ", labels.type().to_string());
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfig& opt, int64_t batch) {
+  if (batch <= 0) return error(ErrorCode::invalid_argument, "batch size must be positive, got ", batch);
+  StepGraph sg;
+  Graph& g = sg.graph;
+  g.name = model.name + "_train_step";
+  StepLayout& L = sg.layout;
+  const ValueId images = g.add_input("images", batch_type(model, batch));
+  const ValueId labels = g.add_input("labels", TensorType{DType::i32, {Dim(batch)}});
+  const ValueId lr = g.add_input("lr", TensorType{DType::f32, {}});
+  const ValueId step = g.add_input("step", TensorType{DType::f32, {}});
+  std::vector<ValueId> params;
+  for (const ParamSpec& p : model.params) params.push_back(g.add_input(p.name, p.init.type()));
+  const int slots = state_slots(opt);
+  const auto slot_names = state_slot_names(opt);
+  std::vector<std::vector<ValueId>> state(model.params.size());
+  for (int s = 0; s < slots; ++s)
+    for (size_t i = 0; i < model.params.size(); ++i)
+      state[i].push_back(g.add_input(cat(model.params[i].name, ".", slot_names[s]), model.params[i].init.type()));
+  L.num_params = static_cast<int>(params.size());
+  L.num_states = slots * L.num_params;
+  L.first_state = L.first_param + L.num_params;
+  L.first_new_state = L.first_new_param + L.num_params;
+
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  ValueId logits = model.forward(o, images, params);
+  ValueId loss = cross_entropy(o, logits, labels);
+  RLX_TRY(o.status().with_context("building the forward graph"));
+  RLX_ASSIGN_OR_RETURN(Gradients gr, differentiate(g, loss, params));
+  const std::vector<ValueId>& grads = gr.grads;
+  std::vector<ValueId> new_params, new_state(static_cast<size_t>(L.num_states), kNoValue);
+  GraphBuilder ub(g);
+  OpBuilder u(ub);
+  for (size_t i = 0; i < params.size(); ++i) {
+    ParamUpdate up = apply_optimizer(u, opt, params[i], grads[i], state[i], lr, step);
+    RLX_TRY(u.status().with_context(cat("optimizer update of ", model.params[i].name)));
+    new_params.push_back(up.param);
+    for (int s = 0; s < slots; ++s) new_state[s * params.size() + i] = up.state[s];
+  }
+  g.outputs = {loss};
+  g.outputs.insert(g.outputs.end(), new_params.begin(), new_params.end());
+  g.outputs.insert(g.outputs.end(), new_state.begin(), new_state.end());
+  L.first_saved = static_cast<int>(g.outputs.size());
+  for (ValueId v : gr.reuse) {
+    if (g.values[v].producer < 0 || std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) continue;
+    g.outputs.push_back(v);
+    ++L.num_saved;
+  }
+  for (int i = 0; i < L.num_params; ++i) L.donate.push_back({L.first_new_param + i, L.first_param + i});
+  for (int i = 0; i < L.num_states; ++i) L.donate.push_back({L.first_new_state + i, L.first_state + i});
+  return sg;
+}
+
+Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch) {
+  Graph g;
+  g.name = model.name + "_eval";
+  const ValueId images = g.add_input("images", batch_type(model, batch));
+  const ValueId labels = g.add_input("labels", TensorType{DType::i32, {Dim(batch)}});
+  std::vector<ValueId> params;
+  for (const ParamSpec& p : model.params) params.push_back(g.add_input(p.name, p.init.type()));
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  ValueId logits = model.forward(o, images, params);
+  ValueId loss_sum = o.reduce_sum(cross_entropy_per_example(o, logits, labels), {0}, false);
+  ValueId pred = o.cast(o.argmax(logits, 1, false), DType::i32);
+  ValueId correct = o.reduce_sum(o.cast(o.op(Op::Equal, {pred, labels}), DType::f32), {0}, false);
+  RLX_TRY(o.status());
+  g.outputs = {loss_sum, correct};
+  return g;
+}
+
+Expected<std::unique_ptr<Trainer>> Trainer::create(ModelDef model, TrainConfig config) {
+  if (!model.forward || model.params.empty()) return error(ErrorCode::invalid_argument, "the model has no forward or no parameters");
+  std::unique_ptr<Trainer> t(new Trainer(std::move(model), std::move(config)));
+  for (const ParamSpec& p : t->model_.params) {
+    if (!is_float(p.init.dtype())) return error(ErrorCode::invalid_argument, "parameter ", p.name, " is not a float tensor");
+    t->params_.push_back(p.init.clone());
+  }
+  const int slots = state_slots(t->config_.optimizer);
+  for (int s = 0; s < slots; ++s)
+    for (const ParamSpec& p : t->model_.params) t->state_.push_back(Tensor::zeros(p.init.dtype(), p.init.sizes()));
+  t->lr_ = Tensor::zeros(DType::f32, {});
+  t->step_ = Tensor::zeros(DType::f32, {});
+  return t;
+}
+
+Expected<Trainer::Compiled*> Trainer::step_for(int64_t batch) {
+  auto it = steps_by_batch_.find(batch);
+  if (it != steps_by_batch_.end()) return it->second.get();
+  RLX_ASSIGN_OR_RETURN(StepGraph sg, build_step_graph(model_, config_.optimizer, batch));
+  auto c = std::make_unique<Compiled>();
+  CompileOptions opts;
+  opts.device = config_.device;
+  opts.policy = config_.policy;
+  opts.donate = sg.layout.donate;
+  const StepLayout layout = sg.layout;
+  RLX_ASSIGN_OR_RETURN(c->model, Model::compile(std::move(sg.graph), opts));
+  RLX_ASSIGN_OR_RETURN(c->variant, c->model->prepare({}));
+  c->scalar_out = Tensor::zeros(DType::f32, {});
+  c->inputs = {Tensor(), Tensor(), lr_, step_};  // images and labels are bound per step
+  c->inputs.insert(c->inputs.end(), params_.begin(), params_.end());
+  c->inputs.insert(c->inputs.end(), state_.begin(), state_.end());
+  c->outputs = {c->scalar_out};
+  c->outputs.insert(c->outputs.end(), params_.begin(), params_.end());
+  c->outputs.insert(c->outputs.end(), state_.begin(), state_.end());
+  const Graph& bound = c->model->graph();
+  for (int i = 0; i < layout.num_saved; ++i) {
+    const TensorType& t = bound.type(bound.outputs[static_cast<size_t>(layout.first_saved + i)]);
+    c->saved.push_back(Tensor::zeros(t.dtype, *static_sizes(t.shape)));
+  }
+  c->outputs.insert(c->outputs.end(), c->saved.begin(), c->saved.end());
+  Compiled* p = c.get();
+  steps_by_batch_[batch] = std::move(c);
+  return p;
+}
+
+Status Trainer::prepare(int64_t batch) { return step_for(batch).status(); }
+
+Expected<const CompiledVariant*> Trainer::step_variant(int64_t batch) {
+  RLX_ASSIGN_OR_RETURN(Compiled * c, step_for(batch));
+  return static_cast<const CompiledVariant*>(c->variant);
+}
+
+Expected<float> Trainer::step(const Tensor& images, const Tensor& labels, double lr) {
+  RLX_TRY(check_batch(model_, images, labels));
+  RLX_ASSIGN_OR_RETURN(Compiled * c, step_for(images.sizes()[0]));
+  c->inputs[0] = images;
+  c->inputs[1] = labels;
+  lr_.data<float>()[0] = static_cast<float>(lr);
+  step_.data<float>()[0] = static_cast<float>(steps_ + 1);
+  RLX_TRY(c->variant->executable->run_into(c->inputs, c->outputs));
+  ++steps_;
+  // drop the references to the caller's batch buffers
+  c->inputs[0] = Tensor();
+  c->inputs[1] = Tensor();
+  return c->scalar_out.data<float>()[0];
+}
+
+Expected<Trainer::Compiled*> Trainer::eval_for(int64_t batch) {
+  auto it = evals_by_batch_.find(batch);
+  if (it != evals_by_batch_.end()) return it->second.get();
+  RLX_ASSIGN_OR_RETURN(Graph g, build_eval_graph(model_, batch));
+  auto c = std::make_unique<Compiled>();
+  RLX_ASSIGN_OR_RETURN(c->model, Model::compile(std::move(g), {.device = config_.device, .policy = config_.policy}));
+  RLX_ASSIGN_OR_RETURN(c->variant, c->model->prepare({}));
+  c->scalar_out = Tensor::zeros(DType::f32, {});
+  c->scalar_out2 = Tensor::zeros(DType::f32, {});
+  c->outputs = {c->scalar_out, c->scalar_out2};
+  Compiled* p = c.get();
+  evals_by_batch_[batch] = std::move(c);
+  return p;
+}
+
+Expected<EvalResult> Trainer::evaluate(const Tensor& images, const Tensor& labels, int64_t batch) {
+  RLX_TRY(check_batch(model_, images, labels));
+  if (batch <= 0) return error(ErrorCode::invalid_argument, "evaluation batch must be positive");
+  const int64_t n = images.sizes()[0];
+  const int64_t example = images.numel() / std::max<int64_t>(1, n);
+  EvalResult r;
+  double loss_sum = 0.0;
+  for (int64_t start = 0; start < n; start += batch) {
+    const int64_t b = std::min(batch, n - start);
+    RLX_ASSIGN_OR_RETURN(Compiled * c, eval_for(b));
+    Sizes is = images.sizes();
+    is[0] = b;
+    // views into the dataset: no copy
+    Tensor x(DType::f32, is, images.storage(), images.byte_offset() + static_cast<size_t>(start * example) * 4);
+    Tensor y(DType::i32, {b}, labels.storage(), labels.byte_offset() + static_cast<size_t>(start) * 4);
+    std::vector<Tensor> in{x, y};
+    in.insert(in.end(), params_.begin(), params_.end());
+    RLX_TRY(c->variant->executable->run_into(in, c->outputs));
+    loss_sum += c->scalar_out.data<float>()[0];
+    r.correct += static_cast<int64_t>(c->scalar_out2.data<float>()[0] + 0.5f);
+    r.count += b;
+  }
+  r.loss = r.count ? loss_sum / static_cast<double>(r.count) : 0.0;
+  return r;
+}
+
+std::vector<std::pair<std::string, Tensor>> Trainer::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> r;
+  for (size_t i = 0; i < params_.size(); ++i) r.push_back({model_.params[i].name, params_[i]});
+  return r;
+}
+
+}  // namespace rlx::train

@@ -1,0 +1,110 @@
+// The training step as one compiled graph, and a trainer that runs it.
+//
+//   auto model = rlx::train::mnist_model("mlp", seed);
+//   auto trainer = rlx::train::Trainer::create(*model, {.optimizer = {.kind = OptimizerKind::adam}});
+//   float loss = *(*trainer)->step(images, labels, lr);   // forward + backward + update
+//
+// The step graph (build_step_graph) takes, in this order,
+//   images [B, example...] f32, labels [B] i32, lr [] f32, step [] f32,
+//   every parameter, then every optimizer state tensor (slot by slot, parameters in order),
+// and returns the mean loss [] f32, the new parameters and the new state in the same order
+// (then any saved intermediates, see StepLayout::first_saved).
+// It is compiled with CompileOptions::donate pairing each new parameter / state output with
+// its input, and run with the same tensors as inputs and outputs, so parameters and state are
+// updated in place; a step allocates nothing. The learning rate and the step number are
+// inputs, so a schedule needs no recompilation.
+//
+// Batch sizes: each distinct batch size gets its own compiled step (static shapes let the
+// GEMMs and fused kernels be planned exactly); the trainer caches them, so an epoch whose last
+// batch is partial compiles two variants once and reuses them. Nothing is padded or masked.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models.h"
+#include "optim.h"
+#include "rlx/compile.h"
+
+namespace rlx::train {
+
+struct TrainConfig {
+  OptimizerConfig optimizer;
+  std::string device = "cpu";
+  DispatchPolicy policy;
+};
+
+// Inputs / outputs layout of a step graph (indices into Graph::inputs / Graph::outputs).
+struct StepLayout {
+  int images = 0, labels = 1, lr = 2, step = 3;
+  int first_param = 4, first_state = 0;  // inputs
+  int loss = 0, first_new_param = 1, first_new_state = 0;  // outputs
+  int num_params = 0, num_states = 0;
+  // After the new state: values autodiff asked to materialize (Gradients::reuse), outputs
+  // only so that the scheduler keeps them in memory instead of recomputing them per use.
+  int first_saved = 0, num_saved = 0;
+  std::vector<std::pair<int, int>> donate;  // (output, input)
+};
+
+struct StepGraph {
+  Graph graph;
+  StepLayout layout;
+};
+
+// The training step of `model` for batch size `batch` (see the top of this file).
+Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfig& opt, int64_t batch);
+// The evaluation graph: inputs images, labels, parameters; outputs the sum of per-example
+// cross-entropy [] f32 and the number of correct argmax predictions [] f32.
+Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch);
+
+struct EvalResult {
+  double loss = 0.0;  // mean cross-entropy
+  int64_t correct = 0, count = 0;
+  double accuracy() const { return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0; }
+};
+
+class Trainer {
+ public:
+  static Expected<std::unique_ptr<Trainer>> create(ModelDef model, TrainConfig config);
+
+  // One step on a batch: images [B, example...] f32, labels [B] i32 (values in [0, classes)).
+  // Returns the batch's mean loss (before the update).
+  Expected<float> step(const Tensor& images, const Tensor& labels, double lr);
+  // Compiles the step for batch size b ahead of time (so a timed loop does not include it).
+  Status prepare(int64_t batch);
+  // Accuracy and mean loss over a dataset, `batch` images at a time (last batch partial).
+  Expected<EvalResult> evaluate(const Tensor& images, const Tensor& labels, int64_t batch);
+
+  const ModelDef& model() const { return model_; }
+  const TrainConfig& config() const { return config_; }
+  int64_t steps_done() const { return steps_; }
+  // Current parameters, updated in place by step(); and the optimizer state.
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  const std::vector<Tensor>& state() const { return state_; }
+  // The compiled step for batch size b (compiled on first use), for reports and tests.
+  Expected<const CompiledVariant*> step_variant(int64_t batch);
+
+ private:
+  Trainer(ModelDef m, TrainConfig c) : model_(std::move(m)), config_(std::move(c)) {}
+  struct Compiled {
+    std::unique_ptr<Model> model;
+    CompiledVariant* variant = nullptr;
+    std::vector<Tensor> inputs, outputs;
+    Tensor scalar_out;
+    Tensor scalar_out2;
+    std::vector<Tensor> saved;
+  };
+  Expected<Compiled*> step_for(int64_t batch);
+  Expected<Compiled*> eval_for(int64_t batch);
+
+  ModelDef model_;
+  TrainConfig config_;
+  std::vector<Tensor> params_, state_;
+  Tensor lr_, step_;
+  int64_t steps_ = 0;
+  std::map<int64_t, std::unique_ptr<Compiled>> steps_by_batch_, evals_by_batch_;
+};
+
+}  // namespace rlx::train

@@ -1,0 +1,416 @@
+// Every vector-Jacobian rule against central finite differences, in f64 on the reference
+// device, with fresh random inputs each run (the seed is printed on failure). Each case
+// builds a small graph around one op; the loss is sum_k sum(y_k * r_k) with random r_k, so
+// every output element's gradient is exercised with a different weight.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <set>
+
+#include "rlx/compile.h"
+#include "rlx/op_builder.h"
+#include "rlx/verify.h"
+#include "train/autodiff.h"
+
+namespace rlx::train {
+namespace {
+
+struct In {
+  DType dt = DType::f64;
+  Sizes shape;
+  double lo = -1.0, hi = 1.0;       // uniform range of random values
+  std::vector<double> values = {};  // fixed values (indices, masks); random when empty
+  bool diff = true;                 // differentiate with respect to it
+  double min_abs = 0.0;             // resample values closer to 0 than this (kinks at 0)
+  double min_frac_dist = 0.0;       // resample values closer than this to an integer or half
+};
+
+using Body = std::function<std::vector<ValueId>(OpBuilder& o, const std::vector<ValueId>& in)>;
+
+struct Case {
+  std::string name;
+  Op op;
+  std::vector<In> inputs;
+  Body body;
+  std::string device = "ref";
+  double rtol = 1e-6;
+};
+
+In F(Sizes s, double lo = -1.0, double hi = 1.0) { return In{DType::f64, std::move(s), lo, hi}; }
+In Pos(Sizes s) { return In{DType::f64, std::move(s), 0.5, 2.0}; }
+In Away0(Sizes s) {
+  In i = F(std::move(s));
+  i.min_abs = 0.05;
+  return i;
+}
+In Ints(Sizes s, std::vector<double> v, DType dt = DType::i64) {
+  In i{dt, std::move(s)};
+  i.values = std::move(v);
+  i.diff = false;
+  return i;
+}
+In Bools(Sizes s, std::vector<double> v) { return Ints(std::move(s), std::move(v), DType::boolean); }
+
+Attrs A(std::initializer_list<std::pair<std::string, AttrValue>> a) { return Attrs(a); }
+using I = std::vector<int64_t>;
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  auto un = [&](Op op, In in, std::string suffix = "") {
+    c.push_back({std::string(op_name(op)) + suffix, op, {in}, [op](OpBuilder& o, const std::vector<ValueId>& x) {
+                   return std::vector<ValueId>{o.op(op, {x[0]})};
+                 }});
+  };
+  // unary math
+  un(Op::Neg, F({2, 3}));
+  un(Op::Abs, Away0({2, 3}));
+  un(Op::Exp, F({2, 3}));
+  un(Op::Log, Pos({2, 3}));
+  un(Op::Sqrt, Pos({2, 3}));
+  un(Op::Rsqrt, Pos({2, 3}));
+  un(Op::Reciprocal, Pos({2, 3}));
+  un(Op::Tanh, F({2, 3}));
+  un(Op::Sigmoid, F({2, 3}, -3, 3));
+  un(Op::Erf, F({2, 3}));
+  un(Op::Sin, F({2, 3}, -3, 3));
+  un(Op::Cos, F({2, 3}, -3, 3));
+  for (Op op : {Op::Floor, Op::Ceil, Op::Round, Op::Sign}) {
+    In in = F({2, 3}, -3, 3);
+    in.min_frac_dist = 0.05;
+    un(op, in);
+  }
+  // activations
+  un(Op::Relu, Away0({3, 4}));
+  un(Op::Silu, F({3, 4}, -3, 3));
+  un(Op::Softplus, F({3, 4}, -5, 5));
+  c.push_back({"gelu_erf", Op::Gelu, {F({3, 4}, -3, 3)},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.gelu(x[0], "none")}; }});
+  c.push_back({"gelu_tanh", Op::Gelu, {F({3, 4}, -3, 3)},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.gelu(x[0], "tanh")}; }});
+  c.push_back({"leaky_relu", Op::LeakyRelu, {Away0({3, 4})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.op(Op::LeakyRelu, {x[0]}, A({{"alpha", 0.2}}))};
+               }});
+  // binary, with numpy broadcasting
+  auto bin = [&](Op op, In a, In b, std::string name, Attrs at = {}) {
+    c.push_back({name, op, {a, b}, [op, at](OpBuilder& o, const std::vector<ValueId>& x) {
+                   return std::vector<ValueId>{o.op(op, {x[0], x[1]}, at)};
+                 }});
+  };
+  bin(Op::Add, F({2, 3}), F({3}), "add_broadcast");
+  bin(Op::Sub, F({2, 1, 4}), F({3, 1}), "sub_broadcast_both");
+  bin(Op::Mul, F({2, 3}), F({2, 3}), "mul");
+  bin(Op::Mul, F({2, 3, 2}), F({}), "mul_scalar");
+  bin(Op::Div, F({2, 3}), Pos({2, 1}), "div_broadcast");
+  bin(Op::Pow, Pos({2, 3}), F({2, 3}, -2, 2), "pow");
+  bin(Op::Max, F({3, 4}), F({4}), "max_broadcast");
+  bin(Op::Min, F({3, 4}), F({3, 1}), "min_broadcast");
+  bin(Op::Mod, F({2, 3}, 2.3, 2.5), F({2, 3}, 1.5, 1.6), "mod_floored");
+  bin(Op::Mod, F({2, 3}, -2.5, -2.3), F({2, 3}, 1.5, 1.6), "mod_fmod", A({{"fmod", int64_t{1}}}));
+  c.push_back({"where_broadcast", Op::Where, {Bools({2, 3}, {1, 0, 1, 0, 0, 1}), F({2, 3}), F({3})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.where(x[0], x[1], x[2])}; }});
+  {
+    In f32 = F({2, 3});
+    f32.dt = DType::f32;
+    c.push_back({"cast_f32_to_f64", Op::Cast, {f32}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                   ValueId y = o.cast(x[0], DType::f64);
+                   return std::vector<ValueId>{o.mul(y, y)};
+                 }});
+  }
+  // reductions
+  auto red = [&](Op op, In in, I axes, int64_t keep, std::string name) {
+    c.push_back({name, op, {in}, [op, axes, keep](OpBuilder& o, const std::vector<ValueId>& x) {
+                   return std::vector<ValueId>{o.reduce(op, x[0], axes, keep != 0)};
+                 }});
+  };
+  red(Op::ReduceSum, F({2, 3, 4}), {1}, 0, "reduce_sum");
+  red(Op::ReduceSum, F({2, 3}), {}, 1, "reduce_sum_all");
+  red(Op::ReduceMean, F({2, 3, 4}), {0, -1}, 1, "reduce_mean");
+  red(Op::ReduceMax, F({3, 5}), {1}, 0, "reduce_max");
+  red(Op::ReduceMin, F({3, 5}), {0}, 1, "reduce_min");
+  red(Op::ReduceProd, F({3, 4}, 0.5, 1.5), {1}, 1, "reduce_prod");
+  {
+    In z = F({2, 4});
+    z.values = {0.0, 0.7, -1.2, 0.9, 0.0, 0.0, 1.1, 0.6};  // one zero in row 0, two in row 1
+    red(Op::ReduceProd, z, {1}, 0, "reduce_prod_zeros");
+  }
+  // normalizations
+  c.push_back({"softmax", Op::Softmax, {F({3, 5}, -2, 2)},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.softmax(x[0], 1)}; }});
+  c.push_back({"log_softmax", Op::LogSoftmax, {F({2, 3, 4}, -2, 2)},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.log_softmax(x[0], -1)}; }});
+  c.push_back({"layer_norm", Op::LayerNorm, {F({2, 3, 4}), F({4}), F({3, 4})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.layer_norm(x[0], x[1], x[2], 1, 1e-5)};
+               }});
+  c.push_back({"layer_norm_plain", Op::LayerNorm, {F({3, 5})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.op(Op::LayerNorm, {x[0]}, A({{"axis", int64_t{-1}}, {"epsilon", 1e-3}}))};
+               }});
+  c.push_back({"rms_norm", Op::RmsNorm, {F({2, 3, 4}), F({4})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.rms_norm(x[0], x[1], -1, 1e-6)}; }});
+  // contractions
+  auto mm = [&](In a, In b, std::string name) {
+    c.push_back({name, Op::MatMul, {a, b},
+                 [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.matmul(x[0], x[1])}; }});
+  };
+  mm(F({2, 3}), F({3, 4}), "matmul");
+  mm(F({2, 2, 3}), F({3, 4}), "matmul_batched_rows");
+  mm(F({2, 1, 2, 3}), F({3, 3, 2}), "matmul_broadcast_batch");
+  mm(F({3}), F({3, 4}), "matmul_vector_lhs");
+  mm(F({2, 3}), F({3}), "matmul_vector_rhs");
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      Sizes as = ta ? Sizes{3, 2} : Sizes{2, 3}, bs = tb ? Sizes{4, 3} : Sizes{3, 4};
+      c.push_back({cat("gemm_ta", ta, "_tb", tb), Op::Gemm, {F(as), F(bs), F({4})},
+                   [ta, tb](OpBuilder& o, const std::vector<ValueId>& x) {
+                     return std::vector<ValueId>{o.op(Op::Gemm, {x[0], x[1], x[2]},
+                                                      A({{"trans_a", int64_t{ta}}, {"trans_b", int64_t{tb}},
+                                                         {"alpha", 0.7}, {"beta", 1.3}}))};
+                   }});
+    }
+  c.push_back({"dot_batched", Op::Dot, {F({2, 3, 4}), F({2, 4, 5})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.dot(x[0], x[1], {0}, {0}, {2}, {1})};
+               }});
+  c.push_back({"dot_permuted", Op::Dot, {F({3, 2, 4}), F({4, 2, 5, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.dot(x[0], x[1], {1}, {1}, {0, 2}, {3, 0})};
+               }});
+  // movement
+  c.push_back({"reshape", Op::Reshape, {F({2, 3, 4})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.reshape(x[0], {4, -1})}; }});
+  c.push_back({"transpose", Op::Transpose, {F({2, 3, 4})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.transpose(x[0], {2, 0, 1})}; }});
+  c.push_back({"expand", Op::Expand, {F({3, 1})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.expand(x[0], {2, 3, 4})}; }});
+  c.push_back({"strided_slice", Op::StridedSlice, {F({5, 6})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.strided_slice(x[0], {1, 5}, {2, -2}, {2, 3})};
+               }});
+  c.push_back({"slice", Op::Slice, {F({4, 7})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.slice(x[0], {-1, 1}, {0, 100}, {0, 1}, {-2, 3})};
+               }});
+  c.push_back({"pad_constant", Op::Pad, {F({3, 4})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.pad(x[0], {1, -1, 2, 1}, 0.5)};
+               }});
+  for (std::string mode : {"reflect", "edge"})
+    c.push_back({"pad_" + mode, Op::Pad, {F({3, 4})}, [mode](OpBuilder& o, const std::vector<ValueId>& x) {
+                   return std::vector<ValueId>{o.op(Op::Pad, {x[0]}, A({{"pads", I{2, 1, 1, 3}}, {"mode", mode}}))};
+                 }});
+  c.push_back({"concat", Op::Concat, {F({2, 1}), F({2, 3}), F({2, 2})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.concat({x[0], x[1], x[2]}, -1)}; }});
+  c.push_back({"split", Op::Split, {F({2, 6})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 auto parts = o.split(x[0], 1, {1, 3, 2});
+                 return std::vector<ValueId>{parts[0], parts[2]};  // the middle part gets no gradient
+               }});
+  c.push_back({"squeeze", Op::Squeeze, {F({2, 1, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.op(Op::Squeeze, {x[0]}, A({{"axes", I{1}}}))};
+               }});
+  c.push_back({"unsqueeze", Op::Unsqueeze, {F({2, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.op(Op::Unsqueeze, {x[0]}, A({{"axes", I{0, 3}}}))};
+               }});
+  c.push_back({"gather_axis0", Op::Gather, {F({5, 3}), Ints({2, 2}, {4, -1, 0, 4})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.gather(x[0], x[1], 0)}; }});
+  c.push_back({"gather_axis1", Op::Gather, {F({2, 4, 3}), Ints({3}, {1, 1, 3}, DType::i32)},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.gather(x[0], x[1], 1)}; }});
+  c.push_back({"embedding", Op::Embedding, {F({6, 3}), Ints({2, 2}, {5, 0, 5, 2})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.embedding(x[0], x[1])}; }});
+  c.push_back({"scatter_add", Op::ScatterAdd, {F({5, 3}), Ints({4}, {1, 3, 1, 0}), F({4, 3})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.op(Op::ScatterAdd, {x[0], x[1], x[2]}, A({{"axis", int64_t{0}}}))};
+               }});
+  c.push_back({"scatter", Op::Scatter, {F({3, 5}), Ints({2}, {4, -5}), F({3, 2})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.op(Op::Scatter, {x[0], x[1], x[2]}, A({{"axis", int64_t{1}}}))};
+               }});
+  // convolution and pooling
+  auto conv = [&](std::string name, Sizes xs, Sizes ws, bool bias, I strides, I pads, I dil, int64_t group) {
+    std::vector<In> ins{F(xs), F(ws)};
+    if (bias) ins.push_back(F({ws[0]}));
+    c.push_back({name, Op::Conv2d, ins, [=](OpBuilder& o, const std::vector<ValueId>& x) {
+                   std::vector<ValueId> in(x.begin(), x.end());
+                   return std::vector<ValueId>{o.op(Op::Conv2d, in,
+                                                    A({{"strides", strides}, {"pads", pads}, {"dilations", dil},
+                                                       {"group", group}}))};
+                 }});
+  };
+  conv("conv2d", {2, 3, 5, 4}, {4, 3, 3, 2}, true, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1);
+  conv("conv2d_stride_pad", {1, 2, 7, 6}, {3, 2, 3, 3}, true, {2, 2}, {1, 0, 2, 1}, {1, 1}, 1);
+  conv("conv2d_group_dilation", {1, 4, 7, 7}, {6, 2, 2, 3}, false, {1, 2}, {0, 1, 1, 0}, {2, 1}, 2);
+  auto pool = [&](std::string name, Op op, Sizes xs, Attrs at) {
+    c.push_back({name, op, {F(xs)}, [op, at](OpBuilder& o, const std::vector<ValueId>& x) {
+                   return std::vector<ValueId>{o.op(op, {x[0]}, at)};
+                 }});
+  };
+  pool("max_pool2d", Op::MaxPool2d, {2, 2, 4, 6}, A({{"kernel", I{2, 2}}, {"strides", I{2, 2}}}));
+  pool("max_pool2d_overlap_pad", Op::MaxPool2d, {1, 2, 5, 5},
+       A({{"kernel", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}}));
+  pool("max_pool2d_ceil_dilation", Op::MaxPool2d, {1, 1, 6, 7},
+       A({{"kernel", I{2, 2}}, {"strides", I{2, 2}}, {"dilations", I{1, 2}}, {"ceil_mode", int64_t{1}}}));
+  pool("max_pool2d_tiles_remainder", Op::MaxPool2d, {1, 2, 5, 7}, A({{"kernel", I{2, 2}}, {"strides", I{2, 2}}}));
+  pool("avg_pool2d_tiles", Op::AvgPool2d, {2, 1, 5, 4}, A({{"kernel", I{2, 2}}, {"strides", I{2, 2}}}));
+  pool("avg_pool2d", Op::AvgPool2d, {1, 2, 5, 5},
+       A({{"kernel", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}}));
+  pool("avg_pool2d_include_pad_ceil", Op::AvgPool2d, {1, 2, 6, 5},
+       A({{"kernel", I{2, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 0, 1}}, {"count_include_pad", int64_t{1}},
+          {"ceil_mode", int64_t{1}}}));
+  // attention (grouped-query heads, additive mask, causal) and rope
+  c.push_back({"attention_gqa_mask_causal", Op::Attention, {F({1, 4, 3, 4}), F({1, 2, 5, 4}), F({1, 2, 5, 3}), F({3, 5})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.attention(x[0], x[1], x[2], x[3], true)};
+               }});
+  c.push_back({"attention_bool_mask", Op::Attention,
+               {F({2, 2, 3, 4}), F({2, 2, 4, 4}), F({2, 2, 4, 2}), Bools({2, 1, 1, 4}, {1, 1, 0, 1, 1, 0, 1, 1})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.attention(x[0], x[1], x[2], x[3], false, 0.3)};
+               }});
+  c.push_back({"rope", Op::Rope, {F({1, 2, 3, 4}), Ints({3}, {0, 5, 2})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.rope(x[0], x[1], 100.0)}; }});
+  c.push_back({"rope_interleaved", Op::Rope, {F({2, 1, 2, 4}), Ints({2, 2}, {1, 3, 0, 7})},
+               [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.op(Op::Rope, {x[0], x[1]}, A({{"theta", 50.0}, {"interleaved", int64_t{1}}}))};
+               }});
+  // qmatmul: dequantize has no primitive decomposition, so the reference device cannot run
+  // it; this case runs on the cpu in f32 with f16 weights (exact), where x enters linearly
+  {
+    In x = F({3, 4});
+    x.dt = DType::f32;
+    std::vector<double> wbytes;
+    for (float v : {0.5f, -1.25f, 2.0f, 0.75f, -0.5f, 1.5f, 0.25f, -2.0f}) {
+      uint16_t h = f32_to_f16(v);
+      wbytes.push_back(h & 0xff);
+      wbytes.push_back(h >> 8);
+    }
+    In w = Ints({2, 8}, wbytes, DType::u8);
+    c.push_back({"qmatmul_f32_cpu", Op::QMatMul, {x, w}, [](OpBuilder& o, const std::vector<ValueId>& in) {
+                   return std::vector<ValueId>{o.cast(o.op(Op::QMatMul, {in[0], in[1]}, A({{"format", std::string("f16")}})),
+                                                      DType::f64)};
+                 }, "cpu", 2e-4});
+  }
+  return c;
+}
+
+double frac_dist(double v) {
+  double f = v * 2 - std::floor(v * 2);  // distance to the nearest multiple of 0.5
+  return std::min(f, 1 - f) / 2;
+}
+
+Tensor make_input(const In& in, std::mt19937_64& rng) {
+  const int64_t n = numel(in.shape);
+  std::vector<double> v(static_cast<size_t>(n));
+  if (!in.values.empty()) {
+    v = in.values;
+  } else {
+    std::uniform_real_distribution<double> u(in.lo, in.hi);
+    for (double& x : v) {
+      do {
+        x = u(rng);
+      } while (std::abs(x) < in.min_abs || (in.min_frac_dist > 0 && frac_dist(x) < in.min_frac_dist));
+    }
+  }
+  return Tensor::from_f64(in.dt, in.shape, v);
+}
+
+void run_case(const Case& k, uint64_t seed) {
+  SCOPED_TRACE(cat(k.name, " (seed ", seed, ")"));
+  std::mt19937_64 rng(seed);
+  Graph g;
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  std::vector<ValueId> ins;
+  std::vector<Tensor> values;
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    ins.push_back(g.add_input(cat("x", i), TensorType{k.inputs[i].dt, to_shape(k.inputs[i].shape)}));
+    values.push_back(make_input(k.inputs[i], rng));
+  }
+  std::vector<ValueId> ys = k.body(o, ins);
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  ValueId loss = kNoValue;
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (ValueId y : ys) {
+    Sizes s = *static_sizes(g.type(y).shape);
+    std::vector<double> r(static_cast<size_t>(numel(s)));
+    for (double& x : r) x = u(rng);
+    ValueId term = o.reduce_sum(o.mul(y, o.constant(Tensor::from_f64(g.type(y).dtype, s, r))), {}, false);
+    loss = loss == kNoValue ? term : o.add(loss, term);
+  }
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  std::vector<ValueId> wrt;
+  std::vector<size_t> wrt_index;
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (k.inputs[i].diff) {
+      wrt.push_back(ins[i]);
+      wrt_index.push_back(i);
+    }
+  Graph fwd = g;
+  fwd.outputs = {loss};
+  auto grads = gradients(g, loss, wrt);
+  ASSERT_TRUE(grads.has_value()) << grads.status().to_string();
+  g.outputs = {loss};
+  g.outputs.insert(g.outputs.end(), grads->begin(), grads->end());
+  ASSERT_TRUE(verify_graph(g).is_ok()) << verify_graph(g).to_string();
+  auto model = Model::compile(g, {.device = k.device});
+  ASSERT_TRUE(model.has_value()) << model.status().to_string();
+  auto out = (*model)->run(values);
+  ASSERT_TRUE(out.has_value()) << out.status().to_string();
+  auto fmodel = Model::compile(fwd, {.device = k.device});
+  ASSERT_TRUE(fmodel.has_value());
+  auto eval = [&](std::vector<Tensor>& v) {
+    auto r = (*fmodel)->run(v);
+    EXPECT_TRUE(r.has_value()) << r.status().to_string();
+    return r.has_value() ? (*r)[0].get_f64(0) : NAN;
+  };
+  for (size_t w = 0; w < wrt.size(); ++w) {
+    const size_t i = wrt_index[w];
+    const Tensor& ad = (*out)[1 + w];
+    for (int64_t e = 0; e < values[i].numel(); ++e) {
+      std::vector<Tensor> v = values;
+      v[i] = values[i].clone();
+      const double x0 = values[i].get_f64(e);
+      const double h = k.inputs[i].dt == DType::f64 ? 1e-6 * std::max(1.0, std::abs(x0)) : std::ldexp(1.0, -8);
+      v[i].set_f64(e, x0 + h);
+      const double xp = v[i].get_f64(e);
+      const double fp = eval(v);
+      v[i].set_f64(e, x0 - h);
+      const double xm = v[i].get_f64(e);
+      const double fm = eval(v);
+      const double fd = (fp - fm) / (xp - xm);
+      const double got = ad.get_f64(e);
+      EXPECT_LE(std::abs(got - fd), k.rtol * std::max(std::abs(fd), 1e-2))
+          << "input " << i << " element " << e << ": autodiff " << got << ", finite difference " << fd;
+    }
+  }
+}
+
+class VjpFiniteDifference : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(VjpFiniteDifference, MatchesCentralDifferences) {
+  static const std::vector<Case> all = cases();
+  const Case& k = all[GetParam()];
+  const uint64_t seed = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
+  run_case(k, seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllRules, VjpFiniteDifference, ::testing::Range<size_t>(0, cases().size()),
+                         [](const ::testing::TestParamInfo<size_t>& info) { return cases()[info.param].name; });
+
+// The static check: every differentiable op of the ops table has a rule and a case above;
+// ops without a gradient have no rule.
+TEST(Vjp, EveryDifferentiableOpHasARuleAndATestCase) {
+  std::set<Op> tested;
+  for (const Case& k : cases()) tested.insert(k.op);
+  int differentiable = 0;
+  for (int i = 0; i < kNumOps; ++i) {
+    const Op op = static_cast<Op>(i);
+    if (differentiability(op) == Differentiability::differentiable) {
+      ++differentiable;
+      EXPECT_TRUE(has_vjp_rule(op)) << op_name(op) << " is differentiable but has no vector-Jacobian rule";
+      EXPECT_TRUE(tested.count(op)) << op_name(op) << " has no finite-difference case in vjp_test.cpp";
+    } else {
+      EXPECT_FALSE(has_vjp_rule(op)) << op_name(op) << " is not differentiable but has a rule";
+      EXPECT_FALSE(tested.count(op)) << op_name(op);
+    }
+  }
+  EXPECT_GT(differentiable, 60);
+}
+
+}  // namespace
+}  // namespace rlx::train
