@@ -13,7 +13,7 @@ packages=(
   # model formats
   libprotobuf-dev protobuf-compiler libonnx-dev
   # peers and test oracles (run with /usr/bin/python3)
-  python3 python3-numpy python3-onnx python3-torch
+  python3 python3-numpy python3-onnx python3-torch python3-sklearn
 )
 
 missing=()

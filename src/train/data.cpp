@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 
@@ -336,6 +337,9 @@ MnistData synthetic_mnist(int64_t train_size, int64_t test_size, uint64_t seed) 
 
 Status write_mnist(const std::string& dir, const MnistData& m, bool gzip) {
   const std::string ext = gzip ? ".gz" : "";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return error(ErrorCode::io_error, dir, ": cannot create the folder: ", ec.message());
   auto write_set = [&](const Dataset& d, const std::string& prefix) -> Status {
     const Sizes& s = d.images.sizes();
     std::vector<uint8_t> px(static_cast<size_t>(d.images.numel()));
