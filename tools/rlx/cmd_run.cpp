@@ -1,6 +1,8 @@
 // rlx run, rlx bench.
 #include <algorithm>
 #include <chrono>
+#include <sys/stat.h>
+
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +10,7 @@
 #include "cli.h"
 #include "rlx/model_io.h"
 #include "rlx/npy.h"
+#include "rlx/onnx.h"
 
 namespace rlx::cli {
 namespace {
@@ -36,11 +39,86 @@ Expected<Loaded> load_common(const Args& a) {
   return l;
 }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// rlx run MODEL.onnx with inputs from --inputs DIR (input_N.pb in graph-input order, or
+// NAME.npy / NAME.pb by input name) and --input NAME=FILE; outputs to --out DIR as
+// output_N.pb (TensorProto, as in ONNX's test_data_set folders) and NAME.npy.
+int run_onnx(const Args& a) {
+  const std::string path = a.positional[0];
+  auto sig = onnx::read_signature(path);
+  if (!sig) return report_error(sig.status());
+  std::map<std::string, Tensor> inputs;
+  auto read_any = [](const std::string& file) -> Expected<Tensor> {
+    if (ends_with(file, ".npy")) return read_npy(file);
+    return onnx::read_tensor_file(file);
+  };
+  auto known = [&](const std::string& name) {
+    return std::find(sig->inputs.begin(), sig->inputs.end(), name) != sig->inputs.end();
+  };
+  if (auto dir = a.get("inputs")) {
+    for (size_t i = 0; i < sig->inputs.size(); ++i) {
+      std::string base = *dir + "/";
+      for (const std::string& file : {base + "input_" + std::to_string(i) + ".pb", base + sig->inputs[i] + ".pb",
+                                      base + sig->inputs[i] + ".npy"}) {
+        struct stat st;
+        if (stat(file.c_str(), &st) != 0) continue;
+        auto t = read_any(file);
+        if (!t) return report_error(t.status());
+        inputs[sig->inputs[i]] = *t;
+        break;
+      }
+    }
+  }
+  for (const std::string& spec : a.all("input")) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos) return report_error(error(ErrorCode::invalid_argument, "--input expects NAME=FILE"));
+    std::string name = spec.substr(0, eq);
+    if (!known(name)) return report_error(error(ErrorCode::invalid_argument, "the model has no input named '", name, "'"));
+    auto t = read_any(spec.substr(eq + 1));
+    if (!t) return report_error(t.status());
+    inputs[name] = *t;
+  }
+  std::string missing;
+  for (const std::string& n : sig->inputs)
+    if (!inputs.count(n)) missing += (missing.empty() ? "" : ", ") + n;
+  if (!missing.empty())
+    return report_error(error(ErrorCode::invalid_argument, path, ": no value for input(s) ", missing,
+                              " (give --inputs DIR with input_N.pb or NAME.npy files, or --input NAME=FILE)"));
+  std::string device = a.get("device").value_or(default_device_name());
+  double t0 = now_ms();
+  auto r = onnx::load_and_run(path, inputs, device);
+  if (!r) return report_error(r.status());
+  double t1 = now_ms();
+  std::printf("model:    %s (%s, opset %s)\ndevice:   %s\n", path.c_str(), r->model.format.c_str(),
+              r->model.metadata["opset"].c_str(), device.c_str());
+  for (size_t i = 0; i < r->outputs.size(); ++i) {
+    const Tensor& t = r->outputs[i];
+    std::printf("output %s: %s\n", r->output_names[i].c_str(), t.to_string(8).c_str());
+    if (auto dir = a.get("out")) {
+      Status s = onnx::write_tensor_file(*dir + "/output_" + std::to_string(i) + ".pb", t, r->output_names[i]);
+      if (!s.is_ok()) return report_error(s);
+      std::string name = r->output_names[i];
+      for (char& c : name)
+        if (c == '/' || c == ':') c = '_';
+      s = write_npy(*dir + "/" + name + ".npy", t);
+      if (!s.is_ok()) return report_error(s);
+    }
+  }
+  std::printf("time:     import, compile and run %.1f ms\n", t1 - t0);
+  return kOk;
+}
+
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {}, {"device", "policy", "dims", "input", "out", "seed"});
+  auto args = parse_args(argc, argv, 2, {}, {"device", "policy", "dims", "input", "inputs", "out", "seed"});
   if (!args) return report_error(args.status());
+  if (args->positional.size() == 1 && ends_with(args->positional[0], ".onnx") &&
+      (args->get("inputs") || !args->all("input").empty()))
+    return run_onnx(*args);
   auto l = load_common(*args);
   if (!l) return report_error(l.status());
   Graph& g = l->model.graph;

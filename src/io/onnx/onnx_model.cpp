@@ -1,10 +1,585 @@
-// Placeholder until the onnx loader lands: says so instead of failing silently.
+// ONNX ModelProto import: parsing with limits, the graph walk (initializers, inputs with
+// symbolic dims, nodes in order, outputs), constant folding of nodes whose inputs are all
+// known (shape arithmetic), and the retry that folds graph inputs an op needs as constants.
+#include <sys/stat.h>
+
+#include <climits>
+#include <fstream>
+
+#include <google/protobuf/io/coded_stream.h>
+
 #include "../loaders.h"
+#include "onnx_internal.h"
+#include "rlx/compile.h"
+#include "rlx/verify.h"
+
+namespace rlx::onnx_import {
+
+using ::onnx::AttributeProto;
+
+namespace {
+
+constexpr int64_t kFoldMaxElements = int64_t{1} << 20;
+// Constants up to this many elements become constant nodes; larger ones weights (params).
+constexpr int64_t kInlineConstMax = 64;
+
+}  // namespace
+
+const OpTable& op_table() {
+  static const OpTable t = [] {
+    OpTable r;
+    register_elementwise_ops(r);
+    register_reduce_ops(r);
+    register_movement_ops(r);
+    register_nn_ops(r);
+    register_misc_ops(r);
+    return r;
+  }();
+  return t;
+}
+
+Importer::Importer(Graph& g, std::string file, const onnx::LoadOptions& opts, std::set<std::string> const_inputs)
+    : model_(g), file_(std::move(file)), opts_(opts), target_(&g), const_inputs_(std::move(const_inputs)) {
+  gb_ = std::make_unique<GraphBuilder>(g);
+  ob_ = std::make_unique<OpBuilder>(*gb_);
+}
+
+std::string Importer::where() const {
+  if (!node) return file_;
+  std::string nm = node->name().empty() ? cat("#", node_index) : cat("'", node->name(), "' (#", node_index, ")");
+  return cat(file_, ": node ", nm, " ", node->op_type());
+}
+
+int Importer::num_inputs() const { return node ? node->input_size() : 0; }
+bool Importer::has(int i) const { return node && i >= 0 && i < node->input_size() && !node->input(i).empty(); }
+int Importer::num_outputs() const { return node ? node->output_size() : 0; }
+bool Importer::wants(int i) const { return node && i >= 0 && i < node->output_size() && !node->output(i).empty(); }
+
+bool Importer::is_konst(int i) const {
+  if (!has(i)) return false;
+  if (folding_) return fold_inputs_[i].konst.has_value();
+  auto it = values_.find(node->input(i));
+  return it != values_.end() && it->second.konst.has_value();
+}
+
+const TensorType& Importer::type(int i) const {
+  static const TensorType none;
+  if (!has(i)) return none;
+  if (folding_) return fold_inputs_[i].type;
+  return values_.at(node->input(i)).type;
+}
+
+Expected<ValueId> Importer::materialize(OValue& v, const std::string& name) {
+  if (v.id != kNoValue) return v.id;
+  if (!v.konst) return fail(ErrorCode::internal, "value '", name, "' has neither a graph value nor a constant");
+  ValueId id;
+  if (v.konst->numel() > kInlineConstMax) {
+    std::string wname = name;
+    while (model_.weights.count(wname)) wname += "_";
+    id = model_.add_param(wname, v.konst->type(), *v.konst);
+  } else {
+    id = model_.add_node_typed(Op::Constant, {}, Attrs{{"value", *v.konst}}, {v.konst->type()})[0];
+  }
+  if (model_.values[id].name.empty()) model_.values[id].name = name;
+  v.id = id;
+  return id;
+}
+
+bool Importer::is_sym(int i) const {
+  if (!has(i) || folding_) return false;
+  auto it = values_.find(node->input(i));
+  return it != values_.end() && it->second.sym.has_value();
+}
+
+Expected<std::vector<Dim>> Importer::dims_in(int i) {
+  if (is_sym(i)) return *values_.at(node->input(i)).sym;
+  RLX_ASSIGN_OR_RETURN(auto v, ints(i));
+  return std::vector<Dim>(v.begin(), v.end());
+}
+
+Status Importer::out_dims(int i, std::vector<Dim> dims, bool scalar) {
+  bool all_static = true;
+  for (const Dim& d : dims) all_static &= d.is_static();
+  if (all_static) {
+    Sizes s;
+    if (!scalar) s.push_back(static_cast<int64_t>(dims.size()));
+    Tensor t = Tensor::zeros(DType::i64, s);
+    for (size_t k = 0; k < dims.size(); ++k) t.data<int64_t>()[k] = dims[k].size();
+    return out_const(i, t);
+  }
+  if (!wants(i)) return Status::ok();
+  OValue v;
+  v.type = TensorType{DType::i64, scalar ? Shape{} : Shape{Dim(static_cast<int64_t>(dims.size()))}};
+  v.sym = std::move(dims);
+  values_[node->output(i)] = std::move(v);
+  return Status::ok();
+}
+
+Expected<ValueId> Importer::value_with_dim(const Dim& d) {
+  for (ValueId in : model_.inputs) {
+    const Shape& s = model_.type(in).shape;
+    for (size_t k = 0; k < s.size(); ++k) {
+      if (s[k] != d) continue;
+      ValueId v = in;
+      if (s.size() > 1) {
+        std::vector<int64_t> axes;
+        for (size_t j = 0; j < s.size(); ++j)
+          if (j != k) axes.push_back(static_cast<int64_t>(j));
+        if (model_.type(in).dtype == DType::boolean) v = o().cast(v, DType::i32);
+        v = o().reduce(Op::ReduceMax, v, axes, false);
+      }
+      return v;
+    }
+  }
+  return fail(ErrorCode::unsupported, "no graph input has the symbolic dim ", d.to_string());
+}
+
+Expected<ValueId> Importer::in(int i) {
+  if (!has(i)) return fail(ErrorCode::format_error, "input ", i, " is missing");
+  if (folding_) return fold_inputs_[i].id;
+  OValue& v = values_.at(node->input(i));
+  if (v.sym) {
+    std::vector<Dim> d = *v.sym;
+    return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') is a shape value with symbolic dims ",
+                shape_to_string(d), " used as data; bind the dims (rlx --dims NAME=SIZE) to import it");
+  }
+  return materialize(v, node->input(i));
+}
+
+void Importer::note_needed(const std::string& value_name) {
+  std::set<std::string> seen;
+  std::vector<std::string> stack{value_name};
+  while (!stack.empty()) {
+    std::string v = stack.back();
+    stack.pop_back();
+    if (!seen.insert(v).second) continue;
+    if (graph_input_names_.count(v)) {
+      if (opts_.input_values.count(v)) needed_inputs_.insert(v);
+      continue;
+    }
+    auto it = producer_.find(v);
+    if (it == producer_.end()) continue;
+    for (const std::string& in : it->second->input())
+      if (!in.empty()) stack.push_back(in);
+  }
+}
+
+Expected<Tensor> Importer::konst(int i) {
+  if (!has(i)) return fail(ErrorCode::format_error, "input ", i, " is missing");
+  if (is_konst(i)) return folding_ ? *fold_inputs_[i].konst : *values_.at(node->input(i)).konst;
+  note_needed(node->input(i));
+  if (is_sym(i))
+    return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') holds symbolic dims ",
+                shape_to_string(*values_.at(node->input(i)).sym),
+                " where rlx needs constants; bind them with rlx --dims NAME=SIZE");
+  return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i),
+              "') must be known at import time (an initializer, a Constant, or computed from them); "
+              "rlx does not import data-dependent shapes");
+}
+
+Expected<std::vector<int64_t>> tensor_ints(const Tensor& t, const std::string& what) {
+  if (!is_int(t.dtype()) || is_packed(t.dtype()))
+    return error(ErrorCode::dtype_error, what, " must be an integer tensor, got ", dtype_name(t.dtype()));
+  if (t.rank() > 1) return error(ErrorCode::shape_error, what, " must be a scalar or 1-D, got rank ", t.rank());
+  std::vector<int64_t> r(static_cast<size_t>(t.numel()));
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    if (t.dtype() == DType::i64) r[k] = t.data<int64_t>()[k];
+    else r[k] = static_cast<int64_t>(t.get_f64(k));
+  }
+  return r;
+}
+
+Expected<std::vector<int64_t>> Importer::ints(int i) {
+  RLX_ASSIGN_OR_RETURN(Tensor t, konst(i));
+  auto r = tensor_ints(t, cat("input ", i, " ('", node->input(i), "')"));
+  if (!r) return r.status().with_context(where());
+  return r;
+}
+
+Expected<std::vector<double>> Importer::floats(int i) {
+  RLX_ASSIGN_OR_RETURN(Tensor t, konst(i));
+  return t.to_f64();
+}
+
+const AttributeProto* Importer::attr(const std::string& name) const {
+  if (!node) return nullptr;
+  for (const AttributeProto& a : node->attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+bool Importer::has_attr(const std::string& name) const { return attr(name) != nullptr; }
+int64_t Importer::ai(const std::string& name, int64_t def) const {
+  const AttributeProto* a = attr(name);
+  return a ? a->i() : def;
+}
+double Importer::af(const std::string& name, double def) const {
+  const AttributeProto* a = attr(name);
+  if (!a) return def;
+  return a->type() == AttributeProto::INT ? static_cast<double>(a->i()) : a->f();
+}
+std::string Importer::as(const std::string& name, const std::string& def) const {
+  const AttributeProto* a = attr(name);
+  return a ? a->s() : def;
+}
+std::vector<int64_t> Importer::aints(const std::string& name, std::vector<int64_t> def) const {
+  const AttributeProto* a = attr(name);
+  if (!a) return def;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+std::vector<double> Importer::afloats(const std::string& name, std::vector<double> def) const {
+  const AttributeProto* a = attr(name);
+  if (!a) return def;
+  return std::vector<double>(a->floats().begin(), a->floats().end());
+}
+Expected<Tensor> Importer::atensor(const std::string& name) const {
+  const AttributeProto* a = attr(name);
+  if (!a || !a->has_t()) return fail(ErrorCode::format_error, "attribute '", name, "' must be a tensor");
+  return tensor_from_proto(a->t(), folder_, cat(where(), ": attribute '", name, "'"));
+}
+Status Importer::only_attrs(std::initializer_list<const char*> known) const {
+  for (const AttributeProto& a : node->attribute()) {
+    bool ok = false;
+    for (const char* k : known) ok |= a.name() == k;
+    if (!ok) return fail(ErrorCode::unsupported, "attribute '", a.name(), "' is not supported");
+  }
+  return Status::ok();
+}
+
+Status Importer::out(int i, ValueId v) {
+  if (!ob_->ok()) return ob_->status().with_context(where());
+  if (v == kNoValue) return fail(ErrorCode::internal, "output ", i, " was not produced");
+  if (!wants(i)) return Status::ok();
+  OValue ov;
+  ov.id = v;
+  ov.type = target_->type(v);
+  if (folding_) {
+    pending_outputs_[i] = ov;
+    return Status::ok();
+  }
+  if (model_.values[v].name.empty() && model_.values[v].producer >= 0) model_.values[v].name = node->output(i);
+  values_[node->output(i)] = ov;
+  return Status::ok();
+}
+
+Status Importer::out_const(int i, Tensor t) {
+  if (!wants(i)) return Status::ok();
+  OValue ov;
+  ov.type = t.type();
+  ov.konst = std::move(t);
+  if (folding_) pending_outputs_[i] = ov;
+  else values_[node->output(i)] = ov;
+  return Status::ok();
+}
+
+Expected<int> axis_of(Importer& m, int64_t axis, int rank) {
+  if (axis < -rank || axis >= rank || rank == 0)
+    return m.fail(ErrorCode::out_of_range, "axis ", axis, " is out of range for rank ", rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+std::vector<int64_t> static_dims(const TensorType& t) {
+  std::vector<int64_t> r;
+  for (const Dim& d : t.shape) r.push_back(d.is_static() ? d.size() : -1);
+  return r;
+}
+
+Status Importer::run_mapping(const OpMapping& m) {
+  ob_ = std::make_unique<OpBuilder>(*gb_);
+  Status s = m.fn(*this);
+  if (!s.is_ok()) return s;
+  if (!ob_->ok()) return ob_->status().with_context(where());
+  return Status::ok();
+}
+
+Status Importer::fold_node(const OpMapping& m) {
+  Graph scratch;
+  std::vector<Tensor> feeds;
+  fold_inputs_.assign(node->input_size(), OValue{});
+  for (int i = 0; i < node->input_size(); ++i) {
+    if (!has(i)) continue;
+    const OValue& src = values_.at(node->input(i));
+    OValue v;
+    v.konst = src.konst;
+    v.type = src.type;
+    v.id = scratch.add_input(cat("in", i), src.type);
+    feeds.push_back(*src.konst);
+    fold_inputs_[i] = v;
+  }
+  pending_outputs_.assign(node->output_size(), std::nullopt);
+  Graph* saved_target = target_;
+  auto saved_gb = std::move(gb_);
+  target_ = &scratch;
+  gb_ = std::make_unique<GraphBuilder>(scratch);
+  folding_ = true;
+  Status s = run_mapping(m);
+  folding_ = false;
+  target_ = saved_target;
+  gb_ = std::move(saved_gb);
+  ob_ = std::make_unique<OpBuilder>(*gb_);
+  if (!s.is_ok()) return s;
+  std::vector<int> computed;
+  for (int i = 0; i < node->output_size(); ++i) {
+    if (!wants(i)) continue;
+    if (!pending_outputs_[i]) return fail(ErrorCode::internal, "output ", i, " was not produced");
+    if (!pending_outputs_[i]->konst) {
+      scratch.outputs.push_back(pending_outputs_[i]->id);
+      computed.push_back(i);
+    }
+  }
+  std::vector<Tensor> results;
+  if (!computed.empty()) {
+    for (ValueId o : scratch.outputs) {
+      auto sz = static_sizes(scratch.type(o).shape);
+      if (!sz || numel(*sz) > kFoldMaxElements) return fail(ErrorCode::unsupported, "result too large to fold");
+    }
+    // a value that is both input and output of the scratch graph needs no run
+    bool trivial = true;
+    for (ValueId o : scratch.outputs) trivial &= scratch.values[o].producer < 0;
+    if (trivial) {
+      for (ValueId o : scratch.outputs) results.push_back(feeds[static_cast<size_t>(o)]);
+    } else {
+      RLX_ASSIGN_OR_RETURN(auto model, Model::compile(std::move(scratch), {.device = "ref"}));
+      RLX_ASSIGN_OR_RETURN(results, model->run(feeds));
+    }
+  }
+  size_t k = 0;
+  for (int i = 0; i < node->output_size(); ++i) {
+    if (!wants(i)) continue;
+    OValue v;
+    if (pending_outputs_[i]->konst) {
+      v = *pending_outputs_[i];
+    } else {
+      v.konst = results[k++];
+      v.type = v.konst->type();
+    }
+    v.id = kNoValue;
+    values_[node->output(i)] = v;
+  }
+  return Status::ok();
+}
+
+Status Importer::import_node(const ::onnx::NodeProto& n, int index) {
+  node = &n;
+  node_index = index;
+  if (!n.domain().empty() && n.domain() != "ai.onnx")
+    return fail(ErrorCode::unsupported, "op domain '", n.domain(), "' is not supported (only the default ONNX domain)");
+  const OpTable& table = op_table();
+  auto it = table.find(n.op_type());
+  if (it == table.end()) return fail(ErrorCode::unsupported, "op ", n.op_type(), " is not supported by rlx's ONNX importer");
+  bool all_konst = true, any_sym = false;
+  int64_t elems = 0;
+  for (int i = 0; i < n.input_size(); ++i) {
+    if (n.input(i).empty()) continue;
+    auto v = values_.find(n.input(i));
+    if (v == values_.end())
+      return fail(ErrorCode::format_error, "input '", n.input(i),
+                  "' is not a graph input, an initializer or an output of an earlier node (missing "
+                  "initializer, or nodes out of order / in a cycle)");
+    if (!v->second.konst) all_konst = false;
+    else elems += v->second.konst->numel();
+    any_sym |= v->second.sym.has_value();
+  }
+  for (int i = 0; i < n.output_size(); ++i) {
+    if (n.output(i).empty()) continue;
+    if (values_.count(n.output(i)))
+      return fail(ErrorCode::format_error, "output '", n.output(i), "' is already defined (names must be assigned once)");
+  }
+  if (it->second.foldable && all_konst && elems <= kFoldMaxElements) {
+    Status s = fold_node(it->second);
+    if (s.is_ok()) return s;
+    if (s.code() != ErrorCode::unsupported && s.code() != ErrorCode::illegal && s.code() != ErrorCode::unavailable)
+      return s;
+    // not evaluable on the reference device: emit the node into the graph instead
+  }
+  size_t first = model_.nodes.size();
+  if (any_sym && is_symbolic_op(n.op_type())) RLX_TRY(run_mapping(OpMapping{map_symbolic}));
+  else RLX_TRY(run_mapping(it->second));
+  for (size_t k = first; k < model_.nodes.size(); ++k)
+    if (model_.nodes[k].name.empty()) model_.nodes[k].name = n.name().empty() ? cat(n.op_type(), "_", index) : n.name();
+  for (int i = 0; i < n.output_size(); ++i)
+    if (wants(i) && !values_.count(n.output(i))) return fail(ErrorCode::internal, "output ", i, " was not produced");
+  return Status::ok();
+}
+
+Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& folder) {
+  folder_ = folder;
+  model_.name = gp.name().empty() ? "main" : gp.name();
+  if (gp.sparse_initializer_size() > 0)
+    return error(ErrorCode::unsupported, file_, ": sparse initializers are not supported");
+  for (const auto& t : gp.initializer()) {
+    if (t.name().empty()) return error(ErrorCode::format_error, file_, ": an initializer has no name");
+    if (values_.count(t.name())) return error(ErrorCode::format_error, file_, ": initializer '", t.name(), "' is defined twice");
+    RLX_ASSIGN_OR_RETURN(Tensor tensor, tensor_from_proto(t, folder, cat(file_, ": initializer")));
+    OValue v;
+    v.type = tensor.type();
+    v.konst = std::move(tensor);
+    values_[t.name()] = std::move(v);
+  }
+  std::set<std::string> initializer_names;
+  for (const auto& [k, v] : values_) initializer_names.insert(k);
+  for (const auto& vi : gp.input()) {
+    const std::string& name = vi.name();
+    if (name.empty()) return error(ErrorCode::format_error, file_, ": a graph input has no name");
+    if (initializer_names.count(name)) continue;  // an initializer with a default value: a weight
+    if (values_.count(name)) return error(ErrorCode::format_error, file_, ": graph input '", name, "' is defined twice");
+    graph_input_names_.insert(name);
+    if (!vi.type().has_tensor_type())
+      return error(ErrorCode::unsupported, file_, ": graph input '", name, "' is not a tensor (sequences, maps and optionals are not supported)");
+    const auto& tt = vi.type().tensor_type();
+    auto dt = dtype_from_onnx(tt.elem_type());
+    if (!dt) return error(ErrorCode::unsupported, file_, ": graph input '", name, "' has data type ", onnx_dtype_name(tt.elem_type()));
+    auto given = opts_.input_values.find(name);
+    if (const_inputs_.count(name) && given != opts_.input_values.end()) {
+      if (given->second.dtype() != *dt)
+        return error(ErrorCode::dtype_error, file_, ": value for input '", name, "' is ", dtype_name(given->second.dtype()),
+                     ", the model declares ", dtype_name(*dt));
+      OValue v;
+      v.konst = given->second;
+      v.type = given->second.type();
+      values_[name] = std::move(v);
+      continue;
+    }
+    if (!tt.has_shape())
+      return error(ErrorCode::unsupported, file_, ": graph input '", name, "' has no shape (rank unknown)");
+    if (tt.shape().dim_size() > 64) return error(ErrorCode::format_error, file_, ": graph input '", name, "' has rank over 64");
+    TensorType type{*dt, {}};
+    for (int k = 0; k < tt.shape().dim_size(); ++k) {
+      const auto& d = tt.shape().dim(k);
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 0 || d.dim_value() > (int64_t{1} << 40))
+          return error(ErrorCode::format_error, file_, ": graph input '", name, "' has invalid dimension ", d.dim_value());
+        type.shape.push_back(Dim(d.dim_value()));
+        continue;
+      }
+      std::string sym = d.has_dim_param() && !d.dim_param().empty() ? d.dim_param() : cat(name, "_dim", k);
+      auto b = opts_.dims.find(sym);
+      if (b != opts_.dims.end()) {
+        type.shape.push_back(Dim(b->second));
+      } else if (given != opts_.input_values.end() && opts_.bind_dims_from_values &&
+                 given->second.rank() == tt.shape().dim_size()) {
+        type.shape.push_back(Dim(given->second.sizes()[k]));
+      } else {
+        type.shape.push_back(Dim::symbol(sym));
+      }
+    }
+    OValue v;
+    v.type = type;
+    v.id = model_.add_input(name, type);
+    values_[name] = std::move(v);
+  }
+  for (int i = 0; i < gp.node_size(); ++i)
+    for (const std::string& o : gp.node(i).output())
+      if (!o.empty()) producer_.emplace(o, &gp.node(i));
+  for (int i = 0; i < gp.node_size(); ++i) RLX_TRY(import_node(gp.node(i), i));
+  node = nullptr;
+  if (gp.output_size() == 0) return error(ErrorCode::format_error, file_, ": the graph has no outputs");
+  for (const auto& vi : gp.output()) {
+    auto it = values_.find(vi.name());
+    if (it == values_.end())
+      return error(ErrorCode::format_error, file_, ": graph output '", vi.name(), "' is not produced by any node");
+    RLX_ASSIGN_OR_RETURN(ValueId id, materialize(it->second, vi.name()));
+    bool reused = model_.values[id].producer < 0;
+    for (ValueId o : model_.outputs) reused |= o == id;
+    if (reused || (!model_.values[id].name.empty() && model_.values[id].name != vi.name())) {
+      // a graph input or an already named value: give the output its own node and name
+      id = model_.add_node_typed(Op::Reshape, {id}, Attrs{{"shape", std::vector<int64_t>(model_.type(id).rank(), 0)}},
+                                 {model_.type(id)}, "output_" + vi.name())[0];
+    }
+    model_.values[id].name = vi.name();
+    model_.outputs.push_back(id);
+  }
+  return Status::ok();
+}
+
+}  // namespace rlx::onnx_import
+
+namespace rlx::onnx {
+
+Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, const std::string& folder,
+                            const LoadOptions& options) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    return error(ErrorCode::format_error, name, ": larger than protobuf's 2 GiB limit");
+  ::onnx::ModelProto mp;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
+  in.SetRecursionLimit(64);
+  if (!mp.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    return error(ErrorCode::format_error, name, ": not a valid ONNX ModelProto (truncated or malformed protobuf)");
+  if (!mp.has_graph()) return error(ErrorCode::format_error, name, ": the model has no graph");
+  int64_t opset = -1;
+  for (const auto& o : mp.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  if (opset < 0) {
+    if (mp.ir_version() >= 3 || mp.opset_import_size() > 0)
+      return error(ErrorCode::format_error, name, ": the model imports no version of the default ONNX opset");
+    opset = 1;
+  }
+  if (opset < 7 || opset > 17)
+    return error(ErrorCode::unsupported, name, ": opset ", opset, " is not supported (rlx imports opsets 7 to 17)");
+  std::set<std::string> consts;
+  for (int attempt = 0;; ++attempt) {
+    LoadedModel m;
+    onnx_import::Importer imp(m.graph, name, options, consts);
+    imp.opset = static_cast<int>(opset);
+    Status s = imp.import_graph(mp.graph(), folder);
+    if (s.is_ok()) {
+      RLX_TRY(verify_graph(m.graph).with_context(name));
+      m.format = "onnx";
+      m.metadata["ir_version"] = std::to_string(mp.ir_version());
+      m.metadata["opset"] = std::to_string(opset);
+      if (!mp.producer_name().empty()) m.metadata["producer"] = mp.producer_name() + " " + mp.producer_version();
+      if (!mp.graph().name().empty()) m.metadata["graph"] = mp.graph().name();
+      for (const auto& p : mp.metadata_props()) m.metadata["meta." + p.key()] = p.value();
+      for (const std::string& c : consts) m.metadata["folded_input." + c] = "yes";
+      return m;
+    }
+    bool grew = false;
+    for (const std::string& n : imp.needed_inputs()) grew |= consts.insert(n).second;
+    if (!grew || attempt > 64) return s;
+  }
+}
+
+namespace {
+
+Expected<std::string> read_model_bytes(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return error(ErrorCode::io_error, "no such file: ", path);
+  if (!S_ISREG(st.st_mode)) return error(ErrorCode::io_error, path, ": not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > static_cast<uint64_t>(INT_MAX))
+    return error(ErrorCode::format_error, path, ": ", st.st_size, " bytes is over protobuf's 2 GiB limit");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return error(ErrorCode::io_error, "cannot open ", path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+Expected<Signature> read_signature(const std::string& path) {
+  RLX_ASSIGN_OR_RETURN(std::string bytes, read_model_bytes(path));
+  ::onnx::ModelProto mp;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
+  in.SetRecursionLimit(64);
+  if (!mp.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    return error(ErrorCode::format_error, path, ": not a valid ONNX ModelProto (truncated or malformed protobuf)");
+  std::set<std::string> inits;
+  for (const auto& t : mp.graph().initializer()) inits.insert(t.name());
+  Signature s;
+  for (const auto& v : mp.graph().input())
+    if (!inits.count(v.name())) s.inputs.push_back(v.name());
+  for (const auto& v : mp.graph().output()) s.outputs.push_back(v.name());
+  return s;
+}
+
+Expected<LoadedModel> load(const std::string& path, const LoadOptions& options) {
+  RLX_ASSIGN_OR_RETURN(std::string bytes, read_model_bytes(path));
+  std::string folder = path.find('/') == std::string::npos ? "." : path.substr(0, path.find_last_of('/'));
+  if (folder.empty()) folder = "/";
+  return parse(bytes, path, folder, options);
+}
+
+}  // namespace rlx::onnx
 
 namespace rlx::io {
 
-Expected<LoadedModel> load_onnx_model(const std::string& path) {
-  return error(ErrorCode::unsupported, path, ": the onnx loader is not built yet");
-}
+Expected<LoadedModel> load_onnx_model(const std::string& path) { return onnx::load(path); }
 
 }  // namespace rlx::io

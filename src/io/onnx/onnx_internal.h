@@ -1,0 +1,170 @@
+// ONNX importer internals: the per-node context that op mappings are written against, and the
+// table of op mappings (one file per op family registers its rows).
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rlx/graph.h"
+#include "rlx/onnx.h"
+#include "rlx/op_builder.h"
+
+namespace rlx::onnx_import {
+
+// ONNX TensorProto.DataType to rlx; nullopt for types rlx has no dtype for (string, c128...).
+std::optional<DType> dtype_from_onnx(int32_t t);
+int32_t dtype_to_onnx(DType t);
+std::string onnx_dtype_name(int32_t t);
+
+// Decodes a TensorProto (raw_data, typed fields or external data under `folder`).
+// `what` names the file and tensor in messages.
+Expected<Tensor> tensor_from_proto(const ::onnx::TensorProto& t, const std::string& folder, const std::string& what);
+
+// One ONNX value during import: a graph value, a constant known at import time, or both.
+struct OValue {
+  ValueId id = kNoValue;
+  std::optional<Tensor> konst;
+  // An integer shape value (rank 0 or 1) with symbolic entries, as Shape gives for symbolic
+  // dims; shape ops (Gather, Unsqueeze, Concat, Slice, Cast) propagate it, and Reshape,
+  // Expand and Range consume it. It has no graph value.
+  std::optional<std::vector<Dim>> sym;
+  TensorType type;  // valid when id != kNoValue or konst or sym is set
+};
+
+class Importer;
+using MapFn = std::function<Status(Importer&)>;
+
+struct OpMapping {
+  MapFn fn;
+  // The op's outputs are a pure function of its inputs (so constant inputs fold).
+  bool foldable = true;
+};
+
+// The table: ONNX op type (default domain) to mapping. Each family file adds its rows.
+using OpTable = std::map<std::string, OpMapping>;
+void register_elementwise_ops(OpTable& t);
+void register_reduce_ops(OpTable& t);
+void register_movement_ops(OpTable& t);
+void register_nn_ops(OpTable& t);
+void register_misc_ops(OpTable& t);
+// Ops over symbolic shape values; returns false (and does nothing) if `op` is not one.
+bool is_symbolic_op(const std::string& op);
+Status map_symbolic(Importer& m);
+const OpTable& op_table();
+
+// The per-node view an op mapping works with. Inputs are read through in()/konst(); outputs
+// are set with out(). Graph nodes are emitted through o() (an OpBuilder over the current
+// target graph: the model's graph, or a scratch graph while folding constants).
+class Importer {
+ public:
+  // `const_inputs`: graph inputs whose values (from opts.input_values) are folded in.
+  Importer(Graph& g, std::string file, const onnx::LoadOptions& opts, std::set<std::string> const_inputs);
+
+  // node being imported
+  const ::onnx::NodeProto* node = nullptr;
+  int node_index = -1;
+  int opset = 17;
+
+  // inputs
+  int num_inputs() const;
+  // Input i is present (not past the end, not an empty name).
+  bool has(int i) const;
+  // Input i as a graph value (constants are materialized as constant/param nodes).
+  Expected<ValueId> in(int i);
+  // Input i's value, which must be known at import time.
+  Expected<Tensor> konst(int i);
+  bool is_konst(int i) const;
+  // Input i is a shape value with symbolic entries.
+  bool is_sym(int i) const;
+  // Input i's entries as dims: a constant integer tensor or a symbolic shape value.
+  Expected<std::vector<Dim>> dims_in(int i);
+  const TensorType& type(int i) const;
+  // Input i as integers (a constant 0-D or 1-D tensor).
+  Expected<std::vector<int64_t>> ints(int i);
+  Expected<std::vector<double>> floats(int i);
+
+  // attributes
+  bool has_attr(const std::string& name) const;
+  const ::onnx::AttributeProto* attr(const std::string& name) const;
+  int64_t ai(const std::string& name, int64_t def) const;
+  double af(const std::string& name, double def) const;
+  std::string as(const std::string& name, const std::string& def) const;
+  std::vector<int64_t> aints(const std::string& name, std::vector<int64_t> def = {}) const;
+  std::vector<double> afloats(const std::string& name, std::vector<double> def = {}) const;
+  Expected<Tensor> atensor(const std::string& name) const;
+  // Every attribute must be one of `known` (others are errors naming the node and attribute).
+  Status only_attrs(std::initializer_list<const char*> known) const;
+
+  // outputs
+  int num_outputs() const;
+  bool wants(int i) const;  // output i exists and has a name
+  Status out(int i, ValueId v);
+  Status out_const(int i, Tensor t);
+  // A shape value: a constant when every entry is static, else symbolic (rank 0 if scalar).
+  Status out_dims(int i, std::vector<Dim> dims, bool scalar);
+  // A graph value of shape [d] for symbolic dim d (taken from a graph input that has it).
+  Expected<ValueId> value_with_dim(const Dim& d);
+
+  // emit
+  OpBuilder& o() { return *ob_; }
+  ValueId c(Tensor t) { return o().constant(std::move(t)); }
+  // Scalar constant of a given dtype.
+  ValueId cs(double v, DType dt) { return o().scalar(v, dt); }
+  Status ok() const { return ob_->status(); }
+
+  // An error about the current node: "FILE: node 'name' (#i, Op): ...".
+  template <class... Args>
+  Status fail(ErrorCode code, const Args&... args) const {
+    return error(code, where(), ": ", args...);
+  }
+  std::string where() const;
+
+  // Import everything: called by load/parse.
+  Status import_graph(const ::onnx::GraphProto& gp, const std::string& folder);
+
+ private:
+  friend struct FoldScope;
+  Status import_node(const ::onnx::NodeProto& n, int index);
+  Status run_mapping(const OpMapping& m);
+  Status fold_node(const OpMapping& m);
+  Expected<ValueId> materialize(OValue& v, const std::string& name);
+
+  Graph& model_;
+  std::string file_;
+  const onnx::LoadOptions& opts_;
+  std::map<std::string, OValue> values_;
+  // current target: the model graph or a scratch graph for folding
+  Graph* target_;
+  std::unique_ptr<GraphBuilder> gb_;
+  std::unique_ptr<OpBuilder> ob_;
+  bool folding_ = false;
+  std::vector<OValue> fold_inputs_;   // while folding: the node's inputs in the scratch graph
+  std::vector<std::optional<OValue>> pending_outputs_;
+  std::map<std::string, int> weight_uses_;
+  std::set<std::string> const_inputs_;
+  std::set<std::string> needed_inputs_;
+  std::set<std::string> graph_input_names_;
+  std::map<std::string, const ::onnx::NodeProto*> producer_;
+  std::string folder_;
+
+  void note_needed(const std::string& value_name);
+
+ public:
+  // Graph inputs with values in opts.input_values that a failed konst() depended on.
+  const std::set<std::string>& needed_inputs() const { return needed_inputs_; }
+};
+
+// Helpers shared by the op families.
+Expected<std::vector<int64_t>> tensor_ints(const Tensor& t, const std::string& what);
+// Normalizes axis against rank (error names the node).
+Expected<int> axis_of(Importer& m, int64_t axis, int rank);
+std::vector<int64_t> static_dims(const TensorType& t);  // -1 for non-static dims
+
+}  // namespace rlx::onnx_import

@@ -1,0 +1,162 @@
+// ONNX losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) and linear quantization
+// (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger), in primitives.
+#include <cmath>
+
+#include "onnx_internal.h"
+
+namespace rlx::onnx_import {
+namespace {
+
+// NLL over log-probabilities `lp` [N, C, d...] and integer targets [N, d...].
+Status nll(Importer& m, ValueId lp, ValueId target, ValueId weight, int out_index) {
+  OpBuilder& o = m.o();
+  int r = o.rank(lp);
+  if (r < 2) return m.fail(ErrorCode::shape_error, "input must have rank >= 2");
+  const Dim& c = o.shape(lp)[1];
+  if (!c.is_static()) return m.fail(ErrorCode::unsupported, "the class dim must be static");
+  if (c.size() > (int64_t{1} << 24)) return m.fail(ErrorCode::unsupported, "too many classes");
+  std::string red = m.as("reduction", "mean");
+  if (red != "mean" && red != "sum" && red != "none") return m.fail(ErrorCode::format_error, "reduction '", red, "'");
+  ValueId t = o.cast(target, DType::i64);
+  ValueId ign = kNoValue;
+  if (m.has_attr("ignore_index")) {
+    ign = o.binary(Op::Equal, t, o.scalar(static_cast<double>(m.ai("ignore_index", 0)), DType::i64));
+    t = o.where(ign, o.scalar(0, DType::i64), t);
+  }
+  std::vector<int64_t> rs(r, 1);
+  rs[1] = c.size();
+  Tensor seq = Tensor::zeros(DType::i64, {c.size()});
+  for (int64_t i = 0; i < c.size(); ++i) seq.data<int64_t>()[i] = i;
+  ValueId tu = o.op(Op::Unsqueeze, {t}, Attrs{{"axes", std::vector<int64_t>{1}}});
+  ValueId hot = o.binary(Op::Equal, tu, o.reshape(m.c(seq), rs));
+  ValueId picked = o.reduce_sum(o.where(hot, lp, o.scalar_like(0, lp)), {1}, false);
+  ValueId w = kNoValue;
+  if (weight != kNoValue) w = o.gather(weight, t, 0);
+  if (ign != kNoValue) {
+    ValueId base = w != kNoValue ? w : o.scalar_like(1, lp);
+    w = o.where(ign, o.scalar_like(0, lp), base);
+  }
+  ValueId loss = o.neg(picked);
+  if (w != kNoValue) loss = o.mul(loss, w);
+  if (red == "none") return m.out(out_index, loss);
+  ValueId sum = o.reduce_sum(loss, {}, false);
+  if (red == "sum") return m.out(out_index, sum);
+  if (w == kNoValue) return m.out(out_index, o.reduce_mean(loss, {}, false));
+  auto ws = static_sizes(o.shape(loss));
+  if (!ws) return m.fail(ErrorCode::unsupported, "needs static shapes");
+  ValueId wsum = o.reduce_sum(o.broadcast_to(w, *ws), {}, false);
+  return m.out(out_index, o.div(sum, wsum));
+}
+
+Status map_nll(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId t, m.in(1));
+  ValueId w = kNoValue;
+  if (m.has(2)) { RLX_ASSIGN_OR_RETURN(w, m.in(2)); }
+  return nll(m, x, t, w, 0);
+}
+
+Status map_sce(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId t, m.in(1));
+  ValueId w = kNoValue;
+  if (m.has(2)) { RLX_ASSIGN_OR_RETURN(w, m.in(2)); }
+  ValueId lp = m.o().log_softmax(x, 1);
+  RLX_TRY(nll(m, lp, t, w, 0));
+  if (m.wants(1)) RLX_TRY(m.out(1, lp));
+  return Status::ok();
+}
+
+// [C] scale/zero point to broadcast along `axis` of x.
+ValueId along(Importer& m, ValueId p, ValueId x, int64_t axis_attr) {
+  OpBuilder& o = m.o();
+  if (o.rank(p) == 0 || o.rank(x) == 0) return p;
+  int r = o.rank(x);
+  int64_t axis = axis_attr < 0 ? axis_attr + r : axis_attr;
+  std::vector<int64_t> s(r, 1);
+  s[axis] = -1;
+  return o.reshape(p, s);
+}
+
+ValueId saturate_cast(OpBuilder& o, ValueId v, DType dt) {
+  double lo = dt == DType::u8 ? 0 : dt == DType::i8 ? -128 : dt == DType::u16 ? 0 : -32768;
+  double hi = dt == DType::u8 ? 255 : dt == DType::i8 ? 127 : dt == DType::u16 ? 65535 : 32767;
+  if (dt == DType::i32) { lo = -2147483648.0; hi = 2147483647.0; }
+  return o.cast(o.min(o.max(v, o.scalar_like(lo, v)), o.scalar_like(hi, v)), dt);
+}
+
+Status map_quantize(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId scale, m.in(1));
+  OpBuilder& o = m.o();
+  DType out = DType::u8;
+  ValueId zp = kNoValue;
+  if (m.has(2)) {
+    RLX_ASSIGN_OR_RETURN(zp, m.in(2));
+    out = o.dtype(zp);
+  }
+  if (out != DType::u8 && out != DType::i8) return m.fail(ErrorCode::unsupported, "output type ", dtype_name(out));
+  int64_t axis = m.ai("axis", 1);
+  ValueId xf = o.cast(x, DType::f32);
+  ValueId v = o.op(Op::Round, {o.div(xf, along(m, o.cast(scale, DType::f32), x, axis))});
+  if (zp != kNoValue) v = o.add(v, along(m, o.cast(zp, DType::f32), x, axis));
+  return m.out(0, saturate_cast(o, v, out));
+}
+
+Status map_dequantize(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId scale, m.in(1));
+  OpBuilder& o = m.o();
+  int64_t axis = m.ai("axis", 1);
+  ValueId v = o.cast(x, DType::f32);
+  if (m.has(2)) {
+    RLX_ASSIGN_OR_RETURN(ValueId zp, m.in(2));
+    v = o.sub(v, along(m, o.cast(zp, DType::f32), x, axis));
+  }
+  return m.out(0, o.mul(v, along(m, o.cast(scale, DType::f32), x, axis)));
+}
+
+Status map_dynamic_quantize(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  OpBuilder& o = m.o();
+  ValueId zero = o.scalar_like(0, x);
+  ValueId mx = o.max(o.reduce_max(x, {}, false), zero);
+  ValueId mn = o.min(o.reduce(Op::ReduceMin, x, {}, false), zero);
+  ValueId scale = o.div(o.sub(mx, mn), o.scalar_like(255, x));
+  ValueId zpf = o.min(o.max(o.op(Op::Round, {o.sub(zero, o.div(mn, scale))}), zero), o.scalar_like(255, x));
+  ValueId y = o.add(o.op(Op::Round, {o.div(x, scale)}), zpf);
+  RLX_TRY(m.out(0, saturate_cast(o, y, DType::u8)));
+  RLX_TRY(m.out(1, scale));
+  return m.out(2, o.cast(zpf, DType::u8));
+}
+
+Status map_matmul_integer(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId a, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId b, m.in(1));
+  OpBuilder& o = m.o();
+  ValueId af = o.cast(a, DType::f64), bf = o.cast(b, DType::f64);
+  if (m.has(2)) {
+    RLX_ASSIGN_OR_RETURN(ValueId az, m.in(2));
+    ValueId azf = o.cast(az, DType::f64);
+    if (o.rank(azf) == 1) azf = o.reshape(azf, {-1, 1});
+    af = o.sub(af, azf);
+  }
+  if (m.has(3)) {
+    RLX_ASSIGN_OR_RETURN(ValueId bz, m.in(3));
+    bf = o.sub(bf, o.cast(bz, DType::f64));
+  }
+  return m.out(0, o.cast(o.matmul(af, bf), DType::i32));
+}
+
+}  // namespace
+
+void register_misc_ops(OpTable& t) {
+  t["NegativeLogLikelihoodLoss"] = {map_nll};
+  t["SoftmaxCrossEntropyLoss"] = {map_sce};
+  t["QuantizeLinear"] = {map_quantize};
+  t["DequantizeLinear"] = {map_dequantize};
+  t["DynamicQuantizeLinear"] = {map_dynamic_quantize};
+  t["MatMulInteger"] = {map_matmul_integer};
+}
+
+}  // namespace rlx::onnx_import

@@ -1,0 +1,574 @@
+// ONNX movement and shape ops: Reshape, Transpose, Flatten, (Un)Squeeze, Concat, Slice, Split,
+// Gather(Elements/ND), Scatter(Elements/ND), Expand, Tile, Pad, Shape, Size, Constant(OfShape),
+// Range, Trilu, EyeLike, OneHot, Compress, DepthToSpace, SpaceToDepth. Shape-valued inputs must
+// be known at import time; Shape of static dims folds to a constant.
+#include <algorithm>
+#include <cmath>
+
+#include "onnx_internal.h"
+
+namespace rlx::onnx_import {
+namespace {
+
+Expected<Sizes> need_static(Importer& m, const TensorType& t, const char* what) {
+  auto s = static_sizes(t.shape, what);
+  if (!s) return m.fail(ErrorCode::unsupported, what, " ", shape_to_string(t.shape),
+                        " must have static dims here (bind symbolic dims with --dims)");
+  return s;
+}
+
+// Import-time tables (masks, offsets) are bounded so a declared huge shape cannot allocate.
+Status bound(Importer& m, int64_t elems) {
+  if (elems < 0 || elems > (int64_t{1} << 24))
+    return m.fail(ErrorCode::unsupported, "would need an import-time table of ", elems, " elements (limit 2^24)");
+  return Status::ok();
+}
+
+Status bound(Importer& m, const Sizes& s) {
+  auto n = checked_numel(s);
+  return bound(m, n ? *n : -1);
+}
+
+Tensor i64_tensor(const std::vector<int64_t>& v, Sizes sizes) {
+  Tensor t = Tensor::zeros(DType::i64, std::move(sizes));
+  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
+  return t;
+}
+
+Status map_reshape(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  std::vector<int64_t> shape;
+  if (m.opset < 5 || (!m.has(1) && m.has_attr("shape"))) {
+    shape = m.aints("shape");
+  } else {
+    RLX_ASSIGN_OR_RETURN(auto dims, m.dims_in(1));
+    // symbolic entries: the input's own dim at that position is copied (0); one other may be inferred (-1)
+    const Shape& xs = m.o().shape(x);
+    bool inferred = false;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      if (dims[k].is_static()) {
+        shape.push_back(dims[k].size());
+      } else if (k < xs.size() && xs[k] == dims[k] && m.ai("allowzero", 0) == 0) {
+        shape.push_back(0);
+      } else if (!inferred) {
+        shape.push_back(-1);
+        inferred = true;
+      } else {
+        return m.fail(ErrorCode::unsupported, "shape ", shape_to_string(dims), " has more symbolic dims than rlx can infer");
+      }
+    }
+    if (inferred)
+      for (int64_t d : shape)
+        if (d == -1 && std::count(shape.begin(), shape.end(), -1) > 1)
+          return m.fail(ErrorCode::unsupported, "shape ", shape_to_string(dims), " has -1 and a symbolic dim");
+  }
+  return m.out(0, m.o().op(Op::Reshape, {x}, Attrs{{"shape", shape}, {"allowzero", m.ai("allowzero", 0)}}));
+}
+
+Status map_transpose(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  std::vector<int64_t> perm = m.aints("perm");
+  if (perm.empty())
+    for (int i = m.o().rank(x) - 1; i >= 0; --i) perm.push_back(i);
+  return m.out(0, m.o().transpose(x, perm));
+}
+
+Status map_flatten(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  int r = m.o().rank(x);
+  int64_t axis = m.ai("axis", 1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis > r) return m.fail(ErrorCode::out_of_range, "axis ", m.ai("axis", 1), " out of range for rank ", r);
+  const Shape& s = m.o().shape(x);
+  int64_t lead = 1, trail = 1;
+  bool lead_static = true, trail_static = true;
+  for (int i = 0; i < r; ++i) {
+    if (i < axis) { if (s[i].is_static()) lead *= s[i].size(); else lead_static = false; }
+    else { if (s[i].is_static()) trail *= s[i].size(); else trail_static = false; }
+  }
+  std::vector<int64_t> shape;
+  if (lead_static) shape = {lead, trail_static ? trail : -1};
+  else if (trail_static) shape = {-1, trail};
+  else return m.fail(ErrorCode::unsupported, "Flatten of ", shape_to_string(s), " needs static dims on one side");
+  return m.out(0, m.o().reshape(x, shape));
+}
+
+Status map_squeeze(Importer& m, bool un) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  std::vector<int64_t> axes = m.aints("axes");
+  if (m.has(1)) { RLX_ASSIGN_OR_RETURN(axes, m.ints(1)); }
+  if (un) return m.out(0, m.o().op(Op::Unsqueeze, {x}, Attrs{{"axes", axes}}));
+  return m.out(0, m.o().op(Op::Squeeze, {x}, Attrs{{"axes", axes}}));
+}
+
+Status map_concat(Importer& m) {
+  std::vector<ValueId> xs;
+  for (int i = 0; i < m.num_inputs(); ++i) {
+    if (!m.has(i)) continue;
+    RLX_ASSIGN_OR_RETURN(ValueId x, m.in(i));
+    xs.push_back(x);
+  }
+  if (xs.empty()) return m.fail(ErrorCode::format_error, "needs at least one input");
+  return m.out(0, m.o().concat(xs, m.ai("axis", 0)));
+}
+
+Status map_slice(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (m.opset < 10) {
+    starts = m.aints("starts");
+    ends = m.aints("ends");
+    axes = m.aints("axes");
+  } else {
+    RLX_ASSIGN_OR_RETURN(starts, m.ints(1));
+    RLX_ASSIGN_OR_RETURN(ends, m.ints(2));
+    if (m.has(3)) { RLX_ASSIGN_OR_RETURN(axes, m.ints(3)); }
+    if (m.has(4)) { RLX_ASSIGN_OR_RETURN(steps, m.ints(4)); }
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  return m.out(0, m.o().slice(x, starts, ends, axes, steps));
+}
+
+Status map_split(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  int r = m.o().rank(x);
+  RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", 0), r));
+  std::vector<int64_t> sizes = m.aints("split");
+  if (m.has(1)) { RLX_ASSIGN_OR_RETURN(sizes, m.ints(1)); }
+  if (sizes.empty()) {
+    const Dim& d = m.o().shape(x)[axis];
+    if (!d.is_static()) return m.fail(ErrorCode::unsupported, "an even split needs a static axis");
+    int n = m.num_outputs();
+    if (n <= 0) return m.fail(ErrorCode::format_error, "no outputs");
+    int64_t each = (d.size() + n - 1) / n;
+    int64_t left = d.size();
+    for (int i = 0; i < n; ++i) {
+      int64_t s = std::min(each, left);
+      sizes.push_back(s);
+      left -= s;
+    }
+  }
+  if (static_cast<int>(sizes.size()) != m.num_outputs())
+    return m.fail(ErrorCode::shape_error, "split has ", sizes.size(), " sizes for ", m.num_outputs(), " outputs");
+  auto outs = m.o().split(x, axis, sizes);
+  RLX_TRY(m.ok().with_context(m.where()));
+  for (size_t i = 0; i < outs.size(); ++i) RLX_TRY(m.out(static_cast<int>(i), outs[i]));
+  return Status::ok();
+}
+
+// Normalizes integer indices against `dim` (negative counts from the end), as i64.
+ValueId norm_index(OpBuilder& o, ValueId idx, int64_t dim) {
+  idx = o.cast(idx, DType::i64);
+  ValueId d = o.scalar(static_cast<double>(dim), DType::i64);
+  return o.where(o.binary(Op::Less, idx, o.scalar(0, DType::i64)), o.add(idx, d), idx);
+}
+
+Status map_gather(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId idx, m.in(1));
+  return m.out(0, m.o().gather(x, m.o().cast(idx, DType::i64), m.ai("axis", 0)));
+}
+
+// Flat offsets into data (row-major over data's shape) of every position of `ishape`, leaving
+// out axis `skip` (or none when skip < 0).
+Tensor base_offsets(const Sizes& ishape, const Sizes& dshape, int skip) {
+  Sizes dstr = contiguous_strides(dshape);
+  Tensor t = Tensor::zeros(DType::i64, ishape);
+  int64_t n = numel(ishape);
+  Sizes pos(ishape.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t off = 0;
+    for (size_t j = 0; j < ishape.size(); ++j)
+      if (static_cast<int>(j) != skip) off += pos[j] * dstr[j];
+    t.data<int64_t>()[k] = off;
+    for (int j = static_cast<int>(ishape.size()) - 1; j >= 0; --j) {
+      if (++pos[j] < ishape[j]) break;
+      pos[j] = 0;
+    }
+  }
+  return t;
+}
+
+Status map_gather_elements(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId idx, m.in(1));
+  OpBuilder& o = m.o();
+  RLX_ASSIGN_OR_RETURN(Sizes ds, need_static(m, o.type(x), "data"));
+  RLX_ASSIGN_OR_RETURN(Sizes is, need_static(m, o.type(idx), "indices"));
+  if (ds.size() != is.size()) return m.fail(ErrorCode::shape_error, "data and indices differ in rank");
+  RLX_TRY(bound(m, is));
+  RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", 0), static_cast<int>(ds.size())));
+  Sizes dstr = contiguous_strides(ds);
+  ValueId flat = o.add(m.c(base_offsets(is, ds, axis)),
+                       o.mul(norm_index(o, idx, ds[axis]), o.scalar(static_cast<double>(dstr[axis]), DType::i64)));
+  ValueId xf = o.reshape(x, {-1});
+  return m.out(0, o.gather(xf, flat, 0));
+}
+
+Status map_scatter_elements(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId idx, m.in(1));
+  RLX_ASSIGN_OR_RETURN(ValueId upd, m.in(2));
+  OpBuilder& o = m.o();
+  std::string red = m.as("reduction", "none");
+  Op op = red == "none" ? Op::Scatter : red == "add" ? Op::ScatterAdd : Op::Constant;
+  if (op == Op::Constant) return m.fail(ErrorCode::unsupported, "reduction '", red, "' is not supported");
+  RLX_ASSIGN_OR_RETURN(Sizes ds, need_static(m, o.type(x), "data"));
+  RLX_ASSIGN_OR_RETURN(Sizes is, need_static(m, o.type(idx), "indices"));
+  if (ds.size() != is.size()) return m.fail(ErrorCode::shape_error, "data and indices differ in rank");
+  RLX_TRY(bound(m, is));
+  RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", 0), static_cast<int>(ds.size())));
+  Sizes dstr = contiguous_strides(ds);
+  ValueId flat = o.add(m.c(base_offsets(is, ds, axis)),
+                       o.mul(norm_index(o, idx, ds[axis]), o.scalar(static_cast<double>(dstr[axis]), DType::i64)));
+  ValueId r = o.op(op, {o.reshape(x, {-1}), o.reshape(flat, {-1}), o.reshape(upd, {-1})}, Attrs{{"axis", int64_t{0}}});
+  return m.out(0, o.reshape(r, std::vector<int64_t>(ds.begin(), ds.end())));
+}
+
+// GatherND / ScatterND: flat row index over the first k data dims (after batch dims).
+Expected<ValueId> nd_rows(Importer& m, ValueId idx, const Sizes& ds, const Sizes& is, int64_t batch, int64_t& rows,
+                          Sizes& rest) {
+  OpBuilder& o = m.o();
+  int64_t k = is.back();
+  if (k < 1 || batch + k > static_cast<int64_t>(ds.size()))
+    return m.fail(ErrorCode::shape_error, "index depth ", k, " does not fit data of rank ", ds.size());
+  Sizes inner(ds.begin() + batch, ds.begin() + batch + k);
+  Sizes istr = contiguous_strides(inner);
+  int64_t inner_n = numel(inner);
+  std::vector<int64_t> strides(istr.begin(), istr.end());
+  ValueId cols = o.cast(idx, DType::i64);
+  // negative indices count from the end of each dim
+  std::vector<int64_t> dims(inner.begin(), inner.end());
+  ValueId dimc = m.c(i64_tensor(dims, {k}));
+  cols = o.where(o.binary(Op::Less, cols, o.scalar(0, DType::i64)), o.add(cols, dimc), cols);
+  ValueId lin = o.reduce_sum(o.mul(cols, m.c(i64_tensor(strides, {k}))), {-1}, false);
+  // batch offsets: each batch position's row block
+  int64_t bn = 1;
+  for (int64_t b = 0; b < batch; ++b) bn *= ds[b];
+  Sizes ishape(is.begin(), is.end() - 1);
+  if (batch > 0) {
+    Tensor base = Tensor::zeros(DType::i64, ishape);
+    int64_t per_batch = numel(ishape) / std::max<int64_t>(bn, 1);
+    for (int64_t q = 0; q < numel(ishape); ++q) base.data<int64_t>()[q] = (q / std::max<int64_t>(per_batch, 1)) * inner_n;
+    lin = o.add(lin, m.c(base));
+  }
+  rows = bn * inner_n;
+  rest.assign(ds.begin() + batch + k, ds.end());
+  return lin;
+}
+
+Status map_gather_nd(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId idx, m.in(1));
+  OpBuilder& o = m.o();
+  RLX_ASSIGN_OR_RETURN(Sizes ds, need_static(m, o.type(x), "data"));
+  RLX_ASSIGN_OR_RETURN(Sizes is, need_static(m, o.type(idx), "indices"));
+  if (is.empty()) return m.fail(ErrorCode::shape_error, "indices must have rank >= 1");
+  RLX_TRY(bound(m, is));
+  int64_t rows;
+  Sizes rest;
+  RLX_ASSIGN_OR_RETURN(ValueId lin, nd_rows(m, idx, ds, is, m.ai("batch_dims", 0), rows, rest));
+  std::vector<int64_t> flat_shape{rows};
+  flat_shape.insert(flat_shape.end(), rest.begin(), rest.end());
+  return m.out(0, o.gather(o.reshape(x, flat_shape), lin, 0));
+}
+
+Status map_scatter_nd(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId idx, m.in(1));
+  RLX_ASSIGN_OR_RETURN(ValueId upd, m.in(2));
+  OpBuilder& o = m.o();
+  std::string red = m.as("reduction", "none");
+  Op op = red == "none" ? Op::Scatter : red == "add" ? Op::ScatterAdd : Op::Constant;
+  if (op == Op::Constant) return m.fail(ErrorCode::unsupported, "reduction '", red, "' is not supported");
+  RLX_ASSIGN_OR_RETURN(Sizes ds, need_static(m, o.type(x), "data"));
+  RLX_ASSIGN_OR_RETURN(Sizes is, need_static(m, o.type(idx), "indices"));
+  if (is.empty()) return m.fail(ErrorCode::shape_error, "indices must have rank >= 1");
+  RLX_TRY(bound(m, is));
+  int64_t rows;
+  Sizes rest;
+  RLX_ASSIGN_OR_RETURN(ValueId lin, nd_rows(m, idx, ds, is, 0, rows, rest));
+  std::vector<int64_t> flat_shape{rows}, upd_shape{-1};
+  flat_shape.insert(flat_shape.end(), rest.begin(), rest.end());
+  upd_shape.insert(upd_shape.end(), rest.begin(), rest.end());
+  ValueId r = o.op(op, {o.reshape(x, flat_shape), o.reshape(lin, {-1}), o.reshape(upd, upd_shape)}, Attrs{{"axis", int64_t{0}}});
+  return m.out(0, o.reshape(r, std::vector<int64_t>(ds.begin(), ds.end())));
+}
+
+Status map_expand(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(auto shape, m.dims_in(1));
+  OpBuilder& o = m.o();
+  // ONNX Expand broadcasts both ways: the target may be shorter or hold 1 where x is larger
+  auto b = broadcast_shapes(o.shape(x), shape);
+  if (!b) return b.status().with_context(m.where());
+  std::vector<int64_t> target;
+  int r = static_cast<int>(b->size()), xr = o.rank(x);
+  for (int i = 0; i < r; ++i) {
+    const Dim& d = (*b)[i];
+    if (d.is_static()) target.push_back(d.size());
+    else {
+      int xi = i - (r - xr);
+      if (xi < 0 || o.shape(x)[xi] != d) return m.fail(ErrorCode::unsupported, "Expand to a symbolic dim");
+      target.push_back(1);  // symbolic dim of x kept: broadcast against 1
+    }
+  }
+  return m.out(0, o.expand(x, target));
+}
+
+Status map_tile(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(auto reps, m.ints(1));
+  OpBuilder& o = m.o();
+  RLX_ASSIGN_OR_RETURN(Sizes s, need_static(m, o.type(x), "input"));
+  if (reps.size() != s.size()) return m.fail(ErrorCode::shape_error, "repeats has ", reps.size(), " entries for rank ", s.size());
+  std::vector<int64_t> inter, big, out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (reps[i] < 0) return m.fail(ErrorCode::shape_error, "negative repeat");
+    inter.push_back(1);
+    inter.push_back(s[i]);
+    big.push_back(reps[i]);
+    big.push_back(s[i]);
+    out.push_back(reps[i] * s[i]);
+  }
+  return m.out(0, o.reshape(o.expand(o.reshape(x, inter), big), out));
+}
+
+Status map_pad(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  std::vector<int64_t> pads;
+  double value = 0;
+  if (m.opset < 11) {
+    pads = m.aints("pads");
+    value = m.af("value", 0.0);
+  } else {
+    RLX_ASSIGN_OR_RETURN(pads, m.ints(1));
+    if (m.has(2)) {
+      RLX_ASSIGN_OR_RETURN(auto v, m.floats(2));
+      if (!v.empty()) value = v[0];
+    }
+    if (m.has(3)) return m.fail(ErrorCode::unsupported, "the axes input is not supported");
+  }
+  std::string mode = m.as("mode", "constant");
+  return m.out(0, m.o().op(Op::Pad, {x}, Attrs{{"pads", pads}, {"value", value}, {"mode", mode}}));
+}
+
+Status map_shape(Importer& m) {
+  const TensorType& t = m.type(0);
+  int r = t.rank();
+  int64_t start = m.ai("start", 0), end = m.ai("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, 0, r);
+  std::vector<Dim> dims;
+  for (int64_t i = start; i < end; ++i) {
+    if (t.shape[i].is_unknown())
+      return m.fail(ErrorCode::unsupported, "Shape of ", t.to_string(), ": dim ", i, " is unknown until run time");
+    dims.push_back(t.shape[i]);
+  }
+  return m.out_dims(0, dims, false);
+}
+
+Status map_size(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(Sizes s, need_static(m, m.type(0), "input"));
+  return m.out_const(0, i64_tensor({numel(s)}, {}));
+}
+
+Status map_constant(Importer& m) {
+  if (m.has_attr("value")) {
+    RLX_ASSIGN_OR_RETURN(Tensor t, m.atensor("value"));
+    return m.out_const(0, t);
+  }
+  if (m.has_attr("value_float")) return m.out_const(0, Tensor::from_vector<double>(DType::f32, {}, {m.af("value_float", 0)}));
+  if (m.has_attr("value_int")) return m.out_const(0, i64_tensor({m.ai("value_int", 0)}, {}));
+  if (m.has_attr("value_floats")) {
+    auto v = m.afloats("value_floats");
+    return m.out_const(0, Tensor::from_vector<double>(DType::f32, {static_cast<int64_t>(v.size())}, v));
+  }
+  if (m.has_attr("value_ints")) {
+    auto v = m.aints("value_ints");
+    return m.out_const(0, i64_tensor(v, {static_cast<int64_t>(v.size())}));
+  }
+  return m.fail(ErrorCode::unsupported, "only tensor, float(s) and int(s) values are supported (not sparse or string)");
+}
+
+Status map_constant_of_shape(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(auto shape, m.ints(0));
+  Tensor v = Tensor::from_vector<double>(DType::f32, {1}, {0.0});
+  if (m.has_attr("value")) { RLX_ASSIGN_OR_RETURN(v, m.atensor("value")); }
+  if (v.numel() != 1) return m.fail(ErrorCode::format_error, "value must hold one element");
+  Sizes s;
+  for (int64_t d : shape) {
+    if (d < 0) return m.fail(ErrorCode::shape_error, "negative dimension ", d);
+    s.push_back(d);
+  }
+  auto n = checked_numel(s);
+  if (!n || *n > (int64_t{1} << 40)) return m.fail(ErrorCode::overflow, "shape ", sizes_to_string(s), " is too large");
+  if (*n <= (int64_t{1} << 16)) {
+    Tensor t = Tensor::zeros(v.dtype(), s);
+    double x = v.get_f64(0);
+    for (int64_t i = 0; i < *n; ++i) t.set_f64(i, x);
+    return m.out_const(0, t);
+  }
+  double x = v.get_f64(0);
+  return m.out(0, m.o().full(x, v.dtype(), s));
+}
+
+Status map_range(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(Tensor st, m.konst(0));
+  RLX_ASSIGN_OR_RETURN(Tensor li, m.konst(1));
+  RLX_ASSIGN_OR_RETURN(Tensor de, m.konst(2));
+  if (st.numel() != 1 || li.numel() != 1 || de.numel() != 1) return m.fail(ErrorCode::shape_error, "inputs must be scalars");
+  double s = st.get_f64(0), l = li.get_f64(0), d = de.get_f64(0);
+  if (d == 0) return m.fail(ErrorCode::invalid_argument, "delta is 0");
+  double nf = std::ceil((l - s) / d);
+  if (!(nf <= double(int64_t{1} << 24))) return m.fail(ErrorCode::overflow, "range too long");
+  int64_t n = std::max<int64_t>(static_cast<int64_t>(nf), 0);
+  Tensor t = Tensor::zeros(st.dtype(), {n});
+  if (is_float(st.dtype())) {
+    // accumulate in the element type as the reference does
+    double v = s;
+    for (int64_t i = 0; i < n; ++i) {
+      t.set_f64(i, v);
+      v = st.dtype() == DType::f32 ? static_cast<float>(static_cast<float>(v) + static_cast<float>(d)) : v + d;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) t.set_f64(i, s + static_cast<double>(i) * d);
+  }
+  return m.out_const(0, t);
+}
+
+Status map_trilu(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  int64_t k = 0;
+  if (m.has(1)) {
+    RLX_ASSIGN_OR_RETURN(auto kv, m.ints(1));
+    if (kv.size() != 1) return m.fail(ErrorCode::shape_error, "k must be a scalar");
+    k = kv[0];
+  }
+  OpBuilder& o = m.o();
+  int r = o.rank(x);
+  if (r < 2) return m.fail(ErrorCode::shape_error, "input must have rank >= 2");
+  const Dim &dn = o.shape(x)[r - 2], &dm = o.shape(x)[r - 1];
+  if (!dn.is_static() || !dm.is_static()) return m.fail(ErrorCode::unsupported, "the last two dims must be static");
+  RLX_TRY(bound(m, Sizes{dn.size(), dm.size()}));
+  bool upper = m.ai("upper", 1) != 0;
+  Tensor mask = Tensor::zeros(DType::boolean, {dn.size(), dm.size()});
+  for (int64_t i = 0; i < dn.size(); ++i)
+    for (int64_t j = 0; j < dm.size(); ++j) mask.bytes()[i * dm.size() + j] = upper ? (j - i >= k) : (j - i <= k);
+  return m.out(0, o.where(m.c(mask), x, o.scalar_like(0, x)));
+}
+
+Status map_eye_like(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(Sizes s, need_static(m, m.type(0), "input"));
+  if (s.size() != 2) return m.fail(ErrorCode::shape_error, "input must be 2-D");
+  RLX_TRY(bound(m, s));
+  DType dt = m.type(0).dtype;
+  if (m.has_attr("dtype")) {
+    auto d = dtype_from_onnx(static_cast<int32_t>(m.ai("dtype", 1)));
+    if (!d) return m.fail(ErrorCode::unsupported, "dtype ", m.ai("dtype", 1));
+    dt = *d;
+  }
+  int64_t k = m.ai("k", 0);
+  Tensor t = Tensor::zeros(dt, s);
+  for (int64_t i = 0; i < s[0]; ++i)
+    if (i + k >= 0 && i + k < s[1]) t.set_f64(i * s[1] + i + k, 1);
+  return m.out_const(0, t);
+}
+
+Status map_one_hot(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId idx, m.in(0));
+  RLX_ASSIGN_OR_RETURN(Tensor depth_t, m.konst(1));
+  RLX_ASSIGN_OR_RETURN(ValueId vals, m.in(2));
+  OpBuilder& o = m.o();
+  if (depth_t.numel() != 1) return m.fail(ErrorCode::shape_error, "depth must hold one value");
+  int64_t depth = static_cast<int64_t>(depth_t.get_f64(0));
+  if (depth < 1 || depth > (int64_t{1} << 24)) return m.fail(ErrorCode::out_of_range, "depth ", depth, " out of range");
+  int r = o.rank(idx) + 1;
+  RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", -1), r));
+  ValueId id = norm_index(o, o.cast(idx, DType::i64), depth);
+  ValueId iu = o.op(Op::Unsqueeze, {id}, Attrs{{"axes", std::vector<int64_t>{axis}}});
+  std::vector<int64_t> rs(r, 1);
+  rs[axis] = depth;
+  std::vector<int64_t> seq(depth);
+  for (int64_t i = 0; i < depth; ++i) seq[i] = i;
+  ValueId range = o.reshape(m.c(i64_tensor(seq, {depth})), rs);
+  ValueId hit = o.binary(Op::Equal, iu, range);
+  ValueId off = o.reshape(o.slice(vals, {0}, {1}, {0}), {});
+  ValueId on = o.reshape(o.slice(vals, {1}, {2}, {0}), {});
+  return m.out(0, o.where(hit, on, off));
+}
+
+Status map_compress(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(Tensor cond, m.konst(1));
+  OpBuilder& o = m.o();
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < cond.numel(); ++i)
+    if (cond.get_f64(i) != 0) keep.push_back(i);
+  int64_t axis = 0;
+  if (m.has_attr("axis")) {
+    RLX_ASSIGN_OR_RETURN(int a, axis_of(m, m.ai("axis", 0), o.rank(x)));
+    axis = a;
+  } else {
+    x = o.reshape(x, {-1});
+  }
+  return m.out(0, o.gather(x, m.c(i64_tensor(keep, {static_cast<int64_t>(keep.size())})), axis));
+}
+
+Status map_depth_space(Importer& m, bool to_space) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  OpBuilder& o = m.o();
+  RLX_ASSIGN_OR_RETURN(Sizes s, need_static(m, o.type(x), "input"));
+  if (s.size() != 4) return m.fail(ErrorCode::shape_error, "input must be NCHW");
+  int64_t b = m.ai("blocksize", 0), n = s[0], c = s[1], h = s[2], w = s[3];
+  if (b <= 0) return m.fail(ErrorCode::invalid_argument, "blocksize must be positive");
+  if (to_space) {
+    if (c % (b * b)) return m.fail(ErrorCode::shape_error, "channels not divisible by blocksize^2");
+    bool crd = m.as("mode", "DCR") == "CRD";
+    ValueId r = crd ? o.reshape(x, {n, c / (b * b), b, b, h, w}) : o.reshape(x, {n, b, b, c / (b * b), h, w});
+    ValueId t = crd ? o.transpose(r, {0, 1, 4, 2, 5, 3}) : o.transpose(r, {0, 3, 4, 1, 5, 2});
+    return m.out(0, o.reshape(t, {n, c / (b * b), h * b, w * b}));
+  }
+  if (h % b || w % b) return m.fail(ErrorCode::shape_error, "spatial dims not divisible by blocksize");
+  ValueId r = o.reshape(x, {n, c, h / b, b, w / b, b});
+  return m.out(0, o.reshape(o.transpose(r, {0, 3, 5, 1, 2, 4}), {n, c * b * b, h / b, w / b}));
+}
+
+}  // namespace
+
+void register_movement_ops(OpTable& t) {
+  t["Reshape"] = {map_reshape};
+  t["Transpose"] = {map_transpose};
+  t["Flatten"] = {map_flatten};
+  t["Squeeze"] = {[](Importer& m) { return map_squeeze(m, false); }};
+  t["Unsqueeze"] = {[](Importer& m) { return map_squeeze(m, true); }};
+  t["Concat"] = {map_concat};
+  t["Slice"] = {map_slice};
+  t["Split"] = {map_split};
+  t["Gather"] = {map_gather};
+  t["GatherElements"] = {map_gather_elements};
+  t["ScatterElements"] = {map_scatter_elements};
+  t["Scatter"] = {map_scatter_elements};
+  t["GatherND"] = {map_gather_nd};
+  t["ScatterND"] = {map_scatter_nd};
+  t["Expand"] = {map_expand};
+  t["Tile"] = {map_tile};
+  t["Pad"] = {map_pad};
+  t["Shape"] = {map_shape};
+  t["Size"] = {map_size};
+  t["Constant"] = {map_constant};
+  t["ConstantOfShape"] = {map_constant_of_shape};
+  t["Range"] = {map_range};
+  t["Trilu"] = {map_trilu};
+  t["EyeLike"] = {map_eye_like};
+  t["OneHot"] = {map_one_hot};
+  t["Compress"] = {map_compress};
+  t["DepthToSpace"] = {[](Importer& m) { return map_depth_space(m, true); }};
+  t["SpaceToDepth"] = {[](Importer& m) { return map_depth_space(m, false); }};
+}
+
+}  // namespace rlx::onnx_import

@@ -1,0 +1,362 @@
+// ONNX neural-network ops: MatMul, Gemm, Softmax/LogSoftmax/Hardmax, LayerNormalization,
+// BatchNormalization, InstanceNormalization, LRN, MeanVarianceNormalization, Conv (1-D/2-D),
+// Max/AveragePool (1-D/2-D), Global pools, Dropout (inference), CumSum.
+#include <cmath>
+
+#include "onnx_internal.h"
+
+namespace rlx::onnx_import {
+namespace {
+
+ValueId k(OpBuilder& o, double v, ValueId like) { return o.scalar_like(v, like); }
+
+Status map_matmul(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId a, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId b, m.in(1));
+  return m.out(0, m.o().matmul(a, b));
+}
+
+Status map_gemm(Importer& m) {
+  RLX_TRY(m.only_attrs({"alpha", "beta", "transA", "transB", "broadcast"}));
+  RLX_ASSIGN_OR_RETURN(ValueId a, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId b, m.in(1));
+  std::vector<ValueId> ins{a, b};
+  if (m.has(2)) {
+    RLX_ASSIGN_OR_RETURN(ValueId c, m.in(2));
+    ins.push_back(c);
+  }
+  return m.out(0, m.o().op(Op::Gemm, ins,
+                           Attrs{{"alpha", m.af("alpha", 1.0)}, {"beta", m.af("beta", 1.0)},
+                                 {"trans_a", m.ai("transA", 0)}, {"trans_b", m.ai("transB", 0)}}));
+}
+
+// Softmax family. Before opset 13 the input is coerced to 2-D at `axis` (default 1).
+MapFn softmax_like(int kind) {  // 0 softmax, 1 log-softmax, 2 hardmax
+  return [kind](Importer& m) -> Status {
+    RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+    OpBuilder& o = m.o();
+    int r = o.rank(x);
+    auto apply = [&](ValueId v, int64_t axis) -> ValueId {
+      if (kind == 0) return o.softmax(v, axis);
+      if (kind == 1) return o.log_softmax(v, axis);
+      ValueId am = o.argmax(v, axis, true);
+      int vr = o.rank(v);
+      int ax = static_cast<int>(axis < 0 ? axis + vr : axis);
+      const Dim& d = o.shape(v)[ax];
+      if (d.size() > (int64_t{1} << 24)) return o.fail(m.fail(ErrorCode::unsupported, "Hardmax axis too long"));
+      std::vector<int64_t> rs(vr, 1);
+      rs[ax] = d.size();
+      Tensor seq = Tensor::zeros(DType::i64, {d.size()});
+      for (int64_t i = 0; i < d.size(); ++i) seq.data<int64_t>()[i] = i;
+      ValueId hit = o.binary(Op::Equal, am, o.reshape(m.c(seq), rs));
+      return o.cast(hit, o.dtype(v));
+    };
+    if (m.opset >= 13) {
+      int64_t axis = m.ai("axis", -1);
+      RLX_ASSIGN_OR_RETURN(int ax, axis_of(m, axis, r));
+      if (kind == 2 && !o.shape(x)[ax].is_static()) return m.fail(ErrorCode::unsupported, "Hardmax over a symbolic axis");
+      return m.out(0, apply(x, ax));
+    }
+    int64_t axis = m.ai("axis", 1);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis > r) return m.fail(ErrorCode::out_of_range, "axis out of range");
+    auto s = static_sizes(o.shape(x));
+    if (!s) return m.fail(ErrorCode::unsupported, "opset < 13 softmax needs static dims");
+    int64_t lead = 1, trail = 1;
+    for (int i = 0; i < r; ++i) (i < axis ? lead : trail) *= (*s)[i];
+    ValueId y = apply(o.reshape(x, {lead, trail}), 1);
+    return m.out(0, o.reshape(y, std::vector<int64_t>(s->begin(), s->end())));
+  };
+}
+
+Status map_layer_norm(Importer& m) {
+  RLX_TRY(m.only_attrs({"axis", "epsilon", "stash_type"}));
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId scale, m.in(1));
+  OpBuilder& o = m.o();
+  int r = o.rank(x);
+  RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", -1), r));
+  double eps = m.af("epsilon", 1e-5);
+  ValueId bias = kNoValue;
+  if (m.has(2)) { RLX_ASSIGN_OR_RETURN(bias, m.in(2)); }
+  Shape norm(o.shape(x).begin() + axis, o.shape(x).end());
+  bool simple = !m.wants(1) && !m.wants(2) && o.shape(scale) == norm && (bias == kNoValue || o.shape(bias) == norm);
+  if (simple) {
+    std::vector<ValueId> ins{x, scale};
+    if (bias != kNoValue) ins.push_back(bias);
+    return m.out(0, o.op(Op::LayerNorm, ins, Attrs{{"axis", int64_t{axis}}, {"epsilon", eps}}));
+  }
+  std::vector<int64_t> axes;
+  for (int i = axis; i < r; ++i) axes.push_back(i);
+  ValueId mean = o.reduce_mean(x, axes, true);
+  ValueId d = o.sub(x, mean);
+  ValueId var = o.reduce_mean(o.mul(d, d), axes, true);
+  ValueId inv = o.rsqrt(o.add(var, k(o, eps, x)));
+  ValueId y = o.mul(o.mul(d, inv), scale);
+  if (bias != kNoValue) y = o.add(y, bias);
+  RLX_TRY(m.out(0, y));
+  if (m.wants(1)) RLX_TRY(m.out(1, mean));
+  if (m.wants(2)) RLX_TRY(m.out(2, inv));
+  return Status::ok();
+}
+
+// [C] parameters reshaped to broadcast over [N, C, ...].
+ValueId per_channel(OpBuilder& o, ValueId p, int rank) {
+  std::vector<int64_t> s(rank, 1);
+  s[1] = -1;
+  return o.reshape(p, s);
+}
+
+Status map_batch_norm(Importer& m) {
+  if (m.ai("training_mode", 0) != 0 || m.wants(1) || m.wants(2))
+    return m.fail(ErrorCode::unsupported, "training mode (running statistics outputs) is not supported");
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId scale, m.in(1));
+  RLX_ASSIGN_OR_RETURN(ValueId bias, m.in(2));
+  RLX_ASSIGN_OR_RETURN(ValueId mean, m.in(3));
+  RLX_ASSIGN_OR_RETURN(ValueId var, m.in(4));
+  OpBuilder& o = m.o();
+  int r = o.rank(x);
+  if (r < 2) return m.fail(ErrorCode::shape_error, "input must have rank >= 2");
+  ValueId inv = o.rsqrt(o.add(per_channel(o, var, r), k(o, m.af("epsilon", 1e-5), x)));
+  ValueId y = o.mul(o.mul(o.sub(x, per_channel(o, mean, r)), inv), per_channel(o, scale, r));
+  return m.out(0, o.add(y, per_channel(o, bias, r)));
+}
+
+Status map_instance_norm(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId scale, m.in(1));
+  RLX_ASSIGN_OR_RETURN(ValueId bias, m.in(2));
+  OpBuilder& o = m.o();
+  int r = o.rank(x);
+  std::vector<int64_t> axes;
+  for (int i = 2; i < r; ++i) axes.push_back(i);
+  ValueId mean = o.reduce_mean(x, axes, true);
+  ValueId d = o.sub(x, mean);
+  ValueId var = o.reduce_mean(o.mul(d, d), axes, true);
+  ValueId y = o.mul(d, o.rsqrt(o.add(var, k(o, m.af("epsilon", 1e-5), x))));
+  return m.out(0, o.add(o.mul(y, per_channel(o, scale, r)), per_channel(o, bias, r)));
+}
+
+Status map_mvn(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  OpBuilder& o = m.o();
+  std::vector<int64_t> axes = m.aints("axes", {0, 2, 3});
+  ValueId mean = o.reduce_mean(x, axes, true);
+  ValueId var = o.sub(o.reduce_mean(o.mul(x, x), axes, true), o.mul(mean, mean));
+  return m.out(0, o.div(o.sub(x, mean), o.add(o.sqrt(var), k(o, 1e-9, x))));
+}
+
+Status map_lrn(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  OpBuilder& o = m.o();
+  int64_t size = m.ai("size", 0);
+  if (size <= 0) return m.fail(ErrorCode::invalid_argument, "size must be positive");
+  double alpha = m.af("alpha", 1e-4), beta = m.af("beta", 0.75), bias = m.af("bias", 1.0);
+  int r = o.rank(x);
+  const Dim& c = o.shape(x)[1];
+  if (!c.is_static()) return m.fail(ErrorCode::unsupported, "channels must be static");
+  int64_t before = (size - 1) / 2, after = size - 1 - before;
+  std::vector<int64_t> pads(2 * r, 0);
+  pads[1] = before;
+  pads[r + 1] = after;
+  ValueId sq = o.pad(o.mul(x, x), pads, 0.0);
+  ValueId sum = kNoValue;
+  for (int64_t i = 0; i < size; ++i) {
+    ValueId s = o.slice(sq, {i}, {i + c.size()}, {1});
+    sum = sum == kNoValue ? s : o.add(sum, s);
+  }
+  ValueId den = o.pow(o.add(k(o, bias, x), o.mul(sum, k(o, alpha / size, x))), k(o, beta, x));
+  return m.out(0, o.div(x, den));
+}
+
+// auto_pad and explicit pads to [begin..., end...] for the spatial dims.
+Expected<std::vector<int64_t>> conv_pads(Importer& m, const Sizes& in, const std::vector<int64_t>& kernel,
+                                         const std::vector<int64_t>& strides, const std::vector<int64_t>& dil,
+                                         bool ceil_mode = false) {
+  size_t n = kernel.size();
+  std::string ap = m.as("auto_pad", "NOTSET");
+  std::vector<int64_t> pads = m.aints("pads", std::vector<int64_t>(2 * n, 0));
+  if (pads.size() != 2 * n) return m.fail(ErrorCode::shape_error, "pads needs ", 2 * n, " entries");
+  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    for (size_t i = 0; i < n; ++i) {
+      int64_t out = (in[i] + strides[i] - 1) / strides[i];
+      int64_t total = std::max<int64_t>((out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in[i], 0);
+      int64_t small = total / 2, big = total - small;
+      pads[i] = ap == "SAME_UPPER" ? small : big;
+      pads[i + n] = ap == "SAME_UPPER" ? big : small;
+    }
+  } else if (ap == "VALID") {
+    pads.assign(2 * n, 0);
+  } else if (ap != "NOTSET") {
+    return m.fail(ErrorCode::unsupported, "auto_pad '", ap, "'");
+  }
+  (void)ceil_mode;
+  return pads;
+}
+
+// 1-D ops run as 2-D with a height of 1.
+struct Spatial {
+  bool one_d = false;
+  Sizes in;  // spatial sizes
+};
+
+Status map_conv(Importer& m) {
+  RLX_TRY(m.only_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId w, m.in(1));
+  OpBuilder& o = m.o();
+  int r = o.rank(x);
+  if (r != 3 && r != 4) return m.fail(ErrorCode::unsupported, "only 1-D and 2-D convolutions are supported (input rank ", r, ")");
+  auto xs = static_sizes(o.shape(x));
+  auto ws = static_sizes(o.shape(w));
+  if (!xs || !ws) return m.fail(ErrorCode::unsupported, "convolution needs static shapes");
+  int n = r - 2;
+  std::vector<int64_t> kernel(ws->begin() + 2, ws->end());
+  std::vector<int64_t> strides = m.aints("strides", std::vector<int64_t>(n, 1));
+  std::vector<int64_t> dil = m.aints("dilations", std::vector<int64_t>(n, 1));
+  Sizes in(xs->begin() + 2, xs->end());
+  RLX_ASSIGN_OR_RETURN(auto pads, conv_pads(m, in, kernel, strides, dil));
+  std::vector<ValueId> ins{x, w};
+  if (m.has(2)) {
+    RLX_ASSIGN_OR_RETURN(ValueId b, m.in(2));
+    ins.push_back(b);
+  }
+  if (n == 1) {
+    ins[0] = o.reshape(x, {(*xs)[0], (*xs)[1], 1, (*xs)[2]});
+    ins[1] = o.reshape(w, {(*ws)[0], (*ws)[1], 1, (*ws)[2]});
+    strides = {1, strides[0]};
+    dil = {1, dil[0]};
+    pads = {0, pads[0], 0, pads[1]};
+  }
+  ValueId y = o.op(Op::Conv2d, ins,
+                   Attrs{{"strides", strides}, {"pads", pads}, {"dilations", dil}, {"group", m.ai("group", 1)}});
+  if (n == 1 && o.ok()) {
+    auto ys = static_sizes(o.shape(y));
+    y = o.reshape(y, {(*ys)[0], (*ys)[1], (*ys)[3]});
+  }
+  return m.out(0, y);
+}
+
+MapFn pool(bool max) {
+  return [max](Importer& m) -> Status {
+    if (m.wants(1)) return m.fail(ErrorCode::unsupported, "the Indices output is not supported");
+    if (m.ai("storage_order", 0) != 0) return m.fail(ErrorCode::unsupported, "storage_order 1 is not supported");
+    RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+    OpBuilder& o = m.o();
+    int r = o.rank(x);
+    if (r != 3 && r != 4) return m.fail(ErrorCode::unsupported, "only 1-D and 2-D pooling is supported (input rank ", r, ")");
+    auto xs = static_sizes(o.shape(x));
+    if (!xs) return m.fail(ErrorCode::unsupported, "pooling needs static shapes");
+    int n = r - 2;
+    std::vector<int64_t> kernel = m.aints("kernel_shape");
+    if (static_cast<int>(kernel.size()) != n) return m.fail(ErrorCode::format_error, "kernel_shape needs ", n, " entries");
+    std::vector<int64_t> strides = m.aints("strides", std::vector<int64_t>(n, 1));
+    std::vector<int64_t> dil = m.aints("dilations", std::vector<int64_t>(n, 1));
+    Sizes in(xs->begin() + 2, xs->end());
+    RLX_ASSIGN_OR_RETURN(auto pads, conv_pads(m, in, kernel, strides, dil));
+    if (n == 1) {
+      x = o.reshape(x, {(*xs)[0], (*xs)[1], 1, (*xs)[2]});
+      kernel = {1, kernel[0]};
+      strides = {1, strides[0]};
+      dil = {1, dil[0]};
+      pads = {0, pads[0], 0, pads[1]};
+    }
+    Attrs a{{"kernel", kernel}, {"strides", strides}, {"pads", pads}, {"ceil_mode", m.ai("ceil_mode", 0)}};
+    if (max) a.set("dilations", dil);
+    else {
+      bool has_dil = false;
+      for (int64_t d : dil) has_dil |= d != 1;
+      if (has_dil) return m.fail(ErrorCode::unsupported, "dilated average pooling is not supported");
+      a.set("count_include_pad", m.ai("count_include_pad", 0));
+    }
+    ValueId y = o.op(max ? Op::MaxPool2d : Op::AvgPool2d, {x}, a);
+    if (n == 1 && o.ok()) {
+      auto ys = static_sizes(o.shape(y));
+      y = o.reshape(y, {(*ys)[0], (*ys)[1], (*ys)[3]});
+    }
+    return m.out(0, y);
+  };
+}
+
+MapFn global_pool(Op op) {
+  return [op](Importer& m) -> Status {
+    RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+    std::vector<int64_t> axes;
+    for (int i = 2; i < m.o().rank(x); ++i) axes.push_back(i);
+    return m.out(0, m.o().reduce(op, x, axes, true));
+  };
+}
+
+Status map_dropout(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  OpBuilder& o = m.o();
+  if (m.has(2)) {
+    if (!m.is_konst(2)) return m.fail(ErrorCode::unsupported, "training_mode must be a constant");
+    RLX_ASSIGN_OR_RETURN(Tensor t, m.konst(2));
+    if (t.numel() == 1 && t.get_f64(0) != 0) return m.fail(ErrorCode::unsupported, "training mode dropout is random");
+  }
+  if (m.ai("is_test", 1) == 0 && m.opset < 7) return m.fail(ErrorCode::unsupported, "training mode dropout is random");
+  RLX_TRY(m.out(0, o.reshape(x, std::vector<int64_t>(o.rank(x), 0))));
+  if (m.wants(1)) {
+    auto s = static_sizes(o.shape(x));
+    if (!s) return m.fail(ErrorCode::unsupported, "mask output needs static dims");
+    RLX_TRY(m.out(1, o.full(1, DType::boolean, *s)));
+  }
+  return Status::ok();
+}
+
+Status map_cumsum(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(auto axv, m.ints(1));
+  OpBuilder& o = m.o();
+  if (axv.size() != 1) return m.fail(ErrorCode::shape_error, "axis must be a scalar");
+  int r = o.rank(x);
+  RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, axv[0], r));
+  const Dim& d = o.shape(x)[axis];
+  if (!d.is_static()) return m.fail(ErrorCode::unsupported, "the summed axis must be static");
+  int64_t n = d.size();
+  if (n > 4096) return m.fail(ErrorCode::unsupported, "axis longer than 4096");
+  bool excl = m.ai("exclusive", 0) != 0, rev = m.ai("reverse", 0) != 0;
+  DType dt = o.dtype(x);
+  DType work = is_float(dt) ? dt : DType::f64;
+  Tensor tri = Tensor::zeros(work, {n, n});
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      bool on = rev ? (excl ? i > j : i >= j) : (excl ? i < j : i <= j);
+      if (on) tri.set_f64(i * n + j, 1);
+    }
+  std::vector<int64_t> perm;
+  for (int i = 0; i < r; ++i)
+    if (i != axis) perm.push_back(i);
+  perm.push_back(axis);
+  std::vector<int64_t> inv(r);
+  for (int i = 0; i < r; ++i) inv[perm[i]] = i;
+  ValueId xt = o.transpose(o.cast(x, work), perm);
+  ValueId y = o.transpose(o.matmul(xt, m.c(tri)), inv);
+  return m.out(0, o.cast(y, dt));
+}
+
+}  // namespace
+
+void register_nn_ops(OpTable& t) {
+  t["MatMul"] = {map_matmul};
+  t["Gemm"] = {map_gemm};
+  t["Softmax"] = {softmax_like(0)};
+  t["LogSoftmax"] = {softmax_like(1)};
+  t["Hardmax"] = {softmax_like(2)};
+  t["LayerNormalization"] = {map_layer_norm};
+  t["BatchNormalization"] = {map_batch_norm};
+  t["InstanceNormalization"] = {map_instance_norm};
+  t["MeanVarianceNormalization"] = {map_mvn};
+  t["LRN"] = {map_lrn};
+  t["Conv"] = {map_conv};
+  t["MaxPool"] = {pool(true)};
+  t["AveragePool"] = {pool(false)};
+  t["GlobalAveragePool"] = {global_pool(Op::ReduceMean)};
+  t["GlobalMaxPool"] = {global_pool(Op::ReduceMax)};
+  t["Dropout"] = {map_dropout};
+  t["CumSum"] = {map_cumsum};
+}
+
+}  // namespace rlx::onnx_import

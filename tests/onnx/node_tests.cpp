@@ -1,0 +1,155 @@
+// ONNX's own backend node tests, run on the CPU device against their expected outputs with
+// ONNX's default tolerances (rtol 1e-3, atol 1e-7). The tests are generated into the build
+// folder by generate_node_tests.py; tests/onnx/manifest.txt lists the expected failures with a
+// reason each, and an unexpected pass fails (so the manifest stays honest).
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "rlx/onnx.h"
+
+namespace rlx {
+namespace {
+
+const std::string kNodeDir = std::string(RLX_BINARY_DIR) + "/onnx-node-tests/node";
+const std::string kManifest = std::string(RLX_SOURCE_DIR) + "/tests/onnx/manifest.txt";
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> r;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return r;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") r.push_back(n);
+  }
+  closedir(d);
+  std::sort(r.begin(), r.end());
+  return r;
+}
+
+std::vector<std::string> node_tests() {
+  std::vector<std::string> r;
+  for (const std::string& n : list_dir(kNodeDir))
+    if (n.rfind("test_", 0) == 0) r.push_back(n);
+  if (r.empty()) r.push_back("no_node_tests_generated");
+  return r;
+}
+
+std::map<std::string, std::string> manifest() {
+  std::map<std::string, std::string> m;
+  std::ifstream f(kManifest);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    std::string name, reason;
+    ls >> name;
+    std::getline(ls, reason);
+    m[name] = reason;
+  }
+  return m;
+}
+
+// Files input_N.pb / output_N.pb in N order.
+std::vector<std::string> numbered(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> r;
+  for (int i = 0;; ++i) {
+    std::string p = dir + "/" + prefix + std::to_string(i) + ".pb";
+    struct stat st;
+    if (stat(p.c_str(), &st) != 0) break;
+    r.push_back(p);
+  }
+  return r;
+}
+
+// Runs one node test; returns "" on a pass, else why it failed.
+std::string run_node_test(const std::string& name) {
+  const std::string dir = kNodeDir + "/" + name;
+  auto sig = onnx::read_signature(dir + "/model.onnx");
+  if (!sig) return sig.status().to_string();
+  for (const std::string& set : list_dir(dir)) {
+    if (set.rfind("test_data_set_", 0) != 0) continue;
+    std::map<std::string, Tensor> inputs;
+    auto in_files = numbered(dir + "/" + set, "input_");
+    if (in_files.size() > sig->inputs.size()) return "more input files than graph inputs";
+    for (size_t i = 0; i < in_files.size(); ++i) {
+      auto t = onnx::read_tensor_file(in_files[i]);
+      if (!t) return t.status().to_string();
+      inputs[sig->inputs[i]] = *t;
+    }
+    auto r = onnx::load_and_run(dir + "/model.onnx", inputs, "cpu");
+    if (!r) return r.status().to_string();
+    auto out_files = numbered(dir + "/" + set, "output_");
+    if (out_files.size() != r->outputs.size())
+      return cat(out_files.size(), " expected outputs, the model gave ", r->outputs.size());
+    for (size_t k = 0; k < out_files.size(); ++k) {
+      auto e = onnx::read_tensor_file(out_files[k]);
+      if (!e) return e.status().to_string();
+      const Tensor& got = r->outputs[k];
+      if (got.dtype() != e->dtype())
+        return cat("output ", k, ": dtype ", dtype_name(got.dtype()), ", expected ", dtype_name(e->dtype()));
+      if (got.sizes() != e->sizes())
+        return cat("output ", k, ": shape ", sizes_to_string(got.sizes()), ", expected ", sizes_to_string(e->sizes()));
+      const bool fl = is_float(e->dtype()) || is_complex(e->dtype());
+      for (int64_t i = 0; i < e->numel(); ++i) {
+        double a = got.get_f64(i), b = e->get_f64(i);
+        bool ok;
+        if (fl) {
+          ok = (std::isnan(a) && std::isnan(b)) || a == b || std::fabs(a - b) <= 1e-7 + 1e-3 * std::fabs(b);
+          if (ok && is_complex(e->dtype())) {
+            double ai = got.get_imag(i), bi = e->get_imag(i);
+            ok = std::fabs(ai - bi) <= 1e-7 + 1e-3 * std::fabs(bi);
+          }
+        } else {
+          ok = a == b;
+        }
+        if (!ok) return cat("output ", k, " element ", i, ": ", a, ", expected ", b);
+      }
+    }
+  }
+  return "";
+}
+
+class OnnxNode : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OnnxNode, MatchesExpectedOutputs) {
+  const std::string& name = GetParam();
+  if (name == "no_node_tests_generated")
+    GTEST_FAIL() << "no node tests under " << kNodeDir << " (the build generates them with /usr/bin/python3 "
+                 << "tests/onnx/generate_node_tests.py; is python3-onnx installed?)";
+  static const auto expected_failures = manifest();
+  std::string why = run_node_test(name);
+  auto it = expected_failures.find(name);
+  if (it == expected_failures.end()) {
+    EXPECT_EQ(why, "") << name << " failed";
+  } else {
+    EXPECT_NE(why, "") << name << " passes but tests/onnx/manifest.txt lists it as an expected failure ("
+                       << it->second << "): remove it from the manifest";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Node, OnnxNode, ::testing::ValuesIn(node_tests()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// The manifest may hold at most 15% of the node tests (the target: 85% pass), and
+// every entry must name a generated test and give a reason.
+TEST(OnnxNodeManifest, CoversAtMostFifteenPercent) {
+  auto tests = node_tests();
+  if (tests.size() == 1 && tests[0] == "no_node_tests_generated") GTEST_FAIL() << "no node tests generated";
+  auto m = manifest();
+  for (const auto& [name, reason] : m) {
+    EXPECT_TRUE(std::find(tests.begin(), tests.end(), name) != tests.end()) << name << " is not a node test";
+    EXPECT_FALSE(reason.find_first_not_of(" \t") == std::string::npos) << name << " has no reason";
+  }
+  EXPECT_LE(m.size() * 100, tests.size() * 15) << m.size() << " expected failures of " << tests.size();
+}
+
+}  // namespace
+}  // namespace rlx
