@@ -51,6 +51,9 @@ int cmd_convert(int argc, char** argv);
 int cmd_embed(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
 int cmd_train(int argc, char** argv);
+int cmd_generate(int argc, char** argv);
+// rlx make-model qwen3-tiny (cmd_generate.cpp)
+int cmd_make_qwen3_tiny(int argc, char** argv);
 
 // Inputs for a graph: random floats, small integer ids, all-ones masks; symbolic dims bound
 // from `dims` (batch-like and sequence-like dims recognised by name or position).

@@ -87,6 +87,7 @@ int cmd_embed(int argc, char** argv) {
 }
 
 int cmd_make_model(int argc, char** argv) {
+  if (argc > 2 && std::string(argv[2]) == "qwen3-tiny") return cmd_make_qwen3_tiny(argc, argv);
   auto args = parse_args(argc, argv, 2, {}, {"out", "seed"});
   if (!args) return report_error(args.status());
   if (args->positional.size() != 1 || !args->get("out"))
@@ -104,7 +105,7 @@ int cmd_make_model(int argc, char** argv) {
                 static_cast<long long>(c.layers), static_cast<long long>(c.heads), static_cast<unsigned long long>(seed));
     return kOk;
   }
-  return report_error(error(ErrorCode::invalid_argument, "unknown model kind '", kind, "' (known: minilm)"));
+  return report_error(error(ErrorCode::invalid_argument, "unknown model kind '", kind, "' (known: minilm, qwen3-tiny)"));
 }
 
 }  // namespace rlx::cli
