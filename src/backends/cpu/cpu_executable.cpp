@@ -1,6 +1,8 @@
 #include "cpu_executable.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -10,6 +12,8 @@
 #include "../../codegen/c_renderer.h"
 #include "kernels/gemm.h"
 #include "kernels/qgemm.h"
+#include "kernels/attention.h"
+#include "native_attention.h"
 #include "native_contraction.h"
 #include "rlx/thread_pool.h"
 
@@ -20,12 +24,13 @@ using KernelFn = void (*)(void* const*, int64_t, int64_t, int64_t, int64_t);
 
 struct NativeState {
   // What the native runs: the GEMM (matmul, dot, gemm) or a quantized-weight kernel.
-  enum class Kind : uint8_t { gemm, qmatmul, dequantize } kind = Kind::gemm;
+  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention } kind = Kind::gemm;
   GemmPlan plan;
   PackedB packed;  // when B is a weight
   // qmatmul: y[m, n] = x[m, k] * W^T; dequantize: rows x cols values
   quant::QType qtype = quant::QType::q8_0;
   int64_t m = 0, n = 0, k = 0;
+  AttentionPlan attention;
 };
 
 // Runs a generated kernel on one finished GEMM tile: the tile's elements are the flattened
@@ -58,6 +63,7 @@ struct ArenaFree {
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(kir::KernelProgram p) : prog_(std::move(p)) {}
+  ~CpuExecutable() override { print_profile(); }
   Status init(const Graph& g);
   Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs) override;
   Status run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) override;
@@ -68,6 +74,7 @@ class CpuExecutable final : public Executable {
   Status run_native(int index);
   Status run_quant(const kir::NativeKernel& n, const NativeState& st);
   Expected<NativeState> plan_quant(kir::NativeKernel& n) const;
+  void print_profile() const;
 
   kir::KernelProgram prog_;
   std::shared_ptr<codegen::JitModule> module_;
@@ -80,7 +87,28 @@ class CpuExecutable final : public Executable {
   std::vector<Tensor> keep_;  // weights and constants referenced by pointer
   ExecStats stats_;
   std::mutex run_mu_;
+  // RLX_PROFILE=1: time per step, summed over runs, printed to stderr when destroyed
+  bool profile_ = std::getenv("RLX_PROFILE") != nullptr;
+  std::vector<double> step_ms_;
+  int profiled_runs_ = 0;
 };
+
+void CpuExecutable::print_profile() const {
+  if (!profile_ || profiled_runs_ == 0) return;
+  double total = 0;
+  for (double t : step_ms_) total += t;
+  std::fprintf(stderr, "profile: %d runs, %.3f ms per run\n", profiled_runs_, total / profiled_runs_);
+  // by kind: native op, or generated kernel (named by its first origin's op is not known here)
+  for (size_t i = 0; i < prog_.steps.size(); ++i) {
+    const kir::Step& s = prog_.steps[i];
+    const std::string name = s.native ? prog_.natives[s.index].name : prog_.generated[s.index].name;
+    const std::string what = s.native ? cat(op_name(prog_.natives[s.index].op), " ", prog_.natives[s.index].how,
+                                            prog_.natives[s.index].epilogue >= 0 ? " +epilogue" : "")
+                                      : cat("generated ", prog_.generated[s.index].rows(), "x", prog_.generated[s.index].cols());
+    std::fprintf(stderr, "  %-6s %8.3f ms %5.1f%%  %s\n", name.c_str(), step_ms_[i] / profiled_runs_,
+                 100.0 * step_ms_[i] / total, what.c_str());
+  }
+}
 
 Status CpuExecutable::init(const Graph& g) {
   const size_t nb = prog_.buffers.size();
@@ -136,6 +164,14 @@ Status CpuExecutable::init(const Graph& g) {
     NativeState st;
     if (n.op == Op::QMatMul || n.op == Op::Dequantize) {
       RLX_ASSIGN_OR_RETURN(st, plan_quant(n));
+      natives_.push_back(std::move(st));
+      continue;
+    }
+    if (n.op == Op::Attention) {
+      if (n.epilogue >= 0) return error(ErrorCode::internal, "attention has a fused epilogue; only GEMMs take one");
+      st.kind = NativeState::Kind::attention;
+      RLX_ASSIGN_OR_RETURN(st.attention, plan_attention(n.attrs, n.input_types, n.output_types));
+      n.how = claim_cpu_attention(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
       natives_.push_back(std::move(st));
       continue;
     }
@@ -195,6 +231,15 @@ Status CpuExecutable::run_generated(int index) {
 Status CpuExecutable::run_native(int index) {
   const kir::NativeKernel& n = prog_.natives[index];
   const NativeState& st = natives_[index];
+  if (st.kind == NativeState::Kind::attention) {
+    AttentionArgs a = st.attention.args;
+    a.q = static_cast<const float*>(ptrs_[n.inputs[0]]);
+    a.k = static_cast<const float*>(ptrs_[n.inputs[1]]);
+    a.v = static_cast<const float*>(ptrs_[n.inputs[2]]);
+    a.out = static_cast<float*>(ptrs_[n.outputs[0]]);
+    if (st.attention.has_mask) a.mask = ptrs_[n.inputs[3]];
+    return attention_f32(a);
+  }
   if (st.kind != NativeState::Kind::gemm) return run_quant(n, st);
   const GemmPlan& p = st.plan;
   GemmArgs a;
@@ -326,12 +371,19 @@ Status CpuExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor>
     while (prog_.buffers[r].alias_of >= 0) r = prog_.buffers[r].alias_of;
     if (r != static_cast<int>(i)) ptrs_[i] = ptrs_[r];
   }
-  for (const kir::Step& s : prog_.steps) {
+  if (profile_) {
+    step_ms_.resize(prog_.steps.size(), 0.0);
+    ++profiled_runs_;
+  }
+  for (size_t i = 0; i < prog_.steps.size(); ++i) {
+    const kir::Step& s = prog_.steps[i];
+    const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (s.native) {
       RLX_TRY(run_native(s.index));
     } else {
       RLX_TRY(run_generated(s.index));
     }
+    if (profile_) step_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   return Status::ok();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/qgemm.h"
+#include "native_attention.h"
 
 namespace rlx::cpu {
 namespace {
@@ -169,6 +170,7 @@ Claim claim_quant(const NodeDesc& n) {
 
 Claim claim_cpu_native(const NodeDesc& n) {
   if (n.op == Op::Dequantize || n.op == Op::QMatMul) return claim_quant(n);
+  if (n.op == Op::Attention) return claim_cpu_attention(n);
   if (n.op != Op::MatMul && n.op != Op::Dot && n.op != Op::Gemm)
     return Claim::no(cat("cpu has no native ", op_name(n.op), " kernel"));
   for (const TensorType& t : n.inputs)

@@ -92,17 +92,44 @@ SoftmaxRow pick_softmax() {
 
 }  // namespace
 
+namespace {
+
+// Strides of (batch, head, position), contiguous [B, H, S, D] when not given.
+void strides_or_contiguous(const int64_t in[3], int64_t heads, int64_t seq, int64_t dim, int64_t out[3]) {
+  if (in[0] == 0 && in[1] == 0 && in[2] == 0) {
+    out[2] = dim;
+    out[1] = seq * dim;
+    out[0] = heads * seq * dim;
+  } else {
+    for (int i = 0; i < 3; ++i) out[i] = in[i];
+  }
+}
+
+}  // namespace
+
 Status attention_f32(const AttentionArgs& a) {
   if (a.batch < 0 || a.heads_q <= 0 || a.heads_kv <= 0 || a.heads_q % a.heads_kv != 0 || a.seq_q < 0 || a.seq_k < 0 ||
       a.head_dim <= 0 || a.head_dim_v <= 0)
     return error(ErrorCode::invalid_argument, "attention: inconsistent sizes");
   if (a.batch == 0 || a.seq_q == 0) return Status::ok();
+  if (!a.q || !a.k || !a.v || !a.out) return error(ErrorCode::invalid_argument, "attention: null operand");
   static const SoftmaxRow softmax_row = pick_softmax();
   const int64_t rep = a.heads_q / a.heads_kv;
-  const int64_t qb = a.seq_q <= 64 ? a.seq_q : 32;  // query rows per task
-  const int64_t blocks = (a.seq_q + qb - 1) / qb;
-  const int64_t tasks = a.batch * a.heads_q * blocks;
   const int64_t sk = a.seq_k, d = a.head_dim, dv = a.head_dim_v;
+  int64_t qs[3], ks[3], vs[3], os[3];
+  strides_or_contiguous(a.q_strides, a.heads_q, a.seq_q, d, qs);
+  strides_or_contiguous(a.k_strides, a.heads_kv, sk, d, ks);
+  strides_or_contiguous(a.v_strides, a.heads_kv, sk, dv, vs);
+  strides_or_contiguous(a.out_strides, a.heads_q, a.seq_q, dv, os);
+  // One query position with grouped heads: the rep query heads of a key/value head are the
+  // rows of one task (rows step over heads). Otherwise a task is a block of query positions
+  // of one head (rows step over positions); one block per head up to 128 positions.
+  const bool grouped = a.seq_q == 1 && rep > 1;
+  const int64_t qb = grouped ? rep : a.seq_q <= 128 ? a.seq_q : 64;
+  const int64_t blocks = grouped ? 1 : (a.seq_q + qb - 1) / qb;
+  const int64_t heads_per_task = grouped ? rep : 1;
+  const int64_t tasks = a.batch * (a.heads_q / heads_per_task) * blocks;
+  const int64_t q_row = grouped ? qs[1] : qs[2], o_row = grouped ? os[1] : os[2];
   Status failure;
   std::mutex failure_mu;
   auto fail = [&](const Status& st) {
@@ -112,26 +139,28 @@ Status attention_f32(const AttentionArgs& a) {
   ThreadPool::global().run(tasks, [&](int64_t t, int) {
     thread_local std::vector<float> scratch;
     const int64_t blk = t % blocks, bh = t / blocks;
-    const int64_t h = bh % a.heads_q, b = bh / a.heads_q, hk = h / rep;
-    const int64_t q0 = blk * qb, rows = std::min(qb, a.seq_q - q0);
+    const int64_t ngroups = a.heads_q / heads_per_task;
+    const int64_t h0 = (bh % ngroups) * heads_per_task, b = bh / ngroups, hk = h0 / rep;
+    const int64_t q0 = blk * qb, rows = grouped ? rep : std::min(qb, a.seq_q - q0);
+    float* o = a.out + b * os[0] + h0 * os[1] + q0 * os[2];
     if (sk == 0) {
-      float* o = a.out + ((b * a.heads_q + h) * a.seq_q + q0) * dv;
-      for (int64_t i = 0; i < rows * dv; ++i) o[i] = std::numeric_limits<float>::quiet_NaN();
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < dv; ++j) o[i * o_row + j] = std::numeric_limits<float>::quiet_NaN();
       return;
     }
     if (scratch.size() < static_cast<size_t>(rows * sk)) scratch.resize(static_cast<size_t>(rows * sk));
     float* s = scratch.data();
-    const float* q = a.q + ((b * a.heads_q + h) * a.seq_q + q0) * d;
-    const float* k = a.k + (b * a.heads_kv + hk) * sk * d;
-    const float* v = a.v + (b * a.heads_kv + hk) * sk * dv;
+    const float* q = a.q + b * qs[0] + h0 * qs[1] + q0 * qs[2];
+    const float* k = a.k + b * ks[0] + hk * ks[1];
+    const float* v = a.v + b * vs[0] + hk * vs[1];
     GemmArgs g;
     g.m = rows;
     g.n = sk;
     g.k = d;
     g.a = q;
-    g.lda = d;
+    g.lda = q_row;
     g.b = k;
-    g.ldb = d;
+    g.ldb = ks[2];
     g.trans_b = true;
     g.c = s;
     g.ldc = sk;
@@ -144,7 +173,7 @@ Status attention_f32(const AttentionArgs& a) {
     const int64_t shift = sk - a.seq_q;
     for (int64_t i = 0; i < rows; ++i) {
       float* row = s + i * sk;
-      const int64_t qi = q0 + i;
+      const int64_t qi = grouped ? q0 : q0 + i, h = grouped ? h0 + i : h0;
       if (a.mask) {
         const int64_t base = b * a.mask_strides[0] + h * a.mask_strides[1] + qi * a.mask_strides[2];
         const int64_t js = a.mask_strides[3];
@@ -161,17 +190,17 @@ Status attention_f32(const AttentionArgs& a) {
         for (int64_t j = std::max<int64_t>(0, qi + shift + 1); j < sk; ++j) row[j] = -std::numeric_limits<float>::infinity();
       softmax_row(row, sk);
     }
-    GemmArgs o;
-    o.m = rows;
-    o.n = dv;
-    o.k = sk;
-    o.a = s;
-    o.lda = sk;
-    o.b = v;
-    o.ldb = dv;
-    o.c = a.out + ((b * a.heads_q + h) * a.seq_q + q0) * dv;
-    o.ldc = dv;
-    st = sgemm(o);
+    GemmArgs pv;
+    pv.m = rows;
+    pv.n = dv;
+    pv.k = sk;
+    pv.a = s;
+    pv.lda = sk;
+    pv.b = v;
+    pv.ldb = vs[2];
+    pv.c = o;
+    pv.ldc = o_row;
+    st = sgemm(pv);
     if (!st.is_ok()) fail(st);
   });
   return failure;

@@ -14,11 +14,15 @@
 namespace rlx::cpu {
 
 struct AttentionArgs {
-  const float* q = nullptr;  // [B, Hq, Sq, D] contiguous
+  const float* q = nullptr;  // [B, Hq, Sq, D]
   const float* k = nullptr;  // [B, Hkv, Sk, D]
   const float* v = nullptr;  // [B, Hkv, Sk, Dv]
   float* out = nullptr;      // [B, Hq, Sq, Dv]
   int64_t batch = 0, heads_q = 0, heads_kv = 0, seq_q = 0, seq_k = 0, head_dim = 0, head_dim_v = 0;
+  // Element strides of (batch, head, position) for each operand; the last dim is always
+  // contiguous. All zero (the default) means contiguous [B, H, S, D]; the bshd layout is
+  // {S*H*D, D, H*D}. Rows of one head must not overlap (position stride >= D).
+  int64_t q_strides[3] = {0, 0, 0}, k_strides[3] = {0, 0, 0}, v_strides[3] = {0, 0, 0}, out_strides[3] = {0, 0, 0};
   // Optional mask broadcastable to [B, Hq, Sq, Sk]: bool (true attends) or f32 (added to the
   // scores); strides in elements per dim of that 4-D view, 0 where the mask broadcasts.
   const void* mask = nullptr;
@@ -28,7 +32,9 @@ struct AttentionArgs {
   float scale = 1.f;
 };
 
-// Runs attention over rlx::ThreadPool::global(). A query row that sees no key gives NaN
+// Runs attention over rlx::ThreadPool::global(). With one query position and grouped heads
+// (decode with GQA), the query heads that share a key/value head run as the rows of one
+// product, so K and V are read once per group. A query row that sees no key gives NaN
 // (as softmax over an empty set does in the reference). Allocates only grow-only
 // thread-local scratch.
 Status attention_f32(const AttentionArgs& args);
