@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -64,7 +65,8 @@ models::Qwen3Config config_b() {
 // Writes the model once per test binary (folder plus f16 GGUF).
 std::string model_dir(const std::string& name, const models::Qwen3Config& c, uint64_t seed) {
   mkdir(kBase.c_str(), 0755);
-  const std::string dir = kBase + name;
+  // one folder per process: ctest may run these tests in parallel
+  const std::string dir = kBase + name + "_" + std::to_string(getpid());
   Status s = models::write_random_qwen3(dir, c, seed, dir + ".f16.gguf", "f16");
   EXPECT_TRUE(s.is_ok()) << s.to_string();
   return dir;
@@ -88,7 +90,7 @@ Tensor torch_logits(const std::string& dir, const std::vector<std::vector<int64_
     lens.data<int64_t>()[i] = static_cast<int64_t>(seqs[i].size());
     for (size_t j = 0; j < seqs[i].size(); ++j) ids.data<int64_t>()[i * longest + j] = seqs[i][j];
   }
-  const std::string base = kBase + "qwen3_" + tag;
+  const std::string base = kBase + "qwen3_" + tag + "_" + std::to_string(getpid());
   EXPECT_TRUE(write_npy(base + "_ids.npy", ids).is_ok());
   EXPECT_TRUE(write_npy(base + "_lens.npy", lens).is_ok());
   const std::string cmd = "/usr/bin/python3 " + std::string(RLX_SOURCE_DIR) + "/scripts/peers/qwen3_torch.py logits " + dir +
