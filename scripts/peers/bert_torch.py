@@ -5,6 +5,10 @@ an independent reference for rlx: parity tests, the ONNX export, and the peer be
     /usr/bin/python3 scripts/peers/bert_torch.py embed MODEL_DIR IDS.npy MASK.npy OUT.npy
     /usr/bin/python3 scripts/peers/bert_torch.py export-onnx MODEL_DIR OUT.onnx
     /usr/bin/python3 scripts/peers/bert_torch.py bench MODEL_DIR --batch 1,8,32 --seq 128 --runs 20
+    /usr/bin/python3 scripts/peers/bert_torch.py serve MODEL_DIR BATCH SEQ IDS.bin MASK.bin TYPES.bin [--script]
+
+serve is PyTorch's side of bench/minilm.py: commands on stdin, "run N" -> {"ms": [...]},
+"emb" -> {"emb": [...]} (first output row), "quit"; .bin files hold BATCH*SEQ int64 values.
 
 Weights are read from MODEL_DIR/model.safetensors with a small reader (json header + numpy),
 so nothing beyond Debian's python3-torch and python3-numpy is needed.
@@ -46,7 +50,8 @@ class Bert(torch.nn.Module):
             self.register_parameter("p%d" % i, v)
 
     def ln(self, x, name):
-        return torch.nn.functional.layer_norm(x, (x.shape[-1],), self.w[name + ".weight"], self.w[name + ".bias"],
+        n = self.w[name + ".weight"].shape[0]  # a constant (x.shape[-1] would be symbolic in the ONNX export)
+        return torch.nn.functional.layer_norm(x, (n,), self.w[name + ".weight"], self.w[name + ".bias"],
                                               self.cfg.get("layer_norm_eps", 1e-12))
 
     def lin(self, x, name):
@@ -141,6 +146,33 @@ def main():
             results.append({"batch": b, "seq": a.seq, "p50_ms": times[len(times) // 2],
                             "p90_ms": times[min(len(times) - 1, len(times) * 9 // 10)], "runs": a.runs})
         print(json.dumps(results))
+    elif cmd == "serve":
+        threads = int(dict(a.split("=", 1) for a in sys.argv[9:] if "=" in a).get("--threads", "2"))
+        torch.set_num_threads(threads)
+        model = load(sys.argv[2])
+        b, s = int(sys.argv[3]), int(sys.argv[4])
+        ids, mask, types = (torch.from_numpy(np.fromfile(p, dtype=np.int64).reshape(b, s)) for p in sys.argv[5:8])
+        m = model
+        with torch.no_grad():
+            if "--script" in sys.argv[8:]:
+                m = torch.jit.freeze(torch.jit.trace(model, (ids, mask, types)))
+            out = m(ids, mask, types)
+            print(json.dumps({"ready": True}), flush=True)
+            for line in sys.stdin:
+                parts = line.split()
+                if not parts:
+                    continue
+                if parts[0] == "run":
+                    ms = []
+                    for _ in range(int(parts[1])):
+                        t0 = time.perf_counter()
+                        out = m(ids, mask, types)
+                        ms.append((time.perf_counter() - t0) * 1000)
+                    print(json.dumps({"ms": ms}), flush=True)
+                elif parts[0] == "emb":
+                    print(json.dumps({"emb": out[0].tolist()}), flush=True)
+                elif parts[0] == "quit":
+                    break
     else:
         raise SystemExit("unknown command " + cmd)
 
