@@ -54,6 +54,8 @@ void register_reduce_ops(OpTable& t);
 void register_movement_ops(OpTable& t);
 void register_nn_ops(OpTable& t);
 void register_misc_ops(OpTable& t);
+void register_resize_ops(OpTable& t);
+void register_rnn_ops(OpTable& t);
 // Ops over symbolic shape values; returns false (and does nothing) if `op` is not one.
 bool is_symbolic_op(const std::string& op);
 Status map_symbolic(Importer& m);

@@ -33,6 +33,8 @@ const OpTable& op_table() {
     register_movement_ops(r);
     register_nn_ops(r);
     register_misc_ops(r);
+    register_resize_ops(r);
+    register_rnn_ops(r);
     return r;
   }();
   return t;
@@ -363,6 +365,17 @@ Status Importer::import_node(const ::onnx::NodeProto& n, int index) {
   node_index = index;
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return fail(ErrorCode::unsupported, "op domain '", n.domain(), "' is not supported (only the default ONNX domain)");
+  if (opset < 7) {
+    // Models older than opset 7 load only if every op is one whose semantics have not changed
+    // since (its definition in the model's opset is the one rlx maps).
+    static const std::set<std::string> unchanged = {
+        "Not", "Softplus", "Softsign", "GlobalAveragePool", "GlobalMaxPool", "Elu", "HardSigmoid", "Selu",
+        "InstanceNormalization", "LeakyRelu", "ThresholdedRelu", "Identity", "Transpose", "Floor", "Ceil",
+        "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Relu", "Sigmoid", "Tanh", "ArgMax", "ArgMin"};
+    if (!unchanged.count(n.op_type()))
+      return fail(ErrorCode::unsupported, "opset ", opset, " is not supported for ", n.op_type(),
+                  " (rlx imports opsets 7 to 17; older models only with ops unchanged since)");
+  }
   const OpTable& table = op_table();
   auto it = table.find(n.op_type());
   if (it == table.end()) return fail(ErrorCode::unsupported, "op ", n.op_type(), " is not supported by rlx's ONNX importer");
@@ -430,6 +443,13 @@ Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& f
     if (!dt) return error(ErrorCode::unsupported, file_, ": graph input '", name, "' has data type ", onnx_dtype_name(tt.elem_type()));
     auto given = opts_.input_values.find(name);
     if (const_inputs_.count(name) && given != opts_.input_values.end()) {
+      if (given->second.dtype() == DType::u16 && *dt == DType::bf16) {
+        OValue v;  // bf16 given as its u16 bits (NumPy has no bfloat16)
+        v.konst = Tensor(DType::bf16, given->second.sizes(), given->second.storage(), given->second.byte_offset());
+        v.type = v.konst->type();
+        values_[name] = std::move(v);
+        continue;
+      }
       if (given->second.dtype() != *dt)
         return error(ErrorCode::dtype_error, file_, ": value for input '", name, "' is ", dtype_name(given->second.dtype()),
                      ", the model declares ", dtype_name(*dt));
@@ -513,7 +533,7 @@ Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, con
       return error(ErrorCode::format_error, name, ": the model imports no version of the default ONNX opset");
     opset = 1;
   }
-  if (opset < 7 || opset > 17)
+  if (opset < 1 || opset > 17)
     return error(ErrorCode::unsupported, name, ": opset ", opset, " is not supported (rlx imports opsets 7 to 17)");
   std::set<std::string> consts;
   for (int attempt = 0;; ++attempt) {

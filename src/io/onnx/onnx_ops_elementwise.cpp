@@ -156,6 +156,28 @@ Status map_bitshift(Importer& m) {
   return m.fail(ErrorCode::format_error, "direction must be LEFT or RIGHT");
 }
 
+// atan on any real x: reduce to [0, tan(pi/12)] (1/x above 1, then the pi/6 shift) where an
+// odd polynomial to x^11 is accurate to ~1e-9; no rlx primitive computes it directly.
+ValueId atan_of(OpBuilder& o, ValueId x) {
+  const double pi = 3.14159265358979323846, s3 = 1.7320508075688772;
+  ValueId t = o.abs(x);
+  ValueId big = o.binary(Op::Greater, t, k(o, 1, x));
+  ValueId u = o.where(big, o.reciprocal(t), t);
+  ValueId mid = o.binary(Op::Greater, u, k(o, 0.2679491924311227, x));
+  ValueId z = o.where(mid, o.div(o.sub(o.mul(u, k(o, s3, x)), k(o, 1, x)), o.add(u, k(o, s3, x))), u);
+  ValueId z2 = o.mul(z, z);
+  ValueId p = k(o, -1.0 / 11, x);
+  for (double c : {1.0 / 9, -1.0 / 7, 1.0 / 5, -1.0 / 3, 1.0}) p = o.add(o.mul(p, z2), k(o, c, x));
+  ValueId a = o.mul(p, z);
+  a = o.where(mid, o.add(a, k(o, pi / 6, x)), a);
+  a = o.where(big, o.sub(k(o, pi / 2, x), a), a);
+  return o.mul(o.op(Op::Sign, {x}), a);
+}
+
+ValueId asin_of(OpBuilder& o, ValueId x) {
+  return atan_of(o, o.div(x, o.sqrt(o.sub(k(o, 1, x), o.mul(x, x)))));
+}
+
 }  // namespace
 
 void register_elementwise_ops(OpTable& t) {
@@ -180,6 +202,11 @@ void register_elementwise_ops(OpTable& t) {
   t["IsInf"] = {map_isinf};
   t["Identity"] = {map_identity};
   t["Tan"] = {unary_body([](Importer&, OpBuilder& o, ValueId x) { return o.div(o.op(Op::Sin, {x}), o.op(Op::Cos, {x})); })};
+  t["Atan"] = {unary_body([](Importer&, OpBuilder& o, ValueId x) { return atan_of(o, x); })};
+  t["Asin"] = {unary_body([](Importer&, OpBuilder& o, ValueId x) { return asin_of(o, x); })};
+  t["Acos"] = {unary_body([](Importer&, OpBuilder& o, ValueId x) {
+    return o.sub(k(o, 1.57079632679489661923, x), asin_of(o, x));
+  })};
   t["Sinh"] = {unary_body([](Importer&, OpBuilder& o, ValueId x) {
     return o.mul(o.sub(o.exp(x), o.exp(o.neg(x))), k(o, 0.5, x));
   })};

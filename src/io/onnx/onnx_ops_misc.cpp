@@ -148,9 +148,30 @@ Status map_matmul_integer(Importer& m) {
   return m.out(0, o.cast(o.matmul(af, bf), DType::i32));
 }
 
+// Hann, Hamming and Blackman windows: a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N), with N the
+// size (periodic) or size - 1 (symmetric); computed at import time.
+MapFn window(double a0, double a1, double a2) {
+  return [=](Importer& m) -> Status {
+    RLX_ASSIGN_OR_RETURN(auto sz, m.ints(0));
+    if (sz.size() != 1 || sz[0] < 0 || sz[0] > (int64_t{1} << 24)) return m.fail(ErrorCode::out_of_range, "bad window size");
+    auto dt = dtype_from_onnx(static_cast<int32_t>(m.ai("output_datatype", 1)));
+    if (!dt) return m.fail(ErrorCode::unsupported, "output_datatype ", m.ai("output_datatype", 1));
+    const int64_t n = sz[0];
+    const double N = m.ai("periodic", 1) ? static_cast<double>(n) : static_cast<double>(n - 1);
+    const double pi = 3.14159265358979323846;
+    Tensor t = Tensor::zeros(*dt, {n});
+    for (int64_t i = 0; i < n; ++i)
+      t.set_f64(i, a0 - a1 * std::cos(2 * pi * i / N) + a2 * std::cos(4 * pi * i / N));
+    return m.out_const(0, t);
+  };
+}
+
 }  // namespace
 
 void register_misc_ops(OpTable& t) {
+  t["HannWindow"] = {window(0.5, 0.5, 0.0)};
+  t["HammingWindow"] = {window(25.0 / 46, 21.0 / 46, 0.0)};
+  t["BlackmanWindow"] = {window(0.42, 0.5, 0.08)};
   t["NegativeLogLikelihoodLoss"] = {map_nll};
   t["SoftmaxCrossEntropyLoss"] = {map_sce};
   t["QuantizeLinear"] = {map_quantize};

@@ -238,6 +238,87 @@ Status map_conv(Importer& m) {
   return m.out(0, y);
 }
 
+// ConvTranspose as a convolution: zero-insert the input by the stride, pad by (k-1)*d minus
+// the pads (negative pads crop), and convolve with the kernel flipped and its channel axes
+// swapped per group.
+Status map_conv_transpose(Importer& m) {
+  RLX_TRY(m.only_attrs({"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides"}));
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId w, m.in(1));
+  OpBuilder& o = m.o();
+  int r = o.rank(x);
+  if (r != 3 && r != 4) return m.fail(ErrorCode::unsupported, "only 1-D and 2-D transposed convolutions are supported");
+  auto xs0 = static_sizes(o.shape(x));
+  auto ws0 = static_sizes(o.shape(w));
+  if (!xs0 || !ws0 || ws0->size() != static_cast<size_t>(r)) return m.fail(ErrorCode::unsupported, "needs static shapes");
+  Sizes xs = *xs0, ws = *ws0;
+  int n = r - 2;
+  const int64_t g = m.ai("group", 1);
+  std::vector<int64_t> strides = m.aints("strides", std::vector<int64_t>(n, 1));
+  std::vector<int64_t> dil = m.aints("dilations", std::vector<int64_t>(n, 1));
+  std::vector<int64_t> opad = m.aints("output_padding", std::vector<int64_t>(n, 0));
+  std::vector<int64_t> pads = m.aints("pads", std::vector<int64_t>(2 * n, 0));
+  std::vector<int64_t> oshape = m.aints("output_shape");
+  std::string ap = m.as("auto_pad", "NOTSET");
+  if (strides.size() != size_t(n) || dil.size() != size_t(n) || opad.size() != size_t(n) || pads.size() != size_t(2 * n))
+    return m.fail(ErrorCode::shape_error, "attribute lengths do not match ", n, " spatial dims");
+  if (oshape.size() > size_t(n)) oshape.erase(oshape.begin(), oshape.end() - n);
+  if (oshape.empty() && (ap == "SAME_UPPER" || ap == "SAME_LOWER"))
+    for (int i = 0; i < n; ++i) oshape.push_back(xs[2 + i] * strides[i]);
+  if (!oshape.empty()) {
+    for (int i = 0; i < n; ++i) {
+      int64_t total = strides[i] * (xs[2 + i] - 1) + opad[i] + ((ws[2 + i] - 1) * dil[i] + 1) - oshape[i];
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor division, as ONNX's reference
+      if (ap == "SAME_UPPER") { pads[i] = half; pads[i + n] = total - half; }
+      else { pads[i] = total - half; pads[i + n] = half; }
+    }
+  }
+  if (n == 1) {
+    x = o.reshape(x, {xs[0], xs[1], 1, xs[2]});
+    w = o.reshape(w, {ws[0], ws[1], 1, ws[2]});
+    xs = {xs[0], xs[1], 1, xs[2]};
+    ws = {ws[0], ws[1], 1, ws[2]};
+    strides.insert(strides.begin(), 1);
+    dil.insert(dil.begin(), 1);
+    opad.insert(opad.begin(), 0);
+    pads = {0, pads[0], 0, pads[1]};
+  }
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], Mg = ws[1], kh = ws[2], kw = ws[3];
+  if (C % g || ws[0] != C) return m.fail(ErrorCode::shape_error, "weight ", sizes_to_string(ws), " does not match ", C, " channels");
+  const int64_t sh = strides[0], sw = strides[1];
+  ValueId z = x;
+  if (sh > 1 || sw > 1) {
+    z = o.reshape(x, {N, C, H, 1, W, 1});
+    z = o.pad(z, {0, 0, 0, 0, 0, 0, 0, 0, 0, sh - 1, 0, sw - 1});
+    z = o.reshape(z, {N, C, H * sh, W * sw});
+    z = o.slice(z, {0, 0}, {(H - 1) * sh + 1, (W - 1) * sw + 1}, {2, 3});
+  }
+  std::vector<int64_t> cp = {0, 0, (kh - 1) * dil[0] - pads[0], (kw - 1) * dil[1] - pads[1],
+                             0, 0, (kh - 1) * dil[0] - pads[2] + opad[0], (kw - 1) * dil[1] - pads[3] + opad[1]};
+  z = o.pad(z, cp);
+  // kernel: [C, M/g, kh, kw] -> [M, C/g, kh, kw], flipped in space
+  ValueId wk = o.reshape(w, {g, C / g, Mg, kh, kw});
+  wk = o.reshape(o.transpose(wk, {0, 2, 1, 3, 4}), {g * Mg, C / g, kh, kw});
+  auto rev = [&](int64_t len) {
+    Tensor t = Tensor::zeros(DType::i64, {len});
+    for (int64_t i = 0; i < len; ++i) t.data<int64_t>()[i] = len - 1 - i;
+    return m.c(t);
+  };
+  wk = o.gather(o.gather(wk, rev(kh), 2), rev(kw), 3);
+  std::vector<ValueId> ins{z, wk};
+  if (m.has(2)) {
+    RLX_ASSIGN_OR_RETURN(ValueId b, m.in(2));
+    ins.push_back(b);
+  }
+  ValueId y = o.op(Op::Conv2d, ins, Attrs{{"strides", std::vector<int64_t>{1, 1}}, {"pads", std::vector<int64_t>{0, 0, 0, 0}},
+                                          {"dilations", dil}, {"group", g}});
+  if (r == 3 && o.ok()) {
+    auto ys = static_sizes(o.shape(y));
+    y = o.reshape(y, {(*ys)[0], (*ys)[1], (*ys)[3]});
+  }
+  return m.out(0, y);
+}
+
 MapFn pool(bool max) {
   return [max](Importer& m) -> Status {
     if (m.wants(1)) return m.fail(ErrorCode::unsupported, "the Indices output is not supported");
@@ -270,7 +351,10 @@ MapFn pool(bool max) {
       if (has_dil) return m.fail(ErrorCode::unsupported, "dilated average pooling is not supported");
       a.set("count_include_pad", m.ai("count_include_pad", 0));
     }
+    DType in_dt = o.dtype(x);
+    if (max && !is_float(in_dt)) x = o.cast(x, DType::f64);  // integer max pooling is exact in f64
     ValueId y = o.op(max ? Op::MaxPool2d : Op::AvgPool2d, {x}, a);
+    y = o.cast(y, in_dt);
     if (n == 1 && o.ok()) {
       auto ys = static_sizes(o.shape(y));
       y = o.reshape(y, {(*ys)[0], (*ys)[1], (*ys)[3]});
@@ -292,9 +376,16 @@ Status map_dropout(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   OpBuilder& o = m.o();
   if (m.has(2)) {
-    if (!m.is_konst(2)) return m.fail(ErrorCode::unsupported, "training_mode must be a constant");
     RLX_ASSIGN_OR_RETURN(Tensor t, m.konst(2));
-    if (t.numel() == 1 && t.get_f64(0) != 0) return m.fail(ErrorCode::unsupported, "training mode dropout is random");
+    if (t.numel() == 1 && t.get_f64(0) != 0) {
+      // training mode drops at random, except with ratio 0
+      double ratio = 0.5;
+      if (m.has(1)) {
+        RLX_ASSIGN_OR_RETURN(auto r, m.floats(1));
+        if (r.size() == 1) ratio = r[0];
+      }
+      if (ratio != 0) return m.fail(ErrorCode::unsupported, "training-mode dropout with ratio ", ratio, " is random");
+    }
   }
   if (m.ai("is_test", 1) == 0 && m.opset < 7) return m.fail(ErrorCode::unsupported, "training mode dropout is random");
   RLX_TRY(m.out(0, o.reshape(x, std::vector<int64_t>(o.rank(x), 0))));
@@ -351,6 +442,7 @@ void register_nn_ops(OpTable& t) {
   t["MeanVarianceNormalization"] = {map_mvn};
   t["LRN"] = {map_lrn};
   t["Conv"] = {map_conv};
+  t["ConvTranspose"] = {map_conv_transpose};
   t["MaxPool"] = {pool(true)};
   t["AveragePool"] = {pool(false)};
   t["GlobalAveragePool"] = {global_pool(Op::ReduceMean)};

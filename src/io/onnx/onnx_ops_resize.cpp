@@ -1,0 +1,201 @@
+// ONNX Resize (opsets 10 to 17) and Upsample: nearest, linear and cubic interpolation with
+// every coordinate transformation mode, as separable per-axis gathers with weights computed at
+// import time from the static shapes (the weights and neighbour indices follow ONNX's
+// reference implementation, including edge clamping, exclude_outside and extrapolation).
+#include <cmath>
+
+#include "onnx_internal.h"
+
+namespace rlx::onnx_import {
+namespace {
+
+struct ResizeSpec {
+  std::string mode = "nearest", coord = "half_pixel", nearest = "round_prefer_floor";
+  double cubic_a = -0.75, extrapolation = 0.0;
+  bool exclude_outside = false;
+};
+
+std::vector<double> coeffs_for(const ResizeSpec& s, double ratio) {
+  if (s.mode == "nearest") {
+    if (ratio == 0) return {1, 0};  // an integral coordinate picks itself
+    if (s.nearest == "round_prefer_floor") return {double(ratio <= 0.5), double(ratio > 0.5)};
+    if (s.nearest == "round_prefer_ceil") return {double(ratio < 0.5), double(ratio >= 0.5)};
+    if (s.nearest == "floor") return {1, 0};
+    return {0, 1};
+  }
+  if (s.mode == "linear") return {1 - ratio, ratio};
+  const double A = s.cubic_a, r = ratio, q = 1 - ratio;
+  return {((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A, ((A + 2) * r - (A + 3)) * r * r + 1,
+          ((A + 2) * q - (A + 3)) * q * q + 1, ((A * (q + 1) - 5 * A) * (q + 1) + 8 * A) * (q + 1) - 4 * A};
+}
+
+// One axis: out[j] = sum_k w[j][k] * in[idx[j][k]]; `outside[j]` when extrapolating.
+struct AxisPlan {
+  std::vector<std::vector<int64_t>> idx;
+  std::vector<std::vector<double>> w;
+  std::vector<bool> outside;
+};
+
+AxisPlan plan_axis(const ResizeSpec& s, int64_t in, int64_t out, double scale, double roi_start, double roi_end) {
+  AxisPlan p;
+  const double out_w = scale * static_cast<double>(in);
+  for (int64_t j = 0; j < out; ++j) {
+    const double x = static_cast<double>(j);
+    double xo;
+    if (s.coord == "half_pixel") xo = (x + 0.5) / scale - 0.5;
+    else if (s.coord == "pytorch_half_pixel") xo = out_w > 1 ? (x + 0.5) / scale - 0.5 : 0;
+    else if (s.coord == "align_corners") xo = out_w == 1 ? 0 : x * (in - 1) / (out_w - 1);
+    else if (s.coord == "asymmetric") xo = x / scale;
+    else if (s.coord == "tf_half_pixel_for_nn") xo = (x + 0.5) / scale;
+    else  // tf_crop_and_resize
+      xo = out_w > 1 ? roi_start * (in - 1) + x * (roi_end - roi_start) * (in - 1) / (out_w - 1)
+                     : 0.5 * (roi_start + roi_end) * (in - 1);
+    bool outside = s.coord == "tf_crop_and_resize" && (xo < 0 || xo > in - 1);
+    double fl = std::floor(xo);
+    double ratio = xo - fl;
+    std::vector<double> c = coeffs_for(s, ratio);
+    int n = static_cast<int>(c.size());
+    // neighbours: floor - n/2 + 1 ... floor + n/2 (edge-clamped)
+    int64_t base = static_cast<int64_t>(fl) - n / 2 + 1;
+    std::vector<int64_t> ids(n);
+    for (int k = 0; k < n; ++k) ids[k] = base + k;
+    if (s.exclude_outside) {
+      double sum = 0;
+      for (int k = 0; k < n; ++k) {
+        if (ids[k] < 0 || ids[k] >= in) c[k] = 0;
+        sum += c[k];
+      }
+      if (sum != 0)
+        for (double& v : c) v /= sum;
+    }
+    for (int64_t& id : ids) id = std::clamp<int64_t>(id, 0, in - 1);
+    p.idx.push_back(ids);
+    p.w.push_back(c);
+    p.outside.push_back(outside);
+  }
+  return p;
+}
+
+Status map_resize(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  OpBuilder& o = m.o();
+  auto xs = static_sizes(o.shape(x));
+  if (!xs) return m.fail(ErrorCode::unsupported, "Resize needs static input dims");
+  const int r = static_cast<int>(xs->size());
+  ResizeSpec s;
+  s.mode = m.as("mode", "nearest");
+  if (s.mode != "nearest" && s.mode != "linear" && s.mode != "cubic") return m.fail(ErrorCode::unsupported, "mode '", s.mode, "'");
+  const bool old = m.node->op_type() == "Upsample" || m.opset < 11;
+  if (old) {
+    s.coord = "asymmetric";
+    s.nearest = "floor";
+  } else {
+    s.coord = m.as("coordinate_transformation_mode", "half_pixel");
+    s.nearest = m.as("nearest_mode", "round_prefer_floor");
+    s.cubic_a = m.af("cubic_coeff_a", -0.75);
+    s.exclude_outside = m.ai("exclude_outside", 0) != 0;
+    s.extrapolation = m.af("extrapolation_value", 0.0);
+  }
+  std::vector<double> scales, roi;
+  std::vector<int64_t> sizes;
+  if (m.node->op_type() == "Upsample" && m.has_attr("scales")) scales = m.afloats("scales");
+  int scales_in = old ? 1 : 2;
+  if (m.has(scales_in)) {
+    RLX_ASSIGN_OR_RETURN(Tensor t, m.konst(scales_in));
+    if (t.numel() > 0) scales = t.to_f64();
+  }
+  if (!old && m.has(3)) {
+    RLX_ASSIGN_OR_RETURN(Tensor t, m.konst(3));
+    if (t.numel() > 0) { RLX_ASSIGN_OR_RETURN(sizes, tensor_ints(t, m.where() + ": sizes")); }
+  }
+  if (!old && m.has(1)) {
+    RLX_ASSIGN_OR_RETURN(Tensor t, m.konst(1));
+    roi = t.to_f64();
+  }
+  if (m.has_attr("axes") || m.has_attr("keep_aspect_ratio_policy"))
+    return m.fail(ErrorCode::unsupported, "axes and keep_aspect_ratio_policy (opset 18) are not supported");
+  Sizes out(r);
+  std::vector<double> sc(r);
+  if (!sizes.empty()) {
+    if (static_cast<int>(sizes.size()) != r) return m.fail(ErrorCode::shape_error, "sizes needs ", r, " entries");
+    for (int i = 0; i < r; ++i) {
+      out[i] = sizes[i];
+      sc[i] = (*xs)[i] ? static_cast<double>(sizes[i]) / (*xs)[i] : 1.0;
+    }
+  } else {
+    if (static_cast<int>(scales.size()) != r) return m.fail(ErrorCode::shape_error, "scales needs ", r, " entries");
+    for (int i = 0; i < r; ++i) {
+      if (!(scales[i] > 0) || scales[i] > 1e6) return m.fail(ErrorCode::invalid_argument, "scale ", scales[i]);
+      sc[i] = scales[i];
+      out[i] = static_cast<int64_t>(std::floor((*xs)[i] * scales[i]));
+    }
+  }
+  if (s.coord == "tf_crop_and_resize" && static_cast<int>(roi.size()) != 2 * r)
+    return m.fail(ErrorCode::shape_error, "tf_crop_and_resize needs roi with ", 2 * r, " entries");
+  {
+    auto n = checked_numel(out);
+    if (!n || *n > (int64_t{1} << 30)) return m.fail(ErrorCode::unsupported, "output too large");
+  }
+  ValueId y = x;
+  ValueId outside = kNoValue;
+  for (int ax = 0; ax < r; ++ax) {
+    const int64_t in = (*xs)[ax];
+    const bool crop = s.coord == "tf_crop_and_resize";
+    if (out[ax] == in && sc[ax] == 1.0 && !crop) continue;
+    if (out[ax] > (int64_t{1} << 24)) return m.fail(ErrorCode::unsupported, "axis too long");
+    if (in == 0) return m.fail(ErrorCode::shape_error, "cannot resize an empty axis");
+    AxisPlan p = plan_axis(s, in, out[ax], sc[ax], crop ? roi[ax] : 0, crop ? roi[ax + r] : 1);
+    const size_t taps = p.w[0].size();
+    std::vector<int64_t> wshape(r, 1);
+    wshape[ax] = out[ax];
+    ValueId acc = kNoValue;
+    for (size_t k = 0; k < taps; ++k) {
+      Tensor idx = Tensor::zeros(DType::i64, {out[ax]});
+      Tensor w = Tensor::zeros(o.dtype(x), {out[ax]});
+      bool any = false;
+      for (int64_t j = 0; j < out[ax]; ++j) {
+        idx.data<int64_t>()[j] = p.idx[j][k];
+        w.set_f64(j, p.w[j][k]);
+        any |= p.w[j][k] != 0;
+      }
+      if (!any) continue;
+      ValueId g = o.gather(y, m.c(idx), ax);
+      ValueId term = s.mode == "nearest" ? g : o.mul(g, o.reshape(m.c(w), wshape));
+      if (s.mode == "nearest") {
+        // nearest picks one neighbour: zero weights select nothing
+        Tensor sel = Tensor::zeros(DType::boolean, {out[ax]});
+        for (int64_t j = 0; j < out[ax]; ++j) sel.bytes()[j] = p.w[j][k] != 0;
+        term = acc == kNoValue ? g : o.where(o.reshape(m.c(sel), wshape), g, acc);
+        acc = term;
+        continue;
+      }
+      acc = acc == kNoValue ? term : o.add(acc, term);
+    }
+    if (acc == kNoValue) acc = o.mul(o.gather(y, m.c(Tensor::zeros(DType::i64, {out[ax]})), ax), o.scalar_like(0, y));
+    y = acc;
+    if (crop) {
+      Tensor mask = Tensor::zeros(DType::boolean, {out[ax]});
+      bool any = false;
+      for (int64_t j = 0; j < out[ax]; ++j) {
+        mask.bytes()[j] = p.outside[j];
+        any |= p.outside[j];
+      }
+      if (any) {
+        ValueId mk = o.reshape(m.c(mask), wshape);
+        outside = outside == kNoValue ? mk : o.binary(Op::Or, outside, mk);
+      }
+    }
+  }
+  if (outside != kNoValue) y = o.where(outside, o.scalar_like(s.extrapolation, y), y);
+  if (y == x) y = o.reshape(x, std::vector<int64_t>(r, 0));
+  return m.out(0, y);
+}
+
+}  // namespace
+
+void register_resize_ops(OpTable& t) {
+  t["Resize"] = {map_resize};
+  t["Upsample"] = {map_resize};
+}
+
+}  // namespace rlx::onnx_import
