@@ -35,6 +35,11 @@ bool is_signed_int(DType t);
 bool is_unsigned_int(DType t);
 bool is_packed(DType t);   // i4 u4
 
+// The saturating float -> integer conversion of cast (and of scalar constants given as
+// doubles): truncate toward zero, NaN -> 0, clamp to the range of `t` (unsigned targets clamp
+// negatives to 0; bool is v != 0). Returns the bit pattern, sign-extended for signed types.
+uint64_t float_to_int_bits(double v, DType t);
+
 // IEEE half and bfloat16 conversions (round to nearest even, NaN preserved).
 uint16_t f32_to_f16(float f);
 float f16_to_f32(uint16_t h);

@@ -239,6 +239,7 @@ Expected<std::string> Renderer::binary(const Expr& e) {
       return "(" + ct + ")rlx_tdiv_i64(" + a + ", " + b + ")";
     case Op::Pow:
       if (fl) return "rlx_pow" + sfx(t) + "(" + a + ", " + b + ")";
+      if (is_unsigned_int(t)) return "(" + ct + ")rlx_ipow_u64(" + a + ", " + b + ")";
       return "(" + ct + ")rlx_ipow_i64(" + a + ", " + b + ")";
     case Op::Max:
       if (fl) return "((" + a + " > " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
@@ -450,6 +451,8 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
         out_ << "      " << target << " = rlx_f32_to_f16(rlx_f16_to_f32(" << target << ") + " << v << ");\n";
       } else if (t == DType::bf16) {
         out_ << "      " << target << " = rlx_f32_to_bf16(rlx_bf16_to_f32(" << target << ") + " << v << ");\n";
+      } else if (t == DType::boolean) {  // a bool sum is a logical or
+        out_ << "      " << target << " = (uint8_t)(" << target << " | ((" << v << ") != 0));\n";
       } else {
         out_ << "      " << target << " += " << v << ";\n";
       }
@@ -477,7 +480,6 @@ std::string_view c_runtime_helpers() {
   return R"C(
 /* ---- rlx runtime helpers ---- */
 static inline uint64_t rlx_splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
   return x ^ (x >> 31);
@@ -508,6 +510,11 @@ static inline int64_t rlx_ipow_i64(int64_t base, int64_t e) {
   uint64_t r = 1, b = (uint64_t)base;
   while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
   return (int64_t)r;
+}
+static inline uint64_t rlx_ipow_u64(uint64_t b, uint64_t e) {
+  uint64_t r = 1;
+  while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
+  return r;
 }
 static inline float rlx_fmod_floor_f32(float a, float b) {
   float r = fmodf(a, b);

@@ -65,10 +65,12 @@ int KernelBuilder::load(int arg, DType dt, int index) {
   return add(e);
 }
 
-int KernelBuilder::unary(Op op, int a, DType out) {
+int KernelBuilder::unary(Op op, int a, DType out, int64_t ival, int64_t ival2) {
   Expr e{ExprKind::unary, out};
   e.op = op;
   e.a = a;
+  e.ival = ival;
+  e.ival2 = ival2;
   return add(e);
 }
 
@@ -105,10 +107,11 @@ int KernelBuilder::cast(int a, DType to) {
   return add(e);
 }
 
-int KernelBuilder::reduce(Op op, int body, std::vector<int> loops, DType out) {
+int KernelBuilder::reduce(Op op, int body, std::vector<int> loops, DType out, int64_t ival) {
   Expr e{ExprKind::reduce, out};
   e.op = op;
   e.a = body;
+  e.ival = ival;
   e.loops = std::move(loops);
   return add(e);
 }
@@ -391,6 +394,10 @@ Ix KernelBuilder::linearize(const std::vector<Ix>& idx, const Sizes& strides) {
 std::vector<Ix> KernelBuilder::unravel(const Ix& flat, const Sizes& sizes) {
   Sizes st = contiguous_strides(sizes);
   std::vector<Ix> r(sizes.size());
+  if (numel(sizes) == 0) {  // an empty tensor is never indexed at run time (and has 0 strides)
+    for (Ix& x : r) x = ix_const(0);
+    return r;
+  }
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == 1) {
       r[i] = ix_const(0);

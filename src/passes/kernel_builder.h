@@ -31,11 +31,11 @@ class KernelBuilder {
   int fconst(double v, DType dt);
   int var(int loop);
   int load(int arg, DType dt, int index);
-  int unary(Op op, int a, DType out);
+  int unary(Op op, int a, DType out, int64_t ival = 0, int64_t ival2 = 0);
   int binary(Op op, int a, int b, DType out);
   int select(int c, int a, int b);
   int cast(int a, DType to);
-  int reduce(Op op, int body, std::vector<int> loops, DType out);
+  int reduce(Op op, int body, std::vector<int> loops, DType out, int64_t ival = 0);
   const kir::Expr& expr(int id) const { return k_.exprs[id]; }
 
   // Index math.

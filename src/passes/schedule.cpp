@@ -40,6 +40,7 @@ class Lowering {
   int elem(ValueId v, const std::vector<Ix>& idx);
   int arg(int buffer);
   int typed_const(double v, DType dt);
+  int scalar_const(const Tensor& t, DType dt);
   ValueId needs_materialization = kNoValue;  // set when a value must get its own buffer
   std::set<ValueId> inlined_reductions;
 
@@ -97,8 +98,19 @@ int Lowering::arg(int buffer) {
 
 int Lowering::typed_const(double v, DType dt) {
   if (is_float(dt)) return kb.fconst(v, dt);
-  if (dt == DType::boolean) return kb.iconst(v != 0 ? 1 : 0, dt);
-  return kb.iconst(static_cast<int64_t>(v), dt);
+  if (dt == DType::boolean) return kb.iconst(v != 0 ? 1 : 0, dt);  // NaN != 0: true, as in ref
+  return kb.iconst(static_cast<int64_t>(float_to_int_bits(v, dt)), dt);  // saturating, as cast
+}
+
+// A scalar Constant's element: integers by their exact bits (a double loses i64/u64 values
+// beyond 2^53 and cannot hold u64 values >= 2^63).
+int Lowering::scalar_const(const Tensor& t, DType dt) {
+  if (t.dtype() != dt || !is_int(dt) || is_packed(dt)) return typed_const(t.get_f64(0), dt);
+  const int bytes = dtype_bits(dt) / 8;
+  uint64_t bits = 0;
+  std::memcpy(&bits, t.bytes(), bytes);
+  if (is_signed_int(dt) && bytes < 8 && (bits >> (8 * bytes - 1)) & 1) bits |= ~uint64_t{0} << (8 * bytes);
+  return kb.iconst(static_cast<int64_t>(bits), dt);
 }
 
 bool Lowering::depends_on_active(const std::vector<Ix>& idx) {
@@ -143,6 +155,8 @@ int Lowering::reduce_value(const Node& n, ValueId v, const std::vector<Ix>& idx)
   } else {
     axes = n.attrs.ints("axes");
   }
+  for (int64_t& a : axes)
+    if (a < 0) a += static_cast<int64_t>(in.size());
   std::vector<Ix> in_idx(in.size());
   std::vector<int> loops;
   size_t j = 0;
@@ -168,7 +182,8 @@ int Lowering::reduce_value(const Node& n, ValueId v, const std::vector<Ix>& idx)
   active_loops_.insert(active_loops_.end(), loops.begin(), loops.end());
   int body = elem(n.inputs[0], in_idx);
   active_loops_.resize(active_loops_.size() - loops.size());
-  return kb.reduce(n.op, body, loops, out_dt);
+  const int64_t select_last = op_info(n.op).family == OpFamily::argreduce ? n.attrs.i("select_last_index", 0) : 0;
+  return kb.reduce(n.op, body, loops, out_dt, select_last);
 }
 
 int Lowering::dot_value(const Node& n, const std::vector<Ix>& idx) {
@@ -226,8 +241,12 @@ int Lowering::compute(ValueId v, const std::vector<Ix>& idx) {
   }
   switch (op_info(n.op).family) {
     case OpFamily::source: {
-      if (n.op == Op::Constant) return typed_const(n.attrs.tensor("value")->get_f64(0), dt);
-      if (n.op == Op::Iota) return kb.cast(kb.ix_expr(idx[n.attrs.i("axis")]), dt);
+      if (n.op == Op::Constant) return scalar_const(*n.attrs.tensor("value"), dt);
+      if (n.op == Op::Iota) {
+        int64_t axis = n.attrs.i("axis");
+        if (axis < 0) axis += static_cast<int64_t>(idx.size());
+        return kb.cast(kb.ix_expr(idx[axis]), dt);
+      }
       if (n.op == Op::Random) {
         kir::Expr e{kir::ExprKind::random, dt};
         e.op = n.attrs.s("dist") == "normal" ? Op::Mul : Op::Add;
@@ -240,6 +259,9 @@ int Lowering::compute(ValueId v, const std::vector<Ix>& idx) {
       break;
     }
     case OpFamily::unary:
+      if (n.op == Op::IsInf)  // which infinities count travel in ival (positive) and ival2 (negative)
+        return kb.unary(n.op, elem(n.inputs[0], idx), dt, n.attrs.i("detect_positive", 1),
+                        n.attrs.i("detect_negative", 1));
       return kb.unary(n.op, elem(n.inputs[0], idx), dt);
     case OpFamily::binary:
     case OpFamily::compare:
@@ -277,7 +299,7 @@ int Lowering::compute(ValueId v, const std::vector<Ix>& idx) {
     case Op::Transpose: {
       auto perm = n.attrs.ints("perm");
       std::vector<Ix> in(idx.size());
-      for (size_t i = 0; i < perm.size(); ++i) in[perm[i]] = idx[i];
+      for (size_t i = 0; i < perm.size(); ++i) in[perm[i] < 0 ? perm[i] + perm.size() : perm[i]] = idx[i];
       return elem(n.inputs[0], in);
     }
     case Op::Expand: {
@@ -460,6 +482,7 @@ int Scheduler::add_copy_kernel(int src, int dst) {
 
 Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, std::map<ValueId, std::set<int>>& reduce_users) {
   const Sizes out = *static_sizes(g.type(v).shape);
+  if (numel(out) == 0) return true;  // nothing to write
   // Domain: the output's dims, size-1 dims dropped, adjacent dims merged when that keeps
   // every index free of divisions (so the innermost loop is long and contiguous).
   std::vector<std::vector<int>> groups;

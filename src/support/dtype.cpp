@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 
 namespace rlx {
 namespace {
@@ -86,5 +87,25 @@ float f16_to_f32(uint16_t h) {
   std::memcpy(&f, &x, 4);
   return f;
 }
+
+uint64_t float_to_int_bits(double v, DType t) {
+  if (std::isnan(v)) return 0;
+  v = std::trunc(v);
+  if (t == DType::boolean) return v != 0 ? 1 : 0;
+  const int bits = dtype_bits(t);
+  if (is_unsigned_int(t)) {
+    if (v <= 0) return 0;
+    const double lim = std::ldexp(1.0, bits);  // 2^bits, exact
+    if (v >= lim) return bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+    return static_cast<uint64_t>(v);
+  }
+  const double lim = std::ldexp(1.0, bits - 1);  // 2^(bits-1), exact
+  if (v >= lim) return static_cast<uint64_t>((bits == 64 ? std::numeric_limits<int64_t>::max()
+                                                         : (int64_t{1} << (bits - 1)) - 1));
+  if (v < -lim) return static_cast<uint64_t>(bits == 64 ? std::numeric_limits<int64_t>::min()
+                                                        : -(int64_t{1} << (bits - 1)));
+  return static_cast<uint64_t>(static_cast<int64_t>(v));
+}
+
 
 }  // namespace rlx

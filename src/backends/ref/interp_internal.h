@@ -111,27 +111,6 @@ inline cplx load_c(const uint8_t* p, DType t, int64_t i) {
   return {load_f(p, t, i), 0.0};
 }
 
-// The saturating float -> integer conversion of cast: truncate toward zero, NaN -> 0, clamp
-// to the range of `t` (unsigned targets clamp negatives to 0). Returns the bit pattern.
-inline uint64_t float_to_int_bits(double v, DType t) {
-  if (std::isnan(v)) return 0;
-  v = std::trunc(v);
-  if (t == DType::boolean) return v != 0 ? 1 : 0;
-  const int bits = dtype_bits(t);
-  if (is_unsigned_int(t)) {
-    if (v <= 0) return 0;
-    const double lim = std::ldexp(1.0, bits);  // 2^bits, exact
-    if (v >= lim) return bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
-    return static_cast<uint64_t>(v);
-  }
-  const double lim = std::ldexp(1.0, bits - 1);  // 2^(bits-1), exact
-  if (v >= lim) return static_cast<uint64_t>((bits == 64 ? std::numeric_limits<int64_t>::max()
-                                                         : (int64_t{1} << (bits - 1)) - 1));
-  if (v < -lim) return static_cast<uint64_t>(bits == 64 ? std::numeric_limits<int64_t>::min()
-                                                        : -(int64_t{1} << (bits - 1)));
-  return static_cast<uint64_t>(static_cast<int64_t>(v));
-}
-
 // Stores a double into any dtype: floats round (f16/bf16 through f32), c64 gets (v, 0),
 // integers and bool use float_to_int_bits (saturating; bool is v != 0, NaN -> true).
 inline void store_f(uint8_t* p, DType t, int64_t i, double v) {

@@ -54,6 +54,7 @@ Status slice_to_strided(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& o
 
 // One axis of reflect/edge padding: [left part, x, right part] joined along the axis.
 ValueId pad_axis_by_copy(OpBuilder& o, ValueId x, int axis, int64_t lo, int64_t hi, bool reflect) {
+  if (x == kNoValue) return kNoValue;
   if (lo == 0 && hi == 0) return x;
   Sizes s = static_sizes_or_empty(o.type(x));
   const int rank = static_cast<int>(s.size());
@@ -65,15 +66,19 @@ ValueId pad_axis_by_copy(OpBuilder& o, ValueId x, int axis, int64_t lo, int64_t 
     sizes[axis] = count;
     return o.strided_slice(x, starts, steps, sizes);
   };
+  // a piece the device refuses is kNoValue (the builder holds the error): stop there
   auto edge = [&](int64_t at, int64_t count) {
     Sizes target = s;
     target[axis] = count;
-    return o.broadcast_to(part(at, 1, 1), target);
+    ValueId one = part(at, 1, 1);
+    return one == kNoValue ? kNoValue : o.broadcast_to(one, target);
   };
   std::vector<ValueId> pieces;
   if (lo > 0) pieces.push_back(reflect ? part(lo, -1, lo) : edge(0, lo));
   pieces.push_back(x);
   if (hi > 0) pieces.push_back(reflect ? part(len - 2, -1, hi) : edge(len - 1, hi));
+  for (ValueId p : pieces)
+    if (p == kNoValue) return kNoValue;
   return o.concat(pieces, axis);
 }
 
@@ -84,7 +89,8 @@ Status canonical_pad(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outp
   std::string mode = n.attrs.s("mode", "constant");
   ValueId v = n.inputs[0];
   if (mode != "constant") {
-    for (int i = 0; i < rank; ++i) v = pad_axis_by_copy(o, v, i, pads[i], pads[i + rank], mode == "reflect");
+    for (int i = 0; i < rank && v != kNoValue; ++i) v = pad_axis_by_copy(o, v, i, pads[i], pads[i + rank], mode == "reflect");
+    if (v == kNoValue) return o.ok() ? error(ErrorCode::internal, "pad: a piece was refused without a reason") : o.status();
     return single(o, v, outputs);
   }
   // Negative pads crop: a strided slice first, then a non-negative pad.
