@@ -488,7 +488,10 @@ Expected<Tensor> Qwen3Session::step(const std::vector<int64_t>& ids, int64_t seq
   RLX_ASSIGN_OR_RETURN(CompiledVariant * v, m.variant_for(inputs));
   const Shape& ls = v->primitive_graph.type(v->primitive_graph.outputs[0]).shape;
   RLX_ASSIGN_OR_RETURN(Sizes lsizes, static_sizes(ls, "logits"));
-  std::vector<Tensor> outputs{Tensor::zeros(DType::f32, lsizes)};
+  // one logits buffer per shape, reused: a fresh 128 KB+ tensor per token costs page faults
+  Tensor& logits = logits_[lsizes];
+  if (!logits.defined() || logits.sizes() != lsizes) logits = Tensor::zeros(DType::f32, lsizes);
+  std::vector<Tensor> outputs{logits};
   for (const Tensor& t : caches_) outputs.push_back(t);
   RLX_TRY(v->executable->run_into(inputs, outputs));
   used_ += seq;

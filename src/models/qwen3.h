@@ -97,6 +97,8 @@ class Qwen3Session {
   int64_t weight_bytes_per_step() const { return weight_bytes_; }
   // Prefills the prompts (1..batch of them, different lengths allowed, left padded) into an
   // empty cache. Returns logits [batch, P or 1, vocab] (P = the longest prompt; all_logits).
+  // The returned logits share a buffer that the next step of the same shape overwrites
+  // (clone() to keep them).
   Expected<Tensor> prefill(const std::vector<std::vector<int64_t>>& prompts);
   // Appends one token per sequence; returns logits [batch, 1, vocab].
   Expected<Tensor> decode(const std::vector<int64_t>& tokens);
@@ -113,6 +115,7 @@ class Qwen3Session {
   std::vector<int64_t> pad_, length_;  // per sequence: pad slots, tokens so far (real ones)
   std::unique_ptr<Model> prefill_, decode_;
   std::vector<Tensor> caches_;
+  std::map<Sizes, Tensor> logits_;
 };
 
 // Writes a deterministic random-weight model to `dir`: config.json, model.safetensors

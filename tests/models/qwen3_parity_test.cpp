@@ -146,7 +146,7 @@ void check_prefill_parity(const std::string& dir, const std::vector<int64_t>& ba
       for (int64_t i = 0; i < b; ++i) c.seqs.push_back(random_tokens(rng, std::max<int64_t>(1, p - i * (p / 4 + 1)), V));
       auto logits = (*session)->prefill(c.seqs);
       ASSERT_TRUE(logits.has_value()) << logits.status().to_string();
-      c.logits = *logits;
+      c.logits = logits->clone();
       for (int64_t i = 0; i < b; ++i) c.pads.push_back((*session)->pad(i));
       for (const auto& s : c.seqs) all.push_back(s);
       cases.push_back(std::move(c));
@@ -202,7 +202,7 @@ Generated greedy(const models::Qwen3Weights& w, const std::vector<std::vector<in
   auto logits = (*session)->prefill(prompts);
   EXPECT_TRUE(logits.has_value()) << logits.status().to_string();
   for (int64_t s = 0; s < steps && logits; ++s) {
-    g.logits.push_back(*logits);
+    g.logits.push_back(logits->clone());
     std::vector<int64_t> next;
     for (int64_t b = 0; b < B; ++b) next.push_back(argmax_row(logits->data<float>() + b * V, V));
     for (int64_t b = 0; b < B; ++b) g.tokens[b].push_back(next[b]);
@@ -306,7 +306,7 @@ TEST(Qwen3Parity, QuantizedGgufTop1AgreementWithF32) {
     EXPECT_TRUE(session.has_value()) << session.status().to_string();
     auto l = (*session)->prefill(prompts);
     EXPECT_TRUE(l.has_value()) << l.status().to_string();
-    return *l;
+    return l->clone();
   };
   Tensor want = run(*f32);
   for (const char* q : {"q8_0", "q6_k", "q4_k", "q4_0"}) {

@@ -103,11 +103,11 @@ int cmd_generate(int argc, char** argv) {
   std::vector<char*> av;
   for (auto& a : store) av.push_back(a.data());
   auto args = parse_args(argc, av.data(), 2, {"quiet", "ignore-eos"},
-                         {"prompt", "tokens", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context"});
+                         {"prompt", "tokens", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context", "runs"});
   if (!args) return report_error(args.status());
   const char* usage =
       "usage: rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
-      "[--json FILE] [--device D] [--context C] [--ignore-eos] [--quiet]";
+      "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet]";
   if (args->positional.size() != 1) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string path = args->positional[0];
   const auto prompts_text = args->all("prompt");
@@ -115,9 +115,10 @@ int cmd_generate(int argc, char** argv) {
   if (prompts_text.empty() == prompts_ids.empty())
     return report_error(error(ErrorCode::invalid_argument, "give prompts with --prompt or with --tokens (not both); ", usage));
   Sampling sp;
-  int64_t n = 32;
+  int64_t n = 32, runs = 1;
   uint64_t seed = 0;
   try {
+    if (args->get("runs")) runs = std::stoll(*args->get("runs"));
     if (args->get("n")) n = std::stoll(*args->get("n"));
     if (args->get("temp")) sp.temp = std::stod(*args->get("temp"));
     if (args->get("top-k")) sp.top_k = std::stoll(*args->get("top-k"));
@@ -126,6 +127,7 @@ int cmd_generate(int argc, char** argv) {
   } catch (const std::exception&) {
     return report_error(error(ErrorCode::invalid_argument, "a number option has a value that is not a number"));
   }
+  if (runs < 1) return report_error(error(ErrorCode::invalid_argument, "--runs must be at least 1"));
   if (n < 1 || sp.temp < 0 || sp.top_k < 0 || !(sp.top_p > 0 && sp.top_p <= 1))
     return report_error(error(ErrorCode::invalid_argument, "need -n >= 1, --temp >= 0, --top-k >= 0, 0 < --top-p <= 1"));
   const bool quiet = args->has("quiet");
@@ -163,47 +165,57 @@ int cmd_generate(int argc, char** argv) {
   if (Status s = (*session)->prepare(longest); !s.is_ok()) return report_error(s);
   const double compile_s = seconds_since(t_compile);
 
-  std::mt19937_64 rng(seed);
   const int64_t V = weights->config.vocab_size;
-  std::vector<std::vector<int64_t>> out(batch);
-  std::vector<bool> done(batch, false);
-  auto stream = [&](int64_t tok) {
-    if (batch != 1 || quiet) return;
-    if (tokenizer) {
-      std::fputs(tokenizer->token_bytes(tok).c_str(), stdout);
-    } else {
-      std::printf(" %lld", static_cast<long long>(tok));
-    }
-    std::fflush(stdout);
-  };
-  if (batch == 1 && !quiet && tokenizer) {
-    std::fputs(tokenizer->decode(prompts[0]).c_str(), stdout);
-    std::fflush(stdout);
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  auto logits = (*session)->prefill(prompts);
-  if (!logits) return report_error(logits.status());
-  const double prefill_s = seconds_since(t0);
-  auto t1 = std::chrono::steady_clock::now();
+  std::vector<std::vector<int64_t>> out;
+  double prefill_s = 0, decode_s = 0;
   int64_t decode_steps = 0;
-  for (int64_t step = 0; step < n; ++step) {
-    std::vector<int64_t> next(batch, eos >= 0 ? eos : 0);
-    bool any = false;
-    for (int64_t b = 0; b < batch; ++b) {
-      if (done[b]) continue;
-      const int64_t tok = sample(logits->data<float>() + b * V, V, sp, rng);
-      next[b] = tok;
-      out[b].push_back(tok);
-      if (b == 0) stream(tok);
-      if (tok == eos && !args->has("ignore-eos")) done[b] = true;
-      any = any || !done[b];
+  // --runs R repeats the whole generation (same seed) and keeps the fastest times
+  for (int64_t run = 0; run < runs; ++run) {
+    const bool show = run == 0 && batch == 1 && !quiet;
+    std::mt19937_64 rng(seed);
+    out.assign(batch, {});
+    std::vector<bool> done(batch, false);
+    if (show && tokenizer) {
+      std::fputs(tokenizer->decode(prompts[0]).c_str(), stdout);
+      std::fflush(stdout);
     }
-    if (!any || step + 1 == n) break;
-    logits = (*session)->decode(next);
+    auto t0 = std::chrono::steady_clock::now();
+    auto logits = (*session)->prefill(prompts);
     if (!logits) return report_error(logits.status());
-    ++decode_steps;
+    const double p_s = seconds_since(t0);
+    auto t1 = std::chrono::steady_clock::now();
+    int64_t steps = 0;
+    for (int64_t step = 0; step < n; ++step) {
+      std::vector<int64_t> next(batch, eos >= 0 ? eos : 0);
+      bool any = false;
+      for (int64_t b = 0; b < batch; ++b) {
+        if (done[b]) continue;
+        const int64_t tok = sample(logits->data<float>() + b * V, V, sp, rng);
+        next[b] = tok;
+        out[b].push_back(tok);
+        if (b == 0 && show) {
+          if (tokenizer) {
+            std::fputs(tokenizer->token_bytes(tok).c_str(), stdout);
+          } else {
+            std::printf(" %lld", static_cast<long long>(tok));
+          }
+          std::fflush(stdout);
+        }
+        if (tok == eos && !args->has("ignore-eos")) done[b] = true;
+        any = any || !done[b];
+      }
+      if (!any || step + 1 == n) break;
+      logits = (*session)->decode(next);
+      if (!logits) return report_error(logits.status());
+      ++steps;
+    }
+    const double d_s = seconds_since(t1);
+    if (run == 0 || p_s < prefill_s) prefill_s = p_s;
+    if (run == 0 || (steps > 0 && d_s / steps < decode_s / std::max<int64_t>(1, decode_steps))) {
+      decode_s = d_s;
+      decode_steps = steps;
+    }
   }
-  const double decode_s = seconds_since(t1);
   if (batch == 1 && !quiet) std::printf("\n");
   if (batch > 1 && !quiet)
     for (int64_t b = 0; b < batch; ++b) {
