@@ -191,6 +191,15 @@ Expected<std::vector<ValueId>> Legalizer::try_common(Op op, const std::vector<Va
     RLX_TRY(ob.status());
     RLX_ASSIGN_OR_RETURN(outs, pe.check_outputs(op, outs, out_types));
   }
+  if (pe.ops_used.empty()) {
+    // No primitive was emitted (the node is a view of its input, e.g. an identity expand), but
+    // the device still has to hold the values and copy them when they are graph outputs.
+    for (ValueId v : outs) {
+      const TensorType t = out_.type(v);
+      Claim c = dev_.supports_primitive(NodeDesc{Op::Reshape, Attrs{}, std::span(&t, 1), std::span(&t, 1), ""});
+      if (!c.ok) return error(ErrorCode::illegal, op_name(op), " (a view) of ", t.to_string(), ": ", c.text);
+    }
+  }
   std::string list;
   for (const std::string& s : pe.ops_used) list += (list.empty() ? "" : ", ") + s;
   how = list.empty() ? "view" : list;
