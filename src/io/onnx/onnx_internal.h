@@ -36,6 +36,7 @@ struct OValue {
   // Expand and Range consume it. It has no graph value.
   std::optional<std::vector<Dim>> sym;
   TensorType type;  // valid when id != kNoValue or konst or sym is set
+  bool initializer = false;  // an initializer of the file: becomes a named weight when used as data
 };
 
 class Importer;

@@ -75,7 +75,7 @@ Expected<ValueId> Importer::materialize(OValue& v, const std::string& name) {
   if (v.id != kNoValue) return v.id;
   if (!v.konst) return fail(ErrorCode::internal, "value '", name, "' has neither a graph value nor a constant");
   ValueId id;
-  if (v.konst->numel() > kInlineConstMax) {
+  if (v.initializer || v.konst->numel() > kInlineConstMax) {
     std::string wname = name;
     while (model_.weights.count(wname)) wname += "_";
     id = model_.add_param(wname, v.konst->type(), *v.konst);
@@ -426,6 +426,7 @@ Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& f
     OValue v;
     v.type = tensor.type();
     v.konst = std::move(tensor);
+    v.initializer = true;
     values_[t.name()] = std::move(v);
   }
   std::set<std::string> initializer_names;

@@ -1,5 +1,6 @@
 // ONNX losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss) and linear quantization
 // (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger), in primitives.
+#include <algorithm>
 #include <cmath>
 
 #include "onnx_internal.h"
@@ -166,9 +167,116 @@ MapFn window(double a0, double a1, double a2) {
   };
 }
 
+// Einsum with one or two operands: repeated letters in one operand take the diagonal, letters
+// in neither the other operand nor the output are summed first, and the rest is one Dot
+// (batch letters in both operands and the output, contracted letters in both but not the
+// output) followed by a transpose to the output order. "..." becomes fresh letters.
+Status map_einsum(Importer& m) {
+  OpBuilder& o = m.o();
+  std::string eq;
+  for (char ch : m.as("equation", "")) if (ch != ' ') eq += ch;
+  std::string lhs = eq, out;
+  bool explicit_out = false;
+  if (size_t a = eq.find("->"); a != std::string::npos) { lhs = eq.substr(0, a); out = eq.substr(a + 2); explicit_out = true; }
+  std::vector<std::string> terms;
+  for (size_t p = 0;;) {
+    size_t c = lhs.find(',', p);
+    terms.push_back(lhs.substr(p, c == std::string::npos ? std::string::npos : c - p));
+    if (c == std::string::npos) break;
+    p = c + 1;
+  }
+  if (static_cast<int>(terms.size()) != m.num_inputs() || terms.size() > 2)
+    return m.fail(ErrorCode::unsupported, "Einsum with ", terms.size(), " operands (rlx imports one or two)");
+  std::vector<ValueId> xs;
+  std::string ell;  // letters standing for "..."
+  for (size_t i = 0; i < terms.size(); ++i) {
+    RLX_ASSIGN_OR_RETURN(ValueId x, m.in(static_cast<int>(i)));
+    xs.push_back(x);
+    std::string& t = terms[i];
+    if (size_t e = t.find("..."); e != std::string::npos) {
+      int n = o.rank(x) - static_cast<int>(t.size() - 3);
+      if (n < 0) return m.fail(ErrorCode::shape_error, "operand ", i, " has too few dims for '", t, "'");
+      std::string fresh;
+      for (int k = 0; k < n; ++k) fresh += static_cast<char>('A' + k);
+      if (fresh.size() > ell.size()) ell = fresh;
+      t = t.substr(0, e) + fresh + t.substr(e + 3);
+    }
+    if (static_cast<int>(t.size()) != o.rank(x)) return m.fail(ErrorCode::shape_error, "operand ", i, " rank does not match '", t, "'");
+  }
+  if (size_t e = out.find("..."); e != std::string::npos) out = out.substr(0, e) + ell + out.substr(e + 3);
+  if (!explicit_out) {
+    std::string once;
+    for (char c = 'a'; c <= 'z'; ++c) {
+      int cnt = 0;
+      for (auto& t : terms) cnt += static_cast<int>(std::count(t.begin(), t.end(), c));
+      if (cnt == 1) once += c;
+    }
+    out = ell + once;
+  }
+  // diagonals and private sums per operand
+  for (size_t i = 0; i < terms.size(); ++i) {
+    std::string& t = terms[i];
+    for (size_t a = 0; a < t.size(); ++a)
+      for (size_t b = a + 1; b < t.size(); ++b) {
+        if (t[a] != t[b]) continue;
+        const Dim& d = o.shape(xs[i])[a];
+        if (!d.is_static() || d.size() > 4096) return m.fail(ErrorCode::unsupported, "diagonal over a non-static or long dim");
+        Tensor eye = Tensor::zeros(o.dtype(xs[i]), {d.size(), d.size()});
+        for (int64_t k = 0; k < d.size(); ++k) eye.set_f64(k * d.size() + k, 1);
+        std::vector<int64_t> es(t.size(), 1);
+        es[a] = es[b] = d.size();
+        xs[i] = o.reduce_sum(o.mul(xs[i], o.reshape(m.c(eye), es)), {static_cast<int64_t>(b)}, false);
+        t.erase(b, 1);
+        b = a;
+      }
+    const std::string other = terms.size() == 2 ? terms[1 - i] : "";
+    std::vector<int64_t> sum_axes;
+    std::string kept;
+    for (size_t a = 0; a < t.size(); ++a) {
+      if (out.find(t[a]) == std::string::npos && other.find(t[a]) == std::string::npos) sum_axes.push_back(static_cast<int64_t>(a));
+      else kept += t[a];
+    }
+    if (!sum_axes.empty()) xs[i] = o.reduce_sum(xs[i], sum_axes, false);
+    t = kept;
+  }
+  std::string res;  // letters of the result before the final transpose
+  ValueId r;
+  if (terms.size() == 1) {
+    r = xs[0];
+    res = terms[0];
+  } else {
+    const std::string &a = terms[0], &b = terms[1];
+    std::vector<int64_t> lb, rb, lc, rc;
+    std::string batch, afree, bfree;
+    for (size_t k = 0; k < a.size(); ++k) {
+      size_t j = b.find(a[k]);
+      if (j == std::string::npos) { afree += a[k]; continue; }
+      if (out.find(a[k]) != std::string::npos) { lb.push_back(k); rb.push_back(j); batch += a[k]; }
+      else { lc.push_back(k); rc.push_back(j); }
+    }
+    for (char c : b)
+      if (a.find(c) == std::string::npos) bfree += c;
+    r = o.dot(xs[0], xs[1], lb, rb, lc, rc);
+    res = batch + afree + bfree;
+  }
+  if (res.size() != out.size()) return m.fail(ErrorCode::unsupported, "Einsum '", eq, "' (output letters not all present)");
+  std::vector<int64_t> perm;
+  for (char c : out) {
+    size_t k = res.find(c);
+    if (k == std::string::npos) return m.fail(ErrorCode::format_error, "output letter '", c, "' is in no operand");
+    perm.push_back(static_cast<int64_t>(k));
+  }
+  bool identity = true;
+  for (size_t k = 0; k < perm.size(); ++k) identity &= perm[k] == static_cast<int64_t>(k);
+  if (!identity) r = o.transpose(r, perm);
+  else if (terms.size() == 1 && res == terms[0] && r == xs[0]) r = o.reshape(r, std::vector<int64_t>(o.rank(r), 0));
+  return m.out(0, r);
+}
+
 }  // namespace
 
 void register_misc_ops(OpTable& t) {
+  t["Einsum"] = {map_einsum};
   t["HannWindow"] = {window(0.5, 0.5, 0.0)};
   t["HammingWindow"] = {window(25.0 / 46, 21.0 / 46, 0.0)};
   t["BlackmanWindow"] = {window(0.42, 0.5, 0.08)};

@@ -1,0 +1,449 @@
+// Hand-made corrupt ONNX files: each must fail with a specific ErrorCode and a message that
+// names the file and the tensor or node at fault. The models are built with the protobuf
+// classes, then broken (truncated bytes, escaping external data, bad dims, cycles, ...).
+// Set RLX_ONNX_WRITE_CORPUS=DIR to also write every in-memory case to DIR (fuzz seeds).
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "rlx/onnx.h"
+
+namespace rlx {
+namespace {
+
+namespace fs = std::filesystem;
+using ::onnx::ModelProto;
+using ::onnx::TensorProto;
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/rlx_onnx_corrupt_XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+ModelProto base_model(int opset = 13) {
+  ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("rlx-test");
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(opset);
+  m.mutable_graph()->set_name("g");
+  return m;
+}
+
+void add_input(ModelProto& m, const std::string& name, int32_t dt, std::vector<int64_t> dims) {
+  auto* in = m.mutable_graph()->add_input();
+  in->set_name(name);
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(dt);
+  auto* sh = tt->mutable_shape();
+  for (int64_t d : dims) sh->add_dim()->set_dim_value(d);
+}
+
+void add_output(ModelProto& m, const std::string& name) { m.mutable_graph()->add_output()->set_name(name); }
+
+::onnx::NodeProto* add_node(ModelProto& m, const std::string& op, std::vector<std::string> ins,
+                            std::vector<std::string> outs, const std::string& name = "") {
+  auto* n = m.mutable_graph()->add_node();
+  n->set_op_type(op);
+  n->set_name(name.empty() ? op + "_node" : name);
+  for (auto& i : ins) n->add_input(i);
+  for (auto& o : outs) n->add_output(o);
+  return n;
+}
+
+TensorProto* add_init(ModelProto& m, const std::string& name, std::vector<int64_t> dims, int n_floats) {
+  auto* t = m.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  for (int i = 0; i < n_floats; ++i) t->add_float_data(static_cast<float>(i));
+  return t;
+}
+
+// x (f32[4]) + w, where w is an initializer: the model the cases start from.
+ModelProto add_model() {
+  ModelProto m = base_model();
+  add_input(m, "x", TensorProto::FLOAT, {4});
+  add_init(m, "w", {4}, 4);
+  add_node(m, "Add", {"x", "w"}, {"y"});
+  add_output(m, "y");
+  return m;
+}
+
+void external(TensorProto* t, const std::string& location, int64_t offset = -1, int64_t length = -1) {
+  t->clear_float_data();
+  t->set_data_location(TensorProto::EXTERNAL);
+  auto* kv = t->add_external_data();
+  kv->set_key("location");
+  kv->set_value(location);
+  if (offset >= 0) {
+    kv = t->add_external_data();
+    kv->set_key("offset");
+    kv->set_value(std::to_string(offset));
+  }
+  if (length >= 0) {
+    kv = t->add_external_data();
+    kv->set_key("length");
+    kv->set_value(std::to_string(length));
+  }
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f << bytes;
+}
+
+// Writes the bytes as DIR/model.onnx, loads it, and checks the error code and message.
+void expect_error(const std::string& case_name, const std::string& bytes, ErrorCode code, const std::string& needle,
+                  TempDir* dir_in = nullptr) {
+  TempDir own;
+  TempDir& dir = dir_in ? *dir_in : own;
+  const std::string path = dir.path + "/model.onnx";
+  write_file(path, bytes);
+  if (const char* out = std::getenv("RLX_ONNX_WRITE_CORPUS")) write_file(std::string(out) + "/" + case_name + ".onnx", bytes);
+  auto r = onnx::load(path);
+  ASSERT_FALSE(r.has_value()) << case_name << ": loaded although corrupt";
+  EXPECT_EQ(r.status().code(), code) << case_name << ": " << r.status().to_string();
+  EXPECT_NE(r.status().message().find(needle), std::string::npos)
+      << case_name << ": message lacks '" << needle << "': " << r.status().message();
+  EXPECT_NE(r.status().message().find("model.onnx"), std::string::npos)
+      << case_name << ": message does not name the file: " << r.status().message();
+}
+
+void expect_error(const std::string& case_name, const ModelProto& m, ErrorCode code, const std::string& needle,
+                  TempDir* dir = nullptr) {
+  expect_error(case_name, m.SerializeAsString(), code, needle, dir);
+}
+
+TEST(OnnxCorrupt, ValidModelLoads) {
+  TempDir d;
+  write_file(d.path + "/model.onnx", add_model().SerializeAsString());
+  auto r = onnx::load(d.path + "/model.onnx");
+  ASSERT_TRUE(r.has_value()) << r.status().to_string();
+  EXPECT_EQ(r->graph.inputs.size(), 1u);
+  if (const char* out = std::getenv("RLX_ONNX_WRITE_CORPUS")) write_file(std::string(out) + "/valid_add.onnx", add_model().SerializeAsString());
+}
+
+TEST(OnnxCorrupt, TruncatedProtobuf) {
+  std::string b = add_model().SerializeAsString();
+  expect_error("truncated", b.substr(0, b.size() / 2), ErrorCode::format_error, "truncated or malformed protobuf");
+}
+
+TEST(OnnxCorrupt, GarbageBytes) {
+  expect_error("garbage", std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11), ErrorCode::format_error,
+               "not a valid ONNX ModelProto");
+}
+
+TEST(OnnxCorrupt, EmptyFileHasNoGraph) { expect_error("empty", std::string(), ErrorCode::format_error, "has no graph"); }
+
+TEST(OnnxCorrupt, OpsetTooOld) {
+  ModelProto m = add_model();
+  m.mutable_opset_import(0)->set_version(6);
+  expect_error("opset_6", m, ErrorCode::unsupported, "opset 6");
+}
+
+TEST(OnnxCorrupt, OpsetTooNew) {
+  ModelProto m = add_model();
+  m.mutable_opset_import(0)->set_version(99);
+  expect_error("opset_99", m, ErrorCode::unsupported, "opset 99");
+}
+
+TEST(OnnxCorrupt, NoDefaultOpset) {
+  ModelProto m = add_model();
+  m.mutable_opset_import(0)->set_domain("com.example");
+  expect_error("no_default_opset", m, ErrorCode::format_error, "imports no version of the default ONNX opset");
+}
+
+TEST(OnnxCorrupt, ExternalDataDotDot) {
+  ModelProto m = add_model();
+  external(m.mutable_graph()->mutable_initializer(0), "../w.bin");
+  expect_error("external_dotdot", m, ErrorCode::format_error, "'..' component");
+}
+
+TEST(OnnxCorrupt, ExternalDataDotDotInside) {
+  ModelProto m = add_model();
+  external(m.mutable_graph()->mutable_initializer(0), "sub/../../w.bin");
+  expect_error("external_dotdot_inside", m, ErrorCode::format_error, "'..' component");
+}
+
+TEST(OnnxCorrupt, ExternalDataAbsolute) {
+  ModelProto m = add_model();
+  external(m.mutable_graph()->mutable_initializer(0), "/etc/passwd");
+  expect_error("external_absolute", m, ErrorCode::format_error, "absolute path");
+}
+
+TEST(OnnxCorrupt, ExternalDataSymlinkEscapes) {
+  TempDir d;
+  TempDir outside;
+  write_file(outside.path + "/w.bin", std::string(16, '\0'));
+  ASSERT_EQ(symlink((outside.path + "/w.bin").c_str(), (d.path + "/w.bin").c_str()), 0);
+  ModelProto m = add_model();
+  external(m.mutable_graph()->mutable_initializer(0), "w.bin");
+  expect_error("external_symlink", m, ErrorCode::format_error, "resolves outside the model's folder", &d);
+}
+
+TEST(OnnxCorrupt, ExternalDataMissingFile) {
+  ModelProto m = add_model();
+  external(m.mutable_graph()->mutable_initializer(0), "nowhere.bin");
+  expect_error("external_missing", m, ErrorCode::io_error, "not found");
+}
+
+TEST(OnnxCorrupt, ExternalDataPastEnd) {
+  TempDir d;
+  write_file(d.path + "/w.bin", std::string(16, '\0'));
+  ModelProto m = add_model();
+  external(m.mutable_graph()->mutable_initializer(0), "w.bin", 8, 16);
+  expect_error("external_past_end", m, ErrorCode::format_error, "lies outside", &d);
+}
+
+TEST(OnnxCorrupt, ExternalDataWrongLength) {
+  TempDir d;
+  write_file(d.path + "/w.bin", std::string(64, '\0'));
+  ModelProto m = add_model();
+  external(m.mutable_graph()->mutable_initializer(0), "w.bin", 0, 12);
+  expect_error("external_wrong_length", m, ErrorCode::format_error, "does not match", &d);
+}
+
+TEST(OnnxCorrupt, ExternalDataBadOffset) {
+  TempDir d;
+  write_file(d.path + "/w.bin", std::string(64, '\0'));
+  ModelProto m = add_model();
+  external(m.mutable_graph()->mutable_initializer(0), "w.bin");
+  auto* kv = m.mutable_graph()->mutable_initializer(0)->add_external_data();
+  kv->set_key("offset");
+  kv->set_value("-5");
+  expect_error("external_bad_offset", m, ErrorCode::format_error, "is not a number", &d);
+}
+
+TEST(OnnxCorrupt, RawDataSizeMismatch) {
+  ModelProto m = add_model();
+  auto* t = m.mutable_graph()->mutable_initializer(0);
+  t->clear_float_data();
+  t->set_raw_data(std::string(8, '\0'));
+  expect_error("raw_size", m, ErrorCode::format_error, "raw_data has 8 bytes");
+}
+
+TEST(OnnxCorrupt, TypedFieldCountMismatch) {
+  ModelProto m = add_model();
+  m.mutable_graph()->mutable_initializer(0)->mutable_float_data()->RemoveLast();
+  expect_error("typed_count", m, ErrorCode::format_error, "float_data holds 3 values");
+}
+
+TEST(OnnxCorrupt, NegativeDim) {
+  ModelProto m = add_model();
+  m.mutable_graph()->mutable_initializer(0)->set_dims(0, -4);
+  expect_error("negative_dim", m, ErrorCode::format_error, "negative dimension -4");
+}
+
+TEST(OnnxCorrupt, HugeDimsOverflow) {
+  ModelProto m = add_model();
+  auto* t = m.mutable_graph()->mutable_initializer(0);
+  t->clear_dims();
+  for (int i = 0; i < 3; ++i) t->add_dims(int64_t{1} << 31);
+  expect_error("huge_dims", m, ErrorCode::overflow, "overflows");
+}
+
+TEST(OnnxCorrupt, HugeDimsNoData) {
+  // a declared 2^40-element tensor with no data must fail before allocating
+  ModelProto m = add_model();
+  auto* t = m.mutable_graph()->mutable_initializer(0);
+  t->clear_dims();
+  t->add_dims(int64_t{1} << 40);
+  expect_error("huge_no_data", m, ErrorCode::format_error, "float_data holds 4 values");
+}
+
+TEST(OnnxCorrupt, RankTooHigh) {
+  ModelProto m = add_model();
+  auto* t = m.mutable_graph()->mutable_initializer(0);
+  t->clear_dims();
+  for (int i = 0; i < 65; ++i) t->add_dims(1);
+  expect_error("rank_65", m, ErrorCode::format_error, "rank 65 exceeds 64");
+}
+
+TEST(OnnxCorrupt, UnknownDataType) {
+  ModelProto m = add_model();
+  m.mutable_graph()->mutable_initializer(0)->set_data_type(99);
+  expect_error("unknown_dtype", m, ErrorCode::unsupported, "data type");
+}
+
+TEST(OnnxCorrupt, StringTensor) {
+  ModelProto m = add_model();
+  m.mutable_graph()->mutable_initializer(0)->set_data_type(TensorProto::STRING);
+  expect_error("string_tensor", m, ErrorCode::unsupported, "STRING");
+}
+
+TEST(OnnxCorrupt, MissingInitializer) {
+  ModelProto m = add_model();
+  m.mutable_graph()->clear_initializer();
+  expect_error("missing_initializer", m, ErrorCode::format_error, "input 'w' is not a graph input, an initializer");
+}
+
+TEST(OnnxCorrupt, Cycle) {
+  ModelProto m = base_model();
+  add_input(m, "x", TensorProto::FLOAT, {4});
+  add_node(m, "Add", {"x", "b"}, {"a"}, "first");
+  add_node(m, "Neg", {"a"}, {"b"}, "second");
+  add_output(m, "b");
+  expect_error("cycle", m, ErrorCode::format_error, "node 'first'");
+}
+
+TEST(OnnxCorrupt, OutputDefinedTwice) {
+  ModelProto m = add_model();
+  add_node(m, "Neg", {"x"}, {"y"}, "again");
+  expect_error("output_twice", m, ErrorCode::format_error, "output 'y' is already defined");
+}
+
+TEST(OnnxCorrupt, DuplicateInitializer) {
+  ModelProto m = add_model();
+  add_init(m, "w", {4}, 4);
+  expect_error("duplicate_initializer", m, ErrorCode::format_error, "initializer 'w' is defined twice");
+}
+
+TEST(OnnxCorrupt, UnsupportedOpNamesNode) {
+  ModelProto m = add_model();
+  add_node(m, "FrobnicateND", {"y"}, {"z"}, "weird");
+  expect_error("unsupported_op", m, ErrorCode::unsupported, "node 'weird' (#1) FrobnicateND");
+}
+
+TEST(OnnxCorrupt, ForeignDomain) {
+  ModelProto m = add_model();
+  m.mutable_graph()->mutable_node(0)->set_domain("com.microsoft");
+  expect_error("foreign_domain", m, ErrorCode::unsupported, "op domain 'com.microsoft'");
+}
+
+TEST(OnnxCorrupt, DtypeMismatch) {
+  ModelProto m = base_model();
+  add_input(m, "x", TensorProto::FLOAT, {4});
+  add_input(m, "i", TensorProto::INT64, {4});
+  add_node(m, "Add", {"x", "i"}, {"y"}, "mixed");
+  add_output(m, "y");
+  expect_error("dtype_mismatch", m, ErrorCode::dtype_error, "node 'mixed'");
+}
+
+TEST(OnnxCorrupt, ShapeMismatch) {
+  ModelProto m = base_model();
+  add_input(m, "a", TensorProto::FLOAT, {2, 3});
+  add_input(m, "b", TensorProto::FLOAT, {4, 5});
+  add_node(m, "MatMul", {"a", "b"}, {"y"}, "mm");
+  add_output(m, "y");
+  expect_error("shape_mismatch", m, ErrorCode::shape_error, "node 'mm'");
+}
+
+TEST(OnnxCorrupt, UnproducedOutput) {
+  ModelProto m = add_model();
+  add_output(m, "ghost");
+  expect_error("unproduced_output", m, ErrorCode::format_error, "graph output 'ghost' is not produced");
+}
+
+TEST(OnnxCorrupt, NoOutputs) {
+  ModelProto m = add_model();
+  m.mutable_graph()->clear_output();
+  expect_error("no_outputs", m, ErrorCode::format_error, "has no outputs");
+}
+
+TEST(OnnxCorrupt, InputWithoutTensorType) {
+  ModelProto m = add_model();
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_sequence_type();
+  expect_error("input_sequence", m, ErrorCode::unsupported, "graph input 'x' is not a tensor");
+}
+
+TEST(OnnxCorrupt, InputNegativeDim) {
+  ModelProto m = add_model();
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_value(-3);
+  expect_error("input_negative_dim", m, ErrorCode::format_error, "invalid dimension -3");
+}
+
+TEST(OnnxCorrupt, DataDependentShape) {
+  ModelProto m = base_model();
+  add_input(m, "x", TensorProto::FLOAT, {4});
+  add_input(m, "s", TensorProto::INT64, {2});
+  add_node(m, "Reshape", {"x", "s"}, {"y"}, "rs");
+  add_output(m, "y");
+  expect_error("data_dependent_shape", m, ErrorCode::unsupported, "must be known at import time");
+}
+
+TEST(OnnxCorrupt, UnsupportedAttribute) {
+  ModelProto m = base_model();
+  add_input(m, "a", TensorProto::FLOAT, {2, 2});
+  add_input(m, "b", TensorProto::FLOAT, {2, 2});
+  auto* n = add_node(m, "Gemm", {"a", "b"}, {"y"}, "gemm");
+  auto* at = n->add_attribute();
+  at->set_name("fancy");
+  at->set_type(::onnx::AttributeProto::INT);
+  at->set_i(1);
+  add_output(m, "y");
+  expect_error("unsupported_attribute", m, ErrorCode::unsupported, "attribute 'fancy' is not supported");
+}
+
+TEST(OnnxCorrupt, DeeplyNestedSubgraphs) {
+  // subgraphs nested past protobuf's recursion limit must be refused, not overflow the stack
+  ModelProto m = add_model();
+  ::onnx::GraphProto inner;
+  for (int depth = 0; depth < 200; ++depth) {
+    ::onnx::GraphProto outer;
+    auto* n = outer.add_node();
+    n->set_op_type("If");
+    auto* a = n->add_attribute();
+    a->set_name("then_branch");
+    a->set_type(::onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = inner;
+    inner = std::move(outer);
+  }
+  auto* n = add_node(m, "If", {"x"}, {"z"}, "deep");
+  auto* a = n->add_attribute();
+  a->set_name("then_branch");
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = inner;
+  expect_error("deep_nesting", m, ErrorCode::format_error, "malformed protobuf");
+}
+
+TEST(OnnxCorrupt, ConstantOfShapeTooLarge) {
+  ModelProto m = base_model();
+  add_input(m, "x", TensorProto::FLOAT, {4});
+  auto* s = m.mutable_graph()->add_initializer();
+  s->set_name("shape");
+  s->set_data_type(TensorProto::INT64);
+  s->add_dims(3);
+  for (int i = 0; i < 3; ++i) s->add_int64_data(int64_t{1} << 30);
+  add_node(m, "ConstantOfShape", {"shape"}, {"big"}, "cos");
+  add_node(m, "Add", {"x", "big"}, {"y"}, "add");
+  add_output(m, "y");
+  expect_error("constant_of_shape_huge", m, ErrorCode::overflow, "node 'cos'");
+}
+
+TEST(OnnxCorrupt, TensorFileTruncated) {
+  TensorProto t;
+  t.set_data_type(TensorProto::FLOAT);
+  t.add_dims(16);
+  t.set_raw_data(std::string(64, '\1'));
+  std::string b = t.SerializeAsString();
+  auto r = onnx::parse_tensor(b.substr(0, b.size() - 10), "input_0.pb");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.status().code(), ErrorCode::format_error);
+  EXPECT_NE(r.status().message().find("input_0.pb"), std::string::npos);
+}
+
+TEST(OnnxCorrupt, TensorFileRoundTrip) {
+  TempDir d;
+  Tensor t = Tensor::from_vector<double>(DType::f32, {2, 2}, {1, 2, 3, 4});
+  ASSERT_TRUE(onnx::write_tensor_file(d.path + "/t.pb", t, "x").is_ok());
+  std::string name;
+  auto r = onnx::read_tensor_file(d.path + "/t.pb", &name);
+  ASSERT_TRUE(r.has_value()) << r.status().to_string();
+  EXPECT_EQ(name, "x");
+  EXPECT_EQ(r->to_f64(), t.to_f64());
+}
+
+}  // namespace
+}  // namespace rlx
