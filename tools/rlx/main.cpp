@@ -26,7 +26,7 @@ const std::vector<Verb>& verbs() {
        cmd_embed},
       {"generate", "text generation with a Qwen3-family model (Hugging Face folder or GGUF), streaming, with tokens/s",
        "rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
-       "[--json FILE] [--device D] [--context C] [--ignore-eos] [--quiet]  (docs/qwen3.md)",
+       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet]  (docs/qwen3.md)",
        cmd_generate},
       {"make-model", "write a deterministic random-weight model in its real layout (offline tests, benchmarks)",
        "rlx make-model minilm|qwen3-tiny --out DIR [--seed S] [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k]",
