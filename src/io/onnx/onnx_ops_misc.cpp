@@ -273,9 +273,91 @@ Status map_einsum(Importer& m) {
   return m.out(0, r);
 }
 
+// TopK with a constant k as k rounds of arg-max (arg-min for smallest): each round takes the
+// first index of the extreme (ONNX orders ties by index) and masks it out. k is 1 to 64.
+Status map_topk(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(auto kv, m.ints(1));
+  OpBuilder& o = m.o();
+  if (kv.size() != 1 || kv[0] < 1 || kv[0] > 64) return m.fail(ErrorCode::unsupported, "k must be a constant from 1 to 64");
+  if (m.ai("sorted", 1) == 0) return m.fail(ErrorCode::unsupported, "sorted=0 is not supported");
+  const int64_t k = kv[0];
+  const int r = o.rank(x);
+  RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", -1), r));
+  const Dim& d = o.shape(x)[axis];
+  if (!d.is_static() || d.size() < k) return m.fail(ErrorCode::shape_error, "axis must be static and hold at least k values");
+  const bool largest = m.ai("largest", 1) != 0;
+  std::vector<int64_t> rs(r, 1);
+  rs[axis] = d.size();
+  Tensor seq = Tensor::zeros(DType::i64, {d.size()});
+  for (int64_t i = 0; i < d.size(); ++i) seq.data<int64_t>()[i] = i;
+  ValueId iota = o.reshape(m.c(seq), rs);
+  const double fill = largest ? -INFINITY : INFINITY;
+  ValueId cur = x;
+  if (!is_float(o.dtype(x))) cur = o.cast(x, DType::f64);
+  std::vector<ValueId> vals, idxs;
+  for (int64_t i = 0; i < k; ++i) {
+    ValueId am = o.op(largest ? Op::ArgMax : Op::ArgMin, {cur}, Attrs{{"axis", int64_t{axis}}, {"keepdims", int64_t{1}}});
+    idxs.push_back(am);
+    vals.push_back(o.op(largest ? Op::ReduceMax : Op::ReduceMin, {cur},
+                        Attrs{{"axes", std::vector<int64_t>{axis}}, {"keepdims", int64_t{1}}}));
+    cur = o.where(o.binary(Op::Equal, iota, am), o.scalar_like(fill, cur), cur);
+  }
+  ValueId v = o.concat(vals, axis);
+  ValueId ix = o.concat(idxs, axis);
+  RLX_TRY(m.out(0, o.cast(v, o.dtype(x))));
+  if (m.wants(1)) RLX_TRY(m.out(1, ix));
+  return Status::ok();
+}
+
+// QLinearMatMul: dequantize both operands, multiply in f64, requantize.
+Status map_qlinear_matmul(Importer& m) {
+  OpBuilder& o = m.o();
+  std::vector<ValueId> in(8);
+  for (int i = 0; i < 8; ++i) { RLX_ASSIGN_OR_RETURN(in[i], m.in(i)); }
+  auto deq = [&](ValueId q, ValueId s, ValueId z) {
+    return o.mul(o.sub(o.cast(q, DType::f64), o.cast(z, DType::f64)), o.cast(s, DType::f64));
+  };
+  ValueId a = deq(in[0], in[1], in[2]), b = deq(in[3], in[4], in[5]);
+  ValueId y = o.op(Op::Round, {o.div(o.matmul(a, b), o.cast(in[6], DType::f64))});
+  y = o.add(y, o.cast(in[7], DType::f64));
+  return m.out(0, saturate_cast(o, y, o.dtype(in[7])));
+}
+
+// ReverseSequence with constant sequence lengths: one gather along the time axis with
+// per-batch reversed indices, through flat offsets.
+Status map_reverse_sequence(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(auto lens, m.ints(1));
+  OpBuilder& o = m.o();
+  auto xs = static_sizes(o.shape(x));
+  if (!xs || xs->size() < 2) return m.fail(ErrorCode::unsupported, "needs a static input of rank >= 2");
+  const int64_t tax = m.ai("time_axis", 0), bax = m.ai("batch_axis", 1);
+  if (!((tax == 0 && bax == 1) || (tax == 1 && bax == 0))) return m.fail(ErrorCode::unsupported, "time/batch axes must be 0 and 1");
+  const int64_t T = (*xs)[tax], B = (*xs)[bax];
+  if (static_cast<int64_t>(lens.size()) != B) return m.fail(ErrorCode::shape_error, "sequence_lens needs ", B, " entries");
+  // gather rows of x viewed as [T*B or B*T, rest]
+  int64_t rest = 1;
+  for (size_t i = 2; i < xs->size(); ++i) rest *= (*xs)[i];
+  Tensor idx = Tensor::zeros(DType::i64, {T * B});
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t len = std::clamp<int64_t>(lens[b], 0, T);
+      int64_t src_t = t < len ? len - 1 - t : t;
+      int64_t pos = tax == 0 ? t * B + b : b * T + t;
+      idx.data<int64_t>()[pos] = tax == 0 ? src_t * B + b : b * T + src_t;
+    }
+  ValueId flat = o.reshape(x, {T * B, rest});
+  ValueId y = o.gather(flat, m.c(idx), 0);
+  return m.out(0, o.reshape(y, std::vector<int64_t>(xs->begin(), xs->end())));
+}
+
 }  // namespace
 
 void register_misc_ops(OpTable& t) {
+  t["TopK"] = {map_topk};
+  t["QLinearMatMul"] = {map_qlinear_matmul};
+  t["ReverseSequence"] = {map_reverse_sequence};
   t["Einsum"] = {map_einsum};
   t["HannWindow"] = {window(0.5, 0.5, 0.0)};
   t["HammingWindow"] = {window(25.0 / 46, 21.0 / 46, 0.0)};
