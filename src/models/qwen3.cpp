@@ -105,6 +105,22 @@ class StepBuilder {
     if (!status().is_ok()) return kNoValue;
     const Qwen3Weight* w = find(name);
     if (!w) return kNoValue;
+    if (w->format.empty() && w->data.dtype() == DType::f16 && w->data.sizes() == Sizes{out, in}) {
+      // f16 checkpoints (Hugging Face folders) run like f16 GGUF: half the bytes per step
+      // (its own weight name: a tied embedding is also used as f32 for the lookup)
+      const std::string rows_name = name + ".f16_rows";
+      auto cached = params_.find(rows_name);
+      ValueId p;
+      if (cached != params_.end()) {
+        p = cached->second;
+      } else {
+        Tensor rows(DType::u8, {out, 2 * in}, w->data.storage(), w->data.byte_offset());
+        g_.weights[rows_name] = rows;
+        p = o_.param(rows_name, rows.type());
+        params_[rows_name] = p;
+      }
+      return o_.op(Op::QMatMul, {x, p}, Attrs{{"format", std::string("f16")}});
+    }
     if (w->format.empty()) {
       ValueId p = dense(name, {out, in});
       return o_.dot(x, p, {}, {}, {o_.rank(x) - 1}, {1});

@@ -278,6 +278,20 @@ TEST(Qwen3Parity, GgufF16GivesTheSameTokensAsSafetensors) {
   std::printf("f16 GGUF vs safetensors: same %zu x %zu greedy tokens, max abs logit difference %.3g\n", a.tokens.size(),
               a.tokens[0].size(), worst);
   EXPECT_LT(worst, 1e-3);
+  // an f16 Hugging Face checkpoint (matrices run as f16 qmatmul, tied head included)
+  auto f16w = *st;
+  for (auto& [name, t] : f16w.tensors) {
+    Tensor h = Tensor::zeros(DType::f16, t.data.sizes());
+    for (int64_t i = 0; i < h.numel(); ++i) h.set_f64(i, t.data.get_f64(i));
+    t.data = h;
+  }
+  auto fg = models::build_qwen3(f16w, {.context = 16});
+  ASSERT_TRUE(fg.has_value()) << fg.status().to_string();
+  int64_t qmm = 0;
+  for (const Node& n : fg->nodes) qmm += n.op == Op::QMatMul;
+  EXPECT_EQ(qmm, 7 * st->config.layers + 1);
+  Generated c = greedy(f16w, prompts, 16);
+  EXPECT_EQ(a.tokens, c.tokens);
   // the tokenizer in the GGUF metadata encodes like tokenizer.json
   auto tj = text::BpeTokenizer::load(dir_a());
   auto tg = text::BpeTokenizer::load(dir_a() + ".f16.gguf");
