@@ -54,15 +54,22 @@ class ThreadPool {
  private:
   void worker_loop(int index);
   void work(int thread);
+  void run_job(int64_t num_tasks, FunctionRef<void(int64_t, int)>& fn);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int64_t> next_task_{0};
-  std::atomic<int> active_{0};
-  int64_t num_tasks_ = 0;
-  FunctionRef<void(int64_t, int)>* job_ = nullptr;
+  std::atomic<uint64_t> generation_{0};  // bumped to wake the workers
+  // The current job's id (high 32 bits) and next unclaimed task (low 32 bits): a task is
+  // claimed by a compare-exchange that also checks the job, so a worker that wakes late
+  // never takes a task of a later job by mistake, and the caller waits only for tasks that
+  // were claimed, not for workers that never woke up (on a loaded machine that can take a
+  // scheduler time slice).
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> num_tasks_{0};
+  std::atomic<int64_t> done_{0};
+  uint32_t job_id_ = 0;
+  std::atomic<FunctionRef<void(int64_t, int)>*> job_{nullptr};
   bool stop_ = false;
   std::mutex run_mu_;  // one job at a time
 };

@@ -1,5 +1,6 @@
 #include "rlx/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -45,10 +46,16 @@ ThreadPool& ThreadPool::global() {
 
 void ThreadPool::work(int thread) {
   t_in_pool_task = true;
+  const uint64_t job = claim_.load(std::memory_order_acquire) >> 32;
   for (;;) {
-    int64_t t = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (t >= num_tasks_) break;
-    (*job_)(t, thread);
+    uint64_t v = claim_.load(std::memory_order_acquire);
+    if ((v >> 32) != job) break;
+    const int64_t t = static_cast<int64_t>(v & 0xFFFFFFFFu);
+    if (t >= num_tasks_.load(std::memory_order_acquire)) break;
+    if (!claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) continue;
+    // the job cannot change while one of its tasks is claimed and not done
+    (*job_.load(std::memory_order_acquire))(t, thread);
+    done_.fetch_add(1, std::memory_order_acq_rel);
   }
   t_in_pool_task = false;
 }
@@ -74,7 +81,6 @@ void ThreadPool::worker_loop(int index) {
     if (stop_) return;
     seen = g;
     work(index);
-    active_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -85,21 +91,37 @@ void ThreadPool::run(int64_t num_tasks, FunctionRef<void(int64_t, int)> fn) {
     return;
   }
   std::lock_guard<std::mutex> run_lock(run_mu_);
-  job_ = &fn;
-  num_tasks_ = num_tasks;
-  next_task_.store(0, std::memory_order_relaxed);
-  active_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  // task indices live in 32 bits of claim_: very large jobs run in slices
+  constexpr int64_t kSlice = int64_t{1} << 30;
+  for (int64_t base = 0; base < num_tasks; base += kSlice) {
+    const int64_t n = std::min(kSlice, num_tasks - base);
+    if (base == 0) {
+      run_job(n, fn);
+    } else {
+      auto shifted = [&](int64_t t, int thread) { fn(base + t, thread); };
+      FunctionRef<void(int64_t, int)> f(shifted);
+      run_job(n, f);
+    }
+  }
+}
+
+void ThreadPool::run_job(int64_t num_tasks, FunctionRef<void(int64_t, int)>& fn) {
+  job_.store(&fn, std::memory_order_relaxed);
+  num_tasks_.store(num_tasks, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  ++job_id_;
+  claim_.store(static_cast<uint64_t>(job_id_) << 32, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lk(mu_);
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   cv_.notify_all();
   work(0);
-  for (int round = 0; active_.load(std::memory_order_acquire) != 0; ++round) {
+  // only claimed tasks are waited for: a worker that has not woken yet finds nothing left
+  for (int round = 0; done_.load(std::memory_order_acquire) != num_tasks; ++round) {
     cpu_relax();
     if (round % 16 == 15) std::this_thread::yield();
   }
-  job_ = nullptr;
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
