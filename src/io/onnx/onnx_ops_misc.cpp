@@ -352,9 +352,61 @@ Status map_reverse_sequence(Importer& m) {
   return m.out(0, o.reshape(y, std::vector<int64_t>(xs->begin(), xs->end())));
 }
 
+// DFT (opset 17) as two matrix products with cos/sin tables along `axis`; the last dim holds
+// real (1) or real and imaginary (2) parts. inverse scales by 1/N; onesided keeps N/2+1 bins.
+Status map_dft(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  OpBuilder& o = m.o();
+  auto xs = static_sizes(o.shape(x));
+  if (!xs || xs->size() < 3) return m.fail(ErrorCode::unsupported, "needs a static input of rank >= 3");
+  const int r = static_cast<int>(xs->size());
+  if (m.has(1)) return m.fail(ErrorCode::unsupported, "dft_length is not supported");
+  RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", 1), r - 1));
+  const int64_t N = (*xs)[axis], C = xs->back();
+  if (C != 1 && C != 2) return m.fail(ErrorCode::shape_error, "the last dim must be 1 or 2");
+  if (N > 4096) return m.fail(ErrorCode::unsupported, "signal longer than 4096");
+  const bool inv = m.ai("inverse", 0) != 0, one = m.ai("onesided", 0) != 0;
+  const int64_t K = one ? N / 2 + 1 : N;
+  const double pi = 3.14159265358979323846, sgn = inv ? 1.0 : -1.0, scale = inv ? 1.0 / N : 1.0;
+  DType dt = o.dtype(x);
+  Tensor cs = Tensor::zeros(dt, {N, K}), sn = Tensor::zeros(dt, {N, K});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      double th = 2 * pi * static_cast<double>((k * n) % N) / N;
+      cs.set_f64(n * K + k, std::cos(th) * scale);
+      sn.set_f64(n * K + k, sgn * std::sin(th) * scale);
+    }
+  // move axis last: [..., N] per part
+  std::vector<int64_t> perm;
+  for (int i = 0; i < r - 1; ++i)
+    if (i != axis) perm.push_back(i);
+  perm.push_back(axis);
+  std::vector<int64_t> inv_perm(r - 1);
+  for (int i = 0; i < r - 1; ++i) inv_perm[perm[i]] = i;
+  auto part = [&](int64_t p) {
+    std::vector<int64_t> shp(xs->begin(), xs->end() - 1);
+    return o.transpose(o.reshape(o.slice(x, {p}, {p + 1}, {r - 1}), shp), perm);
+  };
+  ValueId xr = part(0), C_ = m.c(cs), S_ = m.c(sn);
+  // (xr + i xi)(cos + i s sin): re = xr cos - xi s sin, im = xr s sin + xi cos (s folded in the table)
+  ValueId re = o.matmul(xr, C_), im = o.matmul(xr, S_);
+  if (C == 2) {
+    ValueId xi = part(1);
+    re = o.sub(re, o.matmul(xi, S_));
+    im = o.add(im, o.matmul(xi, C_));
+  }
+  std::vector<int64_t> back(inv_perm.begin(), inv_perm.end());
+  re = o.transpose(re, back);
+  im = o.transpose(im, back);
+  return m.out(0, o.concat({o.op(Op::Unsqueeze, {re}, Attrs{{"axes", std::vector<int64_t>{-1}}}),
+                            o.op(Op::Unsqueeze, {im}, Attrs{{"axes", std::vector<int64_t>{-1}}})},
+                           -1));
+}
+
 }  // namespace
 
 void register_misc_ops(OpTable& t) {
+  t["DFT"] = {map_dft};
   t["TopK"] = {map_topk};
   t["QLinearMatMul"] = {map_qlinear_matmul};
   t["ReverseSequence"] = {map_reverse_sequence};

@@ -201,10 +201,8 @@ struct Spatial {
   Sizes in;  // spatial sizes
 };
 
-Status map_conv(Importer& m) {
-  RLX_TRY(m.only_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
-  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
-  RLX_ASSIGN_OR_RETURN(ValueId w, m.in(1));
+// Conv of x by w (and bias b, or kNoValue) with the node's attributes, 1-D or 2-D.
+Expected<ValueId> conv_core(Importer& m, ValueId x, ValueId w, ValueId b) {
   OpBuilder& o = m.o();
   int r = o.rank(x);
   if (r != 3 && r != 4) return m.fail(ErrorCode::unsupported, "only 1-D and 2-D convolutions are supported (input rank ", r, ")");
@@ -218,10 +216,7 @@ Status map_conv(Importer& m) {
   Sizes in(xs->begin() + 2, xs->end());
   RLX_ASSIGN_OR_RETURN(auto pads, conv_pads(m, in, kernel, strides, dil));
   std::vector<ValueId> ins{x, w};
-  if (m.has(2)) {
-    RLX_ASSIGN_OR_RETURN(ValueId b, m.in(2));
-    ins.push_back(b);
-  }
+  if (b != kNoValue) ins.push_back(b);
   if (n == 1) {
     ins[0] = o.reshape(x, {(*xs)[0], (*xs)[1], 1, (*xs)[2]});
     ins[1] = o.reshape(w, {(*ws)[0], (*ws)[1], 1, (*ws)[2]});
@@ -235,7 +230,61 @@ Status map_conv(Importer& m) {
     auto ys = static_sizes(o.shape(y));
     y = o.reshape(y, {(*ys)[0], (*ys)[1], (*ys)[3]});
   }
+  return y;
+}
+
+Status map_conv(Importer& m) {
+  RLX_TRY(m.only_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId w, m.in(1));
+  ValueId b = kNoValue;
+  if (m.has(2)) { RLX_ASSIGN_OR_RETURN(b, m.in(2)); }
+  RLX_ASSIGN_OR_RETURN(ValueId y, conv_core(m, x, w, b));
   return m.out(0, y);
+}
+
+// ConvInteger: (x - x_zero_point) conv (w - w_zero_point) accumulated exactly (in f64), as i32.
+Status map_conv_integer(Importer& m) {
+  RLX_TRY(m.only_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId w, m.in(1));
+  OpBuilder& o = m.o();
+  ValueId xf = o.cast(x, DType::f64), wf = o.cast(w, DType::f64);
+  if (m.has(2)) {
+    RLX_ASSIGN_OR_RETURN(ValueId z, m.in(2));
+    xf = o.sub(xf, o.cast(z, DType::f64));
+  }
+  if (m.has(3)) {
+    RLX_ASSIGN_OR_RETURN(ValueId z, m.in(3));
+    ValueId zf = o.cast(z, DType::f64);
+    if (o.rank(zf) == 1) zf = o.reshape(zf, {-1, 1, 1, 1});
+    wf = o.sub(wf, zf);
+  }
+  RLX_ASSIGN_OR_RETURN(ValueId y, conv_core(m, xf, wf, kNoValue));
+  return m.out(0, o.cast(y, DType::i32));
+}
+
+// QLinearConv: dequantize input and (per-tensor or per-output-channel) weights, convolve in
+// f64 with the i32 bias scaled by x_scale * w_scale, requantize to y's type.
+Status map_qlinear_conv(Importer& m) {
+  RLX_TRY(m.only_attrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}));
+  OpBuilder& o = m.o();
+  std::vector<ValueId> in(8);
+  for (int i = 0; i < 8; ++i) { RLX_ASSIGN_OR_RETURN(in[i], m.in(i)); }
+  auto f = [&](ValueId v) { return o.cast(v, DType::f64); };
+  auto per_out = [&](ValueId v) { return o.rank(v) == 1 ? o.reshape(v, {-1, 1, 1, 1}) : v; };
+  ValueId x = o.mul(o.sub(f(in[0]), f(in[2])), f(in[1]));
+  ValueId w = o.mul(o.sub(f(in[3]), per_out(f(in[5]))), per_out(f(in[4])));
+  ValueId b = kNoValue;
+  if (m.has(8)) {
+    RLX_ASSIGN_OR_RETURN(ValueId bq, m.in(8));
+    b = o.mul(f(bq), o.mul(f(in[1]), f(in[4])));
+  }
+  RLX_ASSIGN_OR_RETURN(ValueId y, conv_core(m, x, w, b));
+  DType out = o.dtype(in[7]);
+  ValueId q = o.add(o.op(Op::Round, {o.div(y, f(in[6]))}), f(in[7]));
+  double lo = out == DType::u8 ? 0 : -128, hi = out == DType::u8 ? 255 : 127;
+  return m.out(0, o.cast(o.min(o.max(q, o.scalar_like(lo, q)), o.scalar_like(hi, q)), out));
 }
 
 // ConvTranspose as a convolution: zero-insert the input by the stride, pad by (k-1)*d minus
@@ -443,6 +492,8 @@ void register_nn_ops(OpTable& t) {
   t["LRN"] = {map_lrn};
   t["Conv"] = {map_conv};
   t["ConvTranspose"] = {map_conv_transpose};
+  t["ConvInteger"] = {map_conv_integer};
+  t["QLinearConv"] = {map_qlinear_conv};
   t["MaxPool"] = {pool(true)};
   t["AveragePool"] = {pool(false)};
   t["GlobalAveragePool"] = {global_pool(Op::ReduceMean)};
