@@ -1,7 +1,7 @@
 // ONNX Runtime's side of bench/minilm.py (and the ONNX parity test): loads an ONNX export of
 // the model with every graph optimization on, then answers commands on stdin like
 // bench/minilm_server.cpp: "run N" -> {"ms": [...]}, "emb" -> {"emb": [...]} (first row),
-// "quit".
+// "save FILE" (the whole first output as raw float32), "quit".
 // Usage: node minilm_ort.js MODEL.onnx BATCH SEQ IDS.bin MASK.bin TYPES.bin THREADS
 // Finds onnxruntime-node through NODE_PATH (scripts/install-npm.sh puts it in DIR/node_modules).
 const fs = require('fs');
@@ -41,6 +41,11 @@ async function main() {
       const t = out[session.outputNames[0]];
       const d = t.dims[t.dims.length - 1];
       console.log(JSON.stringify({emb: Array.from(t.data.slice(0, d))}));
+    } else if (cmd === 'save') {
+      // the whole first output as raw little-endian float32
+      const t = out[session.outputNames[0]];
+      fs.writeFileSync(arg, Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength));
+      console.log(JSON.stringify({saved: arg, dims: t.dims}));
     } else if (cmd === 'quit') {
       break;
     }
