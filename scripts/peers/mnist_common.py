@@ -20,6 +20,7 @@ def parse_args(framework):
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.0)
     p.add_argument("--data", required=True, help="folder with (t10k|train)-(images-idx3|labels-idx1)-ubyte[.gz]")
+    p.add_argument("--train-size", type=int, help="train on the first N training images only")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", help="write one record per epoch to this file")
@@ -59,6 +60,15 @@ def load(folder, np):
         y = read_idx(os.path.join(folder, f"{prefix}-labels-idx1-ubyte"), np)
         out[split] = (x.reshape(len(x), -1).astype(np.float32) / 255.0, y.astype(np.int64))
     return out
+
+
+def load_args(args, np):
+    """The data set named by the arguments, cut to --train-size."""
+    data = load(args.data, np)
+    if args.train_size:
+        x, y = data["train"]
+        data["train"] = (x[:args.train_size], y[:args.train_size])
+    return data
 
 
 class Recorder:

@@ -167,7 +167,7 @@ def evaluate(model, x, y, batch=1000):
 def main():
     if args.momentum != 0.0:
         mc.fail("mnist_numpy.py implements plain SGD only (--momentum 0)")
-    data = mc.load(args.data, np)
+    data = mc.load_args(args, np)
     x_train, y_train = data["train"]
     x_test, y_test = data["test"]
     model = MLP() if args.arch == "mlp" else TinyConv()

@@ -77,7 +77,7 @@ def evaluate(model, x, y, batch=1000):
 
 
 def main():
-    data = mc.load(args.data, np)
+    data = mc.load_args(args, np)
     x_train, y_train = (torch.from_numpy(a) for a in data["train"])
     x_test, y_test = (torch.from_numpy(a) for a in data["test"])
     model = MLP() if args.arch == "mlp" else TinyConv()

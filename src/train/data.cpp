@@ -247,7 +247,7 @@ Expected<Dataset> load_idx_dataset(const std::string& images_path, const std::st
   Dataset d;
   d.images = Tensor::zeros(DType::f32, im.dims);
   float* px = d.images.data<float>();
-  for (size_t i = 0; i < im.data.size(); ++i) px[i] = static_cast<float>(im.data[i]) * (1.0f / 255.0f);
+  for (size_t i = 0; i < im.data.size(); ++i) px[i] = static_cast<float>(im.data[i]) / 255.0f;  // correctly rounded: the same as synthetic_mnist
   d.labels = Tensor::zeros(DType::i32, {lb.dims[0]});
   int32_t* y = d.labels.data<int32_t>();
   for (size_t i = 0; i < lb.data.size(); ++i) {

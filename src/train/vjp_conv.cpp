@@ -160,18 +160,34 @@ Status max_pool2d(Ctx& c, std::vector<ValueId>& out) {
   c.hint_reuse(y);  // every element of a window compares against it
   ValueId zero = c.c(0.0);
   if (tiles(w)) {
+    // ties per window, counted in the 6-D window view (a reduction over two small axes)
     ValueId x6 = window_view(o, c.in(0), w);
     ValueId y6 = o.reshape(y, {w.n, w.c, w.ho, 1, w.wo, 1});
-    ValueId g6 = o.reshape(g, {w.n, w.c, w.ho, 1, w.wo, 1});
-    ValueId hit = o.op(Op::Equal, {x6, y6});
-    ValueId count = o.reduce_sum(o.cast(hit, c.dtype()), {3, 5}, true);
-    ValueId share = o.div(g6, count);
+    ValueId count = o.reduce_sum(o.cast(o.op(Op::Equal, {x6, y6}), c.dtype()), {3, 5}, false);  // [N, C, Ho, Wo]
+    ValueId share = o.div(g, count);
     c.hint_reuse(share);  // one value per window, read by each of its elements
-    ValueId d6 = o.where(hit, share, zero);
-    // kept in the 6-D layout, whose kernel indexes windows without dividing; the
-    // [N, C, H, W] gradient is a view of it
-    c.hint_reuse(d6);
-    out[0] = from_window_view(o, d6, w);
+    // The gradient itself is computed per input element over the flattened [N, C, H*W]
+    // layout, each element finding its window through a constant index table: a 6-D
+    // elementwise kernel would have a two-wide innermost loop (the window's columns), and
+    // this one has H*W contiguous elements, fused with whatever consumes the gradient
+    // (the ReLU's mask, typically).
+    const int64_t hw = w.h * w.w;
+    std::vector<double> index(static_cast<size_t>(hw)), inside(static_cast<size_t>(hw));
+    bool partial = false;
+    for (int64_t yy = 0; yy < w.h; ++yy)
+      for (int64_t xx = 0; xx < w.w; ++xx) {
+        const bool in = yy < w.ho * w.kh && xx < w.wo * w.kw;
+        index[static_cast<size_t>(yy * w.w + xx)] = in ? static_cast<double>((yy / w.kh) * w.wo + xx / w.kw) : 0.0;
+        inside[static_cast<size_t>(yy * w.w + xx)] = in ? 1.0 : 0.0;
+        partial |= !in;
+      }
+    ValueId idx = o.constant(Tensor::from_f64(DType::i32, {hw}, index));
+    ValueId xf = o.reshape(c.in(0), {w.n, w.c, hw});
+    ValueId y_up = o.gather(o.reshape(y, {w.n, w.c, w.ho * w.wo}), idx, 2);      // [N, C, H*W]
+    ValueId s_up = o.gather(o.reshape(share, {w.n, w.c, w.ho * w.wo}), idx, 2);  // [N, C, H*W]
+    ValueId d = o.where(o.op(Op::Equal, {xf, y_up}), s_up, zero);
+    if (partial) d = o.where(o.constant(Tensor::from_f64(DType::boolean, {hw}, inside)), d, zero);
+    out[0] = o.reshape(d, {w.n, w.c, w.h, w.w});
     return o.status();
   }
   ValueId xp = pad_input(o, c.in(0), w, -std::numeric_limits<double>::infinity());

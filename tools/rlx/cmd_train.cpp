@@ -54,6 +54,7 @@ struct Options {
   double lr = 0.05;
   uint64_t seed = 1;
   bool synthetic = false, quiet = false, gzip = false;
+  bool limit_train = false, limit_test = false;  // --train-size / --test-size given with --data
   OptimizerConfig opt;
   LrSchedule sched;
   double step_epochs = 1.0;
@@ -96,6 +97,8 @@ Expected<Options> parse(int argc, char** argv) {
   RLX_ASSIGN_OR_RETURN(o.eval_batch, to_int(a, "eval-batch", 1000, 1));
   RLX_ASSIGN_OR_RETURN(o.train_size, to_int(a, "train-size", 60000, 1));
   RLX_ASSIGN_OR_RETURN(o.test_size, to_int(a, "test-size", 10000, 1));
+  o.limit_train = a.has("train-size");
+  o.limit_test = a.has("test-size");
   RLX_ASSIGN_OR_RETURN(int64_t seed, to_int(a, "seed", 1, 0));
   o.seed = static_cast<uint64_t>(seed);
   RLX_ASSIGN_OR_RETURN(o.opt.kind, parse_optimizer(a.get("optimizer").value_or("sgd")));
@@ -164,6 +167,15 @@ class Progress {
   double last_ = 0.0;
 };
 
+// The first n examples of a dataset (views, no copy); all of it when it is smaller.
+Dataset first_examples(const Dataset& d, int64_t n) {
+  if (n >= d.size()) return d;
+  Sizes s = d.images.sizes();
+  s[0] = n;
+  return Dataset{Tensor(d.images.dtype(), s, d.images.storage(), d.images.byte_offset()),
+                 Tensor(d.labels.dtype(), {n}, d.labels.storage(), d.labels.byte_offset())};
+}
+
 int64_t count_params(const ModelDef& m) {
   int64_t n = 0;
   for (const ParamSpec& p : m.params) n += p.init.numel();
@@ -184,6 +196,9 @@ int cmd_train(int argc, char** argv) {
     auto d = load_mnist(o.data);
     if (!d) return report_error(d.status());
     data = std::move(*d);
+    // --train-size / --test-size with --data: the first N examples of each file
+    if (o.limit_train) data.train = first_examples(data.train, o.train_size);
+    if (o.limit_test) data.test = first_examples(data.test, o.test_size);
   }
   if (!o.export_dir.empty()) {
     Status s = write_mnist(o.export_dir, data, o.gzip);
