@@ -1,5 +1,5 @@
-// Convolution family: conv2d rewritten as im2col (pad + strided slices + concat) times a
-// matmul, so it runs on whatever matmul the device has; pooling as an elementwise max/sum
+// Convolution family: conv2d rewritten as im2col (a gather with a constant table of input
+// positions; strided slices + concat for very large windows x outputs) times a matmul, so it runs on whatever matmul the device has; pooling as an elementwise max/sum
 // over the window's strided slices, which the scheduler fuses into one kernel.
 #include <limits>
 
@@ -44,13 +44,38 @@ Status conv2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
   const int64_t m = ws[0].size(), cg = ws[1].size();
   Window w = window_of(n, ws[2].size(), ws[3].size());
   const int64_t g = n.attrs.i("group", 1);
-  ValueId xp = pad_for_windows(o, n.inputs[0], w, 0.0);
-  std::vector<ValueId> taps;
-  for (int64_t i = 0; i < w.kh; ++i)
-    for (int64_t j = 0; j < w.kw; ++j)
-      taps.push_back(o.reshape(tap(o, xp, w, i, j), {w.n, w.c, 1, w.ho * w.wo}));
-  ValueId cols = taps.size() == 1 ? taps[0] : o.concat(taps, 2);  // [N, C, kh*kw, P]
-  const int64_t kk = w.kh * w.kw, p = w.ho * w.wo;
+  const int64_t kk = w.kh * w.kw, p = w.ho * w.wo, hw = w.h * w.w;
+  ValueId cols = kNoValue;  // [N, C, kh*kw, P]
+  if (kk * p <= (int64_t{1} << 22)) {
+    // im2col as one gather along the flattened spatial axis with a constant [kh*kw, P]
+    // table of input positions (and a mask where a tap reads padding): the kernel that fills
+    // the matrix loads an index per element instead of selecting among kh*kw strided taps
+    // and dividing positions by the output width
+    std::vector<double> index(static_cast<size_t>(kk * p)), inside(static_cast<size_t>(kk * p));
+    bool padded = false;
+    for (int64_t i = 0; i < w.kh; ++i)
+      for (int64_t j = 0; j < w.kw; ++j)
+        for (int64_t oy = 0; oy < w.ho; ++oy)
+          for (int64_t ox = 0; ox < w.wo; ++ox) {
+            const int64_t yy = oy * w.sh + i * w.dh - w.pt, xx = ox * w.sw + j * w.dw - w.pl;
+            const bool in = yy >= 0 && yy < w.h && xx >= 0 && xx < w.w;
+            const size_t e = static_cast<size_t>((i * w.kw + j) * p + oy * w.wo + ox);
+            index[e] = in ? static_cast<double>(yy * w.w + xx) : 0.0;
+            inside[e] = in ? 1.0 : 0.0;
+            padded |= !in;
+          }
+    ValueId flat = o.reshape(n.inputs[0], {w.n, w.c, hw});
+    cols = o.gather(flat, o.constant(Tensor::from_f64(DType::i32, {kk, p}, index)), 2);
+    if (padded)
+      cols = o.where(o.constant(Tensor::from_f64(DType::boolean, {kk, p}, inside)), cols, o.scalar_like(0.0, cols));
+  } else {
+    ValueId xp = pad_for_windows(o, n.inputs[0], w, 0.0);
+    std::vector<ValueId> taps;
+    for (int64_t i = 0; i < w.kh; ++i)
+      for (int64_t j = 0; j < w.kw; ++j)
+        taps.push_back(o.reshape(tap(o, xp, w, i, j), {w.n, w.c, 1, p}));
+    cols = taps.size() == 1 ? taps[0] : o.concat(taps, 2);
+  }
   cols = o.reshape(cols, {w.n, g, cg * kk, p});
   ValueId wm = o.reshape(n.inputs[1], {g, m / g, cg * kk});
   ValueId y = o.matmul(wm, cols);  // [N, g, M/g, P]
