@@ -191,9 +191,97 @@ Status map_resize(Importer& m) {
   return m.out(0, y);
 }
 
+// GridSample (opset 16, 4-D) as PyTorch's grid_sample computes it: the grid is unnormalized
+// (align_corners or not), clipped (border) or reflected then clipped (reflection), and every
+// tap (1 nearest, 2x2 bilinear, 4x4 bicubic with A = -0.75) is a gather from the flattened
+// input at a data-dependent index; taps outside the image contribute 0.
+Status map_grid_sample(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId grid, m.in(1));
+  OpBuilder& o = m.o();
+  auto xs = static_sizes(o.shape(x));
+  auto gs = static_sizes(o.shape(grid));
+  if (!xs || !gs || xs->size() != 4 || gs->size() != 4 || (*gs)[3] != 2 || (*gs)[0] != (*xs)[0])
+    return m.fail(ErrorCode::unsupported, "GridSample needs static 4-D input and [N, H, W, 2] grid");
+  const int64_t N = (*xs)[0], C = (*xs)[1], H = (*xs)[2], W = (*xs)[3], Ho = (*gs)[1], Wo = (*gs)[2];
+  const std::string mode = m.as("mode", "bilinear"), pad = m.as("padding_mode", "zeros");
+  const bool align = m.ai("align_corners", 0) != 0;
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") return m.fail(ErrorCode::unsupported, "mode '", mode, "'");
+  if (pad != "zeros" && pad != "border" && pad != "reflection") return m.fail(ErrorCode::unsupported, "padding_mode '", pad, "'");
+  DType dt = o.dtype(grid);
+  auto k = [&](double v) { return o.scalar(v, dt); };
+  auto coord = [&](int64_t comp, int64_t size) {
+    ValueId g = o.reshape(o.slice(grid, {comp}, {comp + 1}, {3}), {N, Ho, Wo});
+    ValueId c = align ? o.mul(o.add(g, k(1)), k((size - 1) / 2.0)) : o.div(o.sub(o.mul(o.add(g, k(1)), k(double(size))), k(1)), k(2));
+    auto clip = [&](ValueId v) { return o.min(o.max(v, k(0)), k(double(size - 1))); };
+    if (pad == "border") c = clip(c);
+    if (pad == "reflection") {
+      double lo2 = align ? 0 : -1, hi2 = align ? 2.0 * (size - 1) : 2.0 * size - 1;
+      if (lo2 == hi2) {
+        c = o.mul(c, k(0));
+      } else {
+        double mn = lo2 / 2, span = (hi2 - lo2) / 2;
+        ValueId a = o.abs(o.sub(c, k(mn)));
+        ValueId flips = o.unary(Op::Floor, o.div(a, k(span)));
+        ValueId extra = o.sub(a, o.mul(flips, k(span)));
+        ValueId even = o.binary(Op::Equal, o.op(Op::Mod, {flips, k(2)}, Attrs{{"fmod", int64_t{1}}}), k(0));
+        c = o.where(even, o.add(extra, k(mn)), o.add(o.sub(k(span), extra), k(mn)));
+      }
+      c = clip(c);
+    }
+    return c;
+  };
+  ValueId cx = coord(0, W), cy = coord(1, H);
+  // per-axis taps: integer positions (as floats) and weights
+  auto taps = [&](ValueId c, std::vector<ValueId>& pos, std::vector<ValueId>& wts) {
+    if (mode == "nearest") {
+      pos.push_back(o.op(Op::Round, {c}));
+      wts.push_back(k(1));
+      return;
+    }
+    ValueId f = o.unary(Op::Floor, c), t = o.sub(c, f);
+    if (mode == "bilinear") {
+      pos = {f, o.add(f, k(1))};
+      wts = {o.sub(k(1), t), t};
+      return;
+    }
+    const double A = -0.75;
+    auto cc1 = [&](ValueId v) { return o.add(o.mul(o.mul(o.sub(o.mul(k(A + 2), v), k(A + 3)), v), v), k(1)); };
+    auto cc2 = [&](ValueId v) {
+      return o.sub(o.mul(o.add(o.mul(o.sub(o.mul(k(A), v), k(5 * A)), v), k(8 * A)), v), k(4 * A));
+    };
+    pos = {o.sub(f, k(1)), f, o.add(f, k(1)), o.add(f, k(2))};
+    wts = {cc2(o.add(t, k(1))), cc1(t), cc1(o.sub(k(1), t)), cc2(o.sub(k(2), t))};
+  };
+  std::vector<ValueId> px, wx, py, wy;
+  taps(cx, px, wx);
+  taps(cy, py, wy);
+  // rows of the flattened input: [N*H*W, C]
+  ValueId flat = o.reshape(o.transpose(x, {0, 2, 3, 1}), {N * H * W, C});
+  Tensor base = Tensor::zeros(DType::i64, {N, 1, 1});
+  for (int64_t n = 0; n < N; ++n) base.data<int64_t>()[n] = n * H * W;
+  ValueId basev = m.c(base);
+  ValueId acc = kNoValue;
+  for (size_t i = 0; i < py.size(); ++i)
+    for (size_t j = 0; j < px.size(); ++j) {
+      ValueId yi = o.cast(py[i], DType::i64), xi = o.cast(px[j], DType::i64);
+      ValueId inside = o.binary(Op::And, o.binary(Op::And, o.binary(Op::GreaterEqual, xi, o.scalar(0, DType::i64)),
+                                                  o.binary(Op::Less, xi, o.scalar(double(W), DType::i64))),
+                                o.binary(Op::And, o.binary(Op::GreaterEqual, yi, o.scalar(0, DType::i64)),
+                                         o.binary(Op::Less, yi, o.scalar(double(H), DType::i64))));
+      auto clampi = [&](ValueId v, int64_t n) { return o.min(o.max(v, o.scalar(0, DType::i64)), o.scalar(double(n - 1), DType::i64)); };
+      ValueId idx = o.add(basev, o.add(o.mul(clampi(yi, H), o.scalar(double(W), DType::i64)), clampi(xi, W)));
+      ValueId w = o.where(inside, o.mul(wy[i], wx[j]), k(0));            // [N, Ho, Wo]
+      ValueId v = o.mul(o.gather(flat, idx, 0), o.cast(o.reshape(w, {N, Ho, Wo, 1}), o.dtype(x)));  // [N, Ho, Wo, C]
+      acc = acc == kNoValue ? v : o.add(acc, v);
+    }
+  return m.out(0, o.transpose(acc, {0, 3, 1, 2}));
+}
+
 }  // namespace
 
 void register_resize_ops(OpTable& t) {
+  t["GridSample"] = {map_grid_sample};
   t["Resize"] = {map_resize};
   t["Upsample"] = {map_resize};
 }
