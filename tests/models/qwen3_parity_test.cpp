@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 
 #include "models/qwen3.h"
@@ -339,6 +340,40 @@ TEST(Qwen3Parity, QuantizedGgufTop1AgreementWithF32) {
     // quantization noise may flip near-ties; a broken kernel agrees at chance level (~0.3%)
     EXPECT_GT(agree, std::string(q) == "q8_0" ? 0.9 : 0.5) << q;
   }
+}
+
+}  // namespace
+}  // namespace rlx
+
+namespace rlx {
+namespace {
+
+TEST(Qwen3Load, ErrorsNameTheFileAndTensor) {
+  auto w = models::load_qwen3(dir_a());
+  ASSERT_TRUE(w.has_value()) << w.status().to_string();
+  auto missing = *w;
+  missing.tensors.erase("model.layers.1.mlp.up_proj.weight");
+  auto g = models::build_qwen3(missing, {.context = 8});
+  ASSERT_FALSE(g.has_value());
+  EXPECT_NE(g.status().message().find("model.layers.1.mlp.up_proj.weight"), std::string::npos) << g.status().message();
+  auto wrong = *w;
+  wrong.tensors["model.layers.0.self_attn.k_proj.weight"].data = Tensor::zeros(DType::f32, {3, 64});
+  g = models::build_qwen3(wrong, {.context = 8});
+  ASSERT_FALSE(g.has_value());
+  EXPECT_NE(g.status().message().find("k_proj"), std::string::npos) << g.status().message();
+  // a configuration whose query heads do not divide into key/value heads
+  const std::string bad = kBase + "qwen3_badcfg_" + std::to_string(getpid());
+  mkdir(bad.c_str(), 0755);
+  std::ofstream(bad + "/config.json") << R"({"model_type": "qwen3", "num_attention_heads": 6, "num_key_value_heads": 4})";
+  auto c = models::load_qwen3(bad);
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.status().message().find(bad + "/config.json"), std::string::npos) << c.status().message();
+  EXPECT_FALSE(models::is_qwen3_model("/nonexistent"));
+  EXPECT_TRUE(models::is_qwen3_model(dir_a()));
+  EXPECT_TRUE(models::is_qwen3_model(dir_a() + ".f16.gguf"));
+  // a GGUF of another architecture is refused by name
+  auto other = models::load_qwen3_gguf("/nonexistent.gguf");
+  EXPECT_FALSE(other.has_value());
 }
 
 }  // namespace
