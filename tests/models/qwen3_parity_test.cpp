@@ -188,6 +188,28 @@ TEST(Qwen3Parity, UntiedWideHeadsMatchPyTorch) {
   check_prefill_parity(dir_b(), {2}, {32}, "b");
 }
 
+// A configuration drawn from a seeded generator (printed), batch 3 with different lengths.
+TEST(Qwen3Parity, DrawnConfigurationMatchesPyTorch) {
+  if (!have_torch()) GTEST_SKIP() << "python3-torch is not installed (scripts/install-deps.sh installs it)";
+  std::mt19937_64 rng(2026);
+  auto pick = [&](std::vector<int64_t> v) { return v[rng() % v.size()]; };
+  models::Qwen3Config c;
+  c.vocab_size = pick({260, 333, 500});
+  c.hidden = pick({32, 48, 96});
+  c.kv_heads = pick({1, 2, 3});
+  c.heads = c.kv_heads * pick({1, 2, 4});
+  c.head_dim = pick({8, 16, 24});
+  c.intermediate = pick({40, 64, 136});
+  c.layers = pick({1, 3});
+  c.tie_embeddings = rng() % 2 == 0;
+  c.rope_theta = pick({10000, 500000, 1000000});
+  std::printf("drawn: vocab %lld hidden %lld layers %lld heads %lld/%lld head_dim %lld intermediate %lld tied %d theta %g\n",
+              static_cast<long long>(c.vocab_size), static_cast<long long>(c.hidden), static_cast<long long>(c.layers),
+              static_cast<long long>(c.heads), static_cast<long long>(c.kv_heads), static_cast<long long>(c.head_dim),
+              static_cast<long long>(c.intermediate), c.tie_embeddings ? 1 : 0, c.rope_theta);
+  check_prefill_parity(model_dir("qwen3_c", c, 13), {3}, {24}, "c");
+}
+
 // Greedy decoding with the cache; returns per step the logits [batch, vocab] and the tokens.
 struct Generated {
   std::vector<std::vector<int64_t>> tokens;  // per sequence
