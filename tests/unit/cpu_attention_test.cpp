@@ -118,6 +118,10 @@ TEST(CpuAttention, MatchesReference) {
   cases.push_back({.name = "explicit scale", .b = 1, .hq = 2, .hkv = 2, .sq = 4, .sk = 4, .d = 8, .dv = 8, .scale = 0.37});
   cases.push_back({.name = "fully masked row", .b = 1, .hq = 2, .hkv = 2, .sq = 3, .sk = 6, .d = 8, .dv = 8, .mask = 1,
                    .mask_shape = {1, 1, 3, 6}, .mask_row_empty = true});
+  cases.push_back({.name = "f32 padding mask shared by rows", .layout = "bshd", .b = 2, .hq = 4, .hkv = 4, .sq = 9,
+                   .sk = 9, .d = 8, .dv = 8, .mask = 2, .mask_shape = {2, 1, 1, 9}});
+  cases.push_back({.name = "shared mask that hides every key", .b = 1, .hq = 2, .hkv = 2, .sq = 3, .sk = 6, .d = 8,
+                   .dv = 8, .mask = 1, .mask_shape = {1, 1, 1, 6}, .mask_row_empty = true});
   for (const Case& c : cases) run_case(c);
 }
 

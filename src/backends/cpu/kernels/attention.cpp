@@ -171,10 +171,28 @@ Status attention_f32(const AttentionArgs& a) {
       return;
     }
     const int64_t shift = sk - a.seq_q;
+    // A mask that is the same for every row of the task (a padding mask [B, 1, 1, Sk]) becomes
+    // one additive row (0 or -inf for bool), added with a vector loop.
+    const bool shared_mask = a.mask && a.mask_strides[2] == 0 && (!grouped || a.mask_strides[1] == 0);
+    thread_local std::vector<float> mask_row;
+    if (shared_mask) {
+      if (mask_row.size() < static_cast<size_t>(sk)) mask_row.resize(static_cast<size_t>(sk));
+      const int64_t base = b * a.mask_strides[0] + h0 * a.mask_strides[1], js = a.mask_strides[3];
+      if (a.mask_dtype == DType::boolean) {
+        const uint8_t* m = static_cast<const uint8_t*>(a.mask) + base;
+        for (int64_t j = 0; j < sk; ++j) mask_row[j] = m[j * js] ? 0.f : -std::numeric_limits<float>::infinity();
+      } else {
+        const float* m = static_cast<const float*>(a.mask) + base;
+        for (int64_t j = 0; j < sk; ++j) mask_row[j] = m[j * js];
+      }
+    }
     for (int64_t i = 0; i < rows; ++i) {
       float* row = s + i * sk;
       const int64_t qi = grouped ? q0 : q0 + i, h = grouped ? h0 + i : h0;
-      if (a.mask) {
+      if (shared_mask) {
+        const float* mr = mask_row.data();
+        for (int64_t j = 0; j < sk; ++j) row[j] += mr[j];
+      } else if (a.mask) {
         const int64_t base = b * a.mask_strides[0] + h * a.mask_strides[1] + qi * a.mask_strides[2];
         const int64_t js = a.mask_strides[3];
         if (a.mask_dtype == DType::boolean) {
