@@ -639,13 +639,20 @@ Status write_qwen3_gguf(const std::string& path, const Qwen3Weights& w, const st
       tw.data = f;
     } else {
       const int64_t rows = t.sizes()[0], cols = t.sizes()[1];
-      auto rb = quant::row_bytes(*qt, cols);
+      quant::QType q = *qt;
+      auto rb = quant::row_bytes(q, cols);
+      if (!rb && quant::qtype_info(q).block_elems == 256) {
+        // rows that 256-value k-quant blocks do not tile fall back to q8_0 (llama.cpp too
+        // falls back to a 32-value format for such tensors)
+        q = quant::QType::q8_0;
+        rb = quant::row_bytes(q, cols);
+      }
       if (!rb) return error(ErrorCode::invalid_argument, "tensor '", hname, "' rows of ", cols, " do not fit ", gguf_type, " blocks");
-      tw.type = tt->type;
+      tw.type = static_cast<gguf::GgmlType>(quant::qtype_info(q).ggml_type);
       tw.ne = {cols, rows};
       tw.data = Tensor::zeros(DType::u8, {rows * *rb});
       for (int64_t r = 0; r < rows; ++r)
-        RLX_TRY(quant::quantize_row(*qt, f.data<float>() + r * cols, tw.data.data<uint8_t>() + r * *rb, cols));
+        RLX_TRY(quant::quantize_row(q, f.data<float>() + r * cols, tw.data.data<uint8_t>() + r * *rb, cols));
     }
     tensors.push_back(std::move(tw));
     return Status::ok();

@@ -122,8 +122,8 @@ class Qwen3Session {
 // (f32, every value exactly representable in f16 so an f16 GGUF holds the same numbers),
 // tokenizer.json (a byte-level BPE over generated merges) and tokenizer_config.json. With
 // `gguf_path` non-empty also a GGUF file with llama.cpp's names, tensors in `gguf_type`
-// ("f32", "f16", "q8_0", "q4_0", "q4_k", "q6_k"; norms stay f32), and the tokenizer in
-// tokenizer.ggml.* metadata.
+// ("f32", "f16", "q8_0", "q4_0", "q4_k", "q6_k"; norms stay f32; rows that k-quant blocks of
+// 256 do not tile fall back to q8_0), and the tokenizer in tokenizer.ggml.* metadata.
 Status write_random_qwen3(const std::string& dir, const Qwen3Config& cfg, uint64_t seed, const std::string& gguf_path = "",
                           const std::string& gguf_type = "f16");
 // Writes the GGUF form of already loaded weights (all dense) with matrices in `gguf_type`.
