@@ -23,9 +23,34 @@ constexpr std::string_view kPrelude =
     R"RLXC(/* ---- rlx C prelude: vectorizable math for generated kernels (see c_prelude.h) ---- */
 #ifndef RLX_C_PRELUDE_INCLUDED
 #define RLX_C_PRELUDE_INCLUDED 1
+#ifdef __OPENCL_VERSION__
+/* OpenCL C (the opencl device renders the same kernels): fixed-width integer names, the C
+   library's float names mapped to OpenCL's overloaded built-ins, bit casts through as_type. */
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef char int8_t;
+typedef uchar uint8_t;
+typedef short int16_t;
+typedef ushort uint16_t;
+typedef int int32_t;
+typedef uint uint32_t;
+typedef long int64_t;
+typedef ulong uint64_t;
+#define INT32_MAX 2147483647
+#define INT64_MAX 9223372036854775807L
+#define INT64_MIN (-INT64_MAX - 1L)
+#define UINT64_MAX 18446744073709551615UL
+#define sqrtf sqrt
+#define powf pow
+#define floorf floor
+#define ceilf ceil
+#define fabsf fabs
+#define fmodf fmod
+#define rintf rint
+#else
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#endif
 #if defined(__clang__)
 /* clang warns about unused static functions of the main file; most kernels use a few. */
 #pragma clang diagnostic push
@@ -33,10 +58,17 @@ constexpr std::string_view kPrelude =
 #endif
 
 /* ---------------------------------------------------------------- bit casts */
+#ifdef __OPENCL_VERSION__
+static inline uint32_t rlx_f32_bits(float x) { return as_uint(x); }
+static inline float rlx_f32_from_bits(uint32_t u) { return as_float(u); }
+static inline uint64_t rlx_f64_bits(double x) { return as_ulong(x); }
+static inline double rlx_f64_from_bits(uint64_t u) { return as_double(u); }
+#else
 static inline uint32_t rlx_f32_bits(float x) { uint32_t u; memcpy(&u, &x, sizeof u); return u; }
 static inline float rlx_f32_from_bits(uint32_t u) { float x; memcpy(&x, &u, sizeof x); return x; }
 static inline uint64_t rlx_f64_bits(double x) { uint64_t u; memcpy(&u, &x, sizeof u); return u; }
 static inline double rlx_f64_from_bits(uint64_t u) { double x; memcpy(&x, &u, sizeof x); return x; }
+#endif
 
 /* Selects on values, done on the bit patterns: c ? a : b for c in {0, 1}. Written as ?:,
    gcc may sink the computation of an arm into a branch and then, under the default
@@ -300,10 +332,16 @@ static inline float rlx__sincos_f32(float x, uint64_t quadrant_offset) {
   v ^= (q & 2u) << 62;                     /* quadrants 2 and 3: negate */
   return (float)rlx_f64_from_bits(v);
 }
+#ifdef __OPENCL_VERSION__
+/* OpenCL's built-ins reduce large arguments exactly (4 ulp); there is no vectorizer to please */
+static inline float rlx_sin_f32(float x) { return sin(x); }
+static inline float rlx_cos_f32(float x) { return cos(x); }
+#else
 static inline float rlx_sin_f32(float x) {
   return rlx__sel_f32(x == 0.0f, x, rlx__sincos_f32(x, 0u));  /* sin(-0) = -0 */
 }
 static inline float rlx_cos_f32(float x) { return rlx__sincos_f32(x, 1u); }
+#endif
 
 /* ---------------------------------------------------------------- sqrt, rsqrt, rounding */
 #if defined(__NO_MATH_ERRNO__)

@@ -85,7 +85,8 @@ IntRange int_range(DType t) {
 
 class Renderer {
  public:
-  Renderer(const kir::GeneratedKernel& k, const std::vector<DType>& args) : k_(k), args_(args) {}
+  Renderer(const kir::GeneratedKernel& k, const std::vector<DType>& args, CTarget target)
+      : k_(k), args_(args), target_(target) {}
   Expected<std::string> render(const std::string& symbol);
 
  private:
@@ -100,8 +101,15 @@ class Renderer {
   Expected<std::string> unary(const Expr& e);
   Expected<std::string> binary(const Expr& e);
 
+  Status emit_signature(const std::string& symbol);
+  // `#pragma omp simd` for the host compiler; OpenCL runs one work item per element instead
+  std::string simd(const std::string& clauses = "") const {
+    return target_ == CTarget::host ? "#pragma omp simd" + (clauses.empty() ? "" : " " + clauses) + "\n" : "\n";
+  }
+
   const kir::GeneratedKernel& k_;
   const std::vector<DType>& args_;
+  const CTarget target_;
   std::ostringstream out_;
   // Regions: 0 = function top, 1 = row, 2 = column, 3 + r = inside reduce expr r's loops.
   std::vector<int> home_;
@@ -350,7 +358,7 @@ Status Renderer::emit_reduce(int i, int indent) {
         default: break;
       }
       if (float_minmax) red += " reduction(|:" + acc + "_nan)";
-      out_ << pad(depth) << "#pragma omp simd " << red << "\n";
+      out_ << pad(depth) << simd(red);
     }
     out_ << pad(depth) << "for (int64_t i" << l << " = 0; i" << l << " < " << k_.loops[l].extent << "; ++i" << l
          << ") {\n";
@@ -410,13 +418,36 @@ Status Renderer::emit_region(int region, int indent) {
   return Status::ok();
 }
 
-Expected<std::string> Renderer::render(const std::string& symbol) {
-  analyze();
-  out_ << "void " << symbol << "(void* const* restrict bufs, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {\n";
+Status Renderer::emit_signature(const std::string& symbol) {
+  if (target_ == CTarget::host) {
+    out_ << "void " << symbol << "(void* const* restrict bufs, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {\n";
+    for (size_t a = 0; a < args_.size(); ++a) {
+      RLX_ASSIGN_OR_RETURN(std::string st, storage_type(args_[a]));
+      out_ << "  " << st << "* restrict b" << a << " = (" << st << "*)bufs[" << a << "];\n";
+    }
+    return Status::ok();
+  }
+  // OpenCL: buffers are kernel arguments; a work item computes one (row, column) element,
+  // a serial kernel runs its whole domain in one work item.
+  out_ << "__kernel void " << symbol << "(";
   for (size_t a = 0; a < args_.size(); ++a) {
     RLX_ASSIGN_OR_RETURN(std::string st, storage_type(args_[a]));
-    out_ << "  " << st << "* restrict b" << a << " = (" << st << "*)bufs[" << a << "];\n";
+    out_ << "__global " << st << "* restrict b" << a << ", ";
   }
+  out_ << "const long rows, const long cols) {\n";
+  if (k_.serial) {
+    out_ << "  const int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;\n";
+  } else {
+    out_ << "  const int64_t gid = (int64_t)get_global_id(0);\n";
+    out_ << "  if (gid >= rows * cols) return;\n";
+    out_ << "  const int64_t r0 = gid / cols, r1 = r0 + 1, c0 = gid % cols, c1 = c0 + 1;\n";
+  }
+  return Status::ok();
+}
+
+Expected<std::string> Renderer::render(const std::string& symbol) {
+  analyze();
+  RLX_TRY(emit_signature(symbol));
   for (const Expr& e : k_.exprs)
     if (e.kind == ExprKind::cast || e.kind == ExprKind::load || e.kind == ExprKind::reduce)
       RLX_TRY(storage_type(e.dtype).status());
@@ -436,7 +467,7 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
     if (k_.exprs[i].kind == ExprKind::reduce) col_has_reduce = true;
   bool accumulate = false;
   for (const kir::Store& s : k_.stores) accumulate |= s.accumulate;
-  if (!col_has_reduce && !accumulate) out_ << "    #pragma omp simd\n";
+  if (!col_has_reduce && !accumulate) out_ << "    " << simd();
   const int col = dr - 1;
   out_ << "    for (int64_t i" << col << " = c0; i" << col << " < c1; ++i" << col << ") {\n";
   RLX_TRY(emit_region(2, 3));
@@ -471,9 +502,23 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
 }  // namespace
 
 Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes,
-                                      const std::string& symbol) {
-  Renderer r(k, arg_dtypes);
+                                      const std::string& symbol, CTarget target) {
+  Renderer r(k, arg_dtypes, target);
   return r.render(symbol);
+}
+
+Claim c_renderer_supports(const NodeDesc& n) {
+  auto check = [&](const TensorType& t) -> std::string {
+    if (t.dtype == DType::c64) return "the C renderer has no complex (c64) arithmetic yet";
+    if (is_packed(t.dtype) && n.op != Op::Param && n.op != Op::Constant)
+      return cat("packed ", dtype_name(t.dtype), " values are storage only (they need qmatmul)");
+    return "";
+  };
+  for (const TensorType& t : n.inputs)
+    if (auto why = check(t); !why.empty()) return Claim::no(why);
+  for (const TensorType& t : n.outputs)
+    if (auto why = check(t); !why.empty()) return Claim::no(why);
+  return Claim::yes("generated C");
 }
 
 std::string_view c_runtime_helpers() {

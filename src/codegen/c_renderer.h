@@ -7,14 +7,23 @@
 #include <string>
 #include <vector>
 
+#include "rlx/device.h"
 #include "rlx/kernel_ir.h"
 
 namespace rlx::codegen {
 
+// Which C dialect: C99 for the host compiler, or OpenCL C 1.2 (a __kernel over one work item
+// per domain element, buffers as __global arguments followed by `long rows, long cols`).
+enum class CTarget { host, opencl };
+
 // The C function for one kernel. `arg_dtypes[i]` is the element type of the kernel's i-th
 // buffer argument. Returns unsupported for dtypes the C renderer does not handle (c64).
 Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes,
-                                      const std::string& symbol);
+                                      const std::string& symbol, CTarget target = CTarget::host);
+
+// Whether generated code in either dialect computes strict primitive `n`: every dtype but c64
+// (no complex arithmetic yet) and packed i4/u4 outside weights and constants.
+Claim c_renderer_supports(const NodeDesc& n);
 
 // Helpers every rendered file needs beyond the math prelude (random numbers, integer
 // division without traps, saturating casts).

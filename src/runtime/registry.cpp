@@ -6,6 +6,9 @@
 
 #include "../backends/cpu/cpu_device.h"
 #include "../backends/null/null_device.h"
+#ifdef RLX_HAVE_OPENCL
+#include "../backends/opencl/opencl_device.h"
+#endif
 #include "../backends/ref/ref_device.h"
 #include "rlx/device.h"
 
@@ -17,10 +20,19 @@ struct Entry {
   std::function<std::shared_ptr<const Device>()> make;
 };
 
+std::shared_ptr<const Device> make_opencl() {
+#ifdef RLX_HAVE_OPENCL
+  return opencl::make_opencl_device();
+#else
+  return null_device::make_unavailable_device("opencl", "rlx was built without OpenCL (install ocl-icd-opencl-dev and opencl-headers, then rebuild)");
+#endif
+}
+
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> e = {
       {"cpu", cpu::make_cpu_device},
       {"ref", ref::make_ref_device},
+      {"opencl", make_opencl},
       {"null", null_device::make_null_device},
   };
   return e;

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "../../codegen/c_renderer.h"
 #include "../../passes/schedule.h"
 #include "cpu_executable.h"
 #include "kernels/gemm.h"
@@ -27,19 +28,7 @@ class CpuDevice final : public Device {
 
   Claim claim_native(const NodeDesc& n) const override { return claim_cpu_native(n); }
 
-  Claim supports_primitive(const NodeDesc& n) const override {
-    auto check = [&](const TensorType& t) -> std::string {
-      if (t.dtype == DType::c64) return "the C renderer has no complex (c64) arithmetic yet";
-      if (is_packed(t.dtype) && n.op != Op::Param && n.op != Op::Constant)
-        return cat("packed ", dtype_name(t.dtype), " values are storage only (they need qmatmul)");
-      return "";
-    };
-    for (const TensorType& t : n.inputs)
-      if (auto why = check(t); !why.empty()) return Claim::no(why);
-    for (const TensorType& t : n.outputs)
-      if (auto why = check(t); !why.empty()) return Claim::no(why);
-    return Claim::yes("generated C");
-  }
+  Claim supports_primitive(const NodeDesc& n) const override { return codegen::c_renderer_supports(n); }
 
   Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions& options) const override {
     RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(g));

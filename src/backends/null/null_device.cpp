@@ -13,6 +13,12 @@ class NullDevice final : public Device {
     info_.available = true;
     info_.description = "skeleton device: no kernels, no renderer (every node is illegal)";
   }
+  // A stand-in for a device rlx was built without: listed, unavailable, with the reason.
+  NullDevice(std::string name, std::string reason) {
+    info_.name = std::move(name);
+    info_.available = false;
+    info_.reason = std::move(reason);
+  }
   const DeviceInfo& info() const override { return info_; }
   // 1. Native claims: judge op, attributes, dtypes and shapes; say why not.
   Claim claim_native(const NodeDesc& n) const override { return Claim::no("null has no native kernels"); }
@@ -30,5 +36,9 @@ class NullDevice final : public Device {
 }  // namespace
 
 std::shared_ptr<const Device> make_null_device() { return std::make_shared<NullDevice>(); }
+
+std::shared_ptr<const Device> make_unavailable_device(std::string name, std::string reason) {
+  return std::make_shared<NullDevice>(std::move(name), std::move(reason));
+}
 
 }  // namespace rlx::null_device

@@ -1,0 +1,220 @@
+#include "opencl_device.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "../../codegen/c_prelude.h"
+#include "../../codegen/c_renderer.h"
+#include "../../passes/schedule.h"
+#include "opencl_runtime.h"
+#include "rlx/compile.h"
+
+namespace rlx::opencl {
+namespace {
+
+// A compiled program: one cl_mem per buffer (views share their target's), weights and
+// constants uploaded once, kernel arguments bound once; a run writes the inputs, enqueues the
+// kernels in order on the in-order queue and reads the outputs back.
+class OpenclExecutable final : public Executable {
+ public:
+  OpenclExecutable(std::shared_ptr<Runtime> rt, kir::KernelProgram prog) : rt_(std::move(rt)), prog_(std::move(prog)) {}
+  ~OpenclExecutable() override {
+    for (cl_kernel k : kernels_)
+      if (k) clReleaseKernel(k);
+    for (size_t i = 0; i < mem_.size(); ++i)
+      if (mem_[i] && owns_[i]) clReleaseMemObject(mem_[i]);
+  }
+  Status init(const Graph& g);
+  Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs) override;
+  Status run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) override;
+  const ExecStats& stats() const override { return stats_; }
+
+ private:
+  int root(int b) const {
+    while (prog_.buffers[b].alias_of >= 0) b = prog_.buffers[b].alias_of;
+    return b;
+  }
+  Status check_io(int b, const Tensor& t, const char* what, size_t i) const;
+
+  std::shared_ptr<Runtime> rt_;
+  kir::KernelProgram prog_;
+  std::vector<cl_mem> mem_;
+  std::vector<char> owns_;
+  std::vector<cl_kernel> kernels_;
+  std::vector<size_t> global_;  // work items per generated kernel (0: skipped at run time)
+  ExecStats stats_;
+  std::mutex mu_;
+};
+
+Status OpenclExecutable::init(const Graph& g) {
+  const size_t nb = prog_.buffers.size();
+  mem_.assign(nb, nullptr);
+  owns_.assign(nb, 0);
+  cl_int err = CL_SUCCESS;
+  for (size_t i = 0; i < nb; ++i) {
+    const kir::Buffer& b = prog_.buffers[i];
+    if (b.alias_of >= 0) continue;
+    const Tensor* data = nullptr;
+    if (b.kind == kir::BufferKind::weight) {
+      auto it = g.weights.find(b.name);
+      if (it == g.weights.end() || !it->second.storage())
+        return error(ErrorCode::invalid_argument, "weight '", b.name, "' has no data");
+      if (it->second.dtype() != b.dtype || it->second.sizes() != b.sizes)
+        return error(ErrorCode::shape_error, "weight '", b.name, "' is ", it->second.type().to_string(),
+                     ", the graph expects ", dtype_name(b.dtype), sizes_to_string(b.sizes));
+      data = &it->second;
+      stats_.weight_bytes += b.bytes();
+    } else if (b.kind == kir::BufferKind::constant) {
+      data = &b.data;
+    } else if (b.kind == kir::BufferKind::intermediate) {
+      stats_.arena_bytes += b.bytes();
+    }
+    // OpenCL has no empty buffers: an empty tensor gets one unused word
+    const size_t bytes = std::max<size_t>(b.bytes(), 4);
+    const bool upload = data && b.bytes() > 0;
+    mem_[i] = clCreateBuffer(rt_->context(), CL_MEM_READ_WRITE | (upload ? CL_MEM_COPY_HOST_PTR : 0), bytes,
+                             upload ? const_cast<uint8_t*>(data->bytes()) : nullptr, &err);
+    RLX_TRY(cl_check(err, cat("allocating ", bytes, " bytes for buffer b", i, b.name.empty() ? "" : " '" + b.name + "'")));
+    owns_[i] = 1;
+  }
+  for (size_t i = 0; i < nb; ++i)
+    if (prog_.buffers[i].alias_of >= 0) mem_[i] = mem_[root(static_cast<int>(i))];
+  if (!prog_.natives.empty())
+    return error(ErrorCode::internal, "opencl: the program has native kernels, but the device claims none");
+  // one OpenCL program for all generated kernels of the graph
+  std::string src = "#define RLX_OPENCL 1\n";
+  src += codegen::c_prelude();
+  src += codegen::c_runtime_helpers();
+  for (const kir::GeneratedKernel& k : prog_.generated) {
+    std::vector<DType> dts;
+    for (int b : k.args) dts.push_back(prog_.buffers[b].dtype);
+    RLX_ASSIGN_OR_RETURN(std::string fn, codegen::render_c_kernel(k, dts, "rlx_" + k.name, codegen::CTarget::opencl));
+    src += "\n" + fn;
+  }
+  cl_program program = nullptr;
+  if (!prog_.generated.empty()) {
+    RLX_ASSIGN_OR_RETURN(program, rt_->program(src));
+  }
+  for (const kir::GeneratedKernel& k : prog_.generated) {
+    cl_kernel kern = clCreateKernel(program, ("rlx_" + k.name).c_str(), &err);
+    RLX_TRY(cl_check(err, "clCreateKernel " + k.name));
+    kernels_.push_back(kern);
+    for (size_t a = 0; a < k.args.size(); ++a)
+      RLX_TRY(cl_check(clSetKernelArg(kern, static_cast<cl_uint>(a), sizeof(cl_mem), &mem_[k.args[a]]),
+                       cat("binding argument ", a, " of ", k.name)));
+    const cl_long rows = k.rows(), cols = k.cols();
+    RLX_TRY(cl_check(clSetKernelArg(kern, static_cast<cl_uint>(k.args.size()), sizeof rows, &rows), "rows"));
+    RLX_TRY(cl_check(clSetKernelArg(kern, static_cast<cl_uint>(k.args.size() + 1), sizeof cols, &cols), "cols"));
+    // a copy onto the same memory (a donated buffer) is nothing to do
+    const bool aliased = k.skip_if_aliased && k.args.size() >= 2 && mem_[k.args[0]] == mem_[k.args[1]];
+    global_.push_back(aliased ? 0 : (k.serial ? 1 : static_cast<size_t>(rows * cols)));
+  }
+  stats_.generated_kernels = static_cast<int>(prog_.generated.size());
+  stats_.kernel_listing = prog_.to_text();
+  for (const kir::Step& s : prog_.steps)
+    stats_.kernel_origins.push_back({prog_.generated[s.index].name, prog_.generated[s.index].origins});
+  return Status::ok();
+}
+
+Status OpenclExecutable::check_io(int b, const Tensor& t, const char* what, size_t i) const {
+  const kir::Buffer& buf = prog_.buffers[b];
+  if (t.dtype() != buf.dtype || t.sizes() != buf.sizes)
+    return error(ErrorCode::invalid_argument, what, " ", i, (buf.name.empty() ? "" : " ('" + buf.name + "')"), " is ",
+                 t.type().to_string(), ", expected ", dtype_name(buf.dtype), sizes_to_string(buf.sizes));
+  if (t.nbytes() > 0 && (!t.storage() || t.byte_offset() + t.nbytes() > t.storage()->size()))
+    return error(ErrorCode::invalid_argument, what, " ", i, " holds fewer bytes than its shape needs");
+  return Status::ok();
+}
+
+Status OpenclExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (inputs.size() != prog_.inputs.size())
+    return error(ErrorCode::invalid_argument, "expected ", prog_.inputs.size(), " inputs, got ", inputs.size());
+  if (outputs.size() != prog_.outputs.size())
+    return error(ErrorCode::invalid_argument, "expected ", prog_.outputs.size(), " outputs, got ", outputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) RLX_TRY(check_io(prog_.inputs[i], inputs[i], "input", i));
+  for (size_t i = 0; i < outputs.size(); ++i) RLX_TRY(check_io(prog_.outputs[i], outputs[i], "output", i));
+  cl_command_queue q = rt_->queue();
+  // Inputs are copied to the device before any kernel runs and outputs copied back after the
+  // last, so an output may share host memory with an input (a donated cache) safely.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].nbytes() == 0) continue;
+    RLX_TRY(cl_check(clEnqueueWriteBuffer(q, mem_[prog_.inputs[i]], CL_FALSE, 0, inputs[i].nbytes(), inputs[i].bytes(), 0,
+                                          nullptr, nullptr),
+                     cat("writing input ", i)));
+  }
+  for (const kir::Step& s : prog_.steps) {
+    const size_t global = global_[s.index];
+    if (global == 0) continue;
+    RLX_TRY(cl_check(clEnqueueNDRangeKernel(q, kernels_[s.index], 1, nullptr, &global, nullptr, 0, nullptr, nullptr),
+                     "running kernel " + prog_.generated[s.index].name));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].nbytes() == 0) continue;
+    RLX_TRY(cl_check(clEnqueueReadBuffer(q, mem_[prog_.outputs[i]], CL_FALSE, 0, outputs[i].nbytes(), outputs[i].bytes(), 0,
+                                         nullptr, nullptr),
+                     cat("reading output ", i)));
+  }
+  return cl_check(clFinish(q), "waiting for the queue");
+}
+
+Expected<std::vector<Tensor>> OpenclExecutable::run(std::span<const Tensor> inputs) {
+  std::vector<Tensor> outs;
+  for (int b : prog_.outputs) outs.push_back(Tensor::zeros(prog_.buffers[b].dtype, prog_.buffers[b].sizes));
+  RLX_TRY(run_into(inputs, outs));
+  return outs;
+}
+
+class OpenclDevice final : public Device {
+ public:
+  OpenclDevice() {
+    info_.name = "opencl";
+    auto rt = Runtime::create();
+    if (!rt) {
+      info_.available = false;
+      info_.reason = rt.status().message();
+      return;
+    }
+    rt_ = *rt;
+    info_.available = true;
+    info_.description = rt_->description();
+    info_.dtypes = {DType::f32, DType::f16, DType::bf16, DType::i8, DType::u8, DType::i16, DType::u16,
+                    DType::i32, DType::u32, DType::i64, DType::u64, DType::boolean};
+    if (rt_->fp64()) info_.dtypes.push_back(DType::f64);
+  }
+  const DeviceInfo& info() const override { return info_; }
+
+  Claim claim_native(const NodeDesc& n) const override {
+    return Claim::no("the opencl device has no native kernels yet (products run as generated reductions)");
+  }
+
+  Claim supports_primitive(const NodeDesc& n) const override {
+    if (!rt_->fp64()) {
+      auto f64 = [](const TensorType& t) { return t.dtype == DType::f64; };
+      if (std::any_of(n.inputs.begin(), n.inputs.end(), f64) || std::any_of(n.outputs.begin(), n.outputs.end(), f64))
+        return Claim::no("this OpenCL device has no fp64");
+    }
+    Claim c = codegen::c_renderer_supports(n);
+    if (c.ok) c.text = "generated OpenCL C";
+    return c;
+  }
+
+  Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions& options) const override {
+    RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(g));
+    RLX_TRY(sched::apply_donations(prog, options.donate));  // a donated output shares its input's cl_mem
+    RLX_TRY(kir::verify_program(prog));
+    auto e = std::make_unique<OpenclExecutable>(rt_, std::move(prog));
+    RLX_TRY(e->init(g));
+    return std::unique_ptr<Executable>(std::move(e));
+  }
+
+ private:
+  DeviceInfo info_;
+  std::shared_ptr<Runtime> rt_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Device> make_opencl_device() { return std::make_shared<OpenclDevice>(); }
+
+}  // namespace rlx::opencl

@@ -1,0 +1,54 @@
+// OpenCL runtime pieces shared by the device and its executables: the context and in-order
+// queue of the first device found, error text for OpenCL status codes, and a program cache.
+#pragma once
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "rlx/status.h"
+
+namespace rlx::opencl {
+
+// "CL_OUT_OF_RESOURCES (-5)" and so on.
+std::string cl_error_name(cl_int code);
+
+// Returns an rlx error for a failed OpenCL call: "<what>: <CL error>".
+Status cl_check(cl_int code, const std::string& what);
+
+// One OpenCL device with its context and in-order queue, created once per process.
+class Runtime {
+ public:
+  // The first GPU, else the first device of any type, on the first platform that has one;
+  // an error saying why when there is none (no ICD installed, no platform, no device).
+  static Expected<std::shared_ptr<Runtime>> create();
+  ~Runtime();
+
+  cl_context context() const { return context_; }
+  cl_command_queue queue() const { return queue_; }
+  cl_device_id device() const { return device_; }
+  bool fp64() const { return fp64_; }
+  const std::string& description() const { return description_; }
+
+  // Builds (or finds already built in this process) the program for `source`. The caller
+  // does not release it. Build failures return the compiler's log. PoCL also keeps built
+  // kernels on disk ($POCL_CACHE_DIR, by default ~/.cache/pocl), so a later process skips
+  // the compiler too.
+  Expected<cl_program> program(const std::string& source);
+
+ private:
+  Runtime() = default;
+  cl_device_id device_ = nullptr;
+  cl_context context_ = nullptr;
+  cl_command_queue queue_ = nullptr;
+  bool fp64_ = false;
+  std::string description_;
+  std::mutex mu_;
+  std::map<std::string, cl_program> programs_;
+};
+
+}  // namespace rlx::opencl
