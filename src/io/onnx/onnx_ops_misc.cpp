@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "onnx_internal.h"
+#include "rlx/checked.h"
 
 namespace rlx::onnx_import {
 namespace {
@@ -11,6 +12,7 @@ namespace {
 // NLL over log-probabilities `lp` [N, C, d...] and integer targets [N, d...].
 Status nll(Importer& m, ValueId lp, ValueId target, ValueId weight, int out_index) {
   OpBuilder& o = m.o();
+  if (!o.ok()) return o.status().with_context(m.where());
   int r = o.rank(lp);
   if (r < 2) return m.fail(ErrorCode::shape_error, "input must have rank >= 2");
   const Dim& c = o.shape(lp)[1];
@@ -43,6 +45,7 @@ Status nll(Importer& m, ValueId lp, ValueId target, ValueId weight, int out_inde
   ValueId sum = o.reduce_sum(loss, {}, false);
   if (red == "sum") return m.out(out_index, sum);
   if (w == kNoValue) return m.out(out_index, o.reduce_mean(loss, {}, false));
+  if (!o.ok()) return o.status().with_context(m.where());
   auto ws = static_sizes(o.shape(loss));
   if (!ws) return m.fail(ErrorCode::unsupported, "needs static shapes");
   ValueId wsum = o.reduce_sum(o.broadcast_to(w, *ws), {}, false);
@@ -139,6 +142,7 @@ Status map_matmul_integer(Importer& m) {
   if (m.has(2)) {
     RLX_ASSIGN_OR_RETURN(ValueId az, m.in(2));
     ValueId azf = o.cast(az, DType::f64);
+    if (!o.ok()) return o.status().with_context(m.where());
     if (o.rank(azf) == 1) azf = o.reshape(azf, {-1, 1});
     af = o.sub(af, azf);
   }
@@ -219,8 +223,9 @@ Status map_einsum(Importer& m) {
     for (size_t a = 0; a < t.size(); ++a)
       for (size_t b = a + 1; b < t.size(); ++b) {
         if (t[a] != t[b]) continue;
+        if (!o.ok()) return o.status().with_context(m.where());
         const Dim& d = o.shape(xs[i])[a];
-        if (!d.is_static() || d.size() > 4096) return m.fail(ErrorCode::unsupported, "diagonal over a non-static or long dim");
+        if (!d.is_static() || d.size() > 1024) return m.fail(ErrorCode::unsupported, "diagonal over a non-static dim or one longer than 1024");
         Tensor eye = Tensor::zeros(o.dtype(xs[i]), {d.size(), d.size()});
         for (int64_t k = 0; k < d.size(); ++k) eye.set_f64(k * d.size() + k, 1);
         std::vector<int64_t> es(t.size(), 1);
@@ -259,6 +264,7 @@ Status map_einsum(Importer& m) {
     r = o.dot(xs[0], xs[1], lb, rb, lc, rc);
     res = batch + afree + bfree;
   }
+  if (!o.ok()) return o.status().with_context(m.where());
   if (res.size() != out.size()) return m.fail(ErrorCode::unsupported, "Einsum '", eq, "' (output letters not all present)");
   std::vector<int64_t> perm;
   for (char c : out) {
@@ -286,6 +292,7 @@ Status map_topk(Importer& m) {
   RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", -1), r));
   const Dim& d = o.shape(x)[axis];
   if (!d.is_static() || d.size() < k) return m.fail(ErrorCode::shape_error, "axis must be static and hold at least k values");
+  if (d.size() > (int64_t{1} << 24)) return m.fail(ErrorCode::unsupported, "axis longer than 2^24");
   const bool largest = m.ai("largest", 1) != 0;
   std::vector<int64_t> rs(r, 1);
   rs[axis] = d.size();
@@ -336,9 +343,14 @@ Status map_reverse_sequence(Importer& m) {
   if (!((tax == 0 && bax == 1) || (tax == 1 && bax == 0))) return m.fail(ErrorCode::unsupported, "time/batch axes must be 0 and 1");
   const int64_t T = (*xs)[tax], B = (*xs)[bax];
   if (static_cast<int64_t>(lens.size()) != B) return m.fail(ErrorCode::shape_error, "sequence_lens needs ", B, " entries");
+  if (T > (int64_t{1} << 24) / std::max<int64_t>(B, 1)) return m.fail(ErrorCode::unsupported, "time x batch larger than 2^24");
   // gather rows of x viewed as [T*B or B*T, rest]
   int64_t rest = 1;
-  for (size_t i = 2; i < xs->size(); ++i) rest *= (*xs)[i];
+  for (size_t i = 2; i < xs->size(); ++i) {
+    auto r = checked_mul_i64(rest, (*xs)[i]);
+    if (!r) return m.fail(ErrorCode::overflow, "element count overflows");
+    rest = *r;
+  }
   Tensor idx = Tensor::zeros(DType::i64, {T * B});
   for (int64_t t = 0; t < T; ++t)
     for (int64_t b = 0; b < B; ++b) {
@@ -364,7 +376,7 @@ Status map_dft(Importer& m) {
   RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", 1), r - 1));
   const int64_t N = (*xs)[axis], C = xs->back();
   if (C != 1 && C != 2) return m.fail(ErrorCode::shape_error, "the last dim must be 1 or 2");
-  if (N > 4096) return m.fail(ErrorCode::unsupported, "signal longer than 4096");
+  if (N > 2048) return m.fail(ErrorCode::unsupported, "signal longer than 2048");
   const bool inv = m.ai("inverse", 0) != 0, one = m.ai("onesided", 0) != 0;
   const int64_t K = one ? N / 2 + 1 : N;
   const double pi = 3.14159265358979323846, sgn = inv ? 1.0 : -1.0, scale = inv ? 1.0 / N : 1.0;

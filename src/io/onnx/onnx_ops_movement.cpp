@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "onnx_internal.h"
+#include "rlx/checked.h"
 
 namespace rlx::onnx_import {
 namespace {
@@ -83,8 +84,14 @@ Status map_flatten(Importer& m) {
   int64_t lead = 1, trail = 1;
   bool lead_static = true, trail_static = true;
   for (int i = 0; i < r; ++i) {
-    if (i < axis) { if (s[i].is_static()) lead *= s[i].size(); else lead_static = false; }
-    else { if (s[i].is_static()) trail *= s[i].size(); else trail_static = false; }
+    int64_t& side = i < axis ? lead : trail;
+    if (!s[i].is_static()) {
+      (i < axis ? lead_static : trail_static) = false;
+      continue;
+    }
+    auto prod = checked_mul_i64(side, s[i].size());
+    if (!prod) return m.fail(ErrorCode::overflow, "element count of ", shape_to_string(s), " overflows");
+    side = *prod;
   }
   std::vector<int64_t> shape;
   if (lead_static) shape = {lead, trail_static ? trail : -1};
@@ -327,6 +334,8 @@ Status map_tile(Importer& m) {
   std::vector<int64_t> inter, big, out;
   for (size_t i = 0; i < s.size(); ++i) {
     if (reps[i] < 0) return m.fail(ErrorCode::shape_error, "negative repeat");
+    auto prod = checked_mul_i64(reps[i], s[i]);
+    if (!prod || *prod > (int64_t{1} << 40)) return m.fail(ErrorCode::overflow, "tiled axis ", i, " is too large");
     inter.push_back(1);
     inter.push_back(s[i]);
     big.push_back(reps[i]);
@@ -525,7 +534,8 @@ Status map_depth_space(Importer& m, bool to_space) {
   RLX_ASSIGN_OR_RETURN(Sizes s, need_static(m, o.type(x), "input"));
   if (s.size() != 4) return m.fail(ErrorCode::shape_error, "input must be NCHW");
   int64_t b = m.ai("blocksize", 0), n = s[0], c = s[1], h = s[2], w = s[3];
-  if (b <= 0) return m.fail(ErrorCode::invalid_argument, "blocksize must be positive");
+  if (b <= 0 || b > 4096) return m.fail(ErrorCode::invalid_argument, "blocksize must be 1 to 4096");
+  if (!checked_numel({n, c, h, w, b, b})) return m.fail(ErrorCode::overflow, "sizes overflow");
   if (to_space) {
     if (c % (b * b)) return m.fail(ErrorCode::shape_error, "channels not divisible by blocksize^2");
     bool crd = m.as("mode", "DCR") == "CRD";

@@ -39,6 +39,7 @@ MapFn softmax_like(int kind) {  // 0 softmax, 1 log-softmax, 2 hardmax
     auto apply = [&](ValueId v, int64_t axis) -> ValueId {
       if (kind == 0) return o.softmax(v, axis);
       if (kind == 1) return o.log_softmax(v, axis);
+      if (!o.ok()) return kNoValue;
       ValueId am = o.argmax(v, axis, true);
       int vr = o.rank(v);
       int ax = static_cast<int>(axis < 0 ? axis + vr : axis);
@@ -151,7 +152,7 @@ Status map_lrn(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   OpBuilder& o = m.o();
   int64_t size = m.ai("size", 0);
-  if (size <= 0) return m.fail(ErrorCode::invalid_argument, "size must be positive");
+  if (size <= 0 || size > 4096) return m.fail(ErrorCode::invalid_argument, "size must be 1 to 4096");
   double alpha = m.af("alpha", 1e-4), beta = m.af("beta", 0.75), bias = m.af("bias", 1.0);
   int r = o.rank(x);
   const Dim& c = o.shape(x)[1];
@@ -170,14 +171,33 @@ Status map_lrn(Importer& m) {
   return m.out(0, o.div(x, den));
 }
 
+// Window attributes from the file: one entry per spatial dim, kernel/strides/dilations in
+// [1, 2^20], pads in [0, 2^20] (so the arithmetic below cannot divide by zero or overflow).
+Status check_window(Importer& m, size_t n, const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                    const std::vector<int64_t>& dil) {
+  const int64_t lim = int64_t{1} << 20;
+  if (kernel.size() != n || strides.size() != n || dil.size() != n)
+    return m.fail(ErrorCode::shape_error, "kernel, strides and dilations need ", n, " entries each");
+  for (size_t i = 0; i < n; ++i)
+    if (kernel[i] < 1 || kernel[i] > lim || strides[i] < 1 || strides[i] > lim || dil[i] < 1 || dil[i] > lim)
+      return m.fail(ErrorCode::out_of_range, "kernel ", kernel[i], ", stride ", strides[i], " and dilation ", dil[i],
+                    " must be 1 to 2^20");
+  return Status::ok();
+}
+
 // auto_pad and explicit pads to [begin..., end...] for the spatial dims.
 Expected<std::vector<int64_t>> conv_pads(Importer& m, const Sizes& in, const std::vector<int64_t>& kernel,
                                          const std::vector<int64_t>& strides, const std::vector<int64_t>& dil,
                                          bool ceil_mode = false) {
   size_t n = kernel.size();
+  RLX_TRY(check_window(m, n, kernel, strides, dil));
   std::string ap = m.as("auto_pad", "NOTSET");
   std::vector<int64_t> pads = m.aints("pads", std::vector<int64_t>(2 * n, 0));
   if (pads.size() != 2 * n) return m.fail(ErrorCode::shape_error, "pads needs ", 2 * n, " entries");
+  for (int64_t p : pads)
+    if (p < 0 || p > (int64_t{1} << 20)) return m.fail(ErrorCode::out_of_range, "pad ", p, " must be 0 to 2^20");
+  for (int64_t d : in)
+    if (d > (int64_t{1} << 40)) return m.fail(ErrorCode::out_of_range, "spatial dim ", d, " too large");
   if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
     for (size_t i = 0; i < n; ++i) {
       int64_t out = (in[i] + strides[i] - 1) / strides[i];
@@ -204,6 +224,7 @@ struct Spatial {
 // Conv of x by w (and bias b, or kNoValue) with the node's attributes, 1-D or 2-D.
 Expected<ValueId> conv_core(Importer& m, ValueId x, ValueId w, ValueId b) {
   OpBuilder& o = m.o();
+  if (!o.ok()) return o.status().with_context(m.where());
   int r = o.rank(x);
   if (r != 3 && r != 4) return m.fail(ErrorCode::unsupported, "only 1-D and 2-D convolutions are supported (input rank ", r, ")");
   auto xs = static_sizes(o.shape(x));
@@ -257,6 +278,7 @@ Status map_conv_integer(Importer& m) {
   if (m.has(3)) {
     RLX_ASSIGN_OR_RETURN(ValueId z, m.in(3));
     ValueId zf = o.cast(z, DType::f64);
+    if (!o.ok()) return o.status().with_context(m.where());
     if (o.rank(zf) == 1) zf = o.reshape(zf, {-1, 1, 1, 1});
     wf = o.sub(wf, zf);
   }
@@ -272,7 +294,7 @@ Status map_qlinear_conv(Importer& m) {
   std::vector<ValueId> in(8);
   for (int i = 0; i < 8; ++i) { RLX_ASSIGN_OR_RETURN(in[i], m.in(i)); }
   auto f = [&](ValueId v) { return o.cast(v, DType::f64); };
-  auto per_out = [&](ValueId v) { return o.rank(v) == 1 ? o.reshape(v, {-1, 1, 1, 1}) : v; };
+  auto per_out = [&](ValueId v) { return o.ok() && o.rank(v) == 1 ? o.reshape(v, {-1, 1, 1, 1}) : v; };
   ValueId x = o.mul(o.sub(f(in[0]), f(in[2])), f(in[1]));
   ValueId w = o.mul(o.sub(f(in[3]), per_out(f(in[5]))), per_out(f(in[4])));
   ValueId b = kNoValue;
@@ -311,9 +333,18 @@ Status map_conv_transpose(Importer& m) {
   std::string ap = m.as("auto_pad", "NOTSET");
   if (strides.size() != size_t(n) || dil.size() != size_t(n) || opad.size() != size_t(n) || pads.size() != size_t(2 * n))
     return m.fail(ErrorCode::shape_error, "attribute lengths do not match ", n, " spatial dims");
+  RLX_TRY(check_window(m, n, std::vector<int64_t>(ws.begin() + 2, ws.end()), strides, dil));
+  for (size_t i = 0; i < size_t(n); ++i)
+    if (opad[i] < 0 || opad[i] >= std::max(strides[i], dil[i]) || xs[2 + i] > (int64_t{1} << 30))
+      return m.fail(ErrorCode::out_of_range, "output_padding ", opad[i], " or input size out of range");
+  for (int64_t p : pads)
+    if (p < -(int64_t{1} << 20) || p > (int64_t{1} << 20)) return m.fail(ErrorCode::out_of_range, "pad ", p, " out of range");
+  if (g < 1) return m.fail(ErrorCode::out_of_range, "group ", g, " must be positive");
   if (oshape.size() > size_t(n)) oshape.erase(oshape.begin(), oshape.end() - n);
   if (oshape.empty() && (ap == "SAME_UPPER" || ap == "SAME_LOWER"))
     for (int i = 0; i < n; ++i) oshape.push_back(xs[2 + i] * strides[i]);
+  for (int64_t d : oshape)
+    if (d < 0 || d > (int64_t{1} << 30)) return m.fail(ErrorCode::out_of_range, "output_shape entry ", d, " out of range");
   if (!oshape.empty()) {
     for (int i = 0; i < n; ++i) {
       int64_t total = strides[i] * (xs[2 + i] - 1) + opad[i] + ((ws[2 + i] - 1) * dil[i] + 1) - oshape[i];
@@ -400,6 +431,7 @@ MapFn pool(bool max) {
       if (has_dil) return m.fail(ErrorCode::unsupported, "dilated average pooling is not supported");
       a.set("count_include_pad", m.ai("count_include_pad", 0));
     }
+    if (!o.ok()) return o.status().with_context(m.where());
     DType in_dt = o.dtype(x);
     if (max && !is_float(in_dt)) x = o.cast(x, DType::f64);  // integer max pooling is exact in f64
     ValueId y = o.op(max ? Op::MaxPool2d : Op::AvgPool2d, {x}, a);
@@ -456,7 +488,7 @@ Status map_cumsum(Importer& m) {
   const Dim& d = o.shape(x)[axis];
   if (!d.is_static()) return m.fail(ErrorCode::unsupported, "the summed axis must be static");
   int64_t n = d.size();
-  if (n > 4096) return m.fail(ErrorCode::unsupported, "axis longer than 4096");
+  if (n > 1024) return m.fail(ErrorCode::unsupported, "axis longer than 1024");
   bool excl = m.ai("exclusive", 0) != 0, rev = m.ai("reverse", 0) != 0;
   DType dt = o.dtype(x);
   DType work = is_float(dt) ? dt : DType::f64;

@@ -142,7 +142,7 @@ Status map_resize(Importer& m) {
     const int64_t in = (*xs)[ax];
     const bool crop = s.coord == "tf_crop_and_resize";
     if (out[ax] == in && sc[ax] == 1.0 && !crop) continue;
-    if (out[ax] > (int64_t{1} << 24)) return m.fail(ErrorCode::unsupported, "axis too long");
+    if (out[ax] > (int64_t{1} << 20)) return m.fail(ErrorCode::unsupported, "output axis longer than 2^20");
     if (in == 0) return m.fail(ErrorCode::shape_error, "cannot resize an empty axis");
     AxisPlan p = plan_axis(s, in, out[ax], sc[ax], crop ? roi[ax] : 0, crop ? roi[ax + r] : 1);
     const size_t taps = p.w[0].size();
@@ -204,6 +204,7 @@ Status map_grid_sample(Importer& m) {
   if (!xs || !gs || xs->size() != 4 || gs->size() != 4 || (*gs)[3] != 2 || (*gs)[0] != (*xs)[0])
     return m.fail(ErrorCode::unsupported, "GridSample needs static 4-D input and [N, H, W, 2] grid");
   const int64_t N = (*xs)[0], C = (*xs)[1], H = (*xs)[2], W = (*xs)[3], Ho = (*gs)[1], Wo = (*gs)[2];
+  if (N > (int64_t{1} << 20)) return m.fail(ErrorCode::unsupported, "batch larger than 2^20");
   const std::string mode = m.as("mode", "bilinear"), pad = m.as("padding_mode", "zeros");
   const bool align = m.ai("align_corners", 0) != 0;
   if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") return m.fail(ErrorCode::unsupported, "mode '", mode, "'");

@@ -35,6 +35,7 @@ Status map_recurrent(Importer& m, Cell cell) {
   const int gates = cell == Cell::rnn ? 1 : cell == Cell::gru ? 3 : 4;
   const int64_t layout = m.ai("layout", 0);
   if (layout == 1) x = o.transpose(x, {1, 0, 2});
+  if (!o.ok()) return o.status().with_context(m.where());
   auto xs = static_sizes(o.shape(x));
   auto ws = static_sizes(o.shape(w));
   if (!xs || !ws || xs->size() != 3 || ws->size() != 3) return m.fail(ErrorCode::unsupported, "needs static 3-D X and W");
