@@ -3,9 +3,14 @@
 // profiling the compiler's output; the peer comparison is bench/train_bench.sh.
 //
 //   rlx_bench_train_step [--arch mlp|tinyconv] [--batch B] [--optimizer sgd|adam|adamw]
-//                        [--momentum M] [--steps N] [--listing]
+//                        [--momentum M] [--steps N] [--listing] [--cpu-time]
+//
+// --cpu-time divides by the process's CPU time instead of wall time: with RLX_NUM_THREADS=1
+// on a loaded machine it measures the kernels without the time the process waits for a core
+// (compare with scripts/peers/mnist_step_cpu.py, NumPy and PyTorch timed the same way).
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -21,7 +26,7 @@ int main(int argc, char** argv) {
   std::string arch = "mlp", optimizer = "sgd";
   int64_t batch = 128, steps = 200;
   double momentum = 0.0;
-  bool listing = false;
+  bool listing = false, cpu_time = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -31,6 +36,7 @@ int main(int argc, char** argv) {
     else if (a == "--momentum") momentum = std::stod(next());
     else if (a == "--steps") steps = std::stoll(next());
     else if (a == "--listing") listing = true;
+    else if (a == "--cpu-time") cpu_time = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -67,9 +73,17 @@ int main(int argc, char** argv) {
   Tensor y = Tensor::zeros(DType::i32, {batch});
   for (int64_t i = 0; i < batch; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
   for (int i = 0; i < 5; ++i) (void)(*trainer)->step(x, y, 0.01);
+  auto clock_s = [&]() {
+    if (cpu_time) {
+      timespec ts;
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+      return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
   std::vector<double> times;
   for (int r = 0; r < 5; ++r) {
-    auto a = std::chrono::steady_clock::now();
+    const double a = clock_s();
     for (int64_t s = 0; s < steps; ++s) {
       auto l = (*trainer)->step(x, y, 0.01);
       if (!l) {
@@ -77,11 +91,11 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() / static_cast<double>(steps));
+    times.push_back((clock_s() - a) / static_cast<double>(steps));
   }
   std::sort(times.begin(), times.end());
-  std::printf("%s batch %lld %s: compile %.2f s, step %.1f us (best %.1f), %.0f images/s (best %.0f), %d native + %d generated kernels\n",
-              arch.c_str(), static_cast<long long>(batch), optimizer.c_str(), compile_s, times[2] * 1e6, times[0] * 1e6,
+  std::printf("%s%s batch %lld %s: compile %.2f s, step %.1f us (best %.1f), %.0f images/s (best %.0f), %d native + %d generated kernels\n",
+              cpu_time ? "[cpu time] " : "", arch.c_str(), static_cast<long long>(batch), optimizer.c_str(), compile_s, times[2] * 1e6, times[0] * 1e6,
               static_cast<double>(batch) / times[2], static_cast<double>(batch) / times[0],
               (*var)->executable->stats().native_kernels, (*var)->executable->stats().generated_kernels);
   return 0;

@@ -106,4 +106,5 @@ def main():
         rec.epoch(epoch, total / steps, steps, images, seconds, acc, test_loss)
 
 
-main()
+if __name__ == "__main__":
+    main()
