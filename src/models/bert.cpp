@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <filesystem>
 #include <random>
 #include <set>
 
@@ -254,7 +255,9 @@ std::vector<std::string> synthetic_vocab(int64_t size, std::mt19937_64& rng) {
 }  // namespace
 
 Status write_random_bert(const std::string& dir, const BertConfig& c, uint64_t seed) {
-  mkdir(dir.c_str(), 0755);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // parents too (models/minilm)
+  if (ec) return error(ErrorCode::io_error, "cannot create ", dir, ": ", ec.message());
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.f, 0.02f);
   std::vector<std::pair<std::string, Tensor>> tensors;
