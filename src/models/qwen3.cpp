@@ -210,6 +210,10 @@ Expected<Qwen3Config> Qwen3Config::from_json_file(const std::string& path) {
   }
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     return error(ErrorCode::unsupported, path, ": rope_scaling is not supported");
+  if (j.contains("use_sliding_window") && j["use_sliding_window"].is_boolean() && j["use_sliding_window"].get<bool>())
+    return error(ErrorCode::unsupported, path, ": use_sliding_window is not supported");
+  if (j.contains("attention_bias") && j["attention_bias"].is_boolean() && j["attention_bias"].get<bool>())
+    return error(ErrorCode::unsupported, path, ": attention_bias is not supported (Qwen3 has none)");
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int64_t>();
   if (j.contains("eos_token_id") && j["eos_token_id"].is_number_integer()) c.eos_token_id = j["eos_token_id"].get<int64_t>();
   if (j.contains("eos_token_id") && j["eos_token_id"].is_array() && !j["eos_token_id"].empty() &&
