@@ -84,9 +84,41 @@ Status conv2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
   return single(o, y, outputs);
 }
 
+// Input positions (flattened H*W) that tap (i, j) of each output position reads, when no
+// window reaches into padding; empty otherwise.
+std::vector<double> unpadded_taps(const Window& w) {
+  const int64_t need_h = (w.ho - 1) * w.sh + (w.kh - 1) * w.dh + 1;
+  const int64_t need_w = (w.wo - 1) * w.sw + (w.kw - 1) * w.dw + 1;
+  if (w.pt != 0 || w.pl != 0 || w.pb != 0 || w.pr != 0 || need_h > w.h || need_w > w.w) return {};
+  const int64_t p = w.ho * w.wo;
+  if (w.kh * w.kw * p > (int64_t{1} << 22)) return {};
+  std::vector<double> index(static_cast<size_t>(w.kh * w.kw * p));
+  for (int64_t i = 0; i < w.kh; ++i)
+    for (int64_t j = 0; j < w.kw; ++j)
+      for (int64_t oy = 0; oy < w.ho; ++oy)
+        for (int64_t ox = 0; ox < w.wo; ++ox)
+          index[static_cast<size_t>((i * w.kw + j) * p + oy * w.wo + ox)] =
+              static_cast<double>((oy * w.sh + i * w.dh) * w.w + ox * w.sw + j * w.dw);
+  return index;
+}
+
 Status max_pool2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
   auto k = n.attrs.ints("kernel");
   Window w = window_of(n, k[0], k[1]);
+  if (auto index = unpadded_taps(w); !index.empty()) {
+    // windows inside the input: each tap is a gather over the flattened [N, C, H*W] input
+    // with a constant table of positions, so the fused kernel runs over [N*C, Ho*Wo] (one
+    // long contiguous loop per channel) instead of rows of Wo outputs with strided taps
+    const int64_t p = w.ho * w.wo;
+    ValueId flat = o.reshape(n.inputs[0], {w.n, w.c, w.h * w.w});
+    ValueId y = kNoValue;
+    for (int64_t t = 0; t < w.kh * w.kw; ++t) {
+      std::vector<double> part(index.begin() + t * p, index.begin() + (t + 1) * p);
+      ValueId v = o.gather(flat, o.constant(Tensor::from_f64(DType::i32, {p}, part)), 2);  // [N, C, P]
+      y = y == kNoValue ? v : o.max(y, v);
+    }
+    return single(o, o.reshape(y, {w.n, w.c, w.ho, w.wo}), outputs);
+  }
   ValueId xp = pad_for_windows(o, n.inputs[0], w, -std::numeric_limits<double>::infinity());
   ValueId y = kNoValue;
   for (int64_t i = 0; i < w.kh; ++i)
