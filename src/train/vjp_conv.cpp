@@ -4,8 +4,10 @@
 // kernel tap's slice of that product added back at the input positions the tap read; dw
 // contracts g with the im2col matrix of x as one batched GEMM per image and group, summed over
 // images; db sums g over images and positions.
-// Pooling: windows that tile the input are two axes of a 6-D view, where the gradient is
-// elementwise; other windows (overlapping, padded, dilated, ceil mode) place each tap's
+// Pooling: for windows that tile the input, max pooling counts ties per window through
+// gathers with constant position tables and computes the gradient per input element over the
+// flat [N, C, H*W] layout (long contiguous loops); average pooling broadcasts in a 6-D view.
+// Other windows (overlapping, padded, dilated, ceil mode) place each tap's
 // contribution back at the positions it read (strided zeros via reshape and pad, vjp::unslice).
 // Max pooling splits a window's gradient evenly between tied maxima.
 #include <limits>
@@ -134,13 +136,6 @@ bool tiles(const Window& w) {
          w.pr == 0 && w.extra_b == 0 && w.extra_r == 0;
 }
 
-// x [N, C, H, W] -> [N, C, Ho, kh, Wo, kw] (the rows and columns the windows use)
-ValueId window_view(OpBuilder& o, ValueId x, const Window& w) {
-  if (w.h != w.ho * w.kh || w.w != w.wo * w.kw)
-    x = o.strided_slice(x, {0, 0, 0, 0}, {1, 1, 1, 1}, {w.n, w.c, w.ho * w.kh, w.wo * w.kw});
-  return o.reshape(x, {w.n, w.c, w.ho, w.kh, w.wo, w.kw});
-}
-
 // [N, C, Ho, kh, Wo, kw] -> [N, C, H, W], zeros in the unused rows and columns
 ValueId from_window_view(OpBuilder& o, ValueId d6, const Window& w) {
   ValueId d = o.reshape(d6, {w.n, w.c, w.ho * w.kh, w.wo * w.kw});
@@ -160,11 +155,23 @@ Status max_pool2d(Ctx& c, std::vector<ValueId>& out) {
   c.hint_reuse(y);  // every element of a window compares against it
   ValueId zero = c.c(0.0);
   if (tiles(w)) {
-    // ties per window, counted in the 6-D window view (a reduction over two small axes)
-    ValueId x6 = window_view(o, c.in(0), w);
-    ValueId y6 = o.reshape(y, {w.n, w.c, w.ho, 1, w.wo, 1});
-    ValueId count = o.reduce_sum(o.cast(o.op(Op::Equal, {x6, y6}), c.dtype()), {3, 5}, false);  // [N, C, Ho, Wo]
-    ValueId share = o.div(g, count);
+    // ties per window: each tap a gather over the flattened input with a constant table of
+    // positions, so the kernel runs over [N*C, Ho*Wo] in long contiguous loops
+    const int64_t p = w.ho * w.wo;
+    ValueId xflat = o.reshape(c.in(0), {w.n, w.c, w.h * w.w});
+    ValueId yflat = o.reshape(y, {w.n, w.c, p});
+    ValueId count = kNoValue;
+    for (int64_t i = 0; i < w.kh; ++i)
+      for (int64_t j = 0; j < w.kw; ++j) {
+        std::vector<double> pos(static_cast<size_t>(p));
+        for (int64_t oy = 0; oy < w.ho; ++oy)
+          for (int64_t ox = 0; ox < w.wo; ++ox)
+            pos[static_cast<size_t>(oy * w.wo + ox)] = static_cast<double>((oy * w.kh + i) * w.w + ox * w.kw + j);
+        ValueId tap_v = o.gather(xflat, o.constant(Tensor::from_f64(DType::i32, {p}, pos)), 2);  // [N, C, P]
+        ValueId hit = o.cast(o.op(Op::Equal, {tap_v, yflat}), c.dtype());
+        count = count == kNoValue ? hit : o.add(count, hit);
+      }
+    ValueId share = o.div(o.reshape(g, {w.n, w.c, p}), count);  // [N, C, Ho*Wo]
     c.hint_reuse(share);  // one value per window, read by each of its elements
     // The gradient itself is computed per input element over the flattened [N, C, H*W]
     // layout, each element finding its window through a constant index table: a 6-D
@@ -182,10 +189,9 @@ Status max_pool2d(Ctx& c, std::vector<ValueId>& out) {
         partial |= !in;
       }
     ValueId idx = o.constant(Tensor::from_f64(DType::i32, {hw}, index));
-    ValueId xf = o.reshape(c.in(0), {w.n, w.c, hw});
-    ValueId y_up = o.gather(o.reshape(y, {w.n, w.c, w.ho * w.wo}), idx, 2);      // [N, C, H*W]
-    ValueId s_up = o.gather(o.reshape(share, {w.n, w.c, w.ho * w.wo}), idx, 2);  // [N, C, H*W]
-    ValueId d = o.where(o.op(Op::Equal, {xf, y_up}), s_up, zero);
+    ValueId y_up = o.gather(yflat, idx, 2);                                         // [N, C, H*W]
+    ValueId s_up = o.gather(share, idx, 2);                                         // [N, C, H*W]
+    ValueId d = o.where(o.op(Op::Equal, {xflat, y_up}), s_up, zero);
     if (partial) d = o.where(o.constant(Tensor::from_f64(DType::boolean, {hw}, inside)), d, zero);
     out[0] = o.reshape(d, {w.n, w.c, w.h, w.w});
     return o.status();
