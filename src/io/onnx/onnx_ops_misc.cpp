@@ -71,14 +71,16 @@ Status map_sce(Importer& m) {
   return Status::ok();
 }
 
-// [C] scale/zero point to broadcast along `axis` of x.
+// [C] scale/zero point to broadcast along `axis` of x (a bad axis is an error).
 ValueId along(Importer& m, ValueId p, ValueId x, int64_t axis_attr) {
   OpBuilder& o = m.o();
+  if (!o.ok() || p == kNoValue || x == kNoValue) return kNoValue;
   if (o.rank(p) == 0 || o.rank(x) == 0) return p;
   int r = o.rank(x);
-  int64_t axis = axis_attr < 0 ? axis_attr + r : axis_attr;
+  auto axis = axis_of(m, axis_attr, r);
+  if (!axis) return o.fail(axis.status());
   std::vector<int64_t> s(r, 1);
-  s[axis] = -1;
+  s[*axis] = -1;
   return o.reshape(p, s);
 }
 

@@ -239,8 +239,13 @@ Expected<ValueId> nd_rows(Importer& m, ValueId idx, const Sizes& ds, const Sizes
                           Sizes& rest) {
   OpBuilder& o = m.o();
   int64_t k = is.back();
-  if (k < 1 || batch + k > static_cast<int64_t>(ds.size()))
+  if (batch < 0 || batch >= static_cast<int64_t>(is.size()) || batch >= static_cast<int64_t>(ds.size()))
+    return m.fail(ErrorCode::out_of_range, "batch_dims ", batch, " out of range");
+  for (int64_t b = 0; b < batch; ++b)
+    if (ds[b] != is[b]) return m.fail(ErrorCode::shape_error, "batch dim ", b, " differs between data and indices");
+  if (k < 1 || k > static_cast<int64_t>(ds.size()) || batch + k > static_cast<int64_t>(ds.size()))
     return m.fail(ErrorCode::shape_error, "index depth ", k, " does not fit data of rank ", ds.size());
+  if (!checked_numel(ds)) return m.fail(ErrorCode::overflow, "data element count overflows");
   Sizes inner(ds.begin() + batch, ds.begin() + batch + k);
   Sizes istr = contiguous_strides(inner);
   int64_t inner_n = numel(inner);
