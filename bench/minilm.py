@@ -13,7 +13,9 @@ that a change of the machine's load hits all of them alike; OpenBLAS sgemm (nump
 threads) is timed in every round too. The table gives p50 / p90 over all runs, the ratio of
 p50 to the best peer's p50 (below 1: rlx is faster), achieved GFLOP/s (the model's
 multiply-adds x 2 over p50), the same as a percentage of sgemm's GFLOP/s measured in this run,
-and each process's peak resident memory (VmHWM). The first output row of every engine is
+each process's peak resident memory (VmHWM), and the process CPU time per run (p50) with its
+ratio to the best peer's: with --threads 1 that measures the work each engine does, whatever
+the machine's load (with more threads it also counts threads spinning while they wait). The first output row of every engine is
 compared with rlx's (max abs difference) so that all compute the same thing.
 """
 import argparse
@@ -81,6 +83,7 @@ class Engine:
         e.update(env)
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=e)
         self.times = []
+        self.cpu = []
         first = self.read()
         if not first.get("ready"):
             raise SystemExit("%s did not start: %s" % (name, first))
@@ -97,10 +100,11 @@ class Engine:
         return self.read()
 
     def run(self, n, keep=True):
-        ms = self.cmd("run %d" % n)["ms"]
+        r = self.cmd("run %d" % n)
         if keep:
-            self.times += ms
-        return ms
+            self.times += r["ms"]
+            self.cpu += r.get("cpu_ms", [])
+        return r["ms"]
 
     def peak_rss_mb(self):
         with open("/proc/%d/status" % self.p.pid) as f:
@@ -187,23 +191,29 @@ def main():
         res = []
         for en in running:
             t = sorted(en.times)
-            res.append((en.name, t[len(t) // 2], t[min(len(t) - 1, len(t) * 9 // 10)], len(t), en.peak_rss_mb()))
+            c = sorted(en.cpu)
+            res.append((en.name, t[len(t) // 2], t[min(len(t) - 1, len(t) * 9 // 10)], len(t), en.peak_rss_mb(),
+                        c[len(c) // 2] if c else float("nan")))
             en.close()
         peers = [x[1] for x in res if x[0] != "rlx"]
         best = min(peers) if peers else float("nan")
-        for name, p50, p90, n, rss in res:
-            rows.append((name, b, s, p50, p90, p50 / best, fl / p50 / 1e6, 100 * fl / p50 / 1e6 / g, g, rss, n))
+        cpu_peers = [x[5] for x in res if x[0] != "rlx"]
+        best_cpu = min(cpu_peers) if cpu_peers else float("nan")
+        for name, p50, p90, n, rss, cpu in res:
+            rows.append((name, b, s, p50, p90, p50 / best, fl / p50 / 1e6, 100 * fl / p50 / 1e6 / g, g, rss, n, cpu,
+                         cpu / best_cpu))
         loads.append(load_average())
         print("batch %d done (load %s)" % (b, loads[-1]), file=sys.stderr, flush=True)
     out = []
     out.append("threads %d, seq %d, %d runs per engine and batch after %d warm-up, load average %s" %
                (a.threads, a.seq, a.runs, a.warmup, " -> ".join(loads)))
     out.append("")
-    out.append("| engine | batch | p50 ms | p90 ms | p50 / best peer | GFLOP/s | % of sgemm | sgemm GFLOP/s | peak RSS MB | runs |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, b, s, p50, p90, ratio, gf, pct, g, rss, n in rows:
-        out.append("| %s | %d | %.1f | %.1f | %.2f | %.1f | %.0f%% | %.0f | %.0f | %d |" %
-                   (name, b, p50, p90, ratio, gf, pct, g, rss, n))
+    out.append("| engine | batch | p50 ms | p90 ms | p50 / best peer | GFLOP/s | % of sgemm | sgemm GFLOP/s | peak RSS MB "
+               "| CPU ms p50 | CPU / best peer | runs |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, b, s, p50, p90, ratio, gf, pct, g, rss, n, cpu, cpu_ratio in rows:
+        out.append("| %s | %d | %.1f | %.1f | %.2f | %.1f | %.0f%% | %.0f | %.0f | %.1f | %.2f | %d |" %
+                   (name, b, p50, p90, ratio, gf, pct, g, rss, cpu, cpu_ratio, n))
     out.append("")
     out.append("first embedding, max abs difference to rlx: " +
                ", ".join("%s b=%d %.1e" % (n, b, d) for b, n, d in checks))

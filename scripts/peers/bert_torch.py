@@ -7,7 +7,7 @@ an independent reference for rlx: parity tests, the ONNX export, and the peer be
     /usr/bin/python3 scripts/peers/bert_torch.py bench MODEL_DIR --batch 1,8,32 --seq 128 --runs 20
     /usr/bin/python3 scripts/peers/bert_torch.py serve MODEL_DIR BATCH SEQ IDS.bin MASK.bin TYPES.bin [--script]
 
-serve is PyTorch's side of bench/minilm.py: commands on stdin, "run N" -> {"ms": [...]},
+serve is PyTorch's side of bench/minilm.py: commands on stdin, "run N" -> {"ms": [...], "cpu_ms": [...]},
 "emb" -> {"emb": [...]} (first output row), "quit"; .bin files hold BATCH*SEQ int64 values.
 
 Weights are read from MODEL_DIR/model.safetensors with a small reader (json header + numpy),
@@ -163,12 +163,14 @@ def main():
                 if not parts:
                     continue
                 if parts[0] == "run":
-                    ms = []
+                    ms, cpu_ms = [], []
                     for _ in range(int(parts[1])):
+                        c0 = time.process_time()
                         t0 = time.perf_counter()
                         out = m(ids, mask, types)
                         ms.append((time.perf_counter() - t0) * 1000)
-                    print(json.dumps({"ms": ms}), flush=True)
+                        cpu_ms.append((time.process_time() - c0) * 1000)
+                    print(json.dumps({"ms": ms, "cpu_ms": cpu_ms}), flush=True)
                 elif parts[0] == "emb":
                     print(json.dumps({"emb": out[0].tolist()}), flush=True)
                 elif parts[0] == "quit":

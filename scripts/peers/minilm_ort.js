@@ -1,6 +1,6 @@
 // ONNX Runtime's side of bench/minilm.py (and the ONNX parity test): loads an ONNX export of
 // the model with every graph optimization on, then answers commands on stdin like
-// bench/minilm_server.cpp: "run N" -> {"ms": [...]}, "emb" -> {"emb": [...]} (first row),
+// bench/minilm_server.cpp: "run N" -> {"ms": [...], "cpu_ms": [...]} (process CPU time), "emb" -> {"emb": [...]} (first row),
 // "save FILE" (the whole first output as raw float32), "quit".
 // Usage: node minilm_ort.js MODEL.onnx BATCH SEQ IDS.bin MASK.bin TYPES.bin THREADS
 // Finds onnxruntime-node through NODE_PATH (scripts/install-npm.sh puts it in DIR/node_modules).
@@ -30,13 +30,16 @@ async function main() {
   for await (const line of rl) {
     const [cmd, arg] = line.trim().split(/\s+/);
     if (cmd === 'run') {
-      const ms = [];
+      const ms = [], cpu_ms = [];
       for (let i = 0; i < parseInt(arg); ++i) {
+        const c0 = process.cpuUsage();
         const t0 = process.hrtime.bigint();
         out = await session.run(feeds);
         ms.push(Number(process.hrtime.bigint() - t0) / 1e6);
+        const c = process.cpuUsage(c0);
+        cpu_ms.push((c.user + c.system) / 1e3);
       }
-      console.log(JSON.stringify({ms}));
+      console.log(JSON.stringify({ms, cpu_ms}));
     } else if (cmd === 'emb') {
       const t = out[session.outputNames[0]];
       const d = t.dims[t.dims.length - 1];
