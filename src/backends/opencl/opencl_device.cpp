@@ -1,6 +1,9 @@
 #include "opencl_device.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "../../codegen/c_prelude.h"
@@ -19,6 +22,16 @@ class OpenclExecutable final : public Executable {
  public:
   OpenclExecutable(std::shared_ptr<Runtime> rt, kir::KernelProgram prog) : rt_(std::move(rt)), prog_(std::move(prog)) {}
   ~OpenclExecutable() override {
+    if (profile_ && !kernel_ms_.empty()) {
+      std::vector<int> order(kernel_ms_.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+      std::sort(order.begin(), order.end(), [&](int a, int b) { return kernel_ms_[a] > kernel_ms_[b]; });
+      for (size_t i = 0; i < std::min<size_t>(order.size(), 12); ++i) {
+        const kir::GeneratedKernel& k = prog_.generated[order[i]];
+        std::fprintf(stderr, "opencl profile: %-6s %10.3f ms total  %lldx%lld%s\n", k.name.c_str(), kernel_ms_[order[i]],
+                     static_cast<long long>(k.rows()), static_cast<long long>(k.cols()), k.serial ? " serial" : "");
+      }
+    }
     for (cl_kernel k : kernels_)
       if (k) clReleaseKernel(k);
     for (size_t i = 0; i < mem_.size(); ++i)
@@ -44,6 +57,9 @@ class OpenclExecutable final : public Executable {
   std::vector<size_t> global_;  // work items per generated kernel (0: skipped at run time)
   ExecStats stats_;
   std::mutex mu_;
+  // RLX_PROFILE=1: wait for each kernel and print the slowest ones when the executable ends
+  bool profile_ = std::getenv("RLX_PROFILE") != nullptr;
+  std::vector<double> kernel_ms_;
 };
 
 Status OpenclExecutable::init(const Graph& g) {
@@ -146,8 +162,20 @@ Status OpenclExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
   for (const kir::Step& s : prog_.steps) {
     const size_t global = global_[s.index];
     if (global == 0) continue;
-    RLX_TRY(cl_check(clEnqueueNDRangeKernel(q, kernels_[s.index], 1, nullptr, &global, nullptr, 0, nullptr, nullptr),
+    // Work-groups of up to 64 items, but at least four groups per compute unit when the domain
+    // allows (a group runs on one unit); the kernel ignores the items past its domain. Left to
+    // itself, a driver given a global size with no good divisor may pick groups of one item.
+    size_t local = 64;
+    while (local > 1 && global / local < 4 * rt_->compute_units()) local /= 2;
+    const size_t padded = (global + local - 1) / local * local;
+    RLX_TRY(cl_check(clEnqueueNDRangeKernel(q, kernels_[s.index], 1, nullptr, &padded, &local, 0, nullptr, nullptr),
                      "running kernel " + prog_.generated[s.index].name));
+    if (profile_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      RLX_TRY(cl_check(clFinish(q), "profiling"));
+      kernel_ms_.resize(prog_.generated.size(), 0.0);
+      kernel_ms_[s.index] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].nbytes() == 0) continue;

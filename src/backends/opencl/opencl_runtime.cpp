@@ -1,5 +1,6 @@
 #include "opencl_runtime.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace rlx::opencl {
@@ -88,6 +89,7 @@ Expected<std::shared_ptr<Runtime>> Runtime::create() {
   r->fp64_ = fp64 != 0;
   cl_uint units = 0;
   clGetDeviceInfo(chosen, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, nullptr);
+  r->units_ = std::max<cl_uint>(units, 1);
   cl_ulong mem = 0;
   clGetDeviceInfo(chosen, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, nullptr);
   const std::string ext = device_string(chosen, CL_DEVICE_EXTENSIONS);

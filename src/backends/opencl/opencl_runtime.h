@@ -32,6 +32,7 @@ class Runtime {
   cl_command_queue queue() const { return queue_; }
   cl_device_id device() const { return device_; }
   bool fp64() const { return fp64_; }
+  size_t compute_units() const { return units_; }
   const std::string& description() const { return description_; }
 
   // Builds (or finds already built in this process) the program for `source`. The caller
@@ -46,6 +47,7 @@ class Runtime {
   cl_context context_ = nullptr;
   cl_command_queue queue_ = nullptr;
   bool fp64_ = false;
+  size_t units_ = 1;
   std::string description_;
   std::mutex mu_;
   std::map<std::string, cl_program> programs_;
