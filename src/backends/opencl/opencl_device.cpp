@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "../../codegen/c_prelude.h"
+#include "../cpu/native_contraction.h"
 #include "../../codegen/c_renderer.h"
 #include "../../passes/schedule.h"
 #include "opencl_runtime.h"
@@ -14,6 +15,44 @@
 
 namespace rlx::opencl {
 namespace {
+
+// The native f32 product: 16x16 output tiles, A and B staged through local memory a 16-wide
+// slice of K at a time. Element (b, m, k) of A is at b*sab + m*sam + k*sak (and likewise for
+// B), so transposed operands need no copy.
+constexpr const char* kGemmSource = R"CL(
+#define RLX_TS 16
+__kernel void rlx_native_gemm_f32(__global const float* A, __global const float* B, __global float* C,
+                                  const long M, const long N, const long K,
+                                  const long sab, const long sam, const long sak,
+                                  const long sbb, const long sbk, const long sbn, const long scb) {
+  __local float as[RLX_TS][RLX_TS];
+  __local float bs[RLX_TS][RLX_TS + 1];
+  const int lm = (int)get_local_id(1), ln = (int)get_local_id(0);
+  const long m = (long)get_group_id(1) * RLX_TS + lm, n = (long)get_group_id(0) * RLX_TS + ln;
+  const long b = (long)get_global_id(2);
+  A += b * sab;
+  B += b * sbb;
+  float acc = 0.0f;
+  for (long k0 = 0; k0 < K; k0 += RLX_TS) {
+    const long ka = k0 + ln, kb = k0 + lm;
+    as[lm][ln] = (m < M && ka < K) ? A[m * sam + ka * sak] : 0.0f;
+    bs[lm][ln] = (kb < K && n < N) ? B[kb * sbk + n * sbn] : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kk = 0; kk < RLX_TS; ++kk) acc = fma(as[lm][kk], bs[kk][ln], acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (m < M && n < N) C[b * scb + m * N + n] = acc;
+}
+)CL";
+
+// A dot the tiled kernel computes: f32, one contracting dim, batch dims leading (the CPU's
+// GEMM planner decides the layout; its plan is device-independent).
+Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n) {
+  if (n.op != Op::Dot) return error(ErrorCode::unsupported, "only dot is native");
+  for (const TensorType& t : n.inputs)
+    if (t.dtype != DType::f32) return error(ErrorCode::unsupported, "the tiled GEMM is f32 only");
+  return cpu::plan_contraction(n.op, n.attrs, n.inputs, n.outputs);
+}
 
 // A compiled program: one cl_mem per buffer (views share their target's), weights and
 // constants uploaded once, kernel arguments bound once; a run writes the inputs, enqueues the
@@ -34,6 +73,8 @@ class OpenclExecutable final : public Executable {
     }
     for (cl_kernel k : kernels_)
       if (k) clReleaseKernel(k);
+    for (Native& n : natives_)
+      if (n.kernel) clReleaseKernel(n.kernel);
     for (size_t i = 0; i < mem_.size(); ++i)
       if (mem_[i] && owns_[i]) clReleaseMemObject(mem_[i]);
   }
@@ -48,7 +89,13 @@ class OpenclExecutable final : public Executable {
     return b;
   }
   Status check_io(int b, const Tensor& t, const char* what, size_t i) const;
+  Status init_natives();
 
+  struct Native {
+    cl_kernel kernel = nullptr;
+    size_t global[3] = {0, 0, 0};
+  };
+  std::vector<Native> natives_;
   std::shared_ptr<Runtime> rt_;
   kir::KernelProgram prog_;
   std::vector<cl_mem> mem_;
@@ -95,8 +142,7 @@ Status OpenclExecutable::init(const Graph& g) {
   }
   for (size_t i = 0; i < nb; ++i)
     if (prog_.buffers[i].alias_of >= 0) mem_[i] = mem_[root(static_cast<int>(i))];
-  if (!prog_.natives.empty())
-    return error(ErrorCode::internal, "opencl: the program has native kernels, but the device claims none");
+  RLX_TRY(init_natives());
   // one OpenCL program for all generated kernels of the graph
   std::string src = "#define RLX_OPENCL 1\n";
   src += codegen::c_prelude();
@@ -127,8 +173,36 @@ Status OpenclExecutable::init(const Graph& g) {
   }
   stats_.generated_kernels = static_cast<int>(prog_.generated.size());
   stats_.kernel_listing = prog_.to_text();
+  stats_.native_kernels = static_cast<int>(prog_.natives.size());
   for (const kir::Step& s : prog_.steps)
-    stats_.kernel_origins.push_back({prog_.generated[s.index].name, prog_.generated[s.index].origins});
+    stats_.kernel_origins.push_back(s.native ? std::make_pair(prog_.natives[s.index].name, prog_.natives[s.index].origins)
+                                             : std::make_pair(prog_.generated[s.index].name, prog_.generated[s.index].origins));
+  return Status::ok();
+}
+
+Status OpenclExecutable::init_natives() {
+  if (prog_.natives.empty()) return Status::ok();
+  RLX_ASSIGN_OR_RETURN(cl_program program, rt_->program(kGemmSource));
+  for (const kir::NativeKernel& nk : prog_.natives) {
+    NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
+    RLX_ASSIGN_OR_RETURN(cpu::GemmPlan p, gemm_plan(d));
+    cl_int err = CL_SUCCESS;
+    Native n;
+    n.kernel = clCreateKernel(program, "rlx_native_gemm_f32", &err);
+    RLX_TRY(cl_check(err, "clCreateKernel rlx_native_gemm_f32"));
+    natives_.push_back(n);
+    const cl_long sab = p.stride_a, sam = p.trans_a ? 1 : p.lda, sak = p.trans_a ? p.lda : 1;
+    const cl_long sbb = p.stride_b, sbk = p.trans_b ? 1 : p.ldb, sbn = p.trans_b ? p.ldb : 1;
+    const cl_long m = p.m, nn = p.n, k = p.k, scb = p.stride_c;
+    const cl_mem bufs[3] = {mem_[nk.inputs[0]], mem_[nk.inputs[1]], mem_[nk.outputs[0]]};
+    for (cl_uint a = 0; a < 3; ++a) RLX_TRY(cl_check(clSetKernelArg(n.kernel, a, sizeof(cl_mem), &bufs[a]), "gemm buffer"));
+    const cl_long scalars[10] = {m, nn, k, sab, sam, sak, sbb, sbk, sbn, scb};
+    for (cl_uint a = 0; a < 10; ++a)
+      RLX_TRY(cl_check(clSetKernelArg(n.kernel, 3 + a, sizeof(cl_long), &scalars[a]), "gemm scalar"));
+    natives_.back().global[0] = static_cast<size_t>((p.n + 15) / 16 * 16);
+    natives_.back().global[1] = static_cast<size_t>((p.m + 15) / 16 * 16);
+    natives_.back().global[2] = static_cast<size_t>(p.batch);
+  }
   return Status::ok();
 }
 
@@ -160,6 +234,14 @@ Status OpenclExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
                      cat("writing input ", i)));
   }
   for (const kir::Step& s : prog_.steps) {
+    if (s.native) {
+      const Native& n = natives_[s.index];
+      if (n.global[0] * n.global[1] * n.global[2] == 0) continue;  // an empty product
+      const size_t local[3] = {16, 16, 1};
+      RLX_TRY(cl_check(clEnqueueNDRangeKernel(q, n.kernel, 3, nullptr, n.global, local, 0, nullptr, nullptr),
+                       "running native kernel " + prog_.natives[s.index].name));
+      continue;
+    }
     const size_t global = global_[s.index];
     if (global == 0) continue;
     // Work-groups of up to 64 items, but at least four groups per compute unit when the domain
@@ -213,7 +295,10 @@ class OpenclDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
 
   Claim claim_native(const NodeDesc& n) const override {
-    return Claim::no("the opencl device has no native kernels yet (products run as generated reductions)");
+    if (n.op != Op::Dot) return Claim::no("opencl's only native kernel is the tiled f32 GEMM (dot)");
+    auto p = gemm_plan(n);
+    if (!p) return Claim::no(p.status().message());
+    return Claim::yes(cat("tiled gemm 16x16 m=", p->m, " n=", p->n, " k=", p->k, p->batch > 1 ? cat(" batch=", p->batch) : ""));
   }
 
   Claim supports_primitive(const NodeDesc& n) const override {
