@@ -135,6 +135,10 @@ Status map_slice(Importer& m) {
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(starts.size(), 1);
+  // dims are at most 2^40, so clamping to +-2^62 keeps the meaning and rules out overflow
+  const int64_t big = int64_t{1} << 62;
+  for (auto* v : {&starts, &ends, &steps})
+    for (int64_t& e : *v) e = std::clamp(e, -big, big);
   return m.out(0, m.o().slice(x, starts, ends, axes, steps));
 }
 
@@ -157,6 +161,8 @@ Status map_split(Importer& m) {
       left -= s;
     }
   }
+  for (int64_t sz : sizes)
+    if (sz < 0 || sz > (int64_t{1} << 40)) return m.fail(ErrorCode::out_of_range, "split size ", sz, " out of range");
   if (static_cast<int>(sizes.size()) != m.num_outputs())
     return m.fail(ErrorCode::shape_error, "split has ", sizes.size(), " sizes for ", m.num_outputs(), " outputs");
   auto outs = m.o().split(x, axis, sizes);
@@ -365,6 +371,8 @@ Status map_pad(Importer& m) {
     }
     if (m.has(3)) return m.fail(ErrorCode::unsupported, "the axes input is not supported");
   }
+  for (int64_t p : pads)
+    if (p < -(int64_t{1} << 40) || p > (int64_t{1} << 40)) return m.fail(ErrorCode::out_of_range, "pad ", p, " out of range");
   std::string mode = m.as("mode", "constant");
   return m.out(0, m.o().op(Op::Pad, {x}, Attrs{{"pads", pads}, {"value", value}, {"mode", mode}}));
 }
@@ -487,6 +495,7 @@ Status map_eye_like(Importer& m) {
     dt = *d;
   }
   int64_t k = m.ai("k", 0);
+  if (k < -(int64_t{1} << 40) || k > (int64_t{1} << 40)) return m.fail(ErrorCode::out_of_range, "k ", k, " out of range");
   Tensor t = Tensor::zeros(dt, s);
   for (int64_t i = 0; i < s[0]; ++i)
     if (i + k >= 0 && i + k < s[1]) t.set_f64(i * s[1] + i + k, 1);

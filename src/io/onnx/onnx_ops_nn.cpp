@@ -103,6 +103,7 @@ Status map_layer_norm(Importer& m) {
 
 // [C] parameters reshaped to broadcast over [N, C, ...].
 ValueId per_channel(OpBuilder& o, ValueId p, int rank) {
+  if (rank < 2) return o.fail(error(ErrorCode::shape_error, "per-channel parameters need an input of rank >= 2"));
   std::vector<int64_t> s(rank, 1);
   s[1] = -1;
   return o.reshape(p, s);

@@ -41,6 +41,7 @@ Status map_recurrent(Importer& m, Cell cell) {
   if (!xs || !ws || xs->size() != 3 || ws->size() != 3) return m.fail(ErrorCode::unsupported, "needs static 3-D X and W");
   const int64_t S = (*xs)[0], B = (*xs)[1];
   const int64_t H = m.ai("hidden_size", (*ws)[1] / gates);
+  if (H < 1 || H > (int64_t{1} << 20) || B > (int64_t{1} << 30)) return m.fail(ErrorCode::out_of_range, "hidden_size ", H, " or batch out of range");
   if (S > 4096) return m.fail(ErrorCode::unsupported, "sequence longer than 4096 steps");
   std::string dir = m.as("direction", "forward");
   const int dirs = dir == "bidirectional" ? 2 : 1;
