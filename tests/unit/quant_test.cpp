@@ -370,15 +370,27 @@ void check_qgemm(QType t, int64_t m, int64_t n, int64_t k, std::mt19937& rng) {
   a.ldy = n;
   ASSERT_TRUE(cpu::qgemm(a).is_ok());
   std::vector<float> wf(static_cast<size_t>(k));
+  // With the integer path x is rounded to int8 blocks of 32 (step d = amax / 127), as llama.cpp
+  // rounds activations to Q8_0 / Q8_K: each x value moves by at most d / 2, so the product moves
+  // by at most sum_p |W(j, p)| * d(p) / 2 on top of f32 rounding.
+  const bool qx = cpu::qgemm_quantizes_x(t, m);
+  std::vector<double> half_step(static_cast<size_t>(m * k), 0.0);
+  if (qx)
+    for (int64_t i = 0; i < m * k; i += 32) {
+      double amax = 0;
+      for (int p = 0; p < 32; ++p) amax = std::max(amax, std::fabs(static_cast<double>(x[i + p])));
+      for (int p = 0; p < 32; ++p) half_step[i + p] = amax / 127.0 / 2.0;
+    }
   for (int64_t j = 0; j < n; ++j) {
     dequantize_row(t, w.data() + j * a.ldw, wf.data(), k);
     for (int64_t i = 0; i < m; ++i) {
-      double ref = 0, mag = 0;
+      double ref = 0, mag = 0, qerr = 0;
       for (int64_t p = 0; p < k; ++p) {
         ref += static_cast<double>(x[i * k + p]) * wf[p];
         mag += std::fabs(static_cast<double>(x[i * k + p]) * wf[p]);
+        qerr += std::fabs(static_cast<double>(wf[p])) * half_step[i * k + p];
       }
-      ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 1e-6) << "row " << i << " col " << j;
+      ASSERT_NEAR(y[i * n + j], ref, 1.0001 * qerr + 1e-5 * mag + 1e-6) << "row " << i << " col " << j;
     }
   }
 }
@@ -499,11 +511,20 @@ void check_qmatmul_graph(QType t, int64_t m, int64_t n, int64_t k, std::mt19937&
   ASSERT_TRUE(a.has_value()) << a.status().to_string();
   auto b = (*ref)->run(in);
   ASSERT_TRUE(b.has_value()) << b.status().to_string();
+  // the integer path's rounding of x (see check_qgemm)
+  const bool qx = cpu::qgemm_quantizes_x(t, m);
   for (int64_t i = 0; i < m * n; ++i) {
     const int64_t r = i / n, c = i % n;
-    double mag = 0;
-    for (int64_t p = 0; p < k; ++p) mag += std::fabs(xv[r * k + p] * wf.data<float>()[c * k + p]);
-    ASSERT_NEAR((*a)[0].data<float>()[i], (*b)[0].get_f64(i), 1e-5 * mag + 1e-6) << i;
+    double mag = 0, qerr = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      mag += std::fabs(xv[r * k + p] * wf.data<float>()[c * k + p]);
+      if (qx) {
+        double amax = 0;
+        for (int64_t e = p / 32 * 32; e < p / 32 * 32 + 32; ++e) amax = std::max(amax, std::fabs(static_cast<double>(xv[r * k + e])));
+        qerr += std::fabs(static_cast<double>(wf.data<float>()[c * k + p])) * amax / 254.0;
+      }
+    }
+    ASSERT_NEAR((*a)[0].data<float>()[i], (*b)[0].get_f64(i), 1.0001 * qerr + 1e-5 * mag + 1e-6) << i;
   }
   for (int64_t i = 0; i < n * k; ++i) ASSERT_EQ((*a)[1].data<float>()[i], wf.data<float>()[i]) << i;
 }

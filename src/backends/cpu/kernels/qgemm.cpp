@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -242,6 +243,48 @@ void scalar_rows(const QGemmArgs& a, int64_t j0, int64_t j1) {
   }
 }
 
+// The integer path (qgemm_q8.h): x's rows quantized to Q8_0-style int8 blocks of 32 into the
+// caller's scratch (quants, then per-block scales, then for q4_0 the scaled quant sums).
+qgemm_detail::Q8RowsFn q8_kernel(const QKernelFamily* fam, QType t, int64_t m) {
+  if (m < 1 || m > kQGemmFusedMaxRows) return nullptr;
+  return fam->q8rows[static_cast<int>(t)][m - 1];
+}
+
+bool quantize_x(const QGemmArgs& a, qgemm_detail::Q8Args& q) {
+  const int64_t nb = a.k / 32;
+  const int64_t qfloats = (a.m * a.k + 3) / 4;
+  float* buf = scratch(static_cast<size_t>(qfloats + 2 * a.m * nb));
+  if (!buf) return false;
+  int8_t* qx = reinterpret_cast<int8_t*>(buf);
+  float* dx = buf + qfloats;
+  float* cx = dx + a.m * nb;
+  for (int64_t i = 0; i < a.m; ++i) {
+    const float* x = a.x + i * a.ldx;
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* xb = x + 32 * b;
+      float amax = 0.f;
+      for (int p = 0; p < 32; ++p) amax = std::max(amax, std::fabs(xb[p]));
+      const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+      int8_t* qb = qx + i * a.k + 32 * b;
+      int sum = 0;
+      for (int p = 0; p < 32; ++p) {
+        const int v = static_cast<int>(std::nearbyint(xb[p] * id));
+        qb[p] = static_cast<int8_t>(v);
+        sum += v;
+      }
+      dx[i * nb + b] = d;
+      cx[i * nb + b] = 8.f * d * static_cast<float>(sum);
+    }
+  }
+  q.nb = nb;
+  q.qx = qx;
+  q.ldq = a.k;
+  q.dx = dx;
+  q.cx = cx;
+  q.ldd = nb;
+  return true;
+}
+
 // Rows of W that are worth one task: enough bytes to amortize waking a thread.
 int64_t row_grain(int64_t row_bytes, int64_t m) {
   const int64_t per = std::max<int64_t>(1, row_bytes * std::max<int64_t>(1, m));
@@ -263,6 +306,22 @@ Status qgemm(const QGemmArgs& a) {
   const int64_t rb = *quant::row_bytes(a.type, a.k);
   if (!vector_ok(a.type, a.k)) {
     pool.parallel_for(a.n, row_grain(rb, a.m), [&](int64_t j0, int64_t j1) { scalar_rows(a, j0, j1); });
+    return Status::ok();
+  }
+  if (qgemm_detail::Q8RowsFn q8 = q8_kernel(fam, a.type, a.m)) {
+    qgemm_detail::Q8Args q{};
+    if (!quantize_x(a, q)) return error(ErrorCode::runtime_error, "qgemm: out of memory for quantized x");
+    q.w = a.w;
+    q.ldw = a.ldw;
+    q.y = a.y;
+    q.ldy = a.ldy;
+    // contiguous chunks, one per thread, unless a chunk would be too small to be worth a wake-up
+    const int64_t grain = std::max(row_grain(rb, a.m), (a.n + pool.size() - 1) / std::max(1, pool.size()));
+    if (a.n <= grain) {
+      q8(q, 0, a.n);
+    } else {
+      pool.parallel_for(a.n, grain, [&](int64_t j0, int64_t j1) { q8(q, j0, j1); });
+    }
     return Status::ok();
   }
   if (a.m <= kQGemmFusedMaxRows) {
@@ -338,6 +397,10 @@ Status dequantize_rows(QType type, const uint8_t* w, int64_t rows, int64_t cols,
     ThreadPool::global().parallel_for(rows, grain, body);
   }
   return Status::ok();
+}
+
+bool qgemm_quantizes_x(QType t, int64_t m) {
+  return q8_kernel(current().load(std::memory_order_relaxed), t, m) != nullptr;
 }
 
 const char* qgemm_kernel_name() { return current().load()->name; }

@@ -46,6 +46,12 @@ Status dequantize_rows(quant::QType type, const uint8_t* w, int64_t rows, int64_
 // Rows of x up to which qgemm uses the fused decode-and-multiply path (above it: tiles + GEMM).
 inline constexpr int64_t kQGemmFusedMaxRows = 4;
 
+// Whether qgemm, with the kernels in use, quantizes m rows of x to int8 blocks of 32 (Q8_0:
+// d = amax / 127, q = round(x / d)) and multiplies them by weights of type t with integer dot
+// products, as llama.cpp does. Results then differ from the f32 product by at most
+// sum_p |W(j, p)| * d(block of p) / 2 (plus f32 rounding).
+bool qgemm_quantizes_x(quant::QType t, int64_t m);
+
 // The kernel family in use ("avx512", "avx2", "portable"); set_qgemm_isa selects one (tests),
 // returning false if the CPU cannot run it.
 const char* qgemm_kernel_name();
@@ -65,6 +71,16 @@ struct RowsArgs {
   float* y; int64_t ldy;
 };
 using RowsFn = void (*)(const RowsArgs& a, int64_t j0, int64_t j1);
+// The integer path: mr rows of x quantized to int8 blocks of 32: quants qx (row stride ldq
+// bytes), per block scale dx and, for q4_0, cx = 8 * dx * (sum of the block's quants) (row
+// stride ldd floats).
+struct Q8Args {
+  const uint8_t* w; int64_t ldw; int64_t nb;
+  const int8_t* qx; int64_t ldq;
+  const float* dx; const float* cx; int64_t ldd;
+  float* y; int64_t ldy;
+};
+using Q8RowsFn = void (*)(const Q8Args& a, int64_t j0, int64_t j1);
 // Whether the kernels of format t read RowsArgs::xs.
 bool needs_xsums(quant::QType t);
 // decode: nb blocks of one row into y.
@@ -74,6 +90,7 @@ struct QKernelFamily {
   const char* name;
   GemmIsa isa;
   RowsFn rows[quant::kNumQTypes][kQGemmFusedMaxRows];
+  Q8RowsFn q8rows[quant::kNumQTypes][kQGemmFusedMaxRows];  // null where the format has none
   DecodeFn decode[quant::kNumQTypes];
 };
 

@@ -131,10 +131,25 @@ struct Isa {
 
 #include "backends/cpu/kernels/qgemm_impl.h"
 
+#define RLX_Q8 RLX_QK
+#define RLX_Q8_ENTRY RLX_QK_ENTRY
+struct Dot8 {
+  static RLX_Q8 __m256i dot(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  }
+};
+#include "backends/cpu/kernels/qgemm_q8.h"
+
+QKernelFamily make_avx2() {
+  QKernelFamily f = make_family("avx2", GemmIsa::avx2);
+  fill_q8_family(f);
+  return f;
+}
+
 }  // namespace
 
 const QKernelFamily* qgemm_avx2_family() {
-  static const QKernelFamily f = make_family("avx2", GemmIsa::avx2);
+  static const QKernelFamily f = make_avx2();
   return &f;
 }
 

@@ -99,10 +99,31 @@ struct Isa {
 
 #include "backends/cpu/kernels/qgemm_impl.h"
 
+// The integer kernels with AVX-512 VNNI (vpdpbusd on ymm registers); without VNNI the avx2
+// family's (vpmaddubsw) are used.
+#define RLX_Q8_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2")))
+#define RLX_Q8 RLX_Q8_TARGET __attribute__((always_inline)) inline
+#define RLX_Q8_ENTRY RLX_Q8_TARGET __attribute__((noinline))
+struct Dot8 {
+  static RLX_Q8 __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+};
+#include "backends/cpu/kernels/qgemm_q8.h"
+
+QKernelFamily make_avx512() {
+  QKernelFamily f = make_family("avx512", GemmIsa::avx512);
+  if (__builtin_cpu_supports("avx512vnni")) {
+    fill_q8_family(f);
+  } else if (const QKernelFamily* g = qgemm_avx2_family()) {
+    for (int t = 0; t < ::rlx::quant::kNumQTypes; ++t)
+      for (int r = 0; r < kQGemmFusedMaxRows; ++r) f.q8rows[t][r] = g->q8rows[t][r];
+  }
+  return f;
+}
+
 }  // namespace
 
 const QKernelFamily* qgemm_avx512_family() {
-  static const QKernelFamily f = make_family("avx512", GemmIsa::avx512);
+  static const QKernelFamily f = make_avx512();
   return &f;
 }
 
