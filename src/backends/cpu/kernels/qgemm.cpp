@@ -273,7 +273,13 @@ bool quantize_x(const QGemmArgs& a, qgemm_detail::Q8Args& q) {
         sum += v;
       }
       dx[i * nb + b] = d;
-      cx[i * nb + b] = 8.f * d * static_cast<float>(sum);
+      if (a.type == QType::q4_k) {
+        // q4_k's mins take the sum of the rounded x (llama.cpp's Q8_K bsums), so the result is
+        // exactly W times the rounded x
+        cx[i * nb + b] = d * static_cast<float>(sum);
+      } else {
+        cx[i * nb + b] = 8.f * d * static_cast<float>(sum);
+      }
     }
   }
   q.nb = nb;

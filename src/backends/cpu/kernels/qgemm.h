@@ -72,8 +72,8 @@ struct RowsArgs {
 };
 using RowsFn = void (*)(const RowsArgs& a, int64_t j0, int64_t j1);
 // The integer path: mr rows of x quantized to int8 blocks of 32: quants qx (row stride ldq
-// bytes), per block scale dx and, for q4_0, cx = 8 * dx * (sum of the block's quants) (row
-// stride ldd floats).
+// bytes), per block scale dx and cx (row stride ldd floats): for q4_0 8 * dx * (sum of the
+// block's quants), for q4_k dx * (sum of the block's quants).
 struct Q8Args {
   const uint8_t* w; int64_t ldw; int64_t nb;
   const int8_t* qx; int64_t ldq;

@@ -82,6 +82,79 @@ RLX_Q8 void q8_rows_impl(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, 
   }
 }
 
+// Q4_K: 256-value blocks of 8 sub-blocks of 32 with 6-bit scales sc and mins m:
+// w = d * sc * q - dmin * m. Each sub-block lines up with one block of x, so
+// sum = sum_s d * sc_s * dx_s * isum_s - dmin * m_s * dx_s * (sum of x's quants over s).
+RLX_Q8 void q8_k4_scales(const uint8_t* q, uint8_t* sc, uint8_t* mn) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = q[j] & 63;
+    mn[j] = q[j + 4] & 63;
+    sc[j + 4] = static_cast<uint8_t>((q[j + 8] & 0xF) | ((q[j] >> 6) << 4));
+    mn[j + 4] = static_cast<uint8_t>((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
+  }
+}
+
+template <int MR, int NR>
+RLX_Q8 void q4k_rows_impl(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
+  constexpr int64_t BB = 144;
+  const int64_t nb = a.nb / 8;  // a.nb counts blocks of 32
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t j = j0; j + NR <= j1; j += NR) {
+    __m256 acc[NR][MR], accm[NR][MR];
+#pragma GCC unroll 4
+    for (int n = 0; n < NR; ++n)
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) acc[n][r] = accm[n][r] = _mm256_setzero_ps();
+    const uint8_t* wr = a.w + j * a.ldw;
+    for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 4
+      for (int n = 0; n < NR; ++n) {
+        const uint8_t* blk = wr + n * a.ldw + b * BB;
+        __builtin_prefetch(blk + 2 * BB);
+        __builtin_prefetch(blk + 2 * BB + 64);
+        __builtin_prefetch(blk + 2 * BB + 128);
+        alignas(16) uint8_t sc[8], mn[8];
+        q8_k4_scales(blk + 4, sc, mn);
+        const __m256 scv = _mm256_mul_ps(_mm256_set1_ps(q8_h2f(blk)),
+                                         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)))));
+        const __m256 mv = _mm256_mul_ps(_mm256_set1_ps(q8_h2f(blk + 2)),
+                                        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)))));
+        alignas(32) float s8[MR][8];
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r) {
+          accm[n][r] = _mm256_fmadd_ps(mv, _mm256_loadu_ps(a.cx + r * a.ldd + 8 * b), accm[n][r]);
+          _mm256_store_ps(s8[r], _mm256_mul_ps(scv, _mm256_loadu_ps(a.dx + r * a.ldd + 8 * b)));
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
+          const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+#pragma GCC unroll 4
+          for (int r = 0; r < MR; ++r) {
+            const int8_t* xq = a.qx + r * a.ldq + 256 * b + 64 * c;
+            const __m256i il = Dot8::dot(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)));
+            const __m256i ih = Dot8::dot(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)));
+            acc[n][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il), _mm256_set1_ps(s8[r][2 * c]), acc[n][r]);
+            acc[n][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ih), _mm256_set1_ps(s8[r][2 * c + 1]), acc[n][r]);
+          }
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int n = 0; n < NR; ++n)
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) a.y[r * a.ldy + j + n] = q8_hsum(acc[n][r]) - q8_hsum(accm[n][r]);
+  }
+}
+
+template <int MR>
+RLX_Q8_ENTRY void q4k_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
+  constexpr int NR = MR <= 2 ? 2 : 1;
+  const int64_t full = j0 + (j1 - j0) / NR * NR;
+  q4k_rows_impl<MR, NR>(a, j0, full);
+  if (NR > 1) q4k_rows_impl<MR, 1>(a, full, j1);
+}
+
 template <QT8 T, int MR>
 RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
   constexpr int NR = MR <= 2 ? 4 : 2;
@@ -102,4 +175,9 @@ void fill_q8(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
 inline void fill_q8_family(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
   fill_q8<QT8::q8_0>(f);
   fill_q8<QT8::q4_0>(f);
+  const int t = static_cast<int>(QT8::q4_k);
+  f.q8rows[t][0] = q4k_rows<1>;
+  f.q8rows[t][1] = q4k_rows<2>;
+  f.q8rows[t][2] = q4k_rows<3>;
+  f.q8rows[t][3] = q4k_rows<4>;
 }
