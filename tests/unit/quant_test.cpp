@@ -381,16 +381,27 @@ void check_qgemm(QType t, int64_t m, int64_t n, int64_t k, std::mt19937& rng) {
       for (int p = 0; p < 32; ++p) amax = std::max(amax, std::fabs(static_cast<double>(x[i + p])));
       for (int p = 0; p < 32; ++p) half_step[i + p] = amax / 127.0 / 2.0;
     }
+  // and, tighter, the product with x rounded the same way (d = amax / 127, q = nearbyint(x / d))
+  std::vector<float> xr(x);
+  if (qx)
+    for (int64_t i = 0; i < m * k; i += 32) {
+      float amax = 0.f;
+      for (int p = 0; p < 32; ++p) amax = std::max(amax, std::fabs(x[i + p]));
+      const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+      for (int p = 0; p < 32; ++p) xr[i + p] = d * std::nearbyint(x[i + p] * id);
+    }
   for (int64_t j = 0; j < n; ++j) {
     dequantize_row(t, w.data() + j * a.ldw, wf.data(), k);
     for (int64_t i = 0; i < m; ++i) {
-      double ref = 0, mag = 0, qerr = 0;
+      double ref = 0, mag = 0, qerr = 0, refr = 0;
       for (int64_t p = 0; p < k; ++p) {
         ref += static_cast<double>(x[i * k + p]) * wf[p];
+        refr += static_cast<double>(xr[i * k + p]) * wf[p];
         mag += std::fabs(static_cast<double>(x[i * k + p]) * wf[p]);
         qerr += std::fabs(static_cast<double>(wf[p])) * half_step[i * k + p];
       }
       ASSERT_NEAR(y[i * n + j], ref, 1.0001 * qerr + 1e-5 * mag + 1e-6) << "row " << i << " col " << j;
+      if (qx) ASSERT_NEAR(y[i * n + j], refr, 1e-5 * mag + 1e-6) << "rounded x: row " << i << " col " << j;
     }
   }
 }

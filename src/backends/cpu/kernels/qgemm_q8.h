@@ -155,6 +155,80 @@ RLX_Q8_ENTRY void q4k_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0
   if (NR > 1) q4k_rows_impl<MR, 1>(a, full, j1);
 }
 
+// Q6_K: 256-value blocks (ql[128], qh[64], int8 scales[16], d): 32-value group g (element
+// order, one block of x) holds 6-bit q (ql nibble | 2 bits of qh << 4) - 32, with scale
+// scales[2g] for its first 16 values and scales[2g + 1] for the rest. Products q * x go
+// through vpmaddubsw (|q| unsigned, x with q's sign) into int16 pairs, vpmaddwd by the int16
+// scales into int32, then one f32 fma per group with d * dx.
+alignas(16) constexpr uint8_t kQ6ScaleShuf[8][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},         {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},         {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9},         {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13}, {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
+
+template <int MR, int NR>
+RLX_Q8 void q6k_rows_impl(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
+  constexpr int64_t BB = 210;
+  const int64_t nb = a.nb / 8;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03), k32 = _mm256_set1_epi8(32);
+  for (int64_t j = j0; j + NR <= j1; j += NR) {
+    __m256 acc[NR][MR];
+#pragma GCC unroll 4
+    for (int n = 0; n < NR; ++n)
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) acc[n][r] = _mm256_setzero_ps();
+    const uint8_t* wr = a.w + j * a.ldw;
+    for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 4
+      for (int n = 0; n < NR; ++n) {
+        const uint8_t* blk = wr + n * a.ldw + b * BB;
+        __builtin_prefetch(blk + 2 * BB);
+        __builtin_prefetch(blk + 2 * BB + 64);
+        __builtin_prefetch(blk + 2 * BB + 128);
+        __builtin_prefetch(blk + 2 * BB + 192);
+        const float d = q8_h2f(blk + 208);
+        const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+          const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+          __m256i q[4];
+          q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+          q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+          q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+          q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+#pragma GCC unroll 4
+          for (int qq = 0; qq < 4; ++qq) {
+            const int g = 4 * h + qq;
+            const __m256i qs = _mm256_sub_epi8(q[qq], k32);
+            const __m256i u = _mm256_abs_epi8(qs);
+            const __m256i s16 = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, _mm_load_si128(reinterpret_cast<const __m128i*>(kQ6ScaleShuf[g]))));
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; ++r) {
+              const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qx + r * a.ldq + 256 * b + 32 * g));
+              const __m256i is = _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(xq, qs)), s16);
+              acc[n][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(d * a.dx[r * a.ldd + 8 * b + g]), acc[n][r]);
+            }
+          }
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int n = 0; n < NR; ++n)
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) a.y[r * a.ldy + j + n] = q8_hsum(acc[n][r]);
+  }
+}
+
+template <int MR>
+RLX_Q8_ENTRY void q6k_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
+  constexpr int NR = MR <= 2 ? 2 : 1;
+  const int64_t full = j0 + (j1 - j0) / NR * NR;
+  q6k_rows_impl<MR, NR>(a, j0, full);
+  if (NR > 1) q6k_rows_impl<MR, 1>(a, full, j1);
+}
+
 template <QT8 T, int MR>
 RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
   constexpr int NR = MR <= 2 ? 4 : 2;
@@ -180,4 +254,9 @@ inline void fill_q8_family(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
   f.q8rows[t][1] = q4k_rows<2>;
   f.q8rows[t][2] = q4k_rows<3>;
   f.q8rows[t][3] = q4k_rows<4>;
+  const int t6 = static_cast<int>(QT8::q6_k);
+  f.q8rows[t6][0] = q6k_rows<1>;
+  f.q8rows[t6][1] = q6k_rows<2>;
+  f.q8rows[t6][2] = q6k_rows<3>;
+  f.q8rows[t6][3] = q6k_rows<4>;
 }
