@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -69,8 +71,8 @@ std::vector<std::string> numbered(const std::string& dir, const std::string& pre
   return r;
 }
 
-// Runs one node test; returns "" on a pass, else why it failed.
-std::string run_node_test(const std::string& name) {
+// Runs one node test on `device`; returns "" on a pass, else why it failed.
+std::string run_node_test(const std::string& name, const std::string& device = "cpu") {
   const std::string dir = kNodeDir + "/" + name;
   auto sig = onnx::read_signature(dir + "/model.onnx");
   if (!sig) return sig.status().to_string();
@@ -84,7 +86,7 @@ std::string run_node_test(const std::string& name) {
       if (!t) return t.status().to_string();
       inputs[sig->inputs[i]] = *t;
     }
-    auto r = onnx::load_and_run(dir + "/model.onnx", inputs, "cpu");
+    auto r = onnx::load_and_run(dir + "/model.onnx", inputs, device);
     if (!r) return r.status().to_string();
     auto out_files = numbered(dir + "/" + set, "output_");
     if (out_files.size() != r->outputs.size())
@@ -151,6 +153,29 @@ TEST(OnnxNodeManifest, CoversAtMostFifteenPercent) {
     EXPECT_FALSE(reason.find_first_not_of(" \t") == std::string::npos) << name << " has no reason";
   }
   EXPECT_LE(m.size() * 100, tests.size() * 15) << m.size() << " expected failures of " << tests.size();
+}
+
+// The node tests that pass on the CPU, run on the opencl device. Each builds an OpenCL program
+// (about a second on PoCL with a cold cache), so this runs only on request:
+//   RLX_ONNX_NODE_DEVICE=opencl build/bin/rlx_tests_onnx --gtest_filter='OnnxNodeOtherDevice.*'
+// It prints every failure and the count (recorded in docs/onnx.md).
+TEST(OnnxNodeOtherDevice, PassesWhatTheCpuPasses) {
+  const char* device = std::getenv("RLX_ONNX_NODE_DEVICE");
+  if (!device) GTEST_SKIP() << "set RLX_ONNX_NODE_DEVICE=opencl to run the node tests on another device (minutes)";
+  const auto m = manifest();
+  int run = 0, passed = 0;
+  for (const std::string& name : node_tests()) {
+    if (m.count(name)) continue;
+    ++run;
+    const std::string why = run_node_test(name, device);
+    if (why.empty()) {
+      ++passed;
+    } else {
+      std::printf("%s on %s: %s\n", name.c_str(), device, why.substr(0, 300).c_str());
+    }
+  }
+  std::printf("node tests on %s: %d of the %d that pass on the cpu\n", device, passed, run);
+  EXPECT_EQ(passed, run);
 }
 
 }  // namespace

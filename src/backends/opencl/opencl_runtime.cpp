@@ -115,7 +115,7 @@ Expected<cl_program> Runtime::program(const std::string& source) {
   cl_int err = CL_SUCCESS;
   cl_program p = clCreateProgramWithSource(context_, 1, &text, &len, &err);
   RLX_TRY(cl_check(err, "clCreateProgramWithSource"));
-  err = clBuildProgram(p, 1, &device_, "-cl-std=CL1.2", nullptr, nullptr);
+  err = clBuildProgram(p, 1, &device_, "-cl-std=CL1.2 -w", nullptr, nullptr);
   if (err != CL_SUCCESS) {
     size_t n = 0;
     clGetProgramBuildInfo(p, device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
