@@ -10,19 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_file.h"
 #include "rlx/op_builder.h"
 #include "rlx/safetensors.h"
 
 namespace rlx::models {
 namespace {
-
-Expected<nlohmann::json> read_json(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return error(ErrorCode::io_error, "cannot open ", path);
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return error(ErrorCode::format_error, path, ": not a JSON object");
-  return j;
-}
 
 // Finds a weight under its Hugging Face name, accepting the prefixes checkpoints use.
 const Tensor* find_weight(const std::map<std::string, Tensor>& w, const std::string& name) {
@@ -88,7 +81,7 @@ class Builder {
 }  // namespace
 
 Expected<BertConfig> BertConfig::from_json_file(const std::string& path) {
-  RLX_ASSIGN_OR_RETURN(nlohmann::json j, read_json(path));
+  RLX_ASSIGN_OR_RETURN(nlohmann::json j, read_json_object(path));
   BertConfig c;
   auto get = [&](const char* key, int64_t& v) -> Status {
     if (!j.contains(key)) return Status::ok();
@@ -194,7 +187,7 @@ Expected<Graph> build_bert(const BertConfig& c, const std::map<std::string, Tens
 }
 
 bool is_bert_folder(const std::string& dir) {
-  auto j = read_json(dir + "/config.json");
+  auto j = read_json_object(dir + "/config.json");
   if (!j) return false;
   std::string type = j->value("model_type", "");
   if (type == "bert") return true;

@@ -12,19 +12,12 @@
 #include "models/text/bpe.h"
 #include "quant/ggml_quants.h"
 #include "rlx/gguf.h"
+#include "json_file.h"
 #include "rlx/op_builder.h"
 #include "rlx/safetensors.h"
 
 namespace rlx::models {
 namespace {
-
-Expected<nlohmann::json> read_json(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return error(ErrorCode::io_error, "cannot open ", path);
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return error(ErrorCode::format_error, path, ": not a JSON object");
-  return j;
-}
 
 bool is_dir(const std::string& p) {
   struct stat st;
@@ -177,7 +170,7 @@ Status Qwen3Config::validate(const std::string& where) const {
 }
 
 Expected<Qwen3Config> Qwen3Config::from_json_file(const std::string& path) {
-  RLX_ASSIGN_OR_RETURN(nlohmann::json j, read_json(path));
+  RLX_ASSIGN_OR_RETURN(nlohmann::json j, read_json_object(path));
   Qwen3Config c;
   auto get = [&](const char* key, int64_t& v) -> Status {
     if (!j.contains(key) || j[key].is_null()) return Status::ok();
@@ -253,7 +246,7 @@ bool is_qwen3_model(const std::string& path) {
     auto arch = f->get_string("general.architecture");
     return arch && *arch == "qwen3";
   }
-  auto j = read_json(path + "/config.json");
+  auto j = read_json_object(path + "/config.json");
   if (!j) return false;
   if (j->value("model_type", "") == "qwen3") return true;
   if (j->contains("architectures") && (*j)["architectures"].is_array())
