@@ -106,11 +106,18 @@ void ThreadPool::run(int64_t num_tasks, FunctionRef<void(int64_t, int)> fn) {
 }
 
 void ThreadPool::run_job(int64_t num_tasks, FunctionRef<void(int64_t, int)>& fn) {
+  const uint64_t next = static_cast<uint64_t>(job_id_ + 1) << 32;
+  // Close the previous job first. A worker late in work() may hold a stale claim value of the
+  // previous job (all its tasks taken) and read the new num_tasks_: without this store its
+  // compare-exchange would still succeed, run a task of the new job a second time and count
+  // it twice in done_, and the wait below would never end. With it, once a worker can see the
+  // new num_tasks_ (released below) its stale compare-exchange fails.
+  claim_.store(next | 0xFFFFFFFFu, std::memory_order_relaxed);
   job_.store(&fn, std::memory_order_relaxed);
-  num_tasks_.store(num_tasks, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
+  num_tasks_.store(num_tasks, std::memory_order_release);
   ++job_id_;
-  claim_.store(static_cast<uint64_t>(job_id_) << 32, std::memory_order_release);
+  claim_.store(next, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lk(mu_);
     generation_.fetch_add(1, std::memory_order_acq_rel);
