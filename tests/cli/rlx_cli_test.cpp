@@ -7,22 +7,12 @@
 #include <fstream>
 #include <string>
 
+#include "cli/run_rlx.h"
+
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-};
-
-Result rlx(const std::string& args) {
-  std::string cmd = std::string(RLX_BINARY_DIR) + "/bin/rlx " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+using rlx_cli_test::Result;
+using rlx_cli_test::rlx;
 
 std::string write_temp(const std::string& name, const std::string& text) {
   std::string path = std::string(RLX_BINARY_DIR) + "/cli_test_" + name;
