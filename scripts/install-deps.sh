@@ -10,12 +10,22 @@ packages=(
   libopenblas-dev nlohmann-json3-dev zlib1g-dev libicu-dev
   # devices: OpenCL (PoCL runs it on the CPU here and in CI)
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
+  # devices: Vulkan (Mesa lavapipe runs it on the CPU; shaderc compiles GLSL to SPIR-V at run time)
+  libvulkan-dev mesa-vulkan-drivers libshaderc-dev
+  # devices: OpenGL 4.5 compute through headless EGL (Mesa llvmpipe)
+  libegl-dev libgles-dev libopengl-dev libgl1-mesa-dri libgbm-dev
+  # scientific: LAPACK(E) factorizations, SuiteSparse sparse direct solvers
+  liblapacke-dev libsuitesparse-dev
+  # distributed: Open MPI (TCP, shared memory) and UCX
+  libopenmpi-dev openmpi-bin libucx-dev
+  # Python bindings
+  python3-dev pybind11-dev python3-pybind11 python3-pytest
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # model formats
   libprotobuf-dev protobuf-compiler libonnx-dev
   # peers and test oracles (run with /usr/bin/python3)
-  python3 python3-numpy python3-onnx python3-torch python3-sklearn
+  python3 python3-numpy python3-onnx python3-torch python3-sklearn python3-scipy
 )
 
 missing=()
