@@ -14,17 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "entry.h"
 #include "models/qwen3.h"
 #include "models/text/bpe.h"
 
 namespace rlx::cli {
 namespace {
-
-struct Sampling {
-  double temp = 0.0;  // 0: greedy
-  int64_t top_k = 0;  // 0: all
-  double top_p = 1.0;
-};
 
 // Picks the next token from a row of logits.
 int64_t sample(const float* logits, int64_t vocab, const Sampling& s, std::mt19937_64& rng) {
@@ -95,6 +90,99 @@ int cmd_make_qwen3_tiny(int argc, char** argv) {
   return kOk;
 }
 
+double GenerateResult::prefill_tokens_per_s() const {
+  return prefill_s > 0 ? static_cast<double>(prompt_token_count) / prefill_s : 0.0;
+}
+double GenerateResult::decode_tokens_per_s() const {
+  const int64_t batch = static_cast<int64_t>(tokens.size());
+  return decode_steps > 0 ? static_cast<double>(decode_steps * batch) / decode_s : 0.0;
+}
+double GenerateResult::decode_weight_gb_per_s() const {
+  return decode_steps > 0 ? static_cast<double>(weight_bytes_per_step) * decode_steps / decode_s / 1e9 : 0.0;
+}
+
+Expected<GenerateResult> generate_text(const std::string& path, const GenerateOptions& o) {
+  const Sampling& sp = o.sampling;
+  if (o.prompts.empty() == o.prompt_tokens.empty())
+    return error(ErrorCode::invalid_argument, "give prompts with --prompt or with --tokens (not both)");
+  if (o.runs < 1) return error(ErrorCode::invalid_argument, "--runs must be at least 1");
+  if (o.n < 1 || sp.temp < 0 || sp.top_k < 0 || !(sp.top_p > 0 && sp.top_p <= 1))
+    return error(ErrorCode::invalid_argument, "need -n >= 1, --temp >= 0, --top-k >= 0, 0 < --top-p <= 1");
+  const int64_t n = o.n;
+  RLX_ASSIGN_OR_RETURN(models::Qwen3Weights weights, models::load_qwen3(path));
+  auto tokenizer = text::BpeTokenizer::load(path);
+  if (!tokenizer && !o.prompts.empty()) return tokenizer.status();
+  GenerateResult r;
+  r.has_tokenizer = tokenizer.has_value();
+  std::vector<std::vector<int64_t>>& prompts = r.prompt_tokens;
+  if (!o.prompts.empty()) {
+    for (const auto& t : o.prompts) prompts.push_back(tokenizer->encode(t));
+  } else {
+    prompts = o.prompt_tokens;
+  }
+  int64_t longest = 0;
+  for (const auto& p : prompts) {
+    if (p.empty()) return error(ErrorCode::invalid_argument, "a prompt has no tokens");
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+    r.prompt_token_count += static_cast<int64_t>(p.size());
+  }
+  const int64_t batch = static_cast<int64_t>(prompts.size());
+  const int64_t context = o.context > 0 ? o.context : longest + n;
+  if (context < longest + n)
+    return error(ErrorCode::invalid_argument, "--context ", context, " is shorter than the prompt plus -n");
+  const int64_t eos = weights.config.eos_token_id >= 0 ? weights.config.eos_token_id : (tokenizer ? tokenizer->eos_id : -1);
+
+  auto t_compile = std::chrono::steady_clock::now();
+  RLX_ASSIGN_OR_RETURN(auto session, models::Qwen3Session::create(weights, batch, context, o.device));
+  RLX_TRY(session->prepare(longest));
+  r.compile_s = seconds_since(t_compile);
+
+  const int64_t V = weights.config.vocab_size;
+  std::vector<std::vector<int64_t>>& out = r.tokens;
+  // runs > 1 repeats the whole generation (same seed) and keeps the fastest times
+  for (int64_t run = 0; run < o.runs; ++run) {
+    const bool show = run == 0 && batch == 1 && o.stream;
+    std::mt19937_64 rng(o.seed);
+    out.assign(batch, {});
+    std::vector<bool> done(batch, false);
+    if (show && tokenizer) o.stream(tokenizer->decode(prompts[0]));
+    auto t0 = std::chrono::steady_clock::now();
+    RLX_ASSIGN_OR_RETURN(Tensor logits, session->prefill(prompts));
+    const double p_s = seconds_since(t0);
+    auto t1 = std::chrono::steady_clock::now();
+    int64_t steps = 0;
+    for (int64_t step = 0; step < n; ++step) {
+      std::vector<int64_t> next(batch, eos >= 0 ? eos : 0);
+      bool any = false;
+      for (int64_t b = 0; b < batch; ++b) {
+        if (done[b]) continue;
+        const int64_t tok = sample(logits.data<float>() + b * V, V, sp, rng);
+        next[b] = tok;
+        out[b].push_back(tok);
+        if (b == 0 && show) o.stream(tokenizer ? tokenizer->token_bytes(tok) : " " + std::to_string(tok));
+        if (tok == eos && !o.ignore_eos) done[b] = true;
+        any = any || !done[b];
+      }
+      if (!any || step + 1 == n) break;
+      RLX_ASSIGN_OR_RETURN(logits, session->decode(next));
+      ++steps;
+    }
+    const double d_s = seconds_since(t1);
+    if (run == 0 || p_s < r.prefill_s) r.prefill_s = p_s;
+    if (run == 0 || (steps > 0 && d_s / steps < r.decode_s / std::max<int64_t>(1, r.decode_steps))) {
+      r.decode_s = d_s;
+      r.decode_steps = steps;
+    }
+  }
+  r.weight_bytes_per_step = static_cast<int64_t>(session->weight_bytes_per_step());
+  if (tokenizer)
+    for (int64_t b = 0; b < batch; ++b) {
+      r.prompt_texts.push_back(tokenizer->decode(prompts[b]));
+      r.texts.push_back(tokenizer->decode(out[b]));
+    }
+  return r;
+}
+
 int cmd_generate(int argc, char** argv) {
   // -n N is accepted as well as --n N
   std::vector<std::string> store(argv, argv + argc);
@@ -110,152 +198,76 @@ int cmd_generate(int argc, char** argv) {
       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet]";
   if (args->positional.size() != 1) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string path = args->positional[0];
-  const auto prompts_text = args->all("prompt");
+  GenerateOptions o;
+  o.prompts = args->all("prompt");
   const auto prompts_ids = args->all("tokens");
-  if (prompts_text.empty() == prompts_ids.empty())
+  if (o.prompts.empty() == prompts_ids.empty())
     return report_error(error(ErrorCode::invalid_argument, "give prompts with --prompt or with --tokens (not both); ", usage));
-  Sampling sp;
-  int64_t n = 32, runs = 1;
-  uint64_t seed = 0;
+  Sampling& sp = o.sampling;
   try {
-    if (args->get("runs")) runs = std::stoll(*args->get("runs"));
-    if (args->get("n")) n = std::stoll(*args->get("n"));
+    if (args->get("runs")) o.runs = std::stoll(*args->get("runs"));
+    if (args->get("n")) o.n = std::stoll(*args->get("n"));
     if (args->get("temp")) sp.temp = std::stod(*args->get("temp"));
     if (args->get("top-k")) sp.top_k = std::stoll(*args->get("top-k"));
     if (args->get("top-p")) sp.top_p = std::stod(*args->get("top-p"));
-    if (args->get("seed")) seed = std::stoull(*args->get("seed"));
+    if (args->get("seed")) o.seed = std::stoull(*args->get("seed"));
   } catch (const std::exception&) {
     return report_error(error(ErrorCode::invalid_argument, "a number option has a value that is not a number"));
   }
-  if (runs < 1) return report_error(error(ErrorCode::invalid_argument, "--runs must be at least 1"));
-  if (n < 1 || sp.temp < 0 || sp.top_k < 0 || !(sp.top_p > 0 && sp.top_p <= 1))
-    return report_error(error(ErrorCode::invalid_argument, "need -n >= 1, --temp >= 0, --top-k >= 0, 0 < --top-p <= 1"));
+  for (const auto& t : prompts_ids) {
+    auto ids = parse_int_list(t);
+    if (!ids) return report_error(ids.status());
+    o.prompt_tokens.push_back(*ids);
+  }
+  if (args->get("context")) {
+    o.context = std::strtoll(args->get("context")->c_str(), nullptr, 10);
+    if (o.context <= 0)
+      return report_error(error(ErrorCode::invalid_argument, "--context ", o.context, " is shorter than the prompt plus -n"));
+  }
+  o.device = args->get("device").value_or("cpu");
+  o.ignore_eos = args->has("ignore-eos");
   const bool quiet = args->has("quiet");
-
-  auto weights = models::load_qwen3(path);
-  if (!weights) return report_error(weights.status());
-  auto tokenizer = text::BpeTokenizer::load(path);
-  if (!tokenizer && !prompts_text.empty()) return report_error(tokenizer.status());
-  std::vector<std::vector<int64_t>> prompts;
-  if (!prompts_text.empty()) {
-    for (const auto& t : prompts_text) prompts.push_back(tokenizer->encode(t));
-  } else {
-    for (const auto& t : prompts_ids) {
-      auto ids = parse_int_list(t);
-      if (!ids) return report_error(ids.status());
-      prompts.push_back(*ids);
-    }
-  }
-  int64_t longest = 0, prompt_tokens = 0;
-  for (const auto& p : prompts) {
-    if (p.empty()) return report_error(error(ErrorCode::invalid_argument, "a prompt has no tokens"));
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
-    prompt_tokens += static_cast<int64_t>(p.size());
-  }
-  const int64_t batch = static_cast<int64_t>(prompts.size());
-  int64_t context = longest + n;
-  if (args->get("context")) context = std::strtoll(args->get("context")->c_str(), nullptr, 10);
-  if (context < longest + n)
-    return report_error(error(ErrorCode::invalid_argument, "--context ", context, " is shorter than the prompt plus -n"));
-  const int64_t eos = weights->config.eos_token_id >= 0 ? weights->config.eos_token_id : (tokenizer ? tokenizer->eos_id : -1);
-
-  auto t_compile = std::chrono::steady_clock::now();
-  auto session = models::Qwen3Session::create(*weights, batch, context, args->get("device").value_or("cpu"));
-  if (!session) return report_error(session.status());
-  if (Status s = (*session)->prepare(longest); !s.is_ok()) return report_error(s);
-  const double compile_s = seconds_since(t_compile);
-
-  const int64_t V = weights->config.vocab_size;
-  std::vector<std::vector<int64_t>> out;
-  double prefill_s = 0, decode_s = 0;
-  int64_t decode_steps = 0;
-  // --runs R repeats the whole generation (same seed) and keeps the fastest times
-  for (int64_t run = 0; run < runs; ++run) {
-    const bool show = run == 0 && batch == 1 && !quiet;
-    std::mt19937_64 rng(seed);
-    out.assign(batch, {});
-    std::vector<bool> done(batch, false);
-    if (show && tokenizer) {
-      std::fputs(tokenizer->decode(prompts[0]).c_str(), stdout);
+  if (!quiet)
+    o.stream = [](const std::string& piece) {
+      std::fputs(piece.c_str(), stdout);
       std::fflush(stdout);
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    auto logits = (*session)->prefill(prompts);
-    if (!logits) return report_error(logits.status());
-    const double p_s = seconds_since(t0);
-    auto t1 = std::chrono::steady_clock::now();
-    int64_t steps = 0;
-    for (int64_t step = 0; step < n; ++step) {
-      std::vector<int64_t> next(batch, eos >= 0 ? eos : 0);
-      bool any = false;
-      for (int64_t b = 0; b < batch; ++b) {
-        if (done[b]) continue;
-        const int64_t tok = sample(logits->data<float>() + b * V, V, sp, rng);
-        next[b] = tok;
-        out[b].push_back(tok);
-        if (b == 0 && show) {
-          if (tokenizer) {
-            std::fputs(tokenizer->token_bytes(tok).c_str(), stdout);
-          } else {
-            std::printf(" %lld", static_cast<long long>(tok));
-          }
-          std::fflush(stdout);
-        }
-        if (tok == eos && !args->has("ignore-eos")) done[b] = true;
-        any = any || !done[b];
-      }
-      if (!any || step + 1 == n) break;
-      logits = (*session)->decode(next);
-      if (!logits) return report_error(logits.status());
-      ++steps;
-    }
-    const double d_s = seconds_since(t1);
-    if (run == 0 || p_s < prefill_s) prefill_s = p_s;
-    if (run == 0 || (steps > 0 && d_s / steps < decode_s / std::max<int64_t>(1, decode_steps))) {
-      decode_s = d_s;
-      decode_steps = steps;
-    }
-  }
+    };
+  auto r = generate_text(path, o);
+  if (!r) return report_error(r.status());
+  const int64_t batch = static_cast<int64_t>(r->tokens.size());
   if (batch == 1 && !quiet) std::printf("\n");
   if (batch > 1 && !quiet)
     for (int64_t b = 0; b < batch; ++b) {
       std::printf("[%lld] ", static_cast<long long>(b));
-      if (tokenizer) {
-        std::printf("%s%s\n", tokenizer->decode(prompts[b]).c_str(), tokenizer->decode(out[b]).c_str());
+      if (r->has_tokenizer) {
+        std::printf("%s%s\n", r->prompt_texts[b].c_str(), r->texts[b].c_str());
       } else {
-        for (int64_t t : out[b]) std::printf("%lld ", static_cast<long long>(t));
+        for (int64_t t : r->tokens[b]) std::printf("%lld ", static_cast<long long>(t));
         std::printf("\n");
       }
     }
-  const double prefill_tps = static_cast<double>(prompt_tokens) / prefill_s;
-  const double decode_tps = decode_steps > 0 ? static_cast<double>(decode_steps * batch) / decode_s : 0.0;
-  const double gbps =
-      decode_steps > 0 ? static_cast<double>((*session)->weight_bytes_per_step()) * decode_steps / decode_s / 1e9 : 0.0;
   std::fprintf(stderr,
                "prefill: %lld tokens in %.1f ms (%.1f tokens/s); decode: %lld steps x %lld in %.1f ms (%.1f tokens/s, "
                "%.2f GB/s of weights); compile %.2f s\n",
-               static_cast<long long>(prompt_tokens), prefill_s * 1e3, prefill_tps, static_cast<long long>(decode_steps),
-               static_cast<long long>(batch), decode_s * 1e3, decode_tps, gbps, compile_s);
+               static_cast<long long>(r->prompt_token_count), r->prefill_s * 1e3, r->prefill_tokens_per_s(),
+               static_cast<long long>(r->decode_steps), static_cast<long long>(batch), r->decode_s * 1e3,
+               r->decode_tokens_per_s(), r->decode_weight_gb_per_s(), r->compile_s);
   if (auto jf = args->get("json")) {
     nlohmann::json j;
     j["model"] = path;
     j["batch"] = batch;
-    j["prompt_tokens"] = prompts;
-    j["tokens"] = out;
-    if (tokenizer) {
-      std::vector<std::string> texts;
-      for (const auto& o : out) texts.push_back(tokenizer->decode(o));
-      j["text"] = texts;
-    }
-    j["prefill_tokens_per_s"] = prefill_tps;
-    j["decode_tokens_per_s"] = decode_tps;
-    j["prefill_ms"] = prefill_s * 1e3;
-    j["decode_ms"] = decode_s * 1e3;
-    j["decode_steps"] = decode_steps;
-    j["decode_weight_gb_per_s"] = gbps;
-    j["weight_bytes_per_step"] = (*session)->weight_bytes_per_step();
-    j["compile_s"] = compile_s;
-    j["sampling"] = {{"temp", sp.temp}, {"top_k", sp.top_k}, {"top_p", sp.top_p}, {"seed", seed}};
+    j["prompt_tokens"] = r->prompt_tokens;
+    j["tokens"] = r->tokens;
+    if (r->has_tokenizer) j["text"] = r->texts;
+    j["prefill_tokens_per_s"] = r->prefill_tokens_per_s();
+    j["decode_tokens_per_s"] = r->decode_tokens_per_s();
+    j["prefill_ms"] = r->prefill_s * 1e3;
+    j["decode_ms"] = r->decode_s * 1e3;
+    j["decode_steps"] = r->decode_steps;
+    j["decode_weight_gb_per_s"] = r->decode_weight_gb_per_s();
+    j["weight_bytes_per_step"] = r->weight_bytes_per_step;
+    j["compile_s"] = r->compile_s;
+    j["sampling"] = {{"temp", sp.temp}, {"top_k", sp.top_k}, {"top_p", sp.top_p}, {"seed", o.seed}};
     std::ofstream f(*jf);
     f << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!f) return report_error(error(ErrorCode::io_error, "cannot write ", *jf));

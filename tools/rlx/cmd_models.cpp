@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "entry.h"
 #include "models/bert.h"
 #include "rlx/npy.h"
 
@@ -20,6 +21,35 @@ bool ends_with(const std::string& s, const std::string& x) {
 }
 }  // namespace
 
+Expected<EmbedResult> embed_texts(const std::string& dir, const std::vector<std::string>& texts,
+                                  const EmbedOptions& options) {
+  if (options.batch <= 0) return error(ErrorCode::invalid_argument, "--batch must be positive");
+  EmbedResult r;
+  double t0 = now_ms();
+  RLX_ASSIGN_OR_RETURN(models::BertModel m, models::load_bert_folder(dir));
+  const int64_t max_len = options.max_length < 0 ? m.config.max_positions : options.max_length;
+  if (max_len < 2 || max_len > m.config.max_positions)
+    return error(ErrorCode::invalid_argument, "--max-length must be in [2, ", m.config.max_positions, "]");
+  RLX_ASSIGN_OR_RETURN(auto model, Model::compile(m.graph, {.device = options.device, .policy = options.policy}));
+  r.load_compile_ms = now_ms() - t0;
+  const int64_t dim = m.config.hidden;
+  const size_t batch = static_cast<size_t>(options.batch);
+  r.embeddings = Tensor::zeros(DType::f32, {static_cast<int64_t>(texts.size()), dim});
+  for (size_t start = 0; start < texts.size(); start += batch) {
+    std::vector<std::string> chunk(texts.begin() + static_cast<long>(start),
+                                   texts.begin() + static_cast<long>(std::min(texts.size(), start + batch)));
+    text::Encoding e = m.tokenizer.encode_batch(chunk, max_len);
+    std::vector<Tensor> in{e.ids_tensor(), e.mask_tensor(), e.type_tensor()};
+    RLX_ASSIGN_OR_RETURN(CompiledVariant * var, model->variant_for(in));
+    r.dispatch = var->report.summary();
+    double a = now_ms();
+    RLX_ASSIGN_OR_RETURN(std::vector<Tensor> out, var->executable->run(in));
+    r.run_ms += now_ms() - a;
+    std::memcpy(r.embeddings.data<float>() + start * dim, out[0].data<float>(), static_cast<size_t>(out[0].nbytes()));
+  }
+  return r;
+}
+
 int cmd_embed(int argc, char** argv) {
   auto args = parse_args(argc, argv, 2, {"quiet"}, {"device", "policy", "batch", "out", "max-length"});
   if (!args) return report_error(args.status());
@@ -29,46 +59,25 @@ int cmd_embed(int argc, char** argv) {
   std::vector<std::string> texts(args->positional.begin() + 1, args->positional.end());
   auto policy = policy_from(*args);
   if (!policy) return report_error(policy.status());
-  int64_t batch = std::atoll(args->get("batch").value_or("32").c_str());
-  if (batch <= 0) return report_error(error(ErrorCode::invalid_argument, "--batch must be positive"));
-  double t0 = now_ms();
-  auto m = models::load_bert_folder(dir);
-  if (!m) return report_error(m.status());
-  int64_t max_len = std::atoll(args->get("max-length").value_or(std::to_string(m->config.max_positions)).c_str());
-  if (max_len < 2 || max_len > m->config.max_positions)
-    return report_error(error(ErrorCode::invalid_argument, "--max-length must be in [2, ", m->config.max_positions, "]"));
-  std::string device = args->get("device").value_or(default_device_name());
-  auto model = Model::compile(m->graph, {.device = device, .policy = *policy});
-  if (!model) return report_error(model.status());
-  double t1 = now_ms();
-  const int64_t dim = m->config.hidden;
-  Tensor all = Tensor::zeros(DType::f32, {static_cast<int64_t>(texts.size()), dim});
-  double run_ms = 0;
-  const DispatchReport* report = nullptr;
-  for (size_t start = 0; start < texts.size(); start += static_cast<size_t>(batch)) {
-    std::vector<std::string> chunk(texts.begin() + static_cast<long>(start),
-                                   texts.begin() + static_cast<long>(std::min(texts.size(), start + batch)));
-    text::Encoding e = m->tokenizer.encode_batch(chunk, max_len);
-    std::vector<Tensor> in{e.ids_tensor(), e.mask_tensor(), e.type_tensor()};
-    auto var = (*model)->variant_for(in);
-    if (!var) return report_error(var.status());
-    report = &(*var)->report;
-    double a = now_ms();
-    auto out = (*var)->executable->run(in);
-    if (!out) return report_error(out.status());
-    run_ms += now_ms() - a;
-    std::memcpy(all.data<float>() + start * dim, (*out)[0].data<float>(), static_cast<size_t>((*out)[0].nbytes()));
-  }
+  EmbedOptions eo;
+  eo.policy = *policy;
+  eo.batch = std::atoll(args->get("batch").value_or("32").c_str());
+  if (auto ml = args->get("max-length")) eo.max_length = std::atoll(ml->c_str());
+  eo.device = args->get("device").value_or(default_device_name());
+  auto r = embed_texts(dir, texts, eo);
+  if (!r) return report_error(r.status());
+  const Tensor& all = r->embeddings;
+  const int64_t dim = all.sizes()[1];
   if (!args->has("quiet")) {
-    if (report) std::printf("dispatch: %s\n", report->summary().c_str());
+    if (!r->dispatch.empty()) std::printf("dispatch: %s\n", r->dispatch.c_str());
     for (size_t i = 0; i < texts.size(); ++i) {
       std::printf("[%zu] %s\n    [", i, texts[i].c_str());
       for (int64_t j = 0; j < std::min<int64_t>(dim, 6); ++j)
         std::printf("%s%.6f", j ? ", " : "", all.data<float>()[i * dim + j]);
       std::printf(", ...] (%lld dims)\n", static_cast<long long>(dim));
     }
-    std::printf("time: load+compile %.1f ms, embed %.2f ms for %zu texts on %s\n", t1 - t0, run_ms, texts.size(),
-                device.c_str());
+    std::printf("time: load+compile %.1f ms, embed %.2f ms for %zu texts on %s\n", r->load_compile_ms, r->run_ms,
+                texts.size(), eo.device.c_str());
   }
   if (auto out = args->get("out")) {
     if (ends_with(*out, ".json")) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "entry.h"
 #include "rlx/safetensors.h"
 #include "train/data.h"
 #include "train/trainer.h"
@@ -48,17 +49,7 @@ std::string fmt_rate(double r) {
   return b;
 }
 
-struct Options {
-  std::string arch = "mlp", data, json, save, device, export_dir;
-  int64_t epochs = 1, batch = 128, eval_batch = 1000, train_size = 60000, test_size = 10000;
-  double lr = 0.05;
-  uint64_t seed = 1;
-  bool synthetic = false, quiet = false, gzip = false;
-  bool limit_train = false, limit_test = false;  // --train-size / --test-size given with --data
-  OptimizerConfig opt;
-  LrSchedule sched;
-  double step_epochs = 1.0;
-};
+using Options = TrainOptions;
 
 Expected<int64_t> to_int(const Args& a, const std::string& name, int64_t def, int64_t min) {
   auto v = a.get(name);
@@ -80,8 +71,8 @@ Expected<double> to_double(const Args& a, const std::string& name, double def) {
   return x;
 }
 
-Expected<Options> parse(int argc, char** argv) {
-  RLX_ASSIGN_OR_RETURN(Args a, parse_args(argc, argv, 2, {"synthetic", "quiet", "gzip", "nesterov"},
+Expected<Options> parse(int argc, char** argv, int first) {
+  RLX_ASSIGN_OR_RETURN(Args a, parse_args(argc, argv, first, {"synthetic", "quiet", "gzip", "nesterov"},
                                           {"arch", "epochs", "batch", "lr", "optimizer", "momentum", "weight-decay",
                                            "schedule", "step-epochs", "gamma", "warmup-steps", "data", "json", "save",
                                            "seed", "device", "eval-batch", "train-size", "test-size", "export-data",
@@ -184,17 +175,31 @@ int64_t count_params(const ModelDef& m) {
 
 }  // namespace
 
+Expected<TrainOptions> parse_train_args(const std::vector<std::string>& args) {
+  std::vector<std::string> store(args);
+  std::vector<char*> av;
+  for (auto& a : store) av.push_back(a.data());
+  return parse(static_cast<int>(av.size()), av.data(), 0);
+}
+
 int cmd_train(int argc, char** argv) {
-  auto parsed = parse(argc, argv);
+  auto parsed = parse(argc, argv, 2);
   if (!parsed) return report_error(parsed.status());
-  Options& o = *parsed;
+  auto r = train_mnist(*parsed);
+  if (!r) return report_error(r.status());
+  return kOk;
+}
+
+Expected<TrainResult> train_mnist(const TrainOptions& options) {
+  Options o = options;
+  TrainResult result;
   // data
   MnistData data;
   if (o.synthetic) {
     data = synthetic_mnist(o.train_size, o.test_size, o.seed);
   } else {
     auto d = load_mnist(o.data);
-    if (!d) return report_error(d.status());
+    if (!d) return d.status();
     data = std::move(*d);
     // --train-size / --test-size with --data: the first N examples of each file
     if (o.limit_train) data.train = first_examples(data.train, o.train_size);
@@ -202,23 +207,23 @@ int cmd_train(int argc, char** argv) {
   }
   if (!o.export_dir.empty()) {
     Status s = write_mnist(o.export_dir, data, o.gzip);
-    if (!s.is_ok()) return report_error(s);
+    if (!s.is_ok()) return s;
     if (!o.quiet)
       std::printf("wrote %lld training and %lld test images as IDX files to %s\n", static_cast<long long>(data.train.size()),
                   static_cast<long long>(data.test.size()), o.export_dir.c_str());
-    if (o.epochs == 0) return kOk;
+    if (o.epochs == 0) return result;
   }
   const Sizes& img = data.train.images.sizes();
   if (img[1] != 28 || img[2] != 28)
-    return report_error(error(ErrorCode::invalid_argument, "the mnist architectures take 28x28 images, the data has ",
-                              img[1], "x", img[2]));
+    return error(ErrorCode::invalid_argument, "the mnist architectures take 28x28 images, the data has ",
+                              img[1], "x", img[2]);
   auto model = mnist_model(o.arch, o.seed);
-  if (!model) return report_error(model.status());
+  if (!model) return model.status();
   TrainConfig cfg;
   cfg.optimizer = o.opt;
   cfg.device = o.device;
   auto trainer = Trainer::create(*model, cfg);
-  if (!trainer) return report_error(trainer.status());
+  if (!trainer) return trainer.status();
   Trainer& t = **trainer;
   BatchLoader loader(data.train, o.batch, model->example_shape, o.seed);
   const int64_t steps_per_epoch = loader.batches_per_epoch();
@@ -239,7 +244,7 @@ int cmd_train(int argc, char** argv) {
   for (int64_t b : {std::min<int64_t>(o.batch, data.train.size()), data.train.size() % o.batch}) {
     if (b == 0) continue;
     Status s = t.prepare(b);
-    if (!s.is_ok()) return report_error(s);
+    if (!s.is_ok()) return s;
   }
   if (!o.quiet) {
     auto v = t.step_variant(std::min<int64_t>(o.batch, data.train.size()));
@@ -250,7 +255,7 @@ int cmd_train(int argc, char** argv) {
   Sizes test_shape{data.test.size()};
   test_shape.insert(test_shape.end(), model->example_shape.begin(), model->example_shape.end());
   auto test_images_or = data.test.images.reshaped(test_shape);
-  if (!test_images_or) return report_error(test_images_or.status());
+  if (!test_images_or) return test_images_or.status();
   const Tensor test_images = *test_images_or;
   nlohmann::json records = nlohmann::json::array();
   Progress progress(tty, o.quiet);
@@ -265,7 +270,7 @@ int cmd_train(int argc, char** argv) {
       auto loss = t.step(x, y, o.sched.at(t.steps_done()));
       if (!loss) {
         progress.end_line();
-        return report_error(loss.status());
+        return loss.status();
       }
       loss_sum += *loss;
       ++steps;
@@ -278,10 +283,9 @@ int cmd_train(int argc, char** argv) {
     const double seconds = now_s() - start;
     progress.end_line();
     if (!std::isfinite(loss_sum))
-      return report_error(error(ErrorCode::runtime_error, "the loss diverged (not finite) in epoch ", epoch,
-                                "; try a smaller --lr"));
+      return error(ErrorCode::runtime_error, "the loss diverged (not finite) in epoch ", epoch, "; try a smaller --lr");
     auto ev = t.evaluate(test_images, data.test.labels, o.eval_batch);
-    if (!ev) return report_error(ev.status());
+    if (!ev) return ev.status();
     last_eval = *ev;
     const double ips = static_cast<double>(images) / seconds;
     const double mean_loss = loss_sum / static_cast<double>(std::max<int64_t>(1, steps));
@@ -299,7 +303,7 @@ int cmd_train(int argc, char** argv) {
     if (!o.json.empty()) {
       std::ofstream f(o.json);
       f << records.dump(1) << "\n";
-      if (!f) return report_error(error(ErrorCode::io_error, o.json, ": cannot write"));
+      if (!f) return error(ErrorCode::io_error, o.json, ": cannot write");
     }
   }
   if (!o.save.empty()) {
@@ -309,10 +313,14 @@ int cmd_train(int argc, char** argv) {
                                             {"test_accuracy", std::to_string(last_eval.accuracy())},
                                             {"layout", "linear weights [in, out] (y = x W + b); conv weights [out, in, kh, kw]"}};
     Status s = safetensors::save(o.save, t.named_parameters(), meta);
-    if (!s.is_ok()) return report_error(s);
+    if (!s.is_ok()) return s;
     if (!o.quiet) std::printf("saved %zu tensors to %s\n", t.named_parameters().size(), o.save.c_str());
   }
-  return kOk;
+  result.records = std::move(records);
+  result.parameters = t.named_parameters();
+  result.test_accuracy = last_eval.accuracy();
+  result.test_loss = last_eval.loss;
+  return result;
 }
 
 }  // namespace rlx::cli

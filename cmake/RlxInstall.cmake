@@ -1,0 +1,136 @@
+# cmake --install: the public headers, the library rlx_core (exported as rlx::rlx), the rlx
+# program, a CMake package (find_package(rlx)) and a pkg-config file (rlx.pc).
+#
+# Devices are not separate libraries: every device built here (cpu, ref, null, and opencl,
+# vulkan, cuda... when their SDKs were found) lives in rlx_core and is chosen at run time by
+# name, so the package has one target, rlx::rlx. rlx_core is static, so its private
+# dependencies (BLAS, ICU, protobuf, the ONNX protobuf classes, device SDKs) are link
+# dependencies of consumers: rlxConfig.cmake finds them with find_dependency, and rlx.pc lists
+# them in Libs.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+add_library(rlx::rlx ALIAS rlx_core)
+set_target_properties(rlx_core PROPERTIES EXPORT_NAME rlx)
+install(TARGETS rlx_core EXPORT rlxTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS rlx RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/rlx DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+set(RLX_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/rlx)
+install(EXPORT rlxTargets NAMESPACE rlx:: DESTINATION ${RLX_CMAKE_DIR})
+# The config's find_dependency lines and rlx.pc's Libs are worked out from what rlx_core links
+# once the whole project is configured (devices add libraries as they are found), so a device
+# added later needs no edit here unless it links an imported target the table below lacks.
+function(rlx_dependency_for target out)
+  set(line "")
+  if(target MATCHES "^Threads::")
+    set(line "find_dependency(Threads)")
+  elseif(target MATCHES "^nlohmann_json::")
+    set(line "find_dependency(nlohmann_json 3)")
+  elseif(target MATCHES "^ICU::(.*)")
+    set(line "find_dependency(ICU COMPONENTS ${CMAKE_MATCH_1})")
+  elseif(target MATCHES "^protobuf::")
+    set(line "find_dependency(Protobuf)")
+  elseif(target STREQUAL "onnx_proto" OR target STREQUAL "onnx")
+    set(line "find_dependency(Protobuf)\nfind_dependency(ONNX CONFIG)")  # ONNX's config needs protobuf's targets first
+  elseif(target MATCHES "^OpenCL::")
+    set(line "find_dependency(OpenCL)")
+  elseif(target MATCHES "^Vulkan::")
+    set(line "find_dependency(Vulkan)")
+  elseif(target MATCHES "^MPI::MPI_(.*)")
+    set(line "find_dependency(MPI COMPONENTS ${CMAKE_MATCH_1})")
+  elseif(target MATCHES "^CUDA::")
+    set(line "find_dependency(CUDAToolkit)")
+  elseif(target MATCHES "^OpenMP::OpenMP_(.*)")
+    set(line "find_dependency(OpenMP COMPONENTS ${CMAKE_MATCH_1})")
+  elseif(target MATCHES "^BLAS::")
+    set(line "find_dependency(BLAS)")
+  elseif(target MATCHES "^LAPACK::")
+    set(line "find_dependency(LAPACK)")
+  elseif(target MATCHES "^PkgConfig::(.*)")
+    set(line "find_dependency(PkgConfig)\npkg_check_modules(${CMAKE_MATCH_1} REQUIRED IMPORTED_TARGET ${CMAKE_MATCH_1})")
+  else()
+    message(WARNING "rlx package: no find_dependency known for ${target}, which rlx_core links; "
+                    "add it to cmake/RlxInstall.cmake (the package test, ctest -L package, fails until then)")
+  endif()
+  set(${out} "${line}" PARENT_SCOPE)
+endfunction()
+
+# Linker arguments for rlx.pc of one link item, following imported targets to their files.
+function(rlx_pc_libs item out)
+  set(r "")
+  string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" item "${item}")
+  if(TARGET ${item})
+    get_target_property(imported ${item} IMPORTED)
+    get_target_property(type ${item} TYPE)
+    if(imported AND NOT type STREQUAL "INTERFACE_LIBRARY")
+      set(loc "")
+      foreach(p IMPORTED_LOCATION IMPORTED_LOCATION_RELEASE IMPORTED_LOCATION_NOCONFIG IMPORTED_LOCATION_NONE
+                IMPORTED_LOCATION_RELWITHDEBINFO IMPORTED_LOCATION_DEBUG)
+        get_target_property(l ${item} ${p})
+        if(l AND NOT loc)
+          set(loc ${l})
+        endif()
+      endforeach()
+      # a driver stub (CUDA's stubs/libcuda.so) is for linking only: the driver is loaded at run time
+      if(loc AND NOT loc MATCHES "/stubs/")
+        list(APPEND r ${loc})
+      endif()
+    endif()
+    if(imported)
+      get_target_property(deps ${item} INTERFACE_LINK_LIBRARIES)
+      if(deps)
+        foreach(d ${deps})
+          rlx_pc_libs("${d}" sub)
+          list(APPEND r ${sub})
+        endforeach()
+      endif()
+    endif()
+  elseif(item MATCHES "^-" OR IS_ABSOLUTE "${item}")
+    list(APPEND r "${item}")
+  elseif(item MATCHES "^[A-Za-z0-9_.+-]+$")
+    list(APPEND r "-l${item}")
+  endif()
+  set(${out} "${r}" PARENT_SCOPE)
+endfunction()
+
+function(rlx_write_package_files)
+  get_target_property(libs rlx_core LINK_LIBRARIES)
+  set(deps "")
+  set(pc "-lrlx_core")
+  foreach(l ${libs})
+    if(TARGET ${l})
+      get_target_property(imported ${l} IMPORTED)
+      if(imported)
+        rlx_dependency_for(${l} line)
+        if(line)
+          list(APPEND deps "${line}")
+        endif()
+      endif()
+    endif()
+    rlx_pc_libs("${l}" flags)
+    foreach(f ${flags})
+      string(APPEND pc " ${f}")
+    endforeach()
+  endforeach()
+  list(REMOVE_DUPLICATES deps)
+  string(REPLACE ";" " " pc "${pc}")
+  string(REPLACE ";" "\n" RLX_FIND_DEPENDENCIES "${deps}")
+  string(REPLACE "\\n" "\n" RLX_FIND_DEPENDENCIES "${RLX_FIND_DEPENDENCIES}")
+  configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/rlxConfig.cmake.in ${CMAKE_BINARY_DIR}/cmake/rlxConfig.cmake
+                                INSTALL_DESTINATION ${RLX_CMAKE_DIR})
+  # prefix relative to the .pc file, so an installed tree can be moved (cmake --install --prefix)
+  file(RELATIVE_PATH up /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
+  set(RLX_PC_PREFIX "\${pcfiledir}/${up}")
+  string(REGEX REPLACE "/$" "" RLX_PC_PREFIX "${RLX_PC_PREFIX}")
+  set(RLX_PC_LIBS "${pc}")
+  configure_file(${CMAKE_SOURCE_DIR}/cmake/rlx.pc.in ${CMAKE_BINARY_DIR}/cmake/rlx.pc @ONLY)
+endfunction()
+cmake_language(DEFER CALL rlx_write_package_files)
+
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/rlxConfigVersion.cmake VERSION ${PROJECT_VERSION}
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/cmake/rlxConfig.cmake ${CMAKE_BINARY_DIR}/cmake/rlxConfigVersion.cmake
+        DESTINATION ${RLX_CMAKE_DIR})
+install(FILES ${CMAKE_BINARY_DIR}/cmake/rlx.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,106 @@
+// The work behind the verbs embed, generate and train, without argument parsing or printing of
+// results, so that the rlx program and the Python module (python/) call the same functions.
+// They live in the rlx_cli library (every tools/rlx source but main.cpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rlx/compile.h"
+#include "rlx/tensor.h"
+#include "train/optim.h"
+
+namespace rlx::cli {
+
+// ---- embed -------------------------------------------------------------------------------
+
+struct EmbedOptions {
+  std::string device = "cpu";
+  DispatchPolicy policy;
+  int64_t batch = 32;       // texts per run
+  int64_t max_length = -1;  // tokens per text; -1: the model's max_position_embeddings
+};
+
+struct EmbedResult {
+  Tensor embeddings;          // f32 [texts, hidden]
+  std::string dispatch;       // the dispatch report's summary line
+  double load_compile_ms = 0, run_ms = 0;
+};
+
+// Sentence embeddings of `texts` with the BERT-family Hugging Face folder `dir` (what
+// `rlx embed` prints). Errors name the folder, file or option at fault.
+Expected<EmbedResult> embed_texts(const std::string& dir, const std::vector<std::string>& texts,
+                                  const EmbedOptions& options);
+
+// ---- generate ----------------------------------------------------------------------------
+
+struct Sampling {
+  double temp = 0.0;  // 0: greedy
+  int64_t top_k = 0;  // 0: all
+  double top_p = 1.0;
+};
+
+struct GenerateOptions {
+  // Prompts as text (needs the model's tokenizer) or as token ids; exactly one is non-empty.
+  std::vector<std::string> prompts;
+  std::vector<std::vector<int64_t>> prompt_tokens;
+  int64_t n = 32;          // new tokens per prompt (at most)
+  Sampling sampling;
+  uint64_t seed = 0;
+  std::string device = "cpu";
+  int64_t context = 0;     // KV-cache slots; 0: longest prompt + n
+  int64_t runs = 1;        // repeat the generation (same seed), keep the fastest times
+  bool ignore_eos = false;
+  // Called with text pieces as they are generated (the prompt first, then each token), for
+  // one prompt on the first run only; token ids in decimal when there is no tokenizer.
+  std::function<void(const std::string&)> stream;
+};
+
+struct GenerateResult {
+  std::vector<std::vector<int64_t>> prompt_tokens, tokens;  // per prompt
+  bool has_tokenizer = false;
+  std::vector<std::string> prompt_texts, texts;  // decoded (when there is a tokenizer)
+  int64_t prompt_token_count = 0, decode_steps = 0, weight_bytes_per_step = 0;
+  double prefill_s = 0, decode_s = 0, compile_s = 0;
+  double prefill_tokens_per_s() const;
+  double decode_tokens_per_s() const;
+  double decode_weight_gb_per_s() const;
+};
+
+// Generates tokens with a Qwen3-family model (Hugging Face folder or GGUF file), as
+// `rlx generate` does.
+Expected<GenerateResult> generate_text(const std::string& path, const GenerateOptions& options);
+
+// ---- train -------------------------------------------------------------------------------
+
+struct TrainOptions {
+  std::string arch = "mlp", data, json, save, device, export_dir;
+  int64_t epochs = 1, batch = 128, eval_batch = 1000, train_size = 60000, test_size = 10000;
+  double lr = 0.05;
+  uint64_t seed = 1;
+  bool synthetic = false, quiet = false, gzip = false;
+  bool limit_train = false, limit_test = false;  // --train-size / --test-size given with --data
+  train::OptimizerConfig opt;
+  train::LrSchedule sched;
+  double step_epochs = 1.0;
+};
+
+// Parses the arguments of `rlx train` (after the verb: "mnist", "--arch", "mlp", ...) into
+// options, with the program's defaults and checks.
+Expected<TrainOptions> parse_train_args(const std::vector<std::string>& args);
+
+struct TrainResult {
+  nlohmann::json records;  // one object per epoch, as written by --json
+  std::vector<std::pair<std::string, Tensor>> parameters;  // trained, by name
+  double test_accuracy = 0, test_loss = 0;
+};
+
+// Trains as `rlx train mnist` does (progress printed unless the options say quiet).
+Expected<TrainResult> train_mnist(const TrainOptions& options);
+
+}  // namespace rlx::cli
