@@ -58,3 +58,16 @@ def test_train_option_errors_are_the_programs():
 
 def test_error_is_an_exception_class():
     assert issubclass(rlx.Error, RuntimeError)
+
+
+def test_illegal_nodes_raise_at_compile_with_the_report():
+    g = rlx.Graph()
+    x = g.input("x", [2, 3])
+    g.output(rlx.softmax(x * 2.0, axis=1))
+    report = rlx.explain(g, "null")
+    assert not report.ok and report.counts["illegal"] > 0
+    assert all(n.path == "illegal" and n.native_refused for n in report.nodes)
+    with pytest.raises(rlx.Error) as e:
+        rlx.compile(g, device="null")
+    assert e.value.code == "illegal"
+    assert "null" in str(e.value) and "softmax" in str(e.value)

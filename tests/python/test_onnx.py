@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rlx
-from conftest import BIN
+from conftest import BIN, SRC
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -40,9 +40,11 @@ def reference(x, w, b):
 
 def onnxruntime_node(path, x):
     """y from ONNX Runtime for Node (build/npm, installed by scripts/install-npm.sh), or None."""
-    npm = os.path.join(BIN, "..", "build", "npm")
-    if not os.path.isdir(os.path.join(npm, "node_modules", "onnxruntime-node")) or not shutil.which("node"):
+    found = [d for d in (os.path.join(BIN, "npm"), os.path.join(SRC, "build", "npm"))
+             if os.path.isdir(os.path.join(d, "node_modules", "onnxruntime-node"))]
+    if not found or not shutil.which("node"):
         return None
+    npm = found[0]
     script = ("const ort=require('onnxruntime-node');(async()=>{const s=await ort.InferenceSession.create(process.argv[1]);"
               "const x=JSON.parse(process.argv[2]);const t=new ort.Tensor('float32',Float32Array.from(x.flat()),[x.length,6]);"
               "const r=await s.run({x:t});console.log(JSON.stringify(Array.from(r.y.data)));})()")
