@@ -52,3 +52,13 @@ def test_train_synthetic_mnist(tmp_path):
     assert os.path.exists(save)
     st = rlx.load(save)
     np.testing.assert_array_equal(st.weights["fc1.weight"], r.parameters["fc1.weight"])
+
+
+def test_load_model_folders(minilm, qwen3):
+    bert = rlx.load(minilm)
+    assert "BERT" in bert.format
+    assert len(bert.inputs) == 3 and bert.metadata["hidden_size"] == "384"
+    report = rlx.explain(bert, "cpu", dims={"batch": 2, "seq": 8})
+    assert report.ok and len(report.nodes) > 10
+    qwen = rlx.load(qwen3)
+    assert "Qwen3" in qwen.format and qwen.metadata["num_hidden_layers"] == "2"
