@@ -15,6 +15,8 @@ See docs/python.md for models (rlx.load), gradients (rlx.grad), embed, generate 
 Errors raise rlx.Error with the C++ message; e.code names the kind of error.
 """
 
+import builtins as _builtins
+
 from . import _rlx
 from ._rlx import (  # noqa: F401
     DeviceInfo, DispatchReport, Error, Executable, GenerateResult, Graph, NodeDecision, Tensor,
@@ -40,6 +42,53 @@ for _name in ("abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh", "sigmo
               "silu", "gelu", "softmax", "log_softmax", "sum", "mean", "max", "argmax", "cast"):
     setattr(Tensor, _name, _as_method(getattr(_rlx, _name)))
 del _name
+
+
+def _getitem(self, index):
+    """x[1], x[:, 2:5], x[..., ::2]: ints and slices with positive steps on static dims, as
+    slice (and squeeze for ints) nodes."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    if _builtins.sum(i is Ellipsis for i in index) > 1:
+        raise Error("an index can hold one ... at most")
+    if Ellipsis in index:
+        k = index.index(Ellipsis)
+        index = index[:k] + (slice(None),) * (self.ndim - len(index) + 1) + index[k + 1:]
+    if len(index) > self.ndim:
+        raise Error(f"too many indices ({len(index)}) for a tensor of rank {self.ndim}")
+    starts, ends, axes, steps, drop = [], [], [], [], []
+    for axis, i in enumerate(index):
+        if isinstance(i, slice) and i == slice(None):
+            continue
+        n = self.shape[axis]
+        if not isinstance(n, int):
+            raise Error(f"indexing axis {axis} needs a static size, it is {n!r}")
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step <= 0:
+                raise Error("slices with a negative or zero step are not supported")
+            stop = _builtins.max(stop, start)
+        elif isinstance(i, int):
+            if not -n <= i < n:
+                raise Error(f"index {i} is out of range for axis {axis} of size {n}")
+            start = i % n
+            stop, step = start + 1, 1
+            drop.append(axis)
+        else:
+            raise Error(f"unsupported index {i!r} (ints, slices and ... are)")
+        starts.append(start)
+        ends.append(stop)
+        axes.append(axis)
+        steps.append(step)
+    out = self
+    if axes:
+        out = op("slice", [out], starts=starts, ends=ends, axes=axes, steps=steps)
+    if drop:
+        out = op("squeeze", [out], axes=drop)
+    return out
+
+
+Tensor.__getitem__ = _getitem
 
 
 def value_and_grad(f, argnums=0, device="cpu", policy="prefer-native"):

@@ -114,3 +114,20 @@ def test_integer_and_f64_inputs():
     assert o1.dtype == np.int32 and o2.dtype == np.float64
     np.testing.assert_array_equal(o1, av + av)
     np.testing.assert_allclose(o2, bv * bv)
+
+
+def test_indexing():
+    a = rng().standard_normal((4, 6, 3)).astype(np.float32)
+    g = rlx.Graph()
+    x = g.input("x", [4, 6, 3])
+    idx = [(1,), (slice(1, 3),), (slice(None), slice(2, None, 2)), (Ellipsis, -1), (-1, slice(None, -2), 0),
+           (slice(3, 1),)]
+    g.output(*[x[i] for i in idx])
+    outs = rlx.compile(g).run(a)
+    for got, i in zip(outs, idx):
+        assert got.shape == a[i].shape
+        np.testing.assert_array_equal(got, a[i])
+    with pytest.raises(rlx.Error):
+        x[4]
+    with pytest.raises(rlx.Error):
+        x[::-1]
