@@ -91,18 +91,18 @@ def _getitem(self, index):
 Tensor.__getitem__ = _getitem
 
 
-def value_and_grad(f, argnums=0, device="cpu", policy="prefer-native"):
+def value_and_grad(f, wrt=0, device="cpu", policy="prefer-native"):
     """Returns a function that evaluates f and its gradient with respect to the arguments in
-    argnums (an int or a tuple of ints) on NumPy arrays.
+    wrt (an int or a tuple of ints) on NumPy arrays.
 
     f takes rlx.Tensor arguments (one per array, same shape and dtype) and returns a tensor
     with one float element. On the first call for a set of shapes and dtypes the function is
     traced into a graph, differentiated with rlx's autodiff (src/train) and compiled; later
     calls with the same shapes reuse the compiled graph. The result is (value, grads), grads a
-    single array when argnums is an int, else a tuple.
+    single array when wrt is an int, else a tuple.
     """
-    single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums)
+    single = isinstance(wrt, int)
+    nums = (wrt,) if single else tuple(wrt)
     cache = {}
 
     def run(*arrays):
@@ -110,7 +110,7 @@ def value_and_grad(f, argnums=0, device="cpu", policy="prefer-native"):
         arrays = [np.asarray(a) for a in arrays]
         for i in nums:
             if not 0 <= i < len(arrays):
-                raise Error(f"argnums {i} is out of range for {len(arrays)} arguments")
+                raise Error(f"wrt: argument {i} is out of range for {len(arrays)} arguments")
         key = tuple((a.shape, a.dtype.str) for a in arrays)
         exe = cache.get(key)
         if exe is None:
@@ -128,13 +128,13 @@ def value_and_grad(f, argnums=0, device="cpu", policy="prefer-native"):
     return run
 
 
-def grad(f, argnums=0, device="cpu", policy="prefer-native"):
+def grad(f, wrt=0, device="cpu", policy="prefer-native"):
     """Like value_and_grad, returning only the gradients::
 
-        dloss = rlx.grad(lambda x, w: rlx.sum(rlx.relu(x @ w)), argnums=1)
+        dloss = rlx.grad(lambda x, w: rlx.sum(rlx.relu(x @ w)), wrt=1)
         gw = dloss(x, w)   # NumPy arrays in, d loss / d w out
     """
-    vg = value_and_grad(f, argnums, device, policy)
+    vg = value_and_grad(f, wrt, device, policy)
 
     def run(*arrays):
         return vg(*arrays)[1]

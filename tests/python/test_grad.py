@@ -20,7 +20,7 @@ def test_mlp_gradients_match_pytorch():
         logits = h @ w2 + b2
         return rlx.mean(rlx.log_softmax(logits, axis=1) * -1.0) + rlx.sum(w1 * w1) * 0.01
 
-    value, grads = rlx.value_and_grad(loss, argnums=(1, 2, 3, 4))(x, w1, b1, w2, b2)
+    value, grads = rlx.value_and_grad(loss, wrt=(1, 2, 3, 4))(x, w1, b1, w2, b2)
 
     tx = torch.tensor(x)
     params = [torch.tensor(p, requires_grad=True) for p in (w1, b1, w2, b2)]
