@@ -35,8 +35,13 @@ LazyTensor operand(const LazyTensor& like, const py::handle& other) {
     double v = other.cast<double>();
     return emit(like.g, [&](OpBuilder& o) { return o.scalar_like(v, like.id); });
   }
-  if (py::isinstance<py::array>(other)) {
-    Tensor t = tensor_copy_from_array(other, "constant");
+  if (py::hasattr(other, "__array__") || py::isinstance<py::array>(other)) {
+    py::array a = py::module_::import("numpy").attr("asarray")(other);
+    if (a.ndim() == 0) {  // a NumPy scalar: like a Python number, in the tensor's dtype
+      double v = a.attr("item")().cast<double>();
+      return emit(like.g, [&](OpBuilder& o) { return o.scalar_like(v, like.id); });
+    }
+    Tensor t = tensor_copy_from_array(a, "constant");
     return emit(like.g, [&](OpBuilder& o) { return o.constant(t); });
   }
   throw py::type_error("rlx.Tensor: cannot combine with " + std::string(py::str(other.get_type())));

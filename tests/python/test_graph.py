@@ -51,11 +51,12 @@ def test_operators_and_reductions():
     b = r.uniform(0.5, 2.0, (3, 4)).astype(np.float32)
     g = rlx.Graph()
     x, y = g.input("a", [3, 4]), g.input("b", [3, 4])
+    c = r.standard_normal(4).astype(np.float32)
     g.output(x + y, x - y, x * y, x / y, -x, 2.0 * x - 1, 1 / y, x.sum(), x.mean(axis=1), x.max(axis=0, keepdims=True),
-             x.T, x.reshape([4, 3]), rlx.exp(x), rlx.tanh(x), rlx.sigmoid(x))
+             x.T, x.reshape([4, 3]), rlx.exp(x), rlx.tanh(x), rlx.sigmoid(x), x * np.float32(0.5), x + c, x ** 2)
     outs = rlx.compile(g).run(a, b=b)
     want = [a + b, a - b, a * b, a / b, -a, 2 * a - 1, 1 / b, a.sum(), a.mean(1), a.max(0, keepdims=True), a.T,
-            a.reshape(4, 3), np.exp(a), np.tanh(a), 1 / (1 + np.exp(-a))]
+            a.reshape(4, 3), np.exp(a), np.tanh(a), 1 / (1 + np.exp(-a)), a * 0.5, a + c, a ** 2]
     assert len(outs) == len(want)
     for got, w in zip(outs, want):
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
