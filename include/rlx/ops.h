@@ -116,7 +116,18 @@ namespace rlx {
   X(Rope, "rope", composite, attention)                             \
   /* composites: block-quantized weights (GGUF formats) */          \
   X(Dequantize, "dequantize", composite, quant)                     \
-  X(QMatMul, "qmatmul", composite, quant)
+  X(QMatMul, "qmatmul", composite, quant)                           \
+  /* composites: dense linear algebra (native kernels only) */      \
+  X(Lu, "lu", composite, linalg)                                    \
+  X(Cholesky, "cholesky", composite, linalg)                        \
+  X(Qr, "qr", composite, linalg)                                    \
+  X(Svd, "svd", composite, linalg)                                  \
+  X(Eigh, "eigh", composite, linalg)                                \
+  X(TriangularSolve, "triangular_solve", composite, linalg)         \
+  X(Solve, "solve", composite, linalg)                              \
+  X(Det, "det", composite, linalg)                                  \
+  X(Slogdet, "slogdet", composite, linalg)                          \
+  X(Lstsq, "lstsq", composite, linalg)
 
 enum class Op : uint16_t {
 #define RLX_OP_ENUM(id, name, cls, family) id,
@@ -134,6 +145,7 @@ enum class OpClass : uint8_t { primitive, composite };
 enum class OpFamily : uint8_t {
   source, unary, binary, compare, logical, ternary, cast, reduce, argreduce, movement,
   contraction, activation, normalization, conv, attention, quant,
+  linalg,  // dense factorizations and solves: no primitive decomposition, native kernels only
 };
 std::string_view op_family_name(OpFamily f);
 

@@ -50,6 +50,7 @@ const std::vector<Rule>& rule_table() {
     register_contraction_vjps(r);
     register_conv_vjps(r);
     register_attention_vjps(r);
+    register_linalg_vjps(r);
     return r;
   }();
   return t;

@@ -474,6 +474,32 @@ std::vector<OpCases> build() {
     qm.push_back(V("q4_0_vec", {T({64}, Dist::unit), Q("q4_0", 9, 64)}, {{"format", std::string("q4_0")}}).k(64).mag(0.05));
     add(Op::QMatMul, TolClass::contraction, std::move(qm));
   }
+
+  // ---- dense linear algebra (f32/f64; Dist::dominant keeps every matrix well conditioned,
+  // SPD in its symmetric part, with well-separated eigen/singular values)
+  {
+    const Dist dom = Dist::dominant;
+    auto sq = [&](Sizes s) { return T(std::move(s), dom); };
+    // tolerances: LAPACK and the reference's plain loops round differently; scale by n^3
+    for (Op op : {Op::Lu, Op::Cholesky, Op::Eigh, Op::Det, Op::Slogdet}) {
+      const double mag = op == Op::Det ? 3e7 : 40;
+      add(op, TolClass::contraction,
+          {V("6x6", {sq({6, 6})}).k(216).mag(mag), V("batched", {sq({2, 3, 6, 6})}).k(216).mag(mag),
+           V("1x1", {sq({1, 1})}).mag(mag)});
+    }
+    for (Op op : {Op::Qr, Op::Svd})
+      add(op, TolClass::contraction,
+          {V("square", {sq({6, 6})}).k(216).mag(40), V("tall", {sq({9, 6})}).k(216).mag(40),
+           V("wide", {sq({6, 9})}).k(216).mag(40), V("batched", {sq({2, 7, 5})}).k(216).mag(40)});
+    add(Op::TriangularSolve, TolClass::contraction,
+        {V("lower", {sq({6, 6}), T({6, 3})}).k(216), V("upper_transposed", {sq({6, 6}), T({6, 3})},
+                                                           {{"lower", int64_t{0}}, {"transpose", int64_t{1}}}).k(216),
+         V("unit_batched", {sq({2, 6, 6}), T({2, 6, 4})}, {{"unit_diagonal", int64_t{1}}}).k(216).mag(40)});
+    add(Op::Solve, TolClass::contraction,
+        {V("6x6", {sq({6, 6}), T({6, 3})}).k(216), V("batched", {sq({3, 6, 6}), T({3, 6, 1})}).k(216)});
+    add(Op::Lstsq, TolClass::contraction,
+        {V("tall", {sq({9, 6}), T({9, 2})}).k(216), V("batched", {sq({2, 8, 5}), T({2, 8, 3})}).k(216)});
+  }
   return t;
 }
 

@@ -55,6 +55,9 @@ enum class Dist : uint8_t {
   index,       // integers in [lo, hi) (gather/scatter indices, positions)
   mask,        // bool, mostly true, column 0 always true (attention masks never empty a row)
   quant,       // u8 rows of quantized blocks of InputSpec::quant, with small finite scales
+  dominant,    // floats [-1, 1] plus n * (i + 1) on diagonal i of each matrix in the last two axes
+               // (n = the smaller of them): well conditioned, SPD symmetric part, distinct
+               // eigen/singular values (factorizations)
 };
 std::string_view dist_name(Dist d);
 

@@ -30,6 +30,7 @@ std::string_view dist_name(Dist d) {
     case Dist::index: return "index";
     case Dist::mask: return "mask";
     case Dist::quant: return "quant";
+    case Dist::dominant: return "dominant";
   }
   return "?";
 }
@@ -130,6 +131,7 @@ double float_value(Dist d, std::mt19937_64& rng, DType dt) {
     case Dist::index:
     case Dist::mask:
     case Dist::quant: return u(-2, 2);
+    case Dist::dominant: return u(-1, 1);
   }
   return u(-2, 2);
 }
@@ -171,6 +173,7 @@ uint64_t int_value(Dist d, std::mt19937_64& rng, DType dt, int64_t lo, int64_t h
     case Dist::index: return static_cast<uint64_t>(std::uniform_int_distribution<int64_t>(lo, hi - 1)(rng));
     case Dist::mask: return coin(0.7) ? 1 : 0;
     case Dist::quant: return ii({0, 255});
+    case Dist::dominant: return ii(clamp_range(dt, uns ? 0 : -8, 8));
   }
   return 0;
 }
@@ -288,6 +291,14 @@ Tensor make_input(const InputSpec& spec, DType case_dtype, std::mt19937_64& rng)
     const int64_t cols = spec.shape.back();
     std::uniform_real_distribution<double> c(0, 1);
     for (int64_t i = 0; i < n; ++i) t.set_f64(i, (cols > 0 && i % cols == 0) || c(rng) < 0.7 ? 0.0 : -1e4 * c(rng));
+  }
+  if (spec.dist == Dist::dominant && is_float(dt) && spec.shape.size() >= 2) {
+    const int64_t rows = spec.shape[spec.shape.size() - 2], cols = spec.shape.back(), d = std::min(rows, cols);
+    for (int64_t b = 0; rows * cols > 0 && b < n / (rows * cols); ++b)
+      for (int64_t i = 0; i < d; ++i) {
+        const int64_t at = b * rows * cols + i * cols + i;
+        t.set_f64(at, t.get_f64(at) + static_cast<double>(d * (i + 1)));
+      }
   }
   // never all zeros (except where zeros are the point, or the tensor is empty)
   if (!zeros_allowed && n > 0) {

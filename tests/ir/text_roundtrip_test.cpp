@@ -172,6 +172,22 @@ const std::vector<std::string>& corpus() {
   return %y, %t
 }
 )",
+      // dense linear algebra (multi-output factorizations)
+      R"(graph @linalg(%a: f64[b, 4, 4], %r: f64[b, 4, 2], %t: f32[6, 4]) -> (f64[b, 4, 4], i64[b, 4], f64[b, 4, 4], f32[6, 4], f32[4, 4], f32[6, 4], f32[4], f32[4, 4], f64[b, 4], f64[b, 4, 4], f64[b, 4, 2], f64[b, 4, 2], f64[b], f64[b], f64[b], f32[4, 2]) {
+  %lu, %perm = lu(%a) : f64[b, 4, 4], i64[b, 4]
+  %l = cholesky(%a) : f64[b, 4, 4]
+  %q, %rr = qr(%t) : f32[6, 4], f32[4, 4]
+  %u, %s, %vh = svd(%t) : f32[6, 4], f32[4], f32[4, 4]
+  %w, %v = eigh(%a) : f64[b, 4], f64[b, 4, 4]
+  %x = triangular_solve(%l, %r) {lower = 1, transpose = 1, unit_diagonal = 0} : f64[b, 4, 2]
+  %y = solve(%a, %r) : f64[b, 4, 2]
+  %d = det(%a) : f64[b]
+  %sg, %ld = slogdet(%a) : f64[b], f64[b]
+  %z = lstsq(%t, %q) : f32[4, 4]
+  %z2 = strided_slice(%z) {sizes = [4, 2], starts = [0, 0], steps = [1, 1]} : f32[4, 2]
+  return %lu, %perm, %l, %q, %rr, %u, %s, %vh, %w, %v, %x, %y, %d, %sg, %ld, %z2
+}
+)",
       // primitive level: strict primitives plus a natively claimed composite with static shapes
       R"(primitive @strict(%x: f32[2, 3], %y: f32[3]) -> (f32[2, 3], f32[2, 4]) {
   %y2 = reshape(%y) {shape = [1, 3]} : f32[1, 3]

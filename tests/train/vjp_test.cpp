@@ -285,6 +285,49 @@ std::vector<Case> cases() {
                                                       DType::f64)};
                  }, "cpu", 2e-4});
   }
+  // dense linear algebra (src/train/vjp_linalg.cpp), on the reference device's plain loops;
+  // square inputs get n I added so that solves and factorizations are well conditioned
+  {
+    auto eye = [](OpBuilder& o, int64_t n, double scale) {
+      std::vector<double> v(static_cast<size_t>(n * n), 0.0);
+      for (int64_t i = 0; i < n; ++i) v[i * n + i] = scale;
+      return o.constant(Tensor::from_f64(DType::f64, {n, n}, v));
+    };
+    auto lin = [&](std::string name, Op op, std::vector<In> ins, Body body) { c.push_back({name, op, ins, body}); };
+    lin("cholesky", Op::Cholesky, {F({2, 4, 4})}, [eye](OpBuilder& o, const std::vector<ValueId>& x) {
+      return std::vector<ValueId>{o.op(Op::Cholesky, {o.add(o.matmul(x[0], o.transpose(x[0], {0, 2, 1})), eye(o, 4, 4.0))})};
+    });
+    lin("eigh", Op::Eigh, {F({2, 4, 4})}, [](OpBuilder& o, const std::vector<ValueId>& x) { return o.op_multi(Op::Eigh, {x[0]}); });
+    lin("svd_tall", Op::Svd, {F({5, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) { return o.op_multi(Op::Svd, {x[0]}); });
+    lin("svd_wide_batched", Op::Svd, {F({2, 3, 4})},
+        [](OpBuilder& o, const std::vector<ValueId>& x) { return o.op_multi(Op::Svd, {x[0]}); });
+    lin("qr_tall", Op::Qr, {F({5, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) { return o.op_multi(Op::Qr, {x[0]}); });
+    lin("qr_square_batched", Op::Qr, {F({2, 3, 3})},
+        [](OpBuilder& o, const std::vector<ValueId>& x) { return o.op_multi(Op::Qr, {x[0]}); });
+    lin("lu", Op::Lu, {F({2, 4, 4})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+      return std::vector<ValueId>{o.op_multi(Op::Lu, {x[0]})[0]};  // perm is an integer output
+    });
+    for (int lower = 0; lower < 2; ++lower)
+      for (int trans = 0; trans < 2; ++trans)
+        lin(cat("triangular_solve_l", lower, "_t", trans, trans ? "_unit" : ""), Op::TriangularSolve, {F({2, 3, 3}), F({2, 3, 2})},
+            [eye, lower, trans](OpBuilder& o, const std::vector<ValueId>& x) {
+              return std::vector<ValueId>{o.op(Op::TriangularSolve, {o.add(x[0], eye(o, 3, 3.0)), x[1]},
+                                               A({{"lower", int64_t{lower}}, {"transpose", int64_t{trans}},
+                                                  {"unit_diagonal", int64_t{trans}}}))};
+            });
+    lin("solve", Op::Solve, {F({2, 3, 3}), F({2, 3, 2})}, [eye](OpBuilder& o, const std::vector<ValueId>& x) {
+      return std::vector<ValueId>{o.op(Op::Solve, {o.add(x[0], eye(o, 3, 3.0)), x[1]})};
+    });
+    lin("det", Op::Det, {F({2, 3, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+      return std::vector<ValueId>{o.op(Op::Det, {x[0]})};
+    });
+    lin("slogdet", Op::Slogdet, {F({3, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+      return o.op_multi(Op::Slogdet, {x[0]});
+    });
+    lin("lstsq", Op::Lstsq, {F({2, 5, 3}), F({2, 5, 2})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+      return std::vector<ValueId>{o.op(Op::Lstsq, {x[0], x[1]})};
+    });
+  }
   return c;
 }
 

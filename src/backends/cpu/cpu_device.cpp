@@ -5,6 +5,7 @@
 #include "../../codegen/c_renderer.h"
 #include "../../passes/schedule.h"
 #include "cpu_executable.h"
+#include "linalg/lapack_kernels.h"
 #include "kernels/gemm.h"
 #include "native_contraction.h"
 #include "rlx/compile.h"
@@ -26,7 +27,11 @@ class CpuDevice final : public Device {
   }
   const DeviceInfo& info() const override { return info_; }
 
-  Claim claim_native(const NodeDesc& n) const override { return claim_cpu_native(n); }
+  Claim claim_native(const NodeDesc& n) const override {
+    // dense factorizations and solves: LAPACK (src/linalg/lapack_kernels.cpp)
+    if (op_info(n.op).family == OpFamily::linalg) return linalg::claim_lapack(n);
+    return claim_cpu_native(n);
+  }
 
   Claim supports_primitive(const NodeDesc& n) const override { return codegen::c_renderer_supports(n); }
 

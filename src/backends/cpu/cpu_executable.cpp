@@ -15,6 +15,7 @@
 #include "kernels/attention.h"
 #include "native_attention.h"
 #include "native_contraction.h"
+#include "linalg/lapack_kernels.h"
 #include "rlx/thread_pool.h"
 
 namespace rlx::cpu {
@@ -24,7 +25,7 @@ using KernelFn = void (*)(void* const*, int64_t, int64_t, int64_t, int64_t);
 
 struct NativeState {
   // What the native runs: the GEMM (matmul, dot, gemm) or a quantized-weight kernel.
-  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention } kind = Kind::gemm;
+  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention, linalg } kind = Kind::gemm;
   GemmPlan plan;
   PackedB packed;  // when B is a weight
   // qmatmul: y[m, n] = x[m, k] * W^T; dequantize: rows x cols values
@@ -174,6 +175,13 @@ Status CpuExecutable::init(const Graph& g) {
       natives_.push_back(std::move(st));
       continue;
     }
+    if (op_info(n.op).family == OpFamily::linalg) {  // LAPACK (src/linalg/lapack_kernels.h)
+      if (n.epilogue >= 0) return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
+      st.kind = NativeState::Kind::linalg;
+      n.how = linalg::claim_lapack(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
+      natives_.push_back(std::move(st));
+      continue;
+    }
     if (n.op == Op::Attention) {
       if (n.epilogue >= 0) return error(ErrorCode::internal, "attention has a fused epilogue; only GEMMs take one");
       st.kind = NativeState::Kind::attention;
@@ -246,6 +254,13 @@ Status CpuExecutable::run_native(int index) {
     a.out = static_cast<float*>(ptrs_[n.outputs[0]]);
     if (st.attention.has_mask) a.mask = ptrs_[n.inputs[3]];
     return attention_f32(a);
+  }
+  if (st.kind == NativeState::Kind::linalg) {
+    std::vector<const void*> in;
+    std::vector<void*> out;
+    for (int b : n.inputs) in.push_back(ptrs_[b]);
+    for (int b : n.outputs) out.push_back(ptrs_[b]);
+    return linalg::run_lapack(n.op, n.attrs, n.input_types, in, n.output_types, out);
   }
   if (st.kind != NativeState::Kind::gemm) return run_quant(n, st);
   const GemmPlan& p = st.plan;

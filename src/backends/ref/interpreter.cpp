@@ -175,7 +175,9 @@ Expected<std::vector<Tensor>> interpret(const Graph& g, std::span<const Tensor> 
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
     const std::string label = g.node_label(static_cast<int32_t>(ni));
-    if (!is_primitive(n.op))
+    // linalg ops have no primitive decomposition: the interpreter runs them whole (the ref
+    // device claims them natively)
+    if (!is_primitive(n.op) && op_info(n.op).family != OpFamily::linalg)
       return error(ErrorCode::unsupported, label, " is a composite op; the reference interpreter runs "
                    "primitive ops only (legalize the graph first)");
     for (ValueId v : n.outputs)
@@ -263,6 +265,7 @@ Expected<std::vector<Tensor>> interpret(const Graph& g, std::span<const Tensor> 
         case OpFamily::argreduce: s = detail::run_reduce(args); break;
         case OpFamily::movement: s = detail::run_movement(args); break;
         case OpFamily::contraction: s = detail::run_dot(args); break;
+        case OpFamily::linalg: s = detail::run_linalg(args); break;
         default:
           s = error(ErrorCode::unsupported, label, ": the reference interpreter does not run ", op_name(n.op));
       }

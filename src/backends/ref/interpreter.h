@@ -10,7 +10,10 @@
 //   negative axes, expand with rank extension, reshape with 0 / -1, transpose without perm
 //   (= reversed axes), pad modes constant / reflect / edge (and negative constant pads, which
 //   crop). A composite op (relu, softmax, matmul, ...) is an ErrorCode::unsupported error naming
-//   the node: the legalizer decomposes composites before the interpreter runs.
+//   the node: the legalizer decomposes composites before the interpreter runs. The exception is
+//   the linalg family (lu, cholesky, qr, svd, eigh, triangular_solve, solve, det, slogdet,
+//   lstsq), which has no primitive decomposition: the interpreter runs those whole, with plain
+//   loops in double (interp_linalg.cpp; conventions in src/linalg/conventions.h).
 //
 // Shapes
 //   Graph inputs may have symbolic dims; they are bound from the given tensors (a symbol seen

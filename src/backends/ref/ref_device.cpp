@@ -47,6 +47,13 @@ class RefDevice final : public Device {
   }
   const DeviceInfo& info() const override { return info_; }
   Claim claim_native(const NodeDesc& n) const override {
+    // dense factorizations have no primitive decomposition; the interpreter runs them whole
+    // with plain loops in double (interp_linalg.cpp)
+    if (op_info(n.op).family == OpFamily::linalg) {
+      for (const TensorType& t : n.inputs)
+        if (!is_static(t.shape)) return Claim::no("the reference factorizations need static shapes");
+      return Claim::yes(cat("plain-loop ", op_name(n.op), " in double"));
+    }
     return Claim::no("ref runs primitives only; it has no native kernels");
   }
   Claim supports_primitive(const NodeDesc& n) const override {

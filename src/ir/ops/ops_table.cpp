@@ -32,8 +32,38 @@ OpInfo row(Op op, std::string_view name, OpClass cls, OpFamily family) {
     case OpFamily::conv: r.infer = infer::infer_conv; break;
     case OpFamily::attention: r.infer = infer::infer_attention; break;
     case OpFamily::quant: r.infer = infer::infer_quant; break;
+    case OpFamily::linalg: r.infer = infer::infer_linalg; break;
   }
   return r;
+}
+
+// Dense linear algebra (docs/scientific.md): f32/f64, batched over leading dims.
+template <class AttrsFn, class ArityFn, class AtFn>
+void add_linalg_rows(AttrsFn attrs, ArityFn arity, AtFn at) {
+  attrs(Op::Lu, {}, "LU with partial pivoting of a square A [..., n, n]: outputs lu (unit-lower L below the "
+        "diagonal, U on and above it) and perm (i64 [..., n]) with A[perm, :] = L U");
+  at(Op::Lu).num_outputs = 2;
+  attrs(Op::Cholesky, {}, "lower Cholesky factor L of the SPD matrix (A + A^T) / 2, A [..., n, n]");
+  attrs(Op::Qr, {}, "reduced QR of A [..., m, n]: q [..., m, k], r [..., k, n], k = min(m, n), diag(r) >= 0");
+  at(Op::Qr).num_outputs = 2;
+  attrs(Op::Svd, {}, "reduced SVD of A [..., m, n]: u [..., m, k], s [..., k] descending, vh [..., k, n]; "
+        "each column of u has its largest-magnitude entry positive");
+  at(Op::Svd).num_outputs = 3;
+  attrs(Op::Eigh, {}, "eigendecomposition of the symmetric (A + A^T) / 2: w [..., n] ascending and v [..., n, n] "
+        "(columns are eigenvectors, each with its largest-magnitude entry positive)");
+  at(Op::Eigh).num_outputs = 2;
+  attrs(Op::TriangularSolve, {{"lower", K::i64}, {"transpose", K::i64}, {"unit_diagonal", K::i64}},
+        "X with op(A) X = B, A [..., n, n] triangular (lower=1 default reads the lower triangle), "
+        "B [..., n, k]; op(A) = A^T when transpose=1; unit_diagonal=1 takes diag(A) as ones");
+  arity(Op::TriangularSolve, 2, 2);
+  attrs(Op::Solve, {}, "X with A X = B (LU with partial pivoting), A [..., n, n], B [..., n, k]");
+  arity(Op::Solve, 2, 2);
+  attrs(Op::Det, {}, "determinant of A [..., n, n]");
+  attrs(Op::Slogdet, {}, "sign and log|det| of A [..., n, n] (sign 0 and log|det| -inf when singular)");
+  at(Op::Slogdet).num_outputs = 2;
+  attrs(Op::Lstsq, {}, "least squares: X minimizing ||A X - B||, A [..., m, n] with m >= n and full column rank, "
+        "B [..., m, k] -> [..., n, k]");
+  arity(Op::Lstsq, 2, 2);
 }
 
 std::vector<OpInfo> build_table() {
@@ -142,6 +172,7 @@ std::vector<OpInfo> build_table() {
   attrs(Op::QMatMul, {{"format", K::str, true}},
         "x [..., K] times a quantized weight w [N, row_bytes(K)] (rows are output features) -> [..., N]");
   arity(Op::QMatMul, 2, 2);
+  add_linalg_rows(attrs, arity, at);
   return t;
 }
 
@@ -170,6 +201,7 @@ std::string_view op_family_name(OpFamily f) {
     case OpFamily::conv: return "conv";
     case OpFamily::attention: return "attention";
     case OpFamily::quant: return "quant";
+    case OpFamily::linalg: return "linalg";
   }
   return "?";
 }
