@@ -127,6 +127,13 @@ std::string tensor_repr(const LazyTensor& t) {
   return "rlx.Tensor(" + t.g->graph.value_label(t.id) + ": " + v.type.to_string() + ")";
 }
 
+// n-1, ..., 0: the permutation of x.T
+std::vector<int64_t> reversed_axes(const LazyTensor& x) {
+  std::vector<int64_t> p;
+  for (int i = x.g->graph.type(x.id).rank() - 1; i >= 0; --i) p.push_back(i);
+  return p;
+}
+
 GraphPtr graph_of(const std::vector<LazyTensor>& ts) {
   if (ts.empty()) raise(error(ErrorCode::invalid_argument, "no tensors given"));
   for (const LazyTensor& t : ts) same_graph(ts[0], t);
@@ -283,20 +290,12 @@ void bind_graph(py::module_& m) {
       .def(
           "transpose",
           [](const LazyTensor& x, const py::object& perm) {
-            std::vector<int64_t> p;
-            if (perm.is_none()) {
-              const int r = x.g->graph.type(x.id).rank();
-              for (int i = r - 1; i >= 0; --i) p.push_back(i);
-            } else {
-              p = perm.cast<std::vector<int64_t>>();
-            }
+            std::vector<int64_t> p = perm.is_none() ? reversed_axes(x) : perm.cast<std::vector<int64_t>>();
             return emit(x.g, [&](OpBuilder& o) { return o.transpose(x.id, p); });
           },
           py::arg("perm") = py::none(), "Permutes the dims (reverses them when perm is None).")
       .def_property_readonly("T", [](const LazyTensor& x) {
-        const int r = x.g->graph.type(x.id).rank();
-        std::vector<int64_t> p;
-        for (int i = r - 1; i >= 0; --i) p.push_back(i);
+        std::vector<int64_t> p = reversed_axes(x);
         return emit(x.g, [&](OpBuilder& o) { return o.transpose(x.id, p); });
       });
 
