@@ -6,7 +6,7 @@ import io
 import os
 import re
 
-from conftest import SRC, made_model
+from conftest import SRC
 
 
 def code_blocks(path, lang):
@@ -14,8 +14,8 @@ def code_blocks(path, lang):
         return re.findall(r"```" + lang + r"\n(.*?)```", f.read(), re.S)
 
 
-def test_python_md_examples_run(tmp_path, minilm):
-    qwen = made_model("qwen3-tiny", "qwen3-tiny", "--seed", "0")
+def test_python_md_examples_run(tmp_path, minilm, qwen3):
+    qwen = qwen3  # the 2-layer qwen3-tiny of the other tests (same layout, less to write)
     os.makedirs(tmp_path / "models")
     os.symlink(minilm, tmp_path / "models" / "minilm")
     os.symlink(qwen, tmp_path / "models" / "qwen3-tiny")
