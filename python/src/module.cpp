@@ -174,6 +174,14 @@ PYBIND11_MODULE(_rlx, m) {
   using namespace rlx::py_bind;
   m.doc() = "rlx, a tensor compiler and runtime: the native module (use `import rlx`).";
   register_errors(m);
+  m.def(
+      "_shares_memory",
+      [](const py::object& a, const std::string& dtype) {
+        rlx::DType dt = dtype_from_py(py::str(dtype));
+        rlx::Tensor t = tensor_from_array(a, "array", &dt);
+        return static_cast<const void*>(t.bytes()) == py::array(a).data();
+      },
+      "Whether an input array is passed to rlx without a copy (for tests).");
   bind_graph(m);
   bind_runtime(m);
   bind_entry(m);

@@ -33,4 +33,11 @@ if command -v pkg-config > /dev/null; then
 else
   echo "package test: pkg-config not installed; the rlx.pc check did not run"
 fi
+# the Python package, when it was built
+py=$(ls -d "$prefix"/lib/python3*/dist-packages 2> /dev/null | head -n 1 || true)
+if [ -n "$py" ] && [ -d "$py/rlx" ]; then
+  (cd "$work" && PYTHONPATH="$py" /usr/bin/python3 -c "import rlx; assert any(d.name == 'cpu' and d.available for d in rlx.devices()); print('installed python package:', rlx.__file__)")
+else
+  echo "package test: the Python module was not built, so not installed; its check did not run"
+fi
 echo "package test: ok"

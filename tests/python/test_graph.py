@@ -97,7 +97,10 @@ def test_inputs_are_borrowed_and_outputs_export_dlpack():
     t = torch.from_dlpack(y)  # DLPack, no copy: the tensor shares the array's memory
     assert t.data_ptr() == y.ctypes.data
     np.testing.assert_allclose(t.numpy(), xv * 3.0, rtol=1e-6)
-    # a non-contiguous input is copied to a contiguous one first, and still right
+    # contiguous aligned inputs are borrowed; others are copied to a contiguous one first
+    assert rlx._rlx._shares_memory(xv, "f32")
+    assert not rlx._rlx._shares_memory(np.asfortranarray(xv), "f32")
+    assert not rlx._rlx._shares_memory(xv[:, ::2], "f32")
     xt = np.asfortranarray(xv)
     np.testing.assert_allclose(exe(xt), xv * 3.0, rtol=1e-6)
     # lists are converted in the input's dtype
