@@ -62,3 +62,17 @@ def test_load_model_folders(minilm, qwen3):
     assert report.ok and len(report.nodes) > 10
     qwen = rlx.load(qwen3)
     assert "Qwen3" in qwen.format and qwen.metadata["num_hidden_layers"] == "2"
+
+
+def test_gguf_load_and_generate(tmp_path):
+    from conftest import made_model
+    folder = made_model("qwen3-tiny-2l-q8", "qwen3-tiny", "--layers", "2", "--seed", "5", "--gguf-type", "q8_0")
+    gguf = os.path.join(folder, "model-q8_0.gguf")
+    m = rlx.load(gguf)
+    assert "gguf" in m.format.lower() and len(m.weights) > 0
+    r = rlx.generate(gguf, "Hello", n=3)
+    code, _, err = run_rlx("generate", gguf, "--prompt", "Hello", "-n", "3", "--json", str(tmp_path / "g.json"),
+                           "--quiet")
+    assert code == 0, err
+    with open(tmp_path / "g.json") as f:
+        assert json.load(f)["tokens"] == r.tokens
