@@ -36,13 +36,14 @@ Expected<std::string> storage_type(DType t) {
 }
 
 // Type a value is computed in.
-std::string compute_type(DType t) {
+// GLSL computes comparisons and logic in bool (C in int).
+std::string compute_type(DType t, bool glsl = false) {
   switch (t) {
     case DType::f32:
     case DType::f16:
     case DType::bf16: return "float";
     case DType::f64: return "double";
-    case DType::boolean: return "int";
+    case DType::boolean: return glsl ? "bool" : "int";
     default: return *storage_type(t);
   }
 }
@@ -50,19 +51,32 @@ std::string compute_type(DType t) {
 bool is_f64(DType t) { return t == DType::f64; }
 std::string sfx(DType t) { return is_f64(t) ? "_f64" : "_f32"; }
 
-std::string float_lit(double v, DType t) {
+// GLSL: NAN and INFINITY are macros of the GLSL prelude, `lf` marks a double literal.
+std::string float_lit(double v, DType t, bool glsl = false) {
+  if (glsl && !std::isfinite(v)) {
+    std::string s = std::isnan(v) ? "NAN" : "INFINITY";
+    if (is_f64(t)) s = "double(" + s + ")";
+    return std::isinf(v) && v < 0 ? "(-" + s + ")" : s;
+  }
   if (std::isnan(v)) return is_f64(t) ? "((double)NAN)" : "NAN";
   if (std::isinf(v)) return v > 0 ? (is_f64(t) ? "((double)INFINITY)" : "INFINITY") : (is_f64(t) ? "(-(double)INFINITY)" : "(-INFINITY)");
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);
   std::string s(buf);
   if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+  if (glsl) return is_f64(t) ? s + "lf" : s;
   return is_f64(t) ? s : "(float)" + s;
 }
 
-std::string int_lit(int64_t v, DType t) {
+// GLSL: `l`/`ul` mark 64-bit literals, casts are constructors, a bool constant is true/false.
+std::string int_lit(int64_t v, DType t, bool glsl = false) {
   if (v == INT64_MIN) return "INT64_MIN";
   std::string s = std::to_string(v);
+  if (glsl) {
+    if (t == DType::u64) return s + "ul";
+    if (t == DType::boolean) return v ? "true" : "false";
+    return compute_type(t, true) + "(" + s + "l)";
+  }
   if (t == DType::u64) return s + "ULL";
   return "(" + compute_type(t) + ")" + s + "LL";
 }
@@ -98,6 +112,29 @@ class Renderer {
   Status emit_reduce(int e, int indent);
   std::string pad(int n) const { return std::string(static_cast<size_t>(n) * 2, ' '); }
   std::string cast_expr(const std::string& v, DType from, DType to);
+  Status emit_glsl_signature(const std::string& symbol);
+
+  // Dialect spellings. GLSL casts with constructors, marks 64-bit literals with `l`, computes
+  // comparisons in bool and converts nothing implicitly to a narrower type, so these places
+  // go through the helpers below; for C they give the C spelling.
+  bool glsl() const { return target_ == CTarget::glsl_vulkan || target_ == CTarget::glsl_gl; }
+  std::string ct(DType t) const { return compute_type(t, glsl()); }
+  std::string conv(const std::string& type, const std::string& v) const {
+    return glsl() ? type + "(" + v + ")" : "(" + type + ")(" + v + ")";
+  }
+  std::string flit(double v, DType t) const { return float_lit(v, t, glsl()); }
+  std::string ilit(int64_t v, DType t) const { return int_lit(v, t, glsl()); }
+  std::string i64lit(int64_t v) const { return std::to_string(v) + (glsl() ? "l" : "LL"); }
+  std::string zero(DType t) const { return glsl() ? ct(t) + "(0)" : "0"; }
+  std::string nan_test(const std::string& a) const { return glsl() ? "isnan(" + a + ")" : "(" + a + " != " + a + ")"; }
+  // an operand of a 64-bit integer helper (GLSL widens only explicitly)
+  std::string wide(const std::string& a, DType t) const {
+    return glsl() ? std::string(is_unsigned_int(t) ? "uint64_t(" : "int64_t(") + a + ")" : a;
+  }
+  // a buffer element: GLSL indexes with int
+  std::string element(int buffer, int index) {
+    return "b" + std::to_string(buffer) + "[" + (glsl() ? "int(" + ref(index) + ")" : ref(index)) + "]";
+  }
   Expected<std::string> unary(const Expr& e);
   Expected<std::string> binary(const Expr& e);
 
@@ -162,16 +199,18 @@ std::string Renderer::ref(int e) {
   const Expr& x = k_.exprs[e];
   switch (x.kind) {
     case ExprKind::loop_var: return "i" + std::to_string(x.loop);
-    case ExprKind::iconst: return x.dtype == DType::i64 ? std::to_string(x.ival) + "LL" : int_lit(x.ival, x.dtype);
-    case ExprKind::fconst: return float_lit(x.fval, x.dtype);
+    case ExprKind::iconst: return x.dtype == DType::i64 ? i64lit(x.ival) : ilit(x.ival, x.dtype);
+    case ExprKind::fconst: return flit(x.fval, x.dtype);
     default: return "e" + std::to_string(e);
   }
 }
 
 std::string Renderer::cast_expr(const std::string& v, DType from, DType to) {
   if (from == to) return v;
-  if (to == DType::boolean) return "((" + v + ") != 0)";
-  if (is_float(to)) return "(" + compute_type(to) + ")(" + v + ")";
+  if (to == DType::boolean) return "((" + v + ") != " + zero(from) + ")";
+  // GLSL converts a bool by selecting
+  if (glsl() && from == DType::boolean) return "((" + v + ") ? " + ct(to) + "(1) : " + ct(to) + "(0))";
+  if (is_float(to)) return conv(ct(to), v);
   // to an integer type
   if (is_float(from)) {
     std::string f = is_f64(from) ? "f64" : "f32";
@@ -180,14 +219,14 @@ std::string Renderer::cast_expr(const std::string& v, DType from, DType to) {
       case DType::u8: return "rlx_" + f + "_to_u8_sat(" + v + ")";
       case DType::i32: return "rlx_" + f + "_to_i32_sat(" + v + ")";
       case DType::i64: return "rlx_" + f + "_to_i64_sat(" + v + ")";
-      case DType::u64: return "rlx_f64_to_u64_sat((double)(" + v + "))";
+      case DType::u64: return "rlx_f64_to_u64_sat(" + conv("double", v) + ")";
       default: {
         IntRange r = int_range(to);
-        return "(" + compute_type(to) + ")rlx_f64_to_range_sat((double)(" + v + "), " + r.lo + ", " + r.hi + ")";
+        return conv(ct(to), "rlx_f64_to_range_sat(" + conv("double", v) + ", " + r.lo + ", " + r.hi + ")");
       }
     }
   }
-  return "(" + compute_type(to) + ")(" + v + ")";
+  return conv(ct(to), v);
 }
 
 Expected<std::string> Renderer::unary(const Expr& e) {
@@ -200,7 +239,7 @@ Expected<std::string> Renderer::unary(const Expr& e) {
     case Op::Abs:
       if (fl) return std::string(is_f64(t) ? "fabs(" : "fabsf(") + a + ")";
       if (is_unsigned_int(t)) return a;
-      return "(" + a + " < 0 ? -" + a + " : " + a + ")";
+      return "(" + a + " < " + zero(t) + " ? -" + a + " : " + a + ")";
     case Op::Exp: return "rlx_exp" + s + "(" + a + ")";
     case Op::Log: return "rlx_log" + s + "(" + a + ")";
     case Op::Sqrt: return "rlx_sqrt" + s + "(" + a + ")";
@@ -216,16 +255,18 @@ Expected<std::string> Renderer::unary(const Expr& e) {
     case Op::Round: return "rlx_round" + s + "(" + a + ")";
     case Op::Sign:
       if (fl) return "rlx_sign" + s + "(" + a + ")";
+      if (glsl())
+        return "(" + a + " > " + zero(t) + " ? " + ct(t) + "(1) : (" + a + " < " + zero(t) + " ? " + ct(t) + "(-1) : " + zero(t) + "))";
       return "((" + a + " > 0) - (" + a + " < 0))";
     case Op::Not: return "(!" + a + ")";
-    case Op::IsNan: return "(" + a + " != " + a + ")";
+    case Op::IsNan: return nan_test(a);
     case Op::IsInf: {
-      std::string inf = is_f64(t) ? "(double)INFINITY" : "INFINITY";
+      std::string inf = glsl() ? flit(INFINITY, t) : (is_f64(t) ? "(double)INFINITY" : "INFINITY");
       std::string pos = "(" + a + " == " + inf + ")", neg = "(" + a + " == -" + inf + ")";
       if (e.ival && e.ival2) return "(" + pos + " || " + neg + ")";
       if (e.ival) return pos;
       if (e.ival2) return neg;
-      return std::string("0");
+      return std::string(glsl() ? "false" : "0");
     }
     default: break;
   }
@@ -236,24 +277,24 @@ Expected<std::string> Renderer::binary(const Expr& e) {
   const DType t = k_.exprs[e.a].dtype;
   const std::string a = ref(e.a), b = ref(e.b);
   const bool fl = is_float(t);
-  const std::string ct = compute_type(t);
+  const std::string ct = compute_type(t, glsl());
   switch (e.op) {
     case Op::Add: return "(" + a + " + " + b + ")";
     case Op::Sub: return "(" + a + " - " + b + ")";
     case Op::Mul: return "(" + a + " * " + b + ")";
     case Op::Div:
       if (fl) return "(" + a + " / " + b + ")";
-      if (is_unsigned_int(t)) return "(" + b + " == 0 ? (" + ct + ")0 : (" + ct + ")(" + a + " / " + b + "))";
-      return "(" + ct + ")rlx_tdiv_i64(" + a + ", " + b + ")";
+      if (is_unsigned_int(t)) return "(" + b + " == " + zero(t) + " ? " + conv(ct, "0") + " : " + conv(ct, a + " / " + b) + ")";
+      return conv(ct, "rlx_tdiv_i64(" + wide(a, t) + ", " + wide(b, t) + ")");
     case Op::Pow:
       if (fl) return "rlx_pow" + sfx(t) + "(" + a + ", " + b + ")";
-      if (is_unsigned_int(t)) return "(" + ct + ")rlx_ipow_u64(" + a + ", " + b + ")";
-      return "(" + ct + ")rlx_ipow_i64(" + a + ", " + b + ")";
+      if (is_unsigned_int(t)) return conv(ct, "rlx_ipow_u64(" + wide(a, t) + ", " + wide(b, t) + ")");
+      return conv(ct, "rlx_ipow_i64(" + wide(a, t) + ", " + wide(b, t) + ")");
     case Op::Max:
-      if (fl) return "((" + a + " > " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
+      if (fl) return "((" + a + " > " + b + " || " + nan_test(a) + ") ? " + a + " : " + b + ")";
       return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
     case Op::Min:
-      if (fl) return "((" + a + " < " + b + " || " + a + " != " + a + ") ? " + a + " : " + b + ")";
+      if (fl) return "((" + a + " < " + b + " || " + nan_test(a) + ") ? " + a + " : " + b + ")";
       return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
     case Op::Mod:
       if (fl) {
@@ -261,9 +302,9 @@ Expected<std::string> Renderer::binary(const Expr& e) {
         if (!e.ival) return f + a + ", " + b + ")";
         return "rlx_fmod_floor" + sfx(t) + "(" + a + ", " + b + ")";
       }
-      if (is_unsigned_int(t)) return "(" + b + " == 0 ? (" + ct + ")0 : (" + ct + ")(" + a + " % " + b + "))";
-      if (e.ival) return "(" + ct + ")rlx_mod_i64(" + a + ", " + b + ")";
-      return "(" + ct + ")rlx_trem_i64(" + a + ", " + b + ")";
+      if (is_unsigned_int(t)) return "(" + b + " == " + zero(t) + " ? " + conv(ct, "0") + " : " + conv(ct, a + " % " + b) + ")";
+      if (e.ival) return conv(ct, "rlx_mod_i64(" + wide(a, t) + ", " + wide(b, t) + ")");
+      return conv(ct, "rlx_trem_i64(" + wide(a, t) + ", " + wide(b, t) + ")");
     case Op::Equal: return "(" + a + " == " + b + ")";
     case Op::NotEqual: return "(" + a + " != " + b + ")";
     case Op::Less: return "(" + a + " < " + b + ")";
@@ -272,7 +313,9 @@ Expected<std::string> Renderer::binary(const Expr& e) {
     case Op::GreaterEqual: return "(" + a + " >= " + b + ")";
     case Op::And: return "(" + a + " && " + b + ")";
     case Op::Or: return "(" + a + " || " + b + ")";
-    case Op::Xor: return "((" + a + " != 0) != (" + b + " != 0))";
+    case Op::Xor:
+      if (glsl() && t == DType::boolean) return "(" + a + " != " + b + ")";
+      return "((" + a + " != " + zero(t) + ") != (" + b + " != " + zero(t) + "))";
     default: break;
   }
   return error(ErrorCode::unsupported, "C renderer: binary ", op_name(e.op));
@@ -283,10 +326,10 @@ Expected<std::string> Renderer::value_of(int i) {
   switch (e.kind) {
     case ExprKind::load: {
       const DType t = args_[e.buffer];
-      std::string acc = "b" + std::to_string(e.buffer) + "[" + ref(e.a) + "]";
+      std::string acc = element(e.buffer, e.a);
       if (t == DType::f16) return "rlx_f16_to_f32(" + acc + ")";
       if (t == DType::bf16) return "rlx_bf16_to_f32(" + acc + ")";
-      if (t == DType::boolean) return "(int)" + acc;
+      if (t == DType::boolean) return glsl() ? "(" + acc + " != uint8_t(0))" : "(int)" + acc;
       return acc;
     }
     case ExprKind::unary: return unary(e);
@@ -297,15 +340,14 @@ Expected<std::string> Renderer::value_of(int i) {
     case ExprKind::imod: return "(" + ref(e.a) + " % " + ref(e.b) + ")";
     case ExprKind::clamp: {
       std::string a = ref(e.a);
-      return "(" + a + " < " + std::to_string(e.ival) + "LL ? " + std::to_string(e.ival) + "LL : (" + a + " > " +
-             std::to_string(e.ival2) + "LL ? " + std::to_string(e.ival2) + "LL : " + a + "))";
+      return "(" + a + " < " + i64lit(e.ival) + " ? " + i64lit(e.ival) + " : (" + a + " > " + i64lit(e.ival2) + " ? " +
+             i64lit(e.ival2) + " : " + a + "))";
     }
     case ExprKind::random: {
-      std::string seed = std::to_string(static_cast<uint64_t>(e.ival)) + "ULL";
-      std::string v = e.op == Op::Mul
-                          ? "rlx_random_normal(" + seed + ", (uint64_t)" + ref(e.a) + ", " + float_lit(e.fval, DType::f64) + ", " + float_lit(e.fval2, DType::f64) + ")"
-                          : "rlx_random_uniform(" + seed + ", (uint64_t)" + ref(e.a) + ", " + float_lit(e.fval, DType::f64) + ", " + float_lit(e.fval2, DType::f64) + ")";
-      return "(" + compute_type(e.dtype) + ")" + v;
+      std::string seed = std::to_string(static_cast<uint64_t>(e.ival)) + (glsl() ? "ul" : "ULL");
+      std::string args = seed + ", " + conv("uint64_t", ref(e.a)) + ", " + flit(e.fval, DType::f64) + ", " + flit(e.fval2, DType::f64) + ")";
+      std::string v = e.op == Op::Mul ? "rlx_random_normal(" + args : "rlx_random_uniform(" + args;
+      return conv(ct(e.dtype), v);
     }
     default: break;
   }
@@ -319,17 +361,18 @@ Status Renderer::emit_reduce(int i, int indent) {
   const std::string acc = "acc" + std::to_string(i);
   const bool fl = is_float(t);
   const bool arg = op_info(e.op).family == OpFamily::argreduce;
-  std::string at = compute_type(arg ? bt : t);
-  if (!arg && !fl && t != DType::boolean) at = is_unsigned_int(t) ? "uint64_t" : "int64_t";
+  std::string at = ct(arg ? bt : t);
+  // GLSL has no arithmetic on bool: a bool reduction accumulates in int64_t
+  if (!arg && !fl && (t != DType::boolean || glsl())) at = is_unsigned_int(t) ? "uint64_t" : "int64_t";
   std::string init;
   switch (e.op) {
-    case Op::ReduceSum: init = fl ? float_lit(0.0, t) : "0"; break;
-    case Op::ReduceProd: init = fl ? float_lit(1.0, t) : "1"; break;
+    case Op::ReduceSum: init = fl ? flit(0.0, t) : "0"; break;
+    case Op::ReduceProd: init = fl ? flit(1.0, t) : "1"; break;
     case Op::ReduceMax:
-      init = fl ? float_lit(-INFINITY, t) : (is_unsigned_int(t) ? "0" : "INT64_MIN");
+      init = fl ? flit(-INFINITY, t) : (is_unsigned_int(t) ? "0" : "INT64_MIN");
       break;
     case Op::ReduceMin:
-      init = fl ? float_lit(INFINITY, t) : (is_unsigned_int(t) ? "UINT64_MAX" : "INT64_MAX");
+      init = fl ? flit(INFINITY, t) : (is_unsigned_int(t) ? "UINT64_MAX" : "INT64_MAX");
       break;
     default: break;
   }
@@ -342,7 +385,7 @@ Status Renderer::emit_reduce(int i, int indent) {
     out_ << pad(indent) << at << " " << acc << " = 0; int64_t " << acc << "_i = -1; int64_t " << acc << "_k = 0;\n";
   } else {
     out_ << pad(indent) << at << " " << acc << " = " << init << ";\n";
-    if (float_minmax) out_ << pad(indent) << "int " << acc << "_nan = 0;\n";
+    if (float_minmax) out_ << pad(indent) << (glsl() ? "bool " : "int ") << acc << (glsl() ? "_nan = false;\n" : "_nan = 0;\n");
   }
   int depth = indent;
   for (size_t li = 0; li < e.loops.size(); ++li) {
@@ -365,26 +408,28 @@ Status Renderer::emit_reduce(int i, int indent) {
     ++depth;
   }
   RLX_TRY(emit_region(3 + i, depth));
-  const std::string x = ref(e.a);
+  std::string x = ref(e.a);
+  if (glsl() && !arg && ct(bt) != at) x = bt == DType::boolean ? "(" + x + " ? " + at + "(1) : " + at + "(0))" : conv(at, x);
+  const std::string nan_or = glsl() ? " = " + acc + "_nan || isnan(" + x + ");\n" : " |= " + x + " != " + x + ";\n";
   switch (e.op) {
     case Op::ReduceSum: out_ << pad(depth) << acc << " += " << x << ";\n"; break;
     case Op::ReduceProd: out_ << pad(depth) << acc << " *= " << x << ";\n"; break;
     case Op::ReduceMax:
       out_ << pad(depth) << acc << " = " << x << " > " << acc << " ? " << x << " : " << acc << ";\n";
-      if (float_minmax) out_ << pad(depth) << acc << "_nan |= " << x << " != " << x << ";\n";
+      if (float_minmax) out_ << pad(depth) << acc << "_nan" << nan_or;
       break;
     case Op::ReduceMin:
       out_ << pad(depth) << acc << " = " << x << " < " << acc << " ? " << x << " : " << acc << ";\n";
-      if (float_minmax) out_ << pad(depth) << acc << "_nan |= " << x << " != " << x << ";\n";
+      if (float_minmax) out_ << pad(depth) << acc << "_nan" << nan_or;
       break;
     case Op::ArgMax:
     case Op::ArgMin: {
       // numpy semantics: NaN is the extreme; ties keep the first index unless select_last
       const char* cmp = e.op == Op::ArgMax ? " > " : " < ";
       std::string better = "(" + x + cmp + acc + ")";
-      if (is_float(bt)) better = "(" + x + " != " + x + " || " + better + ")";
+      if (is_float(bt)) better = "(" + nan_test(x) + " || " + better + ")";
       if (e.ival) better = "(" + better + " || " + x + " == " + acc + ")";
-      std::string stop = is_float(bt) ? "(" + acc + "_i >= 0 && " + acc + " != " + acc + ")" : "0";
+      std::string stop = is_float(bt) ? "(" + acc + "_i >= 0 && " + nan_test(acc) + ")" : (glsl() ? "false" : "0");
       out_ << pad(depth) << "if (" << acc << "_i < 0 || (!" << stop << " && " << better << ")) { " << acc << " = " << x
            << "; " << acc << "_i = " << acc << "_k; }\n";
       out_ << pad(depth) << "++" << acc << "_k;\n";
@@ -398,7 +443,8 @@ Status Renderer::emit_reduce(int i, int indent) {
   }
   if (float_minmax) out_ << pad(indent) << "if (" << acc << "_nan) " << acc << " = NAN;\n";
   const std::string result = arg ? acc + "_i" : acc;
-  out_ << pad(indent) << compute_type(t) << " e" << i << " = (" << compute_type(t) << ")" << result << ";\n";
+  const std::string value = glsl() && t == DType::boolean ? "(" + result + " != int64_t(0))" : conv(ct(t), result);
+  out_ << pad(indent) << ct(t) << " e" << i << " = " << value << ";\n";
   return Status::ok();
 }
 
@@ -407,7 +453,7 @@ Status Renderer::emit_expr(int i, int indent) {
   if (e.kind == ExprKind::loop_var || e.kind == ExprKind::iconst || e.kind == ExprKind::fconst) return Status::ok();
   if (e.kind == ExprKind::reduce) return emit_reduce(i, indent);
   RLX_ASSIGN_OR_RETURN(std::string v, value_of(i));
-  out_ << pad(indent) << compute_type(e.dtype) << " e" << i << " = " << v << ";\n";
+  out_ << pad(indent) << ct(e.dtype) << " e" << i << " = " << v << ";\n";
   return Status::ok();
 }
 
@@ -418,7 +464,34 @@ Status Renderer::emit_region(int region, int indent) {
   return Status::ok();
 }
 
+// GLSL compute: the buffers are std430 storage buffers at bindings 0..n-1 and the domain size
+// comes from push constants (Vulkan) or uniforms at locations 0 and 1 (OpenGL). An invocation
+// computes one (row, column) element; a serial kernel runs its whole domain in invocation 0.
+// Invocations are numbered over a 2D grid of work groups (x fastest), so a big domain is not
+// held to the 65535 groups one dimension guarantees.
+Status Renderer::emit_glsl_signature(const std::string& symbol) {
+  const bool vk = target_ == CTarget::glsl_vulkan;
+  out_ << "// kernel " << symbol << "\nlayout(local_size_x = " << kGlslWorkgroupSize << ") in;\n";
+  for (size_t a = 0; a < args_.size(); ++a) {
+    RLX_ASSIGN_OR_RETURN(std::string st, storage_type(args_[a]));
+    out_ << "layout(std430, binding = " << a << ") buffer RlxBuf" << a << " { " << st << " b" << a << "[]; };\n";
+  }
+  out_ << (vk ? "layout(push_constant) uniform RlxDomain { int64_t rows; int64_t cols; } rlx_domain;\n"
+              : "layout(location = 0) uniform int64_t rlx_rows;\nlayout(location = 1) uniform int64_t rlx_cols;\n");
+  out_ << "void main() {\n";
+  out_ << (vk ? "  int64_t rows = rlx_domain.rows, cols = rlx_domain.cols;\n" : "  int64_t rows = rlx_rows, cols = rlx_cols;\n");
+  out_ << "  int64_t gid = int64_t(gl_GlobalInvocationID.x) + int64_t(gl_GlobalInvocationID.y) * "
+          "int64_t(gl_NumWorkGroups.x) * int64_t(gl_WorkGroupSize.x);\n";
+  if (k_.serial) {
+    out_ << "  if (gid != 0) return;\n  int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;\n";
+  } else {
+    out_ << "  if (gid >= rows * cols) return;\n  int64_t r0 = gid / cols, r1 = r0 + 1, c0 = gid % cols, c1 = c0 + 1;\n";
+  }
+  return Status::ok();
+}
+
 Status Renderer::emit_signature(const std::string& symbol) {
+  if (glsl()) return emit_glsl_signature(symbol);
   if (target_ == CTarget::host) {
     out_ << "void " << symbol << "(void* const* restrict bufs, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {\n";
     for (size_t a = 0; a < args_.size(); ++a) {
@@ -427,18 +500,23 @@ Status Renderer::emit_signature(const std::string& symbol) {
     }
     return Status::ok();
   }
-  // OpenCL: buffers are kernel arguments; a work item computes one (row, column) element,
-  // a serial kernel runs its whole domain in one work item.
-  out_ << "__kernel void " << symbol << "(";
+  // OpenCL and CUDA: buffers are kernel arguments; a work item (CUDA thread) computes one
+  // (row, column) element, a serial kernel runs its whole domain in one work item.
+  const bool cuda = target_ == CTarget::cuda;
+  out_ << (cuda ? "extern \"C\" __global__ void " : "__kernel void ") << symbol << "(";
   for (size_t a = 0; a < args_.size(); ++a) {
     RLX_ASSIGN_OR_RETURN(std::string st, storage_type(args_[a]));
-    out_ << "__global " << st << "* restrict b" << a << ", ";
+    out_ << (cuda ? st + "* __restrict__ b" : "__global " + st + "* restrict b") << a << ", ";
   }
-  out_ << "const long rows, const long cols) {\n";
+  out_ << (cuda ? "const long long rows, const long long cols) {\n" : "const long rows, const long cols) {\n");
   if (k_.serial) {
+    // CUDA launches a serial kernel as one thread; the guard keeps a wider launch correct
+    if (cuda) out_ << "  if (blockIdx.x != 0 || threadIdx.x != 0) return;\n";
     out_ << "  const int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;\n";
   } else {
-    out_ << "  const int64_t gid = (int64_t)get_global_id(0);\n";
+    // 64-bit index math: rows * cols may exceed 2^31 elements
+    out_ << (cuda ? "  const int64_t gid = (int64_t)blockIdx.x * (int64_t)blockDim.x + (int64_t)threadIdx.x;\n"
+                  : "  const int64_t gid = (int64_t)get_global_id(0);\n");
     out_ << "  if (gid >= rows * cols) return;\n";
     out_ << "  const int64_t r0 = gid / cols, r1 = r0 + 1, c0 = gid % cols, c1 = c0 + 1;\n";
   }
@@ -457,10 +535,11 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
   // unravel the row index into the outer domain loops
   int64_t stride = 1;
   for (int l = dr - 2; l >= 0; --l) {
-    out_ << "    const int64_t i" << l << " = (r / " << stride << "LL) % " << k_.loops[l].extent << "LL;\n";
+    out_ << (glsl() ? "    int64_t i" : "    const int64_t i") << l << " = (r / " << i64lit(stride) << ") % "
+         << i64lit(k_.loops[l].extent) << ";\n";
     stride *= k_.loops[l].extent;
   }
-  out_ << "    (void)r;\n";
+  if (!glsl()) out_ << "    (void)r;\n";
   RLX_TRY(emit_region(1, 2));
   bool col_has_reduce = false;
   for (int i : region_exprs_[2])
@@ -476,14 +555,18 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
     const DType vt = k_.exprs[s.value].dtype;
     std::string v = ref(s.value);
     if (vt != t && !(is_float(vt) && is_float(t))) v = cast_expr(v, vt, t);
-    std::string target = "b" + std::to_string(s.buffer) + "[" + ref(s.index) + "]";
+    std::string target = element(s.buffer, s.index);
+    if (glsl() && is_float(vt) && is_float(t) && ct(vt) != ct(t)) v = conv(ct(t), v);
     if (s.accumulate) {
       if (t == DType::f16) {
         out_ << "      " << target << " = rlx_f32_to_f16(rlx_f16_to_f32(" << target << ") + " << v << ");\n";
       } else if (t == DType::bf16) {
         out_ << "      " << target << " = rlx_f32_to_bf16(rlx_bf16_to_f32(" << target << ") + " << v << ");\n";
       } else if (t == DType::boolean) {  // a bool sum is a logical or
-        out_ << "      " << target << " = (uint8_t)(" << target << " | ((" << v << ") != 0));\n";
+        if (glsl())
+          out_ << "      " << target << " = ((" << target << " != uint8_t(0)) || (" << v << ")) ? uint8_t(1) : uint8_t(0);\n";
+        else
+          out_ << "      " << target << " = (uint8_t)(" << target << " | ((" << v << ") != 0));\n";
       } else {
         out_ << "      " << target << " += " << v << ";\n";
       }
@@ -491,8 +574,8 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
     }
     if (t == DType::f16) v = "rlx_f32_to_f16(" + v + ")";
     else if (t == DType::bf16) v = "rlx_f32_to_bf16(" + v + ")";
-    else if (t == DType::boolean) v = "(uint8_t)((" + v + ") != 0)";
-    else if (t == DType::f32 && vt == DType::f64) v = "(float)(" + v + ")";
+    else if (t == DType::boolean) v = glsl() ? "((" + v + ") ? uint8_t(1) : uint8_t(0))" : "(uint8_t)((" + v + ") != 0)";
+    else if (t == DType::f32 && vt == DType::f64) v = conv("float", v);
     out_ << "      " << target << " = " << v << ";\n";
   }
   out_ << "    }\n  }\n}\n";

@@ -13,8 +13,21 @@
 namespace rlx::codegen {
 
 // Which C dialect: C99 for the host compiler, or OpenCL C 1.2 (a __kernel over one work item
-// per domain element, buffers as __global arguments followed by `long rows, long cols`).
-enum class CTarget { host, opencl };
+// per domain element, buffers as __global arguments followed by `long rows, long cols`), or
+// CUDA C++ for NVRTC (an `extern "C" __global__` kernel, one thread per domain element from
+// blockIdx/threadIdx with 64-bit index math, `__restrict__` buffer pointers followed by
+// `long long rows, long long cols`; a serial kernel runs in one thread). The CUDA dialect
+// needs the prelude compiled with RLX_CUDA defined and NVRTC's -default-device.
+//
+// The GLSL dialects render a compute shader's body (the GLSL prelude, glsl_prelude.h, goes
+// first): buffers as std430 storage buffers at bindings 0..n-1, one invocation per domain
+// element in work groups of kGlslWorkgroupSize over a 2D grid of groups (the id is
+// x + y * groups_x * size), a serial kernel in invocation 0. glsl_vulkan takes the domain
+// size (int64 rows, cols) as push constants; glsl_gl as uniforms at locations 0 and 1.
+enum class CTarget { host, opencl, cuda, glsl_vulkan, glsl_gl };
+
+// Work-group size (local_size_x) of shaders in the GLSL dialects.
+inline constexpr int kGlslWorkgroupSize = 64;
 
 // The C function for one kernel. `arg_dtypes[i]` is the element type of the kernel's i-th
 // buffer argument. Returns unsupported for dtypes the C renderer does not handle (c64).

@@ -1,0 +1,371 @@
+#include "codegen/glsl_prelude.h"
+
+// Why the GLSL looks the way it does:
+//  * GLSL leaves exp/log/sqrt/pow undefined at special values and for negative arguments, so
+//    each wrapper sorts those out before calling the built-in.
+//  * sqrt and 1/sqrt go through double (which GLSL has for arithmetic and sqrt), so they are
+//    rounded once, like the C prelude's.
+//  * tanh is a series near 0 (exp(2a) - 1 cancels there) and 1 - 2/(exp(2a)+1) elsewhere.
+//  * Identifiers may not contain "__" in GLSL, so internal helpers are rlx_x_*.
+
+namespace rlx::codegen {
+namespace {
+
+constexpr const char* kVulkanHeader = R"GLSL(#version 450
+#extension GL_EXT_shader_explicit_arithmetic_types : require
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_shader_16bit_storage : require
+#define RLX_GLSL_VULKAN 1
+)GLSL";
+
+constexpr const char* kGlHeader = R"GLSL(#version 450
+#extension GL_ARB_gpu_shader_int64 : require
+#define RLX_GLSL_GL 1
+#define int32_t int
+#define uint32_t uint
+)GLSL";
+
+constexpr const char* kPreludeBody = R"GLSL(
+/* ---- rlx GLSL prelude (src/codegen/glsl_prelude.h) ---- */
+#define NAN uintBitsToFloat(0x7fc00000u)
+#define INFINITY uintBitsToFloat(0x7f800000u)
+#define INT32_MAX 2147483647
+#define INT64_MAX 9223372036854775807l
+#define INT64_MIN (-9223372036854775807l - 1l)
+#define UINT64_MAX 18446744073709551615ul
+#define fabsf abs
+#define fabs abs
+#define floorf floor
+#define ceilf ceil
+#define fmodf rlx_fmod_f32
+#define fmod rlx_fmod_f64
+
+/* ---------------------------------------------------------------- f32 math */
+float rlx_exp_f32(float x) {
+  if (isnan(x)) return x;
+  if (x > 88.7228394) return INFINITY;
+  if (x < -103.972084) return 0.0;
+  return exp(x);
+}
+float rlx_log_f32(float x) {
+  if (isnan(x) || x == INFINITY) return x;
+  if (x < 0.0) return NAN;
+  if (x == 0.0) return -INFINITY;
+  return log(x);
+}
+float rlx_sqrt_f32(float x) {
+  if (x < 0.0) return NAN;
+  return float(sqrt(double(x)));
+}
+float rlx_rsqrt_f32(float x) {
+  if (x < 0.0) return NAN;
+  if (x == 0.0) return (floatBitsToUint(x) >> 31) != 0u ? -INFINITY : INFINITY;
+  if (isinf(x)) return 0.0;
+  return float(1.0lf / sqrt(double(x)));
+}
+float rlx_tanh_f32(float x) {
+  if (isnan(x)) return x;
+  float a = min(abs(x), 10.0);
+  float r;
+  if (a < 0.5) {
+    /* odd Taylor series in double through a^17 (relative error < 1e-8 for a < 0.5) */
+    double d = double(a), s = d * d;
+    double p = 6404582.0lf / 10854718875.0lf;
+    p = p * s - 929569.0lf / 638512875.0lf;
+    p = p * s + 21844.0lf / 6081075.0lf;
+    p = p * s - 1382.0lf / 155925.0lf;
+    p = p * s + 62.0lf / 2835.0lf;
+    p = p * s - 17.0lf / 315.0lf;
+    p = p * s + 2.0lf / 15.0lf;
+    p = p * s - 1.0lf / 3.0lf;
+    r = float(d + d * s * p);
+  } else {
+    r = float(1.0lf - 2.0lf / (double(exp(2.0 * a)) + 1.0lf));
+  }
+  return x < 0.0 ? -r : r;
+}
+float rlx_sigmoid_f32(float x) {
+  if (isnan(x)) return x;
+  float e = rlx_exp_f32(-abs(x));
+  return (x >= 0.0 ? 1.0 : e) / (1.0 + e);
+}
+/* erf as in the C prelude: a + a*P(a^2) below 0.875, 1 - exp(Q(a)) above (a clamped to 6) */
+float rlx_x_erf_small_f32(float a) {
+  float s = a * a;
+  float p = -6.203255034e-04;
+  p = p * s + 5.032181274e-03;
+  p = p * s + -2.679146267e-02;
+  p = p * s + 1.128245518e-01;
+  p = p * s + -3.761255145e-01;
+  p = p * s + 1.283791512e-01;
+  return a + a * p;
+}
+float rlx_x_erfc_large_f32(float a) {
+  float t = min(a, 6.0);
+  float q = 1.142501446e-06;
+  q = q * t + -3.635958637e-05;
+  q = q * t + 5.175793776e-04;
+  q = q * t + -4.408638459e-03;
+  q = q * t + 2.550010569e-02;
+  q = q * t + -1.086115092e-01;
+  q = q * t + -6.332198381e-01;
+  q = q * t + -1.129510760e+00;
+  q = q * t + 1.627859747e-04;
+  return rlx_exp_f32(q);
+}
+float rlx_erf_f32(float x) {
+  if (isnan(x)) return x;
+  float a = abs(x);
+  float r = a < 0.875 ? rlx_x_erf_small_f32(a) : 1.0 - rlx_x_erfc_large_f32(a);
+  return x < 0.0 ? -r : r;
+}
+float rlx_sin_f32(float x) { return isinf(x) ? NAN : sin(x); }
+float rlx_cos_f32(float x) { return isinf(x) ? NAN : cos(x); }
+/* C's powf: special cases first, then exp2(y * log2|x|) with the sign of an odd power */
+float rlx_pow_f32(float x, float y) {
+  if (y == 0.0 || x == 1.0) return 1.0;
+  if (isnan(x) || isnan(y)) return NAN;
+  float ax = abs(x), ay = abs(y);
+  bool yint = floor(y) == y;
+  bool yodd = yint && ay < 16777216.0 && fract(ay * 0.5) != 0.0;
+  bool neg = (floatBitsToUint(x) >> 31) != 0u;
+  if (neg && ax != 0.0 && !isinf(x) && !yint) return NAN;
+  float r;
+  if (ax == 0.0) r = y < 0.0 ? INFINITY : 0.0;
+  else if (isinf(ax)) r = y < 0.0 ? 0.0 : INFINITY;
+  else if (isinf(y)) r = ax == 1.0 ? 1.0 : ((ax > 1.0) == (y > 0.0) ? INFINITY : 0.0);
+  else r = exp2(y * log2(ax));
+  return neg && yodd ? -r : r;
+}
+float rlx_round_f32(float x) { return roundEven(x); }
+float rlx_sign_f32(float x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
+
+/* ---------------------------------------------------------------- f64 arithmetic */
+double rlx_sqrt_f64(double x) { return x < 0.0lf ? double(NAN) : sqrt(x); }
+double rlx_rsqrt_f64(double x) {
+  if (x < 0.0lf) return double(NAN);
+  if (x == 0.0lf) return (unpackDouble2x32(x).y >> 31) != 0u ? -double(INFINITY) : double(INFINITY);
+  if (isinf(x)) return 0.0lf;
+  return 1.0lf / sqrt(x);
+}
+double rlx_round_f64(double x) { return roundEven(x); }
+double rlx_sign_f64(double x) { return x > 0.0lf ? 1.0lf : (x < 0.0lf ? -1.0lf : x); }
+/* C's fmod: a - b*trunc(a/b), the quotient corrected by one where a/b rounded across an
+   integer (exact for f32 operands with |a/b| < 2^29) */
+double rlx_fmod_f64(double a, double b) {
+  if (isnan(a) || isnan(b) || isinf(a) || b == 0.0lf) return double(NAN);
+  if (isinf(b)) return a;
+  double q = trunc(a / b);
+  double r = a - b * q;
+  if (r != 0.0lf && ((r < 0.0lf) != (a < 0.0lf))) r += (r < 0.0lf) == (b < 0.0lf) ? -b : b;
+  if (r == 0.0lf) r = a < 0.0lf ? -0.0lf : 0.0lf;
+  return r;
+}
+float rlx_fmod_f32(float a, float b) { return float(rlx_fmod_f64(double(a), double(b))); }
+float rlx_fmod_floor_f32(float a, float b) {
+  float r = rlx_fmod_f32(a, b);
+  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+double rlx_fmod_floor_f64(double a, double b) {
+  double r = rlx_fmod_f64(a, b);
+  return (r != 0.0lf && ((r < 0.0lf) != (b < 0.0lf))) ? r + b : r;
+}
+
+/* ---------------------------------------------------------------- saturating casts */
+int32_t rlx_f32_to_i32_sat(float x) {
+  if (isnan(x)) return 0;
+  if (x >= 2147483648.0) return INT32_MAX;
+  if (x <= -2147483648.0) return -INT32_MAX - 1;
+  return int(x);
+}
+int64_t rlx_f32_to_i64_sat(float x) {
+  if (isnan(x)) return 0l;
+  if (x >= 9223372036854775808.0) return INT64_MAX;
+  if (x <= -9223372036854775808.0) return INT64_MIN;
+  return int64_t(x);
+}
+int32_t rlx_f64_to_i32_sat(double x) {
+  if (isnan(x)) return 0;
+  return int(trunc(clamp(x, -2147483648.0lf, 2147483647.0lf)));
+}
+int64_t rlx_f64_to_i64_sat(double x) {
+  if (isnan(x)) return 0l;
+  if (x >= 9223372036854775808.0lf) return INT64_MAX;
+  if (x <= -9223372036854775808.0lf) return INT64_MIN;
+  return int64_t(x);
+}
+double rlx_f64_to_range_sat(double x, double lo, double hi) {
+  if (isnan(x)) return 0.0lf;
+  if (x < lo) return lo;
+  if (x > hi) return hi;
+  return trunc(x);
+}
+uint64_t rlx_f64_to_u64_sat(double x) {
+  if (isnan(x) || x <= 0.0lf) return 0ul;
+  if (x >= 18446744073709551615.0lf) return UINT64_MAX;
+  return uint64_t(x);
+}
+
+/* ---------------------------------------------------------------- integer helpers */
+int64_t rlx_tdiv_i64(int64_t a, int64_t b) {
+  if (b == 0l) return 0l;
+  if (b == -1l) return -a;
+  return a / b;
+}
+/* GLSL's % on negative operands is undefined: the remainder comes from the quotient */
+int64_t rlx_trem_i64(int64_t a, int64_t b) {
+  if (b == 0l || b == -1l) return 0l;
+  return a - (a / b) * b;
+}
+int64_t rlx_mod_i64(int64_t a, int64_t b) {
+  if (b == 0l || b == -1l) return 0l;
+  int64_t r = a - (a / b) * b;
+  return (r != 0l && ((r ^ b) < 0l)) ? r + b : r;
+}
+int64_t rlx_ipow_i64(int64_t base, int64_t e) {
+  if (e < 0l) return base == 1l ? 1l : (base == -1l ? ((e & 1l) != 0l ? -1l : 1l) : 0l);
+  uint64_t r = 1ul, b = uint64_t(base);
+  while (e != 0l) { if ((e & 1l) != 0l) r *= b; b *= b; e >>= 1; }
+  return int64_t(r);
+}
+uint64_t rlx_ipow_u64(uint64_t b, uint64_t e) {
+  uint64_t r = 1ul;
+  while (e != 0ul) { if ((e & 1ul) != 0ul) r *= b; b *= b; e >>= 1; }
+  return r;
+}
+
+/* ---------------------------------------------------------------- random numbers */
+uint64_t rlx_splitmix64(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ul;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBul;
+  return x ^ (x >> 31);
+}
+double rlx_random01(uint64_t seed, uint64_t counter) {
+  uint64_t h = rlx_splitmix64(seed + (counter + 1ul) * 0x9E3779B97F4A7C15ul);
+  return double(h >> 11) * 1.1102230246251565404e-16lf;
+}
+double rlx_random_uniform(uint64_t seed, uint64_t i, double a, double b) {
+  return a + (b - a) * rlx_random01(seed, i);
+}
+/* GLSL has no double log or cos: the Box-Muller transform runs in float */
+double rlx_random_normal(uint64_t seed, uint64_t i, double mean, double std) {
+  double u1 = rlx_random01(seed, 2ul * i), u2 = rlx_random01(seed, 2ul * i + 1ul);
+  if (u1 < 1.1102230246251565404e-16lf) u1 = 1.1102230246251565404e-16lf;
+  return mean + std * double(sqrt(-2.0 * log(float(u1))) * cos(6.2831853071795865 * float(u2)));
+}
+)GLSL";
+
+// The 8/16-bit pieces exist only where the types do (Vulkan).
+constexpr const char* kSmallTypes = R"GLSL(
+/* ---------------------------------------------------------------- f16 / bf16 (exact) */
+float rlx_f16_to_f32(uint16_t h) {
+  uint sign = (uint(h) & 0x8000u) << 16;
+  uint em = uint(h) & 0x7fffu;
+  uint bits;
+  if (em >= 0x7c00u) bits = (em << 13) | 0x7f800000u;
+  else if (em < 0x0400u) bits = floatBitsToUint(float(em) * 5.9604644775390625e-8);
+  else bits = (em << 13) + 0x38000000u;
+  return uintBitsToFloat(bits | sign);
+}
+uint16_t rlx_f32_to_f16(float f) {
+  uint x = floatBitsToUint(f);
+  uint sign = (x >> 16) & 0x8000u;
+  uint a = x & 0x7fffffffu;
+  uint h;
+  if (a > 0x7f800000u) h = 0x7e00u | ((a >> 13) & 0x03ffu);
+  else if (a >= 0x47800000u) h = 0x7c00u;
+  else if (a < 0x38800000u) h = floatBitsToUint(uintBitsToFloat(a) + 0.5) - 0x3f000000u;
+  else h = (a - 0x38000000u + 0x0fffu + ((a >> 13) & 1u)) >> 13;
+  return uint16_t(h | sign);
+}
+float rlx_bf16_to_f32(uint16_t h) { return uintBitsToFloat(uint(h) << 16); }
+uint16_t rlx_f32_to_bf16(float f) {
+  uint x = floatBitsToUint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x0040u);
+  return uint16_t((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+int8_t rlx_f32_to_i8_sat(float x) { return isnan(x) ? int8_t(0) : int8_t(int(clamp(x, -128.0, 127.0))); }
+uint8_t rlx_f32_to_u8_sat(float x) { return isnan(x) ? uint8_t(0) : uint8_t(int(clamp(x, 0.0, 255.0))); }
+int8_t rlx_f64_to_i8_sat(double x) { return isnan(x) ? int8_t(0) : int8_t(int(clamp(x, -128.0lf, 127.0lf))); }
+uint8_t rlx_f64_to_u8_sat(double x) { return isnan(x) ? uint8_t(0) : uint8_t(int(clamp(x, 0.0lf, 255.0lf))); }
+)GLSL";
+
+constexpr const char* kGemmBody = R"GLSL(
+layout(local_size_x = 16, local_size_y = 16) in;
+layout(std430, binding = 0) readonly buffer RlxA { float A[]; };
+layout(std430, binding = 1) readonly buffer RlxB { float B[]; };
+layout(std430, binding = 2) writeonly buffer RlxC { float C[]; };
+shared float as_[16][16];
+shared float bs_[16][17];
+void main() {
+  const int lm = int(gl_LocalInvocationID.y), ln = int(gl_LocalInvocationID.x);
+  int64_t m = int64_t(gl_WorkGroupID.y) * 16l + int64_t(lm), n = int64_t(gl_WorkGroupID.x) * 16l + int64_t(ln);
+  int64_t b = int64_t(gl_WorkGroupID.z);
+  int64_t a0 = b * P_SAB, b0 = b * P_SBB;
+  float acc = 0.0;
+  for (int64_t k0 = 0l; k0 < P_K; k0 += 16l) {
+    int64_t ka = k0 + int64_t(ln), kb = k0 + int64_t(lm);
+    float av = 0.0, bv = 0.0;
+    if (m < P_M && ka < P_K) av = A[int(a0 + m * P_SAM + ka * P_SAK)];
+    if (kb < P_K && n < P_N) bv = B[int(b0 + kb * P_SBK + n * P_SBN)];
+    as_[lm][ln] = av;
+    bs_[lm][ln] = bv;
+    barrier();
+    for (int kk = 0; kk < 16; ++kk) acc = fma(as_[lm][kk], bs_[kk][ln], acc);
+    barrier();
+  }
+  if (m < P_M && n < P_N) C[int(b * P_SCB + m * P_N + n)] = acc;
+}
+)GLSL";
+
+}  // namespace
+
+Claim glsl_supports(const NodeDesc& n, const GlslCaps& caps) {
+  auto check = [&](const TensorType& t) -> std::string {
+    switch (t.dtype) {
+      case DType::f64:
+        if (!caps.fp64) return "this device has no fp64 (shaderFloat64)";
+        switch (n.op) {
+          case Op::Exp: case Op::Log: case Op::Tanh: case Op::Sigmoid: case Op::Erf: case Op::Sin: case Op::Cos:
+          case Op::Pow: case Op::Random:
+            if (n.op == Op::Random && n.attrs.s("dist") != "normal") return "";
+            return cat("GLSL has no double-precision ", op_name(n.op),
+                       " (its exp, log, trigonometric and power built-ins are float-only)");
+          default: return "";
+        }
+      case DType::i8: case DType::u8: case DType::boolean: return caps.int8 ? "" : caps.why_no_int8;
+      case DType::f16: case DType::bf16: case DType::i16: case DType::u16: return caps.int16 ? "" : caps.why_no_int16;
+      default: return "";
+    }
+  };
+  for (const TensorType& t : n.inputs)
+    if (auto why = check(t); !why.empty()) return Claim::no(why);
+  for (const TensorType& t : n.outputs)
+    if (auto why = check(t); !why.empty()) return Claim::no(why);
+  Claim c = c_renderer_supports(n);
+  if (c.ok) c.text = "generated GLSL";
+  return c;
+}
+
+std::string glsl_prelude(CTarget target) {
+  if (target == CTarget::glsl_gl) return std::string(kGlHeader) + kPreludeBody;
+  return std::string(kVulkanHeader) + kPreludeBody + kSmallTypes;
+}
+
+std::string glsl_gemm_source(CTarget target) {
+  static const char* names[] = {"M", "N", "K", "SAB", "SAM", "SAK", "SBB", "SBK", "SBN", "SCB"};
+  std::string s;
+  if (target == CTarget::glsl_gl) {
+    s = kGlHeader;
+    for (int i = 0; i < 10; ++i)
+      s += "layout(location = " + std::to_string(i) + ") uniform int64_t rlx_p" + std::to_string(i) + ";\n#define P_" +
+           names[i] + " rlx_p" + std::to_string(i) + "\n";
+  } else {
+    s = kVulkanHeader;
+    s += "layout(push_constant) uniform RlxGemm { int64_t v[10]; } rlx_p;\n";
+    for (int i = 0; i < 10; ++i) s += "#define P_" + std::string(names[i]) + " rlx_p.v[" + std::to_string(i) + "]\n";
+  }
+  return s + kGemmBody;
+}
+
+}  // namespace rlx::codegen

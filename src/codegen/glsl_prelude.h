@@ -1,0 +1,54 @@
+// The GLSL prelude that starts every compute shader the vulkan and opengl devices generate
+// (the C renderer's glsl_vulkan / glsl_gl dialects render the kernel after it), and the native
+// tiled f32 matrix product both devices run for `dot`.
+//
+// The prelude defines, in GLSL 4.50, what rendered kernels call (the same names as the C
+// prelude, c_prelude.h, and c_runtime_helpers()):
+//   f32 math rlx_{exp,log,sqrt,rsqrt,tanh,sigmoid,erf,sin,cos,pow,round,sign}_f32,
+//     rlx_fmod_floor_f32, and fmodf/fabsf/floorf/ceilf mapped onto GLSL;
+//   f64 rlx_{sqrt,rsqrt,round,sign}_f64, rlx_fmod_floor_f64 (GLSL has no double exp, log,
+//     trigonometric or power built-ins, so the devices refuse those f64 ops);
+//   f16/bf16 conversions (exact, round to nearest even), saturating float->int casts, the
+//   integer helpers (truncating division and remainder without traps, floor modulo, integer
+//   powers) and the counter-based random numbers.
+// Special values follow C (exp(-inf) = 0, log(0) = -inf, log(x<0) = NaN, NaN propagates),
+// checked explicitly because GLSL leaves them undefined.
+//
+// Vulkan: GL_EXT_shader_explicit_arithmetic_types plus 8/16-bit storage give int8_t..
+// uint64_t. OpenGL 4.5 core has no 8/16-bit types: the gl flavour maps the 64-bit names onto
+// GL_ARB_gpu_shader_int64 and the opengl device refuses 8/16-bit dtypes.
+#pragma once
+
+#include <string>
+
+#include "codegen/c_renderer.h"
+
+namespace rlx::codegen {
+
+/// The prelude text for a shader of `target` (glsl_vulkan or glsl_gl), starting with the
+/// #version line.
+std::string glsl_prelude(CTarget target);
+
+/// The native f32 product as a complete compute shader for `target`: 16x16 output tiles
+/// staged through shared memory. Bindings 0, 1, 2 hold A, B, C; parameters (int64 each, in
+/// this order: M, N, K, sab, sam, sak, sbb, sbk, sbn, scb) are push constants (Vulkan) or
+/// uniforms at locations 0..9 (OpenGL). Element (b, m, k) of A is at b*sab + m*sam + k*sak
+/// (likewise B), C is dense [b][m][n] with batch stride scb. Dispatch ceil(N/16) x ceil(M/16)
+/// x batch work groups.
+std::string glsl_gemm_source(CTarget target);
+
+// What a GLSL device's driver offers beyond GLSL 4.50 (see glsl_supports).
+struct GlslCaps {
+  bool fp64 = false;   // double arithmetic (shaderFloat64)
+  bool int8 = false;   // 8-bit storage and arithmetic: i8, u8, bool
+  bool int16 = false;  // 16-bit storage and arithmetic: f16, bf16 (stored), i16, u16
+  std::string why_no_int8, why_no_int16;  // the reason given when refused
+};
+
+// Whether generated GLSL computes strict primitive `n` on a device with `caps`: what the C
+// renderer handles (c_renderer_supports), dtypes the device stores, and no f64 exp, log, tanh,
+// sigmoid, erf, sin, cos, pow or normal random numbers (GLSL's transcendental built-ins are float-only,
+// and rlx does not emulate them in double).
+Claim glsl_supports(const NodeDesc& n, const GlslCaps& caps);
+
+}  // namespace rlx::codegen
