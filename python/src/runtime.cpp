@@ -2,6 +2,8 @@
 // dispatch report as Python objects.
 #include <pybind11/stl.h>
 
+#include <mutex>
+
 #include <nlohmann/json.hpp>
 
 #include "bindings.h"
@@ -17,6 +19,9 @@ namespace {
 struct Executable {
   std::shared_ptr<Model> model;
   CompiledVariant* last = nullptr;  // the variant of the latest run
+  // Runs release the GIL; a compiled variant's arena is not for two runs at once, so runs of
+  // one Executable from several Python threads take turns.
+  std::shared_ptr<std::mutex> run_mu = std::make_shared<std::mutex>();
 };
 
 std::string join_types(const std::vector<TensorType>& ts) {
@@ -70,6 +75,7 @@ py::list run_executable(Executable& e, const py::args& args, const py::kwargs& k
   std::vector<Tensor> outs;
   {
     py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(*e.run_mu);
     auto var = e.model->variant_for(inputs);
     if (var.has_value()) {
       e.last = *var;

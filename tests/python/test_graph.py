@@ -135,3 +135,27 @@ def test_indexing():
         x[4]
     with pytest.raises(rlx.Error):
         x[::-1]
+
+
+def test_runs_from_several_threads():
+    import threading
+    g = rlx.Graph()
+    x = g.input("x", ["n", 16])
+    g.output(rlx.tanh(x @ g.param("w", rng().standard_normal((16, 16)).astype(np.float32))))
+    exe = rlx.compile(g)
+    w = g.weights["w"]
+    errors = []
+
+    def work(seed):
+        r = np.random.default_rng(seed)
+        for _ in range(20):
+            xv = r.standard_normal((int(r.integers(1, 9)), 16)).astype(np.float32)
+            if not np.allclose(exe(xv), np.tanh(xv @ w), rtol=1e-4, atol=1e-5):
+                errors.append(seed)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
