@@ -3,6 +3,8 @@
 // get the same type inference and checks as C++ ones; nothing here computes.
 #include <pybind11/stl.h>
 
+#include <deque>
+
 #include "bindings.h"
 #include "rlx/ir_text.h"
 #include "rlx/op_builder.h"
@@ -125,6 +127,12 @@ Attrs attrs_from_py(Op op, const py::kwargs& kw) {
 std::string tensor_repr(const LazyTensor& t) {
   const Value& v = t.g->graph.values[static_cast<size_t>(t.id)];
   return "rlx.Tensor(" + t.g->graph.value_label(t.id) + ": " + v.type.to_string() + ")";
+}
+
+// Docstrings made at import live as long as the module (pybind11 keeps the pointer).
+const char* keep_doc(std::string doc) {
+  static std::deque<std::string> docs;
+  return docs.emplace_back(std::move(doc)).c_str();
 }
 
 // n-1, ..., 0: the permutation of x.T
@@ -324,7 +332,8 @@ void bind_graph(py::module_& m) {
            {"rsqrt", Op::Rsqrt}, {"reciprocal", Op::Reciprocal}, {"tanh", Op::Tanh}, {"sigmoid", Op::Sigmoid},
            {"erf", Op::Erf}, {"relu", Op::Relu}, {"silu", Op::Silu}}) {
     const Op o = op;
-    m.def(name, [o](const LazyTensor& x) { return unary(o, x); }, py::arg("x"));
+    m.def(name, [o](const LazyTensor& x) { return unary(o, x); }, py::arg("x"),
+          keep_doc(cat("Elementwise ", name, " (the ", op_name(op), " op): a new lazy tensor.")));
   }
   for (auto [name, op] : std::initializer_list<std::pair<const char*, Op>>{{"add", Op::Add},
                                                                           {"sub", Op::Sub},
@@ -335,7 +344,9 @@ void bind_graph(py::module_& m) {
                                                                           {"minimum", Op::Min},
                                                                           {"matmul", Op::MatMul}}) {
     const Op o = op;
-    m.def(name, [o](const LazyTensor& a, const py::object& b) { return binary(o, a, b); }, py::arg("a"), py::arg("b"));
+    m.def(name, [o](const LazyTensor& a, const py::object& b) { return binary(o, a, b); }, py::arg("a"), py::arg("b"),
+          keep_doc(cat("The ", op_name(op), " op on a and b (NumPy broadcasting; b may be a tensor, a number or an "
+                       "array): a new lazy tensor.")));
   }
   m.def(
       "gelu", [](const LazyTensor& x, const std::string& approximate) {
@@ -344,32 +355,32 @@ void bind_graph(py::module_& m) {
       py::arg("x"), py::arg("approximate") = "none", "GELU; approximate='tanh' for the tanh form.");
   m.def(
       "softmax", [](const LazyTensor& x, int64_t axis) { return emit(x.g, [&](OpBuilder& o) { return o.softmax(x.id, axis); }); },
-      py::arg("x"), py::arg("axis") = -1);
+      py::arg("x"), py::arg("axis") = -1, "Softmax along axis.");
   m.def(
       "log_softmax",
       [](const LazyTensor& x, int64_t axis) { return emit(x.g, [&](OpBuilder& o) { return o.log_softmax(x.id, axis); }); },
-      py::arg("x"), py::arg("axis") = -1);
+      py::arg("x"), py::arg("axis") = -1, "log(softmax(x)) along axis, computed stably.");
   m.def(
       "sum", [](const LazyTensor& x, const py::object& axis, bool keepdims) { return reduce(Op::ReduceSum, x, axis, keepdims); },
       py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false, "Sum over axis (an int, a list, or None: all).");
   m.def(
       "mean", [](const LazyTensor& x, const py::object& axis, bool keepdims) { return reduce(Op::ReduceMean, x, axis, keepdims); },
-      py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
+      py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false, "Mean over axis (an int, a list, or None: all).");
   m.def(
       "max", [](const LazyTensor& x, const py::object& axis, bool keepdims) { return reduce(Op::ReduceMax, x, axis, keepdims); },
-      py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
+      py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false, "Maximum over axis (an int, a list, or None: all).");
   m.def(
       "argmax",
       [](const LazyTensor& x, int64_t axis, bool keepdims) {
         return emit(x.g, [&](OpBuilder& o) { return o.argmax(x.id, axis, keepdims); });
       },
-      py::arg("x"), py::arg("axis") = -1, py::arg("keepdims") = false);
+      py::arg("x"), py::arg("axis") = -1, py::arg("keepdims") = false, "Index of the maximum along axis (i64).");
   m.def(
       "cast", [](const LazyTensor& x, const py::object& dtype) {
         DType t = dtype_from_py(dtype);
         return emit(x.g, [&](OpBuilder& o) { return o.cast(x.id, t); });
       },
-      py::arg("x"), py::arg("dtype"));
+      py::arg("x"), py::arg("dtype"), "x converted to dtype ('f16', 'i32', np.float64, ...).");
   m.def(
       "where",
       [](const LazyTensor& c, const LazyTensor& a, const py::object& b) {
@@ -378,7 +389,7 @@ void bind_graph(py::module_& m) {
         same_graph(a, bt);
         return emit(a.g, [&](OpBuilder& o) { return o.where(c.id, a.id, bt.id); });
       },
-      py::arg("cond"), py::arg("a"), py::arg("b"));
+      py::arg("cond"), py::arg("a"), py::arg("b"), "Elementwise cond ? a : b (cond bool).");
   m.def(
       "concat",
       [](const std::vector<LazyTensor>& xs, int64_t axis) {
@@ -387,7 +398,7 @@ void bind_graph(py::module_& m) {
         for (const LazyTensor& t : xs) ids.push_back(t.id);
         return emit(g, [&](OpBuilder& o) { return o.concat(ids, axis); });
       },
-      py::arg("xs"), py::arg("axis") = 0);
+      py::arg("xs"), py::arg("axis") = 0, "Tensors joined along axis.");
   m.def(
       "layer_norm",
       [](const LazyTensor& x, const LazyTensor& scale, const LazyTensor& bias, int64_t axis, double eps) {
@@ -395,26 +406,28 @@ void bind_graph(py::module_& m) {
         same_graph(x, bias);
         return emit(x.g, [&](OpBuilder& o) { return o.layer_norm(x.id, scale.id, bias.id, axis, eps); });
       },
-      py::arg("x"), py::arg("scale"), py::arg("bias"), py::arg("axis") = -1, py::arg("eps") = 1e-5);
+      py::arg("x"), py::arg("scale"), py::arg("bias"), py::arg("axis") = -1, py::arg("eps") = 1e-5,
+      "Layer normalization over the dims from axis on, then * scale + bias.");
   m.def(
       "rms_norm",
       [](const LazyTensor& x, const LazyTensor& scale, int64_t axis, double eps) {
         same_graph(x, scale);
         return emit(x.g, [&](OpBuilder& o) { return o.rms_norm(x.id, scale.id, axis, eps); });
       },
-      py::arg("x"), py::arg("scale"), py::arg("axis") = -1, py::arg("eps") = 1e-6);
+      py::arg("x"), py::arg("scale"), py::arg("axis") = -1, py::arg("eps") = 1e-6,
+      "RMS normalization over the dims from axis on, then * scale.");
   m.def(
       "reshape",
       [](const LazyTensor& x, const std::vector<int64_t>& shape) {
         return emit(x.g, [&](OpBuilder& o) { return o.reshape(x.id, shape); });
       },
-      py::arg("x"), py::arg("shape"));
+      py::arg("x"), py::arg("shape"), "Same elements, new shape (-1 infers one dim).");
   m.def(
       "transpose",
       [](const LazyTensor& x, const std::vector<int64_t>& perm) {
         return emit(x.g, [&](OpBuilder& o) { return o.transpose(x.id, perm); });
       },
-      py::arg("x"), py::arg("perm"));
+      py::arg("x"), py::arg("perm"), "Dims permuted: output dim i is input dim perm[i].");
 
   m.def(
       "gradients",
