@@ -117,6 +117,7 @@ namespace rlx {
   /* composites: block-quantized weights (GGUF formats) */          \
   X(Dequantize, "dequantize", composite, quant)                     \
   X(QMatMul, "qmatmul", composite, quant)                           \
+  X(Int8MatMul, "int8_matmul", composite, quant)                    \
   /* composites: dense linear algebra (native kernels only) */      \
   X(Lu, "lu", composite, linalg)                                    \
   X(Cholesky, "cholesky", composite, linalg)                        \

@@ -474,6 +474,14 @@ std::vector<OpCases> build() {
     qm.push_back(V("q4_0_vec", {T({64}, Dist::unit), Q("q4_0", 9, 64)}, {{"format", std::string("q4_0")}}).k(64).mag(0.05));
     add(Op::QMatMul, TolClass::contraction, std::move(qm));
   }
+  // ---- int8 linear layer: f32 x quantized per token or per tensor, i8 weights, f32 scales
+  add(Op::Int8MatMul, TolClass::contraction,
+      {V("per_token_bias", {T({5, 64}), D(DType::i8, {7, 64}, Dist::full_range), D(DType::f32, {7}, Dist::positive),
+                            D(DType::f32, {7})}).dtypes({DType::f32}).k(64).mag(300),
+       V("per_token_odd_k", {T({2, 3, 37}), D(DType::i8, {6, 37}, Dist::full_range), D(DType::f32, {6}, Dist::positive)})
+           .dtypes({DType::f32}).k(37).mag(300),
+       V("per_tensor_scales", {T({4, 32}), D(DType::i8, {9, 32}, Dist::full_range), D(DType::f32, {}, Dist::positive)},
+         {{"x_scale", 0.02}}).dtypes({DType::f32}).k(32).mag(300)});
 
   // ---- dense linear algebra (f32/f64; Dist::dominant keeps every matrix well conditioned,
   // SPD in its symmetric part, with well-separated eigen/singular values)

@@ -25,7 +25,7 @@ using KernelFn = void (*)(void* const*, int64_t, int64_t, int64_t, int64_t);
 
 struct NativeState {
   // What the native runs: the GEMM (matmul, dot, gemm) or a quantized-weight kernel.
-  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention, linalg } kind = Kind::gemm;
+  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention, linalg, int8 } kind = Kind::gemm;
   GemmPlan plan;
   PackedB packed;  // when B is a weight
   // qmatmul: y[m, n] = x[m, k] * W^T; dequantize: rows x cols values
@@ -170,7 +170,7 @@ Status CpuExecutable::init(const Graph& g) {
   // natives
   for (kir::NativeKernel& n : prog_.natives) {
     NativeState st;
-    if (n.op == Op::QMatMul || n.op == Op::Dequantize) {
+    if (n.op == Op::QMatMul || n.op == Op::Dequantize || n.op == Op::Int8MatMul) {
       RLX_ASSIGN_OR_RETURN(st, plan_quant(n));
       natives_.push_back(std::move(st));
       continue;
@@ -310,6 +310,18 @@ Status CpuExecutable::run_native(int index) {
 // dequantize / qmatmul: sizes from the (static) types, the codec from the format attribute.
 Expected<NativeState> CpuExecutable::plan_quant(kir::NativeKernel& n) const {
   NativeState st;
+  if (n.op == Op::Int8MatMul) {
+    // int8_matmul (kernels/qgemm.h i8gemm): x [m, k], w [n, k]
+    if (n.epilogue >= 0) return error(ErrorCode::internal, "int8_matmul has a fused epilogue; only GEMMs take one");
+    st.kind = NativeState::Kind::int8;
+    const Sizes& x = prog_.buffers[n.inputs[0]].sizes;
+    st.k = x.empty() ? 1 : x.back();
+    st.m = st.k > 0 ? numel(x) / st.k : 0;
+    st.n = prog_.buffers[n.inputs[1]].sizes[0];
+    n.how = cat("int8_matmul ", qgemm_kernel_name(), " m=", st.m, " n=", st.n, " k=", st.k,
+                n.attrs.has("x_scale") ? " (x per tensor)" : " (x per token)");
+    return st;
+  }
   const std::string fmt = n.attrs.s("format");
   auto qt = qgemm_format(fmt);
   if (!qt) return error(ErrorCode::unsupported, "cpu has no kernel for quantization format '", fmt, "'");
@@ -334,6 +346,23 @@ Expected<NativeState> CpuExecutable::plan_quant(kir::NativeKernel& n) const {
 }
 
 Status CpuExecutable::run_quant(const kir::NativeKernel& n, const NativeState& st) {
+  if (st.kind == NativeState::Kind::int8) {
+    I8GemmArgs a;
+    a.m = st.m;
+    a.n = st.n;
+    a.k = st.k;
+    a.x = static_cast<const float*>(ptrs_[n.inputs[0]]);
+    a.ldx = st.k;
+    a.w = static_cast<const int8_t*>(ptrs_[n.inputs[1]]);
+    a.ldw = st.k;
+    a.w_scale = static_cast<const float*>(ptrs_[n.inputs[2]]);
+    a.w_scale_per_row = !prog_.buffers[n.inputs[2]].sizes.empty();
+    if (n.inputs.size() == 4) a.bias = static_cast<const float*>(ptrs_[n.inputs[3]]);
+    a.x_scale = n.attrs.has("x_scale") ? static_cast<float>(n.attrs.f("x_scale")) : 0.f;
+    a.y = static_cast<float*>(ptrs_[n.outputs[0]]);
+    a.ldy = st.n;
+    return i8gemm(a);
+  }
   if (st.kind == NativeState::Kind::dequantize)
     return dequantize_rows(st.qtype, static_cast<const uint8_t*>(ptrs_[n.inputs[0]]), st.m, st.k,
                            static_cast<float*>(ptrs_[n.outputs[0]]));

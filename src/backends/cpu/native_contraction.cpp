@@ -166,9 +166,20 @@ Claim claim_quant(const NodeDesc& n) {
                         m <= kQGemmFusedMaxRows ? " (fused decode)" : " (f32 tiles + gemm)"));
 }
 
+// int8_matmul (kernels/qgemm.h i8gemm): static shapes; the type rules fixed the dtypes.
+Claim claim_int8(const NodeDesc& n) {
+  for (const TensorType& t : n.inputs)
+    if (!static_sizes(t.shape)) return Claim::no("the int8 kernel needs static shapes");
+  const Sizes xs = *static_sizes(n.inputs[0].shape), ws = *static_sizes(n.inputs[1].shape);
+  const int64_t k = xs.back(), m = numel(xs) / std::max<int64_t>(1, k);
+  return Claim::yes(cat("int8_matmul ", qgemm_kernel_name(), " m=", m, " n=", ws[0], " k=", k,
+                        n.attrs.has("x_scale") ? " (x per tensor)" : " (x per token)"));
+}
+
 }  // namespace
 
 Claim claim_cpu_native(const NodeDesc& n) {
+  if (n.op == Op::Int8MatMul) return claim_int8(n);
   if (n.op == Op::Dequantize || n.op == Op::QMatMul) return claim_quant(n);
   if (n.op == Op::Attention) return claim_cpu_attention(n);
   if (n.op != Op::MatMul && n.op != Op::Dot && n.op != Op::Gemm)

@@ -13,8 +13,33 @@ Status qmatmul(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
   return single(o, o.matmul(n.inputs[0], o.transpose(w, {1, 0})), outputs);
 }
 
+// int8_matmul in primitives, in the order the CPU kernel computes it: the scale of x (per
+// token max|x| / 127, floored at 1e-30 so an all-zero row gives zeros, or the x_scale
+// attribute), q = clamp(round_half_even(x / scale), -127, 127), the integer sums (exact in the
+// reference's f64 accumulation), then * scale * w_scale + bias.
+Status int8_matmul(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
+  ValueId x = n.inputs[0];
+  const int64_t r = static_cast<int64_t>(n.input_types[0].rank());
+  ValueId s;
+  if (n.attrs.has("x_scale")) {
+    s = o.scalar(static_cast<float>(n.attrs.f("x_scale")), DType::f32);
+  } else {
+    s = o.div(o.reduce_max(o.abs(x), {r - 1}, true), o.scalar(127, DType::f32));
+    s = o.max(s, o.scalar(1e-30f, DType::f32));
+  }
+  ValueId q = o.op(Op::Round, {o.div(x, s)});
+  q = o.min(o.max(q, o.scalar(-127, DType::f32)), o.scalar(127, DType::f32));
+  ValueId acc = o.dot(q, o.cast(n.inputs[1], DType::f32), {}, {}, {r - 1}, {1});
+  ValueId y = o.mul(o.mul(acc, s), n.inputs[2]);
+  if (n.inputs.size() == 4) y = o.add(y, n.inputs[3]);
+  return single(o, y, outputs);
+}
+
 }  // namespace
 
-void register_quant_rules(std::vector<OpRules>& t) { t[static_cast<size_t>(Op::QMatMul)].rewrite = qmatmul; }
+void register_quant_rules(std::vector<OpRules>& t) {
+  t[static_cast<size_t>(Op::QMatMul)].rewrite = qmatmul;
+  t[static_cast<size_t>(Op::Int8MatMul)].decompose = int8_matmul;
+}
 
 }  // namespace rlx::dispatch

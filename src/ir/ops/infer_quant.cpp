@@ -1,5 +1,6 @@
 // Block-quantized weight formats and the type rules of dequantize / qmatmul.
 #include <array>
+#include <cmath>
 
 #include "infer_util.h"
 
@@ -19,7 +20,39 @@ std::optional<QuantFormat> quant_format(std::string_view name) {
 
 namespace infer {
 
+// int8_matmul: x float [..., K], w i8 [N, K], w_scale f32 [N] or [], optional bias f32 [N].
+Expected<Types> infer_int8_matmul(Op op, const NodeSig& sig) {
+  const TensorType &x = sig.inputs[0], &w = sig.inputs[1], &ws = sig.inputs[2];
+  if (x.dtype != DType::f32) return fail(ErrorCode::dtype_error, op, sig, "x must be f32, got ", dtype_name(x.dtype));
+  if (w.dtype != DType::i8) return fail(ErrorCode::dtype_error, op, sig, "w must be i8, got ", dtype_name(w.dtype));
+  if (x.rank() < 1 || w.rank() != 2)
+    return fail(ErrorCode::shape_error, op, sig, "x must be [..., K] and w [N, K], got ", x.to_string(), " and ", w.to_string());
+  const Dim &k = x.shape.back(), &wk = w.shape[1], &n = w.shape[0];
+  if (k.is_static() && wk.is_static() && k.size() != wk.size())
+    return fail(ErrorCode::shape_error, op, sig, "x has K = ", k.size(), " but w rows hold ", wk.size(), " values");
+  auto per_row = [&](int i, const char* what) -> Status {
+    const TensorType& t = sig.inputs[i];
+    if (t.dtype != DType::f32) return fail(ErrorCode::dtype_error, op, sig, what, " must be f32, got ", dtype_name(t.dtype));
+    const bool scalar_ok = i == 2 && t.rank() == 0;
+    if (!scalar_ok && (t.rank() != 1 || (t.shape[0].is_static() && n.is_static() && t.shape[0].size() != n.size())))
+      return fail(ErrorCode::shape_error, op, sig, what, " must be [N] = [", n.to_string(), "]", i == 2 ? " or []" : "",
+                  ", got ", t.to_string());
+    return Status::ok();
+  };
+  RLX_TRY(per_row(2, "w_scale"));
+  (void)ws;
+  if (sig.inputs.size() == 4) RLX_TRY(per_row(3, "bias"));
+  if (sig.attrs.has("x_scale")) {
+    const double s = sig.attrs.f("x_scale");
+    if (!(s > 0) || !std::isfinite(s)) return fail(ErrorCode::verify_error, op, sig, "x_scale must be positive and finite, got ", s);
+  }
+  Shape s = x.shape;
+  s.back() = n;
+  return Types{TensorType{DType::f32, s}};
+}
+
 Expected<Types> infer_quant(Op op, const NodeSig& sig) {
+  if (op == Op::Int8MatMul) return infer_int8_matmul(op, sig);
   const std::string fmt = sig.attrs.s("format");
   auto qf = quant_format(fmt);
   if (!qf) return fail(ErrorCode::verify_error, op, sig, "unknown quantization format '", fmt, "'");

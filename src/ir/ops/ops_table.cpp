@@ -172,6 +172,11 @@ std::vector<OpInfo> build_table() {
   attrs(Op::QMatMul, {{"format", K::str, true}},
         "x [..., K] times a quantized weight w [N, row_bytes(K)] (rows are output features) -> [..., N]");
   arity(Op::QMatMul, 2, 2);
+  attrs(Op::Int8MatMul, {{"x_scale", K::f64}},
+        "int8 linear layer: x f32 [..., K] quantized to int8 (per token: scale max|row| / 127, or per tensor: "
+        "the x_scale attribute), times w i8 [N, K] (rows are output features) with int32 sums, then "
+        "* x scale * w_scale (f32 [N] or []) + optional bias f32 [N] -> f32 [..., N]");
+  arity(Op::Int8MatMul, 3, 4);
   add_linalg_rows(attrs, arity, at);
   return t;
 }

@@ -67,11 +67,25 @@ void fill(QKernelFamily& f) {
   f.decode[t] = portable_decode<T>;
 }
 
+// The int8 linear layer in plain loops (x quants stored as int8).
+void portable_i8_rows(const I8Args& a, int64_t j0, int64_t j1) {
+  for (int64_t j = j0; j < j1; ++j) {
+    const int8_t* w = a.w + j * a.ldw;
+    for (int64_t i = 0; i < a.m; ++i) {
+      const int8_t* x = reinterpret_cast<const int8_t*>(a.qx + i * a.ldq);
+      int32_t t = 0;
+      for (int64_t p = 0; p < a.k; ++p) t += static_cast<int32_t>(x[p]) * w[p];
+      a.y[i * a.ldy + j] = static_cast<float>(t) * a.sx[i] * a.ws[j * a.ws_stride] + (a.bias ? a.bias[j] : 0.f);
+    }
+  }
+}
+
 QKernelFamily make_portable() {
   using quant::QType;
   QKernelFamily f{};
   f.name = "portable";
   f.isa = GemmIsa::portable;
+  f.i8rows = portable_i8_rows;
   fill<QType::f32>(f);
   fill<QType::f16>(f);
   fill<QType::bf16>(f);
@@ -403,6 +417,51 @@ Status dequantize_rows(QType type, const uint8_t* w, int64_t rows, int64_t cols,
     body(0, rows);
   } else {
     ThreadPool::global().parallel_for(rows, grain, body);
+  }
+  return Status::ok();
+}
+
+Status i8gemm(const I8GemmArgs& a) {
+  auto bad = [](const char* what) { return error(ErrorCode::invalid_argument, "i8gemm: ", what); };
+  if (a.m < 0 || a.n < 0 || a.k < 1) return bad("m, n must be >= 0 and k >= 1");
+  if (a.m == 0 || a.n == 0) return Status::ok();
+  if (!a.x || !a.w || !a.w_scale || !a.y) return bad("null pointer");
+  if (a.ldx < a.k || a.ldw < a.k || a.ldy < a.n) return bad("a leading dimension is shorter than its row");
+  if (!(a.x_scale >= 0.f) || !std::isfinite(a.x_scale)) return bad("x_scale must be 0 (per token) or positive");
+  const QKernelFamily* fam = current().load(std::memory_order_relaxed);
+  // x's quants (k bytes a row, 64-byte aligned rows) and per-row scales in the caller's
+  // scratch; the worker threads only read them
+  const int64_t ldq = (a.k + 63) / 64 * 64;
+  const int64_t qfloats = a.m * ldq / 4;
+  float* buf = scratch(static_cast<size_t>(qfloats + a.m));
+  if (!buf) return error(ErrorCode::runtime_error, "i8gemm: out of memory for quantized x");
+  uint8_t* qx = reinterpret_cast<uint8_t*>(buf);
+  float* sx = buf + qfloats;
+  const int offset = fam->i8_offset_x ? 128 : 0;
+  for (int64_t i = 0; i < a.m; ++i) {
+    const float* x = a.x + i * a.ldx;
+    float s = a.x_scale;
+    if (s == 0.f) {
+      float amax = 0.f;
+      for (int64_t p = 0; p < a.k; ++p) amax = std::max(amax, std::fabs(x[p]));
+      s = std::max(amax / 127.f, 1e-30f);
+    }
+    sx[i] = s;
+    uint8_t* q = qx + i * ldq;
+    // x / s (a division, as the reference decomposition does), clamped, then rounded to nearest
+    // even by the 1.5 * 2^23 trick (exact for |v| <= 127)
+    for (int64_t p = 0; p < a.k; ++p) {
+      const float v = std::min(127.f, std::max(-127.f, x[p] / s));
+      q[p] = static_cast<uint8_t>(static_cast<int>((v + 12582912.f) - 12582912.f) + offset);
+    }
+  }
+  qgemm_detail::I8Args k{a.m, a.k, qx, ldq, sx, a.w, a.ldw, a.w_scale, a.w_scale_per_row ? 1 : 0, a.bias, a.y, a.ldy};
+  ThreadPool& pool = ThreadPool::global();
+  const int64_t grain = std::max(row_grain(a.k, a.m), (a.n + pool.size() - 1) / std::max(1, pool.size()));
+  if (a.n <= grain) {
+    fam->i8rows(k, 0, a.n);
+  } else {
+    pool.parallel_for(a.n, grain, [&](int64_t j0, int64_t j1) { fam->i8rows(k, j0, j1); });
   }
   return Status::ok();
 }

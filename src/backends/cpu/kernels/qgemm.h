@@ -55,6 +55,24 @@ inline constexpr int64_t kQGemmFusedMaxRows = 4;
 // sum_p |W(j, p)| * d(block of p) / 2 (plus f32 rounding).
 bool qgemm_quantizes_x(quant::QType t, int64_t m);
 
+// The int8 linear layer (op int8_matmul): y[i * ldy + j] = float(sum_p qx[i][p] * w[j * ldw + p])
+// * sx[i] * w_scale[j] + bias[j], where x's rows are quantized to int8 with
+// sx = x_scale (per tensor) or, when x_scale is 0, sx[i] = max(max_p |x[i][p]| / 127, 1e-30)
+// (per token), and qx = clamp(round_half_even(x / sx), -127, 127). The products are summed
+// exactly in int32 (vpdpbusd with AVX-512 VNNI, vpmaddubsw + vpmaddwd with AVX2), so the
+// result is the reference decomposition's up to the final f32 multiplications. Any k >= 1.
+struct I8GemmArgs {
+  int64_t m = 0, n = 0, k = 0;
+  const float* x = nullptr; int64_t ldx = 0;
+  const int8_t* w = nullptr; int64_t ldw = 0;
+  const float* w_scale = nullptr; bool w_scale_per_row = true;  // [n], or one value
+  const float* bias = nullptr;                                  // [n] or null
+  float x_scale = 0.f;                                          // > 0: per tensor; 0: per token
+  float* y = nullptr; int64_t ldy = 0;
+};
+// Checks the arguments (invalid_argument naming the field) and runs, multi-threaded over n.
+Status i8gemm(const I8GemmArgs& args);
+
 // The kernel family in use ("avx512", "avx2", "portable"); set_qgemm_isa selects one (tests),
 // returning false if the CPU cannot run it.
 const char* qgemm_kernel_name();
@@ -84,6 +102,18 @@ struct Q8Args {
   float* y; int64_t ldy;
 };
 using Q8RowsFn = void (*)(const Q8Args& a, int64_t j0, int64_t j1);
+// The int8 linear layer's kernel: rows of x already quantized (qx, row stride ldq; stored as
+// u8 q + 128 when the family's i8_offset_x is set, else as int8 q) with per-row scales sx,
+// against weight rows [j0, j1) of w (int8, row stride ldw), all m rows of x.
+struct I8Args {
+  int64_t m, k;
+  const uint8_t* qx; int64_t ldq; const float* sx;
+  const int8_t* w; int64_t ldw;
+  const float* ws; int64_t ws_stride;  // w_scale[j * ws_stride]
+  const float* bias;
+  float* y; int64_t ldy;
+};
+using I8RowsFn = void (*)(const I8Args& a, int64_t j0, int64_t j1);
 // Whether the kernels of format t read RowsArgs::xs.
 bool needs_xsums(quant::QType t);
 // decode: nb blocks of one row into y.
@@ -95,6 +125,8 @@ struct QKernelFamily {
   RowsFn rows[quant::kNumQTypes][kQGemmFusedMaxRows];
   Q8RowsFn q8rows[quant::kNumQTypes][kQGemmFusedMaxRows];  // null where the format has none
   DecodeFn decode[quant::kNumQTypes];
+  I8RowsFn i8rows = nullptr;  // the int8 linear layer
+  bool i8_offset_x = false;   // its x quants are stored as u8 (q + 128)
 };
 
 const QKernelFamily* qgemm_avx512_family();  // null if not compiled

@@ -137,6 +137,9 @@ struct Dot8 {
   static RLX_Q8 __m256i dot(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
   }
+  static RLX_Q8 __m256i dotacc(__m256i acc, __m256i u, __m256i s) { return _mm256_add_epi32(acc, dot(u, s)); }
+  static constexpr bool kFullU8 = false;
+  static constexpr int kNR = 2;
 };
 #include "backends/cpu/kernels/qgemm_q8.h"
 

@@ -106,6 +106,9 @@ struct Isa {
 #define RLX_Q8_ENTRY RLX_Q8_TARGET __attribute__((noinline))
 struct Dot8 {
   static RLX_Q8 __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+  static RLX_Q8 __m256i dotacc(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+  static constexpr bool kFullU8 = true;
+  static constexpr int kNR = 4;
 };
 #include "backends/cpu/kernels/qgemm_q8.h"
 
@@ -116,6 +119,8 @@ QKernelFamily make_avx512() {
   } else if (const QKernelFamily* g = qgemm_avx2_family()) {
     for (int t = 0; t < ::rlx::quant::kNumQTypes; ++t)
       for (int r = 0; r < kQGemmFusedMaxRows; ++r) f.q8rows[t][r] = g->q8rows[t][r];
+    f.i8rows = g->i8rows;
+    f.i8_offset_x = g->i8_offset_x;
   }
   return f;
 }

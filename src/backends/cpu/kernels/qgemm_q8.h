@@ -9,7 +9,9 @@
 // Include inside an anonymous namespace after defining RLX_Q8 (target + always_inline),
 // RLX_Q8_ENTRY (target + noinline) and a struct Dot8 with
 //   static __m256i dot(__m256i u, __m256i s): 8 int32 lanes, each the sum of 4 products u8 * s8
-//   (pairs of products must not saturate int16: u <= 128 and |s| <= 127 here).
+//   (pairs of products must not saturate int16: u <= 128 and |s| <= 127 here);
+//   static __m256i dotacc(__m256i acc, __m256i u, __m256i s): acc + dot(u, s);
+//   kFullU8: whether dot takes any u8 (no int16 step); kNR: weight rows per int8 tile.
 
 using QT8 = ::rlx::quant::QType;
 
@@ -237,6 +239,96 @@ RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
   q8_rows_impl<T, MR, 1>(a, full, j1);
 }
 
+// The int8 linear layer (I8Args): int8 weights with one scale per row, x quantized per row.
+// Products are summed exactly in int32 over all of k and scaled once at the end. With
+// Dot8::kFullU8 (VNNI: u8 x s8 with no int16 step) x is stored as u8 q + 128 and the offset
+// is taken back out through each weight row's sum (accumulated in the same loop by a dot with
+// ones); otherwise |w| multiplies x with w's sign (vpsignb), as for q8_0. A tile is MR rows of
+// x by NR weight rows, so each load of x serves NR rows and each load of w MR rows; k % 32
+// trailing values are summed in scalar code.
+RLX_Q8 int32_t i8_hsum(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+template <int MR, int NR>
+RLX_Q8 void i8_tile(const ::rlx::cpu::qgemm_detail::I8Args& a, int64_t i, int64_t j) {
+  const int64_t nb = a.k / 32;
+  __m256i acc[NR][MR], wsum[NR];
+#pragma GCC unroll 4
+  for (int n = 0; n < NR; ++n) {
+    wsum[n] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) acc[n][r] = _mm256_setzero_si256();
+  }
+  const __m256i ones = _mm256_set1_epi8(1);
+  const int8_t* w0 = a.w + j * a.ldw;
+  const uint8_t* x0 = a.qx + i * a.ldq;
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i wv[NR];
+#pragma GCC unroll 4
+    for (int n = 0; n < NR; ++n) wv[n] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + n * a.ldw + 32 * b));
+    if constexpr (Dot8::kFullU8) {
+#pragma GCC unroll 4
+      for (int n = 0; n < NR; ++n) wsum[n] = Dot8::dotacc(wsum[n], ones, wv[n]);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + r * a.ldq + 32 * b));
+#pragma GCC unroll 4
+        for (int n = 0; n < NR; ++n) acc[n][r] = Dot8::dotacc(acc[n][r], xv, wv[n]);
+      }
+    } else {
+      __m256i u[NR];
+#pragma GCC unroll 4
+      for (int n = 0; n < NR; ++n) u[n] = _mm256_abs_epi8(wv[n]);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x0 + r * a.ldq + 32 * b));
+#pragma GCC unroll 4
+        for (int n = 0; n < NR; ++n) acc[n][r] = Dot8::dotacc(acc[n][r], u[n], _mm256_sign_epi8(xv, wv[n]));
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int n = 0; n < NR; ++n) {
+    const int8_t* wr = w0 + n * a.ldw;
+    const int32_t off = Dot8::kFullU8 ? 128 * i8_hsum(wsum[n]) : 0;
+    const float wsc = a.ws[(j + n) * a.ws_stride];
+    const float bias = a.bias ? a.bias[j + n] : 0.f;
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      const uint8_t* xr = x0 + r * a.ldq;
+      int32_t t = i8_hsum(acc[n][r]) - off;
+      for (int64_t p = 32 * nb; p < a.k; ++p) {
+        const int32_t q = Dot8::kFullU8 ? static_cast<int32_t>(xr[p]) - 128 : static_cast<int32_t>(static_cast<int8_t>(xr[p]));
+        t += q * wr[p];
+      }
+      a.y[(i + r) * a.ldy + j + n] = static_cast<float>(t) * a.sx[i + r] * wsc + bias;
+    }
+  }
+}
+
+template <int NR>
+RLX_Q8 void i8_col(const ::rlx::cpu::qgemm_detail::I8Args& a, int64_t j) {
+  int64_t i = 0;
+  for (; i + 4 <= a.m; i += 4) i8_tile<4, NR>(a, i, j);
+  switch (a.m - i) {
+    case 3: i8_tile<3, NR>(a, i, j); break;
+    case 2: i8_tile<2, NR>(a, i, j); break;
+    case 1: i8_tile<1, NR>(a, i, j); break;
+    default: break;
+  }
+}
+
+RLX_Q8_ENTRY void i8_rows(const ::rlx::cpu::qgemm_detail::I8Args& a, int64_t j0, int64_t j1) {
+  constexpr int NR = Dot8::kNR;
+  int64_t j = j0;
+  for (; j + NR <= j1; j += NR) i8_col<NR>(a, j);
+  for (; j < j1; ++j) i8_col<1>(a, j);
+}
+
 template <QT8 T>
 void fill_q8(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
   const int t = static_cast<int>(T);
@@ -247,6 +339,8 @@ void fill_q8(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
 }
 
 inline void fill_q8_family(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
+  f.i8rows = i8_rows;
+  f.i8_offset_x = Dot8::kFullU8;
   fill_q8<QT8::q8_0>(f);
   fill_q8<QT8::q4_0>(f);
   const int t = static_cast<int>(QT8::q4_k);

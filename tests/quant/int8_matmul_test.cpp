@@ -1,0 +1,145 @@
+// The int8 linear layer (op int8_matmul): the CPU's native kernel (kernels/qgemm.h i8gemm) on
+// every kernel family this CPU runs, against the reference device running the op's primitive
+// decomposition (src/dispatch/rules/quant_rules.cpp), on fresh random inputs; and the
+// quantization error against the f32 product it approximates.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "backends/cpu/kernels/qgemm.h"
+#include "rlx/compile.h"
+#include "rlx/op_builder.h"
+
+namespace rlx {
+namespace {
+
+struct Case {
+  int64_t m, n, k;
+  bool bias;
+  bool per_row_scale;
+  double x_scale;  // 0: per token
+};
+
+Graph int8_graph(const Case& c, std::mt19937& rng, Tensor& w, Tensor& ws, Tensor& b) {
+  Graph g;
+  ValueId x = g.add_input("x", TensorType{DType::f32, to_shape({c.m, c.k})});
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  std::uniform_int_distribution<int> wi(-128, 127);
+  std::uniform_real_distribution<float> su(0.001f, 0.02f), bu(-1.f, 1.f);
+  w = Tensor::zeros(DType::i8, {c.n, c.k});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(wi(rng));
+  ws = c.per_row_scale ? Tensor::zeros(DType::f32, {c.n}) : Tensor::zeros(DType::f32, {});
+  for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = su(rng);
+  std::vector<ValueId> in{x, o.param("w", w.type()), o.param("ws", ws.type())};
+  g.weights["w"] = w;
+  g.weights["ws"] = ws;
+  if (c.bias) {
+    b = Tensor::zeros(DType::f32, {c.n});
+    for (int64_t i = 0; i < c.n; ++i) b.data<float>()[i] = bu(rng);
+    in.push_back(o.param("b", b.type()));
+    g.weights["b"] = b;
+  }
+  Attrs at;
+  if (c.x_scale > 0) at = Attrs{{"x_scale", c.x_scale}};
+  ValueId y = o.op(Op::Int8MatMul, in, at);
+  EXPECT_TRUE(o.ok()) << o.status().to_string();
+  g.outputs = {y};
+  return g;
+}
+
+void check_case(const Case& c, std::mt19937& rng) {
+  SCOPED_TRACE(cat("m=", c.m, " n=", c.n, " k=", c.k, " bias=", c.bias, " per_row=", c.per_row_scale,
+                   " x_scale=", c.x_scale, " kernel=", cpu::qgemm_kernel_name()));
+  Tensor w, ws, b;
+  Graph g = int8_graph(c, rng, w, ws, b);
+  auto report = explain(g, "cpu", DispatchPolicy{});
+  ASSERT_TRUE(report.has_value()) << report.status().to_string();
+  ASSERT_EQ(report->count(DispatchPath::native), 1) << "int8_matmul runs natively on the cpu";
+  auto cpu = Model::compile(g, {.device = "cpu"});
+  ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
+  auto ref = Model::compile(g, {.device = "ref"});
+  ASSERT_TRUE(ref.has_value()) << ref.status().to_string();
+  Tensor x = Tensor::zeros(DType::f32, {c.m, c.k});
+  std::uniform_real_distribution<float> xu(-2.f, 2.f);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = xu(rng);
+  if (c.m > 2) std::memset(x.data<float>() + c.k, 0, c.k * 4);  // an all-zero row (scale floor)
+  std::vector<Tensor> in{x};
+  auto a = (*cpu)->run(in);
+  ASSERT_TRUE(a.has_value()) << a.status().to_string();
+  auto r = (*ref)->run(in);
+  ASSERT_TRUE(r.has_value()) << r.status().to_string();
+  // same integer sums; only the final f32 multiplications may round differently
+  for (int64_t i = 0; i < c.m * c.n; ++i) {
+    const double want = (*r)[0].get_f64(i), got = (*a)[0].data<float>()[i];
+    ASSERT_NEAR(got, want, 4e-6 * std::fabs(want) + 1e-6) << "element " << i;
+  }
+  // and the int8 result approximates the f32 product x W^T * w_scale within the rounding of x
+  if (c.x_scale == 0) {
+    for (int64_t i = 0; i < c.m; ++i) {
+      double amax = 0;
+      for (int64_t p = 0; p < c.k; ++p) amax = std::max(amax, std::fabs(static_cast<double>(x.data<float>()[i * c.k + p])));
+      for (int64_t j = 0; j < c.n; ++j) {
+        double exact = c.bias ? b.data<float>()[j] : 0.0, bound = 0;
+        const double sw = ws.data<float>()[c.per_row_scale ? j : 0];
+        for (int64_t p = 0; p < c.k; ++p) {
+          const double wv = w.data<int8_t>()[j * c.k + p] * sw;
+          exact += x.data<float>()[i * c.k + p] * wv;
+          bound += std::fabs(wv) * amax / 254.0;
+        }
+        ASSERT_NEAR((*a)[0].data<float>()[i * c.n + j], exact, 1.0001 * bound + 1e-5) << i << "," << j;
+      }
+    }
+  }
+}
+
+TEST(Int8MatMul, NativeMatchesReferenceOnEveryKernelFamily) {
+  std::mt19937 rng(std::random_device{}());
+  const std::vector<Case> cases = {
+      {1, 9, 64, true, true, 0},      {3, 7, 32, false, true, 0},  {4, 16, 96, true, true, 0},
+      {5, 13, 100, true, false, 0},   {17, 33, 384, true, true, 0}, {2, 5, 7, false, true, 0},
+      {9, 12, 64, true, true, 0.02},  {64, 40, 160, true, true, 0},
+  };
+  for (cpu::GemmIsa isa : {cpu::GemmIsa::avx512, cpu::GemmIsa::avx2, cpu::GemmIsa::portable}) {
+    if (!cpu::set_qgemm_isa(isa)) {
+      std::printf("kernel family %d not runnable on this CPU: skipped\n", static_cast<int>(isa));
+      continue;
+    }
+    for (const Case& c : cases) check_case(c, rng);
+  }
+  cpu::set_qgemm_isa(cpu::GemmIsa::avx512) || cpu::set_qgemm_isa(cpu::GemmIsa::avx2);
+}
+
+TEST(Int8MatMul, TypeErrorsNameTheProblem) {
+  Graph g;
+  ValueId x = g.add_input("x", TensorType{DType::f32, to_shape({2, 8})});
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  ValueId w = o.param("w", TensorType{DType::f32, to_shape({4, 8})});
+  ValueId s = o.param("s", TensorType{DType::f32, to_shape({4})});
+  o.op(Op::Int8MatMul, {x, w, s});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("w must be i8"), std::string::npos) << o.status().to_string();
+  Graph g2;
+  ValueId x2 = g2.add_input("x", TensorType{DType::f32, to_shape({2, 8})});
+  GraphBuilder gb2(g2);
+  OpBuilder o2(gb2);
+  ValueId w2 = o2.param("w", TensorType{DType::i8, to_shape({4, 8})});
+  ValueId s2 = o2.param("s", TensorType{DType::f32, to_shape({3})});
+  o2.op(Op::Int8MatMul, {x2, w2, s2});
+  ASSERT_FALSE(o2.ok());
+  EXPECT_NE(o2.status().message().find("w_scale must be [N]"), std::string::npos) << o2.status().to_string();
+}
+
+TEST(Int8MatMul, KernelRejectsBadArguments) {
+  cpu::I8GemmArgs a;
+  a.m = 1;
+  a.n = 1;
+  a.k = 4;
+  EXPECT_EQ(cpu::i8gemm(a).code(), ErrorCode::invalid_argument);  // null pointers
+}
+
+}  // namespace
+}  // namespace rlx
