@@ -129,6 +129,7 @@ class Renderer {
   std::string nan_test(const std::string& a) const { return glsl() ? "isnan(" + a + ")" : "(" + a + " != " + a + ")"; }
   // an operand of a 64-bit integer helper (GLSL widens only explicitly)
   std::string wide(const std::string& a, DType t) const {
+    if (glsl() && t == DType::i32) return "rlx_i32_to_i64(" + a + ")";
     return glsl() ? std::string(is_unsigned_int(t) ? "uint64_t(" : "int64_t(") + a + ")" : a;
   }
   // a buffer element: GLSL indexes with int
@@ -226,6 +227,8 @@ std::string Renderer::cast_expr(const std::string& v, DType from, DType to) {
       }
     }
   }
+  if (glsl() && from == DType::i32 && (to == DType::i64 || to == DType::u64))
+    return conv(ct(to), "rlx_i32_to_i64(" + v + ")");
   return conv(ct(to), v);
 }
 
@@ -278,6 +281,17 @@ Expected<std::string> Renderer::binary(const Expr& e) {
   const std::string a = ref(e.a), b = ref(e.b);
   const bool fl = is_float(t);
   const std::string ct = compute_type(t, glsl());
+  if (glsl() && t == DType::boolean) {  // GLSL orders no bools: as ints, false < true
+    switch (e.op) {
+      case Op::Max: return "(" + a + " || " + b + ")";
+      case Op::Min: return "(" + a + " && " + b + ")";
+      case Op::Less: return "(int(" + a + ") < int(" + b + "))";
+      case Op::LessEqual: return "(int(" + a + ") <= int(" + b + "))";
+      case Op::Greater: return "(int(" + a + ") > int(" + b + "))";
+      case Op::GreaterEqual: return "(int(" + a + ") >= int(" + b + "))";
+      default: break;
+    }
+  }
   switch (e.op) {
     case Op::Add: return "(" + a + " + " + b + ")";
     case Op::Sub: return "(" + a + " - " + b + ")";
@@ -382,7 +396,7 @@ Status Renderer::emit_reduce(int i, int indent) {
     if (k_.exprs[j].kind == ExprKind::reduce) nested = true;
   const bool float_minmax = fl && (e.op == Op::ReduceMax || e.op == Op::ReduceMin);
   if (arg) {
-    out_ << pad(indent) << at << " " << acc << " = 0; int64_t " << acc << "_i = -1; int64_t " << acc << "_k = 0;\n";
+    out_ << pad(indent) << at << " " << acc << " = " << (glsl() ? at + "(0)" : "0") << "; int64_t " << acc << "_i = -1; int64_t " << acc << "_k = 0;\n";
   } else {
     out_ << pad(indent) << at << " " << acc << " = " << init << ";\n";
     if (float_minmax) out_ << pad(indent) << (glsl() ? "bool " : "int ") << acc << (glsl() ? "_nan = false;\n" : "_nan = 0;\n");
@@ -409,7 +423,8 @@ Status Renderer::emit_reduce(int i, int indent) {
   }
   RLX_TRY(emit_region(3 + i, depth));
   std::string x = ref(e.a);
-  if (glsl() && !arg && ct(bt) != at) x = bt == DType::boolean ? "(" + x + " ? " + at + "(1) : " + at + "(0))" : conv(at, x);
+  if (glsl() && !arg && ct(bt) != at)
+    x = bt == DType::boolean ? "(" + x + " ? " + at + "(1) : " + at + "(0))" : conv(at, bt == DType::i32 ? wide(x, bt) : x);
   const std::string nan_or = glsl() ? " = " + acc + "_nan || isnan(" + x + ");\n" : " |= " + x + " != " + x + ";\n";
   switch (e.op) {
     case Op::ReduceSum: out_ << pad(depth) << acc << " += " << x << ";\n"; break;

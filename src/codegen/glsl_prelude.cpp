@@ -40,6 +40,10 @@ constexpr const char* kPreludeBody = R"GLSL(
 #define fmodf rlx_fmod_f32
 #define fmod rlx_fmod_f64
 
+/* int32 -> int64 by its bits: lavapipe (Mesa 22.3) miscompiles some sign extensions of
+   loaded int32 values (negative gather indices and exponents came out wrong) */
+int64_t rlx_i32_to_i64(int32_t x) { return packInt2x32(ivec2(x, x >> 31)); }
+
 /* ---------------------------------------------------------------- f32 math */
 float rlx_exp_f32(float x) {
   if (isnan(x)) return x;
@@ -51,6 +55,8 @@ float rlx_log_f32(float x) {
   if (isnan(x) || x == INFINITY) return x;
   if (x < 0.0) return NAN;
   if (x == 0.0) return -INFINITY;
+  /* llvmpipe's log misreads subnormals: scale them into the normal range first */
+  if (x < 1.17549435e-38) return float(double(log(x * 8388608.0)) - 15.942385152878742lf);
   return log(x);
 }
 float rlx_sqrt_f32(float x) {
@@ -119,8 +125,40 @@ float rlx_erf_f32(float x) {
   float r = a < 0.875 ? rlx_x_erf_small_f32(a) : 1.0 - rlx_x_erfc_large_f32(a);
   return x < 0.0 ? -r : r;
 }
-float rlx_sin_f32(float x) { return isinf(x) ? NAN : sin(x); }
-float rlx_cos_f32(float x) { return isinf(x) ? NAN : cos(x); }
+/* sin and cos as in the C prelude (llvmpipe's built-ins are wrong for large arguments):
+   x = k*pi/2 + r in double with pi/2 in three parts, degree-3 polynomials in r^2, the
+   quadrant from k = roundEven(x*2/pi) (lavapipe folds the C prelude's 1.5*2^52 shifter
+   away); accurate for |x| <= 2^20*pi/2, finite and in [-1, 1] beyond */
+float rlx_x_sincos_f32(float x, uint quadrant_offset) {
+  double xd = double(x);
+  double kd = roundEven(xd * 0.6366197723675814lf);
+  uint q = uint(int64_t(clamp(kd, -4.0e18lf, 4.0e18lf))) + quadrant_offset;
+  double r = xd - kd * 1.5707963267341256lf;
+  r = r - kd * 6.077100506303966e-11lf;
+  r = r - kd * 2.0222662487959506e-21lf;
+  r = clamp(r, -0.7854lf, 0.7854lf);
+  double r2 = r * r;
+  double s = 2.71802592273128e-06lf;
+  s = s * r2 - 0.00019839302265347588lf;
+  s = s * r2 + 0.008333329273858516lf;
+  s = s * r2 - 0.1666666664053088lf;
+  s = r + (r * r2) * s;
+  double c = -2.7204852126022577e-07lf;
+  c = c * r2 + 2.4799449186172105e-05lf;
+  c = c * r2 - 0.0013888883458223011lf;
+  c = c * r2 + 0.04166666661900075lf;
+  c = (1.0lf - 0.5lf * r2) + (r2 * r2) * c;
+  double v = (q & 1u) != 0u ? c : s;
+  return float((q & 2u) != 0u ? -v : v);
+}
+float rlx_sin_f32(float x) {
+  if (isnan(x) || isinf(x)) return NAN;
+  return x == 0.0 ? x : rlx_x_sincos_f32(x, 0u);
+}
+float rlx_cos_f32(float x) {
+  if (isnan(x) || isinf(x)) return NAN;
+  return rlx_x_sincos_f32(x, 1u);
+}
 /* C's powf: special cases first, then exp2(y * log2|x|) with the sign of an odd power */
 float rlx_pow_f32(float x, float y) {
   if (y == 0.0 || x == 1.0) return 1.0;
@@ -150,16 +188,23 @@ double rlx_rsqrt_f64(double x) {
 }
 double rlx_round_f64(double x) { return roundEven(x); }
 double rlx_sign_f64(double x) { return x > 0.0lf ? 1.0lf : (x < 0.0lf ? -1.0lf : x); }
-/* C's fmod: a - b*trunc(a/b), the quotient corrected by one where a/b rounded across an
-   integer (exact for f32 operands with |a/b| < 2^29) */
+/* C's fmod, exact: |b| scaled by powers of two is subtracted from |a| from the top bit down
+   (each subtraction is exact), the result takes a's sign */
 double rlx_fmod_f64(double a, double b) {
   if (isnan(a) || isnan(b) || isinf(a) || b == 0.0lf) return double(NAN);
   if (isinf(b)) return a;
-  double q = trunc(a / b);
-  double r = a - b * q;
-  if (r != 0.0lf && ((r < 0.0lf) != (a < 0.0lf))) r += (r < 0.0lf) == (b < 0.0lf) ? -b : b;
-  if (r == 0.0lf) r = a < 0.0lf ? -0.0lf : 0.0lf;
-  return r;
+  double r = abs(a), d = abs(b);
+  if (r >= d) {
+    int ea, eb;
+    frexp(r, ea);
+    frexp(d, eb);
+    double s = ldexp(d, ea - eb);
+    for (int i = ea - eb; i >= 0; --i) {
+      if (r >= s) r -= s;
+      s *= 0.5lf;
+    }
+  }
+  return a < 0.0lf || (a == 0.0lf && (unpackDouble2x32(a).y >> 31) != 0u) ? -r : r;
 }
 float rlx_fmod_f32(float a, float b) { return float(rlx_fmod_f64(double(a), double(b))); }
 float rlx_fmod_floor_f32(float a, float b) {

@@ -1,6 +1,8 @@
 #include "vulkan_device.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -176,12 +178,14 @@ Status VulkanExecutable::upload_constants(const Graph& g) {
 Status VulkanExecutable::build_steps() {
   // pipelines: one shader per generated kernel, the shared GEMM shader for native dots
   const std::string prelude = codegen::glsl_prelude(codegen::CTarget::glsl_vulkan);
+  if (std::getenv("RLX_DUMP_GLSL")) std::fprintf(stderr, "%s\n", prog_.to_text().c_str());
   std::vector<const Pipeline*> gen(prog_.generated.size(), nullptr);
   for (size_t i = 0; i < prog_.generated.size(); ++i) {
     const kir::GeneratedKernel& k = prog_.generated[i];
     std::vector<DType> dts;
     for (int b : k.args) dts.push_back(prog_.buffers[b].dtype);
     RLX_ASSIGN_OR_RETURN(std::string body, codegen::render_c_kernel(k, dts, "rlx_" + k.name, codegen::CTarget::glsl_vulkan));
+    if (std::getenv("RLX_DUMP_GLSL")) std::fprintf(stderr, "%s\n", body.c_str());  // the kernel, without the prelude
     auto p = rt_->pipeline(prelude + body, static_cast<uint32_t>(k.args.size()), kDomainPushBytes);
     if (!p) return error(p.status().code(), "kernel ", k.name, ": ", p.status().message());
     gen[i] = *p;
