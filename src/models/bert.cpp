@@ -57,11 +57,30 @@ class Builder {
 
   // x [..., in] @ W^T + b for a Hugging Face Linear (weight [out, in]).
   ValueId linear(ValueId x, const std::string& name, int64_t in, int64_t out) {
+    if (find_weight(w_, name + ".weight_scale")) return int8_linear(x, name, in, out);
     ValueId w = weight(name + ".weight", {out, in});
     ValueId b = weight(name + ".bias", {out});
     if (!status().is_ok()) return kNoValue;
     const int64_t r = o_.rank(x);
     return o_.add(o_.dot(x, w, {}, {}, {r - 1}, {1}), b);
+  }
+
+  // A Linear quantized by `rlx quantize --scheme int8` (quant/int8_weights.h): i8 weight,
+  // f32 per-row scale; runs as int8_matmul with activations quantized per token.
+  ValueId int8_linear(ValueId x, const std::string& name, int64_t in, int64_t out) {
+    const Tensor* q = find_weight(w_, name + ".weight");
+    const Tensor* s = find_weight(w_, name + ".weight_scale");
+    if (!q || q->dtype() != DType::i8 || q->sizes() != Sizes{out, in} || s->dtype() != DType::f32 ||
+        s->sizes() != Sizes{out}) {
+      st_ = error(ErrorCode::format_error, "tensor '", name, ".weight' must be i8 [", out, ", ", in,
+                  "] beside its f32 weight_scale [", out, "]");
+      return kNoValue;
+    }
+    g_.weights[name + ".weight"] = *q;
+    g_.weights[name + ".weight_scale"] = *s;
+    ValueId b = weight(name + ".bias", {out});
+    if (!status().is_ok()) return kNoValue;
+    return o_.op(Op::Int8MatMul, {x, o_.param(name + ".weight", q->type()), o_.param(name + ".weight_scale", s->type()), b});
   }
 
   ValueId layer_norm(ValueId x, const std::string& name, int64_t n, double eps) {

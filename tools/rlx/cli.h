@@ -48,6 +48,7 @@ int cmd_explain(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
 int cmd_embed(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
 int cmd_train(int argc, char** argv);

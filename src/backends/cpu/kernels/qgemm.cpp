@@ -438,25 +438,37 @@ Status i8gemm(const I8GemmArgs& a) {
   uint8_t* qx = reinterpret_cast<uint8_t*>(buf);
   float* sx = buf + qfloats;
   const int offset = fam->i8_offset_x ? 128 : 0;
-  for (int64_t i = 0; i < a.m; ++i) {
-    const float* x = a.x + i * a.ldx;
-    float s = a.x_scale;
-    if (s == 0.f) {
-      float amax = 0.f;
-      for (int64_t p = 0; p < a.k; ++p) amax = std::max(amax, std::fabs(x[p]));
-      s = std::max(amax / 127.f, 1e-30f);
+  auto quantize_rows = [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* x = a.x + i * a.ldx;
+      uint8_t* q = qx + i * ldq;
+      if (fam->i8quant) {
+        sx[i] = fam->i8quant(x, a.k, a.x_scale, q);
+        continue;
+      }
+      float s = a.x_scale;
+      if (s == 0.f) {
+        float amax = 0.f;
+        for (int64_t p = 0; p < a.k; ++p) amax = std::max(amax, std::fabs(x[p]));
+        s = std::max(amax / 127.f, 1e-30f);
+      }
+      sx[i] = s;
+      // x / s (a division, as the reference decomposition does), clamped, then rounded to
+      // nearest even by the 1.5 * 2^23 trick (exact for |v| <= 127)
+      for (int64_t p = 0; p < a.k; ++p) {
+        const float v = std::min(127.f, std::max(-127.f, x[p] / s));
+        q[p] = static_cast<uint8_t>(static_cast<int>((v + 12582912.f) - 12582912.f) + offset);
+      }
     }
-    sx[i] = s;
-    uint8_t* q = qx + i * ldq;
-    // x / s (a division, as the reference decomposition does), clamped, then rounded to nearest
-    // even by the 1.5 * 2^23 trick (exact for |v| <= 127)
-    for (int64_t p = 0; p < a.k; ++p) {
-      const float v = std::min(127.f, std::max(-127.f, x[p] / s));
-      q[p] = static_cast<uint8_t>(static_cast<int>((v + 12582912.f) - 12582912.f) + offset);
-    }
+  };
+  ThreadPool& pool = ThreadPool::global();
+  const int64_t qgrain = std::max<int64_t>(1, 16384 / a.k);
+  if (a.m <= qgrain) {
+    quantize_rows(0, a.m);
+  } else {
+    pool.parallel_for(a.m, qgrain, quantize_rows);
   }
   qgemm_detail::I8Args k{a.m, a.k, qx, ldq, sx, a.w, a.ldw, a.w_scale, a.w_scale_per_row ? 1 : 0, a.bias, a.y, a.ldy};
-  ThreadPool& pool = ThreadPool::global();
   const int64_t grain = std::max(row_grain(a.k, a.m), (a.n + pool.size() - 1) / std::max(1, pool.size()));
   if (a.n <= grain) {
     fam->i8rows(k, 0, a.n);

@@ -114,6 +114,8 @@ struct I8Args {
   float* y; int64_t ldy;
 };
 using I8RowsFn = void (*)(const I8Args& a, int64_t j0, int64_t j1);
+// One row of k values of x to the layer's quants (see I8GemmArgs); returns its scale.
+using I8QuantFn = float (*)(const float* x, int64_t k, float x_scale, uint8_t* q);
 // Whether the kernels of format t read RowsArgs::xs.
 bool needs_xsums(quant::QType t);
 // decode: nb blocks of one row into y.
@@ -126,6 +128,7 @@ struct QKernelFamily {
   Q8RowsFn q8rows[quant::kNumQTypes][kQGemmFusedMaxRows];  // null where the format has none
   DecodeFn decode[quant::kNumQTypes];
   I8RowsFn i8rows = nullptr;  // the int8 linear layer
+  I8QuantFn i8quant = nullptr;
   bool i8_offset_x = false;   // its x quants are stored as u8 (q + 128)
 };
 

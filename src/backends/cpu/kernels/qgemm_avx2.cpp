@@ -1,6 +1,8 @@
 // AVX2 (+FMA, F16C) quantized kernels: 16 values as two ymm registers. Table lookups use two
 // 8-entry vpermps and a blend on the index's bit 3. Compiled with target attributes, run only
 // when the dispatcher saw avx2, fma and f16c at run time.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 

@@ -2,6 +2,8 @@
 // vpermps table lookup (which also applies iq4_nl's non-linear levels), the 5th bits of
 // q5 formats through masked adds. Compiled with target attributes, run only when the
 // dispatcher saw avx512f/bw/vl/dq (+fma, f16c) at run time.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -120,6 +122,7 @@ QKernelFamily make_avx512() {
     for (int t = 0; t < ::rlx::quant::kNumQTypes; ++t)
       for (int r = 0; r < kQGemmFusedMaxRows; ++r) f.q8rows[t][r] = g->q8rows[t][r];
     f.i8rows = g->i8rows;
+    f.i8quant = g->i8quant;
     f.i8_offset_x = g->i8_offset_x;
   }
   return f;

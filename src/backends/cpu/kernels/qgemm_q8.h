@@ -310,6 +310,40 @@ RLX_Q8 void i8_tile(const ::rlx::cpu::qgemm_detail::I8Args& a, int64_t i, int64_
   }
 }
 
+// One row of x to int8 for the int8 linear layer: s = x_scale, or max(amax / 127, 1e-30)
+// when x_scale is 0; q = clamp(round_half_even(x / s), -127, 127) (+ 128 with kFullU8).
+// Returns s. The same operations as the portable loop in qgemm.cpp, 8 values at a time.
+RLX_Q8_ENTRY float i8_quantize_row(const float* x, int64_t k, float x_scale, uint8_t* q) {
+  float s = x_scale;
+  int64_t p = 0;
+  if (s == 0.f) {
+    __m256 m = _mm256_setzero_ps();
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    for (; p + 8 <= k; p += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + p), absmask));
+    alignas(32) float t[8];
+    _mm256_store_ps(t, m);
+    float amax = 0.f;
+    for (float v : t) amax = std::max(amax, v);
+    for (; p < k; ++p) amax = std::max(amax, std::fabs(x[p]));
+    s = std::max(amax / 127.f, 1e-30f);
+  }
+  const __m256 sv = _mm256_set1_ps(s), lo = _mm256_set1_ps(-127.f), hi = _mm256_set1_ps(127.f);
+  const __m256i off = _mm256_set1_epi32(Dot8::kFullU8 ? 128 : 0);
+  for (p = 0; p + 8 <= k; p += 8) {
+    __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + p), sv);
+    v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+    const __m256i iv = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)), off);
+    alignas(32) int32_t t[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(t), iv);
+    for (int e = 0; e < 8; ++e) q[p + e] = static_cast<uint8_t>(t[e]);
+  }
+  for (; p < k; ++p) {
+    const float v = std::min(127.f, std::max(-127.f, x[p] / s));
+    q[p] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(v)) + (Dot8::kFullU8 ? 128 : 0));
+  }
+  return s;
+}
+
 template <int NR>
 RLX_Q8 void i8_col(const ::rlx::cpu::qgemm_detail::I8Args& a, int64_t j) {
   int64_t i = 0;
@@ -340,6 +374,7 @@ void fill_q8(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
 
 inline void fill_q8_family(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
   f.i8rows = i8_rows;
+  f.i8quant = i8_quantize_row;
   f.i8_offset_x = Dot8::kFullU8;
   fill_q8<QT8::q8_0>(f);
   fill_q8<QT8::q4_0>(f);
