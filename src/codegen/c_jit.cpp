@@ -31,6 +31,9 @@ uint64_t fnv1a(const std::string& s, uint64_t h) {
   return h;
 }
 
+}  // namespace
+
+// hex_key and make_dirs are shared with the other kernel caches (the cuda device's NVRTC cache).
 std::string hex_key(const std::string& s) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(fnv1a(s, 0xcbf29ce484222325ULL)),
@@ -51,6 +54,8 @@ Status make_dirs(const std::string& path) {
   }
   return Status::ok();
 }
+
+namespace {
 
 bool file_exists(const std::string& p) {
   struct stat st;

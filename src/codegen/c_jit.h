@@ -32,6 +32,10 @@ class JitModule {
 std::string c_compiler();
 // The cache folder: $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx/kernels, else ~/.cache/rlx/kernels.
 std::string kernel_cache_dir();
+// A 128-bit hex key of `s` (two FNV-1a hashes), for naming cached files.
+std::string hex_key(const std::string& s);
+// Creates `path` and its parents (like mkdir -p); the error names the folder.
+Status make_dirs(const std::string& path);
 // Compiles `source` (a complete C file) to a shared object, or reuses the cached one, and
 // loads it. Modules are also cached in memory by the same key. Errors carry the compiler's
 // diagnostics.

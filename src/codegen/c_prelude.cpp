@@ -46,6 +46,25 @@ typedef ulong uint64_t;
 #define fabsf fabs
 #define fmodf fmod
 #define rintf rint
+#elif defined(__CUDACC__)
+/* CUDA C++ under NVRTC (the cuda device renders the same kernels). NVRTC compiles without
+   system headers, so the fixed-width integer names and C's INFINITY/NAN are defined here; the
+   C library's math names (expf, sqrtf, erfc, ...) are CUDA device functions already. The
+   program is compiled with -default-device, so these static functions are device functions. */
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+#define INT32_MAX 2147483647
+#define INT64_MAX 9223372036854775807LL
+#define INT64_MIN (-INT64_MAX - 1LL)
+#define UINT64_MAX 18446744073709551615ULL
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
 #else
 #include <math.h>
 #include <stdint.h>
@@ -63,6 +82,11 @@ static inline uint32_t rlx_f32_bits(float x) { return as_uint(x); }
 static inline float rlx_f32_from_bits(uint32_t u) { return as_float(u); }
 static inline uint64_t rlx_f64_bits(double x) { return as_ulong(x); }
 static inline double rlx_f64_from_bits(uint64_t u) { return as_double(u); }
+#elif defined(__CUDACC__)
+static inline uint32_t rlx_f32_bits(float x) { return __float_as_uint(x); }
+static inline float rlx_f32_from_bits(uint32_t u) { return __uint_as_float(u); }
+static inline uint64_t rlx_f64_bits(double x) { return (uint64_t)__double_as_longlong(x); }
+static inline double rlx_f64_from_bits(uint64_t u) { return __longlong_as_double((long long)u); }
 #else
 static inline uint32_t rlx_f32_bits(float x) { uint32_t u; memcpy(&u, &x, sizeof u); return u; }
 static inline float rlx_f32_from_bits(uint32_t u) { float x; memcpy(&x, &u, sizeof x); return x; }
@@ -336,6 +360,10 @@ static inline float rlx__sincos_f32(float x, uint64_t quadrant_offset) {
 /* OpenCL's built-ins reduce large arguments exactly (4 ulp); there is no vectorizer to please */
 static inline float rlx_sin_f32(float x) { return sin(x); }
 static inline float rlx_cos_f32(float x) { return cos(x); }
+#elif defined(__CUDACC__)
+/* CUDA's sinf/cosf reduce large arguments exactly (2 ulp) without -use_fast_math */
+static inline float rlx_sin_f32(float x) { return sinf(x); }
+static inline float rlx_cos_f32(float x) { return cosf(x); }
 #else
 static inline float rlx_sin_f32(float x) {
   return rlx__sel_f32(x == 0.0f, x, rlx__sincos_f32(x, 0u));  /* sin(-0) = -0 */
@@ -344,8 +372,9 @@ static inline float rlx_cos_f32(float x) { return rlx__sincos_f32(x, 1u); }
 #endif
 
 /* ---------------------------------------------------------------- sqrt, rsqrt, rounding */
-#if defined(__NO_MATH_ERRNO__)
-/* With -fno-math-errno, sqrt is one vector instruction (and correctly rounded). rsqrt goes
+#if defined(__NO_MATH_ERRNO__) || defined(__CUDACC__)
+/* CUDA's sqrtf is correctly rounded (NVRTC's default -prec-sqrt=true) and sets no errno.
+   With -fno-math-errno, sqrt is one vector instruction (and correctly rounded). rsqrt goes
    through double so that it is rounded once (1.0f / sqrtf(x) is off by up to 1.5 ulp). */
 static inline float rlx_sqrt_f32(float x) { return sqrtf(x); }
 static inline float rlx_rsqrt_f32(float x) { return (float)(1.0 / sqrt((double)x)); }
@@ -394,7 +423,7 @@ static inline float rlx_rsqrt_f32(float x) {
 /* Round half to even (default rounding mode). rintf is one instruction where the target has
    a vector round; otherwise adding and removing 2^23 rounds |x| < 2^23 the same way. */
 static inline float rlx_round_f32(float x) {
-#if defined(__SSE4_1__) || defined(__aarch64__) || defined(__ARM_NEON)
+#if defined(__SSE4_1__) || defined(__aarch64__) || defined(__ARM_NEON) || defined(__CUDACC__)
   return rintf(x);
 #else
   float a = rlx__abs_f32(x);

@@ -9,6 +9,9 @@
 #ifdef RLX_HAVE_OPENCL
 #include "../backends/opencl/opencl_device.h"
 #endif
+#ifdef RLX_HAVE_CUDA
+#include "../backends/cuda/cuda_device.h"
+#endif
 #include "../backends/ref/ref_device.h"
 #ifdef RLX_HAVE_VULKAN
 #include "../backends/vulkan/vulkan_device.h"
@@ -31,6 +34,14 @@ std::shared_ptr<const Device> make_opencl() {
 #endif
 }
 
+std::shared_ptr<const Device> make_cuda() {
+#ifdef RLX_HAVE_CUDA
+  return cuda::make_cuda_device();
+#else
+  return null_device::make_unavailable_device("cuda", "rlx was built without the CUDA toolkit (install it, e.g. in /usr/local/cuda, then rebuild)");
+#endif
+}
+
 std::shared_ptr<const Device> make_vulkan() {
 #ifdef RLX_HAVE_VULKAN
   return vulkan::make_vulkan_device();
@@ -45,6 +56,7 @@ const std::vector<Entry>& entries() {
       {"ref", ref::make_ref_device},
       {"opencl", make_opencl},
       {"vulkan", make_vulkan},
+      {"cuda", make_cuda},
       {"null", null_device::make_null_device},
   };
   return e;

@@ -1,0 +1,102 @@
+#include "cuda_codegen.h"
+
+#include <algorithm>
+
+#include "../../codegen/c_prelude.h"
+#include "../../codegen/c_renderer.h"
+#include "../../passes/schedule.h"
+
+namespace rlx::cuda {
+
+Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc) {
+  if (n.op != Op::Dot) return error(ErrorCode::unsupported, "only dot is native (cuBLAS)");
+  if (n.inputs.size() != 2 || n.outputs.size() != 1) return error(ErrorCode::unsupported, "dot needs two inputs");
+  const DType t = n.inputs[0].dtype;
+  if (n.inputs[1].dtype != t || n.outputs[0].dtype != t)
+    return error(ErrorCode::unsupported, "cuBLAS GEMM needs one dtype for both operands and the result");
+  switch (t) {
+    case DType::f32:
+    case DType::f64:
+    case DType::f16: break;
+    case DType::bf16:
+      if (cc < 80) return error(ErrorCode::unsupported, "cuBLAS bf16 GEMM needs sm_80 or newer, this GPU is sm_", cc);
+      break;
+    default: return error(ErrorCode::unsupported, "cuBLAS GEMM computes f32, f64, f16 and bf16, not ", dtype_name(t));
+  }
+  for (const TensorType& x : n.inputs)
+    if (!static_sizes(x.shape)) return error(ErrorCode::unsupported, "the cuBLAS GEMM needs static shapes");
+  RLX_ASSIGN_OR_RETURN(cpu::GemmPlan p, cpu::plan_contraction(n.op, n.attrs, n.inputs, n.outputs));
+  // cuBLAS takes 32-bit sizes and leading dimensions
+  const int64_t lim = INT32_MAX;
+  if (p.m > lim || p.n > lim || p.k > lim || p.batch > lim || p.lda > lim || p.ldb > lim || p.ldc > lim)
+    return error(ErrorCode::unsupported, "a GEMM dimension exceeds cuBLAS's 32-bit sizes");
+  return p;
+}
+
+Claim claim_native(const NodeDesc& n, ComputeCapability cc) {
+  if (n.op != Op::Dot) return Claim::no(cat("cuda has no native ", op_name(n.op), " kernel (its only native kernel is the cuBLAS GEMM for dot)"));
+  auto p = gemm_plan(n, cc);
+  if (!p) return Claim::no(p.status().message());
+  return Claim::yes(cat("cuBLAS gemm ", dtype_name(n.inputs[0].dtype), " m=", p->m, " n=", p->n, " k=", p->k,
+                        p->batch > 1 ? cat(" batch=", p->batch) : ""));
+}
+
+Claim supports_primitive(const NodeDesc& n) {
+  // every dtype the C renderer handles: CUDA has fp64, and f16/bf16 are computed in f32
+  Claim c = codegen::c_renderer_supports(n);
+  if (c.ok) c.text = "generated CUDA C++ (NVRTC)";
+  return c;
+}
+
+Expected<kir::KernelProgram> schedule_program(const Graph& g, const CompileOptions& options) {
+  RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(g));
+  RLX_TRY(sched::apply_donations(prog, options.donate));  // a donated output shares its input's memory
+  RLX_TRY(kir::verify_program(prog));
+  return prog;
+}
+
+Expected<std::string> render_kernels(const kir::KernelProgram& prog, const std::string& prefix) {
+  std::string src;
+  for (const kir::GeneratedKernel& k : prog.generated) {
+    std::vector<DType> dts;
+    for (int b : k.args) dts.push_back(prog.buffers[b].dtype);
+    RLX_ASSIGN_OR_RETURN(std::string fn, codegen::render_c_kernel(k, dts, prefix + k.name, codegen::CTarget::cuda));
+    src += "\n" + fn;
+  }
+  return src;
+}
+
+std::string translation_unit(std::string_view kernels) {
+  std::string src = "#define RLX_CUDA 1\n";
+  src += codegen::c_prelude();
+  src += codegen::c_runtime_helpers();
+  src += kernels;
+  return src;
+}
+
+namespace {
+
+class CodegenDevice final : public Device {
+ public:
+  explicit CodegenDevice(ComputeCapability cc) : cc_(cc) {
+    info_.name = "cuda";
+    info_.available = false;
+    info_.reason = cat("code generation only (legalizes and renders as for sm_", cc, "; runs nothing)");
+  }
+  const DeviceInfo& info() const override { return info_; }
+  Claim claim_native(const NodeDesc& n) const override { return cuda::claim_native(n, cc_); }
+  Claim supports_primitive(const NodeDesc& n) const override { return cuda::supports_primitive(n); }
+  Expected<std::unique_ptr<Executable>> compile(const Graph&, const CompileOptions&) const override {
+    return error(ErrorCode::unavailable, "cuda: ", info_.reason);
+  }
+
+ private:
+  ComputeCapability cc_;
+  DeviceInfo info_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Device> make_codegen_device(ComputeCapability cc) { return std::make_shared<CodegenDevice>(cc); }
+
+}  // namespace rlx::cuda

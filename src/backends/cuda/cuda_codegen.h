@@ -1,0 +1,51 @@
+// The cuda device's code generation, which needs no GPU and no CUDA headers: which nodes the
+// device claims (cuBLAS GEMMs) or renders, the scheduled kernel program, and the CUDA C++
+// translation unit that NVRTC compiles. The runtime (cuda_device.cpp) and the NVRTC check of
+// every conformance case (tests/cuda/) both build their programs through these functions, so
+// the test compiles exactly what a GPU would run.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "../cpu/native_contraction.h"
+#include "rlx/compile.h"
+#include "rlx/device.h"
+#include "rlx/kernel_ir.h"
+
+namespace rlx::cuda {
+
+// Compute capability as major * 10 + minor (sm_90 is 90).
+using ComputeCapability = int;
+
+// The cuBLAS plan for a `dot` node: the CPU's contraction planner decides the GEMM layout
+// (its plan is device-independent); cuBLAS computes f32, f64 and f16 (f32 accumulation), and
+// bf16 (f32 accumulation) from sm_80 on. An error says why the node is not one cuBLAS call.
+Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc);
+
+// The device's answer to the legalizer's two questions for a GPU of capability `cc`.
+Claim claim_native(const NodeDesc& n, ComputeCapability cc);
+Claim supports_primitive(const NodeDesc& n);
+
+// Schedules a legalized primitive graph into the kernel program the device runs (the same
+// device-independent scheduler as every device, plus the requested donations), verified.
+Expected<kir::KernelProgram> schedule_program(const Graph& primitive_graph, const CompileOptions& options);
+
+// The CUDA C++ of every generated kernel of `prog`, kernel i named `prefix + generated[i].name`
+// (`extern "C" __global__`, one thread per domain element; see codegen::CTarget::cuda).
+Expected<std::string> render_kernels(const kir::KernelProgram& prog, const std::string& prefix);
+
+// A complete NVRTC translation unit: the C prelude, the runtime helpers, then `kernels`.
+std::string translation_unit(std::string_view kernels);
+
+// A stand-in for the cuda device that answers the legalizer's questions as a GPU of
+// capability `cc` would, without a GPU: for checking code generation (tests/cuda/ renders
+// every conformance case through it and compiles the result with NVRTC). It is listed as
+// unavailable, and compile() refuses with that reason.
+std::shared_ptr<const Device> make_codegen_device(ComputeCapability cc);
+
+// The threads per block of generated kernels (one thread per element).
+constexpr int kThreadsPerBlock = 256;
+
+}  // namespace rlx::cuda
