@@ -1,6 +1,6 @@
 // rlx/sparse.h: sparse matrices and solvers (docs/scientific.md).
 //
-// A C++ API, not yet graph ops: CSR matrices (built from COO triplets) with f32/f64 values and
+// A C++ API (plus spmv() as graph ops, below): CSR matrices (built from COO triplets) with f32/f64 values and
 // i32/i64 indices; multi-threaded SpMV/SpMM on the CPU (rlx::ThreadPool); Krylov solvers (CG,
 // preconditioned CG with Jacobi or IC(0), BiCGSTAB, restarted GMRES) with a tolerance, an
 // iteration cap and a convergence report; sparse direct LU (UMFPACK) and Cholesky (CHOLMOD)
@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rlx/op_builder.h"
 #include "rlx/status.h"
 
 namespace rlx::sparse {
@@ -146,6 +147,17 @@ Expected<Coo<double, int64_t>> read_matrix_market(const std::string& path);
 // Writes A as "coordinate real general" with 17 significant digits.
 template <class V, class I>
 Status write_matrix_market(const std::string& path, const Csr<V, I>& a);
+
+// ---- in a graph
+
+// y = A x as graph-level ops, for A given as three tensors: row indices [nnz] (integer),
+// column indices [nnz] (integer) and values [nnz] (float), with `rows` rows; x is [cols] or
+// [cols, k]. Emitted as gather(x, col) * values scattered-added into rows, so it runs on every
+// device with those ops (through the common IR) and autodiff gives the gradients with respect
+// to the values (on the pattern) and to x. row_indices() expands a CSR's row_ptr for it.
+ValueId spmv(OpBuilder& o, ValueId row_idx, ValueId col_idx, ValueId values, ValueId x, int64_t rows);
+template <class V, class I>
+std::vector<I> row_indices(const Csr<V, I>& a);
 
 // ---- test matrices
 
