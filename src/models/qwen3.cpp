@@ -114,6 +114,7 @@ class StepBuilder {
       }
       return o_.op(Op::QMatMul, {x, p}, Attrs{{"format", std::string("f16")}});
     }
+    if (w->format.empty() && w_.tensors.count(name + "_scale")) return int8_linear(x, name, *w, in, out);
     if (w->format.empty()) {
       ValueId p = dense(name, {out, in});
       return o_.dot(x, p, {}, {}, {o_.rank(x) - 1}, {1});
@@ -139,6 +140,27 @@ class StepBuilder {
       params_[name] = p;
     }
     return o_.op(Op::QMatMul, {x, p}, Attrs{{"format", w->format}});
+  }
+
+  // A Linear quantized by `rlx quantize --scheme int8` (quant/int8_weights.h): i8 weight and
+  // f32 per-row "<name>_scale", run as int8_matmul with activations quantized per token.
+  ValueId int8_linear(ValueId x, const std::string& name, const Qwen3Weight& w, int64_t in, int64_t out) {
+    const Qwen3Weight& s = w_.tensors.at(name + "_scale");
+    if (w.data.dtype() != DType::i8 || w.data.sizes() != Sizes{out, in} || !s.format.empty() ||
+        s.data.dtype() != DType::f32 || s.data.sizes() != Sizes{out}) {
+      st_ = error(ErrorCode::format_error, w_.source, ": tensor '", name, "' must be i8 [", out, ", ", in,
+                  "] beside its f32 ", name, "_scale [", out, "]");
+      return kNoValue;
+    }
+    auto param = [&](const std::string& n, const Tensor& t) {
+      auto cached = params_.find(n);
+      if (cached != params_.end()) return cached->second;
+      g_.weights[n] = t;
+      ValueId p = o_.param(n, t.type());
+      params_[n] = p;
+      return p;
+    };
+    return o_.op(Op::Int8MatMul, {x, param(name, w.data), param(name + "_scale", s.data)});
   }
 
   ValueId rms_norm(ValueId x, const std::string& name, int64_t n, double eps) {

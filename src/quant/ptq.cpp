@@ -11,7 +11,7 @@ namespace rlx::quant {
 
 namespace fs = std::filesystem;
 
-Status quantize_bert_int8(const std::string& in, const std::string& out, std::string* summary) {
+Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary) {
   std::string weights = in + "/model.safetensors";
   if (!fs::exists(weights)) return error(ErrorCode::io_error, in, ": no model.safetensors (sharded checkpoints are not quantized yet)");
   RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(weights));
@@ -29,7 +29,7 @@ Status quantize_bert_int8(const std::string& in, const std::string& out, std::st
     const Tensor& t = f.tensors.at(name);
     bytes_in += t.nbytes();
     const bool linear = t.rank() == 2 && is_float(t.dtype()) && name.size() > 7 &&
-                        name.compare(name.size() - 7, 7, ".weight") == 0 && name.find("embeddings.") == std::string::npos;
+                        name.compare(name.size() - 7, 7, ".weight") == 0 && name.find("embed") == std::string::npos;
     if (!linear) {
       ts.push_back({name, t});
       bytes_out += t.nbytes();

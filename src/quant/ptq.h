@@ -8,12 +8,12 @@
 
 namespace rlx::quant {
 
-// BERT-family Hugging Face folder `in` -> folder `out`: every Linear weight (2-D "*.weight"
-// outside the embeddings) becomes i8 plus a per-row f32 "*.weight_scale" (int8_weights.h), the
-// safetensors metadata gets "rlx.quantization" = "int8", the other files are copied. The BERT
-// builder then runs those layers as int8_matmul with activations quantized per token. A one-
-// line summary goes to *summary when given.
-Status quantize_bert_int8(const std::string& in, const std::string& out, std::string* summary = nullptr);
+// BERT- or Qwen3-family Hugging Face folder `in` -> folder `out`: every Linear weight (2-D
+// "*.weight" whose name does not contain "embed") becomes i8 plus a per-row f32
+// "*.weight_scale" (int8_weights.h), the safetensors metadata gets "rlx.quantization" = "int8",
+// the other files are copied. The BERT and Qwen3 builders then run those layers as int8_matmul
+// with activations quantized per token. A one-line summary goes to *summary when given.
+Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary = nullptr);
 
 // Qwen3-family folder (or dense GGUF) `in` -> GGUF file `out` with the matrices in the ggml block
 // format `scheme` ("q8_0", "q4_0", "q4_k"; rows k-quants cannot tile stay q8_0), norms in f32.

@@ -1,7 +1,7 @@
 // Post-training quantization end to end (quant/ptq.h), on the deterministic random-weight
 // models of `rlx make-model`: MiniLM quantized to int8 keeps its sentence embeddings (cosine
 // similarity to f32 on the parity sentences of tests/models/minilm_parity_test.cpp), and a small
-// Qwen3 written as q8_0 / q4_0 / q4_k GGUF keeps the f32 model's top-1 next token at most
+// Qwen3 quantized to int8 (folder) or written as q8_0 / q4_k / q4_0 / q4_1 GGUF keeps the f32 model's top-1 next token at most
 // positions. Speed and agreement figures are printed (ratios measured in the same run); only
 // accuracy is asserted.
 #include <gtest/gtest.h>
@@ -48,7 +48,7 @@ TEST(Ptq, MiniLmInt8EmbeddingsKeepCosineAbove099) {
   const std::string f32_dir = kDir + "/minilm", int8_dir = kDir + "/minilm-int8";
   ASSERT_TRUE(models::write_random_bert(f32_dir, models::BertConfig{}, 7).is_ok());
   std::string summary;
-  Status s = quant::quantize_bert_int8(f32_dir, int8_dir, &summary);
+  Status s = quant::quantize_int8_folder(f32_dir, int8_dir, &summary);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   std::printf("%s\n", summary.c_str());
   auto a = models::load_bert_folder(f32_dir);
@@ -126,10 +126,20 @@ TEST(Ptq, Qwen3GgufSchemesTop1Agreement) {
   };
   const std::vector<int64_t> ref = logits_of(dir);
   ASSERT_EQ(ref.size(), prompt.size());
-  for (const char* scheme : {"q8_0", "q4_k", "q4_0"}) {
-    const std::string out = kDir + "/qwen3-" + scheme + ".gguf";
-    Status st = quant::quantize_qwen3_gguf(dir, out, scheme);
+  for (const char* scheme : {"int8", "q8_0", "q4_k", "q4_0", "q4_1"}) {
+    const bool int8 = std::string(scheme) == "int8";
+    const std::string out = kDir + "/qwen3-" + scheme + (int8 ? "" : ".gguf");
+    Status st = int8 ? quant::quantize_int8_folder(dir, out) : quant::quantize_qwen3_gguf(dir, out, scheme);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
+    if (int8) {
+      auto w = models::load_qwen3(out);
+      ASSERT_TRUE(w.has_value()) << w.status().to_string();
+      auto g = models::build_qwen3(*w, {});
+      ASSERT_TRUE(g.has_value()) << g.status().to_string();
+      int nodes = 0;
+      for (const Node& n : g->nodes) nodes += n.op == Op::Int8MatMul;
+      EXPECT_EQ(nodes, 4 * 7) << "4 layers x 7 projections run as int8_matmul (the tied head stays f32)";
+    }
     const std::vector<int64_t> top = logits_of(out);
     ASSERT_EQ(top.size(), ref.size());
     int agree = 0;
@@ -138,7 +148,7 @@ TEST(Ptq, Qwen3GgufSchemesTop1Agreement) {
     std::printf("Qwen3 (random weights, %zu positions) %s: top-1 agreement with f32 %.1f%%\n", ref.size(), scheme, 100 * frac);
     // random weights give nearly flat logits, so 4-bit rounding flips many near-ties; the
     // bounds are far above chance (1 / 4096) and catch a broken format or kernel
-    EXPECT_GE(frac, std::string(scheme) == "q8_0" ? 0.85 : 0.25) << scheme;
+    EXPECT_GE(frac, int8 || std::string(scheme) == "q8_0" ? 0.85 : 0.25) << scheme;
   }
 }
 

@@ -9,6 +9,7 @@
 //                   block format (rows k-quants cannot tile stay q8_0); `rlx generate OUT` runs
 //                   it with qmatmul.
 #include <cstdio>
+#include <filesystem>
 
 #include "cli.h"
 #include "models/bert.h"
@@ -20,23 +21,23 @@ namespace rlx::cli {
 int cmd_quantize(int argc, char** argv) {
   auto args = parse_args(argc, argv, 2, {}, {"scheme"});
   if (!args) return report_error(args.status());
-  const char* usage = "usage: rlx quantize IN_DIR OUT --scheme int8|q8_0|q4_0|q4_k";
+  const char* usage = "usage: rlx quantize IN_DIR OUT --scheme int8|q8_0|q4_0|q4_k|int4-g32|int4-g32-asym";
   if (args->positional.size() != 2 || !args->get("scheme")) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string in = args->positional[0], out = args->positional[1], scheme = *args->get("scheme");
   Status st;
   std::string summary;
   if (scheme == "int8") {
-    if (!models::is_bert_folder(in))
-      return report_error(error(ErrorCode::unsupported, in, ": --scheme int8 quantizes BERT-family folders so far "
-                                                          "(for Qwen3 use q8_0, q4_0 or q4_k)"));
-    st = quant::quantize_bert_int8(in, out, &summary);
-  } else if (scheme == "q8_0" || scheme == "q4_0" || scheme == "q4_k") {
+    if (!models::is_bert_folder(in) && !(models::is_qwen3_model(in) && std::filesystem::is_directory(in)))
+      return report_error(error(ErrorCode::unsupported, in, ": --scheme int8 quantizes BERT- and Qwen3-family folders"));
+    st = quant::quantize_int8_folder(in, out, &summary);
+  } else if (scheme == "q8_0" || scheme == "q4_0" || scheme == "q4_k" || scheme == "int4-g32" || scheme == "int4-g32-asym") {
     if (!models::is_qwen3_model(in))
       return report_error(error(ErrorCode::unsupported, in, ": --scheme ", scheme, " writes Qwen3-family GGUF files so far"));
-    st = quant::quantize_qwen3_gguf(in, out, scheme, &summary);
+    // int4 in groups of 32 is ggml's q4_0 (symmetric, f16 scale) or q4_1 (f16 scale and min)
+    const std::string fmt = scheme == "int4-g32" ? "q4_0" : scheme == "int4-g32-asym" ? "q4_1" : scheme;
+    st = quant::quantize_qwen3_gguf(in, out, fmt, &summary);
   } else {
-    return report_error(error(ErrorCode::invalid_argument, "unknown scheme '", scheme, "' (int4-g32 and int4-g128 are not "
-                              "implemented yet); ", usage));
+    return report_error(error(ErrorCode::invalid_argument, "unknown scheme '", scheme, "' (int4-g128 is not implemented yet); ", usage));
   }
   if (!st.is_ok()) return report_error(st);
   std::printf("%s\n", summary.c_str());
