@@ -159,22 +159,9 @@ float rlx_cos_f32(float x) {
   if (isnan(x) || isinf(x)) return NAN;
   return rlx_x_sincos_f32(x, 1u);
 }
-/* C's powf: special cases first, then exp2(y * log2|x|) with the sign of an odd power */
-float rlx_pow_f32(float x, float y) {
-  if (y == 0.0 || x == 1.0) return 1.0;
-  if (isnan(x) || isnan(y)) return NAN;
-  float ax = abs(x), ay = abs(y);
-  bool yint = floor(y) == y;
-  bool yodd = yint && ay < 16777216.0 && fract(ay * 0.5) != 0.0;
-  bool neg = (floatBitsToUint(x) >> 31) != 0u;
-  if (neg && ax != 0.0 && !isinf(x) && !yint) return NAN;
-  float r;
-  if (ax == 0.0) r = y < 0.0 ? INFINITY : 0.0;
-  else if (isinf(ax)) r = y < 0.0 ? 0.0 : INFINITY;
-  else if (isinf(y)) r = ax == 1.0 ? 1.0 : ((ax > 1.0) == (y > 0.0) ? INFINITY : 0.0);
-  else r = exp2(y * log2(ax));
-  return neg && yodd ? -r : r;
-}
+/* C's powf through the double pow below: llvmpipe's exp2/log2 lose too much near overflow */
+double rlx_pow_f64(double x, double y);
+float rlx_pow_f32(float x, float y) { return float(rlx_pow_f64(double(x), double(y))); }
 float rlx_round_f32(float x) { return roundEven(x); }
 float rlx_sign_f32(float x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
 
@@ -187,6 +174,93 @@ double rlx_rsqrt_f64(double x) {
   return 1.0lf / sqrt(x);
 }
 double rlx_round_f64(double x) { return roundEven(x); }
+/* double exp, log, expm1 in double arithmetic (GLSL's built-ins are float-only): argument
+   reduction by ln2 with a two-part ln2 and Taylor/atanh series to below 1e-17 relative;
+   within a few ulp for normal results (subnormal results rely on ldexp) */
+double rlx_x_exp_taylor(double r, int terms) {  /* e^r = 1 + r(1 + r/2(1 + r/3(...))) */
+  double p = 1.0lf;
+  for (int n = terms; n >= 1; --n) p = 1.0lf + r * p / double(n);
+  return p;
+}
+double rlx_exp_f64(double x) {
+  if (isnan(x)) return x;
+  if (x > 709.782712893384lf) return double(INFINITY);
+  if (x < -745.1332191019412lf) return 0.0lf;
+  double k = roundEven(x * 1.4426950408889634lf);
+  double r = (x - k * 0.6931471803691238lf) - k * 1.9082149292705877e-10lf;  /* |r| <= 0.35 */
+  double p = rlx_x_exp_taylor(r, 14);
+  int ki = int(k);  /* split so that 2^k1 and 2^k2 stay normal */
+  int k1 = ki / 2;
+  return ldexp(ldexp(p, k1), ki - k1);
+}
+double rlx_expm1_f64(double x) {
+  if (abs(x) >= 0.5lf) return rlx_exp_f64(x) - 1.0lf;
+  double p = 1.0lf;  /* expm1(r) = r(1 + r/2(1 + r/3(...))) without the leading 1 */
+  for (int n = 18; n >= 2; --n) p = 1.0lf + x * p / double(n);
+  return x * p;
+}
+double rlx_log_f64(double x) {
+  if (isnan(x) || x == double(INFINITY)) return x;
+  if (x < 0.0lf) return double(NAN);
+  if (x == 0.0lf) return -double(INFINITY);
+  double adj = 0.0lf;  /* lavapipe's frexp misreads subnormals: scale them up by 2^54 first */
+  if (x < 2.2250738585072014e-308lf) {
+    x *= 18014398509481984.0lf;
+    adj = 54.0lf;
+  }
+  int e;
+  double m = frexp(x, e);  /* m in [0.5, 1) */
+  if (m < 0.7071067811865476lf) {
+    m *= 2.0lf;
+    e -= 1;
+  }
+  double f = (m - 1.0lf) / (m + 1.0lf), s = f * f;  /* log(m) = 2 atanh(f), |f| <= 0.172 */
+  double p = 1.0lf / 25.0lf;
+  for (int n = 11; n >= 0; --n) p = p * s + 1.0lf / double(2 * n + 1);
+  double de = double(e) - adj;
+  return de * 0.6931471803691238lf + (de * 1.9082149292705877e-10lf + 2.0lf * f * p);
+}
+double rlx_sigmoid_f64(double x) {
+  if (isnan(x)) return x;
+  double e = rlx_exp_f64(-abs(x));
+  return (x >= 0.0lf ? 1.0lf : e) / (1.0lf + e);
+}
+double rlx_tanh_f64(double x) {
+  if (isnan(x)) return x;
+  double a = min(abs(x), 20.0lf);
+  double em = rlx_expm1_f64(2.0lf * a);
+  double r = em / (em + 2.0lf);
+  return x < 0.0lf ? -r : r;
+}
+/* C's pow: integral exponents by repeated squaring (exact where the result is, as BitShift
+   and integer Pow need), others through exp(y*log|x|) */
+double rlx_pow_f64(double x, double y) {
+  if (y == 0.0lf || x == 1.0lf) return 1.0lf;
+  if (isnan(x) || isnan(y)) return double(NAN);
+  double ax = abs(x), ay = abs(y);
+  bool yint = floor(y) == y;
+  bool yodd = yint && ay < 9007199254740992.0lf && fract(ay * 0.5lf) != 0.0lf;
+  bool neg = (unpackDouble2x32(x).y >> 31) != 0u;
+  if (neg && ax != 0.0lf && !isinf(x) && !yint) return double(NAN);
+  double r;
+  if (ax == 0.0lf) r = y < 0.0lf ? double(INFINITY) : 0.0lf;
+  else if (isinf(ax)) r = y < 0.0lf ? 0.0lf : double(INFINITY);
+  else if (isinf(y)) r = ax == 1.0lf ? 1.0lf : ((ax > 1.0lf) == (y > 0.0lf) ? double(INFINITY) : 0.0lf);
+  else if (yint && ay <= 4294967296.0lf) {
+    uint64_t n = uint64_t(ay);
+    double b = ax;
+    r = 1.0lf;
+    while (n != 0ul) {
+      if ((n & 1ul) != 0ul) r *= b;
+      b *= b;
+      n >>= 1;
+    }
+    if (y < 0.0lf) r = 1.0lf / r;
+  } else {
+    r = rlx_exp_f64(y * rlx_log_f64(ax));
+  }
+  return neg && yodd ? -r : r;
+}
 double rlx_sign_f64(double x) { return x > 0.0lf ? 1.0lf : (x < 0.0lf ? -1.0lf : x); }
 /* C's fmod, exact: |b| scaled by powers of two is subtracted from |a| from the top bit down
    (each subtraction is exact), the result takes a's sign */
@@ -371,11 +445,10 @@ Claim glsl_supports(const NodeDesc& n, const GlslCaps& caps) {
       case DType::f64:
         if (!caps.fp64) return "this device has no fp64 (shaderFloat64)";
         switch (n.op) {
-          case Op::Exp: case Op::Log: case Op::Tanh: case Op::Sigmoid: case Op::Erf: case Op::Sin: case Op::Cos:
-          case Op::Pow: case Op::Random:
+          case Op::Erf: case Op::Sin: case Op::Cos: case Op::Random:
             if (n.op == Op::Random && n.attrs.s("dist") != "normal") return "";
             return cat("GLSL has no double-precision ", op_name(n.op),
-                       " (its exp, log, trigonometric and power built-ins are float-only)");
+                       " (its transcendental built-ins are float-only; rlx emulates f64 exp, log, tanh, sigmoid and pow only)");
           default: return "";
         }
       case DType::i8: case DType::u8: case DType::boolean: return caps.int8 ? "" : caps.why_no_int8;
