@@ -236,7 +236,7 @@ TEST_P(NvrtcEveryCase, Compiles) {
       }
     }
   };
-  const unsigned nthreads = std::max(1u, std::min(2u, std::thread::hardware_concurrency()));
+  const unsigned nthreads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < nthreads; ++t) threads.emplace_back(worker);
   for (std::thread& t : threads) t.join();
