@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "backends/cuda/cuda_codegen.h"
+#include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_nvrtc.h"
 #include "conformance/conformance.h"
 #include "rlx/dispatch.h"
@@ -301,6 +302,13 @@ TEST(CudaNvrtc, RendersTheCudaDialect) {
   EXPECT_NE(k.find("(int64_t)blockIdx.x * (int64_t)blockDim.x + (int64_t)threadIdx.x"), std::string::npos) << k;
   EXPECT_NE(k.find("__restrict__"), std::string::npos) << k;
   EXPECT_EQ(k.find("__global "), std::string::npos) << "OpenCL address space in CUDA output:\n" << k;
+}
+
+// cuBLAS is not linked (it would cost every process 0.2 s at startup) but loaded when the first
+// GEMM runs: the library must be found and have the functions used.
+TEST(CudaDevice, CublasLoads) {
+  Status s = cuda::load_cublas();
+  EXPECT_TRUE(s.ok()) << s.to_string();
 }
 
 // The registry lists cuda; without a GPU it is unavailable and says why (the CUDA error).

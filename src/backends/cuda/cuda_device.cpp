@@ -153,13 +153,15 @@ Status CudaExecutable::gemm(const kir::NativeKernel& nk, const cpu::GemmPlan& p)
     return cuda_check(cudaMemsetAsync(c, 0, dtype_bytes(t, static_cast<size_t>(p.batch * p.m * p.n)), rt_->stream()),
                       "cudaMemsetAsync for empty GEMM " + nk.name);
   RLX_ASSIGN_OR_RETURN(cudaDataType_t dt, cuda_dtype(t));
+  RLX_ASSIGN_OR_RETURN(cublasHandle_t handle, rt_->cublas());
+  RLX_ASSIGN_OR_RETURN(const CublasApi* api, cublas_api());
   const bool f64 = t == DType::f64;
   const float alpha32 = p.alpha, beta32 = 0.f;
   const double alpha64 = p.alpha, beta64 = 0.0;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
   return cublas_check(
-      cublasGemmStridedBatchedEx(rt_->cublas(), p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      api->gemm_strided_batched(handle, p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                  static_cast<int>(p.n), static_cast<int>(p.m), static_cast<int>(p.k), alpha,
                                  mem_[nk.inputs[1]], dt, static_cast<int>(p.ldb), p.stride_b, mem_[nk.inputs[0]], dt,
                                  static_cast<int>(p.lda), p.stride_a, beta, c, dt, static_cast<int>(p.ldc), p.stride_c,
@@ -257,5 +259,7 @@ class CudaDevice final : public Device {
 }  // namespace
 
 std::shared_ptr<const Device> make_cuda_device() { return std::make_shared<CudaDevice>(); }
+
+Status load_cublas() { return cublas_api().status(); }
 
 }  // namespace rlx::cuda

@@ -14,4 +14,8 @@ namespace rlx::cuda {
 // The device; unavailable, with the reason CUDA gave, when there is no usable GPU.
 std::shared_ptr<const Device> make_cuda_device();
 
+// Loads cuBLAS (with dlopen, as the first GEMM does); an error says why it cannot be loaded.
+// Needs no GPU.
+Status load_cublas();
+
 }  // namespace rlx::cuda

@@ -1,5 +1,9 @@
 #include "cuda_runtime.h"
 
+#include <dlfcn.h>
+
+#include <type_traits>
+
 #include "cuda_nvrtc.h"
 
 namespace rlx::cuda {
@@ -10,10 +14,37 @@ Status cuda_check(cudaError_t code, const std::string& what) {
                "): ", cudaGetErrorString(code));
 }
 
+Expected<const CublasApi*> cublas_api() {
+  static const Expected<const CublasApi*> api = []() -> Expected<const CublasApi*> {
+    static CublasApi a{};
+    // the soname first (found through the program's run path, next to libcudart), then the
+    // toolkit's folder that CMake found
+    const std::string so = cat("libcublas.so.", CUBLAS_VER_MAJOR);
+    void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+#ifdef RLX_CUDA_LIB_DIR
+    if (!h) h = dlopen((std::string(RLX_CUDA_LIB_DIR) + "/" + so).c_str(), RTLD_NOW | RTLD_LOCAL);
+#endif
+    if (!h) return error(ErrorCode::unavailable, "cuda: cannot load cuBLAS (", so, "): ", dlerror());
+    auto sym = [&](auto& fn, const char* name) -> Status {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+      if (!fn) return error(ErrorCode::unavailable, "cuda: ", so, " has no ", name);
+      return Status::ok();
+    };
+    RLX_TRY(sym(a.create, "cublasCreate_v2"));
+    RLX_TRY(sym(a.set_stream, "cublasSetStream_v2"));
+    RLX_TRY(sym(a.gemm_strided_batched, "cublasGemmStridedBatchedEx"));
+    RLX_TRY(sym(a.status_name, "cublasGetStatusName"));
+    RLX_TRY(sym(a.status_string, "cublasGetStatusString"));
+    return &a;
+  }();
+  return api;
+}
+
 Status cublas_check(cublasStatus_t code, const std::string& what) {
   if (code == CUBLAS_STATUS_SUCCESS) return Status::ok();
-  return error(ErrorCode::runtime_error, "cuda: ", what, ": ", cublasGetStatusName(code), " (", static_cast<int>(code),
-               "): ", cublasGetStatusString(code));
+  auto api = cublas_api();
+  return error(ErrorCode::runtime_error, "cuda: ", what, ": ", api ? (*api)->status_name(code) : "cuBLAS status", " (",
+               static_cast<int>(code), ")", api ? cat(": ", (*api)->status_string(code)) : std::string());
 }
 
 Expected<std::shared_ptr<Runtime>> Runtime::create() {
@@ -49,15 +80,24 @@ Expected<std::shared_ptr<Runtime>> Runtime::create() {
                  r->gpu_.cc, ")");
   r->arch_ = exact ? cat("sm_", r->gpu_.cc) : cat("compute_", best);
   RLX_TRY(cuda_check(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"));
-  RLX_TRY(cublas_check(cublasCreate(&r->cublas_), "cublasCreate"));
-  RLX_TRY(cublas_check(cublasSetStream(r->cublas_, r->stream_), "cublasSetStream"));
   return r;
 }
 
-Runtime::~Runtime() {
-  for (auto& [src, lib] : libraries_) cudaLibraryUnload(lib);
-  if (cublas_) cublasDestroy(cublas_);
-  if (stream_) cudaStreamDestroy(stream_);
+// The runtime lives in the device registry until the process exits. Calling CUDA from static
+// destructors, after libcudart may have torn itself down, is unsafe, and process exit
+// releases the context with everything in it, so nothing is released here.
+Runtime::~Runtime() = default;
+
+Expected<cublasHandle_t> Runtime::cublas() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!cublas_) {
+    RLX_ASSIGN_OR_RETURN(const CublasApi* api, cublas_api());
+    cublasHandle_t h = nullptr;
+    RLX_TRY(cublas_check(api->create(&h), "cublasCreate"));
+    RLX_TRY(cublas_check(api->set_stream(h, stream_), "cublasSetStream"));
+    cublas_ = h;
+  }
+  return cublas_;
 }
 
 std::string Runtime::description() const {

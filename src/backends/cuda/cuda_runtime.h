@@ -17,6 +17,21 @@
 
 namespace rlx::cuda {
 
+// cuBLAS, loaded with dlopen on first use rather than linked: loading libcublas costs every
+// process about 0.2 s at startup (its relocations), also processes that never multiply on a GPU.
+struct CublasApi {
+  cublasStatus_t (*create)(cublasHandle_t*);
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+  cublasStatus_t (*gemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                         const void*, const void*, cudaDataType, int, long long, const void*,
+                                         cudaDataType, int, long long, const void*, void*, cudaDataType, int,
+                                         long long, int, cublasComputeType_t, cublasGemmAlgo_t);
+  const char* (*status_name)(cublasStatus_t);
+  const char* (*status_string)(cublasStatus_t);
+};
+// The loaded API, or why libcublas could not be loaded.
+Expected<const CublasApi*> cublas_api();
+
 // An rlx error for a failed CUDA runtime call: "cuda: <what>: cudaErrorX (n): <text>".
 Status cuda_check(cudaError_t code, const std::string& what);
 // The same for cuBLAS: "cuda: <what>: CUBLAS_STATUS_X (n)".
@@ -42,7 +57,9 @@ class Runtime {
 
   const GpuInfo& gpu() const { return gpu_; }
   cudaStream_t stream() const { return stream_; }
-  cublasHandle_t cublas() const { return cublas_; }
+  // The cuBLAS handle (on stream()), created on first use: cublasCreate takes a while, and
+  // most processes that list devices never multiply on the GPU.
+  Expected<cublasHandle_t> cublas();
   // "NVIDIA H200 (sm_90), 132 SMs, ..." for `rlx devices`.
   std::string description() const;
   // The NVRTC target for this GPU: "sm_XY" when NVRTC knows the GPU's architecture, else
