@@ -366,11 +366,25 @@ double rlx_random01(uint64_t seed, uint64_t counter) {
 double rlx_random_uniform(uint64_t seed, uint64_t i, double a, double b) {
   return a + (b - a) * rlx_random01(seed, i);
 }
-/* GLSL has no double log or cos: the Box-Muller transform runs in float */
+/* cos(2*pi*u) for u in [0, 1) in double: quadrant from round(4u), then Taylor series of
+   sin/cos on |r| <= pi/4 to below 1e-17 */
+double rlx_x_cos_2pi_f64(double u) {
+  double t = 4.0lf * u;
+  double q = floor(t + 0.5lf);
+  double r = (t - q) * 1.5707963267948966lf;
+  double r2 = r * r, c = 1.0lf, s = 1.0lf;
+  for (int n = 9; n >= 1; --n) {
+    c = 1.0lf - r2 * c / double((2 * n) * (2 * n - 1));
+    s = 1.0lf - r2 * s / double((2 * n + 1) * (2 * n));
+  }
+  s *= r;
+  int k = int(q) & 3;
+  return k == 0 ? c : (k == 1 ? -s : (k == 2 ? -c : s));
+}
 double rlx_random_normal(uint64_t seed, uint64_t i, double mean, double std) {
   double u1 = rlx_random01(seed, 2ul * i), u2 = rlx_random01(seed, 2ul * i + 1ul);
   if (u1 < 1.1102230246251565404e-16lf) u1 = 1.1102230246251565404e-16lf;
-  return mean + std * double(sqrt(-2.0 * log(float(u1))) * cos(6.2831853071795865 * float(u2)));
+  return mean + std * sqrt(-2.0lf * rlx_log_f64(u1)) * rlx_x_cos_2pi_f64(u2);
 }
 )GLSL";
 
@@ -445,10 +459,9 @@ Claim glsl_supports(const NodeDesc& n, const GlslCaps& caps) {
       case DType::f64:
         if (!caps.fp64) return "this device has no fp64 (shaderFloat64)";
         switch (n.op) {
-          case Op::Erf: case Op::Sin: case Op::Cos: case Op::Random:
-            if (n.op == Op::Random && n.attrs.s("dist") != "normal") return "";
+          case Op::Erf: case Op::Sin: case Op::Cos:
             return cat("GLSL has no double-precision ", op_name(n.op),
-                       " (its transcendental built-ins are float-only; rlx emulates f64 exp, log, tanh, sigmoid and pow only)");
+                       " (its transcendental built-ins are float-only; rlx emulates f64 exp, log, tanh, sigmoid, pow and normal random numbers only)");
           default: return "";
         }
       case DType::i8: case DType::u8: case DType::boolean: return caps.int8 ? "" : caps.why_no_int8;

@@ -7,8 +7,8 @@
 //   f32 math rlx_{exp,log,sqrt,rsqrt,tanh,sigmoid,erf,sin,cos,pow,round,sign}_f32,
 //     rlx_fmod_floor_f32, and fmodf/fabsf/floorf/ceilf mapped onto GLSL;
 //   f64 rlx_{sqrt,rsqrt,round,sign,exp,expm1,log,sigmoid,tanh,pow}_f64, rlx_fmod_floor_f64
-//     (GLSL's transcendental built-ins are float-only: exp and log are computed in double
-//     arithmetic here; f64 erf, sin, cos and normal random numbers are refused);
+//     (GLSL's transcendental built-ins are float-only: exp, log and the Box-Muller cosine are
+//     computed in double arithmetic here; f64 erf, sin and cos are refused);
 //   f16/bf16 conversions (exact, round to nearest even), saturating float->int casts, the
 //   integer helpers (truncating division and remainder without traps, floor modulo, integer
 //   powers) and the counter-based random numbers.
@@ -47,9 +47,9 @@ struct GlslCaps {
 };
 
 // Whether generated GLSL computes strict primitive `n` on a device with `caps`: what the C
-// renderer handles (c_renderer_supports), dtypes the device stores, and no f64 erf, sin, cos
-// or normal random numbers (GLSL's transcendental built-ins are float-only; the prelude
-// emulates f64 exp, log, tanh, sigmoid and pow in double arithmetic, not these).
+// renderer handles (c_renderer_supports), dtypes the device stores, and no f64 erf, sin or
+// cos (GLSL's transcendental built-ins are float-only; the prelude emulates f64 exp, log,
+// tanh, sigmoid and pow in double arithmetic, not these).
 Claim glsl_supports(const NodeDesc& n, const GlslCaps& caps);
 
 }  // namespace rlx::codegen
