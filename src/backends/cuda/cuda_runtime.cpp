@@ -102,8 +102,9 @@ Expected<cublasHandle_t> Runtime::cublas() {
 
 std::string Runtime::description() const {
   return cat(gpu_.name, " (sm_", gpu_.cc, "), ", gpu_.sms, " SMs, ", gpu_.memory_bytes >> 20, " MiB, warp ",
-             gpu_.warp_size, ", fp64 yes, fp16 yes, bf16 ", gpu_.cc >= 80 ? "yes" : "stored (computed in f32)",
-             "; generated CUDA C++ through NVRTC ", nvrtc_version(), " (", arch_, "), cuBLAS GEMM");
+             gpu_.warp_size, ", fp64 yes, f16/bf16 stored and computed in f32 (cuBLAS GEMM f16",
+             gpu_.cc >= 80 ? "/bf16" : "", " with f32 accumulation); generated CUDA C++ through NVRTC ", nvrtc_version(),
+             " (", arch_, ")");
 }
 
 Expected<cudaKernel_t> Runtime::kernel(const std::string& source, const std::string& name) {
