@@ -33,6 +33,23 @@ Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc) {
   return p;
 }
 
+ColumnMajorGemm column_major_gemm(const cpu::GemmPlan& p) {
+  ColumnMajorGemm g;
+  g.trans_first = p.trans_b;
+  g.trans_second = p.trans_a;
+  g.m = p.n;
+  g.n = p.m;
+  g.k = p.k;
+  g.ld_first = p.ldb;
+  g.ld_second = p.lda;
+  g.ldc = p.ldc;
+  g.stride_first = p.stride_b;
+  g.stride_second = p.stride_a;
+  g.stride_c = p.stride_c;
+  g.batch = p.batch;
+  return g;
+}
+
 Claim claim_native(const NodeDesc& n, ComputeCapability cc) {
   if (n.op != Op::Dot) return Claim::no(cat("cuda has no native ", op_name(n.op), " kernel (its only native kernel is the cuBLAS GEMM for dot)"));
   auto p = gemm_plan(n, cc);

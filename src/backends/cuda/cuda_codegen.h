@@ -24,6 +24,17 @@ using ComputeCapability = int;
 // bf16 (f32 accumulation) from sm_80 on. An error says why the node is not one cuBLAS call.
 Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc);
 
+// One column-major GEMM call (cuBLAS's convention) computing a row-major plan: row-major
+// C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so B is the first operand and A the
+// second, with the plan's leading dimensions and batch strides unchanged.
+struct ColumnMajorGemm {
+  bool trans_first = false, trans_second = false;  // CUBLAS_OP_T for the first / second operand
+  int64_t m = 0, n = 0, k = 0;                     // column-major C is m x n
+  int64_t ld_first = 0, ld_second = 0, ldc = 0;
+  int64_t stride_first = 0, stride_second = 0, stride_c = 0, batch = 1;
+};
+ColumnMajorGemm column_major_gemm(const cpu::GemmPlan& p);
+
 // The device's answer to the legalizer's two questions for a GPU of capability `cc`.
 Claim claim_native(const NodeDesc& n, ComputeCapability cc);
 Claim supports_primitive(const NodeDesc& n);

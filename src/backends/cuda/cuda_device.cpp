@@ -143,8 +143,7 @@ Status CudaExecutable::init_natives() {
   return Status::ok();
 }
 
-// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS gets B first, with
-// the plan's leading dimensions and batch strides unchanged.
+// One cuBLAS call in column-major terms (column_major_gemm: B is the first operand).
 Status CudaExecutable::gemm(const kir::NativeKernel& nk, const cpu::GemmPlan& p) {
   void* c = mem_[nk.outputs[0]];
   const DType t = nk.output_types[0].dtype;
@@ -155,18 +154,19 @@ Status CudaExecutable::gemm(const kir::NativeKernel& nk, const cpu::GemmPlan& p)
   RLX_ASSIGN_OR_RETURN(cudaDataType_t dt, cuda_dtype(t));
   RLX_ASSIGN_OR_RETURN(cublasHandle_t handle, rt_->cublas());
   RLX_ASSIGN_OR_RETURN(const CublasApi* api, cublas_api());
+  const ColumnMajorGemm g = column_major_gemm(p);
   const bool f64 = t == DType::f64;
   const float alpha32 = p.alpha, beta32 = 0.f;
   const double alpha64 = p.alpha, beta64 = 0.0;
   const void* alpha = f64 ? static_cast<const void*>(&alpha64) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&beta64) : &beta32;
   return cublas_check(
-      api->gemm_strided_batched(handle, p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                 static_cast<int>(p.n), static_cast<int>(p.m), static_cast<int>(p.k), alpha,
-                                 mem_[nk.inputs[1]], dt, static_cast<int>(p.ldb), p.stride_b, mem_[nk.inputs[0]], dt,
-                                 static_cast<int>(p.lda), p.stride_a, beta, c, dt, static_cast<int>(p.ldc), p.stride_c,
-                                 static_cast<int>(p.batch), f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
-                                 CUBLAS_GEMM_DEFAULT),
+      api->gemm_strided_batched(handle, g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                static_cast<int>(g.m), static_cast<int>(g.n), static_cast<int>(g.k), alpha,
+                                mem_[nk.inputs[1]], dt, static_cast<int>(g.ld_first), g.stride_first, mem_[nk.inputs[0]],
+                                dt, static_cast<int>(g.ld_second), g.stride_second, beta, c, dt, static_cast<int>(g.ldc),
+                                g.stride_c, static_cast<int>(g.batch), f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT),
       cat("cublasGemmStridedBatchedEx for ", nk.name, " (m=", p.m, " n=", p.n, " k=", p.k, " batch=", p.batch, ")"));
 }
 
