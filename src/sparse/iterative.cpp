@@ -165,11 +165,16 @@ Expected<SolveReport> cg(const Csr<V, I>& a, const std::vector<V>& b, std::vecto
       return error(ErrorCode::runtime_error, rep.method, ": p^T A p = ", pap, " at iteration ", it,
                    " (A is not symmetric positive definite)");
     const V alpha = static_cast<V>(rz / pap);
-    for (int64_t i = 0; i < n; ++i) {
-      x[i] += alpha * p[i];
-      r[i] -= alpha * ap[i];
-    }
-    rn = norm2(r);
+    // one threaded pass: x += alpha p, r -= alpha A p, and ||r||^2
+    rn = std::sqrt(detail::par_sum(n, [&](int64_t s, int64_t e) {
+      double t = 0;
+      for (int64_t i = s; i < e; ++i) {
+        x[i] += alpha * p[i];
+        r[i] -= alpha * ap[i];
+        t += static_cast<double>(r[i]) * r[i];
+      }
+      return t;
+    }));
     rep.iterations = it + 1;
     if (o.record_history) rep.history.push_back(rn);
     if (rn <= tol) {
@@ -180,7 +185,10 @@ Expected<SolveReport> cg(const Csr<V, I>& a, const std::vector<V>& b, std::vecto
     const double rz_new = dot(r, z);
     const V beta = static_cast<V>(rz_new / rz);
     rz = rz_new;
-    for (int64_t i = 0; i < n; ++i) p[i] = z[i] + beta * p[i];
+    detail::par_sum(n, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) p[i] = z[i] + beta * p[i];
+      return 0.0;
+    });
   }
   finish(a, b, x, tol, rep);
   return rep;
