@@ -269,7 +269,11 @@ RLX_Q8 void i8_tile(const ::rlx::cpu::qgemm_detail::I8Args& a, int64_t i, int64_
   for (int64_t b = 0; b < nb; ++b) {
     __m256i wv[NR];
 #pragma GCC unroll 4
-    for (int n = 0; n < NR; ++n) wv[n] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + n * a.ldw + 32 * b));
+    for (int n = 0; n < NR; ++n) {
+      // weights stream from memory once per call when x has few rows: fetch ahead
+      if (MR <= 2) __builtin_prefetch(w0 + n * a.ldw + 32 * b + 384);
+      wv[n] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w0 + n * a.ldw + 32 * b));
+    }
     if constexpr (Dot8::kFullU8) {
 #pragma GCC unroll 4
       for (int n = 0; n < NR; ++n) wsum[n] = Dot8::dotacc(wsum[n], ones, wv[n]);
