@@ -69,7 +69,10 @@ Differentiability differentiability(Op op) {
     case Op::IsInf:
     case Op::ArgMax:
     case Op::ArgMin:
-    case Op::Dequantize: return Differentiability::not_differentiable;
+    case Op::Dequantize:
+    // an inference kernel: its activation rounding has zero gradient almost everywhere
+    // (training through quantization needs a straight-through FakeQuantize, not this op)
+    case Op::Int8MatMul: return Differentiability::not_differentiable;
     default: break;
   }
   switch (op_info(op).family) {

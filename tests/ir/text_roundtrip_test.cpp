@@ -172,6 +172,12 @@ const std::vector<std::string>& corpus() {
   return %y, %t
 }
 )",
+      // int8 weights with per-channel scales and a bias
+      R"(graph @int8(%x: f32[batch, 64], %w8: i8[16, 64], %ws: f32[16], %b: f32[16]) -> (f32[batch, 16]) {
+  %z = int8_matmul(%x, %w8, %ws, %b) : f32[batch, 16]
+  return %z
+}
+)",
       // dense linear algebra (multi-output factorizations)
       R"(graph @linalg(%a: f64[b, 4, 4], %r: f64[b, 4, 2], %t: f32[6, 4]) -> (f64[b, 4, 4], i64[b, 4], f64[b, 4, 4], f32[6, 4], f32[4, 4], f32[6, 4], f32[4], f32[4, 4], f64[b, 4], f64[b, 4, 4], f64[b, 4, 2], f64[b, 4, 2], f64[b], f64[b], f64[b], f32[4, 2]) {
   %lu, %perm = lu(%a) : f64[b, 4, 4], i64[b, 4]
