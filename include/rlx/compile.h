@@ -20,6 +20,10 @@
 
 namespace rlx {
 
+namespace dist {
+class Communicator;
+}
+
 struct CompileOptions {
   std::string device = "cpu";
   DispatchPolicy policy;
@@ -28,6 +32,9 @@ struct CompileOptions {
   // (output index, input index) pairs: the output may be written into the input's memory,
   // so a caller can pass the same tensor as both (parameters updated in place).
   std::vector<std::pair<int, int>> donate;
+  // The group the graph's collectives (all_reduce, all_gather, ...) run over; null: this
+  // process alone (rlx/comm.h). Devices that run collectives keep a reference.
+  std::shared_ptr<dist::Communicator> comm;
 };
 
 // Substitutes bindings for symbolic dims and re-infers every type; the result has static

@@ -128,7 +128,12 @@ namespace rlx {
   X(Solve, "solve", composite, linalg)                              \
   X(Det, "det", composite, linalg)                                  \
   X(Slogdet, "slogdet", composite, linalg)                          \
-  X(Lstsq, "lstsq", composite, linalg)
+  X(Lstsq, "lstsq", composite, linalg)                              \
+  /* composites: collectives over the compiled model's communicator (docs/distributed.md) */ \
+  X(AllReduce, "all_reduce", composite, collective)                 \
+  X(AllGather, "all_gather", composite, collective)                 \
+  X(ReduceScatter, "reduce_scatter", composite, collective)         \
+  X(Broadcast, "broadcast", composite, collective)
 
 enum class Op : uint16_t {
 #define RLX_OP_ENUM(id, name, cls, family) id,
@@ -147,6 +152,7 @@ enum class OpFamily : uint8_t {
   source, unary, binary, compare, logical, ternary, cast, reduce, argreduce, movement,
   contraction, activation, normalization, conv, attention, quant,
   linalg,  // dense factorizations and solves: no primitive decomposition, native kernels only
+  collective,  // communication between ranks (rlx/comm.h): run natively by host devices
 };
 std::string_view op_family_name(OpFamily f);
 

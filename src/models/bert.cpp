@@ -11,19 +11,24 @@
 #include <nlohmann/json.hpp>
 
 #include "json_file.h"
+#include "models/tensor_parallel.h"
 #include "rlx/op_builder.h"
 #include "rlx/safetensors.h"
 
 namespace rlx::models {
-namespace {
 
-// Finds a weight under its Hugging Face name, accepting the prefixes checkpoints use.
-const Tensor* find_weight(const std::map<std::string, Tensor>& w, const std::string& name) {
+const Tensor* find_bert_weight(const std::map<std::string, Tensor>& w, const std::string& name) {
   for (const char* prefix : {"", "bert.", "0.auto_model.", "model."}) {
     auto it = w.find(prefix + name);
     if (it != w.end()) return &it->second;
   }
   return nullptr;
+}
+
+namespace {
+
+const Tensor* find_weight(const std::map<std::string, Tensor>& w, const std::string& name) {
+  return find_bert_weight(w, name);
 }
 
 class Builder {
@@ -67,7 +72,7 @@ class Builder {
 
   // A Linear quantized by `rlx quantize --scheme int8` (quant/int8_weights.h): i8 weight,
   // f32 per-row scale; runs as int8_matmul with activations quantized per token.
-  ValueId int8_linear(ValueId x, const std::string& name, int64_t in, int64_t out) {
+  ValueId int8_linear(ValueId x, const std::string& name, int64_t in, int64_t out, bool with_bias = true) {
     const Tensor* q = find_weight(w_, name + ".weight");
     const Tensor* s = find_weight(w_, name + ".weight_scale");
     if (!q || q->dtype() != DType::i8 || q->sizes() != Sizes{out, in} || s->dtype() != DType::f32 ||
@@ -78,9 +83,27 @@ class Builder {
     }
     g_.weights[name + ".weight"] = *q;
     g_.weights[name + ".weight_scale"] = *s;
+    std::vector<ValueId> args{x, o_.param(name + ".weight", q->type()), o_.param(name + ".weight_scale", s->type())};
+    if (with_bias) args.push_back(weight(name + ".bias", {out}));
+    if (!status().is_ok()) return kNoValue;
+    return o_.op(Op::Int8MatMul, args);
+  }
+
+  // A Linear split by input features over the tensor-parallel group (models/tensor_parallel.h):
+  // the ranks' partial products are summed by an all_reduce, then the bias is added once.
+  ValueId linear_partial(ValueId x, const std::string& name, int64_t in, int64_t out, const TensorParallel& tp) {
+    if (!tp.active()) return linear(x, name, in, out);
+    ValueId y;
+    if (find_weight(w_, name + ".weight_scale")) {
+      y = int8_linear(x, name, in, out, false);
+    } else {
+      ValueId w = weight(name + ".weight", {out, in});
+      if (!status().is_ok()) return kNoValue;
+      y = o_.dot(x, w, {}, {}, {o_.rank(x) - 1}, {1});
+    }
     ValueId b = weight(name + ".bias", {out});
     if (!status().is_ok()) return kNoValue;
-    return o_.op(Op::Int8MatMul, {x, o_.param(name + ".weight", q->type()), o_.param(name + ".weight_scale", s->type()), b});
+    return o_.add(tp_all_reduce(o_, tp, y), b);
   }
 
   ValueId layer_norm(ValueId x, const std::string& name, int64_t n, double eps) {
@@ -149,7 +172,8 @@ std::string BertConfig::to_json() const {
   return j.dump(2);
 }
 
-Expected<Graph> build_bert(const BertConfig& c, const std::map<std::string, Tensor>& weights, BertOutput output) {
+Expected<Graph> build_bert(const BertConfig& c, const std::map<std::string, Tensor>& weights, BertOutput output,
+                           const TensorParallel& tp) {
   Graph g;
   g.name = "bert";
   const Shape bs{Dim::symbol("batch"), Dim::symbol("seq")};
@@ -158,9 +182,12 @@ Expected<Graph> build_bert(const BertConfig& c, const std::map<std::string, Tens
   ValueId types = g.add_input("token_type_ids", TensorType{DType::i64, bs});
   Builder b(g, weights);
   OpBuilder& o = b.o();
-  const int64_t h = c.hidden, nh = c.heads, hd = c.hidden / c.heads;
+  // with tensor parallelism c counts this rank's heads and intermediate features (shard_bert)
+  const int64_t h = c.hidden, nh = c.heads, hd = c.hidden / (c.heads * tp.size), ah = nh * hd;
+  const int64_t vocab_rows = tp.active() ? tp.vocab_rows(c.vocab_size) : c.vocab_size;
   // embeddings: word + position + token type, then LayerNorm
-  ValueId word = o.embedding(b.weight("embeddings.word_embeddings.weight", {c.vocab_size, h}), ids);
+  ValueId word = vocab_parallel_embedding(o, tp, b.weight("embeddings.word_embeddings.weight", {vocab_rows, h}), ids,
+                                          tp.vocab_begin(c.vocab_size), vocab_rows);
   ValueId pos_ids = o.op(Op::Iota, {ids}, Attrs{{"dtype", DType::i64}, {"axis", int64_t{1}}});
   ValueId pos = o.embedding(b.weight("embeddings.position_embeddings.weight", {c.max_positions, h}), pos_ids);
   ValueId typ = o.embedding(b.weight("embeddings.token_type_embeddings.weight", {c.type_vocab, h}), types);
@@ -171,12 +198,12 @@ Expected<Graph> build_bert(const BertConfig& c, const std::map<std::string, Tens
     const std::string p = "encoder.layer." + std::to_string(l) + ".";
     // heads stay in [B, S, H, D] (a view of the projection's output): no transposes
     auto heads = [&](ValueId t) { return o.reshape(t, {0, 0, nh, hd}); };
-    ValueId q = heads(b.linear(x, p + "attention.self.query", h, h));
-    ValueId k = heads(b.linear(x, p + "attention.self.key", h, h));
-    ValueId v = heads(b.linear(x, p + "attention.self.value", h, h));
+    ValueId q = heads(b.linear(x, p + "attention.self.query", h, ah));
+    ValueId k = heads(b.linear(x, p + "attention.self.key", h, ah));
+    ValueId v = heads(b.linear(x, p + "attention.self.value", h, ah));
     ValueId ctx = o.op(Op::Attention, {q, k, v, key_mask}, Attrs{{"causal", int64_t{0}}, {"layout", std::string("bshd")}});
-    ctx = o.reshape(ctx, {0, 0, h});
-    ValueId attn = b.linear(ctx, p + "attention.output.dense", h, h);
+    ctx = o.reshape(ctx, {0, 0, ah});
+    ValueId attn = b.linear_partial(ctx, p + "attention.output.dense", ah, h, tp);
     x = b.layer_norm(o.add(attn, x), p + "attention.output.LayerNorm", h, c.layer_norm_eps);
     ValueId inter = b.linear(x, p + "intermediate.dense", h, c.intermediate);
     if (c.hidden_act == "relu") {
@@ -184,7 +211,7 @@ Expected<Graph> build_bert(const BertConfig& c, const std::map<std::string, Tens
     } else {
       inter = o.gelu(inter, c.hidden_act == "gelu" ? "none" : "tanh");
     }
-    ValueId out = b.linear(inter, p + "output.dense", c.intermediate, h);
+    ValueId out = b.linear_partial(inter, p + "output.dense", c.intermediate, h, tp);
     x = b.layer_norm(o.add(out, x), p + "output.LayerNorm", h, c.layer_norm_eps);
   }
   if (output == BertOutput::last_hidden_state) {
@@ -216,13 +243,19 @@ bool is_bert_folder(const std::string& dir) {
   return false;
 }
 
-Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output) {
+Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output, const TensorParallel& tp) {
   BertModel m;
   RLX_ASSIGN_OR_RETURN(m.config, BertConfig::from_json_file(dir + "/config.json"));
   std::string weights = dir + "/model.safetensors";
   if (!std::ifstream(weights)) weights = dir + "/model.safetensors.index.json";
   RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(weights));
-  RLX_ASSIGN_OR_RETURN(m.graph, build_bert(m.config, f.tensors, output));
+  if (tp.active()) {
+    auto shard = shard_bert(m.config, f.tensors, tp);
+    if (!shard) return shard.status().with_context(dir);
+    RLX_ASSIGN_OR_RETURN(m.graph, build_bert(shard->first, shard->second, output, tp));
+  } else {
+    RLX_ASSIGN_OR_RETURN(m.graph, build_bert(m.config, f.tensors, output));
+  }
   RLX_ASSIGN_OR_RETURN(m.tokenizer, text::WordPieceTokenizer::from_folder(dir));
   if (m.tokenizer.vocab_size() > m.config.vocab_size)
     return error(ErrorCode::format_error, dir, ": the tokenizer has ", m.tokenizer.vocab_size(),

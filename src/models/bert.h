@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "models/tensor_parallel.h"
 #include "models/text/wordpiece.h"
 #include "rlx/graph.h"
 
@@ -30,8 +31,23 @@ enum class BertOutput : uint8_t {
 // The encoder graph over inputs input_ids, attention_mask, token_type_ids (i64 [batch, seq],
 // symbolic dims `batch` and `seq`). `weights` maps Hugging Face names (a "bert." or
 // "0.auto_model." prefix is accepted) to tensors; every tensor is checked for shape.
+// The tensor called `name` (a Hugging Face name) in `w`, also under the prefixes checkpoints
+// use ("bert.", "0.auto_model.", "model."); null when absent.
+const Tensor* find_bert_weight(const std::map<std::string, Tensor>& w, const std::string& name);
+
+// With tp.size > 1, `cfg` and `weights` are rank tp.rank's shard (shard_bert) and the graph
+// has the tensor-parallel collectives.
 Expected<Graph> build_bert(const BertConfig& cfg, const std::map<std::string, Tensor>& weights,
-                           BertOutput output = BertOutput::sentence_embedding);
+                           BertOutput output = BertOutput::sentence_embedding, const TensorParallel& tp = {});
+
+// Rank tp.rank's tensor-parallel shard (models/tensor_parallel.h) of a BERT checkpoint: the
+// config counts this rank's heads and intermediate features; query/key/value and
+// intermediate.dense are split by output features (weights and biases), attention.output.dense
+// and output.dense by input features (bias replicated), word embeddings by vocabulary rows.
+// Every other tensor is shared with `weights`. Errors say which size does not divide.
+Expected<std::pair<BertConfig, std::map<std::string, Tensor>>> shard_bert(const BertConfig& cfg,
+                                                                          const std::map<std::string, Tensor>& weights,
+                                                                          const TensorParallel& tp);
 
 struct BertModel {
   BertConfig config;
@@ -41,7 +57,9 @@ struct BertModel {
 
 // Loads a Hugging Face folder (config.json, model.safetensors or its sharded index, and the
 // tokenizer files).
-Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output = BertOutput::sentence_embedding);
+// With tp.size > 1 the graph is rank tp.rank's tensor-parallel shard (config stays the full one).
+Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output = BertOutput::sentence_embedding,
+                                     const TensorParallel& tp = {});
 
 // Whether `dir` looks like a BERT-family Hugging Face folder (config.json with a BERT
 // model_type or architecture).

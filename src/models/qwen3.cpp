@@ -413,7 +413,12 @@ Expected<Graph> build_qwen3(const Qwen3Weights& w, const Qwen3GraphOptions& opt)
   }
   StepBuilder b(g, w);
   OpBuilder& o = b.o();
-  ValueId x = o.embedding(b.dense("model.embed_tokens.weight", {c.vocab_size, H}), ids);  // [B, S, H]
+  // tensor parallelism (models/tensor_parallel.h): c counts this rank's heads and MLP
+  // features; the vocabulary is split into tp.vocab_rows(V) rows per rank
+  const TensorParallel& tp = w.tp;
+  const int64_t V = c.vocab_size, Vl = tp.active() ? tp.vocab_rows(V) : V;
+  ValueId x = vocab_parallel_embedding(o, tp, b.dense("model.embed_tokens.weight", {Vl, H}), ids,
+                                       tp.vocab_begin(V), Vl);  // [B, S, H]
   std::vector<ValueId> new_caches;
   const Attrs rope_attrs{{"theta", c.rope_theta}, {"layout", std::string("bshd")}};
   for (int64_t l = 0; l < c.layers; ++l) {
@@ -431,17 +436,18 @@ Expected<Graph> build_qwen3(const Qwen3Weights& w, const Qwen3GraphOptions& opt)
     new_caches.push_back(v2);
     ValueId att = o.op(Op::Attention, {o.transpose(q, {0, 2, 1, 3}), k2, v2, mask}, Attrs{{"causal", int64_t{0}}});
     att = o.reshape(o.transpose(att, {0, 2, 1, 3}), {0, 0, Hq * D});
-    x = o.add(x, b.linear(att, p + "self_attn.o_proj.weight", Hq * D, H));
+    x = o.add(x, tp_all_reduce(o, tp, b.linear(att, p + "self_attn.o_proj.weight", Hq * D, H)));
     h = b.rms_norm(x, p + "post_attention_layernorm.weight", H, c.rms_eps);
     ValueId gate = b.linear(h, p + "mlp.gate_proj.weight", H, c.intermediate);
     ValueId up = b.linear(h, p + "mlp.up_proj.weight", H, c.intermediate);
-    x = o.add(x, b.linear(o.mul(o.silu(gate), up), p + "mlp.down_proj.weight", c.intermediate, H));
+    x = o.add(x, tp_all_reduce(o, tp, b.linear(o.mul(o.silu(gate), up), p + "mlp.down_proj.weight",
+                                                 c.intermediate, H)));
   }
   if (!opt.all_logits && !opt.decode)
     x = o.slice(x, {-1}, {std::numeric_limits<int64_t>::max()}, {1});
   x = b.rms_norm(x, "model.norm.weight", H, c.rms_eps);
   const std::string head = c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-  ValueId logits = b.linear(x, head, H, c.vocab_size);
+  ValueId logits = gather_vocab_logits(o, tp, b.linear(x, head, H, Vl), V);
   RLX_TRY(b.status());
   g.values[logits].name = "logits";
   g.outputs = {logits};
@@ -467,7 +473,10 @@ std::vector<std::pair<int, int>> qwen3_cache_donations(const Qwen3Config& c) {
 // Session
 
 Expected<std::unique_ptr<Qwen3Session>> Qwen3Session::create(const Qwen3Weights& w, int64_t batch, int64_t context,
-                                                             const std::string& device, bool all_logits) {
+                                                             const std::string& device, bool all_logits,
+                                                             std::shared_ptr<dist::Communicator> comm) {
+  if (w.tp.active() && !comm)
+    return error(ErrorCode::invalid_argument, "weights sharded over ", w.tp.size, " ranks need a communicator");
   if (batch <= 0) return error(ErrorCode::invalid_argument, "batch must be positive");
   std::unique_ptr<Qwen3Session> s(new Qwen3Session());
   s->config_ = w.config;
@@ -476,6 +485,7 @@ Expected<std::unique_ptr<Qwen3Session>> Qwen3Session::create(const Qwen3Weights&
   CompileOptions co;
   co.device = device;
   co.donate = qwen3_cache_donations(w.config);
+  co.comm = std::move(comm);
   RLX_ASSIGN_OR_RETURN(Graph pg, build_qwen3(w, {.context = context, .all_logits = all_logits, .decode = false}));
   RLX_ASSIGN_OR_RETURN(Graph dg, build_qwen3(w, {.context = context, .all_logits = false, .decode = true}));
   for (const auto& [name, t] : dg.weights)

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "models/tensor_parallel.h"
 #include "rlx/compile.h"
 #include "rlx/graph.h"
 
@@ -60,6 +61,9 @@ struct Qwen3Weights {
   Qwen3Config config;
   std::map<std::string, Qwen3Weight> tensors;
   std::string source;  // the file(s) they came from, for messages
+  // This rank's shard (shard_qwen3): config then counts this rank's heads, kv_heads and
+  // intermediate features; vocab_size stays the full vocabulary.
+  TensorParallel tp;
 };
 
 // Loads a Hugging Face folder (config.json, model.safetensors or its sharded index).
@@ -68,6 +72,12 @@ Expected<Qwen3Weights> load_qwen3_folder(const std::string& dir);
 // tensors renamed from llama.cpp's names; quantized and f16 matrices stay quantized (qmatmul),
 // a quantized token embedding is decoded to f32 for the lookup.
 Expected<Qwen3Weights> load_qwen3_gguf(const std::string& path);
+// Rank tp.rank's tensor-parallel shard of full weights `w` (models/tensor_parallel.h): q/k/v,
+// gate and up split by output features, o_proj and down by input features, the embedding and
+// lm_head by vocabulary (padded to a multiple of tp.size), norms replicated. Dense, f16,
+// int8 and block-quantized weights are sliced as they are (a quantized matrix split by input
+// features needs whole blocks per rank). Errors say which size does not divide.
+Expected<Qwen3Weights> shard_qwen3(const Qwen3Weights& w, const TensorParallel& tp);
 // Either of the above, by path (a folder or a .gguf file).
 Expected<Qwen3Weights> load_qwen3(const std::string& path);
 // Whether `path` is a Qwen3 model (a folder whose config.json says qwen3, or a GGUF file).
@@ -88,8 +98,11 @@ std::vector<std::pair<int, int>> qwen3_cache_donations(const Qwen3Config& c);
 class Qwen3Session {
  public:
   // Compiles both graphs for `device`; the cache holds `context` slots for `batch` sequences.
+  // Sharded weights (w.tp.size > 1) need `comm`, the group of w.tp.size ranks whose
+  // collectives join the shards (every rank runs the same steps with the same tokens).
   static Expected<std::unique_ptr<Qwen3Session>> create(const Qwen3Weights& w, int64_t batch, int64_t context,
-                                                        const std::string& device = "cpu", bool all_logits = false);
+                                                        const std::string& device = "cpu", bool all_logits = false,
+                                                        std::shared_ptr<dist::Communicator> comm = nullptr);
   // Compiles the prefill variant for prompts of `prompt_len` slots and the decode variant
   // ahead of time (otherwise the first prefill / decode compiles them).
   Status prepare(int64_t prompt_len);

@@ -45,7 +45,10 @@ Expected<int> fold_constants(Graph& g, int64_t max_elements) {
   std::vector<std::pair<size_t, std::vector<Tensor>>> folded;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (n.inputs.empty() || n.op == Op::Random || is_known_source(g, n)) continue;
+    // collectives communicate: their result depends on the other ranks, never only on inputs
+    if (n.inputs.empty() || n.op == Op::Random || is_known_source(g, n) ||
+        op_info(n.op).family == OpFamily::collective)
+      continue;
     bool all = true;
     for (ValueId v : n.inputs) all &= known.count(v) > 0;
     if (!all) continue;

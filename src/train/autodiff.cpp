@@ -51,6 +51,7 @@ const std::vector<Rule>& rule_table() {
     register_conv_vjps(r);
     register_attention_vjps(r);
     register_linalg_vjps(r);
+    register_collective_vjps(r);
     return r;
   }();
   return t;
@@ -70,6 +71,9 @@ Differentiability differentiability(Op op) {
     case Op::ArgMax:
     case Op::ArgMin:
     case Op::Dequantize:
+    // distributes a value (e.g. initial weights) from one rank; its adjoint would be a reduce
+    // to the root, which no graph op expresses
+    case Op::Broadcast:
     // an inference kernel: its activation rounding has zero gradient almost everywhere
     // (training through quantization needs a straight-through FakeQuantize, not this op)
     case Op::Int8MatMul: return Differentiability::not_differentiable;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "autodiff.h"
+#include "rlx/comm.h"
 #include "losses.h"
 
 namespace rlx::train {
@@ -30,7 +31,46 @@ Status check_batch(const ModelDef& m, const Tensor& images, const Tensor& labels
 
 }  // namespace
 
-Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfig& opt, int64_t batch) {
+namespace {
+
+// Data parallelism inside the step graph: each gradient weighted by this rank's share of the
+// global batch (batch / the all_reduce of every rank's batch), then summed over ranks in
+// buckets: gradients flattened and concatenated up to bucket_bytes, one all_reduce per
+// bucket, split and reshaped back. Returns the global mean loss.
+ValueId all_reduce_gradients(OpBuilder& o, const DataParallel& dp, int64_t batch, ValueId loss,
+                             std::vector<ValueId>& grads) {
+  const Attrs sum{{"reduce", std::string("sum")}};
+  ValueId total = o.op(Op::AllReduce, {o.scalar(static_cast<double>(batch), DType::f32)}, sum);
+  ValueId share = o.div(o.scalar(static_cast<double>(batch), DType::f32), total);
+  size_t i = 0;
+  while (i < grads.size()) {
+    std::vector<ValueId> flat;
+    std::vector<int64_t> lens;
+    int64_t bytes = 0;
+    const size_t first = i;
+    for (; i < grads.size(); ++i) {
+      const int64_t n = numel(*static_sizes(o.type(grads[i]).shape));
+      if (!flat.empty() && bytes + n * 4 > dp.bucket_bytes) break;
+      flat.push_back(o.reshape(grads[i], {-1}));
+      lens.push_back(n);
+      bytes += n * 4;
+    }
+    ValueId bucket = flat.size() == 1 ? flat[0] : o.concat(flat, 0);
+    bucket = o.op(Op::AllReduce, {o.mul(bucket, share)}, sum);
+    std::vector<ValueId> parts = flat.size() == 1 ? std::vector<ValueId>{bucket} : o.split(bucket, 0, lens);
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const Sizes shape = *static_sizes(o.type(grads[first + k]).shape);
+      grads[first + k] = o.reshape(parts[k], std::vector<int64_t>(shape.begin(), shape.end()));
+    }
+  }
+  return o.op(Op::AllReduce, {o.mul(loss, share)}, sum);
+}
+
+}  // namespace
+
+Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfig& opt, int64_t batch,
+                                     const DataParallel& dp) {
+  if (dp.ranks < 1) return error(ErrorCode::invalid_argument, "data parallelism needs at least one rank");
   if (batch <= 0) return error(ErrorCode::invalid_argument, "batch size must be positive, got ", batch);
   StepGraph sg;
   Graph& g = sg.graph;
@@ -59,10 +99,14 @@ Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfi
   ValueId loss = cross_entropy(o, logits, labels);
   RLX_TRY(o.status().with_context("building the forward graph"));
   RLX_ASSIGN_OR_RETURN(Gradients gr, differentiate(g, loss, params));
-  const std::vector<ValueId>& grads = gr.grads;
+  std::vector<ValueId> grads = gr.grads;
   std::vector<ValueId> new_params, new_state(static_cast<size_t>(L.num_states), kNoValue);
   GraphBuilder ub(g);
   OpBuilder u(ub);
+  if (dp.ranks > 1) {
+    loss = all_reduce_gradients(u, dp, batch, loss, grads);
+    RLX_TRY(u.status().with_context("data-parallel gradient all-reduce"));
+  }
   for (size_t i = 0; i < params.size(); ++i) {
     ParamUpdate up = apply_optimizer(u, opt, params[i], grads[i], state[i], lr, step);
     RLX_TRY(u.status().with_context(cat("optimizer update of ", model.params[i].name)));
@@ -113,18 +157,24 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(ModelDef model, TrainConfig c
     for (const ParamSpec& p : t->model_.params) t->state_.push_back(Tensor::zeros(p.init.dtype(), p.init.sizes()));
   t->lr_ = Tensor::zeros(DType::f32, {});
   t->step_ = Tensor::zeros(DType::f32, {});
+  // data parallelism: every rank starts from rank 0's parameters
+  if (t->config_.comm && t->config_.comm->size() > 1)
+    for (Tensor& p : t->params_)
+      RLX_TRY(t->config_.comm->broadcast(p.bytes(), p.numel(), p.dtype(), 0));
   return t;
 }
 
 Expected<Trainer::Compiled*> Trainer::step_for(int64_t batch) {
   auto it = steps_by_batch_.find(batch);
   if (it != steps_by_batch_.end()) return it->second.get();
-  RLX_ASSIGN_OR_RETURN(StepGraph sg, build_step_graph(model_, config_.optimizer, batch));
+  const DataParallel dp{config_.comm ? config_.comm->size() : 1, config_.bucket_bytes};
+  RLX_ASSIGN_OR_RETURN(StepGraph sg, build_step_graph(model_, config_.optimizer, batch, dp));
   auto c = std::make_unique<Compiled>();
   CompileOptions opts;
   opts.device = config_.device;
   opts.policy = config_.policy;
   opts.donate = sg.layout.donate;
+  opts.comm = config_.comm;
   const StepLayout layout = sg.layout;
   RLX_ASSIGN_OR_RETURN(c->model, Model::compile(std::move(sg.graph), opts));
   RLX_ASSIGN_OR_RETURN(c->variant, c->model->prepare({}));

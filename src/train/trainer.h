@@ -30,10 +30,23 @@
 
 namespace rlx::train {
 
+// Data parallelism: every rank holds all parameters and trains on its share of each global
+// batch; the step graph sums the ranks' gradients with all_reduce ops, each weighted by the
+// rank's share of the global batch (so uneven shares give the global mean exactly), packed into
+// buckets of at most `bucket_bytes` (one collective per bucket rather than per tensor).
+struct DataParallel {
+  int ranks = 1;
+  int64_t bucket_bytes = int64_t{25} << 20;  // PyTorch DDP's default bucket size
+};
+
 struct TrainConfig {
   OptimizerConfig optimizer;
   std::string device = "cpu";
   DispatchPolicy policy;
+  // The data-parallel group (rlx/comm.h); null: this process alone. Parameters are broadcast
+  // from rank 0 when the trainer is created, so every rank starts from the same values.
+  std::shared_ptr<dist::Communicator> comm;
+  int64_t bucket_bytes = int64_t{25} << 20;
 };
 
 // Inputs / outputs layout of a step graph (indices into Graph::inputs / Graph::outputs).
@@ -54,7 +67,10 @@ struct StepGraph {
 };
 
 // The training step of `model` for batch size `batch` (see the top of this file).
-Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfig& opt, int64_t batch);
+// With dp.ranks > 1 the graph is one rank's step of data-parallel training (DataParallel):
+// `batch` is this rank's share, the returned loss is the global batch's mean.
+Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfig& opt, int64_t batch,
+                                     const DataParallel& dp = {});
 // The evaluation graph: inputs images, labels, parameters; outputs the sum of per-example
 // cross-entropy [] f32 and the number of correct argmax predictions [] f32.
 Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch);
@@ -70,7 +86,8 @@ class Trainer {
   static Expected<std::unique_ptr<Trainer>> create(ModelDef model, TrainConfig config);
 
   // One step on a batch: images [B, example...] f32, labels [B] i32 (values in [0, classes)).
-  // Returns the batch's mean loss (before the update).
+  // Returns the batch's mean loss (before the update); with data parallelism, this rank's
+  // share of the global batch, and the global batch's mean loss.
   Expected<float> step(const Tensor& images, const Tensor& labels, double lr);
   // Compiles the step for batch size b ahead of time (so a timed loop does not include it).
   Status prepare(int64_t batch);

@@ -43,6 +43,7 @@ void register_contraction_vjps(std::vector<Rule>& t);
 void register_conv_vjps(std::vector<Rule>& t);
 void register_attention_vjps(std::vector<Rule>& t);
 void register_linalg_vjps(std::vector<Rule>& t);
+void register_collective_vjps(std::vector<Rule>& t);
 const std::vector<Rule>& rule_table();
 
 // ---- helpers (vjp_util.cpp) ----

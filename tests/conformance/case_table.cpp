@@ -508,6 +508,19 @@ std::vector<OpCases> build() {
     add(Op::Lstsq, TolClass::contraction,
         {V("tall", {sq({9, 6}), T({9, 2})}).k(216), V("batched", {sq({2, 8, 5}), T({2, 8, 3})}).k(216)});
   }
+  // ---- collectives, in one process (a group of one rank: every collective is a copy); the
+  // multi-rank results are checked under mpirun by tests/dist
+  {
+    add(Op::AllReduce, TolClass::bits,
+        {V("sum", {T({7, 13})}), V("max", {T({2, 3, 5})}, {{"reduce", std::string("max")}})});
+    add(Op::AllGather, TolClass::bits,
+        {V("axis0", {T({7, 13})}, {{"ranks", int64_t{1}}}),
+         V("axis1", {T({2, 3, 5})}, {{"axis", int64_t{1}}, {"ranks", int64_t{1}}})});
+    add(Op::ReduceScatter, TolClass::bits,
+        {V("axis0", {T({8, 5})}, {{"ranks", int64_t{1}}}),
+         V("neg_axis", {T({2, 3, 4})}, {{"axis", int64_t{-1}}, {"ranks", int64_t{1}}})});
+    add(Op::Broadcast, TolClass::bits, {V("root0", {T({4, 9})})});
+  }
   return t;
 }
 

@@ -194,6 +194,15 @@ const std::vector<std::string>& corpus() {
   return %lu, %perm, %l, %q, %rr, %u, %s, %vh, %w, %v, %x, %y, %d, %sg, %ld, %z2
 }
 )",
+      // collectives (a tensor-parallel layer's communication)
+      R"(graph @collectives(%x: f32[batch, 8]) -> (f32[batch, 8], f32[batch, 16], f32[batch, 4], f32[batch, 8]) {
+  %s = all_reduce(%x) {reduce = "max"} : f32[batch, 8]
+  %g = all_gather(%x) {axis = 1, ranks = 2} : f32[batch, 16]
+  %r = reduce_scatter(%x) {axis = -1, ranks = 2} : f32[batch, 4]
+  %b = broadcast(%x) {root = 1} : f32[batch, 8]
+  return %s, %g, %r, %b
+}
+)",
       // primitive level: strict primitives plus a natively claimed composite with static shapes
       R"(primitive @strict(%x: f32[2, 3], %y: f32[3]) -> (f32[2, 3], f32[2, 4]) {
   %y2 = reshape(%y) {shape = [1, 3]} : f32[1, 3]

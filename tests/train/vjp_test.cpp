@@ -328,6 +328,17 @@ std::vector<Case> cases() {
       return std::vector<ValueId>{o.op(Op::Lstsq, {x[0], x[1]})};
     });
   }
+  // collectives on one process (the multi-rank adjoints are checked by tests/dist)
+  c.push_back({"all_reduce", Op::AllReduce, {F({2, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.mul(o.op(Op::AllReduce, {x[0]}), x[0])};
+               }});
+  c.push_back({"all_gather_axis1", Op::AllGather, {F({2, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{
+                     o.mul(o.op(Op::AllGather, {x[0]}, A({{"axis", int64_t{1}}, {"ranks", int64_t{1}}})), x[0])};
+               }});
+  c.push_back({"reduce_scatter", Op::ReduceScatter, {F({4, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.mul(o.op(Op::ReduceScatter, {x[0]}, A({{"ranks", int64_t{1}}})), x[0])};
+               }});
   return c;
 }
 

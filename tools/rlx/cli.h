@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "rlx/comm.h"
 #include "rlx/compile.h"
 #include "rlx/status.h"
 
@@ -33,6 +34,10 @@ Expected<std::vector<int64_t>> parse_int_list(const std::string& s);
 Expected<DimBindings> parse_dims(const std::string& s);
 // Policy from --policy, default prefer-native.
 Expected<DispatchPolicy> policy_from(const Args& a);
+// The group a verb's --tp N (or --dp N, named by `flag`) runs over: the MPI world of a job
+// started with mpirun -np N, or this process alone for N = 1 outside mpirun. Errors say what
+// does not match (a job of another size, N > 1 without mpirun, or several ranks but no flag).
+Expected<std::shared_ptr<dist::Communicator>> process_group(int ranks, const std::string& flag = "--tp");
 
 struct Verb {
   const char* name;

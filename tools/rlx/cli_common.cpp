@@ -171,4 +171,14 @@ Expected<std::vector<Tensor>> synthesize_inputs(const Graph& g, const DimBinding
   return xs;
 }
 
+Expected<std::shared_ptr<dist::Communicator>> process_group(int ranks, const std::string& flag) {
+  if (ranks < 1) return error(ErrorCode::invalid_argument, flag, " must be at least 1, got ", ranks);
+  if (ranks == 1 && !dist::launched_by_mpi()) return dist::single_process_communicator();
+  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> world, dist::world_communicator());
+  if (world->size() != ranks)
+    return error(ErrorCode::invalid_argument, flag, " ", ranks, " needs a job of exactly ", ranks, " ranks (mpirun -np ",
+                 ranks, "); this one has ", world->size(), ranks == 1 ? cat(" (give ", flag, " with the number of ranks)") : "");
+  return world;
+}
+
 }  // namespace rlx::cli

@@ -110,6 +110,10 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
     return error(ErrorCode::invalid_argument, "need -n >= 1, --temp >= 0, --top-k >= 0, 0 < --top-p <= 1");
   const int64_t n = o.n;
   RLX_ASSIGN_OR_RETURN(models::Qwen3Weights weights, models::load_qwen3(path));
+  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> comm, process_group(o.tp));
+  if (comm->size() > 1) {
+    RLX_ASSIGN_OR_RETURN(weights, models::shard_qwen3(weights, {comm->rank(), comm->size()}));
+  }
   auto tokenizer = text::BpeTokenizer::load(path);
   if (!tokenizer && !o.prompts.empty()) return tokenizer.status();
   GenerateResult r;
@@ -133,7 +137,9 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
   const int64_t eos = weights.config.eos_token_id >= 0 ? weights.config.eos_token_id : (tokenizer ? tokenizer->eos_id : -1);
 
   auto t_compile = std::chrono::steady_clock::now();
-  RLX_ASSIGN_OR_RETURN(auto session, models::Qwen3Session::create(weights, batch, context, o.device));
+  RLX_ASSIGN_OR_RETURN(auto session, models::Qwen3Session::create(weights, batch, context, o.device, false, comm));
+  r.rank = comm->rank();
+  r.ranks = comm->size();
   RLX_TRY(session->prepare(longest));
   r.compile_s = seconds_since(t_compile);
 
@@ -141,7 +147,7 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
   std::vector<std::vector<int64_t>>& out = r.tokens;
   // runs > 1 repeats the whole generation (same seed) and keeps the fastest times
   for (int64_t run = 0; run < o.runs; ++run) {
-    const bool show = run == 0 && batch == 1 && o.stream;
+    const bool show = run == 0 && batch == 1 && o.stream && r.rank == 0;
     std::mt19937_64 rng(o.seed);
     out.assign(batch, {});
     std::vector<bool> done(batch, false);
@@ -154,10 +160,14 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
     for (int64_t step = 0; step < n; ++step) {
       std::vector<int64_t> next(batch, eos >= 0 ? eos : 0);
       bool any = false;
+      for (int64_t b = 0; b < batch; ++b)
+        if (!done[b]) next[b] = sample(logits.data<float>() + b * V, V, sp, rng);
+      // every rank continues with rank 0's tokens (their logits agree, up to the summation
+      // order of the all_reduce, which a near tie could expose)
+      if (comm->size() > 1) RLX_TRY(comm->broadcast(next.data(), batch, DType::i64, 0));
       for (int64_t b = 0; b < batch; ++b) {
         if (done[b]) continue;
-        const int64_t tok = sample(logits.data<float>() + b * V, V, sp, rng);
-        next[b] = tok;
+        const int64_t tok = next[b];
         out[b].push_back(tok);
         if (b == 0 && show) o.stream(tokenizer ? tokenizer->token_bytes(tok) : " " + std::to_string(tok));
         if (tok == eos && !o.ignore_eos) done[b] = true;
@@ -191,11 +201,11 @@ int cmd_generate(int argc, char** argv) {
   std::vector<char*> av;
   for (auto& a : store) av.push_back(a.data());
   auto args = parse_args(argc, av.data(), 2, {"quiet", "ignore-eos"},
-                         {"prompt", "tokens", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context", "runs"});
+                         {"prompt", "tokens", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context", "runs", "tp"});
   if (!args) return report_error(args.status());
   const char* usage =
       "usage: rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
-      "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet]";
+      "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--tp N (under mpirun -np N)]";
   if (args->positional.size() != 1) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string path = args->positional[0];
   GenerateOptions o;
@@ -211,6 +221,7 @@ int cmd_generate(int argc, char** argv) {
     if (args->get("top-k")) sp.top_k = std::stoll(*args->get("top-k"));
     if (args->get("top-p")) sp.top_p = std::stod(*args->get("top-p"));
     if (args->get("seed")) o.seed = std::stoull(*args->get("seed"));
+    if (args->get("tp")) o.tp = std::stoi(*args->get("tp"));
   } catch (const std::exception&) {
     return report_error(error(ErrorCode::invalid_argument, "a number option has a value that is not a number"));
   }
@@ -234,6 +245,7 @@ int cmd_generate(int argc, char** argv) {
     };
   auto r = generate_text(path, o);
   if (!r) return report_error(r.status());
+  if (r->rank != 0) return kOk;  // rank 0 prints for the tensor-parallel group
   const int64_t batch = static_cast<int64_t>(r->tokens.size());
   if (batch == 1 && !quiet) std::printf("\n");
   if (batch > 1 && !quiet)

@@ -26,11 +26,15 @@ Expected<EmbedResult> embed_texts(const std::string& dir, const std::vector<std:
   if (options.batch <= 0) return error(ErrorCode::invalid_argument, "--batch must be positive");
   EmbedResult r;
   double t0 = now_ms();
-  RLX_ASSIGN_OR_RETURN(models::BertModel m, models::load_bert_folder(dir));
+  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> comm, process_group(options.tp));
+  r.rank = comm->rank();
+  RLX_ASSIGN_OR_RETURN(models::BertModel m, models::load_bert_folder(dir, models::BertOutput::sentence_embedding,
+                                                                     {comm->rank(), comm->size()}));
   const int64_t max_len = options.max_length < 0 ? m.config.max_positions : options.max_length;
   if (max_len < 2 || max_len > m.config.max_positions)
     return error(ErrorCode::invalid_argument, "--max-length must be in [2, ", m.config.max_positions, "]");
-  RLX_ASSIGN_OR_RETURN(auto model, Model::compile(m.graph, {.device = options.device, .policy = options.policy}));
+  RLX_ASSIGN_OR_RETURN(auto model, Model::compile(m.graph, {.device = options.device, .policy = options.policy,
+                                                            .comm = comm}));
   r.load_compile_ms = now_ms() - t0;
   const int64_t dim = m.config.hidden;
   const size_t batch = static_cast<size_t>(options.batch);
@@ -51,7 +55,7 @@ Expected<EmbedResult> embed_texts(const std::string& dir, const std::vector<std:
 }
 
 int cmd_embed(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {"quiet"}, {"device", "policy", "batch", "out", "max-length"});
+  auto args = parse_args(argc, argv, 2, {"quiet"}, {"device", "policy", "batch", "out", "max-length", "tp"});
   if (!args) return report_error(args.status());
   if (args->positional.size() < 2)
     return report_error(error(ErrorCode::invalid_argument, "usage: rlx embed MODEL_DIR TEXT..."));
@@ -64,8 +68,10 @@ int cmd_embed(int argc, char** argv) {
   eo.batch = std::atoll(args->get("batch").value_or("32").c_str());
   if (auto ml = args->get("max-length")) eo.max_length = std::atoll(ml->c_str());
   eo.device = args->get("device").value_or(default_device_name());
+  eo.tp = std::atoi(args->get("tp").value_or("1").c_str());
   auto r = embed_texts(dir, texts, eo);
   if (!r) return report_error(r.status());
+  if (r->rank != 0) return kOk;  // rank 0 prints for the tensor-parallel group
   const Tensor& all = r->embeddings;
   const int64_t dim = all.sizes()[1];
   if (!args->has("quiet")) {

@@ -76,7 +76,7 @@ Expected<Options> parse(int argc, char** argv, int first) {
                                           {"arch", "epochs", "batch", "lr", "optimizer", "momentum", "weight-decay",
                                            "schedule", "step-epochs", "gamma", "warmup-steps", "data", "json", "save",
                                            "seed", "device", "eval-batch", "train-size", "test-size", "export-data",
-                                           "beta1", "beta2", "eps"}));
+                                           "beta1", "beta2", "eps", "dp"}));
   if (a.positional.size() != 1 || a.positional[0] != "mnist")
     return error(ErrorCode::invalid_argument, "expected `rlx train mnist ...` (the one dataset rlx trains on today)");
   Options o;
@@ -117,6 +117,8 @@ Expected<Options> parse(int argc, char** argv, int first) {
   o.gzip = a.has("gzip");
   o.device = a.get("device").value_or(default_device_name());
   o.quiet = a.has("quiet");
+  RLX_ASSIGN_OR_RETURN(int64_t dp, to_int(a, "dp", 1, 1));
+  o.dp = static_cast<int>(dp);
   return o;
 }
 
@@ -193,6 +195,16 @@ int cmd_train(int argc, char** argv) {
 Expected<TrainResult> train_mnist(const TrainOptions& options) {
   Options o = options;
   TrainResult result;
+  // data parallelism: every rank reads the same data in the same order and trains on its share
+  // of each global batch; rank 0 alone prints, writes --json and --save
+  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> comm, process_group(o.dp, "--dp"));
+  const int rank = comm->rank(), ranks = comm->size();
+  if (rank != 0) {
+    o.quiet = true;
+    o.json.clear();
+    o.save.clear();
+    o.export_dir.clear();
+  }
   // data
   MnistData data;
   if (o.synthetic) {
@@ -222,6 +234,7 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   TrainConfig cfg;
   cfg.optimizer = o.opt;
   cfg.device = o.device;
+  if (ranks > 1) cfg.comm = comm;
   auto trainer = Trainer::create(*model, cfg);
   if (!trainer) return trainer.status();
   Trainer& t = **trainer;
@@ -241,13 +254,20 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   }
   // compile every step variant before the clock starts: the full batch and the remainder
   const double c0 = now_s();
+  // rank's share of a global batch of n: n / ranks examples, one more for the first n % ranks
+  auto share = [&](int64_t n, int64_t* begin) {
+    const int64_t q = n / ranks, rem = n % ranks;
+    *begin = rank * q + std::min<int64_t>(rank, rem);
+    return q + (rank < rem ? 1 : 0);
+  };
+  int64_t unused = 0;
   for (int64_t b : {std::min<int64_t>(o.batch, data.train.size()), data.train.size() % o.batch}) {
-    if (b == 0) continue;
-    Status s = t.prepare(b);
+    if (b < ranks) continue;  // (a global batch smaller than the group is skipped, see below)
+    Status s = t.prepare(share(b, &unused));
     if (!s.is_ok()) return s;
   }
   if (!o.quiet) {
-    auto v = t.step_variant(std::min<int64_t>(o.batch, data.train.size()));
+    auto v = t.step_variant(share(std::min<int64_t>(o.batch, data.train.size()), &unused));
     const ExecStats& st = (*v)->executable->stats();
     std::printf("compiled the training step in %.2f s: %d native + %d generated kernels, %zu-byte arena, parameters and optimizer state updated in place\n",
                 now_s() - c0, st.native_kernels, st.generated_kernels, st.arena_bytes);
@@ -267,6 +287,18 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
     const double start = now_s();
     Tensor x, y;
     while (loader.next(x, y)) {
+      const int64_t n = x.sizes()[0];
+      if (ranks > 1) {
+        // every rank needs at least one example (all of them skip a last batch smaller than that)
+        if (n < ranks) continue;
+        int64_t begin = 0;
+        const int64_t b = share(n, &begin);
+        const size_t example = static_cast<size_t>(x.numel() / n) * 4;
+        Sizes xs = x.sizes();
+        xs[0] = b;
+        x = Tensor(DType::f32, xs, x.storage(), x.byte_offset() + static_cast<size_t>(begin) * example);
+        y = Tensor(DType::i32, {b}, y.storage(), y.byte_offset() + static_cast<size_t>(begin) * 4);
+      }
       auto loss = t.step(x, y, o.sched.at(t.steps_done()));
       if (!loss) {
         progress.end_line();
@@ -274,7 +306,7 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
       }
       loss_sum += *loss;
       ++steps;
-      images += x.sizes()[0];
+      images += n;
       const double el = now_s() - start;
       const double rate = static_cast<double>(images) / std::max(el, 1e-9);
       const double left = static_cast<double>(data.train.size() * (o.epochs - epoch + 1) - images) / std::max(rate, 1e-9);

@@ -24,12 +24,14 @@ struct EmbedOptions {
   DispatchPolicy policy;
   int64_t batch = 32;       // texts per run
   int64_t max_length = -1;  // tokens per text; -1: the model's max_position_embeddings
+  int tp = 1;               // tensor-parallel ranks (a job started with mpirun -np tp)
 };
 
 struct EmbedResult {
   Tensor embeddings;          // f32 [texts, hidden]
   std::string dispatch;       // the dispatch report's summary line
   double load_compile_ms = 0, run_ms = 0;
+  int rank = 0;               // this process in the tensor-parallel group (rank 0 prints)
 };
 
 // Sentence embeddings of `texts` with the BERT-family Hugging Face folder `dir` (what
@@ -56,7 +58,10 @@ struct GenerateOptions {
   int64_t context = 0;     // KV-cache slots; 0: longest prompt + n
   int64_t runs = 1;        // repeat the generation (same seed), keep the fastest times
   bool ignore_eos = false;
-  // Called with text pieces as they are generated (the prompt first, then each token), for
+  // Tensor-parallel ranks: the job must have been started with that many ranks (mpirun -np);
+  // each holds 1/tp of the weights, and rank 0's sampled tokens are used by all.
+  int tp = 1;
+  // Called (on rank 0 only) with text pieces as they are generated (the prompt first, then each token), for
   // one prompt on the first run only; token ids in decimal when there is no tokenizer.
   std::function<void(const std::string&)> stream;
 };
@@ -67,6 +72,7 @@ struct GenerateResult {
   std::vector<std::string> prompt_texts, texts;  // decoded (when there is a tokenizer)
   int64_t prompt_token_count = 0, decode_steps = 0, weight_bytes_per_step = 0;
   double prefill_s = 0, decode_s = 0, compile_s = 0;
+  int rank = 0, ranks = 1;  // this process in the tensor-parallel group
   double prefill_tokens_per_s() const;
   double decode_tokens_per_s() const;
   double decode_weight_gb_per_s() const;
@@ -88,6 +94,7 @@ struct TrainOptions {
   train::OptimizerConfig opt;
   train::LrSchedule sched;
   double step_epochs = 1.0;
+  int dp = 1;  // data-parallel ranks (a job started with mpirun -np dp); rank 0 prints and saves
 };
 
 // Parses the arguments of `rlx train` (after the verb: "mnist", "--arch", "mlp", ...) into

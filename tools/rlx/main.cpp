@@ -24,18 +24,21 @@ const std::vector<Verb>& verbs() {
       {"quantize", "post-training quantization: BERT folders to int8 weights, Qwen3 folders to GGUF q8_0/q4_0/q4_k",
        "rlx quantize IN_DIR OUT --scheme int8|q8_0|q4_0|q4_k", cmd_quantize},
       {"embed", "sentence embeddings with a BERT-family model folder",
-       "rlx embed MODEL_DIR TEXT... [--device D] [--batch N] [--max-length L] [--out FILE.npy|FILE.json] [--quiet]",
+       "rlx embed MODEL_DIR TEXT... [--device D] [--batch N] [--max-length L] [--out FILE.npy|FILE.json] [--quiet] "
+       "[--tp N under mpirun -np N]  (docs/distributed.md)",
        cmd_embed},
       {"generate", "text generation with a Qwen3-family model (Hugging Face folder or GGUF), streaming, with tokens/s",
        "rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
-       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet]  (docs/qwen3.md)",
+       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--tp N under mpirun -np N]  "
+       "(docs/qwen3.md, docs/distributed.md)",
        cmd_generate},
       {"make-model", "write a deterministic random-weight model in its real layout (offline tests, benchmarks)",
        "rlx make-model minilm|qwen3-tiny --out DIR [--seed S] [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k]",
        cmd_make_model},
       {"train", "train a classifier (MNIST MLP or tiny CNN): one compiled step for forward, backward and update",
        "rlx train mnist --arch mlp|tinyconv [--epochs E] [--batch B] [--lr LR] [--optimizer sgd|adam|adamw] "
-       "[--data DIR | --synthetic] [--json FILE] [--save FILE.safetensors] [--seed S] [--device D]  (docs/training.md)",
+       "[--data DIR | --synthetic] [--json FILE] [--save FILE.safetensors] [--seed S] [--device D] "
+       "[--dp N under mpirun -np N]  (docs/training.md, docs/distributed.md)",
        cmd_train},
   };
   return v;

@@ -30,6 +30,11 @@ class CpuDevice final : public Device {
   Claim claim_native(const NodeDesc& n) const override {
     // dense factorizations and solves: LAPACK (src/linalg/lapack_kernels.cpp)
     if (op_info(n.op).family == OpFamily::linalg) return linalg::claim_lapack(n);
+    // collectives: the compiled model's communicator on host memory (src/dist/collective_ops.h)
+    if (op_info(n.op).family == OpFamily::collective) {
+      if (!is_static(n.inputs[0].shape)) return Claim::no("collectives need static shapes");
+      return Claim::yes("the compiled model's communicator (MPI or a single process)");
+    }
     return claim_cpu_native(n);
   }
 
@@ -42,7 +47,7 @@ class CpuDevice final : public Device {
       return (n.op == Op::MatMul || n.op == Op::Dot || n.op == Op::Gemm) && n.output_types[0].dtype == DType::f32;
     });
     RLX_TRY(sched::apply_donations(prog, options.donate));
-    return make_cpu_executable(std::move(prog), g);
+    return make_cpu_executable(std::move(prog), g, options.comm);
   }
 
  private:

@@ -15,6 +15,7 @@
 #include "kernels/attention.h"
 #include "native_attention.h"
 #include "native_contraction.h"
+#include "dist/collective_ops.h"
 #include "linalg/lapack_kernels.h"
 #include "rlx/thread_pool.h"
 
@@ -25,7 +26,7 @@ using KernelFn = void (*)(void* const*, int64_t, int64_t, int64_t, int64_t);
 
 struct NativeState {
   // What the native runs: the GEMM (matmul, dot, gemm) or a quantized-weight kernel.
-  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention, linalg, int8 } kind = Kind::gemm;
+  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention, linalg, int8, collective } kind = Kind::gemm;
   GemmPlan plan;
   PackedB packed;  // when B is a weight
   // qmatmul: y[m, n] = x[m, k] * W^T; dequantize: rows x cols values
@@ -70,7 +71,8 @@ struct ArenaFree {
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(kir::KernelProgram p) : prog_(std::move(p)) {}
+  CpuExecutable(kir::KernelProgram p, std::shared_ptr<dist::Communicator> comm)
+      : prog_(std::move(p)), comm_(std::move(comm)) {}
   ~CpuExecutable() override { print_profile(); }
   Status init(const Graph& g);
   Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs) override;
@@ -85,6 +87,7 @@ class CpuExecutable final : public Executable {
   void print_profile() const;
 
   kir::KernelProgram prog_;
+  std::shared_ptr<dist::Communicator> comm_;  // collectives' group; null: this process alone
   std::shared_ptr<codegen::JitModule> module_;
   std::vector<KernelFn> fns_;
   std::vector<void*> ptrs_;
@@ -182,6 +185,13 @@ Status CpuExecutable::init(const Graph& g) {
       natives_.push_back(std::move(st));
       continue;
     }
+    if (op_info(n.op).family == OpFamily::collective) {  // over comm_ (src/dist/collective_ops.h)
+      if (n.epilogue >= 0) return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
+      st.kind = NativeState::Kind::collective;
+      n.how = cat(op_name(n.op), " over ", comm_ ? comm_->backend() : dist::default_communicator().backend());
+      natives_.push_back(std::move(st));
+      continue;
+    }
     if (n.op == Op::Attention) {
       if (n.epilogue >= 0) return error(ErrorCode::internal, "attention has a fused epilogue; only GEMMs take one");
       st.kind = NativeState::Kind::attention;
@@ -261,6 +271,12 @@ Status CpuExecutable::run_native(int index) {
     for (int b : n.inputs) in.push_back(ptrs_[b]);
     for (int b : n.outputs) out.push_back(ptrs_[b]);
     return linalg::run_lapack(n.op, n.attrs, n.input_types, in, n.output_types, out);
+  }
+  if (st.kind == NativeState::Kind::collective) {
+    const kir::Buffer& in = prog_.buffers[n.inputs[0]];
+    const kir::Buffer& out = prog_.buffers[n.outputs[0]];
+    return dist::run_collective(comm_ ? *comm_ : dist::default_communicator(), n.op, n.attrs, in.dtype, in.sizes,
+                                ptrs_[n.inputs[0]], out.sizes, ptrs_[n.outputs[0]], n.name);
   }
   if (st.kind != NativeState::Kind::gemm) return run_quant(n, st);
   const GemmPlan& p = st.plan;
@@ -448,9 +464,10 @@ Expected<std::vector<Tensor>> CpuExecutable::run(std::span<const Tensor> inputs)
 
 }  // namespace
 
-Expected<std::unique_ptr<Executable>> make_cpu_executable(kir::KernelProgram program, const Graph& g) {
+Expected<std::unique_ptr<Executable>> make_cpu_executable(kir::KernelProgram program, const Graph& g,
+                                                          std::shared_ptr<dist::Communicator> comm) {
   RLX_TRY(kir::verify_program(program));
-  auto e = std::make_unique<CpuExecutable>(std::move(program));
+  auto e = std::make_unique<CpuExecutable>(std::move(program), std::move(comm));
   RLX_TRY(e->init(g));
   return std::unique_ptr<Executable>(std::move(e));
 }

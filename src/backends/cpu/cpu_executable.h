@@ -9,10 +9,16 @@
 #include "rlx/graph.h"
 #include "rlx/kernel_ir.h"
 
+namespace rlx::dist {
+class Communicator;
+}
+
 namespace rlx::cpu {
 
 // Builds the executable: renders and compiles the generated kernels, binds weights and
-// constants, pre-packs constant GEMM operands, and allocates the arena.
-Expected<std::unique_ptr<Executable>> make_cpu_executable(kir::KernelProgram program, const Graph& g);
+// constants, pre-packs constant GEMM operands, and allocates the arena. Collectives in the
+// program run over `comm` (null: this process alone).
+Expected<std::unique_ptr<Executable>> make_cpu_executable(kir::KernelProgram program, const Graph& g,
+                                                          std::shared_ptr<dist::Communicator> comm = nullptr);
 
 }  // namespace rlx::cpu

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "backends/ref/interp_internal.h"
+#include "dist/collective_ops.h"
 #include "rlx/checked.h"
 
 namespace rlx::ref {
@@ -136,6 +137,10 @@ bool implements(Op op, std::span<const TensorType> inputs) {
 }
 
 Expected<std::vector<Tensor>> interpret(const Graph& g, std::span<const Tensor> inputs) {
+  return interpret(g, inputs, nullptr);
+}
+
+Expected<std::vector<Tensor>> interpret(const Graph& g, std::span<const Tensor> inputs, dist::Communicator* comm) {
   const size_t nv = g.values.size();
   if (inputs.size() != g.inputs.size())
     return error(ErrorCode::invalid_argument, "graph '", g.name, "' takes ", g.inputs.size(), " inputs, got ",
@@ -175,9 +180,10 @@ Expected<std::vector<Tensor>> interpret(const Graph& g, std::span<const Tensor> 
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
     const std::string label = g.node_label(static_cast<int32_t>(ni));
-    // linalg ops have no primitive decomposition: the interpreter runs them whole (the ref
-    // device claims them natively)
-    if (!is_primitive(n.op) && op_info(n.op).family != OpFamily::linalg)
+    // linalg ops and collectives have no primitive decomposition: the interpreter runs them
+    // whole (the ref device claims them natively)
+    if (!is_primitive(n.op) && op_info(n.op).family != OpFamily::linalg &&
+        op_info(n.op).family != OpFamily::collective)
       return error(ErrorCode::unsupported, label, " is a composite op; the reference interpreter runs "
                    "primitive ops only (legalize the graph first)");
     for (ValueId v : n.outputs)
@@ -266,6 +272,10 @@ Expected<std::vector<Tensor>> interpret(const Graph& g, std::span<const Tensor> 
         case OpFamily::movement: s = detail::run_movement(args); break;
         case OpFamily::contraction: s = detail::run_dot(args); break;
         case OpFamily::linalg: s = detail::run_linalg(args); break;
+        case OpFamily::collective:
+          s = dist::run_collective(comm ? *comm : dist::default_communicator(), n.op, n.attrs, outs[0].dtype(),
+                                   in_ptrs[0]->sizes(), in_ptrs[0]->bytes(), outs[0].sizes(), outs[0].bytes(), label);
+          break;
         default:
           s = error(ErrorCode::unsupported, label, ": the reference interpreter does not run ", op_name(n.op));
       }

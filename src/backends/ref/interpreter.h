@@ -13,7 +13,9 @@
 //   the node: the legalizer decomposes composites before the interpreter runs. The exception is
 //   the linalg family (lu, cholesky, qr, svd, eigh, triangular_solve, solve, det, slogdet,
 //   lstsq), which has no primitive decomposition: the interpreter runs those whole, with plain
-//   loops in double (interp_linalg.cpp; conventions in src/linalg/conventions.h).
+//   loops in double (interp_linalg.cpp; conventions in src/linalg/conventions.h), and so are
+//   the collectives (all_reduce, all_gather, reduce_scatter, broadcast) over the communicator
+//   given to interpret() (src/dist/collective_ops.h).
 //
 // Shapes
 //   Graph inputs may have symbolic dims; they are bound from the given tensors (a symbol seen
@@ -90,11 +92,17 @@
 #include "rlx/status.h"
 #include "rlx/tensor.h"
 
+namespace rlx::dist {
+class Communicator;
+}
+
 namespace rlx::ref {
 
 // Runs `g` on `inputs` (in g.inputs order) and returns the values of g.outputs. See the file
 // comment for the exact semantics of every op.
 Expected<std::vector<Tensor>> interpret(const Graph& g, std::span<const Tensor> inputs);
+// The same, running the graph's collectives (all_reduce, ...) over `comm` (null: one process).
+Expected<std::vector<Tensor>> interpret(const Graph& g, std::span<const Tensor> inputs, dist::Communicator* comm);
 
 // Whether interpret() implements `op` on inputs of these types (for a device's capability
 // query): false for composites and for c64 inputs to ops outside the c64 list above. The ops

@@ -12,13 +12,13 @@ namespace {
 
 class RefExecutable final : public Executable {
  public:
-  explicit RefExecutable(Graph g) : g_(std::move(g)) {
+  RefExecutable(Graph g, std::shared_ptr<dist::Communicator> comm) : g_(std::move(g)), comm_(std::move(comm)) {
     stats_.generated_kernels = 0;
     stats_.kernel_listing = "reference interpreter over the primitive graph";
   }
-  Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs) override { return interpret(g_, inputs); }
+  Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs) override { return interpret(g_, inputs, comm_.get()); }
   Status run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) override {
-    RLX_ASSIGN_OR_RETURN(auto outs, interpret(g_, inputs));
+    RLX_ASSIGN_OR_RETURN(auto outs, interpret(g_, inputs, comm_.get()));
     if (outs.size() != outputs.size())
       return error(ErrorCode::invalid_argument, "expected ", outs.size(), " outputs, got ", outputs.size());
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -33,6 +33,7 @@ class RefExecutable final : public Executable {
 
  private:
   Graph g_;
+  std::shared_ptr<dist::Communicator> comm_;
   ExecStats stats_;
 };
 
@@ -54,6 +55,10 @@ class RefDevice final : public Device {
         if (!is_static(t.shape)) return Claim::no("the reference factorizations need static shapes");
       return Claim::yes(cat("plain-loop ", op_name(n.op), " in double"));
     }
+    if (op_info(n.op).family == OpFamily::collective) {
+      if (!is_static(n.inputs[0].shape)) return Claim::no("collectives need static shapes");
+      return Claim::yes("the compiled model's communicator (rlx/comm.h)");
+    }
     return Claim::no("ref runs primitives only; it has no native kernels");
   }
   Claim supports_primitive(const NodeDesc& n) const override {
@@ -62,8 +67,8 @@ class RefDevice final : public Device {
                            n.inputs.empty() ? std::string("()") : n.inputs[0].to_string()));
     return Claim::yes("interpreted");
   }
-  Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions&) const override {
-    return std::unique_ptr<Executable>(std::make_unique<RefExecutable>(g));
+  Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions& options) const override {
+    return std::unique_ptr<Executable>(std::make_unique<RefExecutable>(g, options.comm));
   }
 
  private:

@@ -33,6 +33,7 @@ OpInfo row(Op op, std::string_view name, OpClass cls, OpFamily family) {
     case OpFamily::attention: r.infer = infer::infer_attention; break;
     case OpFamily::quant: r.infer = infer::infer_quant; break;
     case OpFamily::linalg: r.infer = infer::infer_linalg; break;
+    case OpFamily::collective: r.infer = infer::infer_collective; break;
   }
   return r;
 }
@@ -178,6 +179,15 @@ std::vector<OpInfo> build_table() {
         "* x scale * w_scale (f32 [N] or []) + optional bias f32 [N] -> f32 [..., N]");
   arity(Op::Int8MatMul, 3, 4);
   add_linalg_rows(attrs, arity, at);
+  attrs(Op::AllReduce, {{"reduce", K::str}},
+        "every rank's x reduced elementwise over the ranks (reduce: sum (default), max, min, prod); "
+        "every rank gets the result");
+  attrs(Op::AllGather, {{"axis", K::i64}, {"ranks", K::i64, true}},
+        "every rank's x concatenated along axis (default 0) in rank order; ranks is the group size");
+  attrs(Op::ReduceScatter, {{"axis", K::i64}, {"ranks", K::i64, true}, {"reduce", K::str}},
+        "x reduced over the ranks (reduce: sum default) and split along axis into ranks equal blocks; "
+        "rank r gets block r");
+  attrs(Op::Broadcast, {{"root", K::i64}}, "the root rank's x (default rank 0), on every rank");
   return t;
 }
 
@@ -207,6 +217,7 @@ std::string_view op_family_name(OpFamily f) {
     case OpFamily::attention: return "attention";
     case OpFamily::quant: return "quant";
     case OpFamily::linalg: return "linalg";
+    case OpFamily::collective: return "collective";
   }
   return "?";
 }
