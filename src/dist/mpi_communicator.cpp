@@ -342,7 +342,10 @@ class MpiCommunicator final : public Communicator {
     RLX_TRY(check_reduce("all_reduce", dtype, op));
     int n = 0;
     RLX_TRY(mpi_count(h, count, dtype, &n));
-    if (size_ > 1 && count >= size_ && static_cast<int64_t>(dtype_bytes(dtype, count)) >= ring_bytes_) {
+    const int64_t bytes = static_cast<int64_t>(dtype_bytes(dtype, count));
+    if (size_ > 1 && size_ <= kDirectMaxRanks && count > 0 && bytes < ring_bytes_ && bytes <= kDirectMaxBytes)
+      return direct_all_reduce(h, data, count, dtype, op);
+    if (size_ > 1 && count >= size_ && bytes >= ring_bytes_) {
       const Clock::time_point start = Clock::now();
       RLX_TRY(agree(h, start));
       return ring_all_reduce(h, data, count, dtype, op, start);
@@ -429,13 +432,11 @@ class MpiCommunicator final : public Communicator {
     std::vector<MPI_Request> hreq(1, MPI_REQUEST_NULL);
     std::vector<MPI_Request> dreq(1, MPI_REQUEST_NULL);
     int rc = RLX_MPI(MPI_Irecv(&theirs, sizeof(Header), MPI_BYTE, peer, tag, p2p_ctl_, &hreq[0]));
-    if (rc == MPI_SUCCESS) rc = RLX_MPI(MPI_Irecv(data, n, mpi_type(dtype), peer, tag, comm_, &dreq[0]));
     if (rc != MPI_SUCCESS) return fail(h, cat(": ", mpi_error_string(rc)), peer);
     RLX_TRY(poll(h, hreq, nullptr, start, peer));
+    // the data is received only once its header matches: a mismatched message is never
+    // written into the caller's buffer
     if (theirs.count != h.count || theirs.dtype != h.dtype) {
-      // the data would not fit or means something else: never receive it
-      RLX_MPI(MPI_Cancel(&dreq[0]));
-      RLX_MPI(MPI_Request_free(&dreq[0]));
       const DType td = static_cast<DType>(theirs.dtype);
       return fail(h, cat(": rank ", peer, " sent ", theirs.dtype >= 0 && theirs.dtype < kNumDTypes
                                                          ? describe_size(theirs.count, td)
@@ -443,6 +444,8 @@ class MpiCommunicator final : public Communicator {
                          " (its send #", theirs.seq, " with tag ", tag, ")"),
                   peer, ErrorCode::shape_error);
     }
+    rc = RLX_MPI(MPI_Irecv(data, n, mpi_type(dtype), peer, tag, comm_, &dreq[0]));
+    if (rc != MPI_SUCCESS) return fail(h, cat(": ", mpi_error_string(rc)), peer);
     return poll(h, dreq, nullptr, start, peer);
   }
 
@@ -612,6 +615,51 @@ class MpiCommunicator final : public Communicator {
     return Status::ok();
   }
 
+  // All-reduce of small buffers: every rank sends its buffer to every other one while the
+  // headers are exchanged (one round trip instead of the header's plus MPI_Iallreduce's), then
+  // reduces all of them in rank order, so every rank computes the same bits.
+  Status direct_all_reduce(const Header& h, void* data, int64_t count, DType dtype, ReduceOp op) {
+    const Clock::time_point start = Clock::now();
+    const size_t bytes = dtype_bytes(dtype, static_cast<size_t>(count));
+    const int n = static_cast<int>(count);
+    const MPI_Datatype t = mpi_type(dtype);
+    // The data is posted before the headers are compared, so a peer may be sending something
+    // else: every slot takes the largest message this path ever sends (as bytes), so a
+    // mismatched one can never be truncated (a truncated receive left pending crashed Open
+    // MPI 4.1's matching later); on a mismatch the requests stay pending into scratch_, which
+    // a broken communicator never frees.
+    const size_t slot = kDirectMaxBytes;
+    std::vector<uint8_t>& all = scratch_->direct;
+    all.resize(slot * size_);
+    std::memcpy(all.data() + slot * rank_, data, bytes);
+    const int tag = 2 * size_;  // apart from the ring's tags on the same communicator
+    std::vector<MPI_Request> reqs;
+    int rc = MPI_SUCCESS;
+    for (int j = 0; j < size_ && rc == MPI_SUCCESS; ++j) {
+      if (j == rank_) continue;
+      reqs.push_back(MPI_REQUEST_NULL);
+      rc = RLX_MPI(MPI_Irecv(all.data() + slot * j, static_cast<int>(slot), MPI_BYTE, j, tag, ring_, &reqs.back()));
+    }
+    for (int j = 0; j < size_ && rc == MPI_SUCCESS; ++j) {
+      if (j == rank_) continue;
+      reqs.push_back(MPI_REQUEST_NULL);
+      rc = RLX_MPI(
+          MPI_Isend(all.data() + slot * rank_, static_cast<int>(bytes), MPI_BYTE, j, tag, ring_, &reqs.back()));
+    }
+    if (rc != MPI_SUCCESS) return fail(h, cat(": ", mpi_error_string(rc)));
+    RLX_TRY(agree(h, start));
+    RLX_TRY(poll(h, reqs, nullptr, start));
+    // acc = x[0], then acc = x[j] op acc for j = 1.. in rank order
+    uint8_t* acc = all.data();
+    const MPI_Op o = mpi_op(op, dtype);
+    for (int j = 1; j < size_; ++j) {
+      rc = RLX_MPI(MPI_Reduce_local(all.data() + slot * j, acc, n, t, o));
+      if (rc != MPI_SUCCESS) return fail(h, cat(": MPI_Reduce_local: ", mpi_error_string(rc)));
+    }
+    std::memcpy(data, acc, bytes);
+    return Status::ok();
+  }
+
   // The header exchange: every rank called the same collective, or an error naming who
   // called what.
   Status agree(const Header& h, Clock::time_point start) {
@@ -685,7 +733,8 @@ class MpiCommunicator final : public Communicator {
           for (int k = 0; k < completed; ++k)
             if (status[k].MPI_ERROR != MPI_SUCCESS) err = status[k].MPI_ERROR;
         }
-        return fail(h, cat(": ", mpi_error_string(err)), peer);
+        // a transport error is most often a peer that died: say so when it did
+        return fail(h, cat(": ", mpi_error_string(err), gone_peers(peer)), peer);
       }
       if (completed == MPI_UNDEFINED) break;  // every request is done
       for (int k = 0; k < completed; ++k) {
@@ -752,6 +801,19 @@ class MpiCommunicator final : public Communicator {
     return Status::ok();
   }
 
+  // "; rank(s) 2 gone (process gone: pid ...)" for the peers on this host that died, or "".
+  std::string gone_peers(int peer) const {
+    std::vector<int> gone;
+    std::string where;
+    for (int j = 0; j < size_; ++j) {
+      if ((peer >= 0 && j != peer) || !peer_gone(j)) continue;
+      gone.push_back(j);
+      if (gone.size() <= 4) where += cat(gone.size() > 1 ? "; " : "", "pid ", peers_[j].pid, " on ", host_name(peers_[j]));
+    }
+    if (gone.empty()) return "";
+    return cat("; rank(s) ", rank_list(gone), " left during the transfer (process gone: ", where, ")");
+  }
+
   // A peer on this host whose process ended (or is a zombie, or whose pid was reused).
   bool peer_gone(int j) const {
     if (!peers_known_ || j == rank_ || !same_host_[j] || peers_[j].pid <= 0) return false;
@@ -774,13 +836,16 @@ class MpiCommunicator final : public Communicator {
   }
 
   static constexpr int kPointToPointHeaders = 64;
+  // all_reduce by direct exchange (direct_all_reduce) up to this size and rank count
+  static constexpr int kDirectMaxRanks = 8;
+  static constexpr int64_t kDirectMaxBytes = 64 << 10;
 
   // Buffers that pending MPI requests point into.
   struct Scratch {
     std::vector<Header> all;
     Header coll_header, send_header, recv_header;
     std::vector<PeerInfo> peers_in;
-    std::vector<uint8_t> ring;
+    std::vector<uint8_t> ring, direct;
     PeerInfo me;
   };
   Scratch* scratch_ = new Scratch();

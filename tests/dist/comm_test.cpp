@@ -244,11 +244,11 @@ TEST(Mpi, CollectivesUcx) {
 }
 
 // The lost rank must be named by every survivor, within the deadline (here 10 s; a dead
-// process on this host is seen within milliseconds).
-TEST(Mpi, KilledRankIsNamedBySurvivors) {
-  RLX_NEED_MPI();
+// process on this host is seen within milliseconds). `scenario`: kill (rank 2 exits between
+// two 16 KiB all_reduces) or kill_transfer (while 16 MiB ones move data).
+void expect_survivors_name_rank2(const std::string& scenario, const std::string& size) {
   const int deadline_ms = 10000;
-  MpiRun r = mpi_run(4, "kill", deadline_ms, 60, "--enable-recovery");
+  MpiRun r = mpi_run(4, scenario, deadline_ms, 60, "--enable-recovery");
   // (with --enable-recovery mpirun itself may exit 0: each survivor's report is what counts)
   EXPECT_LT(r.seconds, 50) << context(r);
   const std::regex names_rank2(R"(rank\(s\) (\d+, )*2\b[^;]*process gone)");
@@ -258,11 +258,21 @@ TEST(Mpi, KilledRankIsNamedBySurvivors) {
     EXPECT_EQ(rep["status"], "error") << context(r);
     EXPECT_TRUE(std::regex_search(rep["message"], names_rank2)) << "rank " << rank << ": " << rep["message"];
     EXPECT_NE(rep["message"].find("all_reduce #"), std::string::npos) << rep["message"];
-    EXPECT_NE(rep["message"].find("4096 f32, 16 KiB"), std::string::npos) << rep["message"];
+    EXPECT_NE(rep["message"].find(size), std::string::npos) << rep["message"];
     EXPECT_EQ(rep["message"].rfind("rank " + std::to_string(rank) + ":", 0), 0u) << rep["message"];
     EXPECT_LT(std::atoi(rep["elapsed_ms"].c_str()), deadline_ms) << rep["message"];
   }
   EXPECT_FALSE(r.ranks.count(2)) << "rank 2 exited before writing a report";
+}
+
+TEST(Mpi, KilledRankIsNamedBySurvivors) {
+  RLX_NEED_MPI();
+  expect_survivors_name_rank2("kill", "4096 f32, 16 KiB");
+}
+
+TEST(Mpi, RankKilledDuringTransferIsNamedBySurvivors) {
+  RLX_NEED_MPI();
+  expect_survivors_name_rank2("kill_transfer", "4194304 f32, 16 MiB");
 }
 
 // A rank that sleeps past the deadline: the others time out naming it.

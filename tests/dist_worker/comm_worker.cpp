@@ -7,6 +7,7 @@
 // an error while others are gone. Scenarios:
 //   collectives  every collective and dtype against values computed here from seeded data
 //   kill         rank 2 exits in the middle of a sequence of all_reduces
+//   kill_transfer  rank 2 exits while 16 MiB all_reduces are moving data
 //   stall        rank 1 sleeps past the deadline before one all_reduce
 //   mismatch     ranks disagree on count, collective, dtype, root, and a send/recv size
 //   nccl         nccl_communicator over the world (unavailable without a GPU)
@@ -387,6 +388,36 @@ int scenario_kill(Communicator& world) {
   return 0;
 }
 
+// Rank 2 dies while large all_reduces are moving data (a thread ends the process a few ms
+// into the third one).
+int scenario_kill_transfer(Communicator& world) {
+  const size_t count = 4 << 20;  // 16 MiB: the ring path, some ms per call on loopback
+  std::vector<float> buf(count, 1.0f);
+  for (int i = 0; i < 20; ++i) {
+    if (i == 3 && world.rank() == 2) {
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));
+        std::fprintf(stderr, "rank 2: exiting during a large all_reduce (test)\n");
+        std::fflush(nullptr);
+        _exit(3);
+      }).detach();
+    }
+    const auto t0 = Clock::now();
+    Status s = world.all_reduce(buf.data(), count, DType::f32, ReduceOp::sum);
+    if (!s.is_ok()) {
+      g_report["status"] = "error";
+      g_report["message"] = s.message();
+      g_report["elapsed_ms"] = std::to_string(ms_since(t0));
+      g_report["iteration"] = std::to_string(i);
+      std::fprintf(stderr, "%s\n", s.to_string().c_str());
+      return 1;
+    }
+    for (float& v : buf) v = 1.0f;
+  }
+  g_report["status"] = "ok";
+  return 0;
+}
+
 int scenario_stall(Communicator& world) {
   std::vector<float> buf(4096, 1.0f);
   for (int i = 0; i < 4; ++i) {
@@ -497,6 +528,7 @@ int main(int argc, char** argv) {
   if (scenario == "collectives") rc = scenario_collectives(w);
   else if (scenario == "kill") rc = scenario_kill(w);
   else if (scenario == "stall") rc = scenario_stall(w);
+  else if (scenario == "kill_transfer") rc = scenario_kill_transfer(w);
   else if (scenario == "mismatch") rc = scenario_mismatch(w);
   else if (scenario == "nccl") rc = scenario_nccl(w);
   else g_report["status"] = "unknown scenario " + scenario;
