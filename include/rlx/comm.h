@@ -52,6 +52,12 @@ class Communicator {
   // Point to point; a send and its recv must agree on count, dtype and tag.
   virtual Status send(const void* data, int64_t count, DType dtype, int peer, int tag) = 0;
   virtual Status recv(void* data, int64_t count, DType dtype, int peer, int tag) = 0;
+  // A send to `dest` and a receive from `source` in flight together (one may wait for the
+  // other without a deadlock: the exchange of a pipeline's steady state). Each is matched by
+  // a send or recv (or a send_recv) of the peer with the same count, dtype and tag. The
+  // default says the backend has no concurrent point to point.
+  virtual Status send_recv(const void* send_data, int64_t send_count, int dest, int send_tag, void* recv_data,
+                           int64_t recv_count, int source, int recv_tag, DType dtype);
   virtual Status barrier() = 0;
 
   // Groups: ranks with the same `color` form a new communicator, ordered by `key` (then by

@@ -30,6 +30,13 @@ bool parse_reduce_op(std::string_view name, ReduceOp* out) {
   return false;
 }
 
+Status Communicator::send_recv(const void*, int64_t send_count, int dest, int send_tag, void*, int64_t recv_count,
+                               int source, int recv_tag, DType dtype) {
+  return error(ErrorCode::unsupported, backend(), " rank ", rank(), ": send_recv (", send_count, " ", dtype_name(dtype),
+               " to rank ", dest, " tag ", send_tag, ", ", recv_count, " from rank ", source, " tag ", recv_tag,
+               ") needs concurrent point to point, which this communicator does not have");
+}
+
 std::chrono::milliseconds Communicator::default_deadline() {
   if (const char* v = std::getenv("RLX_COMM_TIMEOUT_MS")) {
     char* end = nullptr;

@@ -449,6 +449,26 @@ class MpiCommunicator final : public Communicator {
     return poll(h, dreq, nullptr, start, peer);
   }
 
+  // The send is posted first (header and data, as send() does), then the receive runs as
+  // recv() does; MPI progresses the pending send while the receive is polled, and the send is
+  // completed last. So two ranks that send to each other at the same time do not deadlock.
+  Status send_recv(const void* send_data, int64_t send_count, int dest, int send_tag, void* recv_data,
+                   int64_t recv_count, int source, int recv_tag, DType dtype) override {
+    Header h = header_p2p(Kind::send, ++send_seq_, send_count, dtype, send_tag);
+    RLX_TRY(usable(h));
+    RLX_TRY(check_p2p(h, send_data, send_count, dtype, dest, send_tag));
+    int n = 0;
+    RLX_TRY(mpi_count(h, send_count, dtype, &n));
+    const Clock::time_point start = Clock::now();
+    std::vector<MPI_Request> reqs(2, MPI_REQUEST_NULL);
+    scratch_->send_header = h;
+    int rc = RLX_MPI(MPI_Isend(&scratch_->send_header, sizeof(Header), MPI_BYTE, dest, send_tag, p2p_ctl_, &reqs[0]));
+    if (rc == MPI_SUCCESS) rc = RLX_MPI(MPI_Isend(send_data, n, mpi_type(dtype), dest, send_tag, comm_, &reqs[1]));
+    if (rc != MPI_SUCCESS) return fail(h, cat(": ", mpi_error_string(rc)), dest);
+    RLX_TRY(recv(recv_data, recv_count, dtype, source, recv_tag));
+    return poll(h, reqs, nullptr, start, dest);
+  }
+
   Expected<std::shared_ptr<Communicator>> split(int color, int key) override {
     Header h = header(Kind::split, 0, DType::u8, 0, ReduceOp::sum);
     RLX_TRY(usable(h));

@@ -17,8 +17,9 @@ ModelDef mlp(uint64_t seed) {
       {"fc2.weight", kaiming_uniform(DType::f32, {128, 10}, fans_linear(128, 10), seed * 4 + 2, 1.0)},
       {"fc2.bias", zeros({10})},
   };
-  m.forward = [](OpBuilder& o, ValueId x, std::span<const ValueId> p) {
+  m.forward = [](OpBuilder& o, ValueId x, std::span<const ValueId> p, std::vector<ValueId>* ends) {
     ValueId h = o.relu(o.add(o.matmul(x, p[0]), p[1]));
+    if (ends) ends->push_back(h);
     return o.add(o.matmul(h, p[2]), p[3]);
   };
   return m;
@@ -36,12 +37,14 @@ ModelDef tinyconv(uint64_t seed) {
       {"fc.weight", kaiming_uniform(DType::f32, {400, 10}, fans_linear(400, 10), seed * 8 + 3, 1.0)},
       {"fc.bias", zeros({10})},
   };
-  m.forward = [](OpBuilder& o, ValueId x, std::span<const ValueId> p) {
+  m.forward = [](OpBuilder& o, ValueId x, std::span<const ValueId> p, std::vector<ValueId>* ends) {
     const Attrs pool{{"kernel", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}};
     ValueId h = o.relu(o.op(Op::Conv2d, {x, p[0], p[1]}));  // [B, 8, 26, 26]
     h = o.op(Op::MaxPool2d, {h}, pool);                     // [B, 8, 13, 13]
+    if (ends) ends->push_back(h);
     h = o.relu(o.op(Op::Conv2d, {h, p[2], p[3]}));          // [B, 16, 11, 11]
     h = o.op(Op::MaxPool2d, {h}, pool);                     // [B, 16, 5, 5]
+    if (ends) ends->push_back(h);
     h = o.reshape(h, {-1, 400});
     return o.add(o.matmul(h, p[4]), p[5]);
   };

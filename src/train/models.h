@@ -24,8 +24,11 @@ struct ModelDef {
   Sizes example_shape;  // one input example, e.g. {784} or {1, 28, 28}
   int64_t classes = 10;
   std::vector<ParamSpec> params;
-  // logits [B, classes] from images [B, example_shape...] and the parameters (params order)
-  std::function<ValueId(OpBuilder& o, ValueId images, std::span<const ValueId> params)> forward;
+  // logits [B, classes] from images [B, example_shape...] and the parameters (params order).
+  // When `layer_ends` is given, the output of every layer but the last is appended to it: the
+  // points where pipeline parallelism may cut the model into stages (src/dist/pipeline.h).
+  std::function<ValueId(OpBuilder& o, ValueId images, std::span<const ValueId> params, std::vector<ValueId>* layer_ends)>
+      forward;
 };
 
 // "mlp" or "tinyconv", f32, weights Kaiming-uniform (ReLU gain; gain 1 for the output layer)

@@ -95,7 +95,7 @@ Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfi
 
   GraphBuilder gb(g);
   OpBuilder o(gb);
-  ValueId logits = model.forward(o, images, params);
+  ValueId logits = model.forward(o, images, params, nullptr);
   ValueId loss = cross_entropy(o, logits, labels);
   RLX_TRY(o.status().with_context("building the forward graph"));
   RLX_ASSIGN_OR_RETURN(Gradients gr, differentiate(g, loss, params));
@@ -136,7 +136,7 @@ Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch) {
   for (const ParamSpec& p : model.params) params.push_back(g.add_input(p.name, p.init.type()));
   GraphBuilder gb(g);
   OpBuilder o(gb);
-  ValueId logits = model.forward(o, images, params);
+  ValueId logits = model.forward(o, images, params, nullptr);
   ValueId loss_sum = o.reduce_sum(cross_entropy_per_example(o, logits, labels), {0}, false);
   ValueId pred = o.cast(o.argmax(logits, 1, false), DType::i32);
   ValueId correct = o.reduce_sum(o.cast(o.op(Op::Equal, {pred, labels}), DType::f32), {0}, false);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "entry.h"
 #include "rlx/safetensors.h"
 #include "train/data.h"
+#include "train/pipeline_trainer.h"
 #include "train/trainer.h"
 
 namespace rlx::cli {
@@ -76,7 +78,7 @@ Expected<Options> parse(int argc, char** argv, int first) {
                                           {"arch", "epochs", "batch", "lr", "optimizer", "momentum", "weight-decay",
                                            "schedule", "step-epochs", "gamma", "warmup-steps", "data", "json", "save",
                                            "seed", "device", "eval-batch", "train-size", "test-size", "export-data",
-                                           "beta1", "beta2", "eps", "dp"}));
+                                           "beta1", "beta2", "eps", "dp", "pp", "micro-batches", "pp-schedule"}));
   if (a.positional.size() != 1 || a.positional[0] != "mnist")
     return error(ErrorCode::invalid_argument, "expected `rlx train mnist ...` (the one dataset rlx trains on today)");
   Options o;
@@ -119,6 +121,14 @@ Expected<Options> parse(int argc, char** argv, int first) {
   o.quiet = a.has("quiet");
   RLX_ASSIGN_OR_RETURN(int64_t dp, to_int(a, "dp", 1, 1));
   o.dp = static_cast<int>(dp);
+  RLX_ASSIGN_OR_RETURN(int64_t pp, to_int(a, "pp", 1, 1));
+  o.pp = static_cast<int>(pp);
+  RLX_ASSIGN_OR_RETURN(int64_t mb, to_int(a, "micro-batches", 4, 1));
+  o.micro_batches = static_cast<int>(mb);
+  o.schedule = a.get("pp-schedule").value_or("1f1b");
+  RLX_TRY(parse_pipeline_schedule(o.schedule).status());
+  if (o.dp > 1 && o.pp > 1)
+    return error(ErrorCode::invalid_argument, "--dp and --pp together are not supported yet: use one of them");
   return o;
 }
 
@@ -197,9 +207,11 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   TrainResult result;
   // data parallelism: every rank reads the same data in the same order and trains on its share
   // of each global batch; rank 0 alone prints, writes --json and --save
-  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> comm, process_group(o.dp, "--dp"));
-  const int rank = comm->rank(), ranks = comm->size();
-  if (rank != 0) {
+  // pipeline parallelism: every rank reads every batch; stage k trains the k-th layer range
+  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> comm,
+                       process_group(o.pp > 1 ? o.pp : o.dp, o.pp > 1 ? "--pp" : "--dp"));
+  const int rank = o.pp > 1 ? 0 : comm->rank(), ranks = o.pp > 1 ? 1 : comm->size();  // the data-parallel split
+  if (comm->rank() != 0) {
     o.quiet = true;
     o.json.clear();
     o.save.clear();
@@ -237,7 +249,20 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   if (ranks > 1) cfg.comm = comm;
   auto trainer = Trainer::create(*model, cfg);
   if (!trainer) return trainer.status();
-  Trainer& t = **trainer;
+  Trainer& t = **trainer;  // with --pp: evaluates and saves the parameters the stages gather
+  std::unique_ptr<PipelineTrainer> pipe;
+  if (o.pp > 1) {
+    RLX_ASSIGN_OR_RETURN(PipelineSchedule sched, parse_pipeline_schedule(o.schedule));
+    RLX_ASSIGN_OR_RETURN(pipe, PipelineTrainer::create(*model, cfg, comm, {o.micro_batches, sched}));
+  }
+  auto steps_done = [&] { return pipe ? pipe->steps_done() : t.steps_done(); };
+  auto gather_parameters = [&]() -> Status {
+    if (!pipe) return Status::ok();
+    RLX_ASSIGN_OR_RETURN(auto all, pipe->all_parameters());
+    auto mine = t.named_parameters();
+    for (size_t i = 0; i < mine.size(); ++i) std::memcpy(mine[i].second.bytes(), all[i].second.bytes(), all[i].second.nbytes());
+    return Status::ok();
+  };
   BatchLoader loader(data.train, o.batch, model->example_shape, o.seed);
   const int64_t steps_per_epoch = loader.batches_per_epoch();
   o.sched.base = o.lr;
@@ -262,11 +287,11 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   };
   int64_t unused = 0;
   for (int64_t b : {std::min<int64_t>(o.batch, data.train.size()), data.train.size() % o.batch}) {
-    if (b < ranks) continue;  // (a global batch smaller than the group is skipped, see below)
+    if (b < ranks || pipe) continue;  // (pipeline stages compile on their first step)  // (a global batch smaller than the group is skipped, see below)
     Status s = t.prepare(share(b, &unused));
     if (!s.is_ok()) return s;
   }
-  if (!o.quiet) {
+  if (!o.quiet && !pipe) {
     auto v = t.step_variant(share(std::min<int64_t>(o.batch, data.train.size()), &unused));
     const ExecStats& st = (*v)->executable->stats();
     std::printf("compiled the training step in %.2f s: %d native + %d generated kernels, %zu-byte arena, parameters and optimizer state updated in place\n",
@@ -299,7 +324,7 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
         x = Tensor(DType::f32, xs, x.storage(), x.byte_offset() + static_cast<size_t>(begin) * example);
         y = Tensor(DType::i32, {b}, y.storage(), y.byte_offset() + static_cast<size_t>(begin) * 4);
       }
-      auto loss = t.step(x, y, o.sched.at(t.steps_done()));
+      auto loss = pipe ? pipe->step(x, y, o.sched.at(steps_done())) : t.step(x, y, o.sched.at(steps_done()));
       if (!loss) {
         progress.end_line();
         return loss.status();
@@ -316,6 +341,7 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
     progress.end_line();
     if (!std::isfinite(loss_sum))
       return error(ErrorCode::runtime_error, "the loss diverged (not finite) in epoch ", epoch, "; try a smaller --lr");
+    RLX_TRY(gather_parameters());
     auto ev = t.evaluate(test_images, data.test.labels, o.eval_batch);
     if (!ev) return ev.status();
     last_eval = *ev;
@@ -328,7 +354,7 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
       std::fflush(stdout);
     }
     records.push_back({{"framework", "rlx"}, {"arch", o.arch}, {"epoch", epoch}, {"batch", o.batch},
-                       {"optimizer", std::string(optimizer_name(o.opt.kind))}, {"lr", o.sched.at(t.steps_done() - 1)},
+                       {"optimizer", std::string(optimizer_name(o.opt.kind))}, {"lr", o.sched.at(steps_done() - 1)},
                        {"steps", steps}, {"images", images}, {"loss", mean_loss}, {"train_seconds", seconds},
                        {"images_per_s", ips}, {"test_accuracy", ev->accuracy()}, {"test_loss", ev->loss},
                        {"device", o.device}});

@@ -95,6 +95,10 @@ struct TrainOptions {
   train::LrSchedule sched;
   double step_epochs = 1.0;
   int dp = 1;  // data-parallel ranks (a job started with mpirun -np dp); rank 0 prints and saves
+  // pipeline stages (mpirun -np pp; not with dp), micro-batches per batch, schedule
+  int pp = 1;
+  int micro_batches = 4;
+  std::string schedule = "1f1b";  // --pp-schedule
 };
 
 // Parses the arguments of `rlx train` (after the verb: "mnist", "--arch", "mlp", ...) into

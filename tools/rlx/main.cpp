@@ -38,7 +38,8 @@ const std::vector<Verb>& verbs() {
       {"train", "train a classifier (MNIST MLP or tiny CNN): one compiled step for forward, backward and update",
        "rlx train mnist --arch mlp|tinyconv [--epochs E] [--batch B] [--lr LR] [--optimizer sgd|adam|adamw] "
        "[--data DIR | --synthetic] [--json FILE] [--save FILE.safetensors] [--seed S] [--device D] "
-       "[--dp N under mpirun -np N]  (docs/training.md, docs/distributed.md)",
+       "[--dp N | --pp N [--micro-batches M] [--pp-schedule gpipe|1f1b], under mpirun -np N]  "
+       "(docs/training.md, docs/distributed.md)",
        cmd_train},
   };
   return v;

@@ -1,0 +1,399 @@
+// Pipeline-parallel training: the stage graphs, the two schedules and the update (see
+// pipeline_trainer.h). Messages between stage k and k + 1 are tagged 2i (activation of
+// micro-batch i) and 2i + 1 (its gradient), so the two directions never match each other.
+#include "train/pipeline_trainer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "dist/pipeline.h"
+#include "train/autodiff.h"
+#include "train/losses.h"
+
+namespace rlx::train {
+
+std::string_view schedule_name(PipelineSchedule s) { return s == PipelineSchedule::gpipe ? "gpipe" : "1f1b"; }
+
+Expected<PipelineSchedule> parse_pipeline_schedule(std::string_view name) {
+  if (name == "gpipe") return PipelineSchedule::gpipe;
+  if (name == "1f1b") return PipelineSchedule::one_f_one_b;
+  return error(ErrorCode::invalid_argument, "unknown pipeline schedule '", name, "' (gpipe or 1f1b)");
+}
+
+namespace {
+
+TensorType batch_type(const ModelDef& m, int64_t batch) {
+  Sizes s{batch};
+  s.insert(s.end(), m.example_shape.begin(), m.example_shape.end());
+  return TensorType{DType::f32, to_shape(s)};
+}
+
+// Rows [begin, begin + count) of a tensor's leading axis, as a view.
+Tensor rows(const Tensor& t, int64_t begin, int64_t count) {
+  Sizes s = t.sizes();
+  const size_t row = t.nbytes() / static_cast<size_t>(std::max<int64_t>(1, s[0]));
+  s[0] = count;
+  return Tensor(t.dtype(), s, t.storage(), t.byte_offset() + static_cast<size_t>(begin) * row);
+}
+
+Tensor zeros_like(const TensorType& t) { return Tensor::zeros(t.dtype, *static_sizes(t.shape)); }
+
+}  // namespace
+
+// The compiled graphs of this stage for one micro-batch size.
+struct StageGraphs {
+  std::unique_ptr<Model> forward;   // stages but the last: boundary activation out
+  std::unique_ptr<Model> backward;  // recompute + gradients (and the loss on the last stage)
+  TensorType act_in, act_out;       // boundary activations (act_in: stages but the first)
+  std::vector<int> fwd_inputs_from, bwd_inputs_from;  // original input index, -1 boundary, -2 grad/scale
+};
+
+struct PipelineTrainer::Impl {
+  ModelDef model;
+  TrainConfig config;
+  std::shared_ptr<dist::Communicator> comm;
+  PipelineConfig pc;
+  int stage = 0, stages = 1;
+  std::vector<int> cut_layers;            // layer ends that bound the stages
+  std::vector<int> my_params;             // indices into model.params
+  std::vector<int> owner;                 // per model param: its stage
+  std::vector<Tensor> params, grads, state;
+  Tensor lr = Tensor::zeros(DType::f32, {}), step_no = Tensor::zeros(DType::f32, {});
+  std::map<int64_t, StageGraphs> by_batch;
+  std::unique_ptr<Model> update;
+
+  bool first() const { return stage == 0; }
+  bool last() const { return stage == stages - 1; }
+
+  // The whole model's forward + loss for micro-batch size b, split into stages.
+  Expected<std::vector<dist::Stage>> split(int64_t b) {
+    Graph g;
+    g.name = model.name;
+    ValueId images = g.add_input("images", batch_type(model, b));
+    ValueId labels = g.add_input("labels", TensorType{DType::i32, {Dim(b)}});
+    std::vector<ValueId> ps;
+    for (const ParamSpec& p : model.params) ps.push_back(g.add_input(p.name, p.init.type()));
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    std::vector<ValueId> ends;
+    ValueId loss = cross_entropy(o, model.forward(o, images, ps, &ends), labels);
+    RLX_TRY(o.status().with_context("building the forward graph"));
+    g.outputs = {loss};
+    const int layers = static_cast<int>(ends.size()) + 1;
+    if (stages > layers)
+      return error(ErrorCode::invalid_argument, "pipeline parallelism: model ", model.name, " has ", layers,
+                   " layers, fewer than the ", stages, " stages asked for");
+    std::vector<ValueId> cuts;
+    cut_layers.clear();
+    for (int k = 1; k < stages; ++k) {
+      const int l = k * layers / stages - 1;  // stage k starts after layer l
+      cut_layers.push_back(l);
+      cuts.push_back(ends[l]);
+    }
+    return dist::split_stages(g, cuts);
+  }
+
+  Status plan_params() {
+    RLX_ASSIGN_OR_RETURN(std::vector<dist::Stage> st, split(1));
+    owner.assign(model.params.size(), -1);
+    for (int k = 0; k < stages; ++k)
+      for (int from : st[k].inputs_from) {
+        if (from < 2) continue;
+        const int p = from - 2;
+        if (owner[p] >= 0 && owner[p] != k)
+          return error(ErrorCode::invalid_argument, "pipeline parallelism: parameter ", model.params[p].name,
+                       " is read by stages ", owner[p], " and ", k, " (tied weights across stages are not supported)");
+        owner[p] = k;
+      }
+    for (size_t p = 0; p < owner.size(); ++p)
+      if (owner[p] == stage) my_params.push_back(static_cast<int>(p));
+    return Status::ok();
+  }
+
+  Expected<StageGraphs*> graphs(int64_t b) {
+    auto it = by_batch.find(b);
+    if (it != by_batch.end()) return &it->second;
+    RLX_ASSIGN_OR_RETURN(std::vector<dist::Stage> st, split(b));
+    dist::Stage& s = st[stage];
+    StageGraphs sg;
+    if (!first()) sg.act_in = s.graph.type(s.graph.inputs[0]);
+    if (!last()) sg.act_out = s.graph.type(s.graph.outputs[0]);
+    CompileOptions co;
+    co.device = config.device;
+    co.policy = config.policy;
+    sg.fwd_inputs_from = s.inputs_from;
+    if (!last()) {
+      Graph f = s.graph;
+      f.outputs.resize(1);  // only the boundary activation
+      RLX_ASSIGN_OR_RETURN(sg.forward, Model::compile(std::move(f), co));
+    }
+    // backward: the stage's forward, a surrogate loss, and its gradients
+    Graph g = std::move(s.graph);
+    sg.bwd_inputs_from = s.inputs_from;
+    ValueId out = g.outputs[0];
+    ValueId extra = g.add_input(last() ? "loss_scale" : "grad_out", last() ? TensorType{DType::f32, {}} : g.type(out));
+    sg.bwd_inputs_from.push_back(-2);
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    // the last stage's loss is this micro-batch's mean: scaled by its share of the batch;
+    // earlier stages continue the chain rule with the gradient of their output
+    ValueId surrogate = last() ? o.mul(out, extra) : o.reduce_sum(o.mul(out, extra), {}, false);
+    RLX_TRY(o.status().with_context("pipeline backward"));
+    std::vector<ValueId> wrt;
+    if (!first()) wrt.push_back(g.inputs[0]);
+    for (size_t i = 0; i < s.inputs_from.size(); ++i)
+      if (s.inputs_from[i] >= 2) wrt.push_back(g.inputs[i]);
+    RLX_ASSIGN_OR_RETURN(Gradients gr, differentiate(g, surrogate, wrt));
+    g.outputs = gr.grads;
+    if (last()) g.outputs.push_back(surrogate);
+    RLX_ASSIGN_OR_RETURN(sg.backward, Model::compile(std::move(g), co));
+    return &(by_batch[b] = std::move(sg));
+  }
+
+  // The optimizer update of this stage's parameters (in place), compiled once.
+  Status build_update() {
+    Graph g;
+    g.name = model.name + ".stage_update";
+    const OptimizerConfig& opt = config.optimizer;
+    const int slots = state_slots(opt);
+    const size_t n = my_params.size();
+    std::vector<ValueId> p, gr;
+    for (int i : my_params) p.push_back(g.add_input(model.params[i].name, model.params[i].init.type()));
+    for (int i : my_params) gr.push_back(g.add_input(model.params[i].name + ".grad", model.params[i].init.type()));
+    std::vector<std::vector<ValueId>> st(n);
+    for (int s = 0; s < slots; ++s)
+      for (size_t i = 0; i < n; ++i)
+        st[i].push_back(g.add_input(cat(model.params[my_params[i]].name, ".state", s), model.params[my_params[i]].init.type()));
+    ValueId lr_v = g.add_input("lr", TensorType{DType::f32, {}});
+    ValueId step_v = g.add_input("step", TensorType{DType::f32, {}});
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    std::vector<ValueId> new_p, new_s(n * slots);
+    for (size_t i = 0; i < n; ++i) {
+      ParamUpdate up = apply_optimizer(o, opt, p[i], gr[i], st[i], lr_v, step_v);
+      new_p.push_back(up.param);
+      for (int s = 0; s < slots; ++s) new_s[s * n + i] = up.state[s];
+    }
+    RLX_TRY(o.status().with_context("pipeline optimizer update"));
+    g.outputs = new_p;
+    g.outputs.insert(g.outputs.end(), new_s.begin(), new_s.end());
+    CompileOptions co;
+    co.device = config.device;
+    co.policy = config.policy;
+    for (size_t i = 0; i < n; ++i) co.donate.push_back({static_cast<int>(i), static_cast<int>(i)});
+    for (size_t j = 0; j < n * slots; ++j)
+      co.donate.push_back({static_cast<int>(n + j), static_cast<int>(2 * n + j)});
+    RLX_ASSIGN_OR_RETURN(update, Model::compile(std::move(g), co));
+    return Status::ok();
+  }
+
+  // Inputs of a stage graph from what it reads of the original graph.
+  std::vector<Tensor> gather_inputs(const std::vector<int>& from, const Tensor& act, const Tensor& imgs,
+                                    const Tensor& labels, const Tensor& extra) {
+    std::vector<Tensor> in;
+    for (int f : from) {
+      if (f == -1) in.push_back(act);
+      else if (f == -2) in.push_back(extra);
+      else if (f == 0) in.push_back(imgs);
+      else if (f == 1) in.push_back(labels);
+      else in.push_back(params[std::find(my_params.begin(), my_params.end(), f - 2) - my_params.begin()]);
+    }
+    return in;
+  }
+};
+
+PipelineTrainer::PipelineTrainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+PipelineTrainer::~PipelineTrainer() = default;
+
+Expected<std::unique_ptr<PipelineTrainer>> PipelineTrainer::create(ModelDef model, TrainConfig config,
+                                                                   std::shared_ptr<dist::Communicator> comm,
+                                                                   PipelineConfig pipeline) {
+  if (!model.forward || model.params.empty()) return error(ErrorCode::invalid_argument, "the model has no forward or no parameters");
+  if (!comm) return error(ErrorCode::invalid_argument, "pipeline parallelism needs a communicator");
+  if (pipeline.micro_batches < 1) return error(ErrorCode::invalid_argument, "--micro-batches must be at least 1");
+  auto impl = std::make_unique<Impl>();
+  impl->model = std::move(model);
+  impl->config = std::move(config);
+  impl->comm = std::move(comm);
+  impl->pc = pipeline;
+  impl->stage = impl->comm->rank();
+  impl->stages = impl->comm->size();
+  RLX_TRY(impl->plan_params());
+  const int slots = state_slots(impl->config.optimizer);
+  for (int i : impl->my_params) {
+    impl->params.push_back(impl->model.params[i].init.clone());
+    impl->grads.push_back(Tensor::zeros(DType::f32, impl->model.params[i].init.sizes()));
+  }
+  for (int s = 0; s < slots; ++s)
+    for (int i : impl->my_params) impl->state.push_back(Tensor::zeros(DType::f32, impl->model.params[i].init.sizes()));
+  RLX_TRY(impl->build_update());
+  return std::unique_ptr<PipelineTrainer>(new PipelineTrainer(std::move(impl)));
+}
+
+Expected<float> PipelineTrainer::step(const Tensor& images, const Tensor& labels, double lr) {
+  Impl& m = *impl_;
+  dist::Communicator& c = *m.comm;
+  const int64_t B = images.sizes().empty() ? 0 : images.sizes()[0];
+  if (B < 1 || labels.numel() != B) return error(ErrorCode::invalid_argument, "a pipeline step needs a batch with labels");
+  const int M = static_cast<int>(std::min<int64_t>(m.pc.micro_batches, B));
+  std::vector<int64_t> begin(M), size(M);
+  for (int i = 0; i < M; ++i) {
+    begin[i] = i * (B / M) + std::min<int64_t>(i, B % M);
+    size[i] = B / M + (i < B % M ? 1 : 0);
+  }
+  std::vector<StageGraphs*> sg(M);
+  for (int i = 0; i < M; ++i) {
+    RLX_ASSIGN_OR_RETURN(sg[i], m.graphs(size[i]));
+  }
+  for (Tensor& g : m.grads) std::memset(g.bytes(), 0, g.nbytes());
+  std::vector<Tensor> act_in(M), act_out(M), grad_out(M), grad_in(M);
+  double loss = 0.0;
+  const int prev = m.stage - 1, next = m.stage + 1;
+
+  auto recv_fwd = [&](int i) -> Status {
+    if (m.first()) return Status::ok();
+    act_in[i] = zeros_like(sg[i]->act_in);
+    return c.recv(act_in[i].bytes(), act_in[i].numel(), DType::f32, prev, 2 * i);
+  };
+  auto forward = [&](int i) -> Status {  // the last stage's forward is part of its backward
+    if (m.last()) return Status::ok();
+    std::vector<Tensor> in = m.gather_inputs(sg[i]->fwd_inputs_from, act_in[i], rows(images, begin[i], size[i]),
+                                             rows(labels, begin[i], size[i]), Tensor());
+    RLX_ASSIGN_OR_RETURN(std::vector<Tensor> out, sg[i]->forward->run(in));
+    act_out[i] = out[0];
+    return Status::ok();
+  };
+  auto send_fwd = [&](int i) -> Status {
+    if (m.last()) return Status::ok();
+    Status s = c.send(act_out[i].bytes(), act_out[i].numel(), DType::f32, next, 2 * i);
+    act_out[i] = Tensor();
+    return s;
+  };
+  auto recv_bwd = [&](int i) -> Status {
+    if (m.last()) return Status::ok();
+    grad_out[i] = zeros_like(sg[i]->act_out);
+    return c.recv(grad_out[i].bytes(), grad_out[i].numel(), DType::f32, next, 2 * i + 1);
+  };
+  auto backward = [&](int i) -> Status {
+    Tensor extra = grad_out[i];
+    if (m.last()) extra = Tensor::from_vector<float>(DType::f32, {}, {static_cast<float>(size[i]) / static_cast<float>(B)});
+    std::vector<Tensor> in = m.gather_inputs(sg[i]->bwd_inputs_from, act_in[i], rows(images, begin[i], size[i]),
+                                             rows(labels, begin[i], size[i]), extra);
+    RLX_ASSIGN_OR_RETURN(std::vector<Tensor> out, sg[i]->backward->run(in));
+    size_t o = 0;
+    if (!m.first()) grad_in[i] = out[o++];
+    for (Tensor& g : m.grads) {
+      const float* d = out[o++].data<float>();
+      float* a = g.data<float>();
+      for (int64_t e = 0; e < g.numel(); ++e) a[e] += d[e];
+    }
+    if (m.last()) loss += out[o].get_f64(0);
+    act_in[i] = Tensor();
+    grad_out[i] = Tensor();
+    return Status::ok();
+  };
+  auto send_bwd = [&](int i) -> Status {
+    if (m.first()) return Status::ok();
+    Status s = c.send(grad_in[i].bytes(), grad_in[i].numel(), DType::f32, prev, 2 * i + 1);
+    grad_in[i] = Tensor();
+    return s;
+  };
+  const auto ctx = [&](const char* what, int i) { return cat("pipeline stage ", m.stage, ": ", what, " of micro-batch ", i); };
+
+  if (m.pc.schedule == PipelineSchedule::gpipe) {
+    for (int i = 0; i < M; ++i) {
+      RLX_TRY(recv_fwd(i).with_context(ctx("receiving the activation", i)));
+      RLX_TRY(forward(i).with_context(ctx("forward", i)));
+      RLX_TRY(send_fwd(i).with_context(ctx("sending the activation", i)));
+    }
+    for (int i = 0; i < M; ++i) {
+      RLX_TRY(recv_bwd(i).with_context(ctx("receiving the gradient", i)));
+      RLX_TRY(backward(i).with_context(ctx("backward", i)));
+      RLX_TRY(send_bwd(i).with_context(ctx("sending the gradient", i)));
+    }
+  } else {
+    // 1F1B: the exchanges of the steady state go both ways at once (send_recv), as a
+    // blocking send of one stage would otherwise wait on a blocking send of its neighbour
+    const int warmup = std::min(m.stages - m.stage - 1, M);
+    const int steady = M - warmup;
+    for (int i = 0; i < warmup; ++i) {
+      RLX_TRY(recv_fwd(i).with_context(ctx("receiving the activation", i)));
+      RLX_TRY(forward(i).with_context(ctx("forward", i)));
+      RLX_TRY(send_fwd(i).with_context(ctx("sending the activation", i)));
+    }
+    if (steady > 0) RLX_TRY(recv_fwd(warmup).with_context(ctx("receiving the activation", warmup)));
+    for (int j = 0; j < steady; ++j) {
+      const int f = warmup + j;
+      RLX_TRY(forward(f).with_context(ctx("forward", f)));
+      if (m.last()) {
+        // nothing to send forward or receive backward
+      } else {
+        grad_out[j] = zeros_like(sg[j]->act_out);
+        RLX_TRY(c.send_recv(act_out[f].bytes(), act_out[f].numel(), next, 2 * f, grad_out[j].bytes(),
+                            grad_out[j].numel(), next, 2 * j + 1, DType::f32)
+                    .with_context(ctx("exchanging with the next stage", f)));
+        act_out[f] = Tensor();
+      }
+      RLX_TRY(backward(j).with_context(ctx("backward", j)));
+      if (j + 1 == steady) {
+        RLX_TRY(send_bwd(j).with_context(ctx("sending the gradient", j)));
+      } else if (m.first()) {
+        // no previous stage: the next micro-batch's input is the batch itself
+      } else {
+        act_in[f + 1] = zeros_like(sg[f + 1]->act_in);
+        RLX_TRY(c.send_recv(grad_in[j].bytes(), grad_in[j].numel(), prev, 2 * j + 1, act_in[f + 1].bytes(),
+                            act_in[f + 1].numel(), prev, 2 * (f + 1), DType::f32)
+                    .with_context(ctx("exchanging with the previous stage", j)));
+        grad_in[j] = Tensor();
+      }
+    }
+    for (int j = steady; j < M; ++j) {
+      RLX_TRY(recv_bwd(j).with_context(ctx("receiving the gradient", j)));
+      RLX_TRY(backward(j).with_context(ctx("backward", j)));
+      RLX_TRY(send_bwd(j).with_context(ctx("sending the gradient", j)));
+    }
+  }
+
+  // the update of this stage's parameters
+  m.lr.data<float>()[0] = static_cast<float>(lr);
+  m.step_no.data<float>()[0] = static_cast<float>(steps_ + 1);
+  std::vector<Tensor> in = m.params;
+  in.insert(in.end(), m.grads.begin(), m.grads.end());
+  in.insert(in.end(), m.state.begin(), m.state.end());
+  in.push_back(m.lr);
+  in.push_back(m.step_no);
+  std::vector<Tensor> out = m.params;
+  out.insert(out.end(), m.state.begin(), m.state.end());
+  RLX_ASSIGN_OR_RETURN(CompiledVariant * v, m.update->variant_for(in));
+  RLX_TRY(v->executable->run_into(in, out));
+  ++steps_;
+  float l = static_cast<float>(loss);
+  RLX_TRY(c.broadcast(&l, 1, DType::f32, m.stages - 1).with_context("pipeline: sharing the loss"));
+  return l;
+}
+
+Expected<std::vector<std::pair<std::string, Tensor>>> PipelineTrainer::all_parameters() {
+  Impl& m = *impl_;
+  std::vector<std::pair<std::string, Tensor>> r;
+  for (size_t p = 0; p < m.model.params.size(); ++p) {
+    Tensor t;
+    auto mine = std::find(m.my_params.begin(), m.my_params.end(), static_cast<int>(p));
+    if (mine != m.my_params.end()) {
+      t = m.params[mine - m.my_params.begin()].clone();
+    } else {
+      t = Tensor::zeros(m.model.params[p].init.dtype(), m.model.params[p].init.sizes());
+    }
+    RLX_TRY(m.comm->broadcast(t.bytes(), t.numel(), t.dtype(), m.owner[p]));
+    r.push_back({m.model.params[p].name, t});
+  }
+  return r;
+}
+
+std::vector<std::string> PipelineTrainer::stage_parameters() const {
+  std::vector<std::string> r;
+  for (int i : impl_->my_params) r.push_back(impl_->model.params[i].name);
+  return r;
+}
+
+}  // namespace rlx::train
