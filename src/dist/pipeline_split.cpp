@@ -1,7 +1,7 @@
 // The stage-split pass (split_stages in pipeline.h). A node belongs to the first stage whose
 // boundary value needs it; a stage may read only its own values, the boundary value of the
-// stage before it, graph inputs and sources. Sources (constant, param, and other input-less
-// nodes) are not assigned: each stage that reads one gets its own copy.
+// stage before it, graph inputs and sources (copied into each stage that reads them). A value
+// computed from graph inputs and sources alone that a later stage reads is recomputed there.
 #include <algorithm>
 
 #include "dist/pipeline.h"
@@ -12,6 +12,19 @@ Expected<std::vector<Stage>> split_stages(const Graph& g, std::span<const ValueI
   const int stages = static_cast<int>(cuts.size()) + 1;
   const int nn = static_cast<int>(g.nodes.size());
   std::vector<int> stage_of(nn, -1);
+  // input-only: computed from graph inputs and sources alone, without any boundary value. A
+  // stage that reads such a value from another stage computes its own copy (an attention mask
+  // derived from the input mask), so no value but the boundary crosses a cut.
+  std::vector<char> is_cut(g.values.size(), 0);
+  for (ValueId c : cuts)
+    if (c >= 0 && c < static_cast<ValueId>(g.values.size())) is_cut[c] = 1;
+  std::vector<char> input_only(nn, 0);
+  for (int n = 0; n < nn; ++n) {
+    bool r = true;
+    for (ValueId v : g.nodes[n].inputs)
+      r = r && !is_cut[v] && (g.values[v].producer < 0 || input_only[g.values[v].producer]);
+    input_only[n] = r;
+  }
   auto is_source = [&](int n) { return g.nodes[n].inputs.empty(); };
   // boundary k is computed by stage k: its ancestors not claimed by an earlier boundary
   for (int k = 0; k + 1 < stages; ++k) {
@@ -37,7 +50,9 @@ Expected<std::vector<Stage>> split_stages(const Graph& g, std::span<const ValueI
   for (int n = 0; n < nn; ++n)
     if (stage_of[n] < 0 && !is_source(n)) stage_of[n] = stages - 1;
 
-  // every read must stay inside its stage, or come from the boundary just before it
+  // every read must stay inside its stage, come from the boundary just before it, or be an
+  // input-only value the stage copies (copy[k][n]: stage k computes node n too)
+  std::vector<std::vector<char>> copy(stages, std::vector<char>(nn, 0));
   auto stage_of_value = [&](ValueId v) { return g.values[v].producer < 0 ? -1 : stage_of[g.values[v].producer]; };
   for (int n = 0; n < nn; ++n) {
     if (is_source(n)) continue;
@@ -46,6 +61,10 @@ Expected<std::vector<Stage>> split_stages(const Graph& g, std::span<const ValueI
       const int from = stage_of_value(v);
       if (from < 0 || from == k) continue;  // graph input, source, or this stage
       if (from == k - 1 && cuts[k - 1] == v) continue;
+      if (input_only[g.values[v].producer]) {
+        copy[k][g.values[v].producer] = 1;
+        continue;
+      }
       return error(ErrorCode::invalid_argument, "pipeline split of '", g.name, "': ", g.node_label(n), " (stage ", k,
                    ") reads ", g.value_label(v), " from stage ", from, ", which ",
                    from == k - 1 ? cat("the boundary ", g.value_label(cuts[k - 1]), " does not carry")
@@ -53,6 +72,15 @@ Expected<std::vector<Stage>> split_stages(const Graph& g, std::span<const ValueI
                    "; cut the model where a single activation passes between layers");
     }
   }
+  // a copied node brings the input-only nodes it reads
+  for (int k = 0; k < stages; ++k)
+    for (int n = nn - 1; n >= 0; --n)
+      if (copy[k][n])
+        for (ValueId v : g.nodes[n].inputs) {
+          const int p = g.values[v].producer;
+          if (p >= 0 && !is_source(p)) copy[k][p] = 1;
+        }
+  auto in_stage = [&](int n, int k) { return !is_source(n) && (stage_of[n] == k || copy[k][n]); };
 
   std::vector<Stage> out(stages);
   for (int k = 0; k < stages; ++k) {
@@ -66,10 +94,10 @@ Expected<std::vector<Stage>> split_stages(const Graph& g, std::span<const ValueI
       map[c] = sg.add_input(g.values[c].name.empty() ? cat("stage", k - 1, "_out") : g.values[c].name, g.type(c));
       st.inputs_from.push_back(-1);
     }
-    // the original inputs this stage reads (in their order)
+    // what this stage reads: its own and its copied nodes' inputs, and its outputs
     std::vector<char> read(g.values.size(), 0);
     for (int n = 0; n < nn; ++n)
-      if (!is_source(n) && stage_of[n] == k)
+      if (in_stage(n, k))
         for (ValueId v : g.nodes[n].inputs) read[v] = 1;
     for (size_t i = 0; i < g.outputs.size(); ++i) {
       const ValueId v = g.outputs[i];
@@ -82,10 +110,10 @@ Expected<std::vector<Stage>> split_stages(const Graph& g, std::span<const ValueI
       map[v] = sg.add_input(g.values[v].name, g.type(v));
       st.inputs_from.push_back(static_cast<int>(i));
     }
-    // nodes in order: this stage's, and the sources it reads
+    // nodes in order: this stage's, its copies, and the sources it reads
     for (int n = 0; n < nn; ++n) {
       const Node& node = g.nodes[n];
-      bool take = stage_of[n] == k;
+      bool take = in_stage(n, k);
       if (is_source(n)) {
         take = false;
         for (ValueId v : node.outputs) take = take || read[v];

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/pipeline.h"
 #include "models/text/bpe.h"
 #include "quant/ggml_quants.h"
 #include "rlx/gguf.h"
@@ -442,6 +443,8 @@ Expected<Graph> build_qwen3(const Qwen3Weights& w, const Qwen3GraphOptions& opt)
     ValueId up = b.linear(h, p + "mlp.up_proj.weight", H, c.intermediate);
     x = o.add(x, tp_all_reduce(o, tp, b.linear(o.mul(o.silu(gate), up), p + "mlp.down_proj.weight",
                                                  c.intermediate, H)));
+    // where pipeline parallelism may cut the model (src/dist/pipeline.h)
+    if (l + 1 < c.layers && x != kNoValue) g.values[x].name = "layer." + std::to_string(l) + ".out";
   }
   if (!opt.all_logits && !opt.decode)
     x = o.slice(x, {-1}, {std::numeric_limits<int64_t>::max()}, {1});
@@ -474,9 +477,11 @@ std::vector<std::pair<int, int>> qwen3_cache_donations(const Qwen3Config& c) {
 
 Expected<std::unique_ptr<Qwen3Session>> Qwen3Session::create(const Qwen3Weights& w, int64_t batch, int64_t context,
                                                              const std::string& device, bool all_logits,
-                                                             std::shared_ptr<dist::Communicator> comm) {
-  if (w.tp.active() && !comm)
-    return error(ErrorCode::invalid_argument, "weights sharded over ", w.tp.size, " ranks need a communicator");
+                                                             Qwen3Parallel par) {
+  if ((w.tp.active() || par.pipeline) && !par.comm)
+    return error(ErrorCode::invalid_argument, "a tensor- or pipeline-parallel session needs a communicator");
+  if (w.tp.active() && par.pipeline)
+    return error(ErrorCode::unsupported, "tensor and pipeline parallelism together are not supported yet");
   if (batch <= 0) return error(ErrorCode::invalid_argument, "batch must be positive");
   std::unique_ptr<Qwen3Session> s(new Qwen3Session());
   s->config_ = w.config;
@@ -485,13 +490,23 @@ Expected<std::unique_ptr<Qwen3Session>> Qwen3Session::create(const Qwen3Weights&
   CompileOptions co;
   co.device = device;
   co.donate = qwen3_cache_donations(w.config);
-  co.comm = std::move(comm);
+  co.comm = par.pipeline ? nullptr : par.comm;
+  s->all_logits_ = all_logits;
   RLX_ASSIGN_OR_RETURN(Graph pg, build_qwen3(w, {.context = context, .all_logits = all_logits, .decode = false}));
   RLX_ASSIGN_OR_RETURN(Graph dg, build_qwen3(w, {.context = context, .all_logits = false, .decode = true}));
   for (const auto& [name, t] : dg.weights)
     if (name != "model.embed_tokens.weight" || w.config.tie_embeddings) s->weight_bytes_ += static_cast<int64_t>(t.nbytes());
-  RLX_ASSIGN_OR_RETURN(s->prefill_, Model::compile(std::move(pg), co));
-  RLX_ASSIGN_OR_RETURN(s->decode_, Model::compile(std::move(dg), co));
+  if (par.pipeline) {
+    // logits (output 0) go to every rank; each stage keeps its layers' caches
+    const dist::PipelineRunOptions run{par.micro_batches, {0}};
+    RLX_ASSIGN_OR_RETURN(std::vector<ValueId> pcuts, dist::even_cuts(pg, par.comm->size()));
+    RLX_ASSIGN_OR_RETURN(std::vector<ValueId> dcuts, dist::even_cuts(dg, par.comm->size()));
+    RLX_ASSIGN_OR_RETURN(s->prefill_pp_, dist::PipelineRunner::create(pg, pcuts, par.comm, co, run));
+    RLX_ASSIGN_OR_RETURN(s->decode_pp_, dist::PipelineRunner::create(dg, dcuts, par.comm, co, run));
+  } else {
+    RLX_ASSIGN_OR_RETURN(s->prefill_, Model::compile(std::move(pg), co));
+    RLX_ASSIGN_OR_RETURN(s->decode_, Model::compile(std::move(dg), co));
+  }
   const Qwen3Config& c = w.config;
   for (int64_t l = 0; l < 2 * c.layers; ++l)
     s->caches_.push_back(Tensor::zeros(DType::f32, {batch, c.kv_heads, context, c.head_dim}));
@@ -500,7 +515,10 @@ Expected<std::unique_ptr<Qwen3Session>> Qwen3Session::create(const Qwen3Weights&
   return s;
 }
 
+Qwen3Session::~Qwen3Session() = default;
+
 Status Qwen3Session::prepare(int64_t prompt_len) {
+  if (prefill_pp_) return Status::ok();  // each stage compiles its variants on first use
   RLX_TRY(prefill_->prepare({{"batch", batch_}, {"seq", prompt_len}}).status());
   RLX_TRY(decode_->prepare({{"batch", batch_}}).status());
   return Status::ok();
@@ -529,6 +547,16 @@ Expected<Tensor> Qwen3Session::step(const std::vector<int64_t>& ids, int64_t seq
   }
   std::vector<Tensor> inputs{tid, tpos, tslots, tmask};
   for (const Tensor& t : caches_) inputs.push_back(t);
+  if (prefill_pp_) {
+    const Sizes lsizes{batch_, prefill && all_logits_ ? seq : 1, config_.vocab_size};
+    Tensor& logits = logits_[lsizes];
+    if (!logits.defined() || logits.sizes() != lsizes) logits = Tensor::zeros(DType::f32, lsizes);
+    std::vector<Tensor> outputs{logits};
+    for (const Tensor& t : caches_) outputs.push_back(t);
+    RLX_TRY((prefill ? *prefill_pp_ : *decode_pp_).run_into(inputs, outputs));
+    used_ += seq;
+    return outputs[0];
+  }
   Model& m = prefill ? *prefill_ : *decode_;
   RLX_ASSIGN_OR_RETURN(CompiledVariant * v, m.variant_for(inputs));
   const Shape& ls = v->primitive_graph.type(v->primitive_graph.outputs[0]).shape;

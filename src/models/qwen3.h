@@ -32,6 +32,10 @@
 #include "rlx/compile.h"
 #include "rlx/graph.h"
 
+namespace rlx::dist {
+class PipelineRunner;
+}
+
 namespace rlx::models {
 
 struct Qwen3Config {
@@ -95,14 +99,24 @@ Expected<Graph> build_qwen3(const Qwen3Weights& w, const Qwen3GraphOptions& opti
 std::vector<std::pair<int, int>> qwen3_cache_donations(const Qwen3Config& c);
 
 // Runs prompts through a compiled prefill graph and a decode graph sharing one KV cache.
+// How a session spreads over ranks (docs/distributed.md). Sharded weights (w.tp.size > 1)
+// need `comm`, the group of w.tp.size ranks whose collectives join the shards. With
+// `pipeline`, rank k of `comm` runs the k-th range of layers (and holds only their KV cache
+// updates), each step's batch flows through the stages in `micro_batches`, and every rank
+// receives the logits. Every rank runs the same steps with the same tokens.
+struct Qwen3Parallel {
+  std::shared_ptr<dist::Communicator> comm;
+  bool pipeline = false;
+  int micro_batches = 1;
+};
+
 class Qwen3Session {
  public:
   // Compiles both graphs for `device`; the cache holds `context` slots for `batch` sequences.
-  // Sharded weights (w.tp.size > 1) need `comm`, the group of w.tp.size ranks whose
-  // collectives join the shards (every rank runs the same steps with the same tokens).
   static Expected<std::unique_ptr<Qwen3Session>> create(const Qwen3Weights& w, int64_t batch, int64_t context,
                                                         const std::string& device = "cpu", bool all_logits = false,
-                                                        std::shared_ptr<dist::Communicator> comm = nullptr);
+                                                        Qwen3Parallel parallel = {});
+  ~Qwen3Session();
   // Compiles the prefill variant for prompts of `prompt_len` slots and the decode variant
   // ahead of time (otherwise the first prefill / decode compiles them).
   Status prepare(int64_t prompt_len);
@@ -127,6 +141,8 @@ class Qwen3Session {
   int64_t batch_ = 1, context_ = 0, used_ = 0, weight_bytes_ = 0;
   std::vector<int64_t> pad_, length_;  // per sequence: pad slots, tokens so far (real ones)
   std::unique_ptr<Model> prefill_, decode_;
+  std::unique_ptr<dist::PipelineRunner> prefill_pp_, decode_pp_;  // pipeline parallelism
+  bool all_logits_ = false;
   std::vector<Tensor> caches_;
   std::map<Sizes, Tensor> logits_;
 };

@@ -55,7 +55,6 @@ struct PipelineTrainer::Impl {
   std::shared_ptr<dist::Communicator> comm;
   PipelineConfig pc;
   int stage = 0, stages = 1;
-  std::vector<int> cut_layers;            // layer ends that bound the stages
   std::vector<int> my_params;             // indices into model.params
   std::vector<int> owner;                 // per model param: its stage
   std::vector<Tensor> params, grads, state;
@@ -80,17 +79,8 @@ struct PipelineTrainer::Impl {
     ValueId loss = cross_entropy(o, model.forward(o, images, ps, &ends), labels);
     RLX_TRY(o.status().with_context("building the forward graph"));
     g.outputs = {loss};
-    const int layers = static_cast<int>(ends.size()) + 1;
-    if (stages > layers)
-      return error(ErrorCode::invalid_argument, "pipeline parallelism: model ", model.name, " has ", layers,
-                   " layers, fewer than the ", stages, " stages asked for");
-    std::vector<ValueId> cuts;
-    cut_layers.clear();
-    for (int k = 1; k < stages; ++k) {
-      const int l = k * layers / stages - 1;  // stage k starts after layer l
-      cut_layers.push_back(l);
-      cuts.push_back(ends[l]);
-    }
+    for (size_t l = 0; l < ends.size(); ++l) g.values[ends[l]].name = cat("layer.", l, ".out");
+    RLX_ASSIGN_OR_RETURN(std::vector<ValueId> cuts, dist::even_cuts(g, stages));
     return dist::split_stages(g, cuts);
   }
 

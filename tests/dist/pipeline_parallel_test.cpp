@@ -71,6 +71,23 @@ TEST_F(PipelineParallel, TinyConvOnThreeStagesWithUnevenMicroBatches) {
                        3, {"1f1b", "gpipe"}, 1e-4);
 }
 
+TEST_F(PipelineParallel, Qwen3GreedyTokensMatchOnTwoAndFourStages) {
+  const std::string dir = temp_dir("pp_qwen3");
+  Proc mk = sh(kRlx + " make-model qwen3-tiny --out " + dir + "/m --layers 4 --vocab 1000 --seed " +
+               std::to_string(std::random_device{}() % 100000));
+  ASSERT_EQ(mk.code, 0) << mk.out;
+  expect_same_tokens(dir + "/m", dir, "--pp", 2, "--micro-batches 2");  // the two prompts flow one by one
+  expect_same_tokens(dir + "/m", dir, "--pp", 4);
+}
+
+TEST_F(PipelineParallel, MiniLmEmbeddingsMatchOnTwoAndThreeStages) {
+  const std::string dir = temp_dir("pp_minilm");
+  Proc mk = sh(kRlx + " make-model minilm --out " + dir + "/m --seed " + std::to_string(std::random_device{}() % 100000));
+  ASSERT_EQ(mk.code, 0) << mk.out;
+  expect_same_embeddings(dir + "/m", dir, "--pp", 2, "--micro-batches 3");
+  expect_same_embeddings(dir + "/m", dir, "--pp", 3);
+}
+
 TEST_F(PipelineParallel, MoreStagesThanLayersIsAClearError) {
   Proc r = sh(mpirun(3, "train mnist --synthetic --train-size 64 --test-size 64 --epochs 1 --quiet --pp 3"));
   EXPECT_NE(r.code, 0);

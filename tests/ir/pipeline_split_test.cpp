@@ -85,28 +85,55 @@ TEST(PipelineSplit, StagesChainedEqualTheWholeGraph) {
 }
 
 TEST(PipelineSplit, ACutThatDoesNotSeparateTheGraphIsAnError) {
-  // the residual reads %a, computed before the cut at %h, in the second stage
+  // the residual in stage 2 reads %b, computed in stage 1 from the first boundary: no cut
+  // carries it (a value computed from graph inputs alone would be recomputed instead)
   auto g = parse_graph(R"(
 graph @residual(%x: f32[2, 4], %w: f32[4, 4]) -> (f32[2, 4]) {
   %a = matmul(%x, %w)
-  %h = relu(%a)
+  %h1 = relu(%a)
+  %b = matmul(%h1, %w)
+  %h2 = tanh(%b)
+  %c = matmul(%h2, %w)
+  %y = add(%c, %b)
+  return %y
+}
+)");
+  ASSERT_TRUE(g.has_value()) << g.status().to_string();
+  const std::vector<ValueId> cuts{named(*g, "h1"), named(*g, "h2")};
+  auto stages = dist::split_stages(*g, cuts);
+  ASSERT_FALSE(stages.has_value());
+  EXPECT_NE(stages.status().message().find("reads b from stage 1"), std::string::npos) << stages.status().message();
+  // a cut that is a graph input, and cuts out of order
+  const std::vector<ValueId> bad{g->inputs[0]};
+  EXPECT_FALSE(dist::split_stages(*g, bad).has_value());
+  const std::vector<ValueId> reversed{named(*g, "h2"), named(*g, "h1")};
+  auto r = dist::split_stages(*g, reversed);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.status().message().find("cuts must follow the graph's order"), std::string::npos) << r.status().message();
+}
+
+TEST(PipelineSplit, ValuesOfTheInputsAloneAreRecomputedWhereTheyAreRead) {
+  // %m (from the input %mask only) is read by both stages: each computes its own
+  auto g = parse_graph(R"(
+graph @masked(%x: f32[2, 4], %mask: f32[2, 4], %w: f32[4, 4]) -> (f32[2, 4]) {
+  %m = sigmoid(%mask)
+  %a = matmul(%x, %w)
+  %h = mul(%a, %m)
   %b = matmul(%h, %w)
-  %y = add(%b, %a)
+  %y = mul(%b, %m)
   return %y
 }
 )");
   ASSERT_TRUE(g.has_value()) << g.status().to_string();
   const std::vector<ValueId> cuts{named(*g, "h")};
   auto stages = dist::split_stages(*g, cuts);
-  ASSERT_FALSE(stages.has_value());
-  EXPECT_NE(stages.status().message().find("reads a from stage 0"), std::string::npos) << stages.status().message();
-  // a cut that is a graph input, and cuts out of order
-  const std::vector<ValueId> bad{g->inputs[0]};
-  EXPECT_FALSE(dist::split_stages(*g, bad).has_value());
-  const std::vector<ValueId> reversed{named(*g, "b"), named(*g, "h")};
-  auto r = dist::split_stages(*g, reversed);
-  ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.status().message().find("cuts must follow the graph's order"), std::string::npos) << r.status().message();
+  ASSERT_TRUE(stages.has_value()) << stages.status().to_string();
+  for (const dist::Stage& s : *stages) {
+    int sigmoids = 0;
+    for (const Node& n : s.graph.nodes) sigmoids += n.op == Op::Sigmoid;
+    EXPECT_EQ(sigmoids, 1) << s.graph.name;
+  }
+  EXPECT_EQ((*stages)[1].inputs_from, (std::vector<int>{-1, 1, 2}));
 }
 
 }  // namespace

@@ -110,8 +110,11 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
     return error(ErrorCode::invalid_argument, "need -n >= 1, --temp >= 0, --top-k >= 0, 0 < --top-p <= 1");
   const int64_t n = o.n;
   RLX_ASSIGN_OR_RETURN(models::Qwen3Weights weights, models::load_qwen3(path));
-  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> comm, process_group(o.tp));
-  if (comm->size() > 1) {
+  if (o.tp > 1 && o.pp > 1)
+    return error(ErrorCode::invalid_argument, "--tp and --pp together are not supported yet: use one of them");
+  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> comm,
+                       process_group(o.pp > 1 ? o.pp : o.tp, o.pp > 1 ? "--pp" : "--tp"));
+  if (comm->size() > 1 && o.pp == 1) {
     RLX_ASSIGN_OR_RETURN(weights, models::shard_qwen3(weights, {comm->rank(), comm->size()}));
   }
   auto tokenizer = text::BpeTokenizer::load(path);
@@ -137,7 +140,8 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
   const int64_t eos = weights.config.eos_token_id >= 0 ? weights.config.eos_token_id : (tokenizer ? tokenizer->eos_id : -1);
 
   auto t_compile = std::chrono::steady_clock::now();
-  RLX_ASSIGN_OR_RETURN(auto session, models::Qwen3Session::create(weights, batch, context, o.device, false, comm));
+  RLX_ASSIGN_OR_RETURN(auto session, models::Qwen3Session::create(weights, batch, context, o.device, false,
+                                                                  {comm, o.pp > 1, o.micro_batches}));
   r.rank = comm->rank();
   r.ranks = comm->size();
   RLX_TRY(session->prepare(longest));
@@ -201,11 +205,11 @@ int cmd_generate(int argc, char** argv) {
   std::vector<char*> av;
   for (auto& a : store) av.push_back(a.data());
   auto args = parse_args(argc, av.data(), 2, {"quiet", "ignore-eos"},
-                         {"prompt", "tokens", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context", "runs", "tp"});
+                         {"prompt", "tokens", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context", "runs", "tp", "pp", "micro-batches"});
   if (!args) return report_error(args.status());
   const char* usage =
       "usage: rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
-      "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--tp N (under mpirun -np N)]";
+      "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--tp N | --pp N [--micro-batches M] (under mpirun -np N)]";
   if (args->positional.size() != 1) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string path = args->positional[0];
   GenerateOptions o;
@@ -222,6 +226,8 @@ int cmd_generate(int argc, char** argv) {
     if (args->get("top-p")) sp.top_p = std::stod(*args->get("top-p"));
     if (args->get("seed")) o.seed = std::stoull(*args->get("seed"));
     if (args->get("tp")) o.tp = std::stoi(*args->get("tp"));
+    if (args->get("pp")) o.pp = std::stoi(*args->get("pp"));
+    if (args->get("micro-batches")) o.micro_batches = std::stoi(*args->get("micro-batches"));
   } catch (const std::exception&) {
     return report_error(error(ErrorCode::invalid_argument, "a number option has a value that is not a number"));
   }

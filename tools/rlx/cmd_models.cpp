@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "entry.h"
+#include "dist/pipeline.h"
 #include "models/bert.h"
 #include "rlx/npy.h"
 
@@ -26,15 +27,30 @@ Expected<EmbedResult> embed_texts(const std::string& dir, const std::vector<std:
   if (options.batch <= 0) return error(ErrorCode::invalid_argument, "--batch must be positive");
   EmbedResult r;
   double t0 = now_ms();
-  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> comm, process_group(options.tp));
+  if (options.tp > 1 && options.pp > 1)
+    return error(ErrorCode::invalid_argument, "--tp and --pp together are not supported yet: use one of them");
+  const bool pipeline = options.pp > 1;
+  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> comm,
+                       process_group(pipeline ? options.pp : options.tp, pipeline ? "--pp" : "--tp"));
   r.rank = comm->rank();
-  RLX_ASSIGN_OR_RETURN(models::BertModel m, models::load_bert_folder(dir, models::BertOutput::sentence_embedding,
-                                                                     {comm->rank(), comm->size()}));
+  models::TensorParallel tp;
+  if (!pipeline) tp = {comm->rank(), comm->size()};
+  RLX_ASSIGN_OR_RETURN(models::BertModel m, models::load_bert_folder(dir, models::BertOutput::sentence_embedding, tp));
   const int64_t max_len = options.max_length < 0 ? m.config.max_positions : options.max_length;
   if (max_len < 2 || max_len > m.config.max_positions)
     return error(ErrorCode::invalid_argument, "--max-length must be in [2, ", m.config.max_positions, "]");
-  RLX_ASSIGN_OR_RETURN(auto model, Model::compile(m.graph, {.device = options.device, .policy = options.policy,
-                                                            .comm = comm}));
+  std::unique_ptr<Model> model;
+  std::unique_ptr<dist::PipelineRunner> stages;
+  if (pipeline) {
+    // rank k runs the k-th range of layers; every rank receives the embeddings (output 0)
+    RLX_ASSIGN_OR_RETURN(std::vector<ValueId> cuts, dist::even_cuts(m.graph, comm->size()));
+    RLX_ASSIGN_OR_RETURN(stages, dist::PipelineRunner::create(m.graph, cuts, comm,
+                                                              {.device = options.device, .policy = options.policy},
+                                                              {options.micro_batches, {0}}));
+  } else {
+    RLX_ASSIGN_OR_RETURN(model, Model::compile(m.graph, {.device = options.device, .policy = options.policy,
+                                                         .comm = comm}));
+  }
   r.load_compile_ms = now_ms() - t0;
   const int64_t dim = m.config.hidden;
   const size_t batch = static_cast<size_t>(options.batch);
@@ -44,6 +60,15 @@ Expected<EmbedResult> embed_texts(const std::string& dir, const std::vector<std:
                                    texts.begin() + static_cast<long>(std::min(texts.size(), start + batch)));
     text::Encoding e = m.tokenizer.encode_batch(chunk, max_len);
     std::vector<Tensor> in{e.ids_tensor(), e.mask_tensor(), e.type_tensor()};
+    if (stages) {
+      std::vector<Tensor> out{Tensor::zeros(DType::f32, {static_cast<int64_t>(chunk.size()), dim})};
+      r.dispatch = cat("pipeline stage ", stages->stage(), " of ", stages->stages());
+      double a = now_ms();
+      RLX_TRY(stages->run_into(in, out));
+      r.run_ms += now_ms() - a;
+      std::memcpy(r.embeddings.data<float>() + start * dim, out[0].data<float>(), static_cast<size_t>(out[0].nbytes()));
+      continue;
+    }
     RLX_ASSIGN_OR_RETURN(CompiledVariant * var, model->variant_for(in));
     r.dispatch = var->report.summary();
     double a = now_ms();
@@ -55,7 +80,7 @@ Expected<EmbedResult> embed_texts(const std::string& dir, const std::vector<std:
 }
 
 int cmd_embed(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {"quiet"}, {"device", "policy", "batch", "out", "max-length", "tp"});
+  auto args = parse_args(argc, argv, 2, {"quiet"}, {"device", "policy", "batch", "out", "max-length", "tp", "pp", "micro-batches"});
   if (!args) return report_error(args.status());
   if (args->positional.size() < 2)
     return report_error(error(ErrorCode::invalid_argument, "usage: rlx embed MODEL_DIR TEXT..."));
@@ -69,6 +94,8 @@ int cmd_embed(int argc, char** argv) {
   if (auto ml = args->get("max-length")) eo.max_length = std::atoll(ml->c_str());
   eo.device = args->get("device").value_or(default_device_name());
   eo.tp = std::atoi(args->get("tp").value_or("1").c_str());
+  eo.pp = std::atoi(args->get("pp").value_or("1").c_str());
+  eo.micro_batches = std::atoi(args->get("micro-batches").value_or("1").c_str());
   auto r = embed_texts(dir, texts, eo);
   if (!r) return report_error(r.status());
   if (r->rank != 0) return kOk;  // rank 0 prints for the tensor-parallel group

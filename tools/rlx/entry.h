@@ -25,6 +25,8 @@ struct EmbedOptions {
   int64_t batch = 32;       // texts per run
   int64_t max_length = -1;  // tokens per text; -1: the model's max_position_embeddings
   int tp = 1;               // tensor-parallel ranks (a job started with mpirun -np tp)
+  int pp = 1;               // pipeline stages (mpirun -np pp; not with tp)
+  int micro_batches = 1;    // per run, with pp
 };
 
 struct EmbedResult {
@@ -61,6 +63,10 @@ struct GenerateOptions {
   // Tensor-parallel ranks: the job must have been started with that many ranks (mpirun -np);
   // each holds 1/tp of the weights, and rank 0's sampled tokens are used by all.
   int tp = 1;
+  // Pipeline stages (mpirun -np pp, not with tp): rank k runs the k-th range of layers; each
+  // step's batch of sequences flows through in micro_batches.
+  int pp = 1;
+  int micro_batches = 1;
   // Called (on rank 0 only) with text pieces as they are generated (the prompt first, then each token), for
   // one prompt on the first run only; token ids in decimal when there is no tokenizer.
   std::function<void(const std::string&)> stream;

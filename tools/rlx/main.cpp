@@ -25,11 +25,11 @@ const std::vector<Verb>& verbs() {
        "rlx quantize IN_DIR OUT --scheme int8|q8_0|q4_0|q4_k", cmd_quantize},
       {"embed", "sentence embeddings with a BERT-family model folder",
        "rlx embed MODEL_DIR TEXT... [--device D] [--batch N] [--max-length L] [--out FILE.npy|FILE.json] [--quiet] "
-       "[--tp N under mpirun -np N]  (docs/distributed.md)",
+       "[--tp N | --pp N [--micro-batches M], under mpirun -np N]  (docs/distributed.md)",
        cmd_embed},
       {"generate", "text generation with a Qwen3-family model (Hugging Face folder or GGUF), streaming, with tokens/s",
        "rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
-       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--tp N under mpirun -np N]  "
+       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--tp N | --pp N [--micro-batches M], under mpirun -np N]  "
        "(docs/qwen3.md, docs/distributed.md)",
        cmd_generate},
       {"make-model", "write a deterministic random-weight model in its real layout (offline tests, benchmarks)",
