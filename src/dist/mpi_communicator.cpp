@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -217,6 +218,18 @@ void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
 
 struct Runtime {
   std::mutex mu;
+  // The calls polling MPI now, by thread: what they are and when their deadline passes. Open
+  // MPI 4.1 can end the process from inside MPI, and then the exit handler must neither touch
+  // MPI nor take mpi_mutex, which that thread holds; and its TCP transport can deadlock inside
+  // MPI when a peer dies mid-transfer (seen in mca_btl_tcp_endpoint_close), which only a
+  // thread outside MPI can notice: the monitor (start_monitor) ends such a process.
+  std::mutex calls_mu;
+  struct Call {
+    std::string what;
+    Clock::time_point end;
+  };
+  std::map<std::thread::id, Call> calls;
+  bool monitor_started = false;
   bool initialized_here = false;
   bool finalized = false;
   std::atomic<bool> any_broken{false};
@@ -302,8 +315,12 @@ class MpiCommunicator final : public Communicator {
     RLX_TRY(c->poll(h, reqs, nullptr, Clock::now()).with_context("mpi: creating a communicator"));
     c->peers_ = gathered;
     c->peers_known_ = true;
+    // RLX_COMM_PEER_CHECK=0 treats every peer as remote (only the deadline and MPI's own
+    // errors then detect a lost peer, as across machines; the tests use it for that)
+    const char* check = std::getenv("RLX_COMM_PEER_CHECK");
+    const bool local_checks = !(check && std::string(check) == "0");
     const std::string my_host = me.host;
-    for (const PeerInfo& p : c->peers_) c->same_host_.push_back(my_host == p.host);
+    for (const PeerInfo& p : c->peers_) c->same_host_.push_back(local_checks && my_host == p.host);
     return c;
   }
 
@@ -735,6 +752,18 @@ class MpiCommunicator final : public Communicator {
   // whose request is pending "did not arrive"; `peer` >= 0: a point-to-point partner.
   Status poll(const Header& h, std::vector<MPI_Request>& reqs, const std::vector<int>* from, Clock::time_point start,
               int peer = -1) {
+    struct InCall {
+      InCall(std::string what, Clock::time_point end) {
+        Runtime& rt = runtime();
+        std::lock_guard<std::mutex> lock(rt.calls_mu);
+        rt.calls[std::this_thread::get_id()] = {std::move(what), end};
+      }
+      ~InCall() {
+        Runtime& rt = runtime();
+        std::lock_guard<std::mutex> lock(rt.calls_mu);
+        rt.calls.erase(std::this_thread::get_id());
+      }
+    } in_call(who() + describe_any(h, peer), start + deadline());
     std::vector<char> done(reqs.size(), 0);
     for (size_t i = 0; i < reqs.size(); ++i) done[i] = reqs[i] == MPI_REQUEST_NULL;
     size_t left = std::count(done.begin(), done.end(), 0);
@@ -899,6 +928,18 @@ void finalize_at_exit() {
   }
   auto* w = static_cast<MpiCommunicator*>(world.get());
   const int rank = w ? w->rank() : -1;
+  {
+    std::lock_guard<std::mutex> lock(rt.calls_mu);
+    auto it = rt.calls.find(std::this_thread::get_id());
+    if (it != rt.calls.end()) {
+      std::fprintf(stderr,
+                   "rlx: %s: the process is ending inside this call (the MPI library ended it: a peer is "
+                   "probably gone); not finalizing MPI\n",
+                   it->second.what.c_str());
+      std::fflush(nullptr);
+      return;
+    }
+  }
   if (rt.any_broken) {
     // MPI_Finalize would wait for peers that may be gone
     std::fprintf(stderr, "rlx: rank %d: not finalizing MPI after a communication error\n", rank);
@@ -920,6 +961,29 @@ void finalize_at_exit() {
   MPI_Finalize();
 }
 
+// A thread that ends the process when a call is still inside MPI 2 s after its deadline (its
+// own polling would have returned at the deadline: MPI itself does not return).
+void start_monitor(Runtime& rt) {
+  if (rt.monitor_started) return;
+  rt.monitor_started = true;
+  std::thread([&rt] {
+    while (true) {
+      std::this_thread::sleep_for(milliseconds(100));
+      std::lock_guard<std::mutex> lock(rt.calls_mu);
+      const Clock::time_point now = Clock::now();
+      for (const auto& [id, call] : rt.calls) {
+        if (now < call.end + milliseconds(2000)) continue;
+        std::fprintf(stderr,
+                     "rlx: %s did not complete within its deadline and the MPI library has not returned for "
+                     "2 s more (stuck inside MPI: a peer is probably gone); ending the process\n",
+                     call.what.c_str());
+        std::fflush(nullptr);
+        _exit(1);
+      }
+    }
+  }).detach();
+}
+
 template <ReduceOp Op>
 Status create_half_ops(Runtime& rt) {
   int rc = MPI_Op_create(&half_reduce<Op, false>, 1, &rt.half_ops[0][static_cast<int>(Op)]);
@@ -936,6 +1000,11 @@ Expected<std::shared_ptr<Communicator>> mpi_world_communicator() {
   if (rt.world) return rt.world;
   if (!rt.init_error.is_ok()) return rt.init_error;
   if (rt.finalized) return error(ErrorCode::unavailable, "mpi: MPI was already finalized");
+  // A write to a TCP peer that died raises SIGPIPE, whose default action ends the process
+  // silently (Open MPI 4.1's TCP transport does not block it): ignored unless the program
+  // installed a handler, so the write fails with EPIPE and the call ends with an error
+  struct sigaction old {};
+  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
   int inited = 0;
   MPI_Initialized(&inited);
   if (!inited) {
@@ -956,6 +1025,7 @@ Expected<std::shared_ptr<Communicator>> mpi_world_communicator() {
     rt.init_error = s;
     return s;
   }
+  start_monitor(rt);
   lock.unlock();  // create() takes the mutex in poll's failure path
   auto w = MpiCommunicator::create(MPI_COMM_WORLD, Communicator::default_deadline());
   lock.lock();

@@ -275,6 +275,43 @@ TEST(Mpi, RankKilledDuringTransferIsNamedBySurvivors) {
   expect_survivors_name_rank2("kill_transfer", "4194304 f32, 16 MiB");
 }
 
+// As across machines: TCP only and no same-host liveness check (RLX_COMM_PEER_CHECK=0), so
+// only the deadline and MPI's errors can tell. Rank 2 exits between two small all_reduces:
+// every survivor times out naming it as missing.
+TEST(Mpi, KilledRankOverTcpWithoutPidCheckTimesOut) {
+  RLX_NEED_MPI();
+  const int deadline_ms = 2000;
+  MpiRun r = mpi_run(4, "kill", deadline_ms, 60, "--enable-recovery --mca btl tcp,self", "RLX_COMM_PEER_CHECK=0");
+  for (int rank : {0, 1, 3}) {
+    ASSERT_TRUE(r.ranks.count(rank)) << "survivor rank " << rank << " wrote no report\n" << context(r);
+    const std::string& m = r.ranks.at(rank)["message"];
+    EXPECT_NE(m.find("did not complete within 2000 ms; rank(s) 2 did not arrive"), std::string::npos) << m;
+  }
+}
+
+// The same while 16 MiB all_reduces move data over TCP: Open MPI 4.1's TCP transport can
+// deadlock inside MPI when a peer dies mid-transfer; such a rank must still end (the monitor
+// thread), saying which call was stuck, and every other survivor reports an error.
+TEST(Mpi, RankKilledDuringTcpTransferNeverHangs) {
+  RLX_NEED_MPI();
+  const int deadline_ms = 2000;
+  MpiRun r = mpi_run(4, "kill_transfer", deadline_ms, 60, "--enable-recovery --mca btl tcp,self",
+                     "RLX_COMM_PEER_CHECK=0");
+  EXPECT_NE(r.exit_code, 124) << "mpirun hit its time limit\n" << context(r);
+  EXPECT_LT(r.seconds, 30) << context(r);
+  for (int rank : {0, 1, 3}) {
+    // (which all_reduce depends on when the dying thread gets the core)
+    const std::regex stuck("rlx: rank " + std::to_string(rank) +
+                           R"(: all_reduce #\d+ \(sum of 4194304 f32, 16 MiB\) did not complete within its deadline and )"
+                           "the MPI library has not returned");
+    if (std::regex_search(r.output, stuck)) continue;
+    ASSERT_TRUE(r.ranks.count(rank)) << "survivor rank " << rank << " neither reported nor said it was stuck\n"
+                                     << context(r);
+    EXPECT_EQ(r.ranks.at(rank)["status"], "error") << context(r);
+    EXPECT_NE(r.ranks.at(rank)["message"].find("(sum of 4194304 f32, 16 MiB)"), std::string::npos) << context(r);
+  }
+}
+
 // A rank that sleeps past the deadline: the others time out naming it.
 TEST(Mpi, StalledRankTimesOut) {
   RLX_NEED_MPI();
