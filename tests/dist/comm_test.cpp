@@ -312,6 +312,17 @@ TEST(Mpi, RankKilledDuringTcpTransferNeverHangs) {
   }
 }
 
+// abort() ends the whole job at once (the others were waiting in an all_reduce with a 20 s
+// deadline), with the code passed through by mpirun.
+TEST(Mpi, AbortEndsTheJobAtOnce) {
+  RLX_NEED_MPI();
+  MpiRun r = mpi_run(3, "abort", 20000, 60);
+  EXPECT_EQ(r.exit_code, 7) << context(r);
+  EXPECT_LT(r.seconds, 10) << context(r);
+  EXPECT_NE(r.output.find("rlx: rank 1: abort(7)"), std::string::npos) << context(r);
+  EXPECT_TRUE(r.ranks.empty()) << "ranks outlived the abort\n" << context(r);
+}
+
 // A rank that sleeps past the deadline: the others time out naming it.
 TEST(Mpi, StalledRankTimesOut) {
   RLX_NEED_MPI();

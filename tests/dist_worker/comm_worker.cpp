@@ -8,6 +8,7 @@
 //   collectives  every collective and dtype against values computed here from seeded data
 //   kill         rank 2 exits in the middle of a sequence of all_reduces
 //   kill_transfer  rank 2 exits while 16 MiB all_reduces are moving data
+//   abort        rank 1 calls abort(7) while the others wait in an all_reduce
 //   stall        rank 1 sleeps past the deadline before one all_reduce
 //   mismatch     ranks disagree on count, collective, dtype, root, and a send/recv size
 //   nccl         nccl_communicator over the world (unavailable without a GPU)
@@ -418,6 +419,18 @@ int scenario_kill_transfer(Communicator& world) {
   return 0;
 }
 
+// Rank 1 aborts the job while the others wait in an all_reduce: everybody ends at once.
+int scenario_abort(Communicator& world) {
+  Status b = world.barrier();
+  if (!b.is_ok()) return 1;
+  if (world.rank() == 1) world.abort(7);
+  std::vector<float> buf(1024, 1.0f);
+  Status s = world.all_reduce(buf.data(), buf.size(), DType::f32, ReduceOp::sum);
+  g_report["status"] = s.is_ok() ? "ok" : "error";
+  g_report["message"] = s.message();
+  return 1;
+}
+
 int scenario_stall(Communicator& world) {
   std::vector<float> buf(4096, 1.0f);
   for (int i = 0; i < 4; ++i) {
@@ -529,6 +542,7 @@ int main(int argc, char** argv) {
   else if (scenario == "kill") rc = scenario_kill(w);
   else if (scenario == "stall") rc = scenario_stall(w);
   else if (scenario == "kill_transfer") rc = scenario_kill_transfer(w);
+  else if (scenario == "abort") rc = scenario_abort(w);
   else if (scenario == "mismatch") rc = scenario_mismatch(w);
   else if (scenario == "nccl") rc = scenario_nccl(w);
   else g_report["status"] = "unknown scenario " + scenario;
