@@ -230,6 +230,12 @@ TEST(Mpi, Collectives2Ranks) {
   expect_collectives(2, "", "mpi");
 }
 
+// an odd count of ranks: uneven ring chunks, no send/recv pairs, a split group of one
+TEST(Mpi, Collectives3Ranks) {
+  RLX_NEED_MPI();
+  expect_collectives(3, "", "mpi");
+}
+
 TEST(Mpi, Collectives4Ranks) {
   RLX_NEED_MPI();
   expect_collectives(4, "", "mpi");
