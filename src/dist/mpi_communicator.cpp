@@ -520,10 +520,20 @@ class MpiCommunicator final : public Communicator {
     _exit(code);
   }
 
-  // At exit, before MPI_Finalize (which waits for every rank without a bound).
+  // At exit, before MPI_Finalize (which waits for every rank without a bound). Its own,
+  // longer bound: a rank that finishes early legitimately waits here for slower ones (which
+  // may still be writing results), and a dead peer on this host is still seen at once.
+  // RLX_COMM_EXIT_TIMEOUT_MS, default 10 minutes or the deadline if longer.
   Status exit_barrier() {
     Header h = header(Kind::exit_barrier, 0, DType::u8, 0, ReduceOp::sum);
     RLX_TRY(usable(h));
+    milliseconds bound = std::max(deadline(), milliseconds(600000));
+    if (const char* v = std::getenv("RLX_COMM_EXIT_TIMEOUT_MS")) {
+      char* end = nullptr;
+      const long long ms = std::strtoll(v, &end, 10);
+      if (end != v && *end == '\0' && ms > 0) bound = milliseconds(ms);
+    }
+    set_deadline(bound);
     return collective(h, nullptr);
   }
   bool broken() const { return !broken_.empty(); }

@@ -329,6 +329,17 @@ TEST(Mpi, AbortEndsTheJobAtOnce) {
   EXPECT_TRUE(r.ranks.empty()) << "ranks outlived the abort\n" << context(r);
 }
 
+// A rank still working after the last collective (longer than the deadline) is waited for at
+// exit: every rank finalizes MPI and the job succeeds.
+TEST(Mpi, SlowRankAtExitIsWaitedFor) {
+  RLX_NEED_MPI();
+  MpiRun r = mpi_run(3, "slow_exit", 1000, 60);
+  EXPECT_EQ(r.exit_code, 0) << context(r);
+  ASSERT_EQ(r.ranks.size(), 3u) << context(r);
+  for (auto& [rank, rep] : r.ranks) EXPECT_EQ(rep["status"], "ok") << context(r);
+  EXPECT_EQ(r.output.find("not finalizing"), std::string::npos) << context(r);
+}
+
 // A rank that sleeps past the deadline: the others time out naming it.
 TEST(Mpi, StalledRankTimesOut) {
   RLX_NEED_MPI();

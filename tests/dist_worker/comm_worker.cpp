@@ -9,6 +9,7 @@
 //   kill         rank 2 exits in the middle of a sequence of all_reduces
 //   kill_transfer  rank 2 exits while 16 MiB all_reduces are moving data
 //   abort        rank 1 calls abort(7) while the others wait in an all_reduce
+//   slow_exit    rank 0 works on after the last collective while the others exit
 //   stall        rank 1 sleeps past the deadline before one all_reduce
 //   mismatch     ranks disagree on count, collective, dtype, root, and a send/recv size
 //   nccl         nccl_communicator over the world (unavailable without a GPU)
@@ -431,6 +432,16 @@ int scenario_abort(Communicator& world) {
   return 1;
 }
 
+// Rank 0 is still busy (sleeps 2.5 deadlines) after the last collective while the others
+// exit: they wait for it at exit (MPI_Finalize), they do not give up at the deadline.
+int scenario_slow_exit(Communicator& world) {
+  Status b = world.barrier();
+  if (world.rank() == 0) std::this_thread::sleep_for(world.deadline() * 5 / 2);
+  g_report["status"] = b.is_ok() ? "ok" : "error";
+  g_report["message"] = b.message();
+  return b.is_ok() ? 0 : 1;
+}
+
 int scenario_stall(Communicator& world) {
   std::vector<float> buf(4096, 1.0f);
   for (int i = 0; i < 4; ++i) {
@@ -543,6 +554,7 @@ int main(int argc, char** argv) {
   else if (scenario == "stall") rc = scenario_stall(w);
   else if (scenario == "kill_transfer") rc = scenario_kill_transfer(w);
   else if (scenario == "abort") rc = scenario_abort(w);
+  else if (scenario == "slow_exit") rc = scenario_slow_exit(w);
   else if (scenario == "mismatch") rc = scenario_mismatch(w);
   else if (scenario == "nccl") rc = scenario_nccl(w);
   else g_report["status"] = "unknown scenario " + scenario;
