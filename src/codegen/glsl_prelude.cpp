@@ -173,7 +173,14 @@ double rlx_rsqrt_f64(double x) {
   if (isinf(x)) return 0.0lf;
   return 1.0lf / sqrt(x);
 }
-double rlx_round_f64(double x) { return roundEven(x); }
+/* half to even by hand: lavapipe's (Mesa 22.3) double roundEven rounds halves toward zero
+   (1.5 -> 1, -3.5 -> -3); every double from 2^52 up (and inf, NaN) is already integral */
+double rlx_round_f64(double x) {
+  if (!(abs(x) < 4503599627370496.0lf)) return x;
+  double f = floor(x), d = x - f;
+  double r = d > 0.5lf ? f + 1.0lf : d < 0.5lf ? f : (fract(f * 0.5lf) == 0.0lf ? f : f + 1.0lf);
+  return r == 0.0lf && x < 0.0lf ? -0.0lf : r;
+}
 /* double exp, log, expm1 in double arithmetic (GLSL's built-ins are float-only): argument
    reduction by ln2 with a two-part ln2 and Taylor/atanh series to below 1e-17 relative;
    within a few ulp for normal results (subnormal results rely on ldexp) */
