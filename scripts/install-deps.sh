@@ -18,6 +18,8 @@ packages=(
   liblapacke-dev libsuitesparse-dev
   # distributed: Open MPI (TCP, shared memory) and UCX
   libopenmpi-dev openmpi-bin libucx-dev
+  # ahead-of-time targets (docs/targets.md): Cortex-M cross compiler, its C library, QEMU to run the images
+  gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
   # Python bindings
   python3-dev pybind11-dev python3-pybind11 python3-pytest
   # tests and benchmarks

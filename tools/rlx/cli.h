@@ -58,6 +58,8 @@ int cmd_embed(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
 int cmd_train(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
+// rlx codegen cortex-m (cmd_codegen.cpp, docs/targets.md)
+int cmd_codegen(int argc, char** argv);
 // rlx make-model qwen3-tiny (cmd_generate.cpp)
 int cmd_make_qwen3_tiny(int argc, char** argv);
 

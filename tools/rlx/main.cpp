@@ -41,6 +41,10 @@ const std::vector<Verb>& verbs() {
        "[--dp N | --pp N [--micro-batches M] [--pp-schedule gpipe|1f1b], under mpirun -np N]  "
        "(docs/training.md, docs/distributed.md)",
        cmd_train},
+      {"codegen", "ahead-of-time C for a target: full-integer int8 inference on Cortex-M (QEMU-checked with --run)",
+       "rlx codegen cortex-m MODEL.safetensors --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] [--seed S] "
+       "[--arch mlp] [--run]  (docs/targets.md)",
+       cmd_codegen},
   };
   return v;
 }

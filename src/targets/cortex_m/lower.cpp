@@ -1,0 +1,209 @@
+// Lowering a graph-level graph to the Cortex-M target's layer program, with a dispatch report
+// in the same form as every device's (native for what the target runs, illegal otherwise).
+#include <algorithm>
+#include <map>
+
+#include "rlx/compile.h"
+#include "rlx/op_builder.h"
+#include "targets/cortex_m/cortex_m.h"
+
+namespace rlx::targets::cortex_m {
+namespace {
+
+std::vector<TensorType> types_of(const Graph& g, const std::vector<ValueId>& vs) {
+  std::vector<TensorType> t;
+  for (ValueId v : vs) t.push_back(g.type(v));
+  return t;
+}
+
+NodeDecision decision(const Graph& g, int32_t i) {
+  const Node& n = g.nodes[static_cast<size_t>(i)];
+  NodeDecision d;
+  d.node = i;
+  d.name = n.name.empty() ? cat("%", n.outputs.empty() ? -1 : n.outputs[0]) : n.name;
+  d.op = n.op;
+  d.inputs = types_of(g, n.inputs);
+  d.outputs = types_of(g, n.outputs);
+  return d;
+}
+
+void mark_illegal(NodeDecision& d, const std::string& why) {
+  d.path = DispatchPath::illegal;
+  d.native_refused = why;
+  d.common_refused = "the cortex-m target has no common-IR renderer (it emits int8 C for whole layers)";
+  d.rewrite_refused = cat("no rewrite of ", op_name(d.op), " into the layers the target runs");
+  d.hint = cat("the cortex-m target runs dense (matmul + bias), relu and flatten today; ", op_name(d.op),
+               " is not supported yet by the cortex-m target (docs/targets.md); run this model on cpu");
+}
+
+// A 2-D (or 1-D) f32 weight behind a param node, or null.
+const Tensor* param_tensor(const Graph& g, ValueId v, int rank) {
+  const int32_t p = g.values[static_cast<size_t>(v)].producer;
+  if (p < 0 || g.nodes[static_cast<size_t>(p)].op != Op::Param) return nullptr;
+  const AttrValue* name = g.nodes[static_cast<size_t>(p)].attrs.find("name");
+  const std::string* ns = name ? std::get_if<std::string>(name) : nullptr;
+  if (!ns) return nullptr;
+  auto it = g.weights.find(*ns);
+  if (it == g.weights.end() || it->second.dtype() != DType::f32 || it->second.rank() != rank) return nullptr;
+  return &it->second;
+}
+
+std::string param_name(const Graph& g, ValueId v) {
+  const int32_t p = g.values[static_cast<size_t>(v)].producer;
+  const AttrValue* name = g.nodes[static_cast<size_t>(p)].attrs.find("name");
+  const std::string* ns = name ? std::get_if<std::string>(name) : nullptr;
+  return ns ? *ns : g.value_label(v);
+}
+
+int64_t features(const TensorType& t) {
+  int64_t n = 1;
+  for (size_t k = 1; k < t.shape.size(); ++k) n *= t.shape[k].is_static() ? t.shape[k].size() : -1;
+  return n;
+}
+
+}  // namespace
+
+Expected<Graph> classifier_graph(const train::ModelDef& model, const std::map<std::string, Tensor>& weights,
+                                 bool use_init) {
+  Graph g;
+  g.name = model.name;
+  Shape in{Dim::symbol("batch")};
+  for (int64_t s : model.example_shape) in.push_back(Dim(s));
+  const ValueId images = g.add_input("images", TensorType{DType::f32, in});
+  std::vector<ValueId> params;
+  for (const train::ParamSpec& ps : model.params) {
+    auto it = weights.find(ps.name);
+    if (it == weights.end() && !use_init)
+      return error(ErrorCode::invalid_argument, "the ", model.name, " model needs a weight named '", ps.name,
+                   "', which the checkpoint lacks");
+    const Tensor& t = it == weights.end() ? ps.init : it->second;
+    if (t.dtype() != DType::f32 || t.sizes() != ps.init.sizes())
+      return error(ErrorCode::invalid_argument, "weight '", ps.name, "' is ", t.type().to_string(), ", the ", model.name,
+                   " model expects ", ps.init.type().to_string());
+    params.push_back(g.add_param(ps.name, ps.init.type(), t.clone()));
+  }
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  const ValueId logits = model.forward(o, images, params, nullptr);
+  RLX_TRY(o.status().with_context(cat("building the ", model.name, " graph")));
+  g.outputs = {logits};
+  return g;
+}
+
+Expected<FloatProgram> lower_for_cortex_m(const Graph& g) {
+  if (g.inputs.size() != 1 || g.outputs.size() != 1)
+    return error(ErrorCode::invalid_argument, "the cortex-m target compiles graphs with one input and one output; ",
+                 g.name, " has ", g.inputs.size(), " inputs and ", g.outputs.size(), " outputs");
+  FloatProgram p;
+  p.report.device = kDeviceName;
+  p.report.policy = "int8 (full-integer post-training quantization)";
+  const TensorType& in = g.type(g.inputs[0]);
+  if (in.dtype != DType::f32 || in.rank() < 2 || features(in) <= 0)
+    return error(ErrorCode::invalid_argument, "the cortex-m target needs an f32 input [batch, features...] with static "
+                 "features, got ", in.to_string());
+  p.n_in = static_cast<int32_t>(features(in));
+  ValueId cur = g.inputs[0];  // the activation the next layer reads
+  bool poisoned = false;      // cur comes from an illegal node (keep going to report them all)
+  for (int32_t i = 0; i < static_cast<int32_t>(g.nodes.size()); ++i) {
+    const Node& n = g.nodes[static_cast<size_t>(i)];
+    if (n.op == Op::Param || n.op == Op::Constant) continue;  // weights: consumed by their layer
+    NodeDecision d = decision(g, i);
+    const bool reads_cur = !n.inputs.empty() && n.inputs[0] == cur;
+    FloatDense* last = p.layers.empty() ? nullptr : &p.layers.back();
+    const bool after_dense = last && last->out_value == cur && !poisoned;
+    d.path = DispatchPath::native;
+    if (n.op == Op::Reshape && reads_cur && n.outputs.size() == 1 && g.type(n.outputs[0]).rank() == 2 &&
+        features(g.type(n.outputs[0])) == features(g.type(cur))) {
+      d.how = "flatten: no code (the activation is already contiguous)";
+      cur = n.outputs[0];
+      if (last && !poisoned) last->out_value = cur;
+    } else if (n.op == Op::MatMul && reads_cur && n.inputs.size() == 2) {
+      const Tensor* w = param_tensor(g, n.inputs[1], 2);
+      if (!w || w->sizes()[0] != features(g.type(cur)) || g.type(cur).rank() != 2) {
+        mark_illegal(d, "matmul runs on the cortex-m target only as activation [batch, K] x f32 weight param [K, N]");
+        poisoned = true;
+      } else {
+        FloatDense L;
+        L.name = param_name(g, n.inputs[1]);  // "fc1.weight" names the layer "fc1"
+        if (L.name.size() > 7 && L.name.ends_with(".weight")) L.name.resize(L.name.size() - 7);
+        L.n_in = static_cast<int32_t>(w->sizes()[0]);
+        L.n_out = static_cast<int32_t>(w->sizes()[1]);
+        const std::vector<double> wv = w->to_f64();
+        L.w.assign(wv.begin(), wv.end());
+        L.b.assign(static_cast<size_t>(L.n_out), 0.0f);
+        d.how = cat("dense_s8 ", L.n_in, "x", L.n_out, " (int8 weights per output channel, int32 accumulate)");
+        p.layers.push_back(std::move(L));
+        poisoned = false;
+      }
+      cur = n.outputs[0];
+      if (!poisoned) p.layers.back().out_value = cur;
+    } else if (n.op == Op::Add && n.inputs.size() == 2 && after_dense && !last->relu &&
+               (n.inputs[0] == cur || n.inputs[1] == cur)) {
+      const ValueId bv = n.inputs[0] == cur ? n.inputs[1] : n.inputs[0];
+      const Tensor* b = param_tensor(g, bv, 1);
+      if (!b || b->sizes()[0] != last->n_out) {
+        mark_illegal(d, cat("add runs on the cortex-m target only as the bias of a dense layer (an f32 param [",
+                            last->n_out, "])"));
+        poisoned = true;
+      } else {
+        const std::vector<double> bvals = b->to_f64();
+        for (size_t k = 0; k < bvals.size(); ++k) last->b[k] += static_cast<float>(bvals[k]);
+        d.how = cat("bias of ", last->name, ": int32, input zero point folded in");
+        last->out_value = n.outputs[0];
+      }
+      cur = n.outputs[0];
+    } else if (n.op == Op::Relu && reads_cur && after_dense && !last->relu) {
+      last->relu = true;
+      last->out_value = n.outputs[0];
+      d.how = cat("fused into ", last->name, " as the requantization clamp at the zero point");
+      cur = n.outputs[0];
+    } else {
+      if (n.op == Op::Relu && reads_cur && poisoned) {
+        d.how = "(would fuse into the preceding layer)";
+      } else if (n.op == Op::Reshape && reads_cur && poisoned) {
+        d.how = "flatten: no code";
+      } else {
+        std::string why = cat("the cortex-m target has no ", op_name(n.op), " kernel");
+        if (n.op == Op::Relu || n.op == Op::Add || n.op == Op::MatMul || n.op == Op::Reshape)
+          why = cat(op_name(n.op), " is supported only in a dense layer chain (matmul, + bias, relu, flatten) "
+                    "fed by the model's input");
+        mark_illegal(d, why);
+      }
+      poisoned = true;
+      if (!n.outputs.empty()) cur = n.outputs[0];
+    }
+    p.report.nodes.push_back(std::move(d));
+  }
+  if (!p.report.ok()) return p.report.illegal_error();
+  if (p.layers.empty()) return error(ErrorCode::illegal, g.name, ": no dense layer for the cortex-m target to run");
+  if (cur != g.outputs[0] || p.layers.back().out_value != cur)
+    return error(ErrorCode::illegal, g.name, ": the output ", g.value_label(g.outputs[0]),
+                 " is not the last dense layer's output; the cortex-m target runs one chain of layers");
+  for (size_t k = 1; k < p.layers.size(); ++k)
+    if (p.layers[k].n_in != p.layers[k - 1].n_out)
+      return error(ErrorCode::shape_error, p.layers[k].name, " reads ", p.layers[k].n_in, " features, the layer before "
+                   "writes ", p.layers[k - 1].n_out);
+  if (p.layers.front().n_in != p.n_in)
+    return error(ErrorCode::shape_error, p.layers.front().name, " reads ", p.layers.front().n_in, " features, the input has ",
+                 p.n_in);
+  return p;
+}
+
+Expected<std::vector<Tensor>> run_float(const Graph& g, const FloatProgram& p, const Tensor& images,
+                                        const std::string& device) {
+  Graph f = g;
+  f.outputs.clear();
+  for (const FloatDense& L : p.layers) f.outputs.push_back(L.out_value);
+  CompileOptions o;
+  o.device = device;
+  RLX_ASSIGN_OR_RETURN(auto model, Model::compile(std::move(f), o));
+  Tensor x = images;
+  if (images.rank() != g.type(g.inputs[0]).rank()) {
+    Sizes s = g.type(g.inputs[0]).shape.size() == 2 ? Sizes{images.sizes()[0], p.n_in} : images.sizes();
+    RLX_ASSIGN_OR_RETURN(x, images.reshaped(s));
+  }
+  std::vector<Tensor> in{x};
+  return model->run(in);
+}
+
+}  // namespace rlx::targets::cortex_m

@@ -1,0 +1,76 @@
+// `rlx codegen cortex-m` as a user runs it: a checkpoint in the trainer's layout -> a project
+// (checked in QEMU with --run when the toolchain is here), and tinyconv refused naming conv2d.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/run_rlx.h"
+#include "rlx/safetensors.h"
+#include "targets/cortex_m/cortex_m.h"
+#include "train/models.h"
+
+namespace {
+
+using rlx_cli_test::Result;
+using rlx_cli_test::rlx;
+
+std::string temp(const std::string& name) {
+  const std::string d = std::string(RLX_BINARY_DIR) + "/codegen_cli_test";
+  std::filesystem::create_directories(d);
+  return d + "/" + name;
+}
+
+// The model's seeded initial weights saved as `rlx train --save` does.
+std::string save_model(const std::string& arch) {
+  auto m = rlx::train::mnist_model(arch, 4);
+  std::vector<std::pair<std::string, rlx::Tensor>> ts;
+  for (const auto& p : m->params) ts.push_back({p.name, p.init});
+  const std::string path = temp(arch + ".safetensors");
+  EXPECT_TRUE(rlx::safetensors::save(path, ts, {{"arch", arch}}).is_ok());
+  return path;
+}
+
+TEST(CodegenCli, MlpProjectWithReport) {
+  const std::string model = save_model("mlp"), out = temp("mlp_out");
+  std::filesystem::remove_all(out);
+  const std::string why = rlx::targets::cortex_m::toolchain_missing();
+  if (!why.empty()) std::printf("[ info ] not running the project in QEMU: %s\n", why.c_str());
+  Result r = rlx("codegen cortex-m " + model + " --out " + out + " --calib 100 --eval 100 --inputs 3" +
+                 (why.empty() ? " --run" : ""));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("compile-ready: yes (5 native"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("int8 vs float on 100 test images"), std::string::npos) << r.out;
+  for (const char* f : {"model.c", "model.h", "main.c", "startup.c", "link.ld", "Makefile", "rlx_mcu_kernels.h",
+                        "test_inputs.h", "report.txt"})
+    EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f;
+  std::ifstream rep(out + "/report.txt");
+  std::stringstream ss;
+  ss << rep.rdbuf();
+  EXPECT_NE(ss.str().find("dense_s8 784x128"), std::string::npos) << ss.str();
+  if (why.empty()) {
+    EXPECT_NE(ss.str().find("m3 (mps2-an385): flash"), std::string::npos) << ss.str();
+    EXPECT_NE(ss.str().find("bit-identical to the host reference on 3 of 3 inputs"), std::string::npos) << ss.str();
+  }
+}
+
+TEST(CodegenCli, TinyconvIsRefusedNamingConv2d) {
+  const std::string model = save_model("tinyconv");
+  Result r = rlx("codegen cortex-m " + model + " --out " + temp("tc_out"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot run on cortex-m"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("conv2d is not supported yet by the cortex-m target"), std::string::npos) << r.out;
+}
+
+TEST(CodegenCli, BadUsage) {
+  EXPECT_EQ(rlx("codegen cortex-m").code, 2);
+  Result r = rlx("codegen nosuch x --out y");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("unknown target 'nosuch'"), std::string::npos) << r.out;
+  r = rlx("codegen cortex-m " + temp("missing.safetensors") + " --out " + temp("m"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("missing.safetensors"), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,241 @@
+// The Cortex-M target: requantization against exact arithmetic, lowering and its illegal-node
+// errors, PTQ agreement with the float model, and the generated C built with arm-none-eabi-gcc
+// and run in qemu-system-arm (M3 and M4), bit-identical to the host int8 reference.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "targets/cortex_m/cortex_m.h"
+#include "targets/cortex_m/rlx_mcu_kernels.h"
+#include "train/data.h"
+#include "train/models.h"
+#include "train/trainer.h"
+
+namespace rlx::targets::cortex_m {
+namespace {
+
+// An MLP with the model's seeded Kaiming weights and random (non-zero) biases.
+std::map<std::string, Tensor> random_mlp_weights(uint64_t seed) {
+  auto m = train::mnist_model("mlp", seed);
+  std::map<std::string, Tensor> w;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-0.2, 0.2);
+  for (const auto& p : m->params) {
+    Tensor t = p.init.clone();
+    if (p.name.find("bias") != std::string::npos)
+      for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, u(rng));
+    w[p.name] = t;
+  }
+  return w;
+}
+
+Tensor flat_images(const train::Dataset& d, int64_t n) {
+  n = std::min(n, d.size());
+  Tensor t = Tensor::zeros(DType::f32, {n, 784});
+  std::copy(d.images.data<float>(), d.images.data<float>() + n * 784, t.data<float>());
+  return t;
+}
+
+struct Built {
+  Graph graph;
+  FloatProgram fp;
+  Int8Program q;
+};
+
+Built build(const std::map<std::string, Tensor>& weights, const train::Dataset& calib, int64_t n_calib) {
+  Built b;
+  auto m = train::mnist_model("mlp", 1);
+  auto g = classifier_graph(*m, weights);
+  EXPECT_TRUE(g.has_value()) << g.status().to_string();
+  b.graph = std::move(*g);
+  auto fp = lower_for_cortex_m(b.graph);
+  EXPECT_TRUE(fp.has_value()) << fp.status().to_string();
+  b.fp = std::move(*fp);
+  auto q = quantize_program(b.graph, b.fp, flat_images(calib, n_calib));
+  EXPECT_TRUE(q.has_value()) << q.status().to_string();
+  b.q = std::move(*q);
+  return b;
+}
+
+TEST(CortexM, RequantizeMatchesExactRounding) {
+  // (acc * M) >> s rounded half up equals floor(acc * M / 2^s + 1/2) computed exactly in 128 bits
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int32_t> acc_d(-(1 << 24), 1 << 24);
+  std::uniform_real_distribution<double> real_d(-14.0, -1.0);
+  int checked = 0;
+  for (int t = 0; t < 20000; ++t) {
+    int32_t m = 0, s = 0;
+    const double real = std::pow(2.0, real_d(rng));
+    ASSERT_TRUE(quantize_multiplier(real, &m, &s).is_ok());
+    ASSERT_GE(m, 1 << 30);
+    ASSERT_GE(s, 1);
+    ASSERT_LE(s, 62);
+    ASSERT_NEAR(std::ldexp(static_cast<double>(m), -s) / real, 1.0, 1e-9);
+    const int32_t acc = acc_d(rng);
+    const __int128 p = static_cast<__int128>(acc) * m;
+    const __int128 half = static_cast<__int128>(1) << (s - 1);
+    const __int128 num = p + half;
+    const __int128 den = static_cast<__int128>(1) << s;
+    __int128 fl = num / den;
+    if (num % den != 0 && num < 0) fl -= 1;  // floor division
+    const int64_t want = std::clamp<int64_t>(static_cast<int64_t>(fl) + 3, -128, 127);
+    ASSERT_EQ(rlx_mcu_requantize(acc, m, s, 3, -128, 127), want) << "acc " << acc << " M " << m << " s " << s;
+    // the double-precision value agrees to within rounding
+    const double exact = acc * real + 3;
+    if (exact > -127 && exact < 126) ASSERT_LE(std::fabs(exact - static_cast<double>(want)), 0.5 + 1e-6);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 20000);
+  int32_t m = 0, s = 0;
+  EXPECT_FALSE(quantize_multiplier(0.0, &m, &s).is_ok());
+  EXPECT_FALSE(quantize_multiplier(std::nan(""), &m, &s).is_ok());
+  // ReLU clamp: below the zero point clamps to it
+  EXPECT_EQ(rlx_mcu_requantize(-1000, 1 << 30, 31, -128, -128, 127), -128);
+}
+
+TEST(CortexM, DotProductMatchesPlainSum) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> d(-128, 127);
+  for (int n : {1, 3, 4, 7, 64, 784}) {
+    std::vector<int8_t> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    int64_t want = 0;
+    for (int i = 0; i < n; ++i) {
+      a[static_cast<size_t>(i)] = static_cast<int8_t>(d(rng));
+      b[static_cast<size_t>(i)] = static_cast<int8_t>(d(rng));
+      want += a[static_cast<size_t>(i)] * b[static_cast<size_t>(i)];
+    }
+    EXPECT_EQ(rlx_mcu_dot_s8(a.data(), b.data(), n), want) << n;
+  }
+}
+
+TEST(CortexM, LowersTheMlpAndReportsEveryNode) {
+  auto m = train::mnist_model("mlp", 1);
+  auto g = classifier_graph(*m, random_mlp_weights(5));
+  ASSERT_TRUE(g.has_value()) << g.status().to_string();
+  auto fp = lower_for_cortex_m(*g);
+  ASSERT_TRUE(fp.has_value()) << fp.status().to_string();
+  ASSERT_EQ(fp->layers.size(), 2u);
+  EXPECT_EQ(fp->layers[0].n_in, 784);
+  EXPECT_EQ(fp->layers[0].n_out, 128);
+  EXPECT_TRUE(fp->layers[0].relu);
+  EXPECT_FALSE(fp->layers[1].relu);
+  EXPECT_EQ(fp->layers[1].n_out, 10);
+  EXPECT_TRUE(fp->report.ok());
+  EXPECT_EQ(fp->report.count(DispatchPath::native), 5);  // matmul, add, relu, matmul, add
+  EXPECT_NE(fp->report.to_text().find("dense_s8 784x128"), std::string::npos) << fp->report.to_text();
+}
+
+TEST(CortexM, ConvolutionIsACompileErrorNamingTheNode) {
+  auto m = train::mnist_model("tinyconv", 1);
+  auto g = classifier_graph(*m, {}, /*use_init=*/true);
+  ASSERT_TRUE(g.has_value()) << g.status().to_string();
+  auto fp = lower_for_cortex_m(*g);
+  ASSERT_FALSE(fp.has_value());
+  EXPECT_EQ(fp.status().code(), ErrorCode::illegal);
+  const std::string& msg = fp.status().message();
+  EXPECT_NE(msg.find("cannot run on cortex-m"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("conv2d is not supported yet by the cortex-m target"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("max_pool2d"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("f32[batch, 1, 28, 28]"), std::string::npos) << msg;
+}
+
+TEST(CortexM, MissingOrMisshapedWeightIsAnError) {
+  auto m = train::mnist_model("mlp", 1);
+  auto w = random_mlp_weights(1);
+  w.erase("fc2.bias");
+  auto g = classifier_graph(*m, w);
+  ASSERT_FALSE(g.has_value());
+  EXPECT_NE(g.status().message().find("fc2.bias"), std::string::npos);
+  w = random_mlp_weights(1);
+  w["fc1.weight"] = Tensor::zeros(DType::f32, {128, 784});
+  g = classifier_graph(*m, w);
+  ASSERT_FALSE(g.has_value());
+  EXPECT_NE(g.status().message().find("fc1.weight"), std::string::npos);
+}
+
+// A briefly trained MLP: the int8 model must predict what the float model predicts on most
+// test images, and about as accurately.
+TEST(CortexM, Int8AgreesWithFloatOnTrainedMlp) {
+  train::MnistData data = train::synthetic_mnist(3000, 500, 11);
+  auto m = train::mnist_model("mlp", 11);
+  ASSERT_TRUE(m.has_value());
+  train::TrainConfig cfg;
+  auto trainer = train::Trainer::create(*m, cfg);
+  ASSERT_TRUE(trainer.has_value()) << trainer.status().to_string();
+  train::BatchLoader loader(data.train, 100, {784}, 11);
+  loader.start_epoch(1);
+  Tensor x, y;
+  while (loader.next(x, y)) ASSERT_TRUE((*trainer)->step(x, y, 0.1).has_value());
+  std::map<std::string, Tensor> w;
+  for (auto& [name, t] : (*trainer)->named_parameters()) w[name] = t;
+  Built b = build(w, data.train, 500);
+  const Tensor test = flat_images(data.test, 500);
+  auto outs = run_float(b.graph, b.fp, test);
+  ASSERT_TRUE(outs.has_value()) << outs.status().to_string();
+  const Tensor& logits = outs->back();
+  int agree = 0, float_ok = 0, int8_ok = 0;
+  for (int64_t i = 0; i < 500; ++i) {
+    const float* fl = logits.data<float>() + i * 10;
+    const int32_t fpred = static_cast<int32_t>(std::max_element(fl, fl + 10) - fl);
+    auto q = run_reference(b.q, quantize_input(b.q, std::span<const float>(test.data<float>() + i * 784, 784)));
+    const int32_t qpred = rlx_mcu_argmax_s8(q.data(), 10);
+    const int32_t label = data.test.labels.data<int32_t>()[i];
+    agree += fpred == qpred;
+    float_ok += fpred == label;
+    int8_ok += qpred == label;
+  }
+  std::printf("[ info ] int8 vs float on 500 synthetic test images: %d agree (%.1f%%); accuracy float %.1f%%, int8 %.1f%%\n",
+              agree, agree / 5.0, float_ok / 5.0, int8_ok / 5.0);
+  EXPECT_GE(agree, 480);                 // >= 96% the same prediction
+  EXPECT_GE(float_ok, 400);              // training worked (so agreement is not trivial)
+  EXPECT_GE(int8_ok, float_ok - 10);     // quantization costs at most 2 points
+}
+
+// The generated project, built for M3 and M4 and run in QEMU: the printed int8 logits equal
+// the host reference's for every embedded input.
+TEST(CortexM, QemuOutputIsBitIdenticalToHostReference) {
+  if (std::string why = toolchain_missing(); !why.empty()) GTEST_SKIP() << "Cortex-M toolchain missing: " << why;
+  train::MnistData data = train::synthetic_mnist(200, 16, 21);
+  Built b = build(random_mlp_weights(21), data.train, 200);
+  EmbeddedInputs ins;
+  std::vector<std::vector<int8_t>> want;
+  for (int64_t i = 0; i < 12; ++i) {
+    const float* x = data.test.images.data<float>() + i * 784;
+    ins.inputs.push_back(quantize_input(b.q, std::span<const float>(x, 784)));
+    ins.labels.push_back(data.test.labels.data<int32_t>()[i]);
+    want.push_back(run_reference(b.q, ins.inputs.back()));
+  }
+  // make the logits differ from one input to the next (a frozen firmware would not pass)
+  bool varied = false;
+  for (size_t i = 1; i < want.size(); ++i) varied |= want[i] != want[0];
+  ASSERT_TRUE(varied);
+  const std::string dir = std::string(RLX_BINARY_DIR) + "/test-cortex-m/mlp";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(emit_project(b.q, ins, dir).is_ok());
+  for (const char* cpu : {"m3", "m4"}) {
+    auto r = build_and_run(dir, cpu);
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    ASSERT_EQ(r->logits.size(), want.size()) << r->output;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(r->logits[i], want[i]) << cpu << " input " << i;
+      EXPECT_EQ(r->preds[i], rlx_mcu_argmax_s8(want[i].data(), 10)) << cpu << " input " << i;
+    }
+    std::printf("[ info ] %s (%s): flash %lld bytes (text %lld + data %lld), RAM %lld bytes (data + bss, stack 4K "
+                "extra), %lld instructions per inference\n",
+                cpu, r->machine.c_str(), static_cast<long long>(r->flash_bytes()), static_cast<long long>(r->text),
+                static_cast<long long>(r->data), static_cast<long long>(r->ram_bytes()),
+                static_cast<long long>(r->instructions.at(0)));
+    EXPECT_LT(r->flash_bytes(), 256 * 1024);
+    // every inference runs the same instructions (no data-dependent branches but the clamps)
+    // and at least one multiply-accumulate per 2 instructions is impossible below ~100k MACs
+    ASSERT_EQ(r->instructions.size(), want.size());
+    EXPECT_GT(r->instructions[0], 784 * 128 / 2);
+    EXPECT_GE(r->ram_bytes(), b.q.arena_bytes());
+  }
+}
+
+}  // namespace
+}  // namespace rlx::targets::cortex_m

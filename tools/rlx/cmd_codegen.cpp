@@ -1,0 +1,159 @@
+// rlx codegen cortex-m MODEL --out DIR: ahead-of-time code generation of full-integer int8
+// inference for Cortex-M microcontrollers (docs/targets.md).
+//
+// MODEL is a checkpoint written by `rlx train mnist --save FILE.safetensors` (its "arch"
+// metadata, or the tensor names, say which architecture). The verb builds the model's graph,
+// lowers it for the target (an op the target cannot run is an error naming the node),
+// calibrates activation ranges by running the float model on --calib training images,
+// quantizes, checks the int8 model against the float model on --eval test images, and writes
+// the C project with --inputs test images embedded. With --run it also builds the project with
+// arm-none-eabi-gcc, runs it in qemu-system-arm for M3 and M4, and checks that the logits the
+// firmware prints are bit-identical to the host int8 reference.
+#include <cstdio>
+#include <fstream>
+
+#include "cli.h"
+#include "rlx/safetensors.h"
+#include "targets/cortex_m/cortex_m.h"
+#include "train/data.h"
+#include "train/models.h"
+#include "targets/cortex_m/rlx_mcu_kernels.h"
+
+namespace rlx::cli {
+namespace {
+
+using namespace rlx::targets::cortex_m;
+
+Expected<int64_t> int_opt(const Args& a, const std::string& name, int64_t def, int64_t min) {
+  auto v = a.get(name);
+  if (!v) return def;
+  char* end = nullptr;
+  const long long x = std::strtoll(v->c_str(), &end, 10);
+  if (v->empty() || *end != '\0' || x < min)
+    return error(ErrorCode::invalid_argument, "--", name, " expects an integer >= ", min, ", got '", *v, "'");
+  return static_cast<int64_t>(x);
+}
+
+Tensor first_flat(const train::Dataset& d, int64_t n, int64_t features) {
+  n = std::min(n, d.size());
+  Tensor t = Tensor::zeros(DType::f32, {n, features});
+  std::copy(d.images.data<float>(), d.images.data<float>() + n * features, t.data<float>());
+  return t;
+}
+
+Status codegen_cortex_m(const Args& a) {
+  const std::string model_path = a.positional[1];
+  const std::string out = *a.get("out");
+  RLX_ASSIGN_OR_RETURN(int64_t n_calib, int_opt(a, "calib", 500, 1));
+  RLX_ASSIGN_OR_RETURN(int64_t n_eval, int_opt(a, "eval", 1000, 0));
+  RLX_ASSIGN_OR_RETURN(int64_t n_inputs, int_opt(a, "inputs", 8, 1));
+  RLX_ASSIGN_OR_RETURN(int64_t seed, int_opt(a, "seed", 1, 0));
+  if (n_inputs > 256) return error(ErrorCode::invalid_argument, "--inputs is at most 256 (they are stored in flash)");
+  RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(model_path));
+  std::string arch = a.get("arch").value_or("");
+  if (arch.empty()) {
+    auto it = f.metadata.find("arch");
+    arch = it != f.metadata.end() ? it->second : f.tensors.count("conv1.weight") ? "tinyconv" : "mlp";
+  }
+  RLX_ASSIGN_OR_RETURN(train::ModelDef model, train::mnist_model(arch, 1));
+  RLX_ASSIGN_OR_RETURN(Graph g, classifier_graph(model, f.tensors));
+  auto lowered = lower_for_cortex_m(g);
+  if (!lowered) return lowered.status().with_context(cat(model_path, " (", arch, ")"));
+  FloatProgram fp = std::move(*lowered);
+  // data: real MNIST files or the trainer's synthetic set
+  train::MnistData data;
+  std::string data_name;
+  if (auto dir = a.get("data")) {
+    RLX_ASSIGN_OR_RETURN(data, train::load_mnist(*dir));
+    data_name = *dir;
+  } else {
+    data = train::synthetic_mnist(n_calib, std::max<int64_t>(n_eval, n_inputs), static_cast<uint64_t>(seed));
+    data_name = cat("synthetic (seed ", seed, ")");
+  }
+  const int64_t features = fp.n_in;
+  if (data.train.images.numel() != data.train.size() * features)
+    return error(ErrorCode::invalid_argument, "the data's images have ", data.train.images.numel() / std::max<int64_t>(1, data.train.size()),
+                 " values, the model reads ", features);
+  const Tensor calib = first_flat(data.train, n_calib, features);
+  RLX_ASSIGN_OR_RETURN(Int8Program q, quantize_program(g, fp, calib));
+  // the int8 model against the float model
+  std::string summary = cat("data: ", data_name, "; calibration on ", calib.sizes()[0], " training images\n");
+  n_eval = std::min(n_eval, data.test.size());
+  if (n_eval > 0) {
+    const Tensor test = first_flat(data.test, n_eval, features);
+    RLX_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run_float(g, fp, test));
+    const Tensor& logits = outs.back();
+    const int32_t classes = q.n_out;
+    int64_t agree = 0, float_ok = 0, int8_ok = 0;
+    for (int64_t i = 0; i < n_eval; ++i) {
+      const float* fl = logits.data<float>() + i * classes;
+      const int32_t fpred = static_cast<int32_t>(std::max_element(fl, fl + classes) - fl);
+      auto ql = run_reference(q, quantize_input(q, std::span<const float>(test.data<float>() + i * features, static_cast<size_t>(features))));
+      const int32_t qpred = rlx_mcu_argmax_s8(ql.data(), classes);
+      const int32_t label = data.test.labels.data<int32_t>()[i];
+      agree += fpred == qpred;
+      float_ok += fpred == label;
+      int8_ok += qpred == label;
+    }
+    const double n = static_cast<double>(n_eval);
+    summary += cat("int8 vs float on ", n_eval, " test images: same prediction on ", agree, " (",
+                   std::to_string(100.0 * static_cast<double>(agree) / n).substr(0, 5), "%); accuracy float ",
+                   std::to_string(100.0 * static_cast<double>(float_ok) / n).substr(0, 5), "%, int8 ",
+                   std::to_string(100.0 * static_cast<double>(int8_ok) / n).substr(0, 5), "%\n");
+  }
+  EmbeddedInputs ins;
+  std::vector<std::vector<int8_t>> want;
+  for (int64_t i = 0; i < std::min(n_inputs, data.test.size()); ++i) {
+    const float* x = data.test.images.data<float>() + i * features;
+    ins.inputs.push_back(quantize_input(q, std::span<const float>(x, static_cast<size_t>(features))));
+    ins.labels.push_back(data.test.labels.data<int32_t>()[i]);
+    want.push_back(run_reference(q, ins.inputs.back()));
+  }
+  RLX_TRY(emit_project(q, ins, out, summary));
+  std::printf("%s\n%s", q.report.summary().c_str(), summary.c_str());
+  std::printf("wrote %s: model.c (%zu dense layers, %lld-byte arena), main.c with %zu embedded inputs, startup.c, link.ld, "
+              "Makefile, report.txt\n",
+              out.c_str(), q.layers.size(), static_cast<long long>(q.arena_bytes()), ins.inputs.size());
+  if (!a.has("run")) return Status::ok();
+  std::string run_summary = "\nbuilt with arm-none-eabi-gcc -O2, run in qemu-system-arm with semihosting:\n";
+  for (const char* cpu : {"m3", "m4"}) {
+    RLX_ASSIGN_OR_RETURN(QemuRun r, build_and_run(out, cpu));
+    if (r.logits.size() != want.size())
+      return error(ErrorCode::runtime_error, cpu, ": the firmware reported ", r.logits.size(), " inputs, expected ", want.size());
+    int64_t same = 0;
+    for (size_t i = 0; i < want.size(); ++i) same += r.logits[i] == want[i];
+    run_summary += cat("  ", cpu, " (", r.machine, "): flash ", r.flash_bytes(), " bytes (text ", r.text, " + data ", r.data,
+                       "), RAM ", r.ram_bytes(), " bytes (data + bss) + 4096 stack; logits bit-identical to the host "
+                       "reference on ", same, " of ", want.size(), " inputs; ",
+                       r.instructions.empty() ? 0 : r.instructions[0], " instructions per inference (QEMU -icount, +-40)\n");
+    if (same != static_cast<int64_t>(want.size())) {
+      std::printf("%s", run_summary.c_str());
+      return error(ErrorCode::runtime_error, cpu, ": the firmware's logits differ from the host int8 reference on ",
+                   want.size() - static_cast<size_t>(same), " inputs:\n", r.output);
+    }
+  }
+  std::printf("%s", run_summary.c_str());
+  std::ofstream rep(out + "/report.txt", std::ios::app);
+  rep << run_summary;
+  if (!rep) return error(ErrorCode::io_error, out, "/report.txt: cannot write");
+  return Status::ok();
+}
+
+}  // namespace
+
+int cmd_codegen(int argc, char** argv) {
+  auto a = parse_args(argc, argv, 2, {"run"}, {"out", "calib", "eval", "inputs", "data", "seed", "arch"});
+  if (!a) return report_error(a.status());
+  const char* usage = "usage: rlx codegen cortex-m MODEL --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] [--run]";
+  if (a->positional.size() != 2 || !a->get("out")) return report_error(error(ErrorCode::invalid_argument, usage));
+  const std::string& target = a->positional[0];
+  if (target == "fpga")
+    return report_error(error(ErrorCode::unsupported, "the fpga target is not implemented yet (docs/targets.md)"));
+  if (target != "cortex-m")
+    return report_error(error(ErrorCode::invalid_argument, "unknown target '", target, "' (expected cortex-m); ", usage));
+  Status s = codegen_cortex_m(*a);
+  if (!s.is_ok()) return report_error(s);
+  return kOk;
+}
+
+}  // namespace rlx::cli
