@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -145,5 +146,12 @@ Expected<KernelProgram> parse_kernel_program(std::string_view text, std::string_
 // every store and load index is an i64 expression, and that the arena plan has no overlap
 // between buffers whose lifetimes intersect.
 Status verify_program(const KernelProgram& p);
+
+// What every device's Executable::run_into checks first: as many inputs and outputs as the
+// program has, each with its buffer's dtype and shape and holding the bytes they need. Errors
+// name the input or output (and its buffer's name).
+Status check_run_io(const KernelProgram& p, std::span<const Tensor> inputs, std::span<const Tensor> outputs);
+// Fresh tensors for the program's outputs (what Executable::run returns after run_into).
+std::vector<Tensor> allocate_outputs(const KernelProgram& p);
 
 }  // namespace rlx::kir

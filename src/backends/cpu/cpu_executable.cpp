@@ -398,22 +398,9 @@ Status CpuExecutable::run_quant(const kir::NativeKernel& n, const NativeState& s
 
 Status CpuExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) {
   std::lock_guard<std::mutex> lock(run_mu_);
-  if (inputs.size() != prog_.inputs.size())
-    return error(ErrorCode::invalid_argument, "expected ", prog_.inputs.size(), " inputs, got ", inputs.size());
-  if (outputs.size() != prog_.outputs.size())
-    return error(ErrorCode::invalid_argument, "expected ", prog_.outputs.size(), " outputs, got ", outputs.size());
-  auto bind = [&](int b, const Tensor& t, const char* what, size_t i) -> Status {
-    const kir::Buffer& buf = prog_.buffers[b];
-    if (t.dtype() != buf.dtype || t.sizes() != buf.sizes)
-      return error(ErrorCode::invalid_argument, what, " ", i, (buf.name.empty() ? "" : " ('" + buf.name + "')"), " is ",
-                   t.type().to_string(), ", expected ", dtype_name(buf.dtype), sizes_to_string(buf.sizes));
-    if (t.nbytes() > 0 && (!t.storage() || t.byte_offset() + t.nbytes() > t.storage()->size()))
-      return error(ErrorCode::invalid_argument, what, " ", i, " holds fewer bytes than its shape needs");
-    ptrs_[b] = const_cast<uint8_t*>(t.bytes());
-    return Status::ok();
-  };
-  for (size_t i = 0; i < inputs.size(); ++i) RLX_TRY(bind(prog_.inputs[i], inputs[i], "input", i));
-  for (size_t i = 0; i < outputs.size(); ++i) RLX_TRY(bind(prog_.outputs[i], outputs[i], "output", i));
+  RLX_TRY(kir::check_run_io(prog_, inputs, outputs));
+  for (size_t i = 0; i < inputs.size(); ++i) ptrs_[prog_.inputs[i]] = const_cast<uint8_t*>(inputs[i].bytes());
+  for (size_t i = 0; i < outputs.size(); ++i) ptrs_[prog_.outputs[i]] = outputs[i].bytes();
   // an output may share memory with an input only where the program allows it
   for (size_t o = 0; o < outputs.size(); ++o) {
     const uint8_t* ob = outputs[o].bytes();
@@ -456,8 +443,7 @@ Status CpuExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor>
 }
 
 Expected<std::vector<Tensor>> CpuExecutable::run(std::span<const Tensor> inputs) {
-  std::vector<Tensor> outs;
-  for (int b : prog_.outputs) outs.push_back(Tensor::zeros(prog_.buffers[b].dtype, prog_.buffers[b].sizes));
+  std::vector<Tensor> outs = kir::allocate_outputs(prog_);
   RLX_TRY(run_into(inputs, outs));
   return outs;
 }

@@ -42,7 +42,6 @@ class CudaExecutable final : public Executable {
     while (prog_.buffers[b].alias_of >= 0) b = prog_.buffers[b].alias_of;
     return b;
   }
-  Status check_io(int b, const Tensor& t, const char* what, size_t i) const;
   Status init_natives();
   Status gemm(const kir::NativeKernel& nk, const cpu::GemmPlan& p);
 
@@ -170,24 +169,9 @@ Status CudaExecutable::gemm(const kir::NativeKernel& nk, const cpu::GemmPlan& p)
       cat("cublasGemmStridedBatchedEx for ", nk.name, " (m=", p.m, " n=", p.n, " k=", p.k, " batch=", p.batch, ")"));
 }
 
-Status CudaExecutable::check_io(int b, const Tensor& t, const char* what, size_t i) const {
-  const kir::Buffer& buf = prog_.buffers[b];
-  if (t.dtype() != buf.dtype || t.sizes() != buf.sizes)
-    return error(ErrorCode::invalid_argument, what, " ", i, (buf.name.empty() ? "" : " ('" + buf.name + "')"), " is ",
-                 t.type().to_string(), ", expected ", dtype_name(buf.dtype), sizes_to_string(buf.sizes));
-  if (t.nbytes() > 0 && (!t.storage() || t.byte_offset() + t.nbytes() > t.storage()->size()))
-    return error(ErrorCode::invalid_argument, what, " ", i, " holds fewer bytes than its shape needs");
-  return Status::ok();
-}
-
 Status CudaExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor> outputs) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (inputs.size() != prog_.inputs.size())
-    return error(ErrorCode::invalid_argument, "expected ", prog_.inputs.size(), " inputs, got ", inputs.size());
-  if (outputs.size() != prog_.outputs.size())
-    return error(ErrorCode::invalid_argument, "expected ", prog_.outputs.size(), " outputs, got ", outputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) RLX_TRY(check_io(prog_.inputs[i], inputs[i], "input", i));
-  for (size_t i = 0; i < outputs.size(); ++i) RLX_TRY(check_io(prog_.outputs[i], outputs[i], "output", i));
+  RLX_TRY(kir::check_run_io(prog_, inputs, outputs));
   cudaStream_t s = rt_->stream();
   // All inputs are copied in before any step runs and outputs copied out after the last, so
   // an output may share host memory with an input (a donated cache) safely.
@@ -217,8 +201,7 @@ Status CudaExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor
 }
 
 Expected<std::vector<Tensor>> CudaExecutable::run(std::span<const Tensor> inputs) {
-  std::vector<Tensor> outs;
-  for (int b : prog_.outputs) outs.push_back(Tensor::zeros(prog_.buffers[b].dtype, prog_.buffers[b].sizes));
+  std::vector<Tensor> outs = kir::allocate_outputs(prog_);
   RLX_TRY(run_into(inputs, outs));
   return outs;
 }

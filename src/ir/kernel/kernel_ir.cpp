@@ -172,4 +172,29 @@ Status verify_program(const KernelProgram& p) {
   return Status::ok();
 }
 
+Status check_run_io(const KernelProgram& p, std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
+  if (inputs.size() != p.inputs.size())
+    return error(ErrorCode::invalid_argument, "expected ", p.inputs.size(), " inputs, got ", inputs.size());
+  if (outputs.size() != p.outputs.size())
+    return error(ErrorCode::invalid_argument, "expected ", p.outputs.size(), " outputs, got ", outputs.size());
+  auto check = [&](int b, const Tensor& t, const char* what, size_t i) -> Status {
+    const Buffer& buf = p.buffers[b];
+    if (t.dtype() != buf.dtype || t.sizes() != buf.sizes)
+      return error(ErrorCode::invalid_argument, what, " ", i, (buf.name.empty() ? "" : " ('" + buf.name + "')"), " is ",
+                   t.type().to_string(), ", expected ", dtype_name(buf.dtype), sizes_to_string(buf.sizes));
+    if (t.nbytes() > 0 && (!t.storage() || t.byte_offset() + t.nbytes() > t.storage()->size()))
+      return error(ErrorCode::invalid_argument, what, " ", i, " holds fewer bytes than its shape needs");
+    return Status::ok();
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) RLX_TRY(check(p.inputs[i], inputs[i], "input", i));
+  for (size_t i = 0; i < outputs.size(); ++i) RLX_TRY(check(p.outputs[i], outputs[i], "output", i));
+  return Status::ok();
+}
+
+std::vector<Tensor> allocate_outputs(const KernelProgram& p) {
+  std::vector<Tensor> outs;
+  for (int b : p.outputs) outs.push_back(Tensor::zeros(p.buffers[b].dtype, p.buffers[b].sizes));
+  return outs;
+}
+
 }  // namespace rlx::kir
