@@ -9,6 +9,7 @@
 #include "cli/run_rlx.h"
 #include "rlx/safetensors.h"
 #include "targets/cortex_m/cortex_m.h"
+#include "train/data.h"
 #include "train/models.h"
 
 namespace {
@@ -53,6 +54,20 @@ TEST(CodegenCli, MlpProjectWithReport) {
     EXPECT_NE(ss.str().find("m3 (mps2-an385): flash"), std::string::npos) << ss.str();
     EXPECT_NE(ss.str().find("bit-identical to the host reference on 3 of 3 inputs"), std::string::npos) << ss.str();
   }
+}
+
+// --data DIR reads MNIST IDX files (here the synthetic set written in that format).
+TEST(CodegenCli, CalibratesFromIdxFiles) {
+  const std::string model = save_model("mlp"), data = temp("idx"), out = temp("idx_out");
+  ASSERT_TRUE(rlx::train::write_mnist(data, rlx::train::synthetic_mnist(300, 40, 9)).is_ok());
+  Result r = rlx("codegen cortex-m " + model + " --out " + out + " --data " + data + " --calib 300 --eval 40 --inputs 5");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("data: " + data + "; calibration on 300 training images"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("int8 vs float on 40 test images"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("main.c with 5 embedded inputs"), std::string::npos) << r.out;
+  r = rlx("codegen cortex-m " + model + " --out " + out + " --data " + temp("no_such_dir"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no_such_dir"), std::string::npos) << r.out;
 }
 
 TEST(CodegenCli, TinyconvIsRefusedNamingConv2d) {

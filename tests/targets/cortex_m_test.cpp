@@ -85,7 +85,9 @@ TEST(CortexM, RequantizeMatchesExactRounding) {
     ASSERT_EQ(rlx_mcu_requantize(acc, m, s, 3, -128, 127), want) << "acc " << acc << " M " << m << " s " << s;
     // the double-precision value agrees to within rounding
     const double exact = acc * real + 3;
-    if (exact > -127 && exact < 126) ASSERT_LE(std::fabs(exact - static_cast<double>(want)), 0.5 + 1e-6);
+    if (exact > -127 && exact < 126) {
+      ASSERT_LE(std::fabs(exact - static_cast<double>(want)), 0.5 + 1e-6);
+    }
     ++checked;
   }
   EXPECT_EQ(checked, 20000);
@@ -234,6 +236,72 @@ TEST(CortexM, QemuOutputIsBitIdenticalToHostReference) {
     ASSERT_EQ(r->instructions.size(), want.size());
     EXPECT_GT(r->instructions[0], 784 * 128 / 2);
     EXPECT_GE(r->ram_bytes(), b.q.arena_bytes());
+  }
+}
+
+// A deeper chain with odd widths, signed inputs, a layer without ReLU in the middle and
+// random biases: the ping-pong arena (buffer 0 must grow to hold layer 1's 37 outputs, more
+// than the 9 inputs) and the zero-point folding, bit-exact in QEMU.
+TEST(CortexM, ThreeLayerChainIsBitIdenticalInQemu) {
+  std::mt19937_64 rng(99);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  auto rand_tensor = [&](Sizes s, double scale) {
+    Tensor t = Tensor::zeros(DType::f32, s);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, scale * u(rng));
+    return t;
+  };
+  train::ModelDef m;
+  m.name = "chain";
+  m.example_shape = {9};
+  m.classes = 5;
+  m.params = {{"a.weight", rand_tensor({9, 50}, 0.5)}, {"a.bias", rand_tensor({50}, 0.3)},
+              {"b.weight", rand_tensor({50, 37}, 0.2)}, {"b.bias", rand_tensor({37}, 0.3)},
+              {"c.weight", rand_tensor({37, 5}, 0.3)},  {"c.bias", rand_tensor({5}, 0.3)}};
+  m.forward = [](OpBuilder& o, ValueId x, std::span<const ValueId> p, std::vector<ValueId>*) {
+    ValueId h = o.relu(o.add(o.matmul(x, p[0]), p[1]));
+    h = o.add(o.matmul(h, p[2]), p[3]);  // no ReLU: signed activations into the last layer
+    return o.add(o.matmul(h, p[4]), p[5]);
+  };
+  auto g = classifier_graph(m, {}, /*use_init=*/true);
+  ASSERT_TRUE(g.has_value()) << g.status().to_string();
+  auto fp = lower_for_cortex_m(*g);
+  ASSERT_TRUE(fp.has_value()) << fp.status().to_string();
+  ASSERT_EQ(fp->layers.size(), 3u);
+  EXPECT_FALSE(fp->layers[1].relu);
+  const Tensor calib = rand_tensor({300, 9}, 2.0);
+  auto q = quantize_program(*g, *fp, calib);
+  ASSERT_TRUE(q.has_value()) << q.status().to_string();
+  EXPECT_EQ(q->buffer_bytes(0), 37);
+  EXPECT_EQ(q->buffer_bytes(1), 50);
+  EXPECT_NE(q->in_zp, -128);  // signed inputs: an asymmetric zero point inside the range
+  // int8 vs float on fresh inputs: the largest logit agrees on most
+  const Tensor test = rand_tensor({200, 9}, 2.0);
+  auto outs = run_float(*g, *fp, test);
+  ASSERT_TRUE(outs.has_value()) << outs.status().to_string();
+  int agree = 0;
+  EmbeddedInputs ins;
+  std::vector<std::vector<int8_t>> want;
+  for (int64_t i = 0; i < 200; ++i) {
+    const float* fl = outs->back().data<float>() + i * 5;
+    auto x = quantize_input(*q, std::span<const float>(test.data<float>() + i * 9, 9));
+    auto ql = run_reference(*q, x);
+    agree += (std::max_element(fl, fl + 5) - fl) == rlx_mcu_argmax_s8(ql.data(), 5);
+    if (i < 10) {
+      ins.inputs.push_back(x);
+      ins.labels.push_back(-1);
+      want.push_back(ql);
+    }
+  }
+  EXPECT_GE(agree, 180) << "of 200";
+  if (std::string why = toolchain_missing(); !why.empty()) GTEST_SKIP() << "Cortex-M toolchain missing: " << why;
+  const std::string dir = std::string(RLX_BINARY_DIR) + "/test-cortex-m/chain";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(emit_project(*q, ins, dir).is_ok());
+  for (const char* cpu : {"m3", "m4"}) {
+    auto r = build_and_run(dir, cpu);
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    ASSERT_EQ(r->logits.size(), want.size()) << r->output;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(r->logits[i], want[i]) << cpu << " input " << i;
   }
 }
 

@@ -83,9 +83,11 @@ struct Int8Program {
   int32_t in_zp = 0;
   std::vector<Int8Dense> layers;
   DispatchReport report;
-  // Bytes of the static arena: two ping-pong activation buffers (the largest activation read
-  // and the largest written by alternate layers), laid out back to back.
+  // Bytes of the static arena: two ping-pong activation buffers laid out back to back, each
+  // as large as the largest activation it holds (layer k reads buffer k % 2, writes the other).
   int64_t arena_bytes() const;
+  // Bytes of ping-pong buffer b (0: the input and what layers 1, 3, ... write; 1: layers 0, 2, ...).
+  int64_t buffer_bytes(int b) const;
 };
 
 // real multiplier (> 0, < 2^31) -> (M, s) with M in [2^30, 2^31), s in [1, 62] and

@@ -62,14 +62,14 @@ Status quantize_multiplier(double real, int32_t* mult, int32_t* shift) {
   return Status::ok();
 }
 
-int64_t Int8Program::arena_bytes() const {
-  int64_t slot[2] = {n_in, 0};
-  for (size_t k = 0; k < layers.size(); ++k) {
-    int64_t& s = slot[(k + 1) % 2];
-    s = std::max<int64_t>(s, layers[k].n_out);
-  }
-  return slot[0] + slot[1];
+int64_t Int8Program::buffer_bytes(int b) const {
+  int64_t bytes = b == 0 ? n_in : 0;  // buffer 0 holds the input, layer k writes buffer (k + 1) % 2
+  for (size_t k = 0; k < layers.size(); ++k)
+    if (static_cast<int>((k + 1) % 2) == b) bytes = std::max<int64_t>(bytes, layers[k].n_out);
+  return bytes;
 }
+
+int64_t Int8Program::arena_bytes() const { return buffer_bytes(0) + buffer_bytes(1); }
 
 Expected<Int8Program> quantize_program(const Graph& g, const FloatProgram& p, const Tensor& calib_images,
                                        const std::string& device) {
