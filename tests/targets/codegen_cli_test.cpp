@@ -1,5 +1,5 @@
 // `rlx codegen cortex-m` as a user runs it: a checkpoint in the trainer's layout -> a project
-// (checked in QEMU with --run when the toolchain is here), and tinyconv refused naming conv2d.
+// (checked in QEMU with --run when the toolchain is here), for the MLP and tinyconv.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -70,12 +70,15 @@ TEST(CodegenCli, CalibratesFromIdxFiles) {
   EXPECT_NE(r.out.find("no_such_dir"), std::string::npos) << r.out;
 }
 
-TEST(CodegenCli, TinyconvIsRefusedNamingConv2d) {
-  const std::string model = save_model("tinyconv");
-  Result r = rlx("codegen cortex-m " + model + " --out " + temp("tc_out"));
-  EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("cannot run on cortex-m"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("conv2d is not supported yet by the cortex-m target"), std::string::npos) << r.out;
+TEST(CodegenCli, TinyconvProject) {
+  const std::string model = save_model("tinyconv"), out = temp("tc_out");
+  std::filesystem::remove_all(out);
+  const bool run = rlx::targets::cortex_m::toolchain_missing().empty();
+  Result r = rlx("codegen cortex-m " + model + " --out " + out + " --calib 50 --eval 50 --inputs 2" + (run ? " --run" : ""));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("compile-ready: yes (9 native"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.c (5 layers"), std::string::npos) << r.out;
+  if (run) EXPECT_NE(r.out.find("bit-identical to the host reference on 2 of 2 inputs"), std::string::npos) << r.out;
 }
 
 TEST(CodegenCli, BadUsage) {

@@ -111,7 +111,7 @@ Status codegen_cortex_m(const Args& a) {
   }
   RLX_TRY(emit_project(q, ins, out, summary));
   std::printf("%s\n%s", q.report.summary().c_str(), summary.c_str());
-  std::printf("wrote %s: model.c (%zu dense layers, %lld-byte arena), main.c with %zu embedded inputs, startup.c, link.ld, "
+  std::printf("wrote %s: model.c (%zu layers, %lld-byte arena), main.c with %zu embedded inputs, startup.c, link.ld, "
               "Makefile, report.txt\n",
               out.c_str(), q.layers.size(), static_cast<long long>(q.arena_bytes()), ins.inputs.size());
   if (!a.has("run")) return Status::ok();

@@ -29,19 +29,32 @@ namespace rlx::targets::cortex_m {
 // The device name used in dispatch reports and errors.
 inline constexpr const char* kDeviceName = "cortex-m";
 
-// One fully connected layer in float: y = x W + b (W stored [in, out]), optionally ReLU.
-struct FloatDense {
-  std::string name;          // the layer: its weight's name without ".weight", e.g. "fc1"
-  int32_t n_in = 0, n_out = 0;
-  std::vector<float> w;      // [n_in][n_out], as in the model
-  std::vector<float> b;      // [n_out] (zeros when the layer has no bias)
+enum class LayerKind : uint8_t { dense, conv2d, maxpool2d };
+const char* layer_kind_name(LayerKind k);  // "dense", "conv2d", "maxpool2d"
+
+// Geometry of a conv2d or maxpool2d layer (NCHW, one example).
+struct Conv2dGeometry {
+  int32_t c_in = 0, h_in = 0, w_in = 0, c_out = 0, h_out = 0, w_out = 0;
+  int32_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0;  // kernel, strides, top/left padding
+};
+
+// One layer in float. dense: y = x W + b (W stored [in, out]); conv2d: NCHW, W [c_out, c_in,
+// kh, kw], group 1, dilation 1; maxpool2d: no padding. dense and conv2d may end in ReLU.
+struct FloatLayer {
+  LayerKind kind = LayerKind::dense;
+  std::string name;          // dense/conv2d: the weight's name without ".weight" ("fc1"); pool: "pool<k>"
+  int32_t n_in = 0, n_out = 0;  // values per example read and written
+  Conv2dGeometry geo;        // conv2d and maxpool2d
+  std::vector<float> w;      // dense [n_in][n_out]; conv2d [c_out][c_in][kh][kw]
+  std::vector<float> b;      // [output channels] (zeros when the layer has no bias)
   bool relu = false;
   ValueId out_value = kNoValue;  // the graph value holding this layer's output (for calibration)
+  int32_t channels_out() const { return kind == LayerKind::dense ? n_out : geo.c_out; }
 };
 
 struct FloatProgram {
   int32_t n_in = 0;              // features of one example
-  std::vector<FloatDense> layers;
+  std::vector<FloatLayer> layers;
   DispatchReport report;         // what each graph node became on the cortex-m target
 };
 
@@ -53,7 +66,8 @@ Expected<Graph> classifier_graph(const train::ModelDef& model, const std::map<st
                                  bool use_init = false);
 
 // Walks a graph-level graph with one input [B, features...] and one output [B, classes] and
-// matches what the target runs: matmul by a 2-D weight param, + bias param, optional relu,
+// matches what the target runs: matmul by a 2-D weight param, + bias param, conv2d by weight
+// (and bias) params (group 1, dilation 1), relu after either, max_pool2d without padding,
 // reshapes that flatten. Every other node is illegal, and the error (ErrorCode::illegal,
 // the dispatch report's format) names each such node, its op and input types. Weights come
 // from g.weights (f32).
@@ -64,14 +78,17 @@ Expected<FloatProgram> lower_for_cortex_m(const Graph& g);
 Expected<std::vector<Tensor>> run_float(const Graph& g, const FloatProgram& p, const Tensor& images,
                                         const std::string& device = "cpu");
 
-// A quantized layer, ready for rlx_mcu_dense_s8.
-struct Int8Dense {
+// A quantized layer, ready for rlx_mcu_dense_s8 / rlx_mcu_conv2d_s8 / rlx_mcu_maxpool2d_s8.
+struct Int8Layer {
+  LayerKind kind = LayerKind::dense;
   std::string name;
   int32_t n_in = 0, n_out = 0;
-  std::vector<int8_t> w;         // [n_out][n_in], symmetric per output channel
+  Conv2dGeometry geo;
+  std::vector<int8_t> w;         // dense [n_out][n_in]; conv2d [c_out][c_in][kh][kw]; symmetric per output channel
   std::vector<int32_t> bias;     // int32 at scale in_scale * w_scale[o], input zero point folded in
   std::vector<int32_t> mult, shift;  // per output channel: M in [2^30, 2^31), s in [1, 62]
   std::vector<float> w_scale;
+  int32_t in_zp = 0;             // conv2d: the value of padding taps
   float out_scale = 1.0f;
   int32_t out_zp = 0, act_min = -128, act_max = 127;
   bool relu = false;
@@ -81,7 +98,7 @@ struct Int8Program {
   int32_t n_in = 0, n_out = 0;
   float in_scale = 1.0f;
   int32_t in_zp = 0;
-  std::vector<Int8Dense> layers;
+  std::vector<Int8Layer> layers;
   DispatchReport report;
   // Bytes of the static arena: two ping-pong activation buffers laid out back to back, each
   // as large as the largest activation it holds (layer k reads buffer k % 2, writes the other).

@@ -68,11 +68,12 @@ std::string model_c(const Int8Program& p) {
         "   buffers: layer k reads buffer k % 2 and writes buffer (k + 1) % 2. */\n"
         "#include \"model.h\"\n#include \"rlx_mcu_kernels.h\"\n\n"
      << "static int8_t rlx_arena[RLX_MODEL_ARENA_BYTES] __attribute__((aligned(4)));\n\n";
-  for (const Int8Dense& L : p.layers) {
+  for (const Int8Layer& L : p.layers) {
+    if (L.kind == LayerKind::maxpool2d) continue;  // no constants
     const std::string id = c_ident(L.name);
-    os << "/* " << L.name << ": dense " << L.n_in << " -> " << L.n_out << (L.relu ? ", relu" : "")
-       << "; output scale " << L.out_scale << ", zero point " << L.out_zp << ", clamp [" << L.act_min << ", "
-       << L.act_max << "] */\n";
+    os << "/* " << L.name << ": " << layer_kind_name(L.kind) << " " << L.n_in << " -> " << L.n_out << " values"
+       << (L.relu ? ", relu" : "") << "; output scale " << L.out_scale << ", zero point " << L.out_zp << ", clamp ["
+       << L.act_min << ", " << L.act_max << "] */\n";
     array(os, "int8_t", id + "_w", L.w, 32);
     array(os, "int32_t", id + "_bias", L.bias, 8);
     array(os, "int32_t", id + "_mult", L.mult, 8);
@@ -83,11 +84,26 @@ std::string model_c(const Int8Program& p) {
      << "  int8_t* const buf[2] = {rlx_arena, rlx_arena + " << slot0 << "};\n"
      << "  for (int32_t i = 0; i < RLX_MODEL_INPUTS; ++i) buf[0][i] = input[i];\n";
   for (size_t k = 0; k < p.layers.size(); ++k) {
-    const Int8Dense& L = p.layers[k];
-    const std::string id = c_ident(L.name);
-    os << "  rlx_mcu_dense_s8(buf[" << k % 2 << "], " << L.n_in << ", " << id << "_w, " << id << "_bias, " << id
-       << "_mult, " << id << "_shift, " << L.n_out << ", " << L.out_zp << ", " << L.act_min << ", " << L.act_max
-       << ", buf[" << (k + 1) % 2 << "]);\n";
+    const Int8Layer& L = p.layers[k];
+    const Conv2dGeometry& c = L.geo;
+    const std::string id = c_ident(L.name), in = cat("buf[", k % 2, "]"), out = cat("buf[", (k + 1) % 2, "]");
+    switch (L.kind) {
+      case LayerKind::dense:
+        os << "  rlx_mcu_dense_s8(" << in << ", " << L.n_in << ", " << id << "_w, " << id << "_bias, " << id << "_mult, "
+           << id << "_shift, " << L.n_out << ", " << L.out_zp << ", " << L.act_min << ", " << L.act_max << ", " << out
+           << ");\n";
+        break;
+      case LayerKind::conv2d:
+        os << "  rlx_mcu_conv2d_s8(" << in << ", " << c.c_in << ", " << c.h_in << ", " << c.w_in << ", " << L.in_zp << ", "
+           << id << "_w, " << c.c_out << ", " << c.kh << ", " << c.kw << ", " << c.sh << ", " << c.sw << ", " << c.pt
+           << ", " << c.pl << ", " << id << "_bias, " << id << "_mult, " << id << "_shift, " << c.h_out << ", " << c.w_out
+           << ", " << L.out_zp << ", " << L.act_min << ", " << L.act_max << ", " << out << ");\n";
+        break;
+      case LayerKind::maxpool2d:
+        os << "  rlx_mcu_maxpool2d_s8(" << in << ", " << c.c_in << ", " << c.h_in << ", " << c.w_in << ", " << c.kh << ", "
+           << c.kw << ", " << c.sh << ", " << c.sw << ", " << c.h_out << ", " << c.w_out << ", " << out << ");\n";
+        break;
+    }
   }
   os << "  for (int32_t i = 0; i < RLX_MODEL_OUTPUTS; ++i) logits[i] = buf[" << p.layers.size() % 2 << "][i];\n"
      << "  return rlx_mcu_argmax_s8(logits, RLX_MODEL_OUTPUTS);\n}\n";
@@ -340,13 +356,17 @@ Status emit_project(const Int8Program& p, const EmbeddedInputs& inputs, const st
   r << "rlx codegen cortex-m report\n\n" << p.report.to_text() << "\n\nquantization (full-integer int8, post-training)\n"
     << "  input: scale " << p.in_scale << ", zero point " << p.in_zp << ", " << p.n_in << " values\n";
   int64_t flash_weights = 0;
-  for (const Int8Dense& L : p.layers) {
+  for (const Int8Layer& L : p.layers) {
+    r << "  " << L.name << ": " << layer_kind_name(L.kind) << " " << L.n_in << " -> " << L.n_out << " values";
+    if (L.kind == LayerKind::maxpool2d) {
+      r << ", " << L.geo.kh << "x" << L.geo.kw << " stride " << L.geo.sh << " on int8 (input scale and zero point kept)\n";
+      continue;
+    }
     float smin = L.w_scale.front(), smax = L.w_scale.front();
     for (float s : L.w_scale) smin = std::min(smin, s), smax = std::max(smax, s);
-    r << "  " << L.name << ": dense " << L.n_in << " -> " << L.n_out << (L.relu ? " + relu (clamp)" : "")
-      << ", int8 weights per output channel (scales " << smin << " .. " << smax << "), int32 bias, output scale "
-      << L.out_scale << " zero point " << L.out_zp << "\n";
-    flash_weights += static_cast<int64_t>(L.w.size()) + 12 * L.n_out;
+    r << (L.relu ? " + relu (clamp)" : "") << ", int8 weights per output channel (scales " << smin << " .. " << smax
+      << "), int32 bias, output scale " << L.out_scale << " zero point " << L.out_zp << "\n";
+    flash_weights += static_cast<int64_t>(L.w.size()) + 12 * static_cast<int64_t>(L.bias.size());
   }
   r << "  constants: " << flash_weights << " bytes (weights, biases, multipliers, shifts) in flash\n"
     << "  static arena: " << p.arena_bytes() << " bytes of RAM (two ping-pong activation buffers)\n"

@@ -89,43 +89,57 @@ Expected<Int8Program> quantize_program(const Graph& g, const FloatProgram& p, co
   q.in_scale = static_cast<float>(in_q.scale);
   q.in_zp = in_q.zp;
   for (size_t k = 0; k < p.layers.size(); ++k) {
-    const FloatDense& F = p.layers[k];
-    min_max(outs[k], &lo, &hi);
-    const ActQuant out_q = asymmetric(F.relu ? 0.0 : lo, hi);
-    Int8Dense L;
+    const FloatLayer& F = p.layers[k];
+    Int8Layer L;
+    L.kind = F.kind;
     L.name = F.name;
     L.n_in = F.n_in;
     L.n_out = F.n_out;
+    L.geo = F.geo;
     L.relu = F.relu;
+    const double in_scale = q.layers.empty() ? q.in_scale : q.layers.back().out_scale;
+    L.in_zp = q.layers.empty() ? q.in_zp : q.layers.back().out_zp;
+    if (F.kind == LayerKind::maxpool2d) {  // int8 max keeps the scale and zero point
+      L.out_scale = static_cast<float>(in_scale);
+      L.out_zp = L.in_zp;
+      q.layers.push_back(std::move(L));
+      continue;
+    }
+    min_max(outs[k], &lo, &hi);
+    const ActQuant out_q = asymmetric(F.relu ? 0.0 : lo, hi);
     L.out_scale = static_cast<float>(out_q.scale);
     L.out_zp = out_q.zp;
     L.act_min = F.relu ? std::max(-128, out_q.zp) : -128;
     L.act_max = 127;
-    L.w.resize(static_cast<size_t>(F.n_in) * static_cast<size_t>(F.n_out));
-    L.bias.resize(static_cast<size_t>(F.n_out));
-    L.mult.resize(static_cast<size_t>(F.n_out));
-    L.shift.resize(static_cast<size_t>(F.n_out));
-    L.w_scale.resize(static_cast<size_t>(F.n_out));
-    for (int32_t o = 0; o < F.n_out; ++o) {
+    // output channels and the taps of each: dense W is [n_in][n_out], conv2d W is [c_out][taps]
+    const bool dense = F.kind == LayerKind::dense;
+    const int32_t channels = F.channels_out();
+    const int32_t taps = dense ? F.n_in : F.geo.c_in * F.geo.kh * F.geo.kw;
+    auto wf = [&](int32_t o, int32_t i) {
+      return static_cast<double>(dense ? F.w[static_cast<size_t>(i) * F.n_out + o] : F.w[static_cast<size_t>(o) * taps + i]);
+    };
+    L.w.resize(static_cast<size_t>(channels) * static_cast<size_t>(taps));
+    L.bias.resize(static_cast<size_t>(channels));
+    L.mult.resize(static_cast<size_t>(channels));
+    L.shift.resize(static_cast<size_t>(channels));
+    L.w_scale.resize(static_cast<size_t>(channels));
+    for (int32_t o = 0; o < channels; ++o) {
       double amax = 0.0;
-      for (int32_t i = 0; i < F.n_in; ++i)
-        amax = std::max(amax, std::fabs(static_cast<double>(F.w[static_cast<size_t>(i) * F.n_out + o])));
+      for (int32_t i = 0; i < taps; ++i) amax = std::max(amax, std::fabs(wf(o, i)));
       if (!std::isfinite(amax)) return error(ErrorCode::invalid_argument, F.name, ": output channel ", o, " has non-finite weights");
       const double ws = static_cast<double>(static_cast<float>(amax > 0 ? amax / 127.0 : 1.0));
       L.w_scale[static_cast<size_t>(o)] = static_cast<float>(ws);
       int64_t wsum = 0;
-      for (int32_t i = 0; i < F.n_in; ++i) {
-        const double w = F.w[static_cast<size_t>(i) * F.n_out + o] / ws;
-        const int8_t qw = static_cast<int8_t>(std::clamp(std::round(w), -127.0, 127.0));
-        L.w[static_cast<size_t>(o) * F.n_in + i] = qw;
+      for (int32_t i = 0; i < taps; ++i) {
+        const int8_t qw = static_cast<int8_t>(std::clamp(std::round(wf(o, i) / ws), -127.0, 127.0));
+        L.w[static_cast<size_t>(o) * taps + i] = qw;
         wsum += qw;
       }
-      const double bias_scale = static_cast<double>(q.layers.empty() ? q.in_scale : q.layers.back().out_scale) * ws;
-      const int32_t in_zp = q.layers.empty() ? q.in_zp : q.layers.back().out_zp;
+      const double bias_scale = in_scale * ws;
       const double bq = std::round(F.b[static_cast<size_t>(o)] / bias_scale);
       // the int32 accumulator must hold the folded bias plus any dot product (|in * w| <= 128 * 127)
-      const double bound = 2147483647.0 - 128.0 * 127.0 * F.n_in;
-      const double folded = bq - static_cast<double>(in_zp) * static_cast<double>(wsum);
+      const double bound = 2147483647.0 - 128.0 * 127.0 * taps;
+      const double folded = bq - static_cast<double>(L.in_zp) * static_cast<double>(wsum);
       if (!std::isfinite(folded) || std::fabs(folded) > bound)
         return error(ErrorCode::overflow, F.name, ": the int32 bias of output channel ", o, " (", folded,
                      ") could overflow the accumulator; the bias is too large for its scale");
@@ -150,10 +164,23 @@ std::vector<int8_t> quantize_input(const Int8Program& p, std::span<const float> 
 std::vector<int8_t> run_reference(const Int8Program& p, std::span<const int8_t> input) {
   std::vector<int8_t> a(input.begin(), input.end()), b;
   a.resize(static_cast<size_t>(p.n_in), static_cast<int8_t>(p.in_zp));  // a short input reads as zeros
-  for (const Int8Dense& L : p.layers) {
+  for (const Int8Layer& L : p.layers) {
     b.assign(static_cast<size_t>(L.n_out), 0);
-    rlx_mcu_dense_s8(a.data(), L.n_in, L.w.data(), L.bias.data(), L.mult.data(), L.shift.data(), L.n_out, L.out_zp,
-                     L.act_min, L.act_max, b.data());
+    const Conv2dGeometry& c = L.geo;
+    switch (L.kind) {
+      case LayerKind::dense:
+        rlx_mcu_dense_s8(a.data(), L.n_in, L.w.data(), L.bias.data(), L.mult.data(), L.shift.data(), L.n_out, L.out_zp,
+                         L.act_min, L.act_max, b.data());
+        break;
+      case LayerKind::conv2d:
+        rlx_mcu_conv2d_s8(a.data(), c.c_in, c.h_in, c.w_in, L.in_zp, L.w.data(), c.c_out, c.kh, c.kw, c.sh, c.sw, c.pt, c.pl,
+                          L.bias.data(), L.mult.data(), L.shift.data(), c.h_out, c.w_out, L.out_zp, L.act_min, L.act_max,
+                          b.data());
+        break;
+      case LayerKind::maxpool2d:
+        rlx_mcu_maxpool2d_s8(a.data(), c.c_in, c.h_in, c.w_in, c.kh, c.kw, c.sh, c.sw, c.h_out, c.w_out, b.data());
+        break;
+    }
     a.swap(b);
   }
   return a;

@@ -11,7 +11,8 @@
  *   generator folded the input zero point into bias' = bias - in_zp * sum_i w[o][i], then
  *   requantizes: out = clamp(((acc * M[o]) >> s[o]) rounded + out_zp, act_min, act_max), with
  *   M[o] in [2^30, 2^31) and s[o] in [1, 62] chosen so that M * 2^-s = in_scale * w_scale / out_scale.
- *   ReLU is the clamp at act_min = out_zp (the quantized 0).
+ *   ReLU is the clamp at act_min = out_zp (the quantized 0). Convolutions work the same way per
+ *   output channel; max pooling compares int8 values directly.
  *
  * Requires: >> on a negative int64_t is an arithmetic shift (true for GCC and Clang on every
  * target rlx supports); nothing else is implementation-defined. No heap, no libc. */
@@ -70,6 +71,58 @@ static inline void rlx_mcu_dense_s8(const int8_t* in, int32_t n_in, const int8_t
   for (int32_t o = 0; o < n_out; ++o) {
     const int32_t acc = bias[o] + rlx_mcu_dot_s8(in, w + (int32_t)o * n_in, n_in);
     out[o] = rlx_mcu_requantize(acc, mult[o], shift[o], out_zp, act_min, act_max);
+  }
+}
+
+/* One quantized NCHW convolution (group 1, dilation 1): for output channel m and pixel (y, x),
+ * out = requantize(bias[m] + sum_{c,ky,kx} in[c][y*sh+ky-pt][x*sw+kx-pl] * w[m][c][ky][kx]).
+ * A tap outside the input reads in_zp (the quantized 0), which is what the folded bias
+ * (bias - in_zp * sum w[m]) expects of every tap. w is [c_out][c_in][kh][kw]. */
+static inline void rlx_mcu_conv2d_s8(const int8_t* in, int32_t c_in, int32_t h_in, int32_t w_in, int32_t in_zp,
+                                     const int8_t* w, int32_t c_out, int32_t kh, int32_t kw, int32_t sh, int32_t sw,
+                                     int32_t pt, int32_t pl, const int32_t* bias, const int32_t* mult,
+                                     const int32_t* shift, int32_t h_out, int32_t w_out, int32_t out_zp,
+                                     int32_t act_min, int32_t act_max, int8_t* out) {
+  for (int32_t m = 0; m < c_out; ++m) {
+    for (int32_t y = 0; y < h_out; ++y) {
+      for (int32_t x = 0; x < w_out; ++x) {
+        int32_t acc = bias[m];
+        for (int32_t c = 0; c < c_in; ++c) {
+          const int8_t* wc = w + ((m * c_in + c) * kh) * kw;
+          const int8_t* ic = in + c * h_in * w_in;
+          for (int32_t ky = 0; ky < kh; ++ky) {
+            const int32_t iy = y * sh + ky - pt;
+            for (int32_t kx = 0; kx < kw; ++kx) {
+              const int32_t ix = x * sw + kx - pl;
+              const int32_t v = (iy >= 0 && iy < h_in && ix >= 0 && ix < w_in) ? ic[iy * w_in + ix] : in_zp;
+              acc += v * wc[ky * kw + kx];
+            }
+          }
+        }
+        out[(m * h_out + y) * w_out + x] = rlx_mcu_requantize(acc, mult[m], shift[m], out_zp, act_min, act_max);
+      }
+    }
+  }
+}
+
+/* NCHW max pooling (no padding, dilation 1) straight on int8: requantization is monotonic, so
+ * the output keeps the input's scale and zero point and equals pooling before quantization. */
+static inline void rlx_mcu_maxpool2d_s8(const int8_t* in, int32_t c, int32_t h_in, int32_t w_in, int32_t kh,
+                                        int32_t kw, int32_t sh, int32_t sw, int32_t h_out, int32_t w_out,
+                                        int8_t* out) {
+  for (int32_t ch = 0; ch < c; ++ch) {
+    const int8_t* ic = in + ch * h_in * w_in;
+    for (int32_t y = 0; y < h_out; ++y) {
+      for (int32_t x = 0; x < w_out; ++x) {
+        int8_t best = -128;
+        for (int32_t ky = 0; ky < kh; ++ky)
+          for (int32_t kx = 0; kx < kw; ++kx) {
+            const int8_t v = ic[(y * sh + ky) * w_in + x * sw + kx];
+            if (v > best) best = v;
+          }
+        out[(ch * h_out + y) * w_out + x] = best;
+      }
+    }
   }
 }
 
