@@ -394,5 +394,69 @@ TEST(CortexM, TrainedTinyconvAgreesAndIsBitIdenticalInQemu) {
   }
 }
 
+// Strided, padded convolution (padding taps read the zero point: signed inputs make it
+// non-trivial), an overlapping max pool, bias-free dense: agreement and bit-exact in QEMU.
+TEST(CortexM, PaddedStridedConvIsBitIdenticalInQemu) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  auto rand_tensor = [&](Sizes s, double scale) {
+    Tensor t = Tensor::zeros(DType::f32, s);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, scale * u(rng));
+    return t;
+  };
+  train::ModelDef m;
+  m.name = "padded";
+  m.example_shape = {3, 9, 9};
+  m.classes = 6;
+  m.params = {{"c.weight", rand_tensor({4, 3, 3, 3}, 0.4)}, {"c.bias", rand_tensor({4}, 0.2)},
+              {"f.weight", rand_tensor({64, 6}, 0.3)}};
+  m.forward = [](OpBuilder& o, ValueId x, std::span<const ValueId> p, std::vector<ValueId>*) {
+    const Attrs conv{{"strides", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+    ValueId h = o.relu(o.op(Op::Conv2d, {x, p[0], p[1]}, conv));  // [B, 4, 5, 5]
+    h = o.op(Op::MaxPool2d, {h}, Attrs{{"kernel", std::vector<int64_t>{2, 2}}});  // stride 1: [B, 4, 4, 4]
+    h = o.reshape(h, {-1, 64});
+    return o.matmul(h, p[2]);
+  };
+  auto g = classifier_graph(m, {}, /*use_init=*/true);
+  ASSERT_TRUE(g.has_value()) << g.status().to_string();
+  auto fp = lower_for_cortex_m(*g);
+  ASSERT_TRUE(fp.has_value()) << fp.status().to_string();
+  ASSERT_EQ(fp->layers.size(), 3u);
+  EXPECT_EQ(fp->layers[0].geo.pt, 1);
+  EXPECT_EQ(fp->layers[0].geo.sh, 2);
+  EXPECT_EQ(fp->layers[1].geo.sh, 1);
+  auto q = quantize_program(*g, *fp, rand_tensor({300, 3 * 9 * 9}, 1.5));
+  ASSERT_TRUE(q.has_value()) << q.status().to_string();
+  EXPECT_GT(q->in_zp, -100);  // signed inputs: padding (real 0) is not the most negative code
+  const Tensor test = rand_tensor({200, 3 * 9 * 9}, 1.5);
+  auto outs = run_float(*g, *fp, test);
+  ASSERT_TRUE(outs.has_value()) << outs.status().to_string();
+  int agree = 0;
+  EmbeddedInputs ins;
+  std::vector<std::vector<int8_t>> want;
+  for (int64_t i = 0; i < 200; ++i) {
+    const float* fl = outs->back().data<float>() + i * 6;
+    auto xi = quantize_input(*q, std::span<const float>(test.data<float>() + i * 243, 243));
+    auto ql = run_reference(*q, xi);
+    agree += (std::max_element(fl, fl + 6) - fl) == rlx_mcu_argmax_s8(ql.data(), 6);
+    if (i < 8) {
+      ins.inputs.push_back(xi);
+      ins.labels.push_back(-1);
+      want.push_back(ql);
+    }
+  }
+  EXPECT_GE(agree, 180) << "of 200";
+  if (std::string why = toolchain_missing(); !why.empty()) GTEST_SKIP() << "Cortex-M toolchain missing: " << why;
+  const std::string dir = std::string(RLX_BINARY_DIR) + "/test-cortex-m/padded";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(emit_project(*q, ins, dir).is_ok());
+  for (const char* cpu : {"m3", "m4"}) {
+    auto r = build_and_run(dir, cpu);
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    ASSERT_EQ(r->logits.size(), want.size()) << r->output;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(r->logits[i], want[i]) << cpu << " input " << i;
+  }
+}
+
 }  // namespace
 }  // namespace rlx::targets::cortex_m
