@@ -87,15 +87,25 @@ static inline void rlx_mcu_conv2d_s8(const int8_t* in, int32_t c_in, int32_t h_i
     for (int32_t y = 0; y < h_out; ++y) {
       for (int32_t x = 0; x < w_out; ++x) {
         int32_t acc = bias[m];
-        for (int32_t c = 0; c < c_in; ++c) {
-          const int8_t* wc = w + ((m * c_in + c) * kh) * kw;
-          const int8_t* ic = in + c * h_in * w_in;
-          for (int32_t ky = 0; ky < kh; ++ky) {
-            const int32_t iy = y * sh + ky - pt;
-            for (int32_t kx = 0; kx < kw; ++kx) {
-              const int32_t ix = x * sw + kx - pl;
-              const int32_t v = (iy >= 0 && iy < h_in && ix >= 0 && ix < w_in) ? ic[iy * w_in + ix] : in_zp;
-              acc += v * wc[ky * kw + kx];
+        const int32_t y0 = y * sh - pt, x0 = x * sw - pl;
+        const int8_t* wc = w + m * c_in * kh * kw;
+        if (y0 >= 0 && y0 + kh <= h_in && x0 >= 0 && x0 + kw <= w_in) {
+          /* the window lies inside the input: no bounds checks */
+          for (int32_t c = 0; c < c_in; ++c) {
+            const int8_t* ip = in + (c * h_in + y0) * w_in + x0;
+            for (int32_t ky = 0; ky < kh; ++ky, ip += w_in, wc += kw)
+              for (int32_t kx = 0; kx < kw; ++kx) acc += (int32_t)ip[kx] * (int32_t)wc[kx];
+          }
+        } else {
+          for (int32_t c = 0; c < c_in; ++c) {
+            const int8_t* ic = in + c * h_in * w_in;
+            for (int32_t ky = 0; ky < kh; ++ky, wc += kw) {
+              const int32_t iy = y0 + ky;
+              for (int32_t kx = 0; kx < kw; ++kx) {
+                const int32_t ix = x0 + kx;
+                const int32_t v = (iy >= 0 && iy < h_in && ix >= 0 && ix < w_in) ? ic[iy * w_in + ix] : in_zp;
+                acc += v * (int32_t)wc[kx];
+              }
             }
           }
         }
