@@ -129,8 +129,50 @@ class Renderer {
   std::string nan_test(const std::string& a) const { return glsl() ? "isnan(" + a + ")" : "(" + a + " != " + a + ")"; }
   // an operand of a 64-bit integer helper (GLSL widens only explicitly)
   std::string wide(const std::string& a, DType t) const {
-    if (glsl() && t == DType::i32) return "rlx_i32_to_i64(" + a + ")";
+    if (glsl() && (t == DType::i32 || (packed(t) && (t == DType::i8 || t == DType::i16)))) return "rlx_i32_to_i64(" + a + ")";
     return glsl() ? std::string(is_unsigned_int(t) ? "uint64_t(" : "int64_t(") + a + ")" : a;
+  }
+  // OpenGL 4.5 GLSL has no 8/16-bit types: glsl_gl keeps bool, i8, u8 (4 a word) and i16,
+  // u16, f16, bf16 (2 a word) packed in uint buffers, computes them in int/uint (the gl
+  // prelude #defines int8_t to int and so on) and wraps each value to its width like C's
+  // assignment to a narrow type.
+  bool packed(DType t) const {
+    if (target_ != CTarget::glsl_gl) return false;
+    switch (t) {
+      case DType::boolean: case DType::i8: case DType::u8: case DType::i16: case DType::u16: case DType::f16: case DType::bf16:
+        return true;
+      default: return false;
+    }
+  }
+  static int packed_bits(DType t) { return dtype_bits(t); }
+  // the packed element `index` of `buffer` as int (i8, i16: sign-extended) or uint
+  std::string packed_load(int buffer, const std::string& index, DType t) const {
+    const int bits = packed_bits(t), per = 32 / bits;
+    const std::string word = "b" + std::to_string(buffer) + "[int((" + index + ") / " + std::to_string(per) + "l)]";
+    const std::string off = "int((" + index + ") % " + std::to_string(per) + "l) * " + std::to_string(bits);
+    if (t == DType::i8 || t == DType::i16) return "bitfieldExtract(int(" + word + "), " + off + ", " + std::to_string(bits) + ")";
+    return "bitfieldExtract(" + word + ", " + off + ", " + std::to_string(bits) + ")";
+  }
+  // a statement storing `value` (int or uint) into packed element `index`: the other elements
+  // of the word belong to other invocations, so its bits are cleared and set atomically
+  std::string packed_store(int buffer, const std::string& index, DType t, const std::string& value) const {
+    const int bits = packed_bits(t), per = 32 / bits;
+    const std::string mask = bits == 8 ? "0xffu" : "0xffffu";
+    const std::string b = "b" + std::to_string(buffer);
+    // the value first: it may read the element (an accumulating store), which the atomicAnd clears
+    return "{ uint rlx_v = uint(" + value + ") & " + mask + "; int rlx_w = int((" + index + ") / " + std::to_string(per) +
+           "l); uint rlx_s = uint((" + index + ") % " + std::to_string(per) + "l) * " + std::to_string(bits) + "u; atomicAnd(" +
+           b + "[rlx_w], ~(" + mask + " << rlx_s)); atomicOr(" + b + "[rlx_w], rlx_v << rlx_s); }";
+  }
+  // a value of small integer type `t` wrapped to its width (glsl_gl)
+  std::string wrap_small(const std::string& v, DType t) const {
+    switch (t) {
+      case DType::i8: return "bitfieldExtract(int(" + v + "), 0, 8)";
+      case DType::i16: return "bitfieldExtract(int(" + v + "), 0, 16)";
+      case DType::u8: return "(uint(" + v + ") & 0xffu)";
+      case DType::u16: return "(uint(" + v + ") & 0xffffu)";
+      default: return v;
+    }
   }
   // a buffer element: GLSL indexes with int
   std::string element(int buffer, int index) {
@@ -223,11 +265,15 @@ std::string Renderer::cast_expr(const std::string& v, DType from, DType to) {
       case DType::u64: return "rlx_f64_to_u64_sat(" + conv("double", v) + ")";
       default: {
         IntRange r = int_range(to);
-        return conv(ct(to), "rlx_f64_to_range_sat(" + conv("double", v) + ", " + r.lo + ", " + r.hi + ")");
+        // double literals: in GLSL a bare 4294967295.0 is a float (4294967296.0f), whose
+        // conversion to uint overflows (0 on llvmpipe's OpenGL)
+        const std::string d = glsl() ? "lf" : "";
+        return conv(ct(to), "rlx_f64_to_range_sat(" + conv("double", v) + ", " + r.lo + d + ", " + r.hi + d + ")");
       }
     }
   }
-  if (glsl() && from == DType::i32 && (to == DType::i64 || to == DType::u64))
+  if (glsl() && (from == DType::i32 || (packed(from) && (from == DType::i8 || from == DType::i16))) &&
+      (to == DType::i64 || to == DType::u64))
     return conv(ct(to), "rlx_i32_to_i64(" + v + ")");
   return conv(ct(to), v);
 }
@@ -340,7 +386,7 @@ Expected<std::string> Renderer::value_of(int i) {
   switch (e.kind) {
     case ExprKind::load: {
       const DType t = args_[e.buffer];
-      std::string acc = element(e.buffer, e.a);
+      std::string acc = packed(t) ? packed_load(e.buffer, ref(e.a), t) : element(e.buffer, e.a);
       if (t == DType::f16) return "rlx_f16_to_f32(" + acc + ")";
       if (t == DType::bf16) return "rlx_bf16_to_f32(" + acc + ")";
       if (t == DType::boolean) return glsl() ? "(" + acc + " != uint8_t(0))" : "(int)" + acc;
@@ -459,7 +505,7 @@ Status Renderer::emit_reduce(int i, int indent) {
   if (float_minmax) out_ << pad(indent) << "if (" << acc << "_nan) " << acc << " = NAN;\n";
   const std::string result = arg ? acc + "_i" : acc;
   const std::string value = glsl() && t == DType::boolean ? "(" + result + " != int64_t(0))" : conv(ct(t), result);
-  out_ << pad(indent) << ct(t) << " e" << i << " = " << value << ";\n";
+  out_ << pad(indent) << ct(t) << " e" << i << " = " << (packed(t) ? wrap_small(value, t) : value) << ";\n";
   return Status::ok();
 }
 
@@ -468,6 +514,7 @@ Status Renderer::emit_expr(int i, int indent) {
   if (e.kind == ExprKind::loop_var || e.kind == ExprKind::iconst || e.kind == ExprKind::fconst) return Status::ok();
   if (e.kind == ExprKind::reduce) return emit_reduce(i, indent);
   RLX_ASSIGN_OR_RETURN(std::string v, value_of(i));
+  if (packed(e.dtype) && e.kind != ExprKind::load) v = wrap_small(v, e.dtype);
   out_ << pad(indent) << ct(e.dtype) << " e" << i << " = " << v << ";\n";
   return Status::ok();
 }
@@ -489,6 +536,7 @@ Status Renderer::emit_glsl_signature(const std::string& symbol) {
   out_ << "// kernel " << symbol << "\nlayout(local_size_x = " << kGlslWorkgroupSize << ") in;\n";
   for (size_t a = 0; a < args_.size(); ++a) {
     RLX_ASSIGN_OR_RETURN(std::string st, storage_type(args_[a]));
+    if (packed(args_[a])) st = "uint";
     out_ << "layout(std430, binding = " << a << ") buffer RlxBuf" << a << " { " << st << " b" << a << "[]; };\n";
   }
   out_ << (vk ? "layout(push_constant) uniform RlxDomain { int64_t rows; int64_t cols; } rlx_domain;\n"
@@ -572,6 +620,16 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
     if (vt != t && !(is_float(vt) && is_float(t))) v = cast_expr(v, vt, t);
     std::string target = element(s.buffer, s.index);
     if (glsl() && is_float(vt) && is_float(t) && ct(vt) != ct(t)) v = conv(ct(t), v);
+    if (packed(t)) {  // glsl_gl: read-modify-write of the packed element
+      const std::string idx = ref(s.index), old = packed_load(s.buffer, idx, t);
+      std::string nv;
+      if (t == DType::f16) nv = s.accumulate ? "rlx_f32_to_f16(rlx_f16_to_f32(" + old + ") + " + v + ")" : "rlx_f32_to_f16(" + v + ")";
+      else if (t == DType::bf16) nv = s.accumulate ? "rlx_f32_to_bf16(rlx_bf16_to_f32(" + old + ") + " + v + ")" : "rlx_f32_to_bf16(" + v + ")";
+      else if (t == DType::boolean) nv = s.accumulate ? "(((" + old + ") != 0u) || (" + v + ") ? 1u : 0u)" : "((" + v + ") ? 1u : 0u)";
+      else nv = s.accumulate ? "(" + old + " + " + v + ")" : v;
+      out_ << "      " << packed_store(s.buffer, idx, t, nv) << "\n";
+      continue;
+    }
     if (s.accumulate) {
       if (t == DType::f16) {
         out_ << "      " << target << " = rlx_f32_to_f16(rlx_f16_to_f32(" << target << ") + " << v << ");\n";

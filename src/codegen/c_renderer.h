@@ -24,6 +24,10 @@ namespace rlx::codegen {
 // element in work groups of kGlslWorkgroupSize over a 2D grid of groups (the id is
 // x + y * groups_x * size), a serial kernel in invocation 0. glsl_vulkan takes the domain
 // size (int64 rows, cols) as push constants; glsl_gl as uniforms at locations 0 and 1.
+// OpenGL 4.5 GLSL has no 8/16-bit types, so glsl_gl declares buffers of bool, i8, u8, i16, u16,
+// f16 and bf16 as uint arrays with 4 (or 2) elements a word: loads use bitfieldExtract,
+// stores clear and set their bits with atomicAnd/atomicOr (neighbouring elements belong to
+// other invocations), and such values are computed in int/uint and wrapped to their width.
 enum class CTarget { host, opencl, cuda, glsl_vulkan, glsl_gl };
 
 // Work-group size (local_size_x) of shaders in the GLSL dialects.

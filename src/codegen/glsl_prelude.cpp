@@ -23,6 +23,11 @@ constexpr const char* kGlHeader = R"GLSL(#version 450
 #define RLX_GLSL_GL 1
 #define int32_t int
 #define uint32_t uint
+/* no 8/16-bit types: the renderer packs them in uint words and computes them in int/uint */
+#define int8_t int
+#define uint8_t uint
+#define int16_t int
+#define uint16_t uint
 )GLSL";
 
 constexpr const char* kPreludeBody = R"GLSL(
@@ -245,7 +250,9 @@ double rlx_pow_f64(double x, double y) {
   if (y == 0.0lf || x == 1.0lf) return 1.0lf;
   if (isnan(x) || isnan(y)) return double(NAN);
   double ax = abs(x), ay = abs(y);
-  bool yint = floor(y) == y;
+  /* an infinite y counts as an even integer, as in C; floor(inf) is NaN on llvmpipe's OpenGL
+     (its double floor is x - fract(x)), so it is tested first */
+  bool yint = isinf(y) || floor(y) == y;
   bool yodd = yint && ay < 9007199254740992.0lf && fract(ay * 0.5lf) != 0.0lf;
   bool neg = (unpackDouble2x32(x).y >> 31) != 0u;
   if (neg && ax != 0.0lf && !isinf(x) && !yint) return double(NAN);
@@ -395,7 +402,7 @@ double rlx_random_normal(uint64_t seed, uint64_t i, double mean, double std) {
 }
 )GLSL";
 
-// The 8/16-bit pieces exist only where the types do (Vulkan).
+// The f16/bf16 conversions and narrow saturating casts (on OpenGL over int/uint: see kGlHeader).
 constexpr const char* kSmallTypes = R"GLSL(
 /* ---------------------------------------------------------------- f16 / bf16 (exact) */
 float rlx_f16_to_f32(uint16_t h) {
@@ -486,7 +493,7 @@ Claim glsl_supports(const NodeDesc& n, const GlslCaps& caps) {
 }
 
 std::string glsl_prelude(CTarget target) {
-  if (target == CTarget::glsl_gl) return std::string(kGlHeader) + kPreludeBody;
+  if (target == CTarget::glsl_gl) return std::string(kGlHeader) + kPreludeBody + kSmallTypes;
   return std::string(kVulkanHeader) + kPreludeBody + kSmallTypes;
 }
 

@@ -17,7 +17,10 @@
 //
 // Vulkan: GL_EXT_shader_explicit_arithmetic_types plus 8/16-bit storage give int8_t..
 // uint64_t. OpenGL 4.5 core has no 8/16-bit types: the gl flavour maps the 64-bit names onto
-// GL_ARB_gpu_shader_int64 and the opengl device refuses 8/16-bit dtypes.
+// GL_ARB_gpu_shader_int64, #defines int8_t/uint8_t/int16_t/uint16_t to int/uint, and the
+// renderer keeps 8/16-bit buffers packed in uint words (loaded with bitfieldExtract, stored
+// with atomicAnd/atomicOr so neighbouring invocations do not clobber each other's bytes),
+// wrapping narrow integer values to their width.
 #pragma once
 
 #include <string>

@@ -16,6 +16,9 @@
 #ifdef RLX_HAVE_VULKAN
 #include "../backends/vulkan/vulkan_device.h"
 #endif
+#ifdef RLX_HAVE_OPENGL
+#include "../backends/opengl/opengl_device.h"
+#endif
 #include "rlx/device.h"
 
 namespace rlx {
@@ -50,12 +53,21 @@ std::shared_ptr<const Device> make_vulkan() {
 #endif
 }
 
+std::shared_ptr<const Device> make_opengl() {
+#ifdef RLX_HAVE_OPENGL
+  return opengl::make_opengl_device();
+#else
+  return null_device::make_unavailable_device("opengl", "rlx was built without EGL and OpenGL headers (install libegl-dev and libgl-dev, then rebuild)");
+#endif
+}
+
 const std::vector<Entry>& entries() {
   static const std::vector<Entry> e = {
       {"cpu", cpu::make_cpu_device},
       {"ref", ref::make_ref_device},
       {"opencl", make_opencl},
       {"vulkan", make_vulkan},
+      {"opengl", make_opengl},
       {"cuda", make_cuda},
       {"null", null_device::make_null_device},
   };

@@ -1,0 +1,228 @@
+#include "opengl_runtime.h"
+
+#include <EGL/eglext.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+namespace rlx::opengl {
+namespace {
+
+std::string egl_error_name(EGLint e) {
+  switch (e) {
+    case EGL_SUCCESS: return "EGL_SUCCESS";
+    case EGL_NOT_INITIALIZED: return "EGL_NOT_INITIALIZED";
+    case EGL_BAD_ACCESS: return "EGL_BAD_ACCESS";
+    case EGL_BAD_ALLOC: return "EGL_BAD_ALLOC";
+    case EGL_BAD_ATTRIBUTE: return "EGL_BAD_ATTRIBUTE";
+    case EGL_BAD_CONFIG: return "EGL_BAD_CONFIG";
+    case EGL_BAD_CONTEXT: return "EGL_BAD_CONTEXT";
+    case EGL_BAD_DISPLAY: return "EGL_BAD_DISPLAY";
+    case EGL_BAD_MATCH: return "EGL_BAD_MATCH";
+    case EGL_BAD_PARAMETER: return "EGL_BAD_PARAMETER";
+    default: return cat("EGL error 0x", std::hex, e);
+  }
+}
+
+std::string gl_error_name(GLenum e) {
+  const char* n = "GL error";
+  switch (e) {
+    case GL_INVALID_ENUM: n = "GL_INVALID_ENUM"; break;
+    case GL_INVALID_VALUE: n = "GL_INVALID_VALUE"; break;
+    case GL_INVALID_OPERATION: n = "GL_INVALID_OPERATION"; break;
+    case GL_OUT_OF_MEMORY: n = "GL_OUT_OF_MEMORY"; break;
+    case GL_INVALID_FRAMEBUFFER_OPERATION: n = "GL_INVALID_FRAMEBUFFER_OPERATION"; break;
+    default: break;
+  }
+  std::ostringstream s;
+  s << n << " (0x" << std::hex << e << ")";
+  return s.str();
+}
+
+bool has_word(const char* list, const char* word) {
+  if (!list) return false;
+  const size_t n = std::strlen(word);
+  for (const char* p = list; (p = std::strstr(p, word)) != nullptr; p += n)
+    if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
+  return false;
+}
+
+// The numbered source lines around the first error of a Mesa-style log ("0:123(45): error:").
+std::string excerpt(const std::string& src, const std::string& log) {
+  auto p = log.find("0:");
+  if (p == std::string::npos) return "";
+  const int line = std::atoi(log.c_str() + p + 2);
+  if (line <= 0) return "";
+  std::istringstream in(src);
+  std::string s, out;
+  for (int n = 1; std::getline(in, s); ++n)
+    if (n >= line - 3 && n <= line + 2) out += cat(n, n == line ? " >" : "  ", " ", s, "\n");
+  return out;
+}
+
+// A display with no window system: Mesa's surfaceless platform, else the first EGL device,
+// else the default display (which needs a window system on most drivers).
+Expected<EGLDisplay> open_display(std::string& how) {
+  const char* client = eglQueryString(EGL_NO_DISPLAY, EGL_EXTENSIONS);
+  auto get_platform = reinterpret_cast<PFNEGLGETPLATFORMDISPLAYEXTPROC>(eglGetProcAddress("eglGetPlatformDisplayEXT"));
+  if (get_platform && has_word(client, "EGL_MESA_platform_surfaceless")) {
+    EGLDisplay d = get_platform(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY, nullptr);
+    if (d != EGL_NO_DISPLAY && eglInitialize(d, nullptr, nullptr)) {
+      how = "EGL surfaceless";
+      return d;
+    }
+  }
+  auto query_devices = reinterpret_cast<PFNEGLQUERYDEVICESEXTPROC>(eglGetProcAddress("eglQueryDevicesEXT"));
+  if (get_platform && query_devices && has_word(client, "EGL_EXT_platform_device")) {
+    EGLDeviceEXT devs[8];
+    EGLint n = 0;
+    if (query_devices(8, devs, &n))
+      for (EGLint i = 0; i < n; ++i) {
+        EGLDisplay d = get_platform(EGL_PLATFORM_DEVICE_EXT, devs[i], nullptr);
+        if (d != EGL_NO_DISPLAY && eglInitialize(d, nullptr, nullptr)) {
+          how = "EGL device";
+          return d;
+        }
+      }
+  }
+  EGLDisplay d = eglGetDisplay(EGL_DEFAULT_DISPLAY);
+  if (d != EGL_NO_DISPLAY && eglInitialize(d, nullptr, nullptr)) {
+    how = "EGL default display";
+    return d;
+  }
+  return error(ErrorCode::unavailable, "no EGL display (", egl_error_name(eglGetError()),
+               "): neither the surfaceless nor the device platform initialized; on Debian install libegl-mesa0 and "
+               "libgl1-mesa-dri (llvmpipe runs OpenGL on the CPU), or a GPU vendor's driver");
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<Runtime>> Runtime::create() {
+  std::shared_ptr<Runtime> r(new Runtime());
+  std::string how;
+  RLX_ASSIGN_OR_RETURN(r->display_, open_display(how));
+  if (!eglBindAPI(EGL_OPENGL_API))
+    return error(ErrorCode::unavailable, "EGL has no desktop OpenGL API (", egl_error_name(eglGetError()), ")");
+  EGLConfig config = EGL_NO_CONFIG_KHR;
+  if (!has_word(eglQueryString(r->display_, EGL_EXTENSIONS), "EGL_KHR_no_config_context")) {
+    const EGLint want[] = {EGL_RENDERABLE_TYPE, EGL_OPENGL_BIT, EGL_NONE};
+    EGLint n = 0;
+    if (!eglChooseConfig(r->display_, want, &config, 1, &n) || n < 1)
+      return error(ErrorCode::unavailable, "EGL lists no OpenGL config (", egl_error_name(eglGetError()), ")");
+  }
+  // 4.5 core: the GLSL prelude is #version 450 and the runtime uses direct state access
+  const EGLint attrs[] = {EGL_CONTEXT_MAJOR_VERSION, 4, EGL_CONTEXT_MINOR_VERSION, 5, EGL_CONTEXT_OPENGL_PROFILE_MASK,
+                          EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT, EGL_NONE};
+  r->context_ = eglCreateContext(r->display_, config, EGL_NO_CONTEXT, attrs);
+  if (r->context_ == EGL_NO_CONTEXT)
+    return error(ErrorCode::unavailable, "no OpenGL 4.5 core context through ", how, " (", egl_error_name(eglGetError()),
+                 "); rlx needs OpenGL 4.5 compute shaders");
+  Gl& gl = r->gl_;
+#define RLX_GL_LOAD(type, name)                                                                       \
+  gl.name = reinterpret_cast<type>(eglGetProcAddress("gl" #name));                                    \
+  if (!gl.name) return error(ErrorCode::unavailable, "the OpenGL driver has no gl" #name);
+  RLX_GL_FUNCTIONS(RLX_GL_LOAD)
+#undef RLX_GL_LOAD
+  Lock lock(*r);
+  RLX_TRY(lock.status());
+  Caps& c = r->caps_;
+  GLint n_ext = 0;
+  gl.GetIntegerv(GL_NUM_EXTENSIONS, &n_ext);
+  std::vector<std::string> exts;
+  for (GLint i = 0; i < n_ext; ++i)
+    if (const GLubyte* e = gl.GetStringi(GL_EXTENSIONS, static_cast<GLuint>(i))) exts.emplace_back(reinterpret_cast<const char*>(e));
+  auto has = [&](const char* e) {
+    for (const std::string& x : exts)
+      if (x == e) return true;
+    return false;
+  };
+  GLint major = 0, minor = 0;
+  gl.GetIntegerv(GL_MAJOR_VERSION, &major);
+  gl.GetIntegerv(GL_MINOR_VERSION, &minor);
+  c.fp64 = major >= 4 || has("GL_ARB_gpu_shader_fp64");
+  c.int64 = has("GL_ARB_gpu_shader_int64");
+  gl.GetIntegerv(GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, &c.max_storage_blocks);
+  GLint block = 0;
+  gl.GetIntegerv(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &block);
+  c.max_block_bytes = static_cast<uint32_t>(block);  // GLint64 query would be better; Mesa caps it at 2^31-1
+  for (GLuint i = 0; i < 3; ++i) gl.GetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_COUNT, i, &c.max_groups[i]);
+  auto str = [&](GLenum e) {
+    const GLubyte* s = gl.GetString(e);
+    return s ? std::string(reinterpret_cast<const char*>(s)) : std::string("?");
+  };
+  if (major < 4 || (major == 4 && minor < 5))
+    return error(ErrorCode::unavailable, "the OpenGL context is ", major, ".", minor, " (", str(GL_RENDERER),
+                 "); rlx needs 4.5 core");
+  if (!c.int64)
+    return error(ErrorCode::unavailable, "the OpenGL driver (", str(GL_RENDERER),
+                 ") has no GL_ARB_gpu_shader_int64, which rlx's index math needs");
+  r->description_ = cat(str(GL_RENDERER), ", OpenGL ", str(GL_VERSION), " through ", how, ", ", c.max_storage_blocks,
+                        " storage blocks per shader", c.fp64 ? ", fp64" : "", ", int64, 8/16-bit types packed in 32-bit words, generated GLSL compute");
+  return r;
+}
+
+Runtime::Lock::Lock(Runtime& rt) : rt_(rt), lock_(rt.mu_) {
+  if (rt_.depth_++ > 0) return;
+  if (!eglMakeCurrent(rt_.display_, EGL_NO_SURFACE, EGL_NO_SURFACE, rt_.context_)) {
+    status_ = error(ErrorCode::runtime_error, "opengl: eglMakeCurrent failed (", egl_error_name(eglGetError()), ")");
+    return;
+  }
+  made_current_ = true;
+}
+
+Runtime::Lock::~Lock() {
+  if (--rt_.depth_ > 0) return;
+  // released so that another thread can make the context current next
+  if (made_current_) eglMakeCurrent(rt_.display_, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
+}
+
+Status Runtime::check(const std::string& what) const {
+  GLenum e = gl_.GetError();
+  if (e == GL_NO_ERROR) return Status::ok();
+  std::string more;
+  while (GLenum x = gl_.GetError()) {
+    if (x == GL_NO_ERROR) break;
+    more += ", " + gl_error_name(x);
+  }
+  return error(ErrorCode::runtime_error, "opengl: ", what, ": ", gl_error_name(e), more);
+}
+
+Expected<GLuint> Runtime::program(const std::string& glsl) {
+  auto it = programs_.find(glsl);
+  if (it != programs_.end()) return it->second;
+  const Gl& gl = gl_;
+  GLuint sh = gl.CreateShader(GL_COMPUTE_SHADER);
+  if (!sh) return error(ErrorCode::runtime_error, "opengl: glCreateShader(GL_COMPUTE_SHADER) failed");
+  const char* src = glsl.c_str();
+  gl.ShaderSource(sh, 1, &src, nullptr);
+  gl.CompileShader(sh);
+  GLint ok = 0, len = 0;
+  gl.GetShaderiv(sh, GL_COMPILE_STATUS, &ok);
+  if (!ok) {
+    gl.GetShaderiv(sh, GL_INFO_LOG_LENGTH, &len);
+    std::string log(static_cast<size_t>(std::max(len, 1)), '\0');
+    gl.GetShaderInfoLog(sh, len, nullptr, log.data());
+    gl.DeleteShader(sh);
+    return error(ErrorCode::runtime_error, "opengl: the compute shader did not compile:\n", log.c_str(), "\n",
+                 excerpt(glsl, log));
+  }
+  GLuint prog = gl.CreateProgram();
+  gl.AttachShader(prog, sh);
+  gl.LinkProgram(prog);
+  gl.DeleteShader(sh);  // stays alive while attached
+  gl.GetProgramiv(prog, GL_LINK_STATUS, &ok);
+  if (!ok) {
+    gl.GetProgramiv(prog, GL_INFO_LOG_LENGTH, &len);
+    std::string log(static_cast<size_t>(std::max(len, 1)), '\0');
+    gl.GetProgramInfoLog(prog, len, nullptr, log.data());
+    gl.DeleteProgram(prog);
+    return error(ErrorCode::runtime_error, "opengl: the compute program did not link:\n", log.c_str());
+  }
+  programs_[glsl] = prog;
+  return prog;
+}
+
+}  // namespace rlx::opengl
