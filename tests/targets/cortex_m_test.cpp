@@ -167,6 +167,7 @@ TEST(CortexM, UnsupportedOpsAreCompileErrorsNamingTheNode) {
   ASSERT_FALSE(fp.has_value());
   EXPECT_EQ(fp.status().code(), ErrorCode::illegal);
   const std::string& msg = fp.status().message();
+  std::printf("[ info ] the error:\n%s\n", msg.c_str());
   EXPECT_NE(msg.find("2 nodes cannot run on cortex-m"), std::string::npos) << msg;
   EXPECT_NE(msg.find("conv2d inputs f32[batch, 2, 6, 6], f32[2, 1, 3, 3]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("grouped and depthwise conv2d (group != 1) are not supported yet by the cortex-m target"),

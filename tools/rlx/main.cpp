@@ -43,7 +43,7 @@ const std::vector<Verb>& verbs() {
        cmd_train},
       {"codegen", "ahead-of-time C for a target: full-integer int8 inference on Cortex-M (QEMU-checked with --run)",
        "rlx codegen cortex-m MODEL.safetensors --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] [--seed S] "
-       "[--arch mlp] [--run]  (docs/targets.md)",
+       "[--arch mlp|tinyconv] [--run]  (docs/targets.md)",
        cmd_codegen},
   };
   return v;

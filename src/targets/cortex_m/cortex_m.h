@@ -1,7 +1,8 @@
 // targets/cortex_m: ahead-of-time code generation of full-integer int8 inference for Cortex-M
 // microcontrollers (docs/targets.md).
 //
-//   graph (f32, from a model builder)  --lower_for_cortex_m-->  FloatProgram (dense layers)
+//   graph (f32, from a model builder)  --lower_for_cortex_m-->  FloatProgram (dense, conv2d,
+//                                                                maxpool2d layers)
 //   FloatProgram + calibration images  --quantize_program---->  Int8Program (int8 weights, int32
 //                                                                biases, fixed-point multipliers)
 //   Int8Program                        --emit_project--------->  C sources, linker script, startup,
