@@ -102,8 +102,12 @@ struct Int8Program {
   std::vector<Int8Layer> layers;
   DispatchReport report;
   // Bytes of the static arena: two ping-pong activation buffers laid out back to back, each
-  // as large as the largest activation it holds (layer k reads buffer k % 2, writes the other).
+  // as large as the largest activation it holds (layer k reads buffer k % 2, writes the other),
+  // then the convolutions' window scratch.
   int64_t arena_bytes() const;
+  // Bytes of the scratch a convolution gathers one output pixel's window into (the largest
+  // c_in * kh * kw, rounded up to 4); 0 without convolutions.
+  int64_t scratch_bytes() const;
   // Bytes of ping-pong buffer b (0: the input and what layers 1, 3, ... write; 1: layers 0, 2, ...).
   int64_t buffer_bytes(int b) const;
 };

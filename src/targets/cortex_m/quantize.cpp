@@ -69,7 +69,14 @@ int64_t Int8Program::buffer_bytes(int b) const {
   return bytes;
 }
 
-int64_t Int8Program::arena_bytes() const { return buffer_bytes(0) + buffer_bytes(1); }
+int64_t Int8Program::scratch_bytes() const {
+  int64_t taps = 0;
+  for (const Int8Layer& L : layers)
+    if (L.kind == LayerKind::conv2d) taps = std::max<int64_t>(taps, int64_t{L.geo.c_in} * L.geo.kh * L.geo.kw);
+  return (taps + 3) / 4 * 4;
+}
+
+int64_t Int8Program::arena_bytes() const { return buffer_bytes(0) + buffer_bytes(1) + scratch_bytes(); }
 
 Expected<Int8Program> quantize_program(const Graph& g, const FloatProgram& p, const Tensor& calib_images,
                                        const std::string& device) {
@@ -162,7 +169,7 @@ std::vector<int8_t> quantize_input(const Int8Program& p, std::span<const float> 
 }
 
 std::vector<int8_t> run_reference(const Int8Program& p, std::span<const int8_t> input) {
-  std::vector<int8_t> a(input.begin(), input.end()), b;
+  std::vector<int8_t> a(input.begin(), input.end()), b, col(static_cast<size_t>(p.scratch_bytes()));
   a.resize(static_cast<size_t>(p.n_in), static_cast<int8_t>(p.in_zp));  // a short input reads as zeros
   for (const Int8Layer& L : p.layers) {
     b.assign(static_cast<size_t>(L.n_out), 0);
@@ -175,7 +182,7 @@ std::vector<int8_t> run_reference(const Int8Program& p, std::span<const int8_t> 
       case LayerKind::conv2d:
         rlx_mcu_conv2d_s8(a.data(), c.c_in, c.h_in, c.w_in, L.in_zp, L.w.data(), c.c_out, c.kh, c.kw, c.sh, c.sw, c.pt, c.pl,
                           L.bias.data(), L.mult.data(), L.shift.data(), c.h_out, c.w_out, L.out_zp, L.act_min, L.act_max,
-                          b.data());
+                          col.data(), b.data());
         break;
       case LayerKind::maxpool2d:
         rlx_mcu_maxpool2d_s8(a.data(), c.c_in, c.h_in, c.w_in, c.kh, c.kw, c.sh, c.sw, c.h_out, c.w_out, b.data());

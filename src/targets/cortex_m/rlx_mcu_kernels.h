@@ -76,39 +76,42 @@ static inline void rlx_mcu_dense_s8(const int8_t* in, int32_t n_in, const int8_t
 
 /* One quantized NCHW convolution (group 1, dilation 1): for output channel m and pixel (y, x),
  * out = requantize(bias[m] + sum_{c,ky,kx} in[c][y*sh+ky-pt][x*sw+kx-pl] * w[m][c][ky][kx]).
- * A tap outside the input reads in_zp (the quantized 0), which is what the folded bias
- * (bias - in_zp * sum w[m]) expects of every tap. w is [c_out][c_in][kh][kw]. */
+ * Each pixel's window is first gathered into `col` (c_in * kh * kw bytes of scratch, in the
+ * weights' [c][ky][kx] order), then every output channel is one rlx_mcu_dot_s8 of it, so the
+ * M4 gets its SMLAD path and the gather is shared by all channels. A tap outside the input
+ * reads in_zp (the quantized 0), which is what the folded bias (bias - in_zp * sum w[m])
+ * expects of every tap. w is [c_out][c_in][kh][kw]. */
 static inline void rlx_mcu_conv2d_s8(const int8_t* in, int32_t c_in, int32_t h_in, int32_t w_in, int32_t in_zp,
                                      const int8_t* w, int32_t c_out, int32_t kh, int32_t kw, int32_t sh, int32_t sw,
                                      int32_t pt, int32_t pl, const int32_t* bias, const int32_t* mult,
                                      const int32_t* shift, int32_t h_out, int32_t w_out, int32_t out_zp,
-                                     int32_t act_min, int32_t act_max, int8_t* out) {
-  for (int32_t m = 0; m < c_out; ++m) {
-    for (int32_t y = 0; y < h_out; ++y) {
-      for (int32_t x = 0; x < w_out; ++x) {
-        int32_t acc = bias[m];
-        const int32_t y0 = y * sh - pt, x0 = x * sw - pl;
-        const int8_t* wc = w + m * c_in * kh * kw;
-        if (y0 >= 0 && y0 + kh <= h_in && x0 >= 0 && x0 + kw <= w_in) {
-          /* the window lies inside the input: no bounds checks */
-          for (int32_t c = 0; c < c_in; ++c) {
-            const int8_t* ip = in + (c * h_in + y0) * w_in + x0;
-            for (int32_t ky = 0; ky < kh; ++ky, ip += w_in, wc += kw)
-              for (int32_t kx = 0; kx < kw; ++kx) acc += (int32_t)ip[kx] * (int32_t)wc[kx];
-          }
-        } else {
-          for (int32_t c = 0; c < c_in; ++c) {
-            const int8_t* ic = in + c * h_in * w_in;
-            for (int32_t ky = 0; ky < kh; ++ky, wc += kw) {
-              const int32_t iy = y0 + ky;
-              for (int32_t kx = 0; kx < kw; ++kx) {
-                const int32_t ix = x0 + kx;
-                const int32_t v = (iy >= 0 && iy < h_in && ix >= 0 && ix < w_in) ? ic[iy * w_in + ix] : in_zp;
-                acc += v * (int32_t)wc[kx];
-              }
+                                     int32_t act_min, int32_t act_max, int8_t* col, int8_t* out) {
+  const int32_t taps = c_in * kh * kw;
+  for (int32_t y = 0; y < h_out; ++y) {
+    for (int32_t x = 0; x < w_out; ++x) {
+      const int32_t y0 = y * sh - pt, x0 = x * sw - pl;
+      int8_t* cp = col;
+      if (y0 >= 0 && y0 + kh <= h_in && x0 >= 0 && x0 + kw <= w_in) {
+        /* the window lies inside the input: no bounds checks */
+        for (int32_t c = 0; c < c_in; ++c) {
+          const int8_t* ip = in + (c * h_in + y0) * w_in + x0;
+          for (int32_t ky = 0; ky < kh; ++ky, ip += w_in)
+            for (int32_t kx = 0; kx < kw; ++kx) *cp++ = ip[kx];
+        }
+      } else {
+        for (int32_t c = 0; c < c_in; ++c) {
+          const int8_t* ic = in + c * h_in * w_in;
+          for (int32_t ky = 0; ky < kh; ++ky) {
+            const int32_t iy = y0 + ky;
+            for (int32_t kx = 0; kx < kw; ++kx) {
+              const int32_t ix = x0 + kx;
+              *cp++ = (iy >= 0 && iy < h_in && ix >= 0 && ix < w_in) ? ic[iy * w_in + ix] : (int8_t)in_zp;
             }
           }
         }
+      }
+      for (int32_t m = 0; m < c_out; ++m) {
+        const int32_t acc = bias[m] + rlx_mcu_dot_s8(col, w + m * taps, taps);
         out[(m * h_out + y) * w_out + x] = rlx_mcu_requantize(acc, mult[m], shift[m], out_zp, act_min, act_max);
       }
     }
