@@ -23,18 +23,19 @@ std::string temp(const std::string& name) {
   return d + "/" + name;
 }
 
-// The model's seeded initial weights saved as `rlx train --save` does.
-std::string save_model(const std::string& arch) {
+// The model's seeded initial weights saved as `rlx train --save` does (one file per test:
+// CTest may run the tests at the same time).
+std::string save_model(const std::string& arch, const std::string& test) {
   auto m = rlx::train::mnist_model(arch, 4);
   std::vector<std::pair<std::string, rlx::Tensor>> ts;
   for (const auto& p : m->params) ts.push_back({p.name, p.init});
-  const std::string path = temp(arch + ".safetensors");
+  const std::string path = temp(test + "_" + arch + ".safetensors");
   EXPECT_TRUE(rlx::safetensors::save(path, ts, {{"arch", arch}}).is_ok());
   return path;
 }
 
 TEST(CodegenCli, MlpProjectWithReport) {
-  const std::string model = save_model("mlp"), out = temp("mlp_out");
+  const std::string model = save_model("mlp", "project"), out = temp("mlp_out");
   std::filesystem::remove_all(out);
   const std::string why = rlx::targets::cortex_m::toolchain_missing();
   if (!why.empty()) std::printf("[ info ] not running the project in QEMU: %s\n", why.c_str());
@@ -58,7 +59,7 @@ TEST(CodegenCli, MlpProjectWithReport) {
 
 // --data DIR reads MNIST IDX files (here the synthetic set written in that format).
 TEST(CodegenCli, CalibratesFromIdxFiles) {
-  const std::string model = save_model("mlp"), data = temp("idx"), out = temp("idx_out");
+  const std::string model = save_model("mlp", "idx"), data = temp("idx"), out = temp("idx_out");
   ASSERT_TRUE(rlx::train::write_mnist(data, rlx::train::synthetic_mnist(300, 40, 9)).is_ok());
   Result r = rlx("codegen cortex-m " + model + " --out " + out + " --data " + data + " --calib 300 --eval 40 --inputs 5");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -71,7 +72,7 @@ TEST(CodegenCli, CalibratesFromIdxFiles) {
 }
 
 TEST(CodegenCli, TinyconvProject) {
-  const std::string model = save_model("tinyconv"), out = temp("tc_out");
+  const std::string model = save_model("tinyconv", "project"), out = temp("tc_out");
   std::filesystem::remove_all(out);
   const bool run = rlx::targets::cortex_m::toolchain_missing().empty();
   Result r = rlx("codegen cortex-m " + model + " --out " + out + " --calib 50 --eval 50 --inputs 2" + (run ? " --run" : ""));
