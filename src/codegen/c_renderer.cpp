@@ -99,8 +99,9 @@ IntRange int_range(DType t) {
 
 class Renderer {
  public:
-  Renderer(const kir::GeneratedKernel& k, const std::vector<DType>& args, CTarget target)
-      : k_(k), args_(args), target_(target) {}
+  Renderer(const kir::GeneratedKernel& k, const std::vector<DType>& args, CTarget target,
+           const std::vector<GlslArgPlace>& places)
+      : k_(k), args_(args), target_(target), places_(places) {}
   Expected<std::string> render(const std::string& symbol);
 
  private:
@@ -145,11 +146,18 @@ class Renderer {
     }
   }
   static int packed_bits(DType t) { return dtype_bits(t); }
+  // the array holding argument `a` and an element index of it there
+  std::string arr(int a) const { return "b" + std::to_string(places_.empty() ? a : places_[a].binding); }
+  std::string placed(int a, const std::string& index) const {
+    if (places_.empty() || places_[a].offset == 0) return index;
+    return "(" + index + " + " + std::to_string(places_[a].offset) + "l)";
+  }
   // the packed element `index` of `buffer` as int (i8, i16: sign-extended) or uint
   std::string packed_load(int buffer, const std::string& index, DType t) const {
     const int bits = packed_bits(t), per = 32 / bits;
-    const std::string word = "b" + std::to_string(buffer) + "[int((" + index + ") / " + std::to_string(per) + "l)]";
-    const std::string off = "int((" + index + ") % " + std::to_string(per) + "l) * " + std::to_string(bits);
+    const std::string at = placed(buffer, index);
+    const std::string word = arr(buffer) + "[int((" + at + ") / " + std::to_string(per) + "l)]";
+    const std::string off = "int((" + at + ") % " + std::to_string(per) + "l) * " + std::to_string(bits);
     if (t == DType::i8 || t == DType::i16) return "bitfieldExtract(int(" + word + "), " + off + ", " + std::to_string(bits) + ")";
     return "bitfieldExtract(" + word + ", " + off + ", " + std::to_string(bits) + ")";
   }
@@ -158,7 +166,7 @@ class Renderer {
   std::string packed_store(int buffer, const std::string& index, DType t, const std::string& value) const {
     const int bits = packed_bits(t), per = 32 / bits;
     const std::string mask = bits == 8 ? "0xffu" : "0xffffu";
-    const std::string b = "b" + std::to_string(buffer);
+    const std::string b = arr(buffer);
     // the value first: it may read the element (an accumulating store), which the atomicAnd clears
     return "{ uint rlx_v = uint(" + value + ") & " + mask + "; int rlx_w = int((" + index + ") / " + std::to_string(per) +
            "l); uint rlx_s = uint((" + index + ") % " + std::to_string(per) + "l) * " + std::to_string(bits) + "u; atomicAnd(" +
@@ -176,7 +184,8 @@ class Renderer {
   }
   // a buffer element: GLSL indexes with int
   std::string element(int buffer, int index) {
-    return "b" + std::to_string(buffer) + "[" + (glsl() ? "int(" + ref(index) + ")" : ref(index)) + "]";
+    if (!glsl()) return "b" + std::to_string(buffer) + "[" + ref(index) + "]";
+    return arr(buffer) + "[int(" + placed(buffer, ref(index)) + ")]";
   }
   Expected<std::string> unary(const Expr& e);
   Expected<std::string> binary(const Expr& e);
@@ -190,6 +199,7 @@ class Renderer {
   const kir::GeneratedKernel& k_;
   const std::vector<DType>& args_;
   const CTarget target_;
+  const std::vector<GlslArgPlace>& places_;  // GLSL: where each argument lives (empty: a at binding a)
   std::ostringstream out_;
   // Regions: 0 = function top, 1 = row, 2 = column, 3 + r = inside reduce expr r's loops.
   std::vector<int> home_;
@@ -534,10 +544,16 @@ Status Renderer::emit_region(int region, int indent) {
 Status Renderer::emit_glsl_signature(const std::string& symbol) {
   const bool vk = target_ == CTarget::glsl_vulkan;
   out_ << "// kernel " << symbol << "\nlayout(local_size_x = " << kGlslWorkgroupSize << ") in;\n";
+  std::vector<char> declared(args_.size(), 0);
   for (size_t a = 0; a < args_.size(); ++a) {
+    const int bind = places_.empty() ? static_cast<int>(a) : places_[a].binding;
+    if (bind < 0 || bind >= static_cast<int>(args_.size()))
+      return error(ErrorCode::internal, "GLSL renderer: argument ", a, " placed at binding ", bind);
+    if (declared[bind]) continue;  // arguments sharing a binding share its dtype
+    declared[bind] = 1;
     RLX_ASSIGN_OR_RETURN(std::string st, storage_type(args_[a]));
     if (packed(args_[a])) st = "uint";
-    out_ << "layout(std430, binding = " << a << ") buffer RlxBuf" << a << " { " << st << " b" << a << "[]; };\n";
+    out_ << "layout(std430, binding = " << bind << ") buffer RlxBuf" << bind << " { " << st << " b" << bind << "[]; };\n";
   }
   out_ << (vk ? "layout(push_constant) uniform RlxDomain { int64_t rows; int64_t cols; } rlx_domain;\n"
               : "layout(location = 0) uniform int64_t rlx_rows;\nlayout(location = 1) uniform int64_t rlx_cols;\n");
@@ -658,8 +674,11 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
 }  // namespace
 
 Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes,
-                                      const std::string& symbol, CTarget target) {
-  Renderer r(k, arg_dtypes, target);
+                                      const std::string& symbol, CTarget target,
+                                      const std::vector<GlslArgPlace>& places) {
+  if (!places.empty() && places.size() != arg_dtypes.size())
+    return error(ErrorCode::internal, "render_c_kernel: ", places.size(), " argument places for ", arg_dtypes.size(), " arguments");
+  Renderer r(k, arg_dtypes, target, places);
   return r.render(symbol);
 }
 

@@ -33,10 +33,21 @@ enum class CTarget { host, opencl, cuda, glsl_vulkan, glsl_gl };
 // Work-group size (local_size_x) of shaders in the GLSL dialects.
 inline constexpr int kGlslWorkgroupSize = 64;
 
+// Where a GLSL kernel finds buffer argument i: storage buffer `binding`, from element
+// `offset` on. Arguments of one dtype may share a binding: a device with few storage blocks
+// (OpenGL on llvmpipe has 16) packs a kernel's read-only constants into one buffer.
+struct GlslArgPlace {
+  int binding = 0;
+  int64_t offset = 0;
+};
+
 // The C function for one kernel. `arg_dtypes[i]` is the element type of the kernel's i-th
 // buffer argument. Returns unsupported for dtypes the C renderer does not handle (c64).
+// `places` (GLSL dialects only; empty: argument i at binding i, offset 0) says where each
+// argument lives.
 Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes,
-                                      const std::string& symbol, CTarget target = CTarget::host);
+                                      const std::string& symbol, CTarget target = CTarget::host,
+                                      const std::vector<GlslArgPlace>& places = {});
 
 // Whether generated code in either dialect computes strict primitive `n`: every dtype but c64
 // (no complex arithmetic yet) and packed i4/u4 outside weights and constants.

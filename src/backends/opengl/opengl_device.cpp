@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <mutex>
 
 #include "../../codegen/c_renderer.h"
@@ -44,7 +46,7 @@ class OpenGlExecutable final : public Executable {
   ~OpenGlExecutable() override {
     Runtime::Lock lock(*rt_);
     if (!lock.status()) return;  // no context: the buffers go with the process
-    std::vector<GLuint> owned;
+    std::vector<GLuint> owned = packed_;
     for (size_t i = 0; i < mem_.size(); ++i)
       if (owns_[i] && mem_[i]) owned.push_back(mem_[i]);
     if (!owned.empty()) rt_->gl().DeleteBuffers(static_cast<GLsizei>(owned.size()), owned.data());
@@ -60,6 +62,7 @@ class OpenGlExecutable final : public Executable {
     return b;
   }
   Status create_buffers(const Graph& g);
+  Expected<std::vector<codegen::GlslArgPlace>> pack_constants(const kir::GeneratedKernel& k, std::vector<GLuint>& bindings);
   Status build_steps();
   void groups_for(int64_t invocations, GLuint out[3]) const;
   std::vector<std::pair<GLint, int64_t>> uniforms(GLuint program, std::initializer_list<const char*> names,
@@ -69,6 +72,7 @@ class OpenGlExecutable final : public Executable {
   kir::KernelProgram prog_;
   std::vector<GLuint> mem_;  // per kernel-level buffer (a view holds its target's name)
   std::vector<char> owns_;
+  std::vector<GLuint> packed_;  // buffers of constants packed together for one kernel
   std::vector<Step> steps_;
   ExecStats stats_;
   std::mutex mu_;
@@ -154,20 +158,76 @@ Status OpenGlExecutable::create_buffers(const Graph& g) {
   return Status::ok();
 }
 
+// A kernel with more buffers than the driver's storage blocks (llvmpipe has 16; an unrolled
+// window reduction reads one constant index buffer per tap) gets its constants of each dtype
+// copied into one buffer, each at its own element offset. `bindings` receives the buffer of
+// each binding; the result is where each argument lives.
+Expected<std::vector<codegen::GlslArgPlace>> OpenGlExecutable::pack_constants(const kir::GeneratedKernel& k,
+                                                                              std::vector<GLuint>& bindings) {
+  const int max_blocks = rt_->caps().max_storage_blocks;
+  std::vector<codegen::GlslArgPlace> places(k.args.size());
+  std::map<DType, std::vector<size_t>> groups;  // constant arguments by dtype
+  for (size_t a = 0; a < k.args.size(); ++a) {
+    const kir::Buffer& b = prog_.buffers[root(k.args[a])];
+    if (b.kind == kir::BufferKind::constant && b.bytes() > 0) groups[prog_.buffers[k.args[a]].dtype].push_back(a);
+  }
+  bindings.clear();
+  std::vector<char> placed(k.args.size(), 0);
+  for (auto& [dt, args] : groups) {
+    if (args.size() < 2) continue;
+    // whole words per piece, so that packed 8/16-bit elements never straddle two pieces
+    const size_t align = std::max<size_t>(4, dtype_bits(dt) / 8);
+    size_t total = 0;
+    std::vector<size_t> at;
+    for (size_t a : args) {
+      at.push_back(total);
+      total += (prog_.buffers[root(k.args[a])].bytes() + align - 1) / align * align;
+    }
+    std::vector<uint8_t> bytes(total, 0);
+    for (size_t j = 0; j < args.size(); ++j) {
+      const kir::Buffer& b = prog_.buffers[root(k.args[args[j]])];
+      std::memcpy(bytes.data() + at[j], b.data.bytes(), b.bytes());
+      places[args[j]] = {static_cast<int>(bindings.size()), static_cast<int64_t>(at[j] * 8 / dtype_bits(dt))};
+      placed[args[j]] = 1;
+    }
+    const Gl& gl = rt_->gl();
+    GLuint name = 0;
+    gl.CreateBuffers(1, &name);
+    gl.NamedBufferStorage(name, static_cast<GLsizeiptr>(total), bytes.data(), 0);
+    packed_.push_back(name);
+    RLX_TRY(rt_->check(cat("packing the constants of kernel ", k.name, " (", total, " bytes)")));
+    bindings.push_back(name);
+  }
+  for (size_t a = 0; a < k.args.size(); ++a) {
+    if (placed[a]) continue;
+    places[a] = {static_cast<int>(bindings.size()), 0};
+    bindings.push_back(mem_[k.args[a]]);
+  }
+  if (static_cast<int>(bindings.size()) > max_blocks)
+    return error(ErrorCode::unsupported, "opengl: kernel ", k.name, " reads and writes ", k.args.size(), " buffers (",
+                 bindings.size(), " with its constants packed together), more than the ", max_blocks,
+                 " storage blocks a compute shader may bind on this driver");
+  return places;
+}
+
 Status OpenGlExecutable::build_steps() {
   // programs: one shader per generated kernel, the shared GEMM shader for native dots
   const std::string prelude = codegen::glsl_prelude(codegen::CTarget::glsl_gl);
   if (std::getenv("RLX_DUMP_GLSL")) std::fprintf(stderr, "%s\n", prog_.to_text().c_str());
   const int max_blocks = rt_->caps().max_storage_blocks;
   std::vector<GLuint> gen(prog_.generated.size(), 0);
+  std::vector<std::vector<GLuint>> gen_bindings(prog_.generated.size());
   for (size_t i = 0; i < prog_.generated.size(); ++i) {
     const kir::GeneratedKernel& k = prog_.generated[i];
-    if (static_cast<int>(k.args.size()) > max_blocks)
-      return error(ErrorCode::unsupported, "opengl: kernel ", k.name, " reads and writes ", k.args.size(),
-                   " buffers, more than the ", max_blocks, " storage blocks a compute shader may bind on this driver");
+    std::vector<codegen::GlslArgPlace> places;
+    if (static_cast<int>(k.args.size()) > max_blocks) {
+      RLX_ASSIGN_OR_RETURN(places, pack_constants(k, gen_bindings[i]));
+    } else {
+      for (int b : k.args) gen_bindings[i].push_back(mem_[b]);
+    }
     std::vector<DType> dts;
     for (int b : k.args) dts.push_back(prog_.buffers[b].dtype);
-    RLX_ASSIGN_OR_RETURN(std::string body, codegen::render_c_kernel(k, dts, "rlx_" + k.name, codegen::CTarget::glsl_gl));
+    RLX_ASSIGN_OR_RETURN(std::string body, codegen::render_c_kernel(k, dts, "rlx_" + k.name, codegen::CTarget::glsl_gl, places));
     if (std::getenv("RLX_DUMP_GLSL")) std::fprintf(stderr, "%s\n", body.c_str());  // the kernel, without the prelude
     auto p = rt_->program(prelude + body);
     if (!p) return error(p.status().code(), "kernel ", k.name, ": ", p.status().message());
@@ -201,7 +261,7 @@ Status OpenGlExecutable::build_steps() {
     } else {
       const kir::GeneratedKernel& k = prog_.generated[s.index];
       st.program = gen[s.index];
-      for (int b : k.args) st.bindings.push_back(mem_[b]);
+      st.bindings = gen_bindings[s.index];
       const int64_t v[2] = {k.rows(), k.cols()};
       st.uniforms = uniforms(st.program, {"rlx_rows", "rlx_cols"}, v);
       // a copy onto the same memory (a donated buffer) is nothing to do
