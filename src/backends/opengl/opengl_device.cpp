@@ -27,11 +27,19 @@ Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n) {
   return cpu::plan_contraction(n.op, n.attrs, n.inputs, n.outputs);
 }
 
+// A storage-buffer binding: a whole buffer (size 0) or a range of one (an intermediate in the
+// arena).
+struct Binding {
+  GLuint buffer = 0;
+  GLintptr offset = 0;
+  GLsizeiptr size = 0;
+};
+
 // One glDispatchCompute: the program, its storage buffers by binding, its int64 uniforms
 // (location, value; locations the driver dropped as unused are left out) and the group count.
 struct Step {
   GLuint program = 0;
-  std::vector<GLuint> bindings;
+  std::vector<Binding> bindings;
   std::vector<std::pair<GLint, int64_t>> uniforms;
   GLuint groups[3] = {0, 0, 0};  // 0 anywhere: nothing to run
 };
@@ -47,6 +55,7 @@ class OpenGlExecutable final : public Executable {
     Runtime::Lock lock(*rt_);
     if (!lock.status()) return;  // no context: the buffers go with the process
     std::vector<GLuint> owned = packed_;
+    if (arena_) owned.push_back(arena_);
     for (size_t i = 0; i < mem_.size(); ++i)
       if (owns_[i] && mem_[i]) owned.push_back(mem_[i]);
     if (!owned.empty()) rt_->gl().DeleteBuffers(static_cast<GLsizei>(owned.size()), owned.data());
@@ -62,7 +71,13 @@ class OpenGlExecutable final : public Executable {
     return b;
   }
   Status create_buffers(const Graph& g);
-  Expected<std::vector<codegen::GlslArgPlace>> pack_constants(const kir::GeneratedKernel& k, std::vector<GLuint>& bindings);
+  Expected<std::vector<codegen::GlslArgPlace>> place_arguments(const kir::GeneratedKernel& k, std::vector<Binding>& bindings);
+  // where buffer `b` (or the buffer it views) lives
+  Binding bind_of(int b) const {
+    const int r = root(b);
+    if (off_[r] < 0) return {mem_[r], 0, 0};
+    return {mem_[r], static_cast<GLintptr>(off_[r]), static_cast<GLsizeiptr>((prog_.buffers[r].bytes() + 3) / 4 * 4)};
+  }
   Status build_steps();
   void groups_for(int64_t invocations, GLuint out[3]) const;
   std::vector<std::pair<GLint, int64_t>> uniforms(GLuint program, std::initializer_list<const char*> names,
@@ -71,7 +86,9 @@ class OpenGlExecutable final : public Executable {
   std::shared_ptr<Runtime> rt_;
   kir::KernelProgram prog_;
   std::vector<GLuint> mem_;  // per kernel-level buffer (a view holds its target's name)
+  std::vector<int64_t> off_;  // byte offset of an intermediate in the arena; -1: a buffer of its own
   std::vector<char> owns_;
+  GLuint arena_ = 0;  // the intermediates at the memory planner's offsets
   std::vector<GLuint> packed_;  // buffers of constants packed together for one kernel
   std::vector<Step> steps_;
   ExecStats stats_;
@@ -119,10 +136,32 @@ Status OpenGlExecutable::create_buffers(const Graph& g) {
   const Gl& gl = rt_->gl();
   const size_t nb = prog_.buffers.size();
   mem_.assign(nb, 0);
+  off_.assign(nb, -1);
   owns_.assign(nb, 0);
+  // Intermediates live in one arena at the planner's offsets (where the driver can bind a
+  // range there): one buffer for all of them, and a kernel over the storage-block limit can
+  // reach all of one dtype through one binding (place_arguments).
+  const int64_t align = rt_->caps().storage_align;
+  for (size_t i = 0; i < nb; ++i) {
+    const kir::Buffer& b = prog_.buffers[i];
+    if (b.alias_of >= 0 || b.kind != kir::BufferKind::intermediate || b.bytes() == 0 || b.arena_offset < 0 ||
+        b.arena_offset % align != 0 || b.arena_offset + static_cast<int64_t>(b.bytes()) > static_cast<int64_t>(prog_.arena_bytes))
+      continue;
+    off_[i] = b.arena_offset;
+  }
+  if (std::any_of(off_.begin(), off_.end(), [](int64_t o) { return o >= 0; })) {
+    gl.CreateBuffers(1, &arena_);
+    gl.NamedBufferStorage(arena_, static_cast<GLsizeiptr>((prog_.arena_bytes + 3) / 4 * 4), nullptr, GL_DYNAMIC_STORAGE_BIT);
+    RLX_TRY(rt_->check(cat("allocating the arena (", prog_.arena_bytes, " bytes)")));
+    stats_.arena_bytes = prog_.arena_bytes;
+  }
   for (size_t i = 0; i < nb; ++i) {
     const kir::Buffer& b = prog_.buffers[i];
     if (b.alias_of >= 0) continue;
+    if (off_[i] >= 0) {
+      mem_[i] = arena_;
+      continue;
+    }
     const std::string what = cat("buffer b", i, b.name.empty() ? "" : " '" + b.name + "'");
     if (static_cast<int64_t>(b.bytes()) > rt_->caps().max_block_bytes)
       return error(ErrorCode::unsupported, "opengl: ", what, " is ", b.bytes(), " bytes, more than the ",
@@ -139,8 +178,6 @@ Status OpenGlExecutable::create_buffers(const Graph& g) {
       stats_.weight_bytes += b.bytes();
     } else if (b.kind == kir::BufferKind::constant) {
       data = b.data.bytes();
-    } else if (b.kind == kir::BufferKind::intermediate) {
-      stats_.arena_bytes += b.bytes();
     }
     GLuint name = 0;
     gl.CreateBuffers(1, &name);
@@ -159,11 +196,13 @@ Status OpenGlExecutable::create_buffers(const Graph& g) {
 }
 
 // A kernel with more buffers than the driver's storage blocks (llvmpipe has 16; an unrolled
-// window reduction reads one constant index buffer per tap) gets its constants of each dtype
-// copied into one buffer, each at its own element offset. `bindings` receives the buffer of
-// each binding; the result is where each argument lives.
-Expected<std::vector<codegen::GlslArgPlace>> OpenGlExecutable::pack_constants(const kir::GeneratedKernel& k,
-                                                                              std::vector<GLuint>& bindings) {
+// window reduction reads one constant index buffer per tap, a fused residual chain reads the
+// output of every layer) reaches its arena intermediates of each dtype through one binding of
+// the whole arena, and gets its constants of each dtype copied into one buffer, each argument
+// at its own element offset. `bindings` receives the buffer of each binding; the result is
+// where each argument lives.
+Expected<std::vector<codegen::GlslArgPlace>> OpenGlExecutable::place_arguments(const kir::GeneratedKernel& k,
+                                                                               std::vector<Binding>& bindings) {
   const int max_blocks = rt_->caps().max_storage_blocks;
   std::vector<codegen::GlslArgPlace> places(k.args.size());
   std::map<DType, std::vector<size_t>> groups;  // constant arguments by dtype
@@ -173,6 +212,20 @@ Expected<std::vector<codegen::GlslArgPlace>> OpenGlExecutable::pack_constants(co
   }
   bindings.clear();
   std::vector<char> placed(k.args.size(), 0);
+  std::map<DType, std::vector<size_t>> temps;  // arena intermediates by dtype
+  for (size_t a = 0; a < k.args.size(); ++a) {
+    const DType dt = prog_.buffers[k.args[a]].dtype;
+    const int64_t off = off_[root(k.args[a])], unit = std::max<int64_t>(4, dtype_bits(dt) / 8);
+    if (off >= 0 && off % unit == 0) temps[dt].push_back(a);
+  }
+  for (auto& [dt, args] : temps) {
+    if (args.size() < 2) continue;
+    for (size_t a : args) {
+      places[a] = {static_cast<int>(bindings.size()), off_[root(k.args[a])] * 8 / dtype_bits(dt)};
+      placed[a] = 1;
+    }
+    bindings.push_back({arena_, 0, 0});
+  }
   for (auto& [dt, args] : groups) {
     if (args.size() < 2) continue;
     // whole words per piece, so that packed 8/16-bit elements never straddle two pieces
@@ -196,16 +249,16 @@ Expected<std::vector<codegen::GlslArgPlace>> OpenGlExecutable::pack_constants(co
     gl.NamedBufferStorage(name, static_cast<GLsizeiptr>(total), bytes.data(), 0);
     packed_.push_back(name);
     RLX_TRY(rt_->check(cat("packing the constants of kernel ", k.name, " (", total, " bytes)")));
-    bindings.push_back(name);
+    bindings.push_back({name, 0, 0});
   }
   for (size_t a = 0; a < k.args.size(); ++a) {
     if (placed[a]) continue;
     places[a] = {static_cast<int>(bindings.size()), 0};
-    bindings.push_back(mem_[k.args[a]]);
+    bindings.push_back(bind_of(k.args[a]));
   }
   if (static_cast<int>(bindings.size()) > max_blocks)
     return error(ErrorCode::unsupported, "opengl: kernel ", k.name, " reads and writes ", k.args.size(), " buffers (",
-                 bindings.size(), " with its constants packed together), more than the ", max_blocks,
+                 bindings.size(), " with its intermediates and constants packed together), more than the ", max_blocks,
                  " storage blocks a compute shader may bind on this driver");
   return places;
 }
@@ -216,14 +269,14 @@ Status OpenGlExecutable::build_steps() {
   if (std::getenv("RLX_DUMP_GLSL")) std::fprintf(stderr, "%s\n", prog_.to_text().c_str());
   const int max_blocks = rt_->caps().max_storage_blocks;
   std::vector<GLuint> gen(prog_.generated.size(), 0);
-  std::vector<std::vector<GLuint>> gen_bindings(prog_.generated.size());
+  std::vector<std::vector<Binding>> gen_bindings(prog_.generated.size());
   for (size_t i = 0; i < prog_.generated.size(); ++i) {
     const kir::GeneratedKernel& k = prog_.generated[i];
     std::vector<codegen::GlslArgPlace> places;
     if (static_cast<int>(k.args.size()) > max_blocks) {
-      RLX_ASSIGN_OR_RETURN(places, pack_constants(k, gen_bindings[i]));
+      RLX_ASSIGN_OR_RETURN(places, place_arguments(k, gen_bindings[i]));
     } else {
-      for (int b : k.args) gen_bindings[i].push_back(mem_[b]);
+      for (int b : k.args) gen_bindings[i].push_back(bind_of(b));
     }
     std::vector<DType> dts;
     for (int b : k.args) dts.push_back(prog_.buffers[b].dtype);
@@ -245,7 +298,7 @@ Status OpenGlExecutable::build_steps() {
       NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
       RLX_ASSIGN_OR_RETURN(cpu::GemmPlan p, gemm_plan(d));
       st.program = gemm;
-      st.bindings = {mem_[nk.inputs[0]], mem_[nk.inputs[1]], mem_[nk.outputs[0]]};
+      st.bindings = {bind_of(nk.inputs[0]), bind_of(nk.inputs[1]), bind_of(nk.outputs[0])};
       const int64_t v[10] = {p.m, p.n, p.k, p.stride_a, p.trans_a ? 1 : p.lda, p.trans_a ? p.lda : 1,
                              p.stride_b, p.trans_b ? 1 : p.ldb, p.trans_b ? p.ldb : 1, p.stride_c};
       st.uniforms = uniforms(gemm, {"rlx_p0", "rlx_p1", "rlx_p2", "rlx_p3", "rlx_p4", "rlx_p5", "rlx_p6", "rlx_p7", "rlx_p8", "rlx_p9"}, v);
@@ -289,12 +342,18 @@ Status OpenGlExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
   // Inputs are written before any kernel runs and outputs read after the last, so an output
   // may share host memory with an input (a donated cache) safely.
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].nbytes())
-      gl.NamedBufferSubData(mem_[prog_.inputs[i]], 0, static_cast<GLsizeiptr>(inputs[i].nbytes()), inputs[i].bytes());
+    if (inputs[i].nbytes()) {
+      const Binding b = bind_of(prog_.inputs[i]);
+      gl.NamedBufferSubData(b.buffer, b.offset, static_cast<GLsizeiptr>(inputs[i].nbytes()), inputs[i].bytes());
+    }
   for (const Step& s : steps_) {
     if (s.groups[0] == 0 || s.groups[1] == 0 || s.groups[2] == 0) continue;
     gl.UseProgram(s.program);
-    for (size_t b = 0; b < s.bindings.size(); ++b) gl.BindBufferBase(GL_SHADER_STORAGE_BUFFER, static_cast<GLuint>(b), s.bindings[b]);
+    for (size_t i = 0; i < s.bindings.size(); ++i) {
+      const Binding& b = s.bindings[i];
+      if (b.size > 0) gl.BindBufferRange(GL_SHADER_STORAGE_BUFFER, static_cast<GLuint>(i), b.buffer, b.offset, b.size);
+      else gl.BindBufferBase(GL_SHADER_STORAGE_BUFFER, static_cast<GLuint>(i), b.buffer);
+    }
     for (auto [loc, v] : s.uniforms) gl.Uniform1i64ARB(loc, v);
     gl.DispatchCompute(s.groups[0], s.groups[1], s.groups[2]);
     gl.MemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
@@ -302,8 +361,10 @@ Status OpenGlExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
   // the reads below (and the next run's input writes) see every shader write
   gl.MemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
   for (size_t i = 0; i < outputs.size(); ++i)
-    if (outputs[i].nbytes())
-      gl.GetNamedBufferSubData(mem_[prog_.outputs[i]], 0, static_cast<GLsizeiptr>(outputs[i].nbytes()), outputs[i].bytes());
+    if (outputs[i].nbytes()) {
+      const Binding b = bind_of(prog_.outputs[i]);
+      gl.GetNamedBufferSubData(b.buffer, b.offset, static_cast<GLsizeiptr>(outputs[i].nbytes()), outputs[i].bytes());
+    }
   gl.UseProgram(0);
   return rt_->check("running the program");
 }

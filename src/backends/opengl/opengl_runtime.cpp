@@ -145,6 +145,8 @@ Expected<std::shared_ptr<Runtime>> Runtime::create() {
   c.fp64 = major >= 4 || has("GL_ARB_gpu_shader_fp64");
   c.int64 = has("GL_ARB_gpu_shader_int64");
   gl.GetIntegerv(GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, &c.max_storage_blocks);
+  gl.GetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &c.storage_align);
+  c.storage_align = std::max(c.storage_align, 4);
   GLint block = 0;
   gl.GetIntegerv(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &block);
   c.max_block_bytes = static_cast<uint32_t>(block);  // GLint64 query would be better; Mesa caps it at 2^31-1

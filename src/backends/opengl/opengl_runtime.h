@@ -31,7 +31,8 @@ struct Gl {
   X(PFNGLUSEPROGRAMPROC, UseProgram) X(PFNGLCREATEBUFFERSPROC, CreateBuffers)                               \
   X(PFNGLNAMEDBUFFERSTORAGEPROC, NamedBufferStorage) X(PFNGLNAMEDBUFFERSUBDATAPROC, NamedBufferSubData)     \
   X(PFNGLGETNAMEDBUFFERSUBDATAPROC, GetNamedBufferSubData) X(PFNGLDELETEBUFFERSPROC, DeleteBuffers)         \
-  X(PFNGLBINDBUFFERBASEPROC, BindBufferBase) X(PFNGLDISPATCHCOMPUTEPROC, DispatchCompute)                   \
+  X(PFNGLBINDBUFFERBASEPROC, BindBufferBase) X(PFNGLBINDBUFFERRANGEPROC, BindBufferRange)                     \
+  X(PFNGLDISPATCHCOMPUTEPROC, DispatchCompute)                   \
   X(PFNGLMEMORYBARRIERPROC, MemoryBarrier) X(PFNGLUNIFORM1I64ARBPROC, Uniform1i64ARB)                       \
   X(PFNGLFINISHPROC, Finish) X(PFNGLGETUNIFORMLOCATIONPROC, GetUniformLocation)
 #define RLX_GL_MEMBER(type, name) type name = nullptr;
@@ -44,6 +45,7 @@ struct Caps {
   bool fp64 = false;   // GL 4.0+ or GL_ARB_gpu_shader_fp64
   bool int64 = false;  // GL_ARB_gpu_shader_int64 (rlx's index math needs it)
   int max_storage_blocks = 0;      // GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS
+  int storage_align = 256;         // GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT
   int64_t max_block_bytes = 0;     // GL_MAX_SHADER_STORAGE_BLOCK_SIZE
   int max_groups[3] = {0, 0, 0};   // GL_MAX_COMPUTE_WORK_GROUP_COUNT
 };
