@@ -1,13 +1,16 @@
 // Models on the other devices give the CPU's results: a small BERT (the MiniLM builder with a
-// reduced configuration, random weights), one test body instantiated per device (opencl,
+// reduced configuration, random weights) and a small Qwen3 decoding greedily, one test body instantiated per device (opencl,
 // vulkan, opengl); a device that is not available here skips with its reason. The op-by-op
 // check against the reference interpreter is the conformance suite; this one checks whole
 // graphs end to end.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "models/bert.h"
+#include "models/qwen3.h"
 #include "rlx/compile.h"
 #include "rlx/device.h"
 
@@ -58,6 +61,49 @@ TEST_P(DeviceModels, SmallBertMatchesCpu) {
   std::printf("small BERT, %s vs cpu: max abs difference %.3g\n", device.c_str(), d);
   EXPECT_LT(d, 1e-5);
   EXPECT_GT((*b)[0].get_f64(0) * (*b)[0].get_f64(0), 0.0);  // not all zeros
+}
+
+// A small Qwen3 (random weights) prefills a random prompt and decodes greedily through the KV
+// cache on the device: logits within tolerance of the cpu's at every step, same tokens.
+TEST_P(DeviceModels, SmallQwen3GreedyMatchesCpu) {
+  const std::string device = GetParam();
+  if (auto why = unavailable(device); !why.empty()) GTEST_SKIP() << device << " is not available: " << why;
+  const std::string dir = std::string(RLX_BINARY_DIR) + "/test-models/qwen3-small-" + device;
+  models::Qwen3Config c;
+  c.vocab_size = 512;
+  c.hidden = 64;
+  c.layers = 2;
+  c.heads = 4;
+  c.kv_heads = 2;
+  c.head_dim = 16;
+  c.intermediate = 128;
+  c.max_positions = 64;
+  ASSERT_TRUE(models::write_random_qwen3(dir, c, 7).is_ok());
+  auto w = models::load_qwen3(dir);
+  ASSERT_TRUE(w.has_value()) << w.status().to_string();
+  auto on_cpu = models::Qwen3Session::create(*w, 1, 32, "cpu");
+  auto on_dev = models::Qwen3Session::create(*w, 1, 32, device);
+  ASSERT_TRUE(on_cpu.has_value()) << on_cpu.status().to_string();
+  ASSERT_TRUE(on_dev.has_value()) << on_dev.status().to_string();
+  std::mt19937 rng(std::random_device{}());
+  std::vector<int64_t> prompt(6);
+  for (auto& t : prompt) t = std::uniform_int_distribution<int64_t>(0, c.vocab_size - 1)(rng);
+  auto a = (*on_cpu)->prefill({prompt});
+  auto b = (*on_dev)->prefill({prompt});
+  for (int step = 0; step < 4; ++step) {
+    ASSERT_TRUE(a.has_value()) << a.status().to_string();
+    ASSERT_TRUE(b.has_value()) << b.status().to_string();
+    const double d = max_abs_diff(*a, *b);
+    EXPECT_LT(d, 1e-4) << "step " << step;
+    const float* ra = a->data<float>();
+    const float* rb = b->data<float>();
+    const int64_t ta = std::max_element(ra, ra + c.vocab_size) - ra, tb = std::max_element(rb, rb + c.vocab_size) - rb;
+    std::printf("small Qwen3, %s vs cpu, step %d: max abs logit difference %.3g, tokens %lld / %lld\n", device.c_str(), step,
+                d, static_cast<long long>(ta), static_cast<long long>(tb));
+    ASSERT_EQ(ta, tb) << "step " << step;
+    a = (*on_cpu)->decode({ta});
+    b = (*on_dev)->decode({tb});
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, DeviceModels, ::testing::Values("opencl", "vulkan", "opengl"),
