@@ -1,5 +1,6 @@
 // Models on the other devices give the CPU's results: a small BERT (the MiniLM builder with a
-// reduced configuration, random weights) and a small Qwen3 decoding greedily, one test body instantiated per device (opencl,
+// reduced configuration, random weights), a small Qwen3 decoding greedily and a few Adam
+// steps of the MNIST MLP, one test body instantiated per device (opencl,
 // vulkan, opengl); a device that is not available here skips with its reason. The op-by-op
 // check against the reference interpreter is the conformance suite; this one checks whole
 // graphs end to end.
@@ -11,6 +12,8 @@
 
 #include "models/bert.h"
 #include "models/qwen3.h"
+#include "train/models.h"
+#include "train/trainer.h"
 #include "rlx/compile.h"
 #include "rlx/device.h"
 
@@ -104,6 +107,42 @@ TEST_P(DeviceModels, SmallQwen3GreedyMatchesCpu) {
     a = (*on_cpu)->decode({ta});
     b = (*on_dev)->decode({tb});
   }
+}
+
+// The MNIST MLP trains with Adam on the device (forward, backward and update in one compiled
+// step, parameters updated in place there) as on the cpu: the same losses step by step and the
+// same parameters after the last step, within tolerance.
+TEST_P(DeviceModels, MnistMlpTrainingMatchesCpu) {
+  const std::string device = GetParam();
+  if (auto why = unavailable(device); !why.empty()) GTEST_SKIP() << device << " is not available: " << why;
+  train::TrainConfig cfg;
+  cfg.optimizer.kind = train::OptimizerKind::adam;
+  auto m_cpu = train::mnist_model("mlp", 3);
+  auto m_dev = train::mnist_model("mlp", 3);
+  ASSERT_TRUE(m_cpu.has_value() && m_dev.has_value());
+  auto on_cpu = train::Trainer::create(*m_cpu, cfg);
+  cfg.device = device;
+  auto on_dev = train::Trainer::create(*m_dev, cfg);
+  ASSERT_TRUE(on_cpu.has_value()) << on_cpu.status().to_string();
+  ASSERT_TRUE(on_dev.has_value()) << on_dev.status().to_string();
+  std::mt19937 rng(std::random_device{}());
+  const int64_t B = 32;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<float> px(B * 784);
+    std::vector<int32_t> py(B);
+    for (float& v : px) v = std::uniform_real_distribution<float>(0.f, 1.f)(rng);
+    for (int32_t& v : py) v = std::uniform_int_distribution<int32_t>(0, 9)(rng);
+    Tensor x = Tensor::from_vector(DType::f32, {B, 784}, px), y = Tensor::from_vector(DType::i32, {B}, py);
+    auto la = (*on_cpu)->step(x, y, 1e-3);
+    auto lb = (*on_dev)->step(x, y, 1e-3);
+    ASSERT_TRUE(la.has_value()) << la.status().to_string();
+    ASSERT_TRUE(lb.has_value()) << lb.status().to_string();
+    std::printf("MNIST MLP, %s vs cpu, step %d: loss %.6f / %.6f\n", device.c_str(), step, *la, *lb);
+    EXPECT_NEAR(*la, *lb, 1e-4 * std::max(1.f, std::fabs(*la))) << "step " << step;
+  }
+  auto pa = (*on_cpu)->named_parameters(), pb = (*on_dev)->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_LT(max_abs_diff(pa[i].second, pb[i].second), 1e-4) << pa[i].first;
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, DeviceModels, ::testing::Values("opencl", "vulkan", "opengl"),
