@@ -145,7 +145,8 @@ Status OpenGlExecutable::create_buffers(const Graph& g) {
   for (size_t i = 0; i < nb; ++i) {
     const kir::Buffer& b = prog_.buffers[i];
     if (b.alias_of >= 0 || b.kind != kir::BufferKind::intermediate || b.bytes() == 0 || b.arena_offset < 0 ||
-        b.arena_offset % align != 0 || b.arena_offset + static_cast<int64_t>(b.bytes()) > static_cast<int64_t>(prog_.arena_bytes))
+        b.arena_offset % align != 0 || b.arena_offset + static_cast<int64_t>(b.bytes()) > static_cast<int64_t>(prog_.arena_bytes) ||
+        static_cast<int64_t>(b.bytes()) > rt_->caps().max_block_bytes)
       continue;
     off_[i] = b.arena_offset;
   }
@@ -219,7 +220,8 @@ Expected<std::vector<codegen::GlslArgPlace>> OpenGlExecutable::place_arguments(c
     if (off >= 0 && off % unit == 0) temps[dt].push_back(a);
   }
   for (auto& [dt, args] : temps) {
-    if (args.size() < 2) continue;
+    // the whole arena is bound: it must fit in one storage block
+    if (args.size() < 2 || static_cast<int64_t>(prog_.arena_bytes) > rt_->caps().max_block_bytes) continue;
     for (size_t a : args) {
       places[a] = {static_cast<int>(bindings.size()), off_[root(k.args[a])] * 8 / dtype_bits(dt)};
       placed[a] = 1;

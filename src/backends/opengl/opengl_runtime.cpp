@@ -162,7 +162,7 @@ Expected<std::shared_ptr<Runtime>> Runtime::create() {
     return error(ErrorCode::unavailable, "the OpenGL driver (", str(GL_RENDERER),
                  ") has no GL_ARB_gpu_shader_int64, which rlx's index math needs");
   r->description_ = cat(str(GL_RENDERER), ", OpenGL ", str(GL_VERSION), " through ", how, ", ", c.max_storage_blocks,
-                        " storage blocks per shader", c.fp64 ? ", fp64" : "", ", int64, 8/16-bit types packed in 32-bit words, generated GLSL compute");
+                        " storage blocks per shader of up to ", c.max_block_bytes >> 20, " MiB", c.fp64 ? ", fp64" : "", ", int64, 8/16-bit types packed in 32-bit words, generated GLSL compute");
   return r;
 }
 
