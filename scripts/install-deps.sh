@@ -20,6 +20,8 @@ packages=(
   libopenmpi-dev openmpi-bin libucx-dev
   # ahead-of-time targets (docs/targets.md): Cortex-M cross compiler, its C library, QEMU to run the images
   gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
+  # ahead-of-time targets: FPGA (Verilator simulates the generated SystemVerilog, Yosys synthesizes it)
+  verilator yosys
   # Python bindings
   python3-dev pybind11-dev python3-pybind11 python3-pytest
   # tests and benchmarks

@@ -1,5 +1,5 @@
-// rlx codegen cortex-m MODEL --out DIR: ahead-of-time code generation of full-integer int8
-// inference for Cortex-M microcontrollers (docs/targets.md).
+// rlx codegen cortex-m|fpga MODEL --out DIR: ahead-of-time code generation of full-integer int8
+// inference for Cortex-M microcontrollers (C) and FPGAs (SystemVerilog) (docs/targets.md).
 //
 // MODEL is a checkpoint written by `rlx train mnist --save FILE.safetensors` (its "arch"
 // metadata, or the tensor names, say which architecture). The verb builds the model's graph,
@@ -8,13 +8,16 @@
 // quantizes, checks the int8 model against the float model on --eval test images, and writes
 // the C project with --inputs test images embedded. With --run it also builds the project with
 // arm-none-eabi-gcc, runs it in qemu-system-arm for M3 and M4, and checks that the logits the
-// firmware prints are bit-identical to the host int8 reference.
+// firmware prints are bit-identical to the host int8 reference. The fpga target shares all of that
+// up to the int8 program (dense layers only), then writes the SystemVerilog design; its --run
+// simulates it with Verilator (bit-identical logits, cycles) and synthesizes it with Yosys.
 #include <cstdio>
 #include <fstream>
 
 #include "cli.h"
 #include "rlx/safetensors.h"
 #include "targets/cortex_m/cortex_m.h"
+#include "targets/fpga/fpga.h"
 #include "train/data.h"
 #include "train/models.h"
 #include "targets/cortex_m/rlx_mcu_kernels.h"
@@ -41,9 +44,17 @@ Tensor first_flat(const train::Dataset& d, int64_t n, int64_t features) {
   return t;
 }
 
-Status codegen_cortex_m(const Args& a) {
+// What both targets share: the checkpoint's graph lowered into int8 layers, quantized, checked
+// against the float model, and the embedded test inputs with their host-reference logits.
+struct Prepared {
+  Int8Program q;
+  EmbeddedInputs ins;
+  std::vector<std::vector<int8_t>> want;  // host int8 reference logits per embedded input
+  std::string summary;
+};
+
+Expected<Prepared> prepare(const Args& a, bool fpga) {
   const std::string model_path = a.positional[1];
-  const std::string out = *a.get("out");
   RLX_ASSIGN_OR_RETURN(int64_t n_calib, int_opt(a, "calib", 500, 1));
   RLX_ASSIGN_OR_RETURN(int64_t n_eval, int_opt(a, "eval", 1000, 0));
   RLX_ASSIGN_OR_RETURN(int64_t n_inputs, int_opt(a, "inputs", 8, 1));
@@ -57,7 +68,7 @@ Status codegen_cortex_m(const Args& a) {
   }
   RLX_ASSIGN_OR_RETURN(train::ModelDef model, train::mnist_model(arch, 1));
   RLX_ASSIGN_OR_RETURN(Graph g, classifier_graph(model, f.tensors));
-  auto lowered = lower_for_cortex_m(g);
+  auto lowered = fpga ? targets::fpga::lower_for_fpga(g) : lower_for_cortex_m(g);
   if (!lowered) return lowered.status().with_context(cat(model_path, " (", arch, ")"));
   FloatProgram fp = std::move(*lowered);
   // data: real MNIST files or the trainer's synthetic set
@@ -101,16 +112,26 @@ Status codegen_cortex_m(const Args& a) {
                    std::to_string(100.0 * static_cast<double>(float_ok) / n).substr(0, 5), "%, int8 ",
                    std::to_string(100.0 * static_cast<double>(int8_ok) / n).substr(0, 5), "%\n");
   }
-  EmbeddedInputs ins;
-  std::vector<std::vector<int8_t>> want;
+  Prepared r;
   for (int64_t i = 0; i < std::min(n_inputs, data.test.size()); ++i) {
     const float* x = data.test.images.data<float>() + i * features;
-    ins.inputs.push_back(quantize_input(q, std::span<const float>(x, static_cast<size_t>(features))));
-    ins.labels.push_back(data.test.labels.data<int32_t>()[i]);
-    want.push_back(run_reference(q, ins.inputs.back()));
+    r.ins.inputs.push_back(quantize_input(q, std::span<const float>(x, static_cast<size_t>(features))));
+    r.ins.labels.push_back(data.test.labels.data<int32_t>()[i]);
+    r.want.push_back(run_reference(q, r.ins.inputs.back()));
   }
-  RLX_TRY(emit_project(q, ins, out, summary));
-  std::printf("%s\n%s", q.report.summary().c_str(), summary.c_str());
+  r.q = std::move(q);
+  r.summary = std::move(summary);
+  return r;
+}
+
+Status codegen_cortex_m(const Args& a) {
+  const std::string out = *a.get("out");
+  RLX_ASSIGN_OR_RETURN(Prepared pr, prepare(a, false));
+  const Int8Program& q = pr.q;
+  const EmbeddedInputs& ins = pr.ins;
+  const std::vector<std::vector<int8_t>>& want = pr.want;
+  RLX_TRY(emit_project(q, ins, out, pr.summary));
+  std::printf("%s\n%s", q.report.summary().c_str(), pr.summary.c_str());
   std::printf("wrote %s: model.c (%zu layers, %lld-byte arena), main.c with %zu embedded inputs, startup.c, link.ld, "
               "Makefile, report.txt\n",
               out.c_str(), q.layers.size(), static_cast<long long>(q.arena_bytes()), ins.inputs.size());
@@ -139,19 +160,63 @@ Status codegen_cortex_m(const Args& a) {
   return Status::ok();
 }
 
+Status codegen_fpga(const Args& a) {
+  const std::string out = *a.get("out");
+  RLX_ASSIGN_OR_RETURN(int64_t lanes, int_opt(a, "lanes", 8, 1));
+  targets::fpga::Options o;
+  o.lanes = static_cast<int32_t>(std::min<int64_t>(lanes, 1 << 20));
+  RLX_ASSIGN_OR_RETURN(Prepared pr, prepare(a, true));
+  RLX_ASSIGN_OR_RETURN(targets::fpga::Layout lay, targets::fpga::layout(pr.q, o));
+  RLX_TRY(targets::fpga::emit_design(pr.q, o, pr.ins.inputs, out, pr.summary));
+  std::printf("%s\n%s", pr.q.report.summary().c_str(), pr.summary.c_str());
+  std::printf("wrote %s: rlx_fpga_top.sv (%zu dense layers, %d MAC lanes, %lld cycles per inference), weights.mem "
+              "(%lld x %d bits), bias.mem, mult.mem, shift.mem, inputs.mem (%zu inputs), tb.cpp, Makefile, report.txt\n",
+              out.c_str(), pr.q.layers.size(), lay.lanes, static_cast<long long>(lay.cycles_estimate),
+              static_cast<long long>(lay.weight_words), 8 * lay.lanes, pr.ins.inputs.size());
+  if (!a.has("run")) return Status::ok();
+  RLX_ASSIGN_OR_RETURN(targets::fpga::SimRun r, targets::fpga::simulate(out));
+  if (r.logits.size() != pr.want.size())
+    return error(ErrorCode::runtime_error, "the simulation reported ", r.logits.size(), " inputs, expected ", pr.want.size());
+  int64_t same = 0;
+  for (size_t i = 0; i < pr.want.size(); ++i) same += r.logits[i] == pr.want[i];
+  std::string run_summary = cat("\nsimulated with Verilator: logits bit-identical to the host reference on ", same, " of ",
+                                pr.want.size(), " inputs; ", r.cycles.empty() ? 0 : r.cycles[0], " cycles per inference\n");
+  if (same != static_cast<int64_t>(pr.want.size())) {
+    std::printf("%s", run_summary.c_str());
+    return error(ErrorCode::runtime_error, "the simulated logits differ from the host int8 reference on ",
+                 pr.want.size() - static_cast<size_t>(same), " inputs:\n", r.output);
+  }
+  if (std::string why = targets::fpga::yosys_missing(); !why.empty()) {
+    run_summary += cat("not synthesized: ", why, "\n");
+  } else {
+    RLX_ASSIGN_OR_RETURN(targets::fpga::SynthStats st, targets::fpga::synthesize(out));
+    std::string mults;
+    for (const auto& [shape, n] : st.multiplier_shapes) mults += cat(mults.empty() ? "" : ", ", n, " of ", shape);
+    run_summary += cat("synthesized with yosys (generic synth, memories kept as memories): ", st.cells, " cells, ",
+                       st.multipliers, " multipliers (", mults, "), ", st.memories, " memories, ", st.memory_bits,
+                       " memory bits\n");
+  }
+  std::printf("%s", run_summary.c_str());
+  std::ofstream rep(out + "/report.txt", std::ios::app);
+  rep << run_summary;
+  if (!rep) return error(ErrorCode::io_error, out, "/report.txt: cannot write");
+  return Status::ok();
+}
+
 }  // namespace
 
 int cmd_codegen(int argc, char** argv) {
-  auto a = parse_args(argc, argv, 2, {"run"}, {"out", "calib", "eval", "inputs", "data", "seed", "arch"});
+  auto a = parse_args(argc, argv, 2, {"run"}, {"out", "calib", "eval", "inputs", "data", "seed", "arch", "lanes"});
   if (!a) return report_error(a.status());
-  const char* usage = "usage: rlx codegen cortex-m MODEL --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] [--run]";
+  const char* usage = "usage: rlx codegen cortex-m|fpga MODEL --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] "
+                      "[--lanes P (fpga)] [--run]";
   if (a->positional.size() != 2 || !a->get("out")) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string& target = a->positional[0];
-  if (target == "fpga")
-    return report_error(error(ErrorCode::unsupported, "the fpga target is not implemented yet (docs/targets.md)"));
-  if (target != "cortex-m")
-    return report_error(error(ErrorCode::invalid_argument, "unknown target '", target, "' (expected cortex-m); ", usage));
-  Status s = codegen_cortex_m(*a);
+  if (target != "cortex-m" && target != "fpga")
+    return report_error(error(ErrorCode::invalid_argument, "unknown target '", target, "' (expected cortex-m or fpga); ", usage));
+  if (target == "cortex-m" && a->get("lanes"))
+    return report_error(error(ErrorCode::invalid_argument, "--lanes is an option of the fpga target"));
+  Status s = target == "fpga" ? codegen_fpga(*a) : codegen_cortex_m(*a);
   if (!s.is_ok()) return report_error(s);
   return kOk;
 }

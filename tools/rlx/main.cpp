@@ -41,9 +41,10 @@ const std::vector<Verb>& verbs() {
        "[--dp N | --pp N [--micro-batches M] [--pp-schedule gpipe|1f1b], under mpirun -np N]  "
        "(docs/training.md, docs/distributed.md)",
        cmd_train},
-      {"codegen", "ahead-of-time C for a target: full-integer int8 inference on Cortex-M (QEMU-checked with --run)",
-       "rlx codegen cortex-m MODEL.safetensors --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] [--seed S] "
-       "[--arch mlp|tinyconv] [--run]  (docs/targets.md)",
+      {"codegen", "ahead-of-time full-integer int8 inference: C for Cortex-M (QEMU-checked with --run), "
+       "SystemVerilog for FPGAs (Verilator-checked and Yosys-synthesized with --run)",
+       "rlx codegen cortex-m|fpga MODEL.safetensors --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] [--seed S] "
+       "[--arch mlp|tinyconv] [--lanes P (fpga, 8)] [--run]  (docs/targets.md)",
        cmd_codegen},
   };
   return v;

@@ -1,0 +1,245 @@
+// The FPGA target: the generated SystemVerilog simulated with Verilator gives logits
+// bit-identical to the host int8 reference (rlx_mcu_kernels.h) for every input, with the cycles
+// per inference; Yosys synthesizes it and reports cells, multipliers and memory bits; conv2d is
+// an illegal-node error naming the node; bad options are errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "cli/run_rlx.h"
+#include "rlx/safetensors.h"
+#include "targets/cortex_m/cortex_m.h"
+#include "targets/fpga/fpga.h"
+#include "train/data.h"
+#include "train/models.h"
+
+namespace rlx::targets::fpga {
+namespace {
+
+using cortex_m::Int8Program;
+
+struct Rand {
+  std::mt19937_64 rng;
+  std::uniform_real_distribution<double> u{-1.0, 1.0};
+  explicit Rand(uint64_t seed) : rng(seed) {}
+  Tensor tensor(Sizes s, double scale) {
+    Tensor t = Tensor::zeros(DType::f32, s);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_f64(i, scale * u(rng));
+    return t;
+  }
+};
+
+std::string dir_for(const std::string& name) {
+  const std::string d = std::string(RLX_BINARY_DIR) + "/test-fpga/" + name;
+  std::filesystem::remove_all(d);
+  return d;
+}
+
+// Emits `q` with `inputs` at `lanes`, simulates it, and checks every input's logits against the
+// host reference; returns the cycles of the first inference (0 when skipped or failed).
+int64_t simulate_and_compare(const Int8Program& q, const std::vector<std::vector<int8_t>>& inputs, int32_t lanes,
+                             const std::string& dir) {
+  Options o;
+  o.lanes = lanes;
+  auto lay = layout(q, o);
+  EXPECT_TRUE(lay.has_value()) << lay.status().to_string();
+  if (!lay) return 0;
+  Status s = emit_design(q, o, inputs, dir);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  for (const char* f : {"rlx_fpga_top.sv", "weights.mem", "bias.mem", "mult.mem", "shift.mem", "inputs.mem", "tb.cpp",
+                        "Makefile", "report.txt"})
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + f)) << f;
+  if (!verilator_missing().empty()) return 0;
+  auto r = simulate(dir);
+  EXPECT_TRUE(r.has_value()) << r.status().to_string();
+  if (!r) return 0;
+  EXPECT_EQ(r->logits.size(), inputs.size()) << r->output;
+  int same = 0;
+  for (size_t i = 0; i < inputs.size() && i < r->logits.size(); ++i) {
+    const std::vector<int8_t> want = cortex_m::run_reference(q, inputs[i]);
+    EXPECT_EQ(r->logits[i], want) << "input " << i;
+    same += r->logits[i] == want;
+    // the controller's cycle count is exact: input, chunks + 3 per output channel, output
+    EXPECT_EQ(r->cycles[i], lay->cycles_estimate) << "input " << i;
+  }
+  std::printf("[ info ] %s at P=%d: logits bit-identical on %d of %zu inputs, %lld cycles per inference\n", dir.c_str(),
+              lanes, same, inputs.size(), static_cast<long long>(r->cycles.empty() ? 0 : r->cycles[0]));
+  return r->cycles.empty() ? 0 : r->cycles[0];
+}
+
+// The MNIST MLP (784-128-10) with its seeded weights and random biases, calibrated on the
+// trainer's synthetic images; embedded: synthetic test images and one of random int8 noise.
+Int8Program mlp_program(std::vector<std::vector<int8_t>>* inputs, int n_images) {
+  auto m = train::mnist_model("mlp", 3);
+  std::map<std::string, Tensor> w;
+  Rand r(11);
+  for (const auto& p : m->params)
+    w[p.name] = p.name.find("bias") != std::string::npos ? r.tensor(p.init.sizes(), 0.2) : p.init.clone();
+  auto g = cortex_m::classifier_graph(*m, w);
+  EXPECT_TRUE(g.has_value()) << g.status().to_string();
+  auto fp = lower_for_fpga(*g);
+  EXPECT_TRUE(fp.has_value()) << fp.status().to_string();
+  EXPECT_EQ(fp->report.device, "fpga");
+  const train::MnistData data = train::synthetic_mnist(100, n_images, 5);
+  Tensor calib = Tensor::zeros(DType::f32, {100, 784});
+  std::copy(data.train.images.data<float>(), data.train.images.data<float>() + 100 * 784, calib.data<float>());
+  auto q = cortex_m::quantize_program(*g, *fp, calib);
+  EXPECT_TRUE(q.has_value()) << q.status().to_string();
+  for (int i = 0; i < n_images; ++i)
+    inputs->push_back(cortex_m::quantize_input(
+        *q, std::span<const float>(data.test.images.data<float>() + static_cast<int64_t>(i) * 784, 784)));
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> b(-128, 127);
+  std::vector<int8_t> noise(784);
+  for (auto& x : noise) x = static_cast<int8_t>(b(rng));
+  inputs->push_back(noise);
+  return std::move(*q);
+}
+
+TEST(Fpga, MlpIsBitIdenticalInVerilator) {
+  std::vector<std::vector<int8_t>> inputs;
+  const Int8Program q = mlp_program(&inputs, 3);
+  if (std::string why = verilator_missing(); !why.empty()) std::printf("[ info ] not simulating: %s\n", why.c_str());
+  const int64_t cycles = simulate_and_compare(q, inputs, 8, dir_for("mlp_p8"));
+  if (!verilator_missing().empty()) GTEST_SKIP() << "Verilator missing: " << verilator_missing();
+  EXPECT_EQ(cycles, 784 + 128 * (98 + 3) + 10 * (16 + 3) + 20);
+}
+
+// Three layers with odd widths (tails of a chunk read stale activations against zero weights),
+// a layer without ReLU (signed activations), signed inputs, P = 4: the ping-pong buffers over
+// three layers and the rounding of negative accumulators.
+TEST(Fpga, ThreeLayerChainIsBitIdenticalInVerilator) {
+  Rand r(99);
+  train::ModelDef m;
+  m.name = "chain";
+  m.example_shape = {9};
+  m.classes = 5;
+  m.params = {{"a.weight", r.tensor({9, 50}, 0.5)}, {"a.bias", r.tensor({50}, 0.3)},
+              {"b.weight", r.tensor({50, 37}, 0.2)}, {"b.bias", r.tensor({37}, 0.3)},
+              {"c.weight", r.tensor({37, 5}, 0.3)},  {"c.bias", r.tensor({5}, 0.3)}};
+  m.forward = [](OpBuilder& o, ValueId x, std::span<const ValueId> p, std::vector<ValueId>*) {
+    ValueId h = o.relu(o.add(o.matmul(x, p[0]), p[1]));
+    h = o.add(o.matmul(h, p[2]), p[3]);
+    return o.add(o.matmul(h, p[4]), p[5]);
+  };
+  auto g = cortex_m::classifier_graph(m, {}, /*use_init=*/true);
+  ASSERT_TRUE(g.has_value()) << g.status().to_string();
+  auto fp = lower_for_fpga(*g);
+  ASSERT_TRUE(fp.has_value()) << fp.status().to_string();
+  auto q = cortex_m::quantize_program(*g, *fp, r.tensor({300, 9}, 2.0));
+  ASSERT_TRUE(q.has_value()) << q.status().to_string();
+  EXPECT_NE(q->in_zp, -128);
+  std::vector<std::vector<int8_t>> inputs;
+  const Tensor test = r.tensor({12, 9}, 2.5);
+  for (int64_t i = 0; i < 12; ++i)
+    inputs.push_back(cortex_m::quantize_input(*q, std::span<const float>(test.data<float>() + i * 9, 9)));
+  simulate_and_compare(*q, inputs, 4, dir_for("chain_p4"));
+  simulate_and_compare(*q, inputs, 1, dir_for("chain_p1"));
+  if (!verilator_missing().empty()) GTEST_SKIP() << "Verilator missing: " << verilator_missing();
+}
+
+TEST(Fpga, YosysSynthesizesTheMlp) {
+  std::vector<std::vector<int8_t>> inputs;
+  const Int8Program q = mlp_program(&inputs, 1);
+  Options o;
+  o.lanes = 8;
+  const std::string dir = dir_for("mlp_synth");
+  ASSERT_TRUE(emit_design(q, o, inputs, dir).is_ok());
+  if (std::string why = yosys_missing(); !why.empty()) GTEST_SKIP() << "Yosys missing: " << why;
+  auto s = synthesize(dir);
+  ASSERT_TRUE(s.has_value()) << s.status().to_string();
+  std::printf("[ info ] yosys (generic synth, P=8): %lld cells, %lld multipliers, %lld memories, %lld memory bits\n",
+              static_cast<long long>(s->cells), static_cast<long long>(s->multipliers),
+              static_cast<long long>(s->memories), static_cast<long long>(s->memory_bits));
+  for (const auto& [shape, n] : s->multiplier_shapes) std::printf("[ info ]   %lld multipliers %s\n", static_cast<long long>(n), shape.c_str());
+  EXPECT_EQ(s->multiplier_shapes["8x8"], 8) << s->stat;  // the MAC lanes
+  for (const auto& [mem, shape] : s->memory_shapes) std::printf("[ info ]   memory %s %s\n", mem.c_str(), shape.c_str());
+  // weights: 128 x 98 + 10 x 16 words of 64 bits; 8 activation banks of 2 x 98 bytes; the bias,
+  // multiplier and shift ROMs (138 entries) lose the data bits that are the same in every entry
+  EXPECT_EQ(s->memory_shapes["wmem"], "64x12704") << s->stat;
+  EXPECT_EQ(s->memory_shapes["bank[0].mem"], "8x196") << s->stat;
+  EXPECT_EQ(s->memories, 12) << s->stat;
+  const int64_t weights_and_banks = int64_t{12704} * 64 + 8 * 196 * 8;
+  EXPECT_GT(s->memory_bits, weights_and_banks) << s->stat;
+  EXPECT_LE(s->memory_bits, weights_and_banks + 138 * (32 + 32 + 8)) << s->stat;
+  EXPECT_EQ(s->multipliers, 9) << s->stat;
+  EXPECT_EQ(s->multiplier_shapes["32x32"], 1) << s->stat;  // requantization: acc x M
+  EXPECT_GT(s->cells, 1000) << s->stat;
+}
+
+TEST(Fpga, Conv2dIsAnIllegalNodeForTheFpga) {
+  auto m = train::mnist_model("tinyconv", 1);
+  auto g = cortex_m::classifier_graph(*m, {}, /*use_init=*/true);
+  ASSERT_TRUE(g.has_value()) << g.status().to_string();
+  auto fp = lower_for_fpga(*g);
+  ASSERT_FALSE(fp.has_value());
+  EXPECT_EQ(fp.status().code(), ErrorCode::illegal);
+  const std::string& msg = fp.status().message();
+  EXPECT_NE(msg.find("cannot run on fpga"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("conv2d inputs f32[batch, 1, 28, 28]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the fpga target has no conv2d datapath yet"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("max_pool2d"), std::string::npos) << msg;
+}
+
+TEST(Fpga, BadLanesAreAnError) {
+  std::vector<std::vector<int8_t>> inputs;
+  const Int8Program q = mlp_program(&inputs, 1);
+  for (int32_t lanes : {0, 3, 128}) {
+    Options o;
+    o.lanes = lanes;
+    auto lay = layout(q, o);
+    ASSERT_FALSE(lay.has_value()) << lanes;
+    EXPECT_NE(lay.status().message().find("--lanes must be a power of two"), std::string::npos);
+  }
+  Options o;
+  std::vector<std::vector<int8_t>> bad{std::vector<int8_t>(5, 1)};
+  Status s = emit_design(q, o, bad, dir_for("bad"));
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("784"), std::string::npos) << s.to_string();
+}
+
+}  // namespace
+}  // namespace rlx::targets::fpga
+
+// `rlx codegen fpga` as a user runs it: a checkpoint -> the design, simulated and synthesized
+// with --run when the tools are here; tinyconv is refused naming its conv2d nodes.
+namespace rlx_fpga_cli {
+
+std::string save_model(const std::string& arch) {
+  auto m = rlx::train::mnist_model(arch, 4);
+  std::vector<std::pair<std::string, rlx::Tensor>> ts;
+  for (const auto& p : m->params) ts.push_back({p.name, p.init});
+  const std::string d = std::string(RLX_BINARY_DIR) + "/test-fpga";
+  std::filesystem::create_directories(d);
+  const std::string path = d + "/cli_" + arch + ".safetensors";
+  EXPECT_TRUE(rlx::safetensors::save(path, ts, {{"arch", arch}}).is_ok());
+  return path;
+}
+
+TEST(FpgaCli, MlpDesignSimulatedAndSynthesized) {
+  const std::string model = save_model("mlp");
+  const std::string out = std::string(RLX_BINARY_DIR) + "/test-fpga/cli_mlp";
+  std::filesystem::remove_all(out);
+  const bool tools = rlx::targets::fpga::verilator_missing().empty() && rlx::targets::fpga::yosys_missing().empty();
+  if (!tools) std::printf("[ info ] not running --run: %s %s\n", rlx::targets::fpga::verilator_missing().c_str(),
+                          rlx::targets::fpga::yosys_missing().c_str());
+  rlx_cli_test::Result r = rlx_cli_test::rlx("codegen fpga " + model + " --out " + out +
+                                             " --calib 100 --eval 100 --inputs 2 --lanes 16" + (tools ? " --run" : ""));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("compile-ready: yes (5 native"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("16 MAC lanes, " + std::to_string(784 + 128 * (49 + 3) + 10 * (8 + 3) + 20) + " cycles"),
+            std::string::npos) << r.out;
+  if (tools) {
+    EXPECT_NE(r.out.find("bit-identical to the host reference on 2 of 2 inputs"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("17 multipliers (1 of 32x32, 16 of 8x8)"), std::string::npos) << r.out;
+  }
+  rlx_cli_test::Result bad = rlx_cli_test::rlx("codegen fpga " + save_model("tinyconv") + " --out " + out + "_tc");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("4 nodes cannot run on fpga"), std::string::npos) << bad.out;
+  rlx_cli_test::Result lanes = rlx_cli_test::rlx("codegen cortex-m " + model + " --out " + out + "_m --lanes 4");
+  EXPECT_NE(lanes.code, 0) << lanes.out;
+  EXPECT_NE(lanes.out.find("--lanes is an option of the fpga target"), std::string::npos) << lanes.out;
+}
+
+}  // namespace rlx_fpga_cli
