@@ -3,10 +3,15 @@
 #include <EGL/eglext.h>
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <vector>
+
+#include "../../codegen/c_jit.h"
 
 namespace rlx::opengl {
 namespace {
@@ -161,6 +166,10 @@ Expected<std::shared_ptr<Runtime>> Runtime::create() {
   if (!c.int64)
     return error(ErrorCode::unavailable, "the OpenGL driver (", str(GL_RENDERER),
                  ") has no GL_ARB_gpu_shader_int64, which rlx's index math needs");
+  r->driver_ = cat(str(GL_RENDERER), "\n", str(GL_VERSION));
+  GLint formats = 0;
+  gl.GetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &formats);
+  r->binaries_ = formats > 0 && !std::getenv("RLX_GL_NO_BINARY_CACHE");
   r->description_ = cat(str(GL_RENDERER), ", OpenGL ", str(GL_VERSION), " through ", how, ", ", c.max_storage_blocks,
                         " storage blocks per shader of up to ", c.max_block_bytes >> 20, " MiB", c.fp64 ? ", fp64" : "", ", int64, 8/16-bit types packed in 32-bit words, generated GLSL compute");
   return r;
@@ -196,6 +205,28 @@ Expected<GLuint> Runtime::program(const std::string& glsl) {
   auto it = programs_.find(glsl);
   if (it != programs_.end()) return it->second;
   const Gl& gl = gl_;
+  const std::string dir = codegen::kernel_cache_dir();
+  const std::string path = dir + "/gl-" + codegen::hex_key(glsl + "\n//" + driver_) + ".bin";
+  if (binaries_) {
+    // a stale or foreign binary fails to link: then the source is compiled again
+    if (std::ifstream f(path, std::ios::binary); f) {
+      std::string bytes((std::istreambuf_iterator<char>(f)), {});
+      if (bytes.size() > 4) {
+        GLenum format = 0;
+        std::memcpy(&format, bytes.data(), 4);
+        GLuint prog = gl.CreateProgram();
+        gl.ProgramBinary(prog, format, bytes.data() + 4, static_cast<GLsizei>(bytes.size() - 4));
+        GLint ok = 0;
+        gl.GetProgramiv(prog, GL_LINK_STATUS, &ok);
+        while (gl.GetError() != GL_NO_ERROR) ok = 0;
+        if (ok) {
+          programs_[glsl] = prog;
+          return prog;
+        }
+        gl.DeleteProgram(prog);
+      }
+    }
+  }
   GLuint sh = gl.CreateShader(GL_COMPUTE_SHADER);
   if (!sh) return error(ErrorCode::runtime_error, "opengl: glCreateShader(GL_COMPUTE_SHADER) failed");
   const char* src = glsl.c_str();
@@ -212,6 +243,7 @@ Expected<GLuint> Runtime::program(const std::string& glsl) {
                  excerpt(glsl, log));
   }
   GLuint prog = gl.CreateProgram();
+  if (binaries_) gl.ProgramParameteri(prog, GL_PROGRAM_BINARY_RETRIEVABLE_HINT, GL_TRUE);
   gl.AttachShader(prog, sh);
   gl.LinkProgram(prog);
   gl.DeleteShader(sh);  // stays alive while attached
@@ -224,6 +256,22 @@ Expected<GLuint> Runtime::program(const std::string& glsl) {
     return error(ErrorCode::runtime_error, "opengl: the compute program did not link:\n", log.c_str());
   }
   programs_[glsl] = prog;
+  GLint n = 0;
+  if (binaries_) gl.GetProgramiv(prog, GL_PROGRAM_BINARY_LENGTH, &n);
+  if (n > 0 && codegen::make_dirs(dir)) {  // a cache that cannot be written is only slower
+    std::string bytes(static_cast<size_t>(n) + 4, '\0');
+    GLenum format = 0;
+    GLsizei got = 0;
+    gl.GetProgramBinary(prog, n, &got, &format, bytes.data() + 4);
+    if (gl.GetError() == GL_NO_ERROR && got > 0) {
+      std::memcpy(bytes.data(), &format, 4);
+      const std::string tmp = cat(path, ".", getpid(), ".tmp");
+      std::ofstream f(tmp, std::ios::binary);
+      f.write(bytes.data(), static_cast<std::streamsize>(got) + 4);
+      f.close();
+      if (f) std::rename(tmp.c_str(), path.c_str());  // atomic: readers see no half-written file
+    }
+  }
   return prog;
 }
 

@@ -34,7 +34,9 @@ struct Gl {
   X(PFNGLBINDBUFFERBASEPROC, BindBufferBase) X(PFNGLBINDBUFFERRANGEPROC, BindBufferRange)                     \
   X(PFNGLDISPATCHCOMPUTEPROC, DispatchCompute)                   \
   X(PFNGLMEMORYBARRIERPROC, MemoryBarrier) X(PFNGLUNIFORM1I64ARBPROC, Uniform1i64ARB)                       \
-  X(PFNGLFINISHPROC, Finish) X(PFNGLGETUNIFORMLOCATIONPROC, GetUniformLocation)
+  X(PFNGLFINISHPROC, Finish) X(PFNGLGETUNIFORMLOCATIONPROC, GetUniformLocation)                             \
+  X(PFNGLGETPROGRAMBINARYPROC, GetProgramBinary) X(PFNGLPROGRAMBINARYPROC, ProgramBinary)                   \
+  X(PFNGLPROGRAMPARAMETERIPROC, ProgramParameteri)
 #define RLX_GL_MEMBER(type, name) type name = nullptr;
   RLX_GL_FUNCTIONS(RLX_GL_MEMBER)
 #undef RLX_GL_MEMBER
@@ -83,9 +85,11 @@ class Runtime {
     Status status_;
   };
 
-  // The linked compute program for `glsl`, compiled once per process (kept until exit).
-  // Compile errors carry the driver's log and the numbered source lines around the first
-  // error. Call with a Lock held.
+  // The linked compute program for `glsl`, made once per process (kept until exit): from the
+  // disk cache ($RLX_CACHE_DIR/gl-<key>.bin, the driver's program binary keyed by the source,
+  // renderer and driver version) when the driver offers program binaries, else compiled (and
+  // then saved there). Compile errors carry the driver's log and the numbered source lines
+  // around the first error. Call with a Lock held.
   Expected<GLuint> program(const std::string& glsl);
 
   // An rlx error if the GL error flag is set: "opengl: <what>: GL_OUT_OF_MEMORY (0x505)".
@@ -100,6 +104,8 @@ class Runtime {
   Gl gl_;
   Caps caps_;
   std::string description_;
+  std::string driver_;  // renderer and version, part of the disk cache key
+  bool binaries_ = false;  // GL_NUM_PROGRAM_BINARY_FORMATS > 0
   std::recursive_mutex mu_;
   int depth_ = 0;  // nesting of Locks on the owning thread
   std::map<std::string, GLuint> programs_;
