@@ -9,7 +9,7 @@
 // the C project with --inputs test images embedded. With --run it also builds the project with
 // arm-none-eabi-gcc, runs it in qemu-system-arm for M3 and M4, and checks that the logits the
 // firmware prints are bit-identical to the host int8 reference. The fpga target shares all of that
-// up to the int8 program (dense layers only), then writes the SystemVerilog design; its --run
+// up to the int8 program, then writes the SystemVerilog design; its --run
 // simulates it with Verilator (bit-identical logits, cycles) and synthesizes it with Yosys.
 #include <cstdio>
 #include <fstream>
@@ -169,7 +169,7 @@ Status codegen_fpga(const Args& a) {
   RLX_ASSIGN_OR_RETURN(targets::fpga::Layout lay, targets::fpga::layout(pr.q, o));
   RLX_TRY(targets::fpga::emit_design(pr.q, o, pr.ins.inputs, out, pr.summary));
   std::printf("%s\n%s", pr.q.report.summary().c_str(), pr.summary.c_str());
-  std::printf("wrote %s: rlx_fpga_top.sv (%zu dense layers, %d MAC lanes, %lld cycles per inference), weights.mem "
+  std::printf("wrote %s: rlx_fpga_top.sv (%zu layers, %d MAC lanes, %lld cycles per inference), weights.mem "
               "(%lld x %d bits), bias.mem, mult.mem, shift.mem, inputs.mem (%zu inputs), tb.cpp, Makefile, report.txt\n",
               out.c_str(), pr.q.layers.size(), lay.lanes, static_cast<long long>(lay.cycles_estimate),
               static_cast<long long>(lay.weight_words), 8 * lay.lanes, pr.ins.inputs.size());

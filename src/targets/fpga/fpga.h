@@ -7,7 +7,8 @@
 // is the hardware: a parameterized MAC array of P int8 lanes with int32 accumulators, a weight
 // memory initialized from .mem files ($readmemh), a controller FSM that walks the layers,
 // valid/ready byte streams in and out, and requantization written to be bit-identical to
-// rlx_mcu_requantize. Dense layers only today: conv2d and max_pool2d are illegal nodes.
+// rlx_mcu_requantize. Programs with conv2d / max_pool2d layers get a tap walker that gathers each
+// output pixel's window into the activation banks (rlx_mcu_conv2d_s8's order) and max pooling.
 #pragma once
 
 #include <cstdint>
@@ -24,10 +25,10 @@ namespace rlx::targets::fpga {
 // The device name used in dispatch reports and errors.
 inline constexpr const char* kDeviceName = "fpga";
 
-// The shared int8 lowering (cortex_m::lower_for_cortex_m) restricted to what the generated
-// hardware runs: dense layers (matmul + bias, fused ReLU). Every conv2d or max_pool2d node is
-// illegal, and the error (ErrorCode::illegal, the dispatch report's format) names each one.
-// The report's device is "fpga".
+// The shared int8 lowering (cortex_m::lower_for_cortex_m): the generated hardware runs the same
+// layers (dense, conv2d with group 1 and dilation 1, max_pool2d without padding, fused ReLU,
+// flatten). Any other node is illegal, and the error (ErrorCode::illegal, the dispatch report's
+// format) names each one for the fpga target. The report's device is "fpga".
 Expected<cortex_m::FloatProgram> lower_for_fpga(const Graph& g);
 
 struct Options {
@@ -40,11 +41,12 @@ struct Layout {
   int64_t weight_words = 0;      // depth of the weight memory (each word P int8 weights)
   int64_t channels = 0;          // entries of the bias / multiplier / shift memories
   int64_t act_words = 0;         // depth of each activation bank per ping-pong buffer
+  int64_t col_words = 0;         // depth of each bank's window region (conv2d; 0 without)
   int64_t cycles_estimate = 0;   // controller cycles per inference (input + MACs + requant + output)
 };
 
-// Computes the layout of `p` for `o` (errors: lanes not a power of two in 1..64, a layer that
-// is not dense).
+// Computes the layout of `p` for `o` (errors: lanes not a power of two in 1..64, more than 15
+// layers). cycles_estimate is exact: the tests check the simulation against it.
 Expected<Layout> layout(const cortex_m::Int8Program& p, const Options& o);
 
 // Writes the design into `dir` (created if needed): rlx_fpga_top.sv (the accelerator),
