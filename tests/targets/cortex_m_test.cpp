@@ -9,7 +9,7 @@
 #include <random>
 
 #include "targets/cortex_m/cortex_m.h"
-#include "targets/cortex_m/rlx_mcu_kernels.h"
+#include "targets/int8/rlx_mcu_kernels.h"
 #include "train/data.h"
 #include "train/models.h"
 #include "train/trainer.h"

@@ -10,7 +10,7 @@
 
 #include "cli/run_rlx.h"
 #include "rlx/safetensors.h"
-#include "targets/cortex_m/cortex_m.h"
+#include "targets/int8/int8.h"
 #include "targets/fpga/fpga.h"
 #include "train/data.h"
 #include "train/models.h"
@@ -18,7 +18,7 @@
 namespace rlx::targets::fpga {
 namespace {
 
-using cortex_m::Int8Program;
+using int8::Int8Program;
 
 struct Rand {
   std::mt19937_64 rng;
@@ -58,7 +58,7 @@ int64_t simulate_and_compare(const Int8Program& q, const std::vector<std::vector
   EXPECT_EQ(r->logits.size(), inputs.size()) << r->output;
   int same = 0;
   for (size_t i = 0; i < inputs.size() && i < r->logits.size(); ++i) {
-    const std::vector<int8_t> want = cortex_m::run_reference(q, inputs[i]);
+    const std::vector<int8_t> want = int8::run_reference(q, inputs[i]);
     EXPECT_EQ(r->logits[i], want) << "input " << i;
     same += r->logits[i] == want;
     // the controller's cycle count is exact: input, chunks + 3 per output channel, output
@@ -77,7 +77,7 @@ Int8Program mlp_program(std::vector<std::vector<int8_t>>* inputs, int n_images) 
   Rand r(11);
   for (const auto& p : m->params)
     w[p.name] = p.name.find("bias") != std::string::npos ? r.tensor(p.init.sizes(), 0.2) : p.init.clone();
-  auto g = cortex_m::classifier_graph(*m, w);
+  auto g = int8::classifier_graph(*m, w);
   EXPECT_TRUE(g.has_value()) << g.status().to_string();
   auto fp = lower_for_fpga(*g);
   EXPECT_TRUE(fp.has_value()) << fp.status().to_string();
@@ -85,10 +85,10 @@ Int8Program mlp_program(std::vector<std::vector<int8_t>>* inputs, int n_images) 
   const train::MnistData data = train::synthetic_mnist(100, n_images, 5);
   Tensor calib = Tensor::zeros(DType::f32, {100, 784});
   std::copy(data.train.images.data<float>(), data.train.images.data<float>() + 100 * 784, calib.data<float>());
-  auto q = cortex_m::quantize_program(*g, *fp, calib);
+  auto q = int8::quantize_program(*g, *fp, calib);
   EXPECT_TRUE(q.has_value()) << q.status().to_string();
   for (int i = 0; i < n_images; ++i)
-    inputs->push_back(cortex_m::quantize_input(
+    inputs->push_back(int8::quantize_input(
         *q, std::span<const float>(data.test.images.data<float>() + static_cast<int64_t>(i) * 784, 784)));
   std::mt19937 rng(17);
   std::uniform_int_distribution<int> b(-128, 127);
@@ -124,17 +124,17 @@ TEST(Fpga, ThreeLayerChainIsBitIdenticalInVerilator) {
     h = o.add(o.matmul(h, p[2]), p[3]);
     return o.add(o.matmul(h, p[4]), p[5]);
   };
-  auto g = cortex_m::classifier_graph(m, {}, /*use_init=*/true);
+  auto g = int8::classifier_graph(m, {}, /*use_init=*/true);
   ASSERT_TRUE(g.has_value()) << g.status().to_string();
   auto fp = lower_for_fpga(*g);
   ASSERT_TRUE(fp.has_value()) << fp.status().to_string();
-  auto q = cortex_m::quantize_program(*g, *fp, r.tensor({300, 9}, 2.0));
+  auto q = int8::quantize_program(*g, *fp, r.tensor({300, 9}, 2.0));
   ASSERT_TRUE(q.has_value()) << q.status().to_string();
   EXPECT_NE(q->in_zp, -128);
   std::vector<std::vector<int8_t>> inputs;
   const Tensor test = r.tensor({12, 9}, 2.5);
   for (int64_t i = 0; i < 12; ++i)
-    inputs.push_back(cortex_m::quantize_input(*q, std::span<const float>(test.data<float>() + i * 9, 9)));
+    inputs.push_back(int8::quantize_input(*q, std::span<const float>(test.data<float>() + i * 9, 9)));
   simulate_and_compare(*q, inputs, 4, dir_for("chain_p4"));  // P = 1 and 32: checked with rlx codegen fpga --run
   if (!verilator_missing().empty()) GTEST_SKIP() << "Verilator missing: " << verilator_missing();
 }
@@ -172,7 +172,7 @@ TEST(Fpga, YosysSynthesizesTheMlp) {
 // seeded weights: the tap walker, the window region and pooling, bit-identical, exact cycles.
 TEST(Fpga, TinyconvIsBitIdenticalInVerilator) {
   auto m = train::mnist_model("tinyconv", 2);
-  auto g = cortex_m::classifier_graph(*m, {}, /*use_init=*/true);
+  auto g = int8::classifier_graph(*m, {}, /*use_init=*/true);
   ASSERT_TRUE(g.has_value()) << g.status().to_string();
   auto fp = lower_for_fpga(*g);
   ASSERT_TRUE(fp.has_value()) << fp.status().to_string();
@@ -180,11 +180,11 @@ TEST(Fpga, TinyconvIsBitIdenticalInVerilator) {
   const train::MnistData data = train::synthetic_mnist(100, 3, 6);
   Tensor calib = Tensor::zeros(DType::f32, {100, 784});
   std::copy(data.train.images.data<float>(), data.train.images.data<float>() + 100 * 784, calib.data<float>());
-  auto q = cortex_m::quantize_program(*g, *fp, calib);
+  auto q = int8::quantize_program(*g, *fp, calib);
   ASSERT_TRUE(q.has_value()) << q.status().to_string();
   std::vector<std::vector<int8_t>> inputs;
   for (int i = 0; i < 3; ++i)
-    inputs.push_back(cortex_m::quantize_input(
+    inputs.push_back(int8::quantize_input(
         *q, std::span<const float>(data.test.images.data<float>() + static_cast<int64_t>(i) * 784, 784)));
   const int64_t cycles = simulate_and_compare(*q, inputs, 8, dir_for("tinyconv_p8"));
   if (!verilator_missing().empty()) GTEST_SKIP() << "Verilator missing: " << verilator_missing();
@@ -210,19 +210,19 @@ TEST(Fpga, PaddedStridedConvIsBitIdenticalInVerilator) {
     h = o.reshape(h, {-1, 64});
     return o.matmul(h, p[2]);
   };
-  auto g = cortex_m::classifier_graph(m, {}, /*use_init=*/true);
+  auto g = int8::classifier_graph(m, {}, /*use_init=*/true);
   ASSERT_TRUE(g.has_value()) << g.status().to_string();
   auto fp = lower_for_fpga(*g);
   ASSERT_TRUE(fp.has_value()) << fp.status().to_string();
   ASSERT_EQ(fp->layers.size(), 3u);
   EXPECT_EQ(fp->layers[0].geo.pt, 1);
-  auto q = cortex_m::quantize_program(*g, *fp, r.tensor({300, 243}, 1.5));
+  auto q = int8::quantize_program(*g, *fp, r.tensor({300, 243}, 1.5));
   ASSERT_TRUE(q.has_value()) << q.status().to_string();
   EXPECT_GT(q->in_zp, -100);
   std::vector<std::vector<int8_t>> inputs;
   const Tensor test = r.tensor({6, 243}, 1.5);
   for (int64_t i = 0; i < 6; ++i)
-    inputs.push_back(cortex_m::quantize_input(*q, std::span<const float>(test.data<float>() + i * 243, 243)));
+    inputs.push_back(int8::quantize_input(*q, std::span<const float>(test.data<float>() + i * 243, 243)));
   simulate_and_compare(*q, inputs, 4, dir_for("padded_p4"));
   if (!verilator_missing().empty()) GTEST_SKIP() << "Verilator missing: " << verilator_missing();
 }
@@ -240,7 +240,7 @@ TEST(Fpga, UnsupportedOpsAreCompileErrorsNamingTheNode) {
     h = o.reshape(h, {-1, 32});
     return o.matmul(h, p[1]);
   };
-  auto g = cortex_m::classifier_graph(m, {}, /*use_init=*/true);
+  auto g = int8::classifier_graph(m, {}, /*use_init=*/true);
   ASSERT_TRUE(g.has_value()) << g.status().to_string();
   auto fp = lower_for_fpga(*g);
   ASSERT_FALSE(fp.has_value());

@@ -20,7 +20,7 @@
 #include "targets/fpga/fpga.h"
 #include "train/data.h"
 #include "train/models.h"
-#include "targets/cortex_m/rlx_mcu_kernels.h"
+#include "targets/int8/rlx_mcu_kernels.h"
 
 namespace rlx::cli {
 namespace {

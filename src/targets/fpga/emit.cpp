@@ -11,9 +11,9 @@
 namespace rlx::targets::fpga {
 namespace {
 
-using cortex_m::Int8Layer;
-using cortex_m::Int8Program;
-using cortex_m::LayerKind;
+using int8::Int8Layer;
+using int8::Int8Program;
+using int8::LayerKind;
 
 Status write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
@@ -310,7 +310,7 @@ std::string top_sv_general(const Int8Program& p, const Layout& lay) {
   int64_t wbase = 0, cbase = 0;
   for (int32_t k = 0; k < L; ++k) {
     const Int8Layer& l = p.layers[static_cast<size_t>(k)];
-    const cortex_m::Conv2dGeometry& g = l.geo;
+    const int8::Conv2dGeometry& g = l.geo;
     const int kind = l.kind == LayerKind::dense ? 0 : l.kind == LayerKind::conv2d ? 1 : 2;
     const int64_t ch = chunks(l, P), nout = l.kind == LayerKind::dense ? l.n_out : g.c_out;
     s << "      4'd" << k << ": begin l_kind = 2'd" << kind << "; l_chunks = " << ch << "; l_nout = " << nout
@@ -520,21 +520,9 @@ std::string harness_cpp(const Int8Program& p, size_t n_inputs) {
 
 }  // namespace
 
-Expected<cortex_m::FloatProgram> lower_for_fpga(const Graph& g) {
-  auto lowered = cortex_m::lower_for_cortex_m(g);
-  if (!lowered) {
-    // the fpga target runs the same layers as cortex-m (dense, conv2d with group 1, max_pool2d
-    // without padding, relu, flatten), so the shared lowering's errors hold with the name changed
-    std::string msg = lowered.status().message();
-    for (auto [from, to] : {std::pair<std::string, std::string>{"cortex-m", kDeviceName},
-                            {"it emits int8 C for whole layers", "it emits SystemVerilog for whole layers"}})
-      for (size_t at = msg.find(from); at != std::string::npos; at = msg.find(from, at + to.size()))
-        msg.replace(at, from.size(), to);
-    return error(lowered.status().code(), msg);
-  }
-  cortex_m::FloatProgram p = std::move(*lowered);
-  p.report.device = kDeviceName;
-  return p;
+Expected<int8::FloatProgram> lower_for_fpga(const Graph& g) {
+  // the hardware runs the layers the shared int8 lowering produces (dense, conv2d, max_pool2d)
+  return int8::lower_to_int8(g, kDeviceName);
 }
 
 Expected<Layout> layout(const Int8Program& p, const Options& o) {
@@ -551,7 +539,7 @@ Expected<Layout> layout(const Int8Program& p, const Options& o) {
     lay.weight_words += rows(L) * chunks(L, o.lanes);
     lay.channels += rows(L);
     act = std::max<int64_t>(act, (L.n_out + o.lanes - 1) / o.lanes);
-    const cortex_m::Conv2dGeometry& g = L.geo;
+    const int8::Conv2dGeometry& g = L.geo;
     const int64_t pixels = int64_t{g.h_out} * g.w_out;
     if (general) lay.cycles_estimate += 1;  // S_LSTART
     if (L.kind == LayerKind::dense) {
@@ -630,7 +618,7 @@ Status emit_design(const Int8Program& p, const Options& o, const std::vector<std
     << "chunks + 3, output " << 2 * p.n_out << ")\n\nquantization (full-integer int8, post-training)\n"
     << "  input: scale " << p.in_scale << ", zero point " << p.in_zp << "\n";
   for (const Int8Layer& L : p.layers)
-    r << "  " << L.name << ": " << cortex_m::layer_kind_name(L.kind) << " " << L.n_in << " -> " << L.n_out << (L.relu ? " relu" : "") << "; output scale "
+    r << "  " << L.name << ": " << int8::layer_kind_name(L.kind) << " " << L.n_in << " -> " << L.n_out << (L.relu ? " relu" : "") << "; output scale "
       << L.out_scale << ", zero point " << L.out_zp << "\n";
   r << "\n" << summary;
   return write_file(d / "report.txt", r.str());

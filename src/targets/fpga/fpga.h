@@ -1,9 +1,9 @@
 // targets/fpga: ahead-of-time generation of an int8 inference accelerator in synthesizable
 // SystemVerilog (docs/targets.md, FPGA section).
 //
-// The FPGA target shares the front half of the Cortex-M target (src/targets/cortex_m): the same
-// lowering of the graph into int8 layers with the dispatch contract, the same post-training
-// quantization (Int8Program) and the same host int8 reference (rlx_mcu_kernels.h). What it adds
+// The FPGA target shares the front half with the Cortex-M target (src/targets/int8): the
+// lowering of the graph into int8 layers with the dispatch contract, the post-training
+// quantization (Int8Program) and the host int8 reference (rlx_mcu_kernels.h). What it adds
 // is the hardware: a parameterized MAC array of P int8 lanes with int32 accumulators, a weight
 // memory initialized from .mem files ($readmemh), a controller FSM that walks the layers,
 // valid/ready byte streams in and out, and requantization written to be bit-identical to
@@ -18,18 +18,18 @@
 
 #include "rlx/graph.h"
 #include "rlx/status.h"
-#include "targets/cortex_m/cortex_m.h"
+#include "targets/int8/int8.h"
 
 namespace rlx::targets::fpga {
 
 // The device name used in dispatch reports and errors.
 inline constexpr const char* kDeviceName = "fpga";
 
-// The shared int8 lowering (cortex_m::lower_for_cortex_m): the generated hardware runs the same
+// The shared int8 lowering (int8::lower_to_int8): the generated hardware runs the same
 // layers (dense, conv2d with group 1 and dilation 1, max_pool2d without padding, fused ReLU,
 // flatten). Any other node is illegal, and the error (ErrorCode::illegal, the dispatch report's
 // format) names each one for the fpga target. The report's device is "fpga".
-Expected<cortex_m::FloatProgram> lower_for_fpga(const Graph& g);
+Expected<int8::FloatProgram> lower_for_fpga(const Graph& g);
 
 struct Options {
   int32_t lanes = 8;  // P: int8 multipliers working in parallel (a power of two, 1..64)
@@ -47,7 +47,7 @@ struct Layout {
 
 // Computes the layout of `p` for `o` (errors: lanes not a power of two in 1..64, more than 15
 // layers). cycles_estimate is exact: the tests check the simulation against it.
-Expected<Layout> layout(const cortex_m::Int8Program& p, const Options& o);
+Expected<Layout> layout(const int8::Int8Program& p, const Options& o);
 
 // Writes the design into `dir` (created if needed): rlx_fpga_top.sv (the accelerator),
 // weights.mem, bias.mem, mult.mem, shift.mem ($readmemh files the design reads at elaboration,
@@ -55,7 +55,7 @@ Expected<Layout> layout(const cortex_m::Int8Program& p, const Options& o);
 // each), tb.cpp (a Verilator harness: streams each input in, reads the logits out, prints
 // "input I logits ... cycles C"), Makefile (verilator, yosys) and report.txt (the dispatch
 // report, the quantization parameters, `summary`).
-Status emit_design(const cortex_m::Int8Program& p, const Options& o, const std::vector<std::vector<int8_t>>& inputs,
+Status emit_design(const int8::Int8Program& p, const Options& o, const std::vector<std::vector<int8_t>>& inputs,
                    const std::string& dir, const std::string& summary = "");
 
 // --- simulation and synthesis (tests, `rlx codegen fpga --run`) ---

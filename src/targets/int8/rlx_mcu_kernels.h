@@ -1,8 +1,9 @@
-/* rlx_mcu_kernels.h: the int8 arithmetic of rlx's Cortex-M target, in plain C99.
+/* rlx_mcu_kernels.h: the int8 arithmetic of rlx's ahead-of-time targets, in plain C99.
  *
- * This one file is both compiled into rlx's host int8 reference (src/targets/cortex_m) and
- * written verbatim into every generated project, so the host and the microcontroller run the
- * same integer arithmetic by construction (the targets tests check it bit for bit in QEMU).
+ * This one file is both compiled into rlx's host int8 reference (src/targets/int8) and written
+ * verbatim into every generated Cortex-M project, so the host and the microcontroller run the
+ * same integer arithmetic by construction (the targets tests check it bit for bit in QEMU); the
+ * FPGA target's SystemVerilog is checked against the same reference in Verilator.
  *
  * Quantization (TFLite / CMSIS-NN conventions):
  *   real = scale * (q - zero_point); weights symmetric per output channel (zero point 0),

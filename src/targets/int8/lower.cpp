@@ -5,9 +5,9 @@
 
 #include "rlx/compile.h"
 #include "rlx/op_builder.h"
-#include "targets/cortex_m/cortex_m.h"
+#include "targets/int8/int8.h"
 
-namespace rlx::targets::cortex_m {
+namespace rlx::targets::int8 {
 namespace {
 
 std::vector<TensorType> types_of(const Graph& g, const std::vector<ValueId>& vs) {
@@ -27,13 +27,13 @@ NodeDecision decision(const Graph& g, int32_t i) {
   return d;
 }
 
-void mark_illegal(NodeDecision& d, const std::string& why) {
+void mark_illegal(const std::string& t, NodeDecision& d, const std::string& why) {
   d.path = DispatchPath::illegal;
   d.native_refused = why;
-  d.common_refused = "the cortex-m target has no common-IR renderer (it emits int8 C for whole layers)";
+  d.common_refused = "the " + t + " target has no common-IR renderer (it emits whole int8 layers)";
   d.rewrite_refused = cat("no rewrite of ", op_name(d.op), " into the layers the target runs");
-  d.hint = cat("the cortex-m target runs dense (matmul + bias), conv2d (group 1), max_pool2d, relu and flatten "
-               "today; ", op_name(d.op), " as used here is not supported yet by the cortex-m target (docs/targets.md); "
+  d.hint = cat("the " + t + " target runs dense (matmul + bias), conv2d (group 1), max_pool2d, relu and flatten "
+               "today; ", op_name(d.op), " as used here is not supported yet by the " + t + " target (docs/targets.md); "
                "run this model on cpu");
 }
 
@@ -107,16 +107,16 @@ Expected<Graph> classifier_graph(const train::ModelDef& model, const std::map<st
   return g;
 }
 
-Expected<FloatProgram> lower_for_cortex_m(const Graph& g) {
+Expected<FloatProgram> lower_to_int8(const Graph& g, const std::string& t) {
   if (g.inputs.size() != 1 || g.outputs.size() != 1)
-    return error(ErrorCode::invalid_argument, "the cortex-m target compiles graphs with one input and one output; ",
+    return error(ErrorCode::invalid_argument, "the " + t + " target compiles graphs with one input and one output; ",
                  g.name, " has ", g.inputs.size(), " inputs and ", g.outputs.size(), " outputs");
   FloatProgram p;
-  p.report.device = kDeviceName;
+  p.report.device = t;
   p.report.policy = "int8 (full-integer post-training quantization)";
   const TensorType& in = g.type(g.inputs[0]);
   if (in.dtype != DType::f32 || in.rank() < 2 || features(in) <= 0)
-    return error(ErrorCode::invalid_argument, "the cortex-m target needs an f32 input [batch, features...] with static "
+    return error(ErrorCode::invalid_argument, "the " + t + " target needs an f32 input [batch, features...] with static "
                  "features, got ", in.to_string());
   p.n_in = static_cast<int32_t>(features(in));
   ValueId cur = g.inputs[0];  // the activation the next layer reads
@@ -139,7 +139,7 @@ Expected<FloatProgram> lower_for_cortex_m(const Graph& g) {
     } else if (n.op == Op::MatMul && reads_cur && n.inputs.size() == 2) {
       const Tensor* w = param_tensor(g, n.inputs[1], 2);
       if (!w || w->sizes()[0] != features(g.type(cur)) || g.type(cur).rank() != 2) {
-        mark_illegal(d, "matmul runs on the cortex-m target only as activation [batch, K] x f32 weight param [K, N]");
+        mark_illegal(t, d, "matmul runs on the " + t + " target only as activation [batch, K] x f32 weight param [K, N]");
         poisoned = true;
       } else {
         FloatLayer L;
@@ -164,18 +164,18 @@ Expected<FloatProgram> lower_for_cortex_m(const Graph& g) {
       const std::vector<int64_t> st = n.attrs.ints("strides", {1, 1}), pads = n.attrs.ints("pads", {0, 0, 0, 0});
       std::string why;
       if (!w) {
-        why = "conv2d runs on the cortex-m target only with an f32 weight param [M, C, kh, kw]";
+        why = "conv2d runs on the " + t + " target only with an f32 weight param [M, C, kh, kw]";
       } else if (n.inputs.size() == 3 && !b) {
-        why = "conv2d runs on the cortex-m target only with an f32 bias param [M]";
+        why = "conv2d runs on the " + t + " target only with an f32 bias param [M]";
       } else if (n.attrs.i("group", 1) != 1) {
-        why = "grouped and depthwise conv2d (group != 1) are not supported yet by the cortex-m target";
+        why = "grouped and depthwise conv2d (group != 1) are not supported yet by the " + t + " target";
       } else if (n.attrs.ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1}) {
-        why = "dilated conv2d is not supported yet by the cortex-m target";
+        why = "dilated conv2d is not supported yet by the " + t + " target";
       } else if (!static_chw(xt) || !static_chw(yt) || st.size() != 2 || pads.size() != 4) {
-        why = "conv2d needs static [batch, C, H, W] shapes on the cortex-m target";
+        why = "conv2d needs static [batch, C, H, W] shapes on the " + t + " target";
       }
       if (!why.empty()) {
-        mark_illegal(d, why);
+        mark_illegal(t, d, why);
         poisoned = true;
       } else {
         FloatLayer L;
@@ -211,8 +211,8 @@ Expected<FloatProgram> lower_for_cortex_m(const Graph& g) {
       if (k.size() != 2 || st.size() != 2 || pads != std::vector<int64_t>{0, 0, 0, 0} ||
           n.attrs.ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1} || n.attrs.i("ceil_mode", 0) != 0 ||
           !static_chw(xt) || !static_chw(yt)) {
-        mark_illegal(d, "max_pool2d with padding, dilation or ceil_mode, or without static [batch, C, H, W] shapes, is "
-                        "not supported yet by the cortex-m target");
+        mark_illegal(t, d, "max_pool2d with padding, dilation or ceil_mode, or without static [batch, C, H, W] shapes, is "
+                        "not supported yet by the " + t + " target");
         poisoned = true;
       } else if (!poisoned) {
         FloatLayer L;
@@ -236,7 +236,7 @@ Expected<FloatProgram> lower_for_cortex_m(const Graph& g) {
       const ValueId bv = n.inputs[0] == cur ? n.inputs[1] : n.inputs[0];
       const Tensor* b = param_tensor(g, bv, 1);
       if (!b || b->sizes()[0] != last->n_out) {
-        mark_illegal(d, cat("add runs on the cortex-m target only as the bias of a dense layer (an f32 param [",
+        mark_illegal(t, d, cat("add runs on the " + t + " target only as the bias of a dense layer (an f32 param [",
                             last->n_out, "])"));
         poisoned = true;
       } else {
@@ -257,11 +257,11 @@ Expected<FloatProgram> lower_for_cortex_m(const Graph& g) {
       } else if (n.op == Op::Reshape && reads_cur && poisoned) {
         d.how = "flatten: no code";
       } else {
-        std::string why = cat("the cortex-m target has no ", op_name(n.op), " kernel");
+        std::string why = cat("the " + t + " target has no ", op_name(n.op), " kernel");
         if (n.op == Op::Relu || n.op == Op::Add || n.op == Op::MatMul || n.op == Op::Reshape)
           why = cat(op_name(n.op), " is supported only in a chain of layers fed by the model's input (conv2d or matmul, "
                     "+ bias, relu; max_pool2d; flatten)");
-        mark_illegal(d, why);
+        mark_illegal(t, d, why);
       }
       poisoned = true;
       if (!n.outputs.empty()) cur = n.outputs[0];
@@ -269,10 +269,10 @@ Expected<FloatProgram> lower_for_cortex_m(const Graph& g) {
     p.report.nodes.push_back(std::move(d));
   }
   if (!p.report.ok()) return p.report.illegal_error();
-  if (p.layers.empty()) return error(ErrorCode::illegal, g.name, ": no layer for the cortex-m target to run");
+  if (p.layers.empty()) return error(ErrorCode::illegal, g.name, ": no layer for the " + t + " target to run");
   if (cur != g.outputs[0] || p.layers.back().out_value != cur)
     return error(ErrorCode::illegal, g.name, ": the output ", g.value_label(g.outputs[0]),
-                 " is not the last layer's output; the cortex-m target runs one chain of layers");
+                 " is not the last layer's output; the " + t + " target runs one chain of layers");
   for (size_t k = 1; k < p.layers.size(); ++k)
     if (p.layers[k].n_in != p.layers[k - 1].n_out)
       return error(ErrorCode::shape_error, p.layers[k].name, " reads ", p.layers[k].n_in, " features, the layer before "
@@ -302,4 +302,4 @@ Expected<std::vector<Tensor>> run_float(const Graph& g, const FloatProgram& p, c
   return model->run(in);
 }
 
-}  // namespace rlx::targets::cortex_m
+}  // namespace rlx::targets::int8

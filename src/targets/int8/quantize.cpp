@@ -1,11 +1,11 @@
-// Post-training quantization for the Cortex-M target and the host int8 reference.
+// Post-training quantization for the int8 targets (cortex-m, fpga) and the host int8 reference.
 #include <algorithm>
 #include <cmath>
 
-#include "targets/cortex_m/cortex_m.h"
-#include "targets/cortex_m/rlx_mcu_kernels.h"
+#include "targets/int8/int8.h"
+#include "targets/int8/rlx_mcu_kernels.h"
 
-namespace rlx::targets::cortex_m {
+namespace rlx::targets::int8 {
 namespace {
 
 struct ActQuant {
@@ -193,4 +193,4 @@ std::vector<int8_t> run_reference(const Int8Program& p, std::span<const int8_t> 
   return a;
 }
 
-}  // namespace rlx::targets::cortex_m
+}  // namespace rlx::targets::int8
