@@ -609,7 +609,11 @@ Status emit_design(const Int8Program& p, const Options& o, const std::vector<std
                      "\tyosys -q -p 'read_verilog -sv rlx_fpga_top.sv; synth -flatten -noalumacc -top rlx_fpga_top -run begin:fine; "
                      "tee -o stat_coarse.txt stat; opt -fast -full; techmap; opt -fast; abc -fast; opt -fast; "
                      "tee -o stat.txt stat'\n"
-                     ".PHONY: sim synth\n"));
+                     "# Xilinx 7-series mapping (block RAM, DSP48E1, LUTs): resources only, no place and route\n"
+                     "synth-xilinx:\n"
+                     "\tyosys -q -p 'read_verilog -sv rlx_fpga_top.sv; synth_xilinx -flatten -top rlx_fpga_top; "
+                     "tee -o stat_xilinx.txt stat'\n"
+                     ".PHONY: sim synth synth-xilinx\n"));
   std::ostringstream r;
   r << "rlx codegen fpga report\n\n" << p.report.to_text() << "\n\nhardware: " << P << " MAC lanes (int8 x int8, int32 "
     << "accumulators); weight memory " << lay.weight_words << " words x " << 8 * P << " bits; bias/multiplier/shift "
