@@ -3,7 +3,9 @@
 #
 # Devices are not separate libraries: every device built here (cpu, ref, null, and opencl,
 # vulkan, cuda... when their SDKs were found) lives in rlx_core and is chosen at run time by
-# name, so the package has one target, rlx::rlx. rlx_core is static, so its private
+# name, so the package has one library target, rlx::rlx, and one target per device built
+# (rlx::cpu, rlx::vulkan...: each is rlx::rlx) with the devices as package components
+# (find_package(rlx COMPONENTS vulkan) fails without it). rlx_core is static, so its private
 # dependencies (BLAS, ICU, protobuf, the ONNX protobuf classes, device SDKs) are link
 # dependencies of consumers: rlxConfig.cmake finds them with find_dependency, and rlx.pc lists
 # them in Libs.
@@ -120,6 +122,17 @@ function(rlx_write_package_files)
   string(REPLACE ";" " " pc "${pc}")
   string(REPLACE ";" "\n" RLX_FIND_DEPENDENCIES "${deps}")
   string(REPLACE "\\n" "\n" RLX_FIND_DEPENDENCIES "${RLX_FIND_DEPENDENCIES}")
+  # the devices compiled into rlx_core (src/backends/<device>/ sources in the library)
+  get_target_property(srcs rlx_core SOURCES)
+  set(RLX_PACKAGE_DEVICES "")
+  foreach(f ${srcs})
+    if(f MATCHES "/src/backends/([a-z0-9_]+)/")
+      list(APPEND RLX_PACKAGE_DEVICES ${CMAKE_MATCH_1})
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES RLX_PACKAGE_DEVICES)
+  list(SORT RLX_PACKAGE_DEVICES)
+  string(REPLACE ";" " " RLX_PACKAGE_DEVICES "${RLX_PACKAGE_DEVICES}")
   configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/rlxConfig.cmake.in ${CMAKE_BINARY_DIR}/cmake/rlxConfig.cmake
                                 INSTALL_DESTINATION ${RLX_CMAKE_DIR})
   # prefix relative to the .pc file, so an installed tree can be moved (cmake --install --prefix)

@@ -8,7 +8,7 @@
 
 namespace rlx::cuda {
 
-Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc) {
+Expected<backends::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc) {
   if (n.op != Op::Dot) return error(ErrorCode::unsupported, "only dot is native (cuBLAS)");
   if (n.inputs.size() != 2 || n.outputs.size() != 1) return error(ErrorCode::unsupported, "dot needs two inputs");
   const DType t = n.inputs[0].dtype;
@@ -25,7 +25,7 @@ Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc) {
   }
   for (const TensorType& x : n.inputs)
     if (!static_sizes(x.shape)) return error(ErrorCode::unsupported, "the cuBLAS GEMM needs static shapes");
-  RLX_ASSIGN_OR_RETURN(cpu::GemmPlan p, cpu::plan_contraction(n.op, n.attrs, n.inputs, n.outputs));
+  RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, backends::plan_contraction(n.op, n.attrs, n.inputs, n.outputs));
   // cuBLAS takes 32-bit sizes and leading dimensions
   const int64_t lim = INT32_MAX;
   if (p.m > lim || p.n > lim || p.k > lim || p.batch > lim || p.lda > lim || p.ldb > lim || p.ldc > lim)
@@ -33,7 +33,7 @@ Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc) {
   return p;
 }
 
-ColumnMajorGemm column_major_gemm(const cpu::GemmPlan& p) {
+ColumnMajorGemm column_major_gemm(const backends::GemmPlan& p) {
   ColumnMajorGemm g;
   g.trans_first = p.trans_b;
   g.trans_second = p.trans_a;

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "../cpu/native_contraction.h"
+#include "backends/gemm_plan.h"
 #include "rlx/compile.h"
 #include "rlx/device.h"
 #include "rlx/kernel_ir.h"
@@ -22,7 +22,7 @@ using ComputeCapability = int;
 // The cuBLAS plan for a `dot` node: the CPU's contraction planner decides the GEMM layout
 // (its plan is device-independent); cuBLAS computes f32, f64 and f16 (f32 accumulation), and
 // bf16 (f32 accumulation) from sm_80 on. An error says why the node is not one cuBLAS call.
-Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc);
+Expected<backends::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc);
 
 // One column-major GEMM call (cuBLAS's convention) computing a row-major plan: row-major
 // C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so B is the first operand and A the
@@ -33,7 +33,7 @@ struct ColumnMajorGemm {
   int64_t ld_first = 0, ld_second = 0, ldc = 0;
   int64_t stride_first = 0, stride_second = 0, stride_c = 0, batch = 1;
 };
-ColumnMajorGemm column_major_gemm(const cpu::GemmPlan& p);
+ColumnMajorGemm column_major_gemm(const backends::GemmPlan& p);
 
 // The device's answer to the legalizer's two questions for a GPU of capability `cc`.
 Claim claim_native(const NodeDesc& n, ComputeCapability cc);

@@ -43,7 +43,7 @@ class CudaExecutable final : public Executable {
     return b;
   }
   Status init_natives();
-  Status gemm(const kir::NativeKernel& nk, const cpu::GemmPlan& p);
+  Status gemm(const kir::NativeKernel& nk, const backends::GemmPlan& p);
 
   // One generated kernel's launch: cudaLaunchKernel reads each argument through args[i].
   struct Launch {
@@ -58,7 +58,7 @@ class CudaExecutable final : public Executable {
   std::vector<void*> mem_;
   std::vector<char> owns_;
   std::vector<std::unique_ptr<Launch>> launches_;
-  std::vector<cpu::GemmPlan> plans_;
+  std::vector<backends::GemmPlan> plans_;
   ExecStats stats_;
   std::mutex mu_;
 };
@@ -136,14 +136,14 @@ Status CudaExecutable::init(const Graph& g) {
 Status CudaExecutable::init_natives() {
   for (const kir::NativeKernel& nk : prog_.natives) {
     NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-    RLX_ASSIGN_OR_RETURN(cpu::GemmPlan p, gemm_plan(d, rt_->gpu().cc));
+    RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, gemm_plan(d, rt_->gpu().cc));
     plans_.push_back(p);
   }
   return Status::ok();
 }
 
 // One cuBLAS call in column-major terms (column_major_gemm: B is the first operand).
-Status CudaExecutable::gemm(const kir::NativeKernel& nk, const cpu::GemmPlan& p) {
+Status CudaExecutable::gemm(const kir::NativeKernel& nk, const backends::GemmPlan& p) {
   void* c = mem_[nk.outputs[0]];
   const DType t = nk.output_types[0].dtype;
   if (p.m == 0 || p.n == 0 || p.batch == 0) return Status::ok();

@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "../../codegen/c_prelude.h"
-#include "../cpu/native_contraction.h"
+#include "backends/gemm_plan.h"
 #include "../../codegen/c_renderer.h"
 #include "../../passes/schedule.h"
 #include "opencl_runtime.h"
@@ -47,11 +47,11 @@ __kernel void rlx_native_gemm_f32(__global const float* A, __global const float*
 
 // A dot the tiled kernel computes: f32, one contracting dim, batch dims leading (the CPU's
 // GEMM planner decides the layout; its plan is device-independent).
-Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n) {
+Expected<backends::GemmPlan> gemm_plan(const NodeDesc& n) {
   if (n.op != Op::Dot) return error(ErrorCode::unsupported, "only dot is native");
   for (const TensorType& t : n.inputs)
     if (t.dtype != DType::f32) return error(ErrorCode::unsupported, "the tiled GEMM is f32 only");
-  return cpu::plan_contraction(n.op, n.attrs, n.inputs, n.outputs);
+  return backends::plan_contraction(n.op, n.attrs, n.inputs, n.outputs);
 }
 
 // A compiled program: one cl_mem per buffer (views share their target's), weights and
@@ -184,7 +184,7 @@ Status OpenclExecutable::init_natives() {
   RLX_ASSIGN_OR_RETURN(cl_program program, rt_->program(kGemmSource));
   for (const kir::NativeKernel& nk : prog_.natives) {
     NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-    RLX_ASSIGN_OR_RETURN(cpu::GemmPlan p, gemm_plan(d));
+    RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, gemm_plan(d));
     cl_int err = CL_SUCCESS;
     Native n;
     n.kernel = clCreateKernel(program, "rlx_native_gemm_f32", &err);

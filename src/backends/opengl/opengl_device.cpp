@@ -10,7 +10,7 @@
 #include "../../codegen/c_renderer.h"
 #include "../../codegen/glsl_prelude.h"
 #include "../../passes/schedule.h"
-#include "../cpu/native_contraction.h"
+#include "backends/gemm_plan.h"
 #include "opengl_runtime.h"
 #include "rlx/compile.h"
 
@@ -20,11 +20,11 @@ namespace {
 // A dot the tiled kernel computes: f32, one contracting dim, batch dims leading (the CPU's
 // GEMM planner decides the layout; its plan is device-independent). The same rule as the
 // Vulkan device's, which runs the same shader.
-Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n) {
+Expected<backends::GemmPlan> gemm_plan(const NodeDesc& n) {
   if (n.op != Op::Dot) return error(ErrorCode::unsupported, "only dot is native");
   for (const TensorType& t : n.inputs)
     if (t.dtype != DType::f32) return error(ErrorCode::unsupported, "the tiled GEMM is f32 only");
-  return cpu::plan_contraction(n.op, n.attrs, n.inputs, n.outputs);
+  return backends::plan_contraction(n.op, n.attrs, n.inputs, n.outputs);
 }
 
 // A storage-buffer binding: a whole buffer (size 0) or a range of one (an intermediate in the
@@ -298,7 +298,7 @@ Status OpenGlExecutable::build_steps() {
     if (s.native) {
       const kir::NativeKernel& nk = prog_.natives[s.index];
       NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-      RLX_ASSIGN_OR_RETURN(cpu::GemmPlan p, gemm_plan(d));
+      RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, gemm_plan(d));
       st.program = gemm;
       st.bindings = {bind_of(nk.inputs[0]), bind_of(nk.inputs[1]), bind_of(nk.outputs[0])};
       const int64_t v[10] = {p.m, p.n, p.k, p.stride_a, p.trans_a ? 1 : p.lda, p.trans_a ? p.lda : 1,

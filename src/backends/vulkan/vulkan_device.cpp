@@ -9,7 +9,7 @@
 #include "../../codegen/c_renderer.h"
 #include "../../codegen/glsl_prelude.h"
 #include "../../passes/schedule.h"
-#include "../cpu/native_contraction.h"
+#include "backends/gemm_plan.h"
 #include "rlx/compile.h"
 #include "vulkan_runtime.h"
 
@@ -21,11 +21,11 @@ constexpr uint32_t kGemmPushBytes = 80;    // ten int64 (see glsl_gemm_source)
 
 // A dot the tiled kernel computes: f32, one contracting dim, batch dims leading (the CPU's
 // GEMM planner decides the layout; its plan is device-independent).
-Expected<cpu::GemmPlan> gemm_plan(const NodeDesc& n) {
+Expected<backends::GemmPlan> gemm_plan(const NodeDesc& n) {
   if (n.op != Op::Dot) return error(ErrorCode::unsupported, "only dot is native");
   for (const TensorType& t : n.inputs)
     if (t.dtype != DType::f32) return error(ErrorCode::unsupported, "the tiled GEMM is f32 only");
-  return cpu::plan_contraction(n.op, n.attrs, n.inputs, n.outputs);
+  return backends::plan_contraction(n.op, n.attrs, n.inputs, n.outputs);
 }
 
 // One dispatch of the recorded command buffer.
@@ -209,7 +209,7 @@ Status VulkanExecutable::build_steps() {
     if (s.native) {
       const kir::NativeKernel& nk = prog_.natives[s.index];
       NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-      RLX_ASSIGN_OR_RETURN(cpu::GemmPlan p, gemm_plan(d));
+      RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, gemm_plan(d));
       st.pipeline = gemm;
       bufs = {nk.inputs[0], nk.inputs[1], nk.outputs[0]};
       const int64_t v[10] = {p.m, p.n, p.k, p.stride_a, p.trans_a ? 1 : p.lda, p.trans_a ? p.lda : 1,
