@@ -30,6 +30,16 @@ struct Stage {
 // separate the graph (a later stage that needs a value the cut does not carry).
 Expected<std::vector<Stage>> split_stages(const Graph& g, std::span<const ValueId> cuts);
 
+// Part `i` of `n` items split into `parts` nearly equal runs (the first n % parts get one more):
+// how a batch is cut into micro-batches, or shared among data-parallel ranks.
+struct Share {
+  int64_t begin = 0, size = 0;
+};
+inline Share even_share(int64_t n, int64_t parts, int64_t i) {
+  const int64_t q = n / parts, rem = n % parts;
+  return {i * q + (i < rem ? i : rem), q + (i < rem ? 1 : 0)};
+}
+
 // The values a model builder marked as layer ends (named "layer.<N>.out"), in layer order:
 // where split_stages may cut it.
 std::vector<ValueId> layer_ends(const Graph& g);

@@ -97,7 +97,7 @@ Status PipelineRunner::run_into(std::span<const Tensor> inputs, std::span<Tensor
   const int M = static_cast<int>(std::min<int64_t>(run_.micro_batches, B));
   const bool first = stage_ == 0, last = stage_ == stages_ - 1;
   for (int i = 0; i < M; ++i) {
-    const int64_t begin = i * (B / M) + std::min<int64_t>(i, B % M), size = B / M + (i < B % M ? 1 : 0);
+    const auto [begin, size] = even_share(B, M, i);
     const auto ctx = cat("pipeline stage ", stage_, " of ", stages_, ", micro-batch ", i);
     Tensor act;
     if (!first) {

@@ -46,7 +46,7 @@ Expected<Tensor> slice_cols(const Tensor& t, int64_t begin, int64_t count, const
 // The sum over the group of every rank's x (identity when the group is one rank).
 ValueId tp_all_reduce(OpBuilder& o, const TensorParallel& tp, ValueId x);
 
-// A vocabulary-parallel lookup: `table` holds rows [begin, begin + rows) of the embedding;
+// A vocabulary-parallel lookup of ids [batch, seq]: `table` holds rows [begin, begin + rows) of the embedding;
 // ids outside them contribute zeros, and the all_reduce sums every rank's rows.
 ValueId vocab_parallel_embedding(OpBuilder& o, const TensorParallel& tp, ValueId table, ValueId ids, int64_t begin,
                                  int64_t rows);

@@ -229,8 +229,9 @@ Expected<float> PipelineTrainer::step(const Tensor& images, const Tensor& labels
   const int M = static_cast<int>(std::min<int64_t>(m.pc.micro_batches, B));
   std::vector<int64_t> begin(M), size(M);
   for (int i = 0; i < M; ++i) {
-    begin[i] = i * (B / M) + std::min<int64_t>(i, B % M);
-    size[i] = B / M + (i < B % M ? 1 : 0);
+    const dist::Share sh = dist::even_share(B, M, i);
+    begin[i] = sh.begin;
+    size[i] = sh.size;
   }
   std::vector<StageGraphs*> sg(M);
   for (int i = 0; i < M; ++i) {

@@ -14,6 +14,7 @@
 #include "entry.h"
 #include "rlx/safetensors.h"
 #include "train/data.h"
+#include "dist/pipeline.h"
 #include "train/pipeline_trainer.h"
 #include "train/trainer.h"
 
@@ -281,9 +282,9 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   const double c0 = now_s();
   // rank's share of a global batch of n: n / ranks examples, one more for the first n % ranks
   auto share = [&](int64_t n, int64_t* begin) {
-    const int64_t q = n / ranks, rem = n % ranks;
-    *begin = rank * q + std::min<int64_t>(rank, rem);
-    return q + (rank < rem ? 1 : 0);
+    const dist::Share sh = dist::even_share(n, ranks, rank);
+    *begin = sh.begin;
+    return sh.size;
   };
   int64_t unused = 0;
   for (int64_t b : {std::min<int64_t>(o.batch, data.train.size()), data.train.size() % o.batch}) {
