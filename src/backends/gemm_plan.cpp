@@ -139,4 +139,18 @@ Expected<GemmPlan> plan_contraction(Op op, const Attrs& attrs, std::span<const T
   return error(ErrorCode::unsupported, op_name(op), " is not a contraction");
 }
 
+Expected<GemmPlan> plan_tiled_gemm(const NodeDesc& n) {
+  if (n.op != Op::Dot) return error(ErrorCode::unsupported, "only dot is native");
+  for (const TensorType& t : n.inputs)
+    if (t.dtype != DType::f32) return error(ErrorCode::unsupported, "the tiled GEMM is f32 only");
+  return plan_contraction(n.op, n.attrs, n.inputs, n.outputs);
+}
+
+Claim claim_tiled_gemm(const NodeDesc& n, std::string_view device) {
+  if (n.op != Op::Dot) return Claim::no(cat(device, "'s only native kernel is the tiled f32 GEMM (dot)"));
+  auto p = plan_tiled_gemm(n);
+  if (!p) return Claim::no(p.status().message());
+  return Claim::yes(cat("tiled gemm 16x16 m=", p->m, " n=", p->n, " k=", p->k, p->batch > 1 ? cat(" batch=", p->batch) : ""));
+}
+
 }  // namespace rlx::backends

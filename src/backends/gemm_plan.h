@@ -4,7 +4,9 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 
+#include "rlx/device.h"
 #include "rlx/graph.h"
 
 namespace rlx::backends {
@@ -24,5 +26,11 @@ struct GemmPlan {
 // The plan for a contraction node, or the reason it is not a single GEMM call.
 Expected<GemmPlan> plan_contraction(Op op, const Attrs& attrs, std::span<const TensorType> inputs,
                                     std::span<const TensorType> outputs);
+
+// The plan of the 16x16-tiled f32 GEMM kernel that opencl, vulkan and opengl generate: dot
+// nodes with f32 operands only.
+Expected<GemmPlan> plan_tiled_gemm(const NodeDesc& n);
+// Those devices' claim: the tiled GEMM for dot nodes it plans, else the reason, naming `device`.
+Claim claim_tiled_gemm(const NodeDesc& n, std::string_view device);
 
 }  // namespace rlx::backends

@@ -47,12 +47,6 @@ __kernel void rlx_native_gemm_f32(__global const float* A, __global const float*
 
 // A dot the tiled kernel computes: f32, one contracting dim, batch dims leading (the CPU's
 // GEMM planner decides the layout; its plan is device-independent).
-Expected<backends::GemmPlan> gemm_plan(const NodeDesc& n) {
-  if (n.op != Op::Dot) return error(ErrorCode::unsupported, "only dot is native");
-  for (const TensorType& t : n.inputs)
-    if (t.dtype != DType::f32) return error(ErrorCode::unsupported, "the tiled GEMM is f32 only");
-  return backends::plan_contraction(n.op, n.attrs, n.inputs, n.outputs);
-}
 
 // A compiled program: one cl_mem per buffer (views share their target's), weights and
 // constants uploaded once, kernel arguments bound once; a run writes the inputs, enqueues the
@@ -184,7 +178,7 @@ Status OpenclExecutable::init_natives() {
   RLX_ASSIGN_OR_RETURN(cl_program program, rt_->program(kGemmSource));
   for (const kir::NativeKernel& nk : prog_.natives) {
     NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-    RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, gemm_plan(d));
+    RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, backends::plan_tiled_gemm(d));
     cl_int err = CL_SUCCESS;
     Native n;
     n.kernel = clCreateKernel(program, "rlx_native_gemm_f32", &err);
@@ -277,12 +271,7 @@ class OpenclDevice final : public Device {
   }
   const DeviceInfo& info() const override { return info_; }
 
-  Claim claim_native(const NodeDesc& n) const override {
-    if (n.op != Op::Dot) return Claim::no("opencl's only native kernel is the tiled f32 GEMM (dot)");
-    auto p = gemm_plan(n);
-    if (!p) return Claim::no(p.status().message());
-    return Claim::yes(cat("tiled gemm 16x16 m=", p->m, " n=", p->n, " k=", p->k, p->batch > 1 ? cat(" batch=", p->batch) : ""));
-  }
+  Claim claim_native(const NodeDesc& n) const override { return backends::claim_tiled_gemm(n, "opencl"); }
 
   Claim supports_primitive(const NodeDesc& n) const override {
     if (!rt_->fp64()) {

@@ -21,12 +21,6 @@ constexpr uint32_t kGemmPushBytes = 80;    // ten int64 (see glsl_gemm_source)
 
 // A dot the tiled kernel computes: f32, one contracting dim, batch dims leading (the CPU's
 // GEMM planner decides the layout; its plan is device-independent).
-Expected<backends::GemmPlan> gemm_plan(const NodeDesc& n) {
-  if (n.op != Op::Dot) return error(ErrorCode::unsupported, "only dot is native");
-  for (const TensorType& t : n.inputs)
-    if (t.dtype != DType::f32) return error(ErrorCode::unsupported, "the tiled GEMM is f32 only");
-  return backends::plan_contraction(n.op, n.attrs, n.inputs, n.outputs);
-}
 
 // One dispatch of the recorded command buffer.
 struct Step {
@@ -209,7 +203,7 @@ Status VulkanExecutable::build_steps() {
     if (s.native) {
       const kir::NativeKernel& nk = prog_.natives[s.index];
       NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-      RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, gemm_plan(d));
+      RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, backends::plan_tiled_gemm(d));
       st.pipeline = gemm;
       bufs = {nk.inputs[0], nk.inputs[1], nk.outputs[0]};
       const int64_t v[10] = {p.m, p.n, p.k, p.stride_a, p.trans_a ? 1 : p.lda, p.trans_a ? p.lda : 1,
@@ -345,12 +339,7 @@ class VulkanDevice final : public Device {
   }
   const DeviceInfo& info() const override { return info_; }
 
-  Claim claim_native(const NodeDesc& n) const override {
-    if (n.op != Op::Dot) return Claim::no("vulkan's only native kernel is the tiled f32 GEMM (dot)");
-    auto p = gemm_plan(n);
-    if (!p) return Claim::no(p.status().message());
-    return Claim::yes(cat("tiled gemm 16x16 m=", p->m, " n=", p->n, " k=", p->k, p->batch > 1 ? cat(" batch=", p->batch) : ""));
-  }
+  Claim claim_native(const NodeDesc& n) const override { return backends::claim_tiled_gemm(n, "vulkan"); }
 
   Claim supports_primitive(const NodeDesc& n) const override { return codegen::glsl_supports(n, caps_); }
 
