@@ -8,32 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "targets/shell.h"
 #include "targets/fpga/fpga.h"
 
 namespace rlx::targets::fpga {
 namespace {
-
-bool on_path(const std::string& tool) {
-  const std::string cmd = "command -v " + tool + " >/dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
-}
-
-// Runs a shell command, returns its exit status and everything it printed (stdout + stderr).
-int run_shell(const std::string& cmd, std::string* out) {
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  if (!f) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, n);
-  const int st = pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-std::string quote(const std::string& s) {
-  std::string r = "'";
-  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return r + "'";
-}
 
 // The number after `key` on the first line of `text` that contains it (-1 if none).
 int64_t stat_number(const std::string& text, const std::string& key) {
