@@ -423,18 +423,28 @@ class MpiCommunicator final : public Communicator {
   }
 
   Status send(const void* data, int64_t count, DType dtype, int peer, int tag) override {
-    Header h = header_p2p(Kind::send, ++send_seq_, count, dtype, tag);
-    RLX_TRY(usable(h));
-    RLX_TRY(check_p2p(h, data, count, dtype, peer, tag));
-    int n = 0;
-    RLX_TRY(mpi_count(h, count, dtype, &n));
+    Header h;
+    std::vector<MPI_Request> reqs;
     const Clock::time_point start = Clock::now();
-    std::vector<MPI_Request> reqs(2, MPI_REQUEST_NULL);
-    scratch_->send_header = h;
-    int rc = RLX_MPI(MPI_Isend(&scratch_->send_header, sizeof(Header), MPI_BYTE, peer, tag, p2p_ctl_, &reqs[0]));
-    if (rc == MPI_SUCCESS) rc = RLX_MPI(MPI_Isend(data, n, mpi_type(dtype), peer, tag, comm_, &reqs[1]));
-    if (rc != MPI_SUCCESS) return fail(h, cat(": ", mpi_error_string(rc)), peer);
+    RLX_TRY(post_send(data, count, dtype, peer, tag, &h, &reqs));
     return poll(h, reqs, nullptr, start, peer);
+  }
+
+  // Starts a send (its header on the control communicator, then the data): the part of send()
+  // before the wait, which send_recv() also needs.
+  Status post_send(const void* data, int64_t count, DType dtype, int peer, int tag, Header* h,
+                   std::vector<MPI_Request>* reqs) {
+    *h = header_p2p(Kind::send, ++send_seq_, count, dtype, tag);
+    RLX_TRY(usable(*h));
+    RLX_TRY(check_p2p(*h, data, count, dtype, peer, tag));
+    int n = 0;
+    RLX_TRY(mpi_count(*h, count, dtype, &n));
+    reqs->assign(2, MPI_REQUEST_NULL);
+    scratch_->send_header = *h;
+    int rc = RLX_MPI(MPI_Isend(&scratch_->send_header, sizeof(Header), MPI_BYTE, peer, tag, p2p_ctl_, &(*reqs)[0]));
+    if (rc == MPI_SUCCESS) rc = RLX_MPI(MPI_Isend(data, n, mpi_type(dtype), peer, tag, comm_, &(*reqs)[1]));
+    if (rc != MPI_SUCCESS) return fail(*h, cat(": ", mpi_error_string(rc)), peer);
+    return Status::ok();
   }
 
   Status recv(void* data, int64_t count, DType dtype, int peer, int tag) override {
@@ -471,17 +481,10 @@ class MpiCommunicator final : public Communicator {
   // completed last. So two ranks that send to each other at the same time do not deadlock.
   Status send_recv(const void* send_data, int64_t send_count, int dest, int send_tag, void* recv_data,
                    int64_t recv_count, int source, int recv_tag, DType dtype) override {
-    Header h = header_p2p(Kind::send, ++send_seq_, send_count, dtype, send_tag);
-    RLX_TRY(usable(h));
-    RLX_TRY(check_p2p(h, send_data, send_count, dtype, dest, send_tag));
-    int n = 0;
-    RLX_TRY(mpi_count(h, send_count, dtype, &n));
+    Header h;
+    std::vector<MPI_Request> reqs;
     const Clock::time_point start = Clock::now();
-    std::vector<MPI_Request> reqs(2, MPI_REQUEST_NULL);
-    scratch_->send_header = h;
-    int rc = RLX_MPI(MPI_Isend(&scratch_->send_header, sizeof(Header), MPI_BYTE, dest, send_tag, p2p_ctl_, &reqs[0]));
-    if (rc == MPI_SUCCESS) rc = RLX_MPI(MPI_Isend(send_data, n, mpi_type(dtype), dest, send_tag, comm_, &reqs[1]));
-    if (rc != MPI_SUCCESS) return fail(h, cat(": ", mpi_error_string(rc)), dest);
+    RLX_TRY(post_send(send_data, send_count, dtype, dest, send_tag, &h, &reqs));
     RLX_TRY(recv(recv_data, recv_count, dtype, source, recv_tag));
     return poll(h, reqs, nullptr, start, dest);
   }
