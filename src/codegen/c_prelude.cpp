@@ -328,16 +328,70 @@ static inline float rlx_gelu_tanh_f32(float x) {
 /* Reduction and polynomials run in double: x = k*pi/2 + r with pi/2 split in three parts
    (33 + 33 + 53 bits) so k*part is exact for |k| < 2^20; sin/cos of r use degree-3
    polynomials in r^2 (relative error < 6e-12). The result is rounded to float once.
-   k is read from the low bits of x*2/pi + 1.5*2^52. Beyond |x| = 2^20*pi/2 the reduction
-   loses accuracy; r is clamped so the result stays finite and in [-1, 1]. */
+   k is read from the low bits of x*2/pi + 1.5*2^52. That is accurate for |x| < 2^20*pi/2;
+   from |x| = 2^20 on (finite) the reduction is Payne-Hanek's instead (below). Both are
+   computed and one selected, so the loop stays branch-free and vectorizes. */
+#if !defined(__OPENCL_VERSION__) && !defined(__CUDACC__)
+/* 2/pi: a zero word, then bits 1..224 of its binary expansion. */
+static const uint32_t rlx__two_over_pi[8] = {0u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u,
+                                             0xf534ddc0u, 0xdb629599u, 0x3c439041u, 0xfe5163abu};
+/* Payne-Hanek reduction of a finite |x| = m*2^e >= 2^20 (m < 2^24, so e >= -3): only the 96
+   bits of 2/pi from 2^(-e+1) down matter, those above give multiples of 4 times m and those
+   below add < 2^-70. m times that window, mod 2^96, is x*2/pi mod 4 in units of 2^-94: the
+   quadrant is its rounded top two bits and the rest, signed, is r/(pi/2). Returns r, sets *q. */
+static inline double rlx__reduce_large_f32(float x, uint64_t* q) {
+  uint32_t ax = rlx_f32_bits(x) & 0x7fffffffu;
+  uint32_t m = (ax & 0x007fffffu) | 0x00800000u;
+  int32_t g = (int32_t)(ax >> 23) - 150 + 30;  /* window start, counted from T[0]'s top bit */
+  g = g < 0 ? 0 : g > 134 ? 134 : g;           /* in range for every x this result is used for */
+  uint32_t j = (uint32_t)g >> 5, sh = (uint32_t)g & 31u;
+  /* words j..j+3 of the table (j <= 4) by selects: table loads would be scalarized gathers */
+  uint32_t t0 = rlx__two_over_pi[0], t1 = rlx__two_over_pi[1], t2 = rlx__two_over_pi[2],
+           t3 = rlx__two_over_pi[3];
+  for (uint32_t i = 1; i <= 4; ++i) {
+    int at = j >= i;
+    t0 = rlx__sel_u32(at, rlx__two_over_pi[i], t0);
+    t1 = rlx__sel_u32(at, rlx__two_over_pi[i + 1], t1);
+    t2 = rlx__sel_u32(at, rlx__two_over_pi[i + 2], t2);
+    t3 = rlx__sel_u32(at, rlx__two_over_pi[i + 3], t3);
+  }
+  uint64_t w0 = t0, w1 = t1, w2 = t2, w3 = t3;
+  uint32_t a2 = (uint32_t)((w0 << sh) | (w1 >> (32u - sh)));
+  uint32_t a1 = (uint32_t)((w1 << sh) | (w2 >> (32u - sh)));
+  uint32_t a0 = (uint32_t)((w2 << sh) | (w3 >> (32u - sh)));
+  uint64_t p0 = (uint64_t)m * a0;
+  uint64_t p1 = (uint64_t)m * a1 + (p0 >> 32);
+  uint32_t hi = (uint32_t)((uint64_t)m * a2 + (p1 >> 32));
+  uint32_t k = (hi + 0x20000000u) >> 30;  /* nearest quadrant */
+  int32_t hs = (int32_t)(hi - (k << 30));  /* fraction in [-1/2, 1/2) of a quadrant, top part */
+  /* u32 -> double as 2^52 + u, built in the bits (AVX2 has no unsigned conversion) */
+  double f_hi = rlx_f64_from_bits(0x4330000000000000ull | (uint32_t)(hs + 0x40000000)) - 0x1.00000400p52;
+  double f_mid = rlx_f64_from_bits(0x4330000000000000ull | (uint32_t)p1) - 0x1p52;
+  double f_lo = rlx_f64_from_bits(0x4330000000000000ull | (uint32_t)p0) - 0x1p52;
+  double f = f_hi * 0x1p-30 + f_mid * 0x1p-62 + f_lo * 0x1p-94;
+  double r = f * 0x1.921fb54442d18p+0;
+  int neg = x < 0.0f;
+  *q = rlx__sel_u64(neg, (uint64_t)0 - k, (uint64_t)k);
+  return rlx__sel_f64(neg, -r, r);
+}
+#endif
 static inline float rlx__sincos_f32(float x, uint64_t quadrant_offset) {
   double xd = (double)x;
   double t = xd * 0x1.45f306dc9c883p-1 + 0x1.8p52;
   double kd = t - 0x1.8p52;
-  uint64_t q = rlx_f64_bits(t) + quadrant_offset;
+  uint64_t q = rlx_f64_bits(t);
   double r = xd - kd * 0x1.921fb544p+0;
   r = r - kd * 0x1.0b4611a6p-34;
   r = r - kd * 0x1.3198a2e037073p-69;
+#if !defined(__OPENCL_VERSION__) && !defined(__CUDACC__)
+  uint64_t q_large;
+  double r_large = rlx__reduce_large_f32(x, &q_large);
+  uint32_t ax = rlx_f32_bits(x) & 0x7fffffffu;
+  int large = ax >= 0x49800000u && ax < 0x7f800000u;  /* 2^20 <= |x| < inf */
+  q = rlx__sel_u64(large, q_large, q);
+  r = rlx__sel_f64(large, r_large, r);
+#endif
+  q += quadrant_offset;
   r = rlx__min_f64(r, 0.7854);
   r = rlx__max_f64(r, -0.7854);
   double r2 = r * r;

@@ -133,7 +133,32 @@ float rlx_erf_f32(float x) {
 /* sin and cos as in the C prelude (llvmpipe's built-ins are wrong for large arguments):
    x = k*pi/2 + r in double with pi/2 in three parts, degree-3 polynomials in r^2, the
    quadrant from k = roundEven(x*2/pi) (lavapipe folds the C prelude's 1.5*2^52 shifter
-   away); accurate for |x| <= 2^20*pi/2, finite and in [-1, 1] beyond */
+   away); accurate for |x| <= 2^20*pi/2, and from |x| = 2^20 on the C prelude's Payne-Hanek
+   reduction in 32-bit words (umulExtended; GLSL has no 32-bit shift by 32) */
+const uint rlx_x_two_over_pi[8] = uint[8](0u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u,
+                                          0xf534ddc0u, 0xdb629599u, 0x3c439041u, 0xfe5163abu);
+uint rlx_x_window(uint hi, uint lo, uint sh) { return sh == 0u ? hi : (hi << sh) | (lo >> (32u - sh)); }
+double rlx_x_reduce_large_f32(float x, out uint q) {
+  uint ax = floatBitsToUint(x) & 0x7fffffffu;
+  uint m = (ax & 0x007fffffu) | 0x00800000u;
+  int g = clamp(int(ax >> 23) - 120, 0, 134);
+  uint j = uint(g) >> 5, sh = uint(g) & 31u;
+  uint a2 = rlx_x_window(rlx_x_two_over_pi[j], rlx_x_two_over_pi[j + 1u], sh);
+  uint a1 = rlx_x_window(rlx_x_two_over_pi[j + 1u], rlx_x_two_over_pi[j + 2u], sh);
+  uint a0 = rlx_x_window(rlx_x_two_over_pi[j + 2u], rlx_x_two_over_pi[j + 3u], sh);
+  uint p0h, p0l, p1h, p1l, carry;
+  umulExtended(m, a0, p0h, p0l);
+  umulExtended(m, a1, p1h, p1l);
+  uint mid = uaddCarry(p1l, p0h, carry);
+  uint hi = m * a2 + p1h + carry;
+  uint k = (hi + 0x20000000u) >> 30;
+  int hs = int(hi - (k << 30));
+  double f = double(hs) * 9.313225746154785e-10lf + double(mid) * 2.168404344971009e-19lf +
+             double(p0l) * 5.048709793414476e-29lf;
+  double r = f * 1.5707963267948966lf;
+  q = x < 0.0 ? 0u - k : k;
+  return x < 0.0 ? -r : r;
+}
 float rlx_x_sincos_f32(float x, uint quadrant_offset) {
   double xd = double(x);
   double kd = roundEven(xd * 0.6366197723675814lf);
@@ -141,6 +166,11 @@ float rlx_x_sincos_f32(float x, uint quadrant_offset) {
   double r = xd - kd * 1.5707963267341256lf;
   r = r - kd * 6.077100506303966e-11lf;
   r = r - kd * 2.0222662487959506e-21lf;
+  if (abs(x) >= 1048576.0) {  /* sin/cos of inf and NaN are handled by the callers */
+    uint ql;
+    r = rlx_x_reduce_large_f32(x, ql);
+    q = ql + quadrant_offset;
+  }
   r = clamp(r, -0.7854lf, 0.7854lf);
   double r2 = r * r;
   double s = 2.71802592273128e-06lf;
