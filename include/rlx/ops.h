@@ -129,6 +129,11 @@ namespace rlx {
   X(Det, "det", composite, linalg)                                  \
   X(Slogdet, "slogdet", composite, linalg)                          \
   X(Lstsq, "lstsq", composite, linalg)                              \
+  /* composites: 3D Gaussian splatting (native kernels only, docs/splatting.md) */ \
+  X(SplatProject, "splat_project", composite, splat)                \
+  X(SplatProjectBackward, "splat_project_backward", composite, splat) \
+  X(SplatRasterize, "splat_rasterize", composite, splat)            \
+  X(SplatRasterizeBackward, "splat_rasterize_backward", composite, splat) \
   /* composites: collectives over the compiled model's communicator (docs/distributed.md) */ \
   X(AllReduce, "all_reduce", composite, collective)                 \
   X(AllGather, "all_gather", composite, collective)                 \
@@ -152,6 +157,7 @@ enum class OpFamily : uint8_t {
   source, unary, binary, compare, logical, ternary, cast, reduce, argreduce, movement,
   contraction, activation, normalization, conv, attention, quant,
   linalg,  // dense factorizations and solves: no primitive decomposition, native kernels only
+  splat,   // 3D Gaussian splatting (rlx/splat.h): no primitive decomposition, native kernels only
   collective,  // communication between ranks (rlx/comm.h): run natively by host devices
 };
 std::string_view op_family_name(OpFamily f);

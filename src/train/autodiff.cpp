@@ -51,6 +51,7 @@ const std::vector<Rule>& rule_table() {
     register_conv_vjps(r);
     register_attention_vjps(r);
     register_linalg_vjps(r);
+    register_splat_vjps(r);
     register_collective_vjps(r);
     return r;
   }();
@@ -64,6 +65,9 @@ Differentiability differentiability(Op op) {
     case Op::Constant:
     case Op::Param:
     case Op::Random: return Differentiability::source;
+    // the splatting backward ops are themselves the adjoints (gradients of gradients unsupported)
+    case Op::SplatProjectBackward:
+    case Op::SplatRasterizeBackward:
     case Op::Iota:
     case Op::Not:
     case Op::IsNan:
@@ -91,6 +95,8 @@ Differentiability differentiability(Op op) {
 bool input_is_differentiable(Op op, int i, std::span<const TensorType> inputs) {
   switch (op) {
     case Op::Where: return i != 0;
+    // depths only order the Gaussians and radii only bin them: piecewise constant
+    case Op::SplatRasterize: return i != 4 && i != 5;
     case Op::Gather:
     case Op::Embedding:
     case Op::Rope:

@@ -508,6 +508,35 @@ std::vector<OpCases> build() {
     add(Op::Lstsq, TolClass::contraction,
         {V("tall", {sq({9, 6}), T({9, 2})}).k(216), V("batched", {sq({2, 8, 5}), T({2, 8, 3})}).k(216)});
   }
+  // ---- 3D Gaussian splatting (cpu and ref run the same host kernels; the NumPy renderer and
+  // the finite-difference tests of tests/sci are their ground truth). The camera sits 6 units
+  // behind the scene, so standard-distributed means are in front of it.
+  {
+    const Attrs cam{{"viewmat", std::vector<double>{1, 0, 0, 0.1, 0, 1, 0, -0.2, 0, 0, 1, 6, 0, 0, 0, 1}},
+                    {"fx", 20.0}, {"fy", 22.0}, {"cx", 16.0}, {"cy", 12.0}, {"width", int64_t{32}},
+                    {"height", int64_t{24}}};
+    const Attrs img{{"width", int64_t{32}}, {"height", int64_t{24}}, {"tile", int64_t{8}}};
+    const int64_t n = 9;
+    auto gauss = [&](int64_t k) {
+      return std::vector<InputSpec>{T({n, 3}), T({n, 3}, Dist::unit), T({n, 4}), T({n, k, 3}, Dist::unit)};
+    };
+    auto plus = [](std::vector<InputSpec> a, std::vector<InputSpec> b) {
+      a.insert(a.end(), b.begin(), b.end());
+      return a;
+    };
+    add(Op::SplatProject, TolClass::composite,
+        {V("sh_degree0", gauss(1), cam).dtypes({DType::f32, DType::f64}),
+         V("sh_degree3", gauss(16), cam).dtypes({DType::f32, DType::f64})});
+    add(Op::SplatProjectBackward, TolClass::composite,
+        {V("sh_degree2", plus(gauss(9), {T({n, 2}), T({n, 3}), T({n}), T({n, 3})}), cam).dtypes({DType::f32, DType::f64})});
+    // 2D means spread over the image, positive conics and radii, opacities up to 4 (alpha
+    // clamps at 0.99)
+    const std::vector<InputSpec> raster = {T({n, 2}, Dist::wide), T({n, 3}, Dist::positive), T({n, 3}, Dist::unit),
+                                           T({n}, Dist::positive), T({n}), T({n}, Dist::positive), T({3}, Dist::unit)};
+    add(Op::SplatRasterize, TolClass::composite, {V("tiles8", raster, img).dtypes({DType::f32, DType::f64})});
+    add(Op::SplatRasterizeBackward, TolClass::composite,
+        {V("tiles8", plus(raster, {T({24, 32, 3})}), img).dtypes({DType::f32, DType::f64})});
+  }
   // ---- collectives, in one process (a group of one rank: every collective is a copy); the
   // multi-rank results are checked under mpirun by tests/dist
   {

@@ -194,6 +194,15 @@ const std::vector<std::string>& corpus() {
   return %lu, %perm, %l, %q, %rr, %u, %s, %vh, %w, %v, %x, %y, %d, %sg, %ld, %z2
 }
 )",
+      // 3D Gaussian splatting: projection, rasterization and their backward ops
+      R"(graph @splat(%m: f32[n, 3], %ls: f32[n, 3], %q: f32[n, 4], %sh: f32[n, 4, 3], %o: f32[n], %bg: f32[3], %gi: f32[8, 16, 3]) -> (f32[8, 16, 3], f32[n, 3], f32[n, 2], f32[3]) {
+  %xy, %con, %dep, %rad, %col = splat_project(%m, %ls, %q, %sh) {cx = 8.0, cy = 4.0, fx = 10.0, fy = 10.0, height = 8, near = 0.2, viewmat = [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 3.0, 0.0, 0.0, 0.0, 1.0], width = 16} : f32[n, 2], f32[n, 3], f32[n], f32[n], f32[n, 3]
+  %img = splat_rasterize(%xy, %con, %col, %o, %dep, %rad, %bg) {height = 8, tile = 8, width = 16} : f32[8, 16, 3]
+  %gxy, %gcon, %gcol, %go, %gbg = splat_rasterize_backward(%xy, %con, %col, %o, %dep, %rad, %bg, %gi) {height = 8, width = 16} : f32[n, 2], f32[n, 3], f32[n, 3], f32[n], f32[3]
+  %gm, %gls, %gq, %gsh = splat_project_backward(%m, %ls, %q, %sh, %gxy, %gcon, %dep, %gcol) {cx = 8.0, cy = 4.0, fx = 10.0, fy = 10.0, height = 8, viewmat = [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 3.0, 0.0, 0.0, 0.0, 1.0], width = 16} : f32[n, 3], f32[n, 3], f32[n, 4], f32[n, 4, 3]
+  return %img, %gm, %gxy, %gbg
+}
+)",
       // collectives (a tensor-parallel layer's communication)
       R"(graph @collectives(%x: f32[batch, 8]) -> (f32[batch, 8], f32[batch, 16], f32[batch, 4], f32[batch, 8]) {
   %s = all_reduce(%x) {reduce = "max"} : f32[batch, 8]

@@ -328,6 +328,34 @@ std::vector<Case> cases() {
       return std::vector<ValueId>{o.op(Op::Lstsq, {x[0], x[1]})};
     });
   }
+  // 3D Gaussian splatting (src/train/vjp_splat.cpp emits the backward ops); tests/sci checks
+  // the whole renderer with every SH degree, this is the per-rule check
+  {
+    const Attrs cam{{"viewmat", std::vector<double>{0.96, 0, -0.28, 0.1, 0, 1, 0, -0.1, 0.28, 0, 0.96, 4, 0, 0, 0, 1}},
+                    {"fx", 14.0}, {"fy", 15.0}, {"cx", 8.0}, {"cy", 7.5}, {"width", int64_t{16}}, {"height", int64_t{16}}};
+    c.push_back({"splat_project", Op::SplatProject, {F({5, 3}), F({5, 3}), F({5, 4}), F({5, 4, 3})},
+                 [cam](OpBuilder& o, const std::vector<ValueId>& x) {
+                   // log-scales in [-2.5, -1.5]: Gaussians of a few pixels
+                   ValueId ls = o.add(o.mul(x[1], o.scalar(0.5, DType::f64)), o.scalar(-2.0, DType::f64));
+                   std::vector<ValueId> p = o.op_multi(Op::SplatProject, {x[0], ls, x[2], x[3]}, cam);
+                   return std::vector<ValueId>{p[0], p[1], p[2], p[4]};  // radii (3) are piecewise constant
+                 }, "ref", 1e-5});
+    const int64_t n = 4;
+    c.push_back({"splat_rasterize", Op::SplatRasterize,
+                 {F({n, 2}), F({n, 3}), F({n, 3}), F({n}), Ints({n}, {0.3, 0.1, 0.2, 0.4}, DType::f64),
+                  Ints({n}, {20, 20, 20, 20}, DType::f64), F({3})},
+                 [](OpBuilder& o, const std::vector<ValueId>& x) {
+                   auto k = [&](double v) { return o.scalar(v, DType::f64); };
+                   ValueId m2 = o.add(o.mul(x[0], k(5.0)), k(8.0));  // inside the 16x16 image
+                   // a, c in [0.04, 0.16], |b| <= 0.01: positive definite, a few pixels wide
+                   ValueId diag = o.constant(Tensor::from_f64(DType::f64, {3}, std::vector<double>{0.1, 0, 0.1}));
+                   ValueId scale = o.constant(Tensor::from_f64(DType::f64, {3}, std::vector<double>{0.06, 0.01, 0.06}));
+                   ValueId conic = o.add(o.mul(x[1], scale), diag);
+                   ValueId opac = o.sigmoid(x[3]);
+                   return std::vector<ValueId>{o.op(Op::SplatRasterize, {m2, conic, x[2], opac, x[4], x[5], x[6]},
+                                                    A({{"width", int64_t{16}}, {"height", int64_t{16}}, {"tile", int64_t{8}}}))};
+                 }, "ref", 1e-5});
+  }
   // collectives on one process (the multi-rank adjoints are checked by tests/dist)
   c.push_back({"all_reduce", Op::AllReduce, {F({2, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
                  return std::vector<ValueId>{o.mul(o.op(Op::AllReduce, {x[0]}), x[0])};

@@ -6,6 +6,7 @@
 #include "../../passes/schedule.h"
 #include "cpu_executable.h"
 #include "linalg/lapack_kernels.h"
+#include "splat/splat_kernels.h"
 #include "kernels/gemm.h"
 #include "native_contraction.h"
 #include "rlx/compile.h"
@@ -30,6 +31,8 @@ class CpuDevice final : public Device {
   Claim claim_native(const NodeDesc& n) const override {
     // dense factorizations and solves: LAPACK (src/linalg/lapack_kernels.cpp)
     if (op_info(n.op).family == OpFamily::linalg) return linalg::claim_lapack(n);
+    // 3D Gaussian splatting: host kernels (src/splat/)
+    if (op_info(n.op).family == OpFamily::splat) return splat::claim_splat(n);
     // collectives: the compiled model's communicator on host memory (src/dist/collective_ops.h)
     if (op_info(n.op).family == OpFamily::collective) {
       if (!is_static(n.inputs[0].shape)) return Claim::no("collectives need static shapes");

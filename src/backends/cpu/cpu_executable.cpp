@@ -17,6 +17,7 @@
 #include "native_contraction.h"
 #include "dist/collective_ops.h"
 #include "linalg/lapack_kernels.h"
+#include "splat/splat_kernels.h"
 #include "rlx/thread_pool.h"
 
 namespace rlx::cpu {
@@ -26,7 +27,7 @@ using KernelFn = void (*)(void* const*, int64_t, int64_t, int64_t, int64_t);
 
 struct NativeState {
   // What the native runs: the GEMM (matmul, dot, gemm) or a quantized-weight kernel.
-  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention, linalg, int8, collective } kind = Kind::gemm;
+  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention, linalg, splat, int8, collective } kind = Kind::gemm;
   GemmPlan plan;
   PackedB packed;  // when B is a weight
   // qmatmul: y[m, n] = x[m, k] * W^T; dequantize: rows x cols values
@@ -185,6 +186,13 @@ Status CpuExecutable::init(const Graph& g) {
       natives_.push_back(std::move(st));
       continue;
     }
+    if (op_info(n.op).family == OpFamily::splat) {  // Gaussian splatting (src/splat/splat_kernels.h)
+      if (n.epilogue >= 0) return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
+      st.kind = NativeState::Kind::splat;
+      n.how = splat::claim_splat(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
+      natives_.push_back(std::move(st));
+      continue;
+    }
     if (op_info(n.op).family == OpFamily::collective) {  // over comm_ (src/dist/collective_ops.h)
       if (n.epilogue >= 0) return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
       st.kind = NativeState::Kind::collective;
@@ -271,6 +279,13 @@ Status CpuExecutable::run_native(int index) {
     for (int b : n.inputs) in.push_back(ptrs_[b]);
     for (int b : n.outputs) out.push_back(ptrs_[b]);
     return linalg::run_lapack(n.op, n.attrs, n.input_types, in, n.output_types, out);
+  }
+  if (st.kind == NativeState::Kind::splat) {
+    std::vector<const void*> in;
+    std::vector<void*> out;
+    for (int b : n.inputs) in.push_back(ptrs_[b]);
+    for (int b : n.outputs) out.push_back(ptrs_[b]);
+    return splat::run_splat(n.op, n.attrs, n.input_types, in, n.output_types, out);
   }
   if (st.kind == NativeState::Kind::collective) {
     const kir::Buffer& in = prog_.buffers[n.inputs[0]];

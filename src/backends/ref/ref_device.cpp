@@ -6,6 +6,7 @@
 
 #include "interpreter.h"
 #include "rlx/compile.h"
+#include "splat/splat_kernels.h"
 
 namespace rlx::ref {
 namespace {
@@ -55,6 +56,9 @@ class RefDevice final : public Device {
         if (!is_static(t.shape)) return Claim::no("the reference factorizations need static shapes");
       return Claim::yes(cat("plain-loop ", op_name(n.op), " in double"));
     }
+    // splatting: the same host kernels as the cpu (src/splat/), at the node's dtype; their ground
+    // truth is the NumPy renderer of tests/sci
+    if (op_info(n.op).family == OpFamily::splat) return splat::claim_splat(n);
     if (op_info(n.op).family == OpFamily::collective) {
       if (!is_static(n.inputs[0].shape)) return Claim::no("collectives need static shapes");
       return Claim::yes("the compiled model's communicator (rlx/comm.h)");

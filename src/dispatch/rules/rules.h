@@ -44,6 +44,7 @@ void register_conv_rules(std::vector<OpRules>& t);
 void register_attention_rules(std::vector<OpRules>& t);
 void register_quant_rules(std::vector<OpRules>& t);
 void register_linalg_rules(std::vector<OpRules>& t);
+void register_splat_rules(std::vector<OpRules>& t);
 void register_collective_rules(std::vector<OpRules>& t);
 
 // Helpers shared by the rule files.

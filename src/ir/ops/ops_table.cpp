@@ -33,6 +33,7 @@ OpInfo row(Op op, std::string_view name, OpClass cls, OpFamily family) {
     case OpFamily::attention: r.infer = infer::infer_attention; break;
     case OpFamily::quant: r.infer = infer::infer_quant; break;
     case OpFamily::linalg: r.infer = infer::infer_linalg; break;
+    case OpFamily::splat: r.infer = infer::infer_splat; break;
     case OpFamily::collective: r.infer = infer::infer_collective; break;
   }
   return r;
@@ -65,6 +66,37 @@ void add_linalg_rows(AttrsFn attrs, ArityFn arity, AtFn at) {
   attrs(Op::Lstsq, {}, "least squares: X minimizing ||A X - B||, A [..., m, n] with m >= n and full column rank, "
         "B [..., m, k] -> [..., n, k]");
   arity(Op::Lstsq, 2, 2);
+}
+
+// 3D Gaussian splatting (docs/splatting.md): f32/f64, one camera per node given as attributes.
+template <class AttrsFn, class ArityFn, class AtFn>
+void add_splat_rows(AttrsFn attrs, ArityFn arity, AtFn at) {
+  const std::vector<AttrSpec> camera = {{"viewmat", K::f64s, true}, {"fx", K::f64, true}, {"fy", K::f64, true},
+                                        {"cx", K::f64, true},       {"cy", K::f64, true}, {"width", K::i64, true},
+                                        {"height", K::i64, true},   {"near", K::f64}};
+  attrs(Op::SplatProject, camera,
+        "3D Gaussians means [N, 3], log_scales [N, 3], quats [N, 4] (w x y z, normalized here), sh [N, K, 3] "
+        "(K = 1, 4, 9 or 16: SH degree 0..3) through the pinhole camera (viewmat: 16 values, row-major "
+        "world-to-camera) -> means2d [N, 2], conics [N, 3] (inverse EWA covariance J W S W^T J^T + 0.3 I: a b c), "
+        "depths [N], radii [N] (3 sigma in pixels, 0 = culled), colors [N, 3] (SH + 0.5, clamped at 0)");
+  arity(Op::SplatProject, 4, 4);
+  at(Op::SplatProject).num_outputs = 5;
+  attrs(Op::SplatProjectBackward, camera,
+        "splat_project's vector-Jacobian product: means, log_scales, quats, sh, and the gradients of means2d, "
+        "conics, depths, colors -> gradients of means, log_scales, quats, sh");
+  arity(Op::SplatProjectBackward, 8, 8);
+  at(Op::SplatProjectBackward).num_outputs = 4;
+  attrs(Op::SplatRasterize, {{"width", K::i64, true}, {"height", K::i64, true}, {"tile", K::i64}},
+        "tile binning (tile x tile pixels, default 16), depth sorting and front-to-back alpha compositing of "
+        "means2d [N, 2], conics [N, 3], colors [N, 3], opacities [N], depths [N], radii [N] over background [3] "
+        "-> image [height, width, 3]; alpha = min(0.99, o exp(-d^T conic d / 2)), skipped below 1/255, stops "
+        "before transmittance falls under 1e-4 (as the original 3DGS)");
+  arity(Op::SplatRasterize, 7, 7);
+  attrs(Op::SplatRasterizeBackward, {{"width", K::i64, true}, {"height", K::i64, true}, {"tile", K::i64}},
+        "splat_rasterize's vector-Jacobian product: its 7 inputs and the image gradient [height, width, 3] -> "
+        "gradients of means2d, conics, colors, opacities, background");
+  arity(Op::SplatRasterizeBackward, 8, 8);
+  at(Op::SplatRasterizeBackward).num_outputs = 5;
 }
 
 std::vector<OpInfo> build_table() {
@@ -179,6 +211,7 @@ std::vector<OpInfo> build_table() {
         "* x scale * w_scale (f32 [N] or []) + optional bias f32 [N] -> f32 [..., N]");
   arity(Op::Int8MatMul, 3, 4);
   add_linalg_rows(attrs, arity, at);
+  add_splat_rows(attrs, arity, at);
   attrs(Op::AllReduce, {{"reduce", K::str}},
         "every rank's x reduced elementwise over the ranks (reduce: sum (default), max, min, prod); "
         "every rank gets the result");
@@ -217,6 +250,7 @@ std::string_view op_family_name(OpFamily f) {
     case OpFamily::attention: return "attention";
     case OpFamily::quant: return "quant";
     case OpFamily::linalg: return "linalg";
+    case OpFamily::splat: return "splat";
     case OpFamily::collective: return "collective";
   }
   return "?";

@@ -1,0 +1,23 @@
+// 3D Gaussian splatting (the splat family) has no decomposition into primitives: tile binning
+// and depth sorting are data-dependent. A device runs it natively (cpu and ref, through the
+// host kernels of src/splat/) or not at all; this rule gives the common-IR path a clear refusal,
+// with no hidden round trip to the host.
+#include "rules.h"
+
+namespace rlx::dispatch {
+namespace {
+
+Status refuse(OpBuilder&, const RuleNode& n, std::vector<ValueId>&) {
+  return error(ErrorCode::illegal, "no native splatting kernel on this device: ", op_name(n.op),
+               " (tile binning and depth sorting) has no decomposition into primitives; it runs natively on cpu "
+               "and ref");
+}
+
+}  // namespace
+
+void register_splat_rules(std::vector<OpRules>& t) {
+  for (int i = 0; i < kNumOps; ++i)
+    if (op_info(static_cast<Op>(i)).family == OpFamily::splat) t[static_cast<size_t>(i)].decompose = refuse;
+}
+
+}  // namespace rlx::dispatch
