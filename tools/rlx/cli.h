@@ -60,6 +60,8 @@ int cmd_train(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
 // rlx codegen cortex-m (cmd_codegen.cpp, docs/targets.md)
 int cmd_codegen(int argc, char** argv);
+// rlx splat render|fit (cmd_splat.cpp, docs/splatting.md)
+int cmd_splat(int argc, char** argv);
 // rlx make-model qwen3-tiny (cmd_generate.cpp)
 int cmd_make_qwen3_tiny(int argc, char** argv);
 

@@ -3,6 +3,7 @@
 // They live in the rlx_cli library (every tools/rlx source but main.cpp).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rlx/compile.h"
+#include "rlx/splat.h"
 #include "rlx/tensor.h"
 #include "train/optim.h"
 
@@ -119,5 +121,28 @@ struct TrainResult {
 
 // Trains as `rlx train mnist` does (progress printed unless the options say quiet).
 Expected<TrainResult> train_mnist(const TrainOptions& options);
+
+// ---- splat (cmd_splat.cpp, docs/splatting.md) --------------------------------------------
+
+// Renders a 3DGS scene (rlx/splat.h's Scene) with `camera` on `device` (cpu or ref): an f32
+// image [height, width, 3].
+Expected<Tensor> splat_render(const splat::Scene& scene, const splat::Camera& camera,
+                              const std::array<float, 3>& background, const std::string& device = "cpu");
+
+struct SplatFitOptions {
+  int64_t gaussians = 64;  // fitted Gaussians (the synthetic target has half as many)
+  int64_t size = 64;       // image width and height
+  int steps = 300;
+  double lr = 0.02;        // Adam step for log-scales, quaternions and SH (means: lr / 2, opacities: 2 lr)
+  uint64_t seed = 1;
+  std::string out_dir;     // target.png, initial.png, step_NNNN.png, final.png, fit.ply
+  bool quiet = false;
+};
+struct SplatFitResult {
+  double first_loss = 0, final_loss = 0;
+  splat::Scene scene;  // the fitted Gaussians
+};
+// Fits Gaussians with Adam to the image of a seeded synthetic scene (what `rlx splat fit` does).
+Expected<SplatFitResult> splat_fit(const SplatFitOptions& options);
 
 }  // namespace rlx::cli

@@ -46,6 +46,11 @@ const std::vector<Verb>& verbs() {
        "rlx codegen cortex-m|fpga MODEL.safetensors --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] [--seed S] "
        "[--arch mlp|tinyconv] [--lanes P (fpga, 8)] [--run]  (docs/targets.md)",
        cmd_codegen},
+      {"splat", "3D Gaussian splatting: render a 3DGS .ply scene to a PNG, or fit Gaussians to a synthetic image",
+       "rlx splat render SCENE.ply --camera ex,ey,ez,tx,ty,tz[,fov[,upx,upy,upz]] [--width W] [--height H] "
+       "[--out image.png] [--background r,g,b] [--device cpu|ref]\n"
+       "  rlx splat fit --out DIR [--gaussians N] [--size S] [--steps N] [--lr LR] [--seed S]  (docs/splatting.md)",
+       cmd_splat},
   };
   return v;
 }
