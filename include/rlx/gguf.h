@@ -145,12 +145,16 @@ struct KeyValue {
 };
 
 // GGML tensor types (GGML_TYPE_*). Values missing from the list were removed from ggml and
-// are rejected in files.
+// are rejected in files. The two rlx_* types are rlx's own 4-bit formats in groups of 128
+// (quant/ggml_quants.h: int4_g128, int4_g128_asym), written by `rlx quantize --scheme
+// int4-g128[-asym]` together with the key "rlx.quantization"; their ids ("RL" 0x0001 / 0x0002)
+// lie far outside ggml's, so llama.cpp and other GGUF readers refuse them as unknown types.
 enum class GgmlType : uint32_t {
   f32 = 0, f16 = 1, q4_0 = 2, q4_1 = 3, q5_0 = 6, q5_1 = 7, q8_0 = 8, q8_1 = 9, q2_k = 10, q3_k = 11,
   q4_k = 12, q5_k = 13, q6_k = 14, q8_k = 15, iq2_xxs = 16, iq2_xs = 17, iq3_xxs = 18, iq1_s = 19,
   iq4_nl = 20, iq3_s = 21, iq2_s = 22, iq4_xs = 23, i8 = 24, i16 = 25, i32 = 26, i64 = 27, f64 = 28,
   iq1_m = 29, bf16 = 30, tq1_0 = 34, tq2_0 = 35, mxfp4 = 39, nvfp4 = 40, q1_0 = 41,
+  rlx_int4_g128 = 0x524C0001, rlx_int4_g128_asym = 0x524C0002,
 };
 
 struct GgmlTypeInfo {

@@ -71,7 +71,8 @@ class Builder {
   }
 
   // A Linear quantized by `rlx quantize --scheme int8` (quant/int8_weights.h): i8 weight,
-  // f32 per-row scale; runs as int8_matmul with activations quantized per token.
+  // f32 per-row scale; runs as int8_matmul with activations quantized per token, or per tensor
+  // with the static scale "<name>.input_scale" (f32 []) that `--calib` stores (quant/calibrate.h).
   ValueId int8_linear(ValueId x, const std::string& name, int64_t in, int64_t out, bool with_bias = true) {
     const Tensor* q = find_weight(w_, name + ".weight");
     const Tensor* s = find_weight(w_, name + ".weight_scale");
@@ -83,10 +84,20 @@ class Builder {
     }
     g_.weights[name + ".weight"] = *q;
     g_.weights[name + ".weight_scale"] = *s;
+    Attrs attrs;
+    if (const Tensor* xs = find_weight(w_, name + ".input_scale")) {
+      const double v = xs->numel() == 1 && is_float(xs->dtype()) ? xs->get_f64(0) : 0.0;
+      if (!(v > 0) || !std::isfinite(v)) {
+        st_ = error(ErrorCode::format_error, "tensor '", name, ".input_scale' must be one positive finite float, got ",
+                    xs->type().to_string(), xs->numel() == 1 ? cat(" = ", v) : std::string());
+        return kNoValue;
+      }
+      attrs = Attrs{{"x_scale", v}};
+    }
     std::vector<ValueId> args{x, o_.param(name + ".weight", q->type()), o_.param(name + ".weight_scale", s->type())};
     if (with_bias) args.push_back(weight(name + ".bias", {out}));
     if (!status().is_ok()) return kNoValue;
-    return o_.op(Op::Int8MatMul, args);
+    return o_.op(Op::Int8MatMul, args, attrs);
   }
 
   // A Linear split by input features over the tensor-parallel group (models/tensor_parallel.h):

@@ -652,7 +652,7 @@ std::vector<std::pair<std::string, Tensor>> random_tensors(const Qwen3Config& c,
 }  // namespace
 
 Status write_qwen3_gguf(const std::string& path, const Qwen3Weights& w, const std::string& gguf_type,
-                        const std::string& tokenizer_json_path) {
+                        const std::string& tokenizer_json_path, std::vector<std::string>* fallbacks) {
   const Qwen3Config& c = w.config;
   auto tt = gguf::ggml_type_from_name(gguf_type);
   auto qt = quant::qtype_from_name(gguf_type);
@@ -673,6 +673,9 @@ Status write_qwen3_gguf(const std::string& path, const Qwen3Weights& w, const st
   kv("qwen3.rope.freq_base", gguf::Value::f32(static_cast<float>(c.rope_theta)));
   kv("qwen3.attention.layer_norm_rms_epsilon", gguf::Value::f32(static_cast<float>(c.rms_eps)));
   kv("general.file_type", gguf::Value::u32(static_cast<uint32_t>(tt->type == gguf::GgmlType::f32 ? 0 : 1)));
+  const bool rlx_g128 = *qt == quant::QType::int4_g128 || *qt == quant::QType::int4_g128_asym;
+  // rlx's own block types (rlx/gguf.h) are announced by a key too, for tools listing metadata
+  if (rlx_g128) kv("rlx.quantization", gguf::Value::string(*qt == quant::QType::int4_g128 ? "int4-g128" : "int4-g128-asym"));
   if (!tokenizer_json_path.empty()) {
     RLX_ASSIGN_OR_RETURN(text::BpeTokenizer tok, text::BpeTokenizer::from_json_file(tokenizer_json_path));
     for (auto& [k, v] : tok.to_gguf_metadata()) kv(k, std::move(v));
@@ -698,11 +701,13 @@ Status write_qwen3_gguf(const std::string& path, const Qwen3Weights& w, const st
       const int64_t rows = t.sizes()[0], cols = t.sizes()[1];
       quant::QType q = *qt;
       auto rb = quant::row_bytes(q, cols);
-      if (!rb && quant::qtype_info(q).block_elems == 256) {
+      if (!rb && (quant::qtype_info(q).block_elems == 256 || rlx_g128)) {
         // rows that 256-value k-quant blocks do not tile fall back to q8_0 (llama.cpp too
-        // falls back to a 32-value format for such tensors)
-        q = quant::QType::q8_0;
+        // falls back to a 32-value format for such tensors); rows that groups of 128 do not
+        // tile to the same 4-bit scheme in groups of 32 (q4_0 / q4_1)
+        q = *qt == quant::QType::int4_g128 ? quant::QType::q4_0 : *qt == quant::QType::int4_g128_asym ? quant::QType::q4_1 : quant::QType::q8_0;
         rb = quant::row_bytes(q, cols);
+        if (fallbacks && rb) fallbacks->push_back(cat(hname, " (", cols, " columns) as ", quant::qtype_name(q)));
       }
       if (!rb) return error(ErrorCode::invalid_argument, "tensor '", hname, "' rows of ", cols, " do not fit ", gguf_type, " blocks");
       tw.type = static_cast<gguf::GgmlType>(quant::qtype_info(q).ggml_type);

@@ -155,8 +155,11 @@ class Qwen3Session {
 // 256 do not tile fall back to q8_0), and the tokenizer in tokenizer.ggml.* metadata.
 Status write_random_qwen3(const std::string& dir, const Qwen3Config& cfg, uint64_t seed, const std::string& gguf_path = "",
                           const std::string& gguf_type = "f16");
-// Writes the GGUF form of already loaded weights (all dense) with matrices in `gguf_type`.
+// Writes the GGUF form of already loaded weights (all dense) with matrices in `gguf_type`
+// (also rlx's "int4_g128" / "int4_g128_asym", which add the key "rlx.quantization"). Matrices
+// whose rows the format's blocks do not tile fall back (k-quants to q8_0, int4_g128 to q4_0,
+// int4_g128_asym to q4_1); their names go to *fallbacks when given.
 Status write_qwen3_gguf(const std::string& path, const Qwen3Weights& w, const std::string& gguf_type,
-                        const std::string& tokenizer_json_path);
+                        const std::string& tokenizer_json_path, std::vector<std::string>* fallbacks = nullptr);
 
 }  // namespace rlx::models

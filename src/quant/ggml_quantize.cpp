@@ -75,6 +75,47 @@ void q_q4_1(const float* x, uint8_t* y) {
   }
 }
 
+// int4_g128 (ggml_quants.h): q4_0's scale choice over 128 values (d = max / -8, max the value
+// of largest magnitude), rounding against the stored (f16) d so that the decoded values are as
+// close as the format allows; 4 chunks of 32 in q4_0's nibble order.
+void q_int4_g128(const float* x, uint8_t* y) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 128; ++j)
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  put_f16(y, max / -8);
+  const float d = get_f16(y);
+  const float id = d != 0.f ? 1.0f / d : 0.0f;
+  for (int c = 0; c < 4; ++c)
+    for (int j = 0; j < 16; ++j) {
+      const int a = imax(0, imin(15, nearest_int(x[32 * c + j] * id) + 8));
+      const int b = imax(0, imin(15, nearest_int(x[32 * c + j + 16] * id) + 8));
+      y[2 + 16 * c + j] = static_cast<uint8_t>(a | (b << 4));
+    }
+}
+
+// int4_g128_asym: q4_1's choice (d = (max - min) / 15, m = min), rounding against the stored
+// f16 d and m.
+void q_int4_g128_asym(const float* x, uint8_t* y) {
+  float mn = x[0], mx = x[0];
+  for (int j = 1; j < 128; ++j) {
+    if (x[j] < mn) mn = x[j];
+    if (x[j] > mx) mx = x[j];
+  }
+  put_f16(y, (mx - mn) / 15);
+  put_f16(y + 2, mn);
+  const float d = get_f16(y), m = get_f16(y + 2);
+  const float id = d != 0.f ? 1.0f / d : 0.0f;
+  for (int c = 0; c < 4; ++c)
+    for (int j = 0; j < 16; ++j) {
+      const int a = imax(0, imin(15, nearest_int((x[32 * c + j] - m) * id)));
+      const int b = imax(0, imin(15, nearest_int((x[32 * c + j + 16] - m) * id)));
+      y[4 + 16 * c + j] = static_cast<uint8_t>(a | (b << 4));
+    }
+}
+
 void q_q5_0(const float* x, uint8_t* y) {
   float amax = 0, max = 0;
   for (int j = 0; j < 32; ++j)
@@ -439,6 +480,8 @@ Status quantize_row(QType t, const float* x, uint8_t* y, int64_t n) {
     case QType::q5_k: fn = q_q5_k; break;
     case QType::q6_k: fn = q_q6_k; break;
     case QType::q8_k: fn = q_q8_k; break;
+    case QType::int4_g128: fn = q_int4_g128; break;
+    case QType::int4_g128_asym: fn = q_int4_g128_asym; break;
     default: return error(ErrorCode::internal, "no encoder for ", qtype_name(t));
   }
   const int64_t nb = n / info.block_elems;

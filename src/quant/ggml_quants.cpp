@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 
 #include "rlx/checked.h"
@@ -22,6 +23,8 @@ constexpr std::array<QTypeInfo, kNumQTypes> kInfo = {{
     {QType::q4_k, "q4_k", 256, 144, 12}, {QType::q5_k, "q5_k", 256, 176, 13},
     {QType::q6_k, "q6_k", 256, 210, 14}, {QType::q8_k, "q8_k", 256, 292, 15},
     {QType::iq4_nl, "iq4_nl", 32, 18, 20}, {QType::iq4_xs, "iq4_xs", 256, 136, 23},
+    // rlx's own: GGUF type ids GgmlType::rlx_int4_g128 / rlx_int4_g128_asym (rlx/gguf.h)
+    {QType::int4_g128, "int4_g128", 128, 66, 0x524C0001}, {QType::int4_g128_asym, "int4_g128_asym", 128, 68, 0x524C0002},
 }};
 
 inline float h2f(const uint8_t* p) {
@@ -48,6 +51,20 @@ void dq_q4_0(const uint8_t* b, float* y) {
     y[j] = d * static_cast<float>((qs[j] & 0xF) - 8);
     y[j + 16] = d * static_cast<float>((qs[j] >> 4) - 8);
   }
+}
+
+// int4_g128[_asym]: 4 chunks of 32 values, each laid out as q4_0's 16 bytes.
+void dq_int4_g128(const uint8_t* b, float* y, bool asym) {
+  const float d = h2f(b), m = asym ? h2f(b + 2) : 0.f;
+  const uint8_t* qs = b + (asym ? 4 : 2);
+  // symmetric: d * (q - 8), one rounding; asymmetric: fma(d, q, m), one rounding, as the vector
+  // kernels compute it, so every path decodes to the same floats
+  for (int c = 0; c < 4; ++c)
+    for (int j = 0; j < 16; ++j) {
+      const int lo = qs[16 * c + j] & 0xF, hi = qs[16 * c + j] >> 4;
+      y[32 * c + j] = asym ? std::fma(d, static_cast<float>(lo), m) : d * static_cast<float>(lo - 8);
+      y[32 * c + j + 16] = asym ? std::fma(d, static_cast<float>(hi), m) : d * static_cast<float>(hi - 8);
+    }
 }
 
 void dq_q4_1(const uint8_t* b, float* y) {
@@ -288,6 +305,8 @@ void dequantize_block(QType t, const uint8_t* b, float* y) {
     case QType::q8_k: return dq_q8_k(b, y);
     case QType::iq4_nl: return dq_iq4_nl(b, y);
     case QType::iq4_xs: return dq_iq4_xs(b, y);
+    case QType::int4_g128: return dq_int4_g128(b, y, false);
+    case QType::int4_g128_asym: return dq_int4_g128(b, y, true);
   }
 }
 

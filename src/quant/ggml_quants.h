@@ -27,8 +27,20 @@
 //   iq4_nl   32     18    d:f16, qs[16]; x = d * kIq4nlValues[nibble]
 //   iq4_xs  256    136    d:f16, scales_h:u16, scales_l[4], qs[128]; x = d * (ls - 32) * kIq4nlValues[nibble]
 //
+// and two rlx formats (not ggml's; `rlx quantize --scheme int4-g128[-asym]`, docs/quantization.md):
+//   int4_g128       128   66    d:f16, qs[64]: 4 chunks of 32 values laid out as q4_0's qs (value
+//                               32c + j in the low nibble of qs[16c + j], 32c + 16 + j in the high
+//                               one); x = d * (q - 8)
+//   int4_g128_asym  128   68    d:f16, m:f16, qs[64] as above; x = d * q + m
+// In GGUF files they carry the type ids GgmlType::rlx_int4_g128 / rlx_int4_g128_asym (rlx/gguf.h),
+// far outside ggml's range, so that other readers reject them as an unknown type.
+//
 // The encoders are llama.cpp's reference ones (quantize_row_*_ref): the same choices of scale,
-// min and rounding, so dequantize(quantize(x)) has the error llama.cpp's formats have.
+// min and rounding, so dequantize(quantize(x)) has the error llama.cpp's formats have. The
+// int4_g128 encoders scale as q4_0 / q4_1 do (d = -max/8 with max the value of largest |x|;
+// d = (max - min) / 15, m = min) but round against the f16-rounded d and m that are stored, so
+// |x - decoded| <= |d| (symmetric; <= |d| / 2 for values on max's side) and
+// <= d / 2 + |min| * 2^-11 (asymmetric).
 #pragma once
 
 #include <cstdint>
@@ -42,8 +54,9 @@ namespace rlx::quant {
 
 enum class QType : uint8_t {
   f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, q8_k, iq4_nl, iq4_xs,
+  int4_g128, int4_g128_asym,  // rlx's own (see above)
 };
-inline constexpr int kNumQTypes = 16;
+inline constexpr int kNumQTypes = 18;
 
 struct QTypeInfo {
   QType type;
@@ -75,7 +88,7 @@ void dequantize_row(QType t, const uint8_t* src, float* dst, int64_t n);
 Status dequantize(QType t, std::span<const uint8_t> src, int64_t cols, std::span<float> dst);
 
 // Whether quantize_row encodes `t` (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k,
-// q6_k, q8_k; not q2_k, q3_k, iq4_nl, iq4_xs).
+// q6_k, q8_k, int4_g128, int4_g128_asym; not q2_k, q3_k, iq4_nl, iq4_xs).
 bool has_quantizer(QType t);
 // Encodes n values (n a multiple of the block size) of src into dst (row_bytes(t, n) bytes).
 // Non-finite inputs do not cause undefined behaviour, but their blocks decode to garbage.

@@ -11,7 +11,8 @@ namespace rlx::quant {
 
 namespace fs = std::filesystem;
 
-Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary) {
+Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary,
+                            const CalibrationResult* calib) {
   std::string weights = in + "/model.safetensors";
   if (!fs::exists(weights)) return error(ErrorCode::io_error, in, ": no model.safetensors (sharded checkpoints are not quantized yet)");
   RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(weights));
@@ -25,6 +26,7 @@ Status quantize_int8_folder(const std::string& in, const std::string& out, std::
   }
   std::vector<std::pair<std::string, Tensor>> ts;
   int64_t quantized = 0, bytes_in = 0, bytes_out = 0;
+  std::vector<std::string> uncalibrated;
   for (const std::string& name : f.names) {
     const Tensor& t = f.tensors.at(name);
     bytes_in += t.nbytes();
@@ -39,14 +41,33 @@ Status quantize_int8_folder(const std::string& in, const std::string& out, std::
     bytes_out += q.q.nbytes() + q.scale.nbytes();
     ts.push_back({name, q.q});
     ts.push_back({quant::int8_scale_name(name), q.scale});
+    if (calib) {
+      auto it = calib->input_scales.find(name);
+      if (it == calib->input_scales.end()) {
+        // a layer the calibrated graph does not run (BERT's pooler under sentence embeddings)
+        uncalibrated.push_back(name);
+        ++quantized;
+        continue;
+      }
+      Tensor xs = Tensor::zeros(DType::f32, {});
+      xs.data<float>()[0] = it->second;
+      ts.push_back({input_scale_name(name), xs});
+      bytes_out += xs.nbytes();
+    }
     ++quantized;
   }
   std::map<std::string, std::string> md = f.metadata;
   md["rlx.quantization"] = "int8";
+  if (calib) md["rlx.activation_scales"] = calib->description;
   RLX_TRY(safetensors::save(out + "/model.safetensors", ts, md));
   if (summary)
     *summary = cat("wrote ", out, ": ", quantized, " Linear weights quantized to int8 (per-row scales), ", ts.size(),
-                   " tensors, ", bytes_in / 1000000, " MB -> ", bytes_out / 1000000, " MB");
+                   " tensors, ", bytes_in / 1000000, " MB -> ", bytes_out / 1000000, " MB",
+                   calib ? cat("; static activation scales, ", calib->description) : std::string("; activations per token at run time"));
+  if (summary && !uncalibrated.empty()) {
+    *summary += cat("; ", uncalibrated.size(), " Linear layers the calibration did not reach stay per token:");
+    for (const std::string& n : uncalibrated) *summary += " " + n;
+  }
   return Status::ok();
 }
 
@@ -54,8 +75,15 @@ Status quantize_qwen3_gguf(const std::string& in, const std::string& out, const 
   RLX_ASSIGN_OR_RETURN(models::Qwen3Weights w, models::load_qwen3(in));
   for (const auto& [name, t] : w.tensors)
     if (!t.format.empty()) return error(ErrorCode::unsupported, in, ": tensor '", name, "' is already quantized (", t.format, ")");
-  RLX_TRY(models::write_qwen3_gguf(out, w, scheme, in + "/tokenizer.json"));
-  if (summary) *summary = cat("wrote ", out, ": Qwen3 matrices in ", scheme, " (norms f32)");
+  std::vector<std::string> fallbacks;
+  RLX_TRY(models::write_qwen3_gguf(out, w, scheme, in + "/tokenizer.json", &fallbacks));
+  if (summary) {
+    *summary = cat("wrote ", out, ": Qwen3 matrices in ", scheme, " (norms f32)");
+    if (!fallbacks.empty()) {
+      *summary += cat("; ", fallbacks.size(), " matrices whose rows ", scheme, " blocks do not tile:");
+      for (const std::string& f : fallbacks) *summary += " " + f;
+    }
+  }
   return Status::ok();
 }
 

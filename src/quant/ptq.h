@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "quant/calibrate.h"
 #include "rlx/status.h"
 
 namespace rlx::quant {
@@ -13,10 +14,19 @@ namespace rlx::quant {
 // "*.weight_scale" (int8_weights.h), the safetensors metadata gets "rlx.quantization" = "int8",
 // the other files are copied. The BERT and Qwen3 builders then run those layers as int8_matmul
 // with activations quantized per token. A one-line summary goes to *summary when given.
-Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary = nullptr);
+// With `calib` (calibrate_bert's result for `in`), each quantized Linear also gets its static
+// input scale as an F32 [] tensor "<name>.input_scale" (calibrate.h) and the metadata
+// "rlx.activation_scales" = calib->description; the BERT builder then passes it to
+// int8_matmul's x_scale (activations quantized per tensor with that fixed scale). Linear layers
+// the calibration did not reach (BERT's pooler, unused by sentence embeddings) stay per token
+// and are named in the summary.
+Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary = nullptr,
+                            const CalibrationResult* calib = nullptr);
 
 // Qwen3-family folder (or dense GGUF) `in` -> GGUF file `out` with the matrices in the ggml block
-// format `scheme` ("q8_0", "q4_0", "q4_k"; rows k-quants cannot tile stay q8_0), norms in f32.
+// format `scheme` ("q8_0", "q4_0", "q4_1", "q4_k", or rlx's "int4_g128" / "int4_g128_asym";
+// rows k-quants cannot tile stay q8_0, rows groups of 128 cannot tile become q4_0 / q4_1, and the
+// summary names them), norms in f32.
 Status quantize_qwen3_gguf(const std::string& in, const std::string& out, const std::string& scheme,
                            std::string* summary = nullptr);
 

@@ -1,7 +1,7 @@
 // Post-training quantization end to end (quant/ptq.h), on the deterministic random-weight
 // models of `rlx make-model`: MiniLM quantized to int8 keeps its sentence embeddings (cosine
 // similarity to f32 on the parity sentences of tests/models/minilm_parity_test.cpp), and a small
-// Qwen3 quantized to int8 (folder) or written as q8_0 / q4_k / q4_0 / q4_1 GGUF keeps the f32 model's top-1 next token at most
+// Qwen3 quantized to int8 (folder) or written as q8_0 / q4_k / q4_0 / q4_1 / int4_g128[_asym] GGUF keeps the f32 model's top-1 next token at most
 // positions. Speed and agreement figures are printed (ratios measured in the same run); only
 // accuracy is asserted.
 #include <gtest/gtest.h>
@@ -126,7 +126,7 @@ TEST(Ptq, Qwen3GgufSchemesTop1Agreement) {
   };
   const std::vector<int64_t> ref = logits_of(dir);
   ASSERT_EQ(ref.size(), prompt.size());
-  for (const char* scheme : {"int8", "q8_0", "q4_k", "q4_0", "q4_1"}) {
+  for (const char* scheme : {"int8", "q8_0", "q4_k", "q4_0", "q4_1", "int4_g128", "int4_g128_asym"}) {
     const bool int8 = std::string(scheme) == "int8";
     const std::string out = kDir + "/qwen3-" + scheme + (int8 ? "" : ".gguf");
     Status st = int8 ? quant::quantize_int8_folder(dir, out) : quant::quantize_qwen3_gguf(dir, out, scheme);

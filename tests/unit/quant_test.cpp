@@ -55,6 +55,8 @@ std::vector<uint8_t> random_block(QType t, std::mt19937& rng) {
     }
     case QType::q4_0: case QType::q5_0: case QType::q8_0: case QType::iq4_nl: case QType::iq4_xs: scale_at(0); break;
     case QType::q4_1: case QType::q5_1: case QType::q4_k: case QType::q5_k: scale_at(0); scale_at(2); break;
+    case QType::int4_g128: scale_at(0); break;
+    case QType::int4_g128_asym: scale_at(0); scale_at(2); break;
     case QType::q2_k: scale_at(80); scale_at(82); break;
     case QType::q3_k: scale_at(108); break;
     case QType::q6_k: scale_at(208); break;
@@ -106,6 +108,9 @@ double expected(QType t, const uint8_t* b, int e) {
     case QType::q5_0: return f16_val(b) * (nib(b + 6, e % 16, e >= 16) + 16 * bit(b + 2, e) - 16);
     case QType::q5_1: return f16_val(b) * (nib(b + 8, e % 16, e >= 16) + 16 * bit(b + 4, e)) + f16_val(b + 2);
     case QType::q8_0: return f16_val(b) * static_cast<int8_t>(b[2 + e]);
+    // rlx's groups of 128: 4 chunks of 32, each as q4_0's nibbles
+    case QType::int4_g128: return f16_val(b) * (nib(b + 2 + 16 * (e / 32), e % 16, e % 32 >= 16) - 8);
+    case QType::int4_g128_asym: return f16_val(b) * nib(b + 4 + 16 * (e / 32), e % 16, e % 32 >= 16) + f16_val(b + 2);
     case QType::iq4_nl: return f16_val(b) * kIq4nlValues[nib(b + 2, e % 16, e >= 16)];
     case QType::q8_k: {
       float d;
@@ -162,7 +167,7 @@ double expected(QType t, const uint8_t* b, int e) {
 
 constexpr QType kAll[] = {QType::f32,  QType::f16,  QType::bf16, QType::q4_0, QType::q4_1,   QType::q5_0,
                           QType::q5_1, QType::q8_0, QType::q2_k, QType::q3_k, QType::q4_k,   QType::q5_k,
-                          QType::q6_k, QType::q8_k, QType::iq4_nl, QType::iq4_xs};
+                          QType::q6_k, QType::q8_k, QType::iq4_nl, QType::iq4_xs, QType::int4_g128, QType::int4_g128_asym};
 
 TEST(QuantCodec, TableMatchesOpsFormats) {
   for (QType t : kAll) {
@@ -408,7 +413,8 @@ void check_qgemm(QType t, int64_t m, int64_t n, int64_t k, std::mt19937& rng) {
 
 constexpr QType kKernelFormats[] = {QType::q4_0, QType::q4_1, QType::q5_0, QType::q5_1, QType::q8_0,
                                     QType::q2_k, QType::q3_k, QType::q4_k, QType::q5_k, QType::q6_k,
-                                    QType::q8_k, QType::iq4_nl, QType::iq4_xs, QType::f16};
+                                    QType::q8_k, QType::iq4_nl, QType::iq4_xs, QType::f16,
+                                    QType::int4_g128, QType::int4_g128_asym};
 
 class QGemmIsa : public ::testing::TestWithParam<cpu::GemmIsa> {
  protected:
@@ -542,7 +548,8 @@ void check_qmatmul_graph(QType t, int64_t m, int64_t n, int64_t k, std::mt19937&
 
 TEST(QMatMulGraph, NativeCpuMatchesDequantizeMatmulOnRef) {
   std::mt19937 rng(std::random_device{}());
-  for (QType t : {QType::q8_0, QType::q4_0, QType::q4_k, QType::q6_k, QType::f16, QType::iq4_nl, QType::q3_k}) {
+  for (QType t : {QType::q8_0, QType::q4_0, QType::q4_k, QType::q6_k, QType::f16, QType::iq4_nl, QType::q3_k,
+                 QType::int4_g128, QType::int4_g128_asym}) {
     check_qmatmul_graph(t, 1, 48, 256, rng);
     check_qmatmul_graph(t, 6, 20, 1024, rng);
   }
@@ -557,7 +564,7 @@ TEST(QGemmBench, DISABLED_MatVecBandwidth) {
   std::mt19937 rng(1);
   const int64_t n = 4096, k = 4096;
   ThreadPool& pool = ThreadPool::global();
-  for (QType t : {QType::q4_0, QType::q8_0, QType::q4_k, QType::q6_k, QType::f16}) {
+  for (QType t : {QType::q4_0, QType::q8_0, QType::q4_k, QType::q6_k, QType::f16, QType::int4_g128, QType::int4_g128_asym}) {
     const std::vector<uint8_t> w = random_weights(t, n, k, rng);
     const std::vector<float> x = random_floats(static_cast<size_t>(k), rng);
     std::vector<float> y(static_cast<size_t>(n));

@@ -1,14 +1,24 @@
-// rlx quantize IN OUT --scheme int8|q8_0|q4_0|q4_k: post-training weight quantization of a
+// rlx quantize IN OUT --scheme int8|q8_0|q4_0|q4_k|int4-g32[-asym]|int4-g128[-asym] [--calib DATA]: post-training weight quantization of a
 // Hugging Face folder (docs/quantization.md).
 //
 //   int8            BERT-family folders: every Linear weight (2-D "*.weight" outside the
 //                   embeddings) becomes i8 + a per-row f32 scale (quant/int8_weights.h); OUT is a
 //                   folder with the other files copied; `rlx embed OUT` runs it with int8_matmul
 //                   (activations quantized per token at run time, so no calibration is needed).
+//                   --calib DATA (a text file, one sentence a line) instead stores a static
+//                   per-tensor scale for each Linear's input, from the f32 model run on DATA
+//                   (--calib-method minmax|percentile, --percentile P, default 99.99;
+//                   quant/calibrate.h); int8_matmul then takes it as x_scale.
 //   q8_0|q4_0|q4_k  Qwen3-family folders: OUT is a GGUF file with the matrices in llama.cpp's
 //                   block format (rows k-quants cannot tile stay q8_0); `rlx generate OUT` runs
 //                   it with qmatmul.
+//   int4-g32[-asym] = q4_0 / q4_1.
+//   int4-g128[-asym] Qwen3-family folders: a GGUF file with rlx's own 4-bit types in groups of
+//                   128 along K (f16 scale, + f16 min for -asym; quant/ggml_quants.h, type ids
+//                   outside ggml's range, rlx/gguf.h); matrices whose K is not a multiple of
+//                   128 are written as q4_0 / q4_1 and named in the summary.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "cli.h"
@@ -19,25 +29,59 @@
 namespace rlx::cli {
 
 int cmd_quantize(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {}, {"scheme"});
+  auto args = parse_args(argc, argv, 2, {}, {"scheme", "calib", "calib-method", "percentile"});
   if (!args) return report_error(args.status());
-  const char* usage = "usage: rlx quantize IN_DIR OUT --scheme int8|q8_0|q4_0|q4_k|int4-g32|int4-g32-asym";
+  const char* usage =
+      "usage: rlx quantize IN_DIR OUT --scheme int8|q8_0|q4_0|q4_k|int4-g32|int4-g32-asym|int4-g128|int4-g128-asym "
+      "[--calib SENTENCES.txt [--calib-method minmax|percentile] [--percentile 99.99]]";
   if (args->positional.size() != 2 || !args->get("scheme")) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string in = args->positional[0], out = args->positional[1], scheme = *args->get("scheme");
   Status st;
   std::string summary;
+  const bool calib = args->get("calib").has_value();
+  if (!calib && (args->get("calib-method") || args->get("percentile")))
+    return report_error(error(ErrorCode::invalid_argument, "--calib-method and --percentile need --calib DATA"));
+  if (calib && scheme != "int8")
+    return report_error(error(ErrorCode::invalid_argument, "--calib applies to --scheme int8 (static activation scales); ",
+                              scheme, " quantizes weights only"));
   if (scheme == "int8") {
     if (!models::is_bert_folder(in) && !(models::is_qwen3_model(in) && std::filesystem::is_directory(in)))
       return report_error(error(ErrorCode::unsupported, in, ": --scheme int8 quantizes BERT- and Qwen3-family folders"));
-    st = quant::quantize_int8_folder(in, out, &summary);
-  } else if (scheme == "q8_0" || scheme == "q4_0" || scheme == "q4_k" || scheme == "int4-g32" || scheme == "int4-g32-asym") {
+    if (calib) {
+      if (!models::is_bert_folder(in))
+        return report_error(error(ErrorCode::unsupported, in, ": --calib calibrates BERT-family folders so far (sentences as samples)"));
+      quant::CalibrationOptions co;
+      co.method = args->get("calib-method").value_or("minmax");
+      if (auto p = args->get("percentile")) {
+        char* end = nullptr;
+        co.percentile = std::strtod(p->c_str(), &end);
+        if (end == p->c_str() || *end != '\0')
+          return report_error(error(ErrorCode::invalid_argument, "--percentile '", *p, "' is not a number"));
+        if (co.method != "percentile")
+          return report_error(error(ErrorCode::invalid_argument, "--percentile needs --calib-method percentile"));
+      }
+      auto sentences = quant::read_calibration_sentences(*args->get("calib"));
+      if (!sentences) return report_error(sentences.status());
+      auto cr = quant::calibrate_bert(in, *sentences, co);
+      if (!cr) return report_error(cr.status());
+      st = quant::quantize_int8_folder(in, out, &summary, &*cr);
+    } else {
+      st = quant::quantize_int8_folder(in, out, &summary);
+    }
+  } else if (scheme == "q8_0" || scheme == "q4_0" || scheme == "q4_k" || scheme == "int4-g32" || scheme == "int4-g32-asym" ||
+             scheme == "int4-g128" || scheme == "int4-g128-asym") {
     if (!models::is_qwen3_model(in))
       return report_error(error(ErrorCode::unsupported, in, ": --scheme ", scheme, " writes Qwen3-family GGUF files so far"));
     // int4 in groups of 32 is ggml's q4_0 (symmetric, f16 scale) or q4_1 (f16 scale and min)
-    const std::string fmt = scheme == "int4-g32" ? "q4_0" : scheme == "int4-g32-asym" ? "q4_1" : scheme;
+    // int4 in groups of 128 is rlx's int4_g128 / int4_g128_asym
+    const std::string fmt = scheme == "int4-g32"         ? "q4_0"
+                            : scheme == "int4-g32-asym"  ? "q4_1"
+                            : scheme == "int4-g128"      ? "int4_g128"
+                            : scheme == "int4-g128-asym" ? "int4_g128_asym"
+                                                         : scheme;
     st = quant::quantize_qwen3_gguf(in, out, fmt, &summary);
   } else {
-    return report_error(error(ErrorCode::invalid_argument, "unknown scheme '", scheme, "' (int4-g128 is not implemented yet); ", usage));
+    return report_error(error(ErrorCode::invalid_argument, "unknown scheme '", scheme, "'; ", usage));
   }
   if (!st.is_ok()) return report_error(st);
   std::printf("%s\n", summary.c_str());

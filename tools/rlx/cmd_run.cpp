@@ -3,11 +3,14 @@
 #include <chrono>
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "models/qwen3.h"
 #include "rlx/model_io.h"
 #include "rlx/npy.h"
 #include "rlx/onnx.h"
@@ -27,10 +30,21 @@ struct Loaded {
   std::string device;
 };
 
+bool ends_with(const std::string& s, const std::string& suffix);
+
 Expected<Loaded> load_common(const Args& a) {
   if (a.positional.size() != 1) return error(ErrorCode::invalid_argument, "expected one MODEL argument");
   Loaded l;
-  RLX_ASSIGN_OR_RETURN(l.model, load_model(a.positional[0]));
+  const std::string& path = a.positional[0];
+  if (!std::filesystem::is_directory(path) && ends_with(path, ".gguf") && models::is_qwen3_model(path)) {
+    // a Qwen3 GGUF file (llama.cpp's block formats or rlx quantize's int4_g128): the prefill step
+    // graph a Qwen3 folder gives (load_model alone would give the weights and no nodes)
+    RLX_ASSIGN_OR_RETURN(models::Qwen3Weights w, models::load_qwen3(path));
+    RLX_ASSIGN_OR_RETURN(l.model.graph, models::build_qwen3(w, {.context = 256, .all_logits = false, .decode = false}));
+    l.model.format = "GGUF (Qwen3, prefill step with a 256-slot KV cache)";
+  } else {
+    RLX_ASSIGN_OR_RETURN(l.model, load_model(path));
+  }
   RLX_ASSIGN_OR_RETURN(l.policy, policy_from(a));
   if (auto d = a.get("dims")) {
     RLX_ASSIGN_OR_RETURN(l.dims, parse_dims(*d));

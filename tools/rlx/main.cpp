@@ -21,8 +21,10 @@ const std::vector<Verb>& verbs() {
        cmd_bench},
       {"convert", "convert weights between safetensors and GGUF, optionally quantizing 2-D weights",
        "rlx convert IN OUT [--quant Q8_0|Q4_0|Q4_K|Q6_K]   (OUT ends in .gguf or .safetensors)", cmd_convert},
-      {"quantize", "post-training quantization: BERT folders to int8 weights, Qwen3 folders to GGUF q8_0/q4_0/q4_k",
-       "rlx quantize IN_DIR OUT --scheme int8|q8_0|q4_0|q4_k", cmd_quantize},
+      {"quantize", "post-training quantization: BERT folders to int8 weights (static activation scales with --calib), "
+       "Qwen3 folders to GGUF q8_0/q4_0/q4_k/int4-g128",
+       "rlx quantize IN_DIR OUT --scheme int8|q8_0|q4_0|q4_k|int4-g32[-asym]|int4-g128[-asym] "
+       "[--calib SENTENCES.txt [--calib-method minmax|percentile] [--percentile 99.99]]", cmd_quantize},
       {"embed", "sentence embeddings with a BERT-family model folder",
        "rlx embed MODEL_DIR TEXT... [--device D] [--batch N] [--max-length L] [--out FILE.npy|FILE.json] [--quiet] "
        "[--tp N | --pp N [--micro-batches M], under mpirun -np N]  (docs/distributed.md)",

@@ -194,6 +194,9 @@ Status Parser::read_tensor_infos(File& f, uint64_t n_tensors) {
     const uint64_t type_at = pos_;
     RLX_ASSIGN_OR_RETURN(uint32_t type, read<uint32_t>(what + " type"));
     auto info = ggml_type_info(type);
+    if (!info && (type >> 16) == 0x524C)  // rlx's own type range (rlx/gguf.h)
+      return fail(type_at, what, " has rlx-specific type ", type, " (number ", (type & 0xFFFF),
+                  " of rlx's own range), which this version of rlx does not know (written by a newer rlx quantize?)");
     if (!info) return fail(type_at, what, " has unknown ggml type ", type);
     ti.type = info->type;
     const int64_t row = ti.ne.empty() ? 1 : ti.ne[0];

@@ -12,7 +12,7 @@ namespace {
 
 constexpr size_t kScalarBytes[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
-constexpr std::array<GgmlTypeInfo, 34> kGgmlTypes = {{
+constexpr std::array<GgmlTypeInfo, 36> kGgmlTypes = {{
     {GgmlType::f32, "f32", 1, 4, DType::f32},       {GgmlType::f16, "f16", 1, 2, DType::f16},
     {GgmlType::q4_0, "q4_0", 32, 18, {}},           {GgmlType::q4_1, "q4_1", 32, 20, {}},
     {GgmlType::q5_0, "q5_0", 32, 22, {}},           {GgmlType::q5_1, "q5_1", 32, 24, {}},
@@ -30,6 +30,8 @@ constexpr std::array<GgmlTypeInfo, 34> kGgmlTypes = {{
     {GgmlType::bf16, "bf16", 1, 2, DType::bf16},    {GgmlType::tq1_0, "tq1_0", 256, 54, {}},
     {GgmlType::tq2_0, "tq2_0", 256, 66, {}},        {GgmlType::mxfp4, "mxfp4", 32, 17, {}},
     {GgmlType::nvfp4, "nvfp4", 64, 36, {}},         {GgmlType::q1_0, "q1_0", 128, 18, {}},
+    // rlx's own (rlx/gguf.h); the names are the qmatmul formats
+    {GgmlType::rlx_int4_g128, "int4_g128", 128, 66, {}}, {GgmlType::rlx_int4_g128_asym, "int4_g128_asym", 128, 68, {}},
 }};
 
 template <class T>

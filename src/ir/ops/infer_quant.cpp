@@ -7,11 +7,13 @@
 namespace rlx {
 
 std::optional<QuantFormat> quant_format(std::string_view name) {
-  // block sizes as llama.cpp's ggml defines them
-  static constexpr std::array<QuantFormat, 14> kFormats = {{
+  // block sizes as llama.cpp's ggml defines them, and rlx's own 4-bit groups of 128
+  // (quant/ggml_quants.h)
+  static constexpr std::array<QuantFormat, 16> kFormats = {{
       {"q4_0", 32, 18},   {"q4_1", 32, 20},   {"q5_0", 32, 22},   {"q5_1", 32, 24},  {"q8_0", 32, 34},
       {"q2_k", 256, 84},  {"q3_k", 256, 110}, {"q4_k", 256, 144}, {"q5_k", 256, 176}, {"q6_k", 256, 210},
       {"q8_k", 256, 292}, {"iq4_nl", 32, 18}, {"iq4_xs", 256, 136}, {"f16", 1, 2},
+      {"int4_g128", 128, 66}, {"int4_g128_asym", 128, 68},
   }};
   for (const QuantFormat& f : kFormats)
     if (f.name == name) return f;

@@ -102,6 +102,8 @@ QKernelFamily make_portable() {
   fill<QType::q8_k>(f);
   fill<QType::iq4_nl>(f);
   fill<QType::iq4_xs>(f);
+  fill<QType::int4_g128>(f);
+  fill<QType::int4_g128_asym>(f);
   return f;
 }
 
@@ -289,9 +291,9 @@ bool quantize_x(const QGemmArgs& a, qgemm_detail::Q8Args& q) {
         sum += v;
       }
       dx[i * nb + b] = d;
-      if (a.type == QType::q4_k) {
-        // q4_k's mins take the sum of the rounded x (llama.cpp's Q8_K bsums), so the result is
-        // exactly W times the rounded x
+      if (a.type == QType::q4_k || a.type == QType::int4_g128_asym) {
+        // q4_k's (and int4_g128_asym's) mins take the sum of the rounded x (llama.cpp's Q8_K
+        // bsums), so the result is exactly W times the rounded x
         cx[i * nb + b] = d * static_cast<float>(sum);
       } else {
         cx[i * nb + b] = 8.f * d * static_cast<float>(sum);

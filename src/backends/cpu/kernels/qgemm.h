@@ -6,7 +6,7 @@
 // weight rows interleaved for independent accumulators; this streams W once and is bound by
 // memory bandwidth. With many rows (prefill) panels of 64 weight rows x 1024 values are decoded
 // into a per-thread f32 tile (256 KB, cache resident) and multiplied by the f32 GEMM, so each
-// decoded block is reused by every row of x. For q8_0, q4_0, q4_k and q6_k with m <= 4 on
+// decoded block is reused by every row of x. For q8_0, q4_0, q4_k, q6_k and int4_g128[_asym] with m <= 4 on
 // AVX2 / AVX-512 the fused path is integer, as in llama.cpp: x is quantized once per call to
 // int8 blocks of 32 and each weight block is multiplied into it with 8-bit dot products
 // (qgemm_q8.h; results move by the rounding of x, see qgemm_quantizes_x). Work is split over

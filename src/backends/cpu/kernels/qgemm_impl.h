@@ -45,6 +45,8 @@ RLX_QBLOCK(q6_k, 256, 210)
 RLX_QBLOCK(q8_k, 256, 292)
 RLX_QBLOCK(iq4_nl, 32, 18)
 RLX_QBLOCK(iq4_xs, 256, 136)
+RLX_QBLOCK(int4_g128, 128, 66)
+RLX_QBLOCK(int4_g128_asym, 128, 68)
 #undef RLX_QBLOCK
 
 using V = Isa::V;
@@ -78,10 +80,10 @@ RLX_QK void k4_scales(const uint8_t* b, float* sm) {
   Isa::store(sm + 16, Isa::zero());
 }
 
-// Formats whose blocks are 32 values with one f16 scale first: their scales are converted 16
-// blocks at a time, off the vector ports.
+// Formats whose blocks start with their one f16 scale (32 values; int4_g128: 128): their
+// scales are converted 16 blocks at a time, off the vector ports.
 template <QT T>
-constexpr bool kBatchedScale = T == QT::q4_0 || T == QT::q8_0 || T == QT::iq4_nl || T == QT::q5_0;
+constexpr bool kBatchedScale = T == QT::q4_0 || T == QT::q8_0 || T == QT::iq4_nl || T == QT::q5_0 || T == QT::int4_g128;
 // Formats with per-sub-block mins, applied through the sums of x's 32-value chunks.
 template <QT T>
 constexpr bool kUsesXsums = T == QT::q4_k || T == QT::q5_k;
@@ -99,6 +101,11 @@ RLX_QK void decode_scaled(const uint8_t* b, int64_t e0, S& s, const float* d) {
   } else if constexpr (T == QT::q8_0) {
     const int8_t* q = reinterpret_cast<const int8_t*>(b + 2);
     s.put2s(e0, Isa::i8(q), Isa::i8(q + 16), d);
+  } else if constexpr (T == QT::int4_g128) {
+    // 4 chunks of 32, each a q4_0 body
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c)
+      s.put2s(e0 + 32 * c, Isa::lut_lo(b + 2 + 16 * c, kQ40Lut), Isa::lut_hi(b + 2 + 16 * c, kQ40Lut), d);
   } else if constexpr (T == QT::q5_0) {
     const uint32_t qh = ld32(b + 2);
     s.put2s(e0, Isa::add_bits(Isa::lut_lo(b + 6, kQ50Lut), qh & 0xFFFF, 16.f),
@@ -122,6 +129,13 @@ RLX_QK void decode_block(const uint8_t* b, int64_t e0, S& s) {
     const V dv = Isa::set1(Isa::h2f(b)), m = Isa::set1(Isa::h2f(b + 2));
     s.put(e0, Isa::fma(Isa::nib_lo(b + 4), dv, m));
     s.put(e0 + 16, Isa::fma(Isa::nib_hi(b + 4), dv, m));
+  } else if constexpr (T == QT::int4_g128_asym) {
+    const V dv = Isa::set1(Isa::h2f(b)), m = Isa::set1(Isa::h2f(b + 2));
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      s.put(e0 + 32 * c, Isa::fma(Isa::nib_lo(b + 4 + 16 * c), dv, m));
+      s.put(e0 + 32 * c + 16, Isa::fma(Isa::nib_hi(b + 4 + 16 * c), dv, m));
+    }
   } else if constexpr (T == QT::q5_1) {
     const V dv = Isa::set1(Isa::h2f(b)), m = Isa::set1(Isa::h2f(b + 2));
     const uint32_t qh = ld32(b + 4);
@@ -392,5 +406,7 @@ inline ::rlx::cpu::qgemm_detail::QKernelFamily make_family(const char* name, ::r
   fill_family<QT::q8_k>(f);
   fill_family<QT::iq4_nl>(f);
   fill_family<QT::iq4_xs>(f);
+  fill_family<QT::int4_g128>(f);
+  fill_family<QT::int4_g128_asym>(f);
   return f;
 }

@@ -84,6 +84,75 @@ RLX_Q8 void q8_rows_impl(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, 
   }
 }
 
+// int4_g128 / int4_g128_asym (rlx's 4-bit groups of 128): 4 chunks of 32, each a q4_0 body,
+// under one f16 scale d (and min m). Each chunk lines up with one block of x, so with the
+// nibbles q used unsigned (0..15): sum = sum_c d * dx_c * isum_c + corr, where
+// corr = -d * sum_c cx_c (symmetric, cx = 8 * dx * (sum of x's quants): the -8 offset) or
+// m * sum_c cx_c (asymmetric, cx = dx * (sum of x's quants)).
+template <bool Asym, int MR, int NR>
+RLX_Q8 void g128_rows_impl(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
+  constexpr int64_t BB = Asym ? 68 : 66, QO = Asym ? 4 : 2;
+  const int64_t nb = a.nb / 4;  // a.nb counts blocks of 32
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t j = j0; j + NR <= j1; j += NR) {
+    __m256 acc[NR][MR];
+    float corr[NR][MR];
+#pragma GCC unroll 4
+    for (int n = 0; n < NR; ++n)
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) {
+        acc[n][r] = _mm256_setzero_ps();
+        corr[n][r] = 0.f;
+      }
+    const uint8_t* wr = a.w + j * a.ldw;
+    for (int64_t b = 0; b < nb; ++b) {
+      float dw[NR];
+#pragma GCC unroll 4
+      for (int n = 0; n < NR; ++n) {
+        const uint8_t* blk = wr + n * a.ldw + b * BB;
+        __builtin_prefetch(blk + 4 * BB);
+        __builtin_prefetch(blk + 4 * BB + 64);
+        dw[n] = q8_h2f(blk);
+        const float coef = Asym ? q8_h2f(blk + 2) : -dw[n];
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r) {
+          const float* cx = a.cx + r * a.ldd + 4 * b;
+          corr[n][r] += coef * ((cx[0] + cx[1]) + (cx[2] + cx[3]));
+        }
+      }
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        __m256i xq[MR];
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r)
+          xq[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qx + r * a.ldq + 128 * b + 32 * c));
+#pragma GCC unroll 4
+        for (int n = 0; n < NR; ++n) {
+          const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + n * a.ldw + b * BB + QO + 16 * c));
+          const __m256i u = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1), m4);
+#pragma GCC unroll 4
+          for (int r = 0; r < MR; ++r) {
+            const __m256i is = Dot8::dot(u, xq[r]);
+            acc[n][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(dw[n] * a.dx[r * a.ldd + 4 * b + c]), acc[n][r]);
+          }
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int n = 0; n < NR; ++n)
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) a.y[r * a.ldy + j + n] = q8_hsum(acc[n][r]) + corr[n][r];
+  }
+}
+
+template <bool Asym, int MR>
+RLX_Q8_ENTRY void g128_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
+  constexpr int NR = MR <= 2 ? 4 : 2;
+  const int64_t full = j0 + (j1 - j0) / NR * NR;
+  g128_rows_impl<Asym, MR, NR>(a, j0, full);
+  g128_rows_impl<Asym, MR, 1>(a, full, j1);
+}
+
 // Q4_K: 256-value blocks of 8 sub-blocks of 32 with 6-bit scales sc and mins m:
 // w = d * sc * q - dmin * m. Each sub-block lines up with one block of x, so
 // sum = sum_s d * sc_s * dx_s * isum_s - dmin * m_s * dx_s * (sum of x's quants over s).
@@ -387,6 +456,15 @@ inline void fill_q8_family(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
   f.q8rows[t][1] = q4k_rows<2>;
   f.q8rows[t][2] = q4k_rows<3>;
   f.q8rows[t][3] = q4k_rows<4>;
+  const int tg = static_cast<int>(QT8::int4_g128), ta = static_cast<int>(QT8::int4_g128_asym);
+  f.q8rows[tg][0] = g128_rows<false, 1>;
+  f.q8rows[tg][1] = g128_rows<false, 2>;
+  f.q8rows[tg][2] = g128_rows<false, 3>;
+  f.q8rows[tg][3] = g128_rows<false, 4>;
+  f.q8rows[ta][0] = g128_rows<true, 1>;
+  f.q8rows[ta][1] = g128_rows<true, 2>;
+  f.q8rows[ta][2] = g128_rows<true, 3>;
+  f.q8rows[ta][3] = g128_rows<true, 4>;
   const int t6 = static_cast<int>(QT8::q6_k);
   f.q8rows[t6][0] = q6k_rows<1>;
   f.q8rows[t6][1] = q6k_rows<2>;
