@@ -1,0 +1,81 @@
+// `rlx quantize` as a user runs it for the schemes of docs/quantization.md that need more than a
+// library call: int4-g128[-asym] GGUF files that `rlx run` and `rlx generate` load, and int8 with
+// static activation scales from `--calib SENTENCES.txt`, which `rlx embed` runs; bad arguments
+// are errors with exit status 2 that name the culprit.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cli/run_rlx.h"
+
+namespace {
+
+using rlx_cli_test::rlx;
+
+std::string temp(const std::string& name) {
+  const std::string d = std::string(RLX_BINARY_DIR) + "/quantize_cli_test";
+  std::filesystem::create_directories(d);
+  return d + "/" + name;
+}
+
+const std::string kSentences = std::string(RLX_SOURCE_DIR) + "/tests/quant/calib_sentences.txt";
+
+TEST(QuantizeCli, Int4G128GgufRunsAndGenerates) {
+  const std::string q3 = temp("q3");
+  std::filesystem::remove_all(q3);
+  auto r = rlx("make-model qwen3-tiny --out " + q3);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const std::string scheme : {"int4-g128", "int4-g128-asym"}) {
+    const std::string fmt = scheme == "int4-g128" ? "int4_g128" : "int4_g128_asym";
+    const std::string out = temp("q3-" + scheme + ".gguf");
+    r = rlx("quantize " + q3 + " " + out + " --scheme " + scheme);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("Qwen3 matrices in " + fmt), std::string::npos) << r.out;
+    r = rlx("run " + out);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("qmatmul " + fmt), std::string::npos) << r.out;
+    r = rlx("generate " + out + " --tokens 1,2,3 -n 4 --ignore-eos");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("decode:"), std::string::npos) << r.out;
+  }
+}
+
+TEST(QuantizeCli, Int8WithCalibrationEmbeds) {
+  const std::string m = temp("minilm"), q = temp("minilm-int8-static");
+  std::filesystem::remove_all(m);
+  auto r = rlx("make-model minilm --out " + m);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = rlx("quantize " + m + " " + q + " --scheme int8 --calib " + kSentences + " --calib-method percentile --percentile 99.9");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("static activation scales, percentile 99.9 over 64 sentences"), std::string::npos) << r.out;
+  r = rlx("embed " + q + " \"Hello world.\"");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(384 dims)"), std::string::npos) << r.out;
+}
+
+TEST(QuantizeCli, BadArgumentsExitTwo) {
+  const std::string m = temp("minilm-args");
+  if (!std::filesystem::exists(m + "/config.json")) ASSERT_EQ(rlx("make-model minilm --out " + m).code, 0);
+  const std::string out = temp("never-written");
+  struct Case { std::string args, says; };
+  for (const Case& c : {Case{"--scheme int8 --percentile 99", "--calib-method and --percentile need --calib DATA"},
+                        Case{"--scheme int8 --calib " + temp("no-such.txt"), "no-such.txt: cannot read the calibration data"},
+                        Case{"--scheme int8 --calib " + kSentences + " --calib-method entropy", "expected minmax or percentile"},
+                        Case{"--scheme int8 --calib " + kSentences + " --calib-method percentile --percentile abc",
+                             "--percentile 'abc' is not a number"},
+                        Case{"--scheme int8 --calib " + kSentences + " --calib-method percentile --percentile 0", "(0, 100]"},
+                        Case{"--scheme int4-g128 --calib " + kSentences, "--calib applies to --scheme int8"},
+                        Case{"--scheme int4-g64", "unknown scheme 'int4-g64'"}}) {
+    auto r = rlx("quantize " + m + " " + out + " " + c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << "\n" << r.out;
+  }
+  // a weight-only int4 scheme on a BERT folder
+  auto r = rlx("quantize " + m + " " + out + ".gguf --scheme int4-g128");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("writes Qwen3-family GGUF files"), std::string::npos) << r.out;
+}
+
+}  // namespace
