@@ -4,6 +4,8 @@
 // [outer][ranks * len][inner], and reduce_scatter(axis) does the reverse before reducing.
 #include "dist/collective_ops.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -106,6 +108,85 @@ Status run_collective(Communicator& comm, Op op, const Attrs& attrs, DType dtype
       std::memcpy(staged.data() + static_cast<size_t>(rr) * out_bytes + static_cast<size_t>(i) * block,
                   src + static_cast<size_t>(i * ranks + rr) * block, block);
   return with_node(comm.reduce_scatter(staged.data(), out, n_out, dtype, r));
+}
+
+bool overlap_collectives() {
+  static const bool on = [] {
+    const char* e = std::getenv("RLX_COMM_OVERLAP");
+    return !(e && std::string_view(e) == "0");
+  }();
+  return on;
+}
+
+CollectiveQueue::CollectiveQueue() : thread_([this] { loop(); }) {}
+
+CollectiveQueue::~CollectiveQueue() {
+  (void)wait_all();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+int64_t CollectiveQueue::submit(const std::function<Status()>* fn) {
+  int64_t t;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    t = next_++;
+    queue_.emplace_back(t, fn);
+  }
+  cv_.notify_one();
+  return t;
+}
+
+void CollectiveQueue::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    const auto [t, fn] = queue_.front();
+    queue_.pop_front();
+    lock.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = (*fn)();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    lock.lock();
+    busy_ms_ += ms;
+    results_[t] = std::move(s);
+    completed_ = t + 1;  // FIFO: every earlier ticket is done too
+    done_cv_.notify_all();
+  }
+}
+
+Status CollectiveQueue::wait(int64_t t) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return completed_ > t; });
+  waited_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  auto it = results_.find(t);
+  if (it == results_.end()) return Status::ok();  // waited for already (wait_all)
+  Status s = std::move(it->second);
+  results_.erase(it);
+  return s;
+}
+
+Status CollectiveQueue::wait_all() {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return completed_ >= next_; });
+  waited_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  Status first = Status::ok();
+  for (auto& [t, s] : results_)
+    if (first.is_ok() && !s.is_ok()) first = std::move(s);
+  results_.clear();
+  return first;
+}
+
+bool CollectiveQueue::idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_ >= next_;
 }
 
 }  // namespace rlx::dist

@@ -61,7 +61,9 @@ struct PipelineRunOptions {
 class PipelineRunner {
  public:
   // Compiles this rank's stage with `options` (its donations are mapped to the stage's own
-  // inputs and outputs; the communicator field is ignored).
+  // inputs and outputs). `options.comm` is the group the stage's own collectives run over:
+  // the tensor-parallel ranks of this stage when both are combined (null: this process), never
+  // `comm`, the pipeline.
   static Expected<std::unique_ptr<PipelineRunner>> create(const Graph& g, std::span<const ValueId> cuts,
                                                           std::shared_ptr<Communicator> comm, CompileOptions options,
                                                           PipelineRunOptions run);

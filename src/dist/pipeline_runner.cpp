@@ -81,7 +81,6 @@ Expected<std::unique_ptr<PipelineRunner>> PipelineRunner::create(const Graph& g,
       donate.push_back({static_cast<int>(lo - r->st_.outputs_from.begin()), static_cast<int>(li - r->st_.inputs_from.begin())});
   }
   options.donate = donate;
-  options.comm = nullptr;
   RLX_ASSIGN_OR_RETURN(r->model_, Model::compile(r->st_.graph, options));
   return r;
 }

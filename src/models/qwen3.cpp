@@ -480,8 +480,9 @@ Expected<std::unique_ptr<Qwen3Session>> Qwen3Session::create(const Qwen3Weights&
                                                              Qwen3Parallel par) {
   if ((w.tp.active() || par.pipeline) && !par.comm)
     return error(ErrorCode::invalid_argument, "a tensor- or pipeline-parallel session needs a communicator");
-  if (w.tp.active() && par.pipeline)
-    return error(ErrorCode::unsupported, "tensor and pipeline parallelism together are not supported yet");
+  if (w.tp.active() && par.pipeline && (!par.stage_comm || par.stage_comm->size() != w.tp.size))
+    return error(ErrorCode::invalid_argument, "tensor and pipeline parallelism together need the stage's group of ",
+                 w.tp.size, " tensor-parallel ranks (Qwen3Parallel::stage_comm)");
   if (batch <= 0) return error(ErrorCode::invalid_argument, "batch must be positive");
   std::unique_ptr<Qwen3Session> s(new Qwen3Session());
   s->config_ = w.config;
@@ -490,7 +491,8 @@ Expected<std::unique_ptr<Qwen3Session>> Qwen3Session::create(const Qwen3Weights&
   CompileOptions co;
   co.device = device;
   co.donate = qwen3_cache_donations(w.config);
-  co.comm = par.pipeline ? nullptr : par.comm;
+  // collectives inside the graph: the tensor-parallel group (of the stage, with a pipeline)
+  co.comm = par.pipeline ? (w.tp.active() ? par.stage_comm : nullptr) : par.comm;
   s->all_logits_ = all_logits;
   RLX_ASSIGN_OR_RETURN(Graph pg, build_qwen3(w, {.context = context, .all_logits = all_logits, .decode = false}));
   RLX_ASSIGN_OR_RETURN(Graph dg, build_qwen3(w, {.context = context, .all_logits = false, .decode = true}));

@@ -103,11 +103,14 @@ std::vector<std::pair<int, int>> qwen3_cache_donations(const Qwen3Config& c);
 // need `comm`, the group of w.tp.size ranks whose collectives join the shards. With
 // `pipeline`, rank k of `comm` runs the k-th range of layers (and holds only their KV cache
 // updates), each step's batch flows through the stages in `micro_batches`, and every rank
-// receives the logits. Every rank runs the same steps with the same tokens.
+// receives the logits. Every rank runs the same steps with the same tokens. Both at once
+// (sharded weights and `pipeline`): `comm` is the pipeline (one rank per stage, all with the
+// same shard index) and `stage_comm` the tensor-parallel group of this rank's stage.
 struct Qwen3Parallel {
   std::shared_ptr<dist::Communicator> comm;
   bool pipeline = false;
   int micro_batches = 1;
+  std::shared_ptr<dist::Communicator> stage_comm;
 };
 
 class Qwen3Session {

@@ -29,6 +29,12 @@ void fuse_native_epilogues(kir::KernelProgram& program,
 // read the input after it is overwritten.
 Status apply_donations(kir::KernelProgram& program, const std::vector<std::pair<int, int>>& donations);
 
+// Reorders g's nodes (a valid topological order either way) so that each collective, with
+// the nodes that only feed it, comes right after the last other value it depends on: an
+// executable that runs collectives asynchronously then overlaps them with what follows
+// (src/passes/collective_order.cpp). Deterministic: every rank gets the same order.
+void order_collectives_early(Graph& g);
+
 // Assigns arena offsets to intermediate buffers by liveness (first fit, 64-byte aligned)
 // and sets program.arena_bytes.
 void plan_memory(kir::KernelProgram& program);

@@ -217,6 +217,10 @@ Expected<std::unique_ptr<PipelineTrainer>> PipelineTrainer::create(ModelDef mode
   }
   for (int s = 0; s < slots; ++s)
     for (int i : impl->my_params) impl->state.push_back(Tensor::zeros(DType::f32, impl->model.params[i].init.sizes()));
+  // data parallelism: every pipeline starts from the first one's parameters
+  if (const auto& dp = impl->pc.data_parallel; dp && dp->size() > 1)
+    for (Tensor& p : impl->params)
+      RLX_TRY(dp->broadcast(p.bytes(), p.numel(), p.dtype(), 0).with_context("data-parallel pipelines: initial parameters"));
   RLX_TRY(impl->build_update());
   return std::unique_ptr<PipelineTrainer>(new PipelineTrainer(std::move(impl)));
 }
@@ -346,6 +350,23 @@ Expected<float> PipelineTrainer::step(const Tensor& images, const Tensor& labels
     }
   }
 
+  // data parallelism across pipelines: this pipeline's gradients (the mean over its share of
+  // the batch) weighted by the share's size over the global batch's, summed over the group;
+  // the loss likewise. Synchronous (the pipeline's own exchanges are the overlap here).
+  if (const auto& dp = m.pc.data_parallel; dp && dp->size() > 1) {
+    double total = static_cast<double>(B);
+    RLX_TRY(dp->all_reduce(&total, 1, DType::f64, dist::ReduceOp::sum).with_context("data-parallel pipelines: batch size"));
+    const float share = static_cast<float>(static_cast<double>(B) / total);
+    for (Tensor& g : m.grads) {
+      float* a = g.data<float>();
+      for (int64_t e = 0; e < g.numel(); ++e) a[e] *= share;
+      RLX_TRY(dp->all_reduce(a, g.numel(), DType::f32, dist::ReduceOp::sum)
+                  .with_context("data-parallel pipelines: gradients"));
+    }
+    loss *= share;
+    if (m.last())
+      RLX_TRY(dp->all_reduce(&loss, 1, DType::f64, dist::ReduceOp::sum).with_context("data-parallel pipelines: loss"));
+  }
   // the update of this stage's parameters
   m.lr.data<float>()[0] = static_cast<float>(lr);
   m.step_no.data<float>()[0] = static_cast<float>(steps_ + 1);

@@ -28,6 +28,11 @@ Expected<PipelineSchedule> parse_pipeline_schedule(std::string_view name);
 struct PipelineConfig {
   int micro_batches = 4;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  // Data parallelism across pipelines (rlx train --dp D --pp P): the group of the D ranks that
+  // run this same stage, one per pipeline; null: one pipeline. Each pipeline steps on its share
+  // of the global batch; a stage's accumulated gradients are weighted by that share and
+  // summed over the group before its update, so a step still equals the single-process step.
+  std::shared_ptr<dist::Communicator> data_parallel;
 };
 
 class PipelineTrainer {
@@ -39,8 +44,9 @@ class PipelineTrainer {
                                                            PipelineConfig pipeline);
   ~PipelineTrainer();
 
-  // One step on a global batch (the same images [B, ...] and labels [B] on every rank; each
-  // stage reads what it needs). Returns the batch's mean loss, on every rank.
+  // One step on a global batch (the same images [B, ...] and labels [B] on every rank of the
+  // pipeline; each stage reads what it needs; with data parallelism, this pipeline's share of
+  // the global batch). Returns the global batch's mean loss, on every rank.
   Expected<float> step(const Tensor& images, const Tensor& labels, double lr);
   // Every parameter of the model in the model's order, on every rank (each stage broadcasts
   // its own): for evaluation and saving.

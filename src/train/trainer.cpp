@@ -36,25 +36,29 @@ namespace {
 // Data parallelism inside the step graph: each gradient weighted by this rank's share of the
 // global batch (batch / the all_reduce of every rank's batch), then summed over ranks in
 // buckets: gradients flattened and concatenated up to bucket_bytes, one all_reduce per
-// bucket, split and reshaped back. Returns the global mean loss.
+// bucket, split and reshaped back. Buckets go in reverse parameter order (the last layer's
+// gradients, which the backward pass produces first, fill the first bucket), so that with the
+// collectives issued early (sched::order_collectives_early) each bucket's all-reduce runs
+// while the backward pass computes the earlier layers' gradients. Returns the global mean loss.
 ValueId all_reduce_gradients(OpBuilder& o, const DataParallel& dp, int64_t batch, ValueId loss,
                              std::vector<ValueId>& grads) {
   const Attrs sum{{"reduce", std::string("sum")}};
   ValueId total = o.op(Op::AllReduce, {o.scalar(static_cast<double>(batch), DType::f32)}, sum);
   ValueId share = o.div(o.scalar(static_cast<double>(batch), DType::f32), total);
-  size_t i = 0;
-  while (i < grads.size()) {
+  size_t end = grads.size();  // buckets take grads[i, end), walking down
+  while (end > 0) {
     std::vector<ValueId> flat;
     std::vector<int64_t> lens;
     int64_t bytes = 0;
-    const size_t first = i;
-    for (; i < grads.size(); ++i) {
-      const int64_t n = numel(*static_sizes(o.type(grads[i]).shape));
+    size_t i = end;
+    for (; i > 0; --i) {
+      const int64_t n = numel(*static_sizes(o.type(grads[i - 1]).shape));
       if (!flat.empty() && bytes + n * 4 > dp.bucket_bytes) break;
-      flat.push_back(o.reshape(grads[i], {-1}));
-      lens.push_back(n);
+      flat.insert(flat.begin(), o.reshape(grads[i - 1], {-1}));
+      lens.insert(lens.begin(), n);
       bytes += n * 4;
     }
+    const size_t first = i;
     ValueId bucket = flat.size() == 1 ? flat[0] : o.concat(flat, 0);
     bucket = o.op(Op::AllReduce, {o.mul(bucket, share)}, sum);
     std::vector<ValueId> parts = flat.size() == 1 ? std::vector<ValueId>{bucket} : o.split(bucket, 0, lens);
@@ -62,6 +66,7 @@ ValueId all_reduce_gradients(OpBuilder& o, const DataParallel& dp, int64_t batch
       const Sizes shape = *static_sizes(o.type(grads[first + k]).shape);
       grads[first + k] = o.reshape(parts[k], std::vector<int64_t>(shape.begin(), shape.end()));
     }
+    end = first;
   }
   return o.op(Op::AllReduce, {o.mul(loss, share)}, sum);
 }

@@ -39,6 +39,19 @@ Expected<DispatchPolicy> policy_from(const Args& a);
 // does not match (a job of another size, N > 1 without mpirun, or several ranks but no flag).
 Expected<std::shared_ptr<dist::Communicator>> process_group(int ranks, const std::string& flag = "--tp");
 
+// A job of tp * pp ranks as a grid: rank r is tensor-parallel rank r % tp of pipeline stage
+// r / tp (a stage's tensor-parallel ranks are consecutive, as in Megatron-LM). `stage` groups
+// the tp ranks of this rank's stage (their collectives join the shards); `pipeline` the pp
+// ranks that hold the same shard index, one per stage, in stage order.
+struct ProcessGrid {
+  std::shared_ptr<dist::Communicator> world, stage, pipeline;
+  int tp_rank = 0, stage_index = 0;
+};
+// Errors when the job does not have exactly tp * pp ranks, saying what it needs. `tp_flag`
+// names the first dimension in messages ("--dp" when training uses the grid for data
+// parallelism across pipelines: then `stage` is the data-parallel group of the stage).
+Expected<ProcessGrid> process_grid(int tp, int pp, const std::string& tp_flag = "--tp");
+
 struct Verb {
   const char* name;
   const char* summary;

@@ -181,4 +181,29 @@ Expected<std::shared_ptr<dist::Communicator>> process_group(int ranks, const std
   return world;
 }
 
+Expected<ProcessGrid> process_grid(int tp, int pp, const std::string& tp_flag) {
+  if (tp < 1 || pp < 1)
+    return error(ErrorCode::invalid_argument, tp_flag, " and --pp must be at least 1, got ", tp, " and ", pp);
+  const int ranks = tp * pp;
+  const std::string flags = cat(tp_flag, " ", tp, " --pp ", pp);
+  if (!dist::launched_by_mpi())
+    return error(ErrorCode::invalid_argument, flags, " needs a job of exactly ", ranks, " ranks (mpirun -np ", ranks,
+                 "); this process was not started by mpirun");
+  ProcessGrid g;
+  RLX_ASSIGN_OR_RETURN(g.world, dist::world_communicator());
+  if (g.world->size() != ranks)
+    return error(ErrorCode::invalid_argument, flags, " needs a job of exactly ", ranks, " ranks (mpirun -np ", ranks,
+                 "); this one has ", g.world->size());
+  const int r = g.world->rank();
+  g.tp_rank = r % tp;
+  g.stage_index = r / tp;
+  // every rank makes both splits in the same order (each is collective over the world)
+  RLX_ASSIGN_OR_RETURN(g.stage, g.world->split(g.stage_index, g.tp_rank));
+  RLX_ASSIGN_OR_RETURN(g.pipeline, g.world->split(g.tp_rank, g.stage_index));
+  if (!g.stage || !g.pipeline || g.stage->size() != tp || g.pipeline->size() != pp)
+    return error(ErrorCode::internal, "splitting ", ranks, " ranks into a ", pp, " x ", tp, " grid gave groups of ",
+                 g.stage ? g.stage->size() : 0, " and ", g.pipeline ? g.pipeline->size() : 0);
+  return g;
+}
+
 }  // namespace rlx::cli

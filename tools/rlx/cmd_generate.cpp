@@ -110,12 +110,22 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
     return error(ErrorCode::invalid_argument, "need -n >= 1, --temp >= 0, --top-k >= 0, 0 < --top-p <= 1");
   const int64_t n = o.n;
   RLX_ASSIGN_OR_RETURN(models::Qwen3Weights weights, models::load_qwen3(path));
-  if (o.tp > 1 && o.pp > 1)
-    return error(ErrorCode::invalid_argument, "--tp and --pp together are not supported yet: use one of them");
-  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> comm,
-                       process_group(o.pp > 1 ? o.pp : o.tp, o.pp > 1 ? "--pp" : "--tp"));
-  if (comm->size() > 1 && o.pp == 1) {
-    RLX_ASSIGN_OR_RETURN(weights, models::shard_qwen3(weights, {comm->rank(), comm->size()}));
+  // comm: every rank of the job (the sampled tokens come from its rank 0); par: the session's groups
+  std::shared_ptr<dist::Communicator> comm;
+  models::Qwen3Parallel par{nullptr, o.pp > 1, o.micro_batches, nullptr};
+  if (o.tp > 1 && o.pp > 1) {
+    // a grid: each stage's layers sharded over its tp ranks
+    RLX_ASSIGN_OR_RETURN(ProcessGrid grid, process_grid(o.tp, o.pp));
+    RLX_ASSIGN_OR_RETURN(weights, models::shard_qwen3(weights, {grid.tp_rank, o.tp}));
+    comm = grid.world;
+    par.comm = grid.pipeline;
+    par.stage_comm = grid.stage;
+  } else {
+    RLX_ASSIGN_OR_RETURN(comm, process_group(o.pp > 1 ? o.pp : o.tp, o.pp > 1 ? "--pp" : "--tp"));
+    if (comm->size() > 1 && o.pp == 1) {
+      RLX_ASSIGN_OR_RETURN(weights, models::shard_qwen3(weights, {comm->rank(), comm->size()}));
+    }
+    par.comm = comm;
   }
   auto tokenizer = text::BpeTokenizer::load(path);
   if (!tokenizer && !o.prompts.empty()) return tokenizer.status();
@@ -140,8 +150,7 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
   const int64_t eos = weights.config.eos_token_id >= 0 ? weights.config.eos_token_id : (tokenizer ? tokenizer->eos_id : -1);
 
   auto t_compile = std::chrono::steady_clock::now();
-  RLX_ASSIGN_OR_RETURN(auto session, models::Qwen3Session::create(weights, batch, context, o.device, false,
-                                                                  {comm, o.pp > 1, o.micro_batches}));
+  RLX_ASSIGN_OR_RETURN(auto session, models::Qwen3Session::create(weights, batch, context, o.device, false, par));
   r.rank = comm->rank();
   r.ranks = comm->size();
   RLX_TRY(session->prepare(longest));
@@ -209,7 +218,7 @@ int cmd_generate(int argc, char** argv) {
   if (!args) return report_error(args.status());
   const char* usage =
       "usage: rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
-      "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--tp N | --pp N [--micro-batches M] (under mpirun -np N)]";
+      "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)";
   if (args->positional.size() != 1) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string path = args->positional[0];
   GenerateOptions o;

@@ -27,14 +27,22 @@ Expected<EmbedResult> embed_texts(const std::string& dir, const std::vector<std:
   if (options.batch <= 0) return error(ErrorCode::invalid_argument, "--batch must be positive");
   EmbedResult r;
   double t0 = now_ms();
-  if (options.tp > 1 && options.pp > 1)
-    return error(ErrorCode::invalid_argument, "--tp and --pp together are not supported yet: use one of them");
   const bool pipeline = options.pp > 1;
-  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> comm,
-                       process_group(pipeline ? options.pp : options.tp, pipeline ? "--pp" : "--tp"));
-  r.rank = comm->rank();
+  // comm: the pipeline (with --pp) or the tensor-parallel group; stage_comm: with both, the
+  // tensor-parallel group of this rank's stage (a grid of tp x pp ranks)
+  std::shared_ptr<dist::Communicator> comm, stage_comm;
   models::TensorParallel tp;
-  if (!pipeline) tp = {comm->rank(), comm->size()};
+  if (options.tp > 1 && pipeline) {
+    RLX_ASSIGN_OR_RETURN(ProcessGrid grid, process_grid(options.tp, options.pp));
+    comm = grid.pipeline;
+    stage_comm = grid.stage;
+    tp = {grid.tp_rank, options.tp};
+    r.rank = grid.world->rank();
+  } else {
+    RLX_ASSIGN_OR_RETURN(comm, process_group(pipeline ? options.pp : options.tp, pipeline ? "--pp" : "--tp"));
+    r.rank = comm->rank();
+    if (!pipeline) tp = {comm->rank(), comm->size()};
+  }
   RLX_ASSIGN_OR_RETURN(models::BertModel m, models::load_bert_folder(dir, models::BertOutput::sentence_embedding, tp));
   const int64_t max_len = options.max_length < 0 ? m.config.max_positions : options.max_length;
   if (max_len < 2 || max_len > m.config.max_positions)
@@ -45,7 +53,8 @@ Expected<EmbedResult> embed_texts(const std::string& dir, const std::vector<std:
     // rank k runs the k-th range of layers; every rank receives the embeddings (output 0)
     RLX_ASSIGN_OR_RETURN(std::vector<ValueId> cuts, dist::even_cuts(m.graph, comm->size()));
     RLX_ASSIGN_OR_RETURN(stages, dist::PipelineRunner::create(m.graph, cuts, comm,
-                                                              {.device = options.device, .policy = options.policy},
+                                                              {.device = options.device, .policy = options.policy,
+                                                               .comm = stage_comm},
                                                               {options.micro_batches, {0}}));
   } else {
     RLX_ASSIGN_OR_RETURN(model, Model::compile(m.graph, {.device = options.device, .policy = options.policy,

@@ -79,7 +79,8 @@ Expected<Options> parse(int argc, char** argv, int first) {
                                           {"arch", "epochs", "batch", "lr", "optimizer", "momentum", "weight-decay",
                                            "schedule", "step-epochs", "gamma", "warmup-steps", "data", "json", "save",
                                            "seed", "device", "eval-batch", "train-size", "test-size", "export-data",
-                                           "beta1", "beta2", "eps", "dp", "pp", "micro-batches", "pp-schedule"}));
+                                           "beta1", "beta2", "eps", "dp", "pp", "micro-batches", "pp-schedule",
+                                           "bucket-kb", "tp"}));
   if (a.positional.size() != 1 || a.positional[0] != "mnist")
     return error(ErrorCode::invalid_argument, "expected `rlx train mnist ...` (the one dataset rlx trains on today)");
   Options o;
@@ -122,14 +123,15 @@ Expected<Options> parse(int argc, char** argv, int first) {
   o.quiet = a.has("quiet");
   RLX_ASSIGN_OR_RETURN(int64_t dp, to_int(a, "dp", 1, 1));
   o.dp = static_cast<int>(dp);
+  RLX_ASSIGN_OR_RETURN(o.bucket_kb, to_int(a, "bucket-kb", 25 * 1024, 1));
+  if (a.has("tp"))
+    return error(ErrorCode::unsupported, "rlx train has no tensor parallelism (--tp) yet: use --dp or --pp");
   RLX_ASSIGN_OR_RETURN(int64_t pp, to_int(a, "pp", 1, 1));
   o.pp = static_cast<int>(pp);
   RLX_ASSIGN_OR_RETURN(int64_t mb, to_int(a, "micro-batches", 4, 1));
   o.micro_batches = static_cast<int>(mb);
   o.schedule = a.get("pp-schedule").value_or("1f1b");
   RLX_TRY(parse_pipeline_schedule(o.schedule).status());
-  if (o.dp > 1 && o.pp > 1)
-    return error(ErrorCode::invalid_argument, "--dp and --pp together are not supported yet: use one of them");
   return o;
 }
 
@@ -209,10 +211,25 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   // data parallelism: every rank reads the same data in the same order and trains on its share
   // of each global batch; rank 0 alone prints, writes --json and --save
   // pipeline parallelism: every rank reads every batch; stage k trains the k-th layer range
-  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> comm,
-                       process_group(o.pp > 1 ? o.pp : o.dp, o.pp > 1 ? "--pp" : "--dp"));
-  const int rank = o.pp > 1 ? 0 : comm->rank(), ranks = o.pp > 1 ? 1 : comm->size();  // the data-parallel split
-  if (comm->rank() != 0) {
+  // both (--dp D --pp P): D pipelines of P stages, each on its share of every global batch
+  std::shared_ptr<dist::Communicator> comm, dp_group;  // comm: the --dp group, or the pipeline
+  int rank = 0, ranks = 1, world_rank = 0;             // the data-parallel split
+  if (o.dp > 1 && o.pp > 1) {
+    RLX_ASSIGN_OR_RETURN(ProcessGrid grid, process_grid(o.dp, o.pp, "--dp"));
+    comm = grid.pipeline;
+    dp_group = grid.stage;  // the ranks that run this stage, one per pipeline
+    rank = grid.tp_rank;
+    ranks = o.dp;
+    world_rank = grid.world->rank();
+  } else {
+    RLX_ASSIGN_OR_RETURN(comm, process_group(o.pp > 1 ? o.pp : o.dp, o.pp > 1 ? "--pp" : "--dp"));
+    if (o.pp == 1) {
+      rank = comm->rank();
+      ranks = comm->size();
+    }
+    world_rank = comm->rank();
+  }
+  if (world_rank != 0) {
     o.quiet = true;
     o.json.clear();
     o.save.clear();
@@ -247,14 +264,15 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   TrainConfig cfg;
   cfg.optimizer = o.opt;
   cfg.device = o.device;
-  if (ranks > 1) cfg.comm = comm;
+  if (ranks > 1 && o.pp == 1) cfg.comm = comm;
+  cfg.bucket_bytes = o.bucket_kb * 1024;
   auto trainer = Trainer::create(*model, cfg);
   if (!trainer) return trainer.status();
   Trainer& t = **trainer;  // with --pp: evaluates and saves the parameters the stages gather
   std::unique_ptr<PipelineTrainer> pipe;
   if (o.pp > 1) {
     RLX_ASSIGN_OR_RETURN(PipelineSchedule sched, parse_pipeline_schedule(o.schedule));
-    RLX_ASSIGN_OR_RETURN(pipe, PipelineTrainer::create(*model, cfg, comm, {o.micro_batches, sched}));
+    RLX_ASSIGN_OR_RETURN(pipe, PipelineTrainer::create(*model, cfg, comm, {o.micro_batches, sched, dp_group}));
   }
   auto steps_done = [&] { return pipe ? pipe->steps_done() : t.steps_done(); };
   auto gather_parameters = [&]() -> Status {

@@ -27,7 +27,7 @@ struct EmbedOptions {
   int64_t batch = 32;       // texts per run
   int64_t max_length = -1;  // tokens per text; -1: the model's max_position_embeddings
   int tp = 1;               // tensor-parallel ranks (a job started with mpirun -np tp)
-  int pp = 1;               // pipeline stages (mpirun -np pp; not with tp)
+  int pp = 1;               // pipeline stages (mpirun -np pp, or tp * pp with --tp)
   int micro_batches = 1;    // per run, with pp
 };
 
@@ -65,7 +65,7 @@ struct GenerateOptions {
   // Tensor-parallel ranks: the job must have been started with that many ranks (mpirun -np);
   // each holds 1/tp of the weights, and rank 0's sampled tokens are used by all.
   int tp = 1;
-  // Pipeline stages (mpirun -np pp, not with tp): rank k runs the k-th range of layers; each
+  // Pipeline stages (mpirun -np pp, or tp * pp with tp): stage k runs the k-th range of layers; each
   // step's batch of sequences flows through in micro_batches.
   int pp = 1;
   int micro_batches = 1;
@@ -103,7 +103,8 @@ struct TrainOptions {
   train::LrSchedule sched;
   double step_epochs = 1.0;
   int dp = 1;  // data-parallel ranks (a job started with mpirun -np dp); rank 0 prints and saves
-  // pipeline stages (mpirun -np pp; not with dp), micro-batches per batch, schedule
+  int64_t bucket_kb = 25 * 1024;  // with dp: gradient all-reduce buckets of at most this many KiB
+  // pipeline stages (mpirun -np pp, or dp * pp with --dp), micro-batches per batch, schedule
   int pp = 1;
   int micro_batches = 4;
   std::string schedule = "1f1b";  // --pp-schedule

@@ -27,11 +27,11 @@ const std::vector<Verb>& verbs() {
        "[--calib SENTENCES.txt [--calib-method minmax|percentile] [--percentile 99.99]]", cmd_quantize},
       {"embed", "sentence embeddings with a BERT-family model folder",
        "rlx embed MODEL_DIR TEXT... [--device D] [--batch N] [--max-length L] [--out FILE.npy|FILE.json] [--quiet] "
-       "[--tp N | --pp N [--micro-batches M], under mpirun -np N]  (docs/distributed.md)",
+       "[--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)  (docs/distributed.md)",
        cmd_embed},
       {"generate", "text generation with a Qwen3-family model (Hugging Face folder or GGUF), streaming, with tokens/s",
        "rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
-       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--tp N | --pp N [--micro-batches M], under mpirun -np N]  "
+       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)  "
        "(docs/qwen3.md, docs/distributed.md)",
        cmd_generate},
       {"make-model", "write a deterministic random-weight model in its real layout (offline tests, benchmarks)",
@@ -40,7 +40,7 @@ const std::vector<Verb>& verbs() {
       {"train", "train a classifier (MNIST MLP or tiny CNN): one compiled step for forward, backward and update",
        "rlx train mnist --arch mlp|tinyconv [--epochs E] [--batch B] [--lr LR] [--optimizer sgd|adam|adamw] "
        "[--data DIR | --synthetic] [--json FILE] [--save FILE.safetensors] [--seed S] [--device D] "
-       "[--dp N | --pp N [--micro-batches M] [--pp-schedule gpipe|1f1b], under mpirun -np N]  "
+       "[--dp D [--bucket-kb K]] [--pp P [--micro-batches M] [--pp-schedule gpipe|1f1b]] (under mpirun -np D*P)  "
        "(docs/training.md, docs/distributed.md)",
        cmd_train},
       {"codegen", "ahead-of-time full-integer int8 inference: C for Cortex-M (QEMU-checked with --run), "

@@ -5,6 +5,7 @@
 #include "../../codegen/c_renderer.h"
 #include "../../passes/schedule.h"
 #include "cpu_executable.h"
+#include "dist/collective_ops.h"
 #include "linalg/lapack_kernels.h"
 #include "splat/splat_kernels.h"
 #include "kernels/gemm.h"
@@ -44,7 +45,11 @@ class CpuDevice final : public Device {
   Claim supports_primitive(const NodeDesc& n) const override { return codegen::c_renderer_supports(n); }
 
   Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions& options) const override {
-    RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(g));
+    // collectives (and what only feeds them) as early as their inputs allow, so that the
+    // executable's asynchronous collectives overlap the kernels after them
+    Graph ordered = g;
+    if (dist::overlap_collectives()) sched::order_collectives_early(ordered);
+    RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(ordered));
     // the GEMM runs elementwise consumers of its output on each finished tile
     sched::fuse_native_epilogues(prog, [](const kir::NativeKernel& n) {
       return (n.op == Op::MatMul || n.op == Op::Dot || n.op == Op::Gemm) && n.output_types[0].dtype == DType::f32;

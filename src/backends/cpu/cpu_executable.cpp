@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 
 #include "../../codegen/c_jit.h"
@@ -83,12 +84,24 @@ class CpuExecutable final : public Executable {
  private:
   Status run_generated(int index);
   Status run_native(int index);
+  Status run_collective(int index);
+  Status run_steps();
+  void plan_async_collectives();
   Status run_quant(const kir::NativeKernel& n, const NativeState& st);
   Expected<NativeState> plan_quant(kir::NativeKernel& n) const;
   void print_profile() const;
 
   kir::KernelProgram prog_;
   std::shared_ptr<dist::Communicator> comm_;  // collectives' group; null: this process alone
+  // Asynchronous collectives (all_reduce and broadcast, which work in place on their output
+  // buffer): step s starts one on the queue's thread and step wait_before_[s] waits for it
+  // before it runs (the first later step that touches the output's memory; the memory plan
+  // keeps that memory to the output from s to there). -1: run where the schedule reaches it.
+  std::unique_ptr<dist::CollectiveQueue> queue_;
+  std::vector<int> wait_before_;
+  std::vector<std::vector<int64_t>> waits_at_;  // per step (and the end): tickets to wait for
+  std::vector<std::function<Status()>> async_fn_;  // per step: the queued collective (made once)
+  int async_collectives_ = 0;
   std::shared_ptr<codegen::JitModule> module_;
   std::vector<KernelFn> fns_;
   std::vector<void*> ptrs_;
@@ -110,6 +123,26 @@ void CpuExecutable::print_profile() const {
   double total = 0;
   for (double t : step_ms_) total += t;
   std::fprintf(stderr, "profile: %d runs, %.3f ms per run\n", profiled_runs_, total / profiled_runs_);
+  if (queue_) {
+    // a step that starts a collective takes only the copy into its output; the time spent
+    // communicating shows as busy, what the compute thread still had to wait for as waited
+    const double busy = queue_->busy_ms() / profiled_runs_, waited = queue_->waited_ms() / profiled_runs_;
+    std::fprintf(stderr,
+                 "  collectives: %d asynchronous per run, %.3f ms per run in the communicator, %.3f ms per run "
+                 "waited for (%.0f%% hidden)\n",
+                 async_collectives_, busy, waited, busy > 0 ? 100.0 * std::max(0.0, busy - waited) / busy : 0.0);
+  } else {
+    double coll = 0;
+    int count = 0;
+    for (size_t i = 0; i < prog_.steps.size(); ++i)
+      if (prog_.steps[i].native && natives_[prog_.steps[i].index].kind == NativeState::Kind::collective) {
+        coll += step_ms_[i];
+        ++count;
+      }
+    if (count > 0)
+      std::fprintf(stderr, "  collectives: 0 asynchronous per run, %.3f ms per run in %d synchronous collectives\n",
+                   coll / profiled_runs_, count);
+  }
   // by kind: native op, or generated kernel (named by its first origin's op is not known here)
   for (size_t i = 0; i < prog_.steps.size(); ++i) {
     const kir::Step& s = prog_.steps[i];
@@ -218,6 +251,7 @@ Status CpuExecutable::init(const Graph& g) {
     }
     natives_.push_back(std::move(st));
   }
+  plan_async_collectives();
   stats_.native_kernels = static_cast<int>(prog_.natives.size());
   stats_.generated_kernels = static_cast<int>(prog_.generated.size());
   stats_.kernel_listing = prog_.to_text();
@@ -287,12 +321,7 @@ Status CpuExecutable::run_native(int index) {
     for (int b : n.outputs) out.push_back(ptrs_[b]);
     return splat::run_splat(n.op, n.attrs, n.input_types, in, n.output_types, out);
   }
-  if (st.kind == NativeState::Kind::collective) {
-    const kir::Buffer& in = prog_.buffers[n.inputs[0]];
-    const kir::Buffer& out = prog_.buffers[n.outputs[0]];
-    return dist::run_collective(comm_ ? *comm_ : dist::default_communicator(), n.op, n.attrs, in.dtype, in.sizes,
-                                ptrs_[n.inputs[0]], out.sizes, ptrs_[n.outputs[0]], n.name);
-  }
+  if (st.kind == NativeState::Kind::collective) return run_collective(index);
   if (st.kind != NativeState::Kind::gemm) return run_quant(n, st);
   const GemmPlan& p = st.plan;
   GemmArgs a;
@@ -336,6 +365,99 @@ Status CpuExecutable::run_native(int index) {
   }
   if (st.packed.valid()) return sgemm_packed(a, st.packed);
   return sgemm(a);
+}
+
+void CpuExecutable::plan_async_collectives() {
+  const int ns = static_cast<int>(prog_.steps.size());
+  wait_before_.assign(static_cast<size_t>(ns), -1);
+  waits_at_.assign(static_cast<size_t>(ns) + 1, {});
+  async_fn_.assign(static_cast<size_t>(ns), nullptr);
+  std::vector<size_t> waits_count(static_cast<size_t>(ns) + 1, 0);
+  if (!dist::overlap_collectives()) return;
+  auto root = [&](int b) {
+    while (prog_.buffers[b].alias_of >= 0) b = prog_.buffers[b].alias_of;
+    return b;
+  };
+  auto touches = [&](const kir::Step& st, int r) {
+    auto any = [&](const std::vector<int>& bs) {
+      return std::any_of(bs.begin(), bs.end(), [&](int b) { return root(b) == r; });
+    };
+    if (!st.native) return any(prog_.generated[st.index].args);
+    const kir::NativeKernel& n = prog_.natives[st.index];
+    return any(n.inputs) || any(n.outputs) || (n.epilogue >= 0 && any(prog_.generated[n.epilogue].args));
+  };
+  for (int s = 0; s < ns; ++s) {
+    const kir::Step& st = prog_.steps[s];
+    if (!st.native || natives_[st.index].kind != NativeState::Kind::collective) continue;
+    const kir::NativeKernel& n = prog_.natives[st.index];
+    if (n.op != Op::AllReduce && n.op != Op::Broadcast) continue;  // these two work in place
+    const int r = root(n.outputs[0]);
+    int w = s + 1;
+    while (w < ns && !touches(prog_.steps[w], r)) ++w;
+    if (w == s + 1) continue;  // read at once: nothing to overlap with
+    wait_before_[s] = w;
+    ++waits_count[static_cast<size_t>(w)];
+    // in place on the output: the step copied the input there before queuing this; the
+    // pointers are read on the thread (they are rebound at the start of each run, before it)
+    const int index = st.index;
+    async_fn_[static_cast<size_t>(s)] = [this, index] {
+      const kir::NativeKernel& nk = prog_.natives[index];
+      const kir::Buffer& in = prog_.buffers[nk.inputs[0]];
+      const kir::Buffer& out = prog_.buffers[nk.outputs[0]];
+      void* dst = ptrs_[nk.outputs[0]];
+      return dist::run_collective(comm_ ? *comm_ : dist::default_communicator(), nk.op, nk.attrs, in.dtype, in.sizes,
+                                  dst, out.sizes, dst, nk.name);
+    };
+    ++async_collectives_;
+  }
+  for (size_t w = 0; w < waits_count.size(); ++w) waits_at_[w].reserve(waits_count[w]);  // no allocation per run
+  if (async_collectives_ > 0) queue_ = std::make_unique<dist::CollectiveQueue>();
+}
+
+Status CpuExecutable::run_collective(int index) {
+  const kir::NativeKernel& n = prog_.natives[index];
+  const kir::Buffer& in = prog_.buffers[n.inputs[0]];
+  const kir::Buffer& out = prog_.buffers[n.outputs[0]];
+  dist::Communicator& comm = comm_ ? *comm_ : dist::default_communicator();
+  const void* src = ptrs_[n.inputs[0]];
+  void* dst = ptrs_[n.outputs[0]];
+  auto run = [&comm, &n, &in, &out, src, dst] {
+    return dist::run_collective(comm, n.op, n.attrs, in.dtype, in.sizes, src, out.sizes, dst, n.name);
+  };
+  // with collectives in flight this one queues behind them (the order every rank issues them in)
+  if (queue_ && !queue_->idle()) {
+    const std::function<Status()> fn = run;
+    return queue_->wait(queue_->submit(&fn));
+  }
+  return run();
+}
+
+// Runs the steps in order. A step with an asynchronous collective copies its input into its
+// output (the input's memory may be reused by the next step) and queues the communication, in
+// place there; the step wait_before_ names waits for it first.
+Status CpuExecutable::run_steps() {
+  for (size_t i = 0; i < prog_.steps.size(); ++i) {
+    for (int64_t t : waits_at_[i]) RLX_TRY(queue_->wait(t));
+    waits_at_[i].clear();
+    const kir::Step& s = prog_.steps[i];
+    const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (s.native && wait_before_[i] >= 0) {
+      const kir::NativeKernel& n = prog_.natives[s.index];
+      const kir::Buffer& out = prog_.buffers[n.outputs[0]];
+      void* dst = ptrs_[n.outputs[0]];
+      const void* src = ptrs_[n.inputs[0]];
+      if (src != dst && out.bytes()) std::memcpy(dst, src, out.bytes());
+      waits_at_[static_cast<size_t>(wait_before_[i])].push_back(queue_->submit(&async_fn_[i]));
+    } else if (s.native) {
+      RLX_TRY(run_native(s.index));
+    } else {
+      RLX_TRY(run_generated(s.index));
+    }
+    if (profile_) step_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  for (int64_t t : waits_at_.back()) RLX_TRY(queue_->wait(t));
+  waits_at_.back().clear();
+  return Status::ok();
 }
 
 // dequantize / qmatmul: sizes from the (static) types, the codec from the format attribute.
@@ -444,17 +566,14 @@ Status CpuExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor>
     step_ms_.resize(prog_.steps.size(), 0.0);
     ++profiled_runs_;
   }
-  for (size_t i = 0; i < prog_.steps.size(); ++i) {
-    const kir::Step& s = prog_.steps[i];
-    const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    if (s.native) {
-      RLX_TRY(run_native(s.index));
-    } else {
-      RLX_TRY(run_generated(s.index));
-    }
-    if (profile_) step_ms_[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  Status st = run_steps();
+  if (queue_) {
+    // never return while a collective may still write into the arena or the caller's outputs
+    Status rest = queue_->wait_all();
+    for (auto& w : waits_at_) w.clear();
+    if (st.is_ok()) st = std::move(rest);
   }
-  return Status::ok();
+  return st;
 }
 
 Expected<std::vector<Tensor>> CpuExecutable::run(std::span<const Tensor> inputs) {
