@@ -118,6 +118,7 @@ namespace rlx {
   X(Dequantize, "dequantize", composite, quant)                     \
   X(QMatMul, "qmatmul", composite, quant)                           \
   X(Int8MatMul, "int8_matmul", composite, quant)                    \
+  X(FakeQuantize, "fake_quantize", composite, quant)                \
   /* composites: dense linear algebra (native kernels only) */      \
   X(Lu, "lu", composite, linalg)                                    \
   X(Cholesky, "cholesky", composite, linalg)                        \

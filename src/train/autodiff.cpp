@@ -53,6 +53,7 @@ const std::vector<Rule>& rule_table() {
     register_linalg_vjps(r);
     register_splat_vjps(r);
     register_collective_vjps(r);
+    register_quant_vjps(r);
     return r;
   }();
   return t;
@@ -79,7 +80,7 @@ Differentiability differentiability(Op op) {
     // to the root, which no graph op expresses
     case Op::Broadcast:
     // an inference kernel: its activation rounding has zero gradient almost everywhere
-    // (training through quantization needs a straight-through FakeQuantize, not this op)
+    // (training through quantization uses fake_quantize's straight-through rule instead)
     case Op::Int8MatMul: return Differentiability::not_differentiable;
     default: break;
   }
@@ -100,7 +101,9 @@ bool input_is_differentiable(Op op, int i, std::span<const TensorType> inputs) {
     case Op::Gather:
     case Op::Embedding:
     case Op::Rope:
-    case Op::QMatMul: return i == 0;
+    case Op::QMatMul:
+    // fake_quantize: scale and zero point are tracked by the trainer, not learned
+    case Op::FakeQuantize: return i == 0;
     case Op::ScatterAdd:
     case Op::Scatter: return i != 1;
     case Op::Attention: return i < 3 || (i == 3 && i < static_cast<int>(inputs.size()) && is_float(inputs[3].dtype));

@@ -6,9 +6,16 @@
 #include "autodiff.h"
 #include "rlx/comm.h"
 #include "losses.h"
+#include "qat.h"
 
 namespace rlx::train {
 namespace {
+
+Tensor f32_scalar(double v) {
+  Tensor t = Tensor::zeros(DType::f32, {});
+  t.data<float>()[0] = static_cast<float>(v);
+  return t;
+}
 
 TensorType batch_type(const ModelDef& m, int64_t batch) {
   Sizes s{batch};
@@ -74,8 +81,12 @@ ValueId all_reduce_gradients(OpBuilder& o, const DataParallel& dp, int64_t batch
 }  // namespace
 
 Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfig& opt, int64_t batch,
-                                     const DataParallel& dp) {
+                                     const DataParallel& dp, const QatConfig& qat) {
   if (dp.ranks < 1) return error(ErrorCode::invalid_argument, "data parallelism needs at least one rank");
+  if (qat.enabled && dp.ranks > 1)
+    return error(ErrorCode::unsupported, "quantization-aware training with data parallelism is not supported yet");
+  if (qat.enabled && !(qat.momentum > 0 && qat.momentum <= 1))
+    return error(ErrorCode::invalid_argument, "the QAT range momentum must be in (0, 1], got ", qat.momentum);
   if (batch <= 0) return error(ErrorCode::invalid_argument, "batch size must be positive, got ", batch);
   StepGraph sg;
   Graph& g = sg.graph;
@@ -93,14 +104,37 @@ Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfi
   for (int s = 0; s < slots; ++s)
     for (size_t i = 0; i < model.params.size(); ++i)
       state[i].push_back(g.add_input(cat(model.params[i].name, ".", slot_names[s]), model.params[i].init.type()));
+  std::vector<ValueId> qat_in, qat_out;  // min, max per site
+  if (qat.enabled) {
+    RLX_ASSIGN_OR_RETURN(std::vector<std::string> sites, qat_sites(model));
+    for (const std::string& site : sites)
+      for (const char* what : {"min", "max"}) qat_in.push_back(g.add_input(qat_tensor_name(site, what), TensorType{DType::f32, {}}));
+    qat_out.resize(qat_in.size(), kNoValue);
+  }
   L.num_params = static_cast<int>(params.size());
   L.num_states = slots * L.num_params;
   L.first_state = L.first_param + L.num_params;
   L.first_new_state = L.first_new_param + L.num_params;
+  L.num_qat = static_cast<int>(qat_in.size());
+  L.first_qat = L.first_state + L.num_states;
+  L.first_new_qat = L.first_new_state + L.num_states;
 
   GraphBuilder gb(g);
   OpBuilder o(gb);
-  ValueId logits = model.forward(o, images, params, nullptr);
+  ValueId logits = kNoValue;
+  if (qat.enabled) {
+    QatSiteFn track = [&](OpBuilder& b, int site, ValueId x) {
+      const size_t k = static_cast<size_t>(site) * 2;
+      if (k + 1 >= qat_in.size()) {  // qat_sites and this forward disagree: cannot happen for a pure forward
+        b.fail(error(ErrorCode::internal, "QAT site ", site, " was not found when the sites were counted"));
+        return std::pair{kNoValue, kNoValue};
+      }
+      return qat_track_range(b, x, qat_in[k], qat_in[k + 1], step, qat.momentum, &qat_out[k], &qat_out[k + 1]);
+    };
+    logits = qat_forward(o, model, images, params, track);
+  } else {
+    logits = model.forward(o, images, params, nullptr);
+  }
   ValueId loss = cross_entropy(o, logits, labels);
   RLX_TRY(o.status().with_context("building the forward graph"));
   RLX_ASSIGN_OR_RETURN(Gradients gr, differentiate(g, loss, params));
@@ -121,6 +155,7 @@ Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfi
   g.outputs = {loss};
   g.outputs.insert(g.outputs.end(), new_params.begin(), new_params.end());
   g.outputs.insert(g.outputs.end(), new_state.begin(), new_state.end());
+  g.outputs.insert(g.outputs.end(), qat_out.begin(), qat_out.end());
   L.first_saved = static_cast<int>(g.outputs.size());
   for (ValueId v : gr.reuse) {
     if (g.values[v].producer < 0 || std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) continue;
@@ -129,19 +164,35 @@ Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfi
   }
   for (int i = 0; i < L.num_params; ++i) L.donate.push_back({L.first_new_param + i, L.first_param + i});
   for (int i = 0; i < L.num_states; ++i) L.donate.push_back({L.first_new_state + i, L.first_state + i});
+  for (int i = 0; i < L.num_qat; ++i) L.donate.push_back({L.first_new_qat + i, L.first_qat + i});
   return sg;
 }
 
-Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch) {
+Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch, bool qat) {
   Graph g;
   g.name = model.name + "_eval";
   const ValueId images = g.add_input("images", batch_type(model, batch));
   const ValueId labels = g.add_input("labels", TensorType{DType::i32, {Dim(batch)}});
   std::vector<ValueId> params;
   for (const ParamSpec& p : model.params) params.push_back(g.add_input(p.name, p.init.type()));
+  std::vector<ValueId> qp;  // scale, zero point per site
+  if (qat) {
+    RLX_ASSIGN_OR_RETURN(std::vector<std::string> sites, qat_sites(model));
+    for (const std::string& site : sites)
+      for (const char* what : {"scale", "zero_point"}) qp.push_back(g.add_input(qat_tensor_name(site, what), TensorType{DType::f32, {}}));
+  }
   GraphBuilder gb(g);
   OpBuilder o(gb);
-  ValueId logits = model.forward(o, images, params, nullptr);
+  ValueId logits = kNoValue;
+  if (qat) {
+    QatSiteFn given = [&](OpBuilder&, int site, ValueId) {
+      const size_t k = static_cast<size_t>(site) * 2;
+      return k + 1 < qp.size() ? std::pair{qp[k], qp[k + 1]} : std::pair{kNoValue, kNoValue};
+    };
+    logits = qat_forward(o, model, images, params, given);
+  } else {
+    logits = model.forward(o, images, params, nullptr);
+  }
   ValueId loss_sum = o.reduce_sum(cross_entropy_per_example(o, logits, labels), {0}, false);
   ValueId pred = o.cast(o.argmax(logits, 1, false), DType::i32);
   ValueId correct = o.reduce_sum(o.cast(o.op(Op::Equal, {pred, labels}), DType::f32), {0}, false);
@@ -160,6 +211,12 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(ModelDef model, TrainConfig c
   const int slots = state_slots(t->config_.optimizer);
   for (int s = 0; s < slots; ++s)
     for (const ParamSpec& p : t->model_.params) t->state_.push_back(Tensor::zeros(p.init.dtype(), p.init.sizes()));
+  if (t->config_.qat.enabled) {
+    if (t->config_.comm && t->config_.comm->size() > 1)
+      return error(ErrorCode::unsupported, "quantization-aware training with data parallelism is not supported yet");
+    RLX_ASSIGN_OR_RETURN(t->qat_sites_, train::qat_sites(t->model_));
+    for (size_t i = 0; i < 2 * t->qat_sites_.size(); ++i) t->qat_state_.push_back(Tensor::zeros(DType::f32, {}));
+  }
   t->lr_ = Tensor::zeros(DType::f32, {});
   t->step_ = Tensor::zeros(DType::f32, {});
   // data parallelism: every rank starts from rank 0's parameters
@@ -173,7 +230,7 @@ Expected<Trainer::Compiled*> Trainer::step_for(int64_t batch) {
   auto it = steps_by_batch_.find(batch);
   if (it != steps_by_batch_.end()) return it->second.get();
   const DataParallel dp{config_.comm ? config_.comm->size() : 1, config_.bucket_bytes};
-  RLX_ASSIGN_OR_RETURN(StepGraph sg, build_step_graph(model_, config_.optimizer, batch, dp));
+  RLX_ASSIGN_OR_RETURN(StepGraph sg, build_step_graph(model_, config_.optimizer, batch, dp, config_.qat));
   auto c = std::make_unique<Compiled>();
   CompileOptions opts;
   opts.device = config_.device;
@@ -190,6 +247,8 @@ Expected<Trainer::Compiled*> Trainer::step_for(int64_t batch) {
   c->outputs = {c->scalar_out};
   c->outputs.insert(c->outputs.end(), params_.begin(), params_.end());
   c->outputs.insert(c->outputs.end(), state_.begin(), state_.end());
+  c->inputs.insert(c->inputs.end(), qat_state_.begin(), qat_state_.end());
+  c->outputs.insert(c->outputs.end(), qat_state_.begin(), qat_state_.end());
   const Graph& bound = c->model->graph();
   for (int i = 0; i < layout.num_saved; ++i) {
     const TensorType& t = bound.type(bound.outputs[static_cast<size_t>(layout.first_saved + i)]);
@@ -226,7 +285,7 @@ Expected<float> Trainer::step(const Tensor& images, const Tensor& labels, double
 Expected<Trainer::Compiled*> Trainer::eval_for(int64_t batch) {
   auto it = evals_by_batch_.find(batch);
   if (it != evals_by_batch_.end()) return it->second.get();
-  RLX_ASSIGN_OR_RETURN(Graph g, build_eval_graph(model_, batch));
+  RLX_ASSIGN_OR_RETURN(Graph g, build_eval_graph(model_, batch, config_.qat.enabled));
   auto c = std::make_unique<Compiled>();
   RLX_ASSIGN_OR_RETURN(c->model, Model::compile(std::move(g), {.device = config_.device, .policy = config_.policy}));
   RLX_ASSIGN_OR_RETURN(c->variant, c->model->prepare({}));
@@ -243,6 +302,17 @@ Expected<EvalResult> Trainer::evaluate(const Tensor& images, const Tensor& label
   if (batch <= 0) return error(ErrorCode::invalid_argument, "evaluation batch must be positive");
   const int64_t n = images.sizes()[0];
   const int64_t example = images.numel() / std::max<int64_t>(1, n);
+  std::vector<Tensor> qat_params;  // the sites' scale and zero point, from the tracked ranges
+  if (config_.qat.enabled) {
+    if (steps_ == 0)
+      return error(ErrorCode::invalid_argument, "a quantization-aware model has no activation ranges before its first "
+                   "training step; train at least one step before evaluating");
+    for (const QatRange& r : qat_ranges()) {
+      const ActQuantParams q = act_quant_params(r.lo, r.hi);
+      qat_params.push_back(f32_scalar(q.scale));
+      qat_params.push_back(f32_scalar(static_cast<float>(q.zero_point)));
+    }
+  }
   EvalResult r;
   double loss_sum = 0.0;
   for (int64_t start = 0; start < n; start += batch) {
@@ -255,6 +325,7 @@ Expected<EvalResult> Trainer::evaluate(const Tensor& images, const Tensor& label
     Tensor y(DType::i32, {b}, labels.storage(), labels.byte_offset() + static_cast<size_t>(start) * 4);
     std::vector<Tensor> in{x, y};
     in.insert(in.end(), params_.begin(), params_.end());
+    in.insert(in.end(), qat_params.begin(), qat_params.end());
     RLX_TRY(c->variant->executable->run_into(in, c->outputs));
     loss_sum += c->scalar_out.data<float>()[0];
     r.correct += static_cast<int64_t>(c->scalar_out2.data<float>()[0] + 0.5f);
@@ -268,6 +339,30 @@ std::vector<std::pair<std::string, Tensor>> Trainer::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> r;
   for (size_t i = 0; i < params_.size(); ++i) r.push_back({model_.params[i].name, params_[i]});
   return r;
+}
+
+}  // namespace rlx::train
+
+namespace rlx::train {
+
+std::vector<QatRange> Trainer::qat_ranges() const {
+  std::vector<QatRange> r;
+  for (size_t k = 0; k + 1 < qat_state_.size(); k += 2)
+    r.push_back({qat_state_[k].data<float>()[0], qat_state_[k + 1].data<float>()[0]});
+  return r;
+}
+
+std::vector<std::pair<std::string, Tensor>> Trainer::qat_tensors() const {
+  std::vector<std::pair<std::string, Tensor>> t;
+  const std::vector<QatRange> ranges = qat_ranges();
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const ActQuantParams q = act_quant_params(ranges[i].lo, ranges[i].hi);
+    t.push_back({qat_tensor_name(qat_sites_[i], "scale"), f32_scalar(q.scale)});
+    t.push_back({qat_tensor_name(qat_sites_[i], "zero_point"), f32_scalar(static_cast<float>(q.zero_point))});
+    t.push_back({qat_tensor_name(qat_sites_[i], "min"), f32_scalar(ranges[i].lo)});
+    t.push_back({qat_tensor_name(qat_sites_[i], "max"), f32_scalar(ranges[i].hi)});
+  }
+  return t;
 }
 
 }  // namespace rlx::train

@@ -7,8 +7,10 @@
 // The step graph (build_step_graph) takes, in this order,
 //   images [B, example...] f32, labels [B] i32, lr [] f32, step [] f32,
 //   every parameter, then every optimizer state tensor (slot by slot, parameters in order),
-// and returns the mean loss [] f32, the new parameters and the new state in the same order
-// (then any saved intermediates, see StepLayout::first_saved).
+//   then, under quantization-aware training (qat.h), the tracked range of every site (min [] f32,
+//   max [] f32, site by site),
+// and returns the mean loss [] f32, the new parameters, the new state and the new ranges in the
+// same order (then any saved intermediates, see StepLayout::first_saved).
 // It is compiled with CompileOptions::donate pairing each new parameter / state output with
 // its input, and run with the same tensors as inputs and outputs, so parameters and state are
 // updated in place; a step allocates nothing. The learning rate and the step number are
@@ -26,6 +28,7 @@
 
 #include "models.h"
 #include "optim.h"
+#include "qat.h"
 #include "rlx/compile.h"
 
 namespace rlx::train {
@@ -47,6 +50,10 @@ struct TrainConfig {
   // from rank 0 when the trainer is created, so every rank starts from the same values.
   std::shared_ptr<dist::Communicator> comm;
   int64_t bucket_bytes = int64_t{25} << 20;
+  // Quantization-aware training (qat.h): fake_quantize where the int8 targets quantize, the
+  // activation ranges tracked in the step. Not with data parallelism (each rank would track
+  // its own ranges).
+  QatConfig qat;
 };
 
 // Inputs / outputs layout of a step graph (indices into Graph::inputs / Graph::outputs).
@@ -55,6 +62,8 @@ struct StepLayout {
   int first_param = 4, first_state = 0;  // inputs
   int loss = 0, first_new_param = 1, first_new_state = 0;  // outputs
   int num_params = 0, num_states = 0;
+  // quantization-aware training: the sites' ranges (min, max per site), inputs and outputs
+  int first_qat = 0, first_new_qat = 0, num_qat = 0;
   // After the new state: values autodiff asked to materialize (Gradients::reuse), outputs
   // only so that the scheduler keeps them in memory instead of recomputing them per use.
   int first_saved = 0, num_saved = 0;
@@ -69,11 +78,14 @@ struct StepGraph {
 // The training step of `model` for batch size `batch` (see the top of this file).
 // With dp.ranks > 1 the graph is one rank's step of data-parallel training (DataParallel):
 // `batch` is this rank's share, the returned loss is the global batch's mean.
+// With qat.enabled the forward carries fake_quantize (qat.h) and the tracked ranges.
 Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfig& opt, int64_t batch,
-                                     const DataParallel& dp = {});
+                                     const DataParallel& dp = {}, const QatConfig& qat = {});
 // The evaluation graph: inputs images, labels, parameters; outputs the sum of per-example
-// cross-entropy [] f32 and the number of correct argmax predictions [] f32.
-Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch);
+// cross-entropy [] f32 and the number of correct argmax predictions [] f32. With `qat`, the
+// forward carries fake_quantize and, after the parameters, takes each site's scale and zero
+// point (f32 [] each, site by site).
+Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch, bool qat = false);
 
 struct EvalResult {
   double loss = 0.0;  // mean cross-entropy
@@ -100,6 +112,12 @@ class Trainer {
   // Current parameters, updated in place by step(); and the optimizer state.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   const std::vector<Tensor>& state() const { return state_; }
+  // Quantization-aware training: the sites (qat_sites) and their tracked ranges (zeros before
+  // the first step), and the tensors a checkpoint carries for them ("qat.<site>.scale",
+  // ".zero_point", ".min", ".max"; qat.h). Empty without QAT.
+  const std::vector<std::string>& qat_sites() const { return qat_sites_; }
+  std::vector<QatRange> qat_ranges() const;
+  std::vector<std::pair<std::string, Tensor>> qat_tensors() const;
   // The compiled step for batch size b (compiled on first use), for reports and tests.
   Expected<const CompiledVariant*> step_variant(int64_t batch);
 
@@ -119,6 +137,8 @@ class Trainer {
   ModelDef model_;
   TrainConfig config_;
   std::vector<Tensor> params_, state_;
+  std::vector<std::string> qat_sites_;
+  std::vector<Tensor> qat_state_;  // min, max per site, updated in place by step()
   Tensor lr_, step_;
   int64_t steps_ = 0;
   std::map<int64_t, std::unique_ptr<Compiled>> steps_by_batch_, evals_by_batch_;

@@ -45,6 +45,7 @@ void register_attention_vjps(std::vector<Rule>& t);
 void register_linalg_vjps(std::vector<Rule>& t);
 void register_splat_vjps(std::vector<Rule>& t);   // splat_project, splat_rasterize
 void register_collective_vjps(std::vector<Rule>& t);
+void register_quant_vjps(std::vector<Rule>& t);  // fake_quantize (straight-through)
 const std::vector<Rule>& rule_table();
 
 // ---- helpers (vjp_util.cpp) ----

@@ -483,6 +483,20 @@ std::vector<OpCases> build() {
        V("per_tensor_scales", {T({4, 32}), D(DType::i8, {9, 32}, Dist::full_range), D(DType::f32, {}, Dist::positive)},
          {{"x_scale", 0.02}}).dtypes({DType::f32}).k(32).mag(300)});
 
+  // ---- fake quantization (quantization-aware training): wide inputs clip at qmin/qmax; f32/f64
+  // only, where every device rounds each step as the reference does (an f16 chain fused in f32
+  // would round x / scale differently and move a value by one whole step)
+  add(Op::FakeQuantize, TolClass::arith,
+      {V("per_tensor", {T({5, 7}), T({}, Dist::positive), T({}, Dist::integral)}).dtypes({DType::f32, DType::f64}).mag(4),
+       V("per_tensor_clipped", {T({3, 4, 5}, Dist::wide), T({1}, Dist::positive), T({1}, Dist::integral)})
+           .dtypes({DType::f32, DType::f64}).mag(50),
+       V("per_channel_axis1", {T({2, 6, 3, 3}, Dist::wide), T({6}, Dist::positive), T({6}, Dist::integral)},
+         {{"axis", int64_t{1}}}).dtypes({DType::f32, DType::f64}).mag(50),
+       V("per_channel_last_symmetric", {T({9, 4}), T({4}, Dist::positive), T({4}, Dist::integral)},
+         {{"axis", int64_t{-1}}, {"qmin", int64_t{-127}}, {"qmax", int64_t{127}}}).dtypes({DType::f32, DType::f64}).mag(4),
+       V("uint8_range", {T({4, 8}, Dist::wide), T({}, Dist::positive), T({}, Dist::integral)},
+         {{"qmin", int64_t{0}}, {"qmax", int64_t{255}}}).dtypes({DType::f32, DType::f64}).mag(50)});
+
   // ---- dense linear algebra (f32/f64; Dist::dominant keeps every matrix well conditioned,
   // SPD in its symmetric part, with well-separated eigen/singular values)
   {

@@ -178,6 +178,13 @@ const std::vector<std::string>& corpus() {
   return %z
 }
 )",
+      // fake quantization (quantization-aware training): per tensor, and per channel along an axis
+      R"(graph @fake_quant(%x: f32[batch, 8], %s: f32[], %z: f32[], %w: f32[8, 4], %ws: f32[4], %wz: f32[4]) -> (f32[batch, 8], f32[8, 4]) {
+  %xq = fake_quantize(%x, %s, %z) : f32[batch, 8]
+  %wq = fake_quantize(%w, %ws, %wz) {axis = 1, qmax = 127, qmin = -127} : f32[8, 4]
+  return %xq, %wq
+}
+)",
       // dense linear algebra (multi-output factorizations)
       R"(graph @linalg(%a: f64[b, 4, 4], %r: f64[b, 4, 2], %t: f32[6, 4]) -> (f64[b, 4, 4], i64[b, 4], f64[b, 4, 4], f32[6, 4], f32[4, 4], f32[6, 4], f32[4], f32[4, 4], f64[b, 4], f64[b, 4, 4], f64[b, 4, 2], f64[b, 4, 2], f64[b], f64[b], f64[b], f32[4, 2]) {
   %lu, %perm = lu(%a) : f64[b, 4, 4], i64[b, 4]

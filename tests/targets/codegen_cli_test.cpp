@@ -84,6 +84,51 @@ TEST(CodegenCli, TinyconvProject) {
   }
 }
 
+// `rlx train --qat int8 --save` writes the sites' scales into the checkpoint, and `rlx codegen`
+// quantizes with them instead of calibrating (and says so); --ptq calibrates anyway.
+TEST(CodegenCli, QatCheckpointBringsItsScales) {
+  const std::string ckpt = temp("qat_mlp.safetensors"), out = temp("qat_out");
+  std::filesystem::remove_all(out);
+  Result r = rlx("train mnist --arch mlp --synthetic --train-size 256 --test-size 64 --epochs 1 --batch 64 --quiet "
+                 "--qat int8 --save " + ckpt);
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto f = rlx::safetensors::load(ckpt);
+  ASSERT_TRUE(f.has_value()) << f.status().to_string();
+  EXPECT_EQ(f->metadata["qat"], "int8");
+  for (const char* site : {"fc1.input", "fc2.input", "output"})
+    for (const char* what : {"scale", "zero_point", "min", "max"})
+      EXPECT_TRUE(f->tensors.count(std::string("qat.") + site + "." + what)) << site << " " << what;
+  r = rlx("codegen cortex-m " + ckpt + " --out " + out + " --eval 50 --inputs 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("activation scales from quantization-aware training (3 sites in the checkpoint), no calibration"),
+            std::string::npos) << r.out;
+  {
+    std::ifstream rep(out + "/report.txt");
+    std::stringstream ss;
+    ss << rep.rdbuf();
+    EXPECT_NE(ss.str().find("policy: int8 (full-integer, activation scales from quantization-aware training)"),
+              std::string::npos) << ss.str();
+    EXPECT_NE(ss.str().find("quantization (full-integer int8, activation scales from quantization-aware training)"),
+              std::string::npos) << ss.str();
+  }
+  r = rlx("codegen fpga " + ckpt + " --out " + out + "_ptq --eval 0 --inputs 2 --ptq --calib 100");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("calibration on 100 training images (--ptq: the checkpoint's QAT scales are not used)"),
+            std::string::npos) << r.out;
+  // a checkpoint whose QAT tensors are broken is an error naming the tensor
+  std::vector<std::pair<std::string, rlx::Tensor>> ts;
+  for (auto& [name, t] : f->tensors)
+    if (name != "qat.fc2.input.zero_point") ts.push_back({name, t.clone()});
+  const std::string broken = temp("qat_broken.safetensors");
+  ASSERT_TRUE(rlx::safetensors::save(broken, ts, {{"arch", "mlp"}}).is_ok());
+  r = rlx("codegen cortex-m " + broken + " --out " + out + "_broken");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("qat.fc2.input.zero_point"), std::string::npos) << r.out;
+  r = rlx("train mnist --synthetic --epochs 0 --qat int4");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--qat supports int8"), std::string::npos) << r.out;
+}
+
 TEST(CodegenCli, BadUsage) {
   EXPECT_EQ(rlx("codegen cortex-m").code, 2);
   Result r = rlx("codegen nosuch x --out y");

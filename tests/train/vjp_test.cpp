@@ -4,6 +4,7 @@
 // every output element's gradient is exercised with a different weight.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -356,6 +357,14 @@ std::vector<Case> cases() {
                                                     A({{"width", int64_t{16}}, {"height", int64_t{16}}, {"tile", int64_t{8}}}))};
                  }, "ref", 1e-5});
   }
+  // fake_quantize: piecewise constant, so finite differences agree with the straight-through
+  // rule only where every value is clipped (gradient 0); FakeQuantizeIsStraightThrough below
+  // checks the rule inside the range
+  c.push_back({"fake_quantize_clipped", Op::FakeQuantize,
+               {F({2, 3}, 1.5, 3.0), In{DType::f64, {}, 0, 0, {0.01}, false}, In{DType::f64, {}, 0, 0, {-3}, false}},
+               [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.op(Op::FakeQuantize, {x[0], x[1], x[2]})};
+               }});
   // collectives on one process (the multi-rank adjoints are checked by tests/dist)
   c.push_back({"all_reduce", Op::AllReduce, {F({2, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
                  return std::vector<ValueId>{o.mul(o.op(Op::AllReduce, {x[0]}), x[0])};
@@ -473,6 +482,96 @@ TEST_P(VjpFiniteDifference, MatchesCentralDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(AllRules, VjpFiniteDifference, ::testing::Range<size_t>(0, cases().size()),
                          [](const ::testing::TestParamInfo<size_t>& info) { return cases()[info.param].name; });
+
+// fake_quantize's straight-through estimator, by its definition: d loss / dx = dy where
+// round_half_even(x / scale) + zero_point lies in [qmin, qmax], 0 where the value was clipped;
+// scale and zero point get none. Per tensor and per channel, f64 on ref and f32 on cpu, with
+// values kept away from the rounding ties and the clip edges (where the rule is a convention).
+TEST(Vjp, FakeQuantizeIsStraightThrough) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  struct Setup {
+    DType dt;
+    std::string device;
+    bool per_channel;
+    int64_t qmin, qmax;
+  };
+  for (const Setup& su : {Setup{DType::f64, "ref", false, -128, 127}, Setup{DType::f64, "ref", true, -127, 127},
+                          Setup{DType::f32, "cpu", true, -128, 127}, Setup{DType::f32, "cpu", false, 0, 255}}) {
+    SCOPED_TRACE(cat(dtype_name(su.dt), " on ", su.device, su.per_channel ? " per channel" : " per tensor"));
+    const int64_t rows = 5, cols = 6, channels = su.per_channel ? cols : 1;
+    std::uniform_real_distribution<double> xs(-3.0, 3.0), ss(0.005, 0.02), rs(-1.0, 1.0);
+    std::uniform_int_distribution<int> zs(-20, 20);
+    std::vector<double> scale(static_cast<size_t>(channels)), zp(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) {
+      scale[static_cast<size_t>(c)] = su.dt == DType::f32 ? static_cast<float>(ss(rng)) : ss(rng);
+      zp[static_cast<size_t>(c)] = zs(rng);
+    }
+    // q = round(x / s) + zp as the device computes it (in the dtype), and the expected mask
+    auto q_of = [&](double x, int64_t c) {
+      const double s = scale[static_cast<size_t>(c)];
+      const double r = su.dt == DType::f32 ? static_cast<double>(static_cast<float>(x) / static_cast<float>(s)) : x / s;
+      return std::nearbyint(r) + zp[static_cast<size_t>(c)];  // the default rounding mode: half to even
+    };
+    std::vector<double> x(static_cast<size_t>(rows * cols)), r(x.size()), want(x.size());
+    int inside = 0, clipped = 0;
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const int64_t c = su.per_channel ? i % cols : 0;
+      const double s = scale[static_cast<size_t>(c)];
+      double v = 0;
+      for (;;) {
+        v = su.dt == DType::f32 ? static_cast<float>(xs(rng)) : xs(rng);
+        const double t = v / s - std::floor(v / s);  // fractional part: away from the ties
+        const double q = q_of(v, c);
+        if (std::fabs(t - 0.5) > 0.01 && std::fabs(q - static_cast<double>(su.qmin) + 0.5) > 0.6 &&
+            std::fabs(q - static_cast<double>(su.qmax) - 0.5) > 0.6)
+          break;
+      }
+      x[static_cast<size_t>(i)] = v;
+      r[static_cast<size_t>(i)] = su.dt == DType::f32 ? static_cast<float>(rs(rng)) : rs(rng);
+      const double q = q_of(v, c);
+      const bool in = q >= static_cast<double>(su.qmin) && q <= static_cast<double>(su.qmax);
+      (in ? inside : clipped) += 1;
+      want[static_cast<size_t>(i)] = in ? r[static_cast<size_t>(i)] : 0.0;
+    }
+    ASSERT_GT(inside, 0) << "the values cover the inside of the range";
+    ASSERT_GT(clipped, 0) << "and clipped values";
+    Graph g;
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    const Sizes ps = su.per_channel ? Sizes{cols} : Sizes{};
+    const ValueId xi = g.add_input("x", TensorType{su.dt, to_shape({rows, cols})});
+    const ValueId si = g.add_input("scale", TensorType{su.dt, to_shape(ps)});
+    const ValueId zi = g.add_input("zero_point", TensorType{su.dt, to_shape(ps)});
+    Attrs at{{"qmin", su.qmin}, {"qmax", su.qmax}};
+    if (su.per_channel) at.set("axis", int64_t{1});
+    const ValueId y = o.op(Op::FakeQuantize, {xi, si, zi}, at);
+    const ValueId loss = o.reduce_sum(o.mul(y, o.constant(Tensor::from_f64(su.dt, {rows, cols}, r))), {}, false);
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    auto grads = gradients(g, loss, std::vector<ValueId>{xi, si, zi});
+    ASSERT_TRUE(grads.has_value()) << grads.status().to_string();
+    g.outputs = {y, (*grads)[0], (*grads)[1], (*grads)[2]};
+    auto model = Model::compile(g, {.device = su.device});
+    ASSERT_TRUE(model.has_value()) << model.status().to_string();
+    const std::vector<Tensor> args{Tensor::from_f64(su.dt, {rows, cols}, x), Tensor::from_f64(su.dt, ps, scale),
+                                   Tensor::from_f64(su.dt, ps, zp)};
+    auto out = (*model)->run(args);
+    ASSERT_TRUE(out.has_value()) << out.status().to_string();
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const int64_t c = su.per_channel ? i % cols : 0;
+      const double s = scale[static_cast<size_t>(c)], z = zp[static_cast<size_t>(c)];
+      const double q = std::clamp(q_of(x[static_cast<size_t>(i)], c), static_cast<double>(su.qmin), static_cast<double>(su.qmax));
+      const double fq = su.dt == DType::f32 ? static_cast<double>(static_cast<float>(static_cast<float>(q - z) * static_cast<float>(s)))
+                                            : (q - z) * s;
+      EXPECT_EQ((*out)[0].get_f64(i), fq) << "forward, element " << i << " x " << x[static_cast<size_t>(i)];
+      EXPECT_EQ((*out)[1].get_f64(i), want[static_cast<size_t>(i)]) << "gradient, element " << i << " x " << x[static_cast<size_t>(i)];
+    }
+    for (int k : {2, 3})
+      for (int64_t c = 0; c < (*out)[static_cast<size_t>(k)].numel(); ++c)
+        EXPECT_EQ((*out)[static_cast<size_t>(k)].get_f64(c), 0.0) << "scale and zero point are not learned";
+  }
+}
 
 // The static check: every differentiable op of the ops table has a rule and a case above;
 // ops without a gradient have no rule.

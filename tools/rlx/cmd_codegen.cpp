@@ -4,8 +4,9 @@
 // MODEL is a checkpoint written by `rlx train mnist --save FILE.safetensors` (its "arch"
 // metadata, or the tensor names, say which architecture). The verb builds the model's graph,
 // lowers it for the target (an op the target cannot run is an error naming the node),
-// calibrates activation ranges by running the float model on --calib training images,
-// quantizes, checks the int8 model against the float model on --eval test images, and writes
+// takes the activation scales from the checkpoint when it was trained with `--qat int8` (the
+// "qat.<site>.scale/zero_point" tensors; --ptq calibrates anyway), or else calibrates activation
+// ranges by running the float model on --calib training images, quantizes, checks the int8 model against the float model on --eval test images, and writes
 // the C project with --inputs test images embedded. With --run it also builds the project with
 // arm-none-eabi-gcc, runs it in qemu-system-arm for M3 and M4, and checks that the logits the
 // firmware prints are bit-identical to the host int8 reference. The fpga target shares all of that
@@ -85,10 +86,22 @@ Expected<Prepared> prepare(const Args& a, bool fpga) {
   if (data.train.images.numel() != data.train.size() * features)
     return error(ErrorCode::invalid_argument, "the data's images have ", data.train.images.numel() / std::max<int64_t>(1, data.train.size()),
                  " values, the model reads ", features);
-  const Tensor calib = first_flat(data.train, n_calib, features);
-  RLX_ASSIGN_OR_RETURN(Int8Program q, quantize_program(g, fp, calib));
+  RLX_ASSIGN_OR_RETURN(auto qat, train::qat_params_from_checkpoint(f.tensors));
+  Int8Program q;
+  std::string summary;
+  if (!qat.empty() && !a.has("ptq")) {
+    auto qq = quantize_program_qat(fp, qat);
+    if (!qq) return qq.status().with_context(model_path);
+    q = std::move(*qq);
+    summary = cat("data: ", data_name, "; activation scales from quantization-aware training (", qat.size(),
+                  " sites in the checkpoint), no calibration\n");
+  } else {
+    const Tensor calib = first_flat(data.train, n_calib, features);
+    RLX_ASSIGN_OR_RETURN(q, quantize_program(g, fp, calib));
+    summary = cat("data: ", data_name, "; calibration on ", calib.sizes()[0], " training images",
+                  qat.empty() ? "" : " (--ptq: the checkpoint's QAT scales are not used)", "\n");
+  }
   // the int8 model against the float model
-  std::string summary = cat("data: ", data_name, "; calibration on ", calib.sizes()[0], " training images\n");
   n_eval = std::min(n_eval, data.test.size());
   if (n_eval > 0) {
     const Tensor test = first_flat(data.test, n_eval, features);
@@ -206,10 +219,10 @@ Status codegen_fpga(const Args& a) {
 }  // namespace
 
 int cmd_codegen(int argc, char** argv) {
-  auto a = parse_args(argc, argv, 2, {"run"}, {"out", "calib", "eval", "inputs", "data", "seed", "arch", "lanes"});
+  auto a = parse_args(argc, argv, 2, {"run", "ptq"}, {"out", "calib", "eval", "inputs", "data", "seed", "arch", "lanes"});
   if (!a) return report_error(a.status());
   const char* usage = "usage: rlx codegen cortex-m|fpga MODEL --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] "
-                      "[--lanes P (fpga)] [--run]";
+                      "[--lanes P (fpga)] [--ptq] [--run]";
   if (a->positional.size() != 2 || !a->get("out")) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string& target = a->positional[0];
   if (target != "cortex-m" && target != "fpga")

@@ -80,7 +80,7 @@ Expected<Options> parse(int argc, char** argv, int first) {
                                            "schedule", "step-epochs", "gamma", "warmup-steps", "data", "json", "save",
                                            "seed", "device", "eval-batch", "train-size", "test-size", "export-data",
                                            "beta1", "beta2", "eps", "dp", "pp", "micro-batches", "pp-schedule",
-                                           "bucket-kb", "tp"}));
+                                           "bucket-kb", "tp", "qat", "init"}));
   if (a.positional.size() != 1 || a.positional[0] != "mnist")
     return error(ErrorCode::invalid_argument, "expected `rlx train mnist ...` (the one dataset rlx trains on today)");
   Options o;
@@ -132,6 +132,13 @@ Expected<Options> parse(int argc, char** argv, int first) {
   o.micro_batches = static_cast<int>(mb);
   o.schedule = a.get("pp-schedule").value_or("1f1b");
   RLX_TRY(parse_pipeline_schedule(o.schedule).status());
+  o.qat = a.get("qat").value_or("");
+  o.init = a.get("init").value_or("");
+  if (!o.qat.empty() && o.qat != "int8")
+    return error(ErrorCode::invalid_argument, "--qat supports int8 (the int8 targets' quantization), got '", o.qat, "'");
+  if (!o.qat.empty() && (o.dp > 1 || o.pp > 1))
+    return error(ErrorCode::invalid_argument, "--qat with --dp or --pp is not supported yet (the activation ranges are "
+                 "tracked by one process)");
   return o;
 }
 
@@ -261,9 +268,23 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
                               img[1], "x", img[2]);
   auto model = mnist_model(o.arch, o.seed);
   if (!model) return model.status();
+  if (!o.init.empty()) {
+    // --init: start from a checkpoint's parameters (fine-tuning, e.g. QAT of a trained f32 model)
+    RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(o.init));
+    for (ParamSpec& p : model->params) {
+      auto it = f.tensors.find(p.name);
+      if (it == f.tensors.end())
+        return error(ErrorCode::invalid_argument, o.init, ": --init needs a tensor '", p.name, "' for --arch ", o.arch);
+      if (it->second.type() != p.init.type())
+        return error(ErrorCode::invalid_argument, o.init, ": tensor '", p.name, "' is ", it->second.type().to_string(),
+                     ", --arch ", o.arch, " expects ", p.init.type().to_string());
+      p.init = it->second.clone();
+    }
+  }
   TrainConfig cfg;
   cfg.optimizer = o.opt;
   cfg.device = o.device;
+  cfg.qat.enabled = !o.qat.empty();
   if (ranks > 1 && o.pp == 1) cfg.comm = comm;
   cfg.bucket_bytes = o.bucket_kb * 1024;
   auto trainer = Trainer::create(*model, cfg);
@@ -294,6 +315,10 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
                 o.lr, static_cast<long long>(o.batch), static_cast<long long>(o.epochs),
                 static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()),
                 o.synthetic ? "synthetic" : o.data.c_str(), o.device.c_str());
+    if (cfg.qat.enabled)
+      std::printf("quantization-aware training (int8): fake_quantize on the weights of %zu layers and at %zu activation "
+                  "sites (ranges tracked by a moving average, momentum %g)\n",
+                  t.qat_sites().size() - 1, t.qat_sites().size(), cfg.qat.momentum);
     std::fflush(stdout);
   }
   // compile every step variant before the clock starts: the full batch and the remainder
@@ -389,9 +414,15 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
                                             {"optimizer", std::string(optimizer_name(o.opt.kind))},
                                             {"test_accuracy", std::to_string(last_eval.accuracy())},
                                             {"layout", "linear weights [in, out] (y = x W + b); conv weights [out, in, kh, kw]"}};
-    Status s = safetensors::save(o.save, t.named_parameters(), meta);
+    auto tensors = t.named_parameters();
+    if (cfg.qat.enabled) {
+      // the sites' scales and zero points: `rlx codegen` quantizes with them instead of calibrating
+      meta["qat"] = o.qat;
+      for (auto& nt : t.qat_tensors()) tensors.push_back(std::move(nt));
+    }
+    Status s = safetensors::save(o.save, tensors, meta);
     if (!s.is_ok()) return s;
-    if (!o.quiet) std::printf("saved %zu tensors to %s\n", t.named_parameters().size(), o.save.c_str());
+    if (!o.quiet) std::printf("saved %zu tensors to %s\n", tensors.size(), o.save.c_str());
   }
   result.records = std::move(records);
   result.parameters = t.named_parameters();

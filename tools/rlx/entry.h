@@ -108,6 +108,8 @@ struct TrainOptions {
   int pp = 1;
   int micro_batches = 4;
   std::string schedule = "1f1b";  // --pp-schedule
+  std::string qat;  // --qat int8: quantization-aware training (train/qat.h); empty: f32
+  std::string init;  // --init FILE.safetensors: start from these parameters (fine-tuning)
 };
 
 // Parses the arguments of `rlx train` (after the verb: "mnist", "--arch", "mlp", ...) into

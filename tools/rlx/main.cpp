@@ -39,14 +39,15 @@ const std::vector<Verb>& verbs() {
        cmd_make_model},
       {"train", "train a classifier (MNIST MLP or tiny CNN): one compiled step for forward, backward and update",
        "rlx train mnist --arch mlp|tinyconv [--epochs E] [--batch B] [--lr LR] [--optimizer sgd|adam|adamw] "
-       "[--data DIR | --synthetic] [--json FILE] [--save FILE.safetensors] [--seed S] [--device D] "
+       "[--data DIR | --synthetic] [--json FILE] [--save FILE.safetensors] [--seed S] [--device D] [--qat int8] [--init FILE] "
        "[--dp D [--bucket-kb K]] [--pp P [--micro-batches M] [--pp-schedule gpipe|1f1b]] (under mpirun -np D*P)  "
        "(docs/training.md, docs/distributed.md)",
        cmd_train},
       {"codegen", "ahead-of-time full-integer int8 inference: C for Cortex-M (QEMU-checked with --run), "
        "SystemVerilog for FPGAs (Verilator-checked and Yosys-synthesized with --run)",
        "rlx codegen cortex-m|fpga MODEL.safetensors --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] [--seed S] "
-       "[--arch mlp|tinyconv] [--lanes P (fpga, 8)] [--run]  (docs/targets.md)",
+       "[--arch mlp|tinyconv] [--lanes P (fpga, 8)] [--ptq] [--run]; a checkpoint trained with --qat int8 brings its "
+       "activation scales (--ptq calibrates instead)  (docs/targets.md)",
        cmd_codegen},
       {"splat", "3D Gaussian splatting: render a 3DGS .ply scene to a PNG, or fit Gaussians to a synthetic image",
        "rlx splat render SCENE.ply --camera ex,ey,ez,tx,ty,tz[,fov[,upx,upy,upz]] [--width W] [--height H] "

@@ -1,5 +1,6 @@
 // Quantized weights: a device without a native quantized matmul runs it as dequantize then
 // matmul (dequantize itself has no primitive decomposition: its bit unpacking is native).
+// int8_matmul and fake_quantize decompose into primitives.
 #include "rules.h"
 
 namespace rlx::dispatch {
@@ -35,11 +36,36 @@ Status int8_matmul(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& output
   return single(o, y, outputs);
 }
 
+// fake_quantize in primitives: q = clamp(round_half_even(x / scale) + zero_point, qmin, qmax),
+// y = (q - zero_point) * scale, with a per-channel scale reshaped to broadcast along its axis.
+// x / scale is a division (not a product by 1 / scale) so the rounding matches the int8 targets'
+// quantize_input; every step is one correctly rounded f32 operation, so each device agrees with
+// the reference bit for bit.
+Status fake_quantize(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
+  const TensorType& xt = n.input_types[0];
+  ValueId s = n.inputs[1], zp = n.inputs[2];
+  if (n.attrs.has("axis")) {
+    const int64_t r = xt.rank();
+    int64_t axis = n.attrs.i("axis");
+    if (axis < 0) axis += r;
+    std::vector<int64_t> shape(static_cast<size_t>(r), 1);
+    shape[static_cast<size_t>(axis)] = -1;
+    s = o.reshape(s, shape);
+    zp = o.reshape(zp, shape);
+  }
+  const double qmin = n.attrs.has("qmin") ? static_cast<double>(n.attrs.i("qmin")) : -128.0;
+  const double qmax = n.attrs.has("qmax") ? static_cast<double>(n.attrs.i("qmax")) : 127.0;
+  ValueId q = o.add(o.op(Op::Round, {o.div(n.inputs[0], s)}), zp);
+  q = o.min(o.max(q, o.scalar(qmin, xt.dtype)), o.scalar(qmax, xt.dtype));
+  return single(o, o.mul(o.sub(q, zp), s), outputs);
+}
+
 }  // namespace
 
 void register_quant_rules(std::vector<OpRules>& t) {
   t[static_cast<size_t>(Op::QMatMul)].rewrite = qmatmul;
   t[static_cast<size_t>(Op::Int8MatMul)].decompose = int8_matmul;
+  t[static_cast<size_t>(Op::FakeQuantize)].decompose = fake_quantize;
 }
 
 }  // namespace rlx::dispatch

@@ -53,8 +53,43 @@ Expected<Types> infer_int8_matmul(Op op, const NodeSig& sig) {
   return Types{TensorType{DType::f32, s}};
 }
 
+// fake_quantize: x float, scale and zero_point of x's dtype, [] (or [1]) per tensor, [C] per
+// channel along `axis`; the integer range [qmin, qmax] must hold at least two values.
+Expected<Types> infer_fake_quantize(Op op, const NodeSig& sig) {
+  RLX_TRY(expect_float(op, sig, 0));
+  const TensorType& x = sig.inputs[0];
+  const int64_t qmin = sig.attrs.has("qmin") ? sig.attrs.i("qmin") : -128;
+  const int64_t qmax = sig.attrs.has("qmax") ? sig.attrs.i("qmax") : 127;
+  if (qmin >= qmax || qmin < -(int64_t{1} << 24) || qmax > (int64_t{1} << 24))
+    return fail(ErrorCode::verify_error, op, sig, "needs qmin < qmax within +-2^24 (exact in f32), got [", qmin, ", ", qmax, "]");
+  const bool per_channel = sig.attrs.has("axis");
+  int64_t axis = per_channel ? sig.attrs.i("axis") : 0;
+  if (per_channel) {
+    if (axis < 0) axis += x.rank();
+    if (axis < 0 || axis >= x.rank())
+      return fail(ErrorCode::verify_error, op, sig, "axis ", sig.attrs.i("axis"), " is out of range for ", x.to_string());
+  }
+  for (int i : {1, 2}) {
+    const char* what = i == 1 ? "scale" : "zero_point";
+    const TensorType& t = sig.inputs[i];
+    if (t.dtype != x.dtype)
+      return fail(ErrorCode::dtype_error, op, sig, what, " must have x's dtype ", dtype_name(x.dtype), ", got ", dtype_name(t.dtype));
+    if (per_channel) {
+      const Dim& c = x.shape[static_cast<size_t>(axis)];
+      if (t.rank() != 1 || (t.shape[0].is_static() && c.is_static() && t.shape[0].size() != c.size()))
+        return fail(ErrorCode::shape_error, op, sig, what, " must be [", c.to_string(), "] (x's axis ", axis, "), got ",
+                    t.to_string());
+    } else if (!(t.rank() == 0 || (t.rank() == 1 && t.shape[0].is_static() && t.shape[0].size() == 1))) {
+      return fail(ErrorCode::shape_error, op, sig, what, " must be [] or [1] per tensor (give axis for per channel), got ",
+                  t.to_string());
+    }
+  }
+  return Types{x};
+}
+
 Expected<Types> infer_quant(Op op, const NodeSig& sig) {
   if (op == Op::Int8MatMul) return infer_int8_matmul(op, sig);
+  if (op == Op::FakeQuantize) return infer_fake_quantize(op, sig);
   const std::string fmt = sig.attrs.s("format");
   auto qf = quant_format(fmt);
   if (!qf) return fail(ErrorCode::verify_error, op, sig, "unknown quantization format '", fmt, "'");

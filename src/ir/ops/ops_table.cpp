@@ -210,6 +210,13 @@ std::vector<OpInfo> build_table() {
         "the x_scale attribute), times w i8 [N, K] (rows are output features) with int32 sums, then "
         "* x scale * w_scale (f32 [N] or []) + optional bias f32 [N] -> f32 [..., N]");
   arity(Op::Int8MatMul, 3, 4);
+  attrs(Op::FakeQuantize, {{"axis", K::i64}, {"qmin", K::i64}, {"qmax", K::i64}},
+        "quantize-dequantize (quantization-aware training): (clamp(round_half_even(x / scale) + zero_point, "
+        "qmin, qmax) - zero_point) * scale, same type as x; scale and zero_point (integral values) have x's "
+        "dtype and shape [] (per tensor) or [C] with C = x.shape[axis] (per channel, axis given); qmin/qmax "
+        "default -128/127 (int8); its gradient is straight-through: dy where round(x / scale) + zero_point is "
+        "inside [qmin, qmax], zero outside, none for scale and zero_point");
+  arity(Op::FakeQuantize, 3, 3);
   add_linalg_rows(attrs, arity, at);
   add_splat_rows(attrs, arity, at);
   attrs(Op::AllReduce, {{"reduce", K::str}},

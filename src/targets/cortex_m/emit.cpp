@@ -355,7 +355,8 @@ Status emit_project(const Int8Program& p, const EmbeddedInputs& inputs, const st
   RLX_TRY(write_file(d / "link.ld", kLinkLd));
   RLX_TRY(write_file(d / "Makefile", kMakefile));
   std::ostringstream r;
-  r << "rlx codegen cortex-m report\n\n" << p.report.to_text() << "\n\nquantization (full-integer int8, post-training)\n"
+  r << "rlx codegen cortex-m report\n\n" << p.report.to_text() << "\n\nquantization (full-integer int8, "
+    << (p.from_qat ? "activation scales from quantization-aware training" : "post-training") << ")\n"
     << "  input: scale " << p.in_scale << ", zero point " << p.in_zp << ", " << p.n_in << " values\n";
   int64_t flash_weights = 0;
   for (const Int8Layer& L : p.layers) {

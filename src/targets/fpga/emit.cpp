@@ -614,7 +614,8 @@ Status emit_design(const Int8Program& p, const Options& o, const std::vector<std
     << "accumulators); weight memory " << lay.weight_words << " words x " << 8 * P << " bits; bias/multiplier/shift "
     << "memories " << lay.channels << " entries; activation banks " << P << " x " << 2 * lay.act_words << " bytes\n"
     << "controller cycles per inference: " << lay.cycles_estimate << " (input " << p.n_in << ", per output channel "
-    << "chunks + 3, output " << 2 * p.n_out << ")\n\nquantization (full-integer int8, post-training)\n"
+    << "chunks + 3, output " << 2 * p.n_out << ")\n\nquantization (full-integer int8, "
+    << (p.from_qat ? "activation scales from quantization-aware training" : "post-training") << ")\n"
     << "  input: scale " << p.in_scale << ", zero point " << p.in_zp << "\n";
   for (const Int8Layer& L : p.layers)
     r << "  " << L.name << ": " << int8::layer_kind_name(L.kind) << " " << L.n_in << " -> " << L.n_out << (L.relu ? " relu" : "") << "; output scale "

@@ -24,6 +24,7 @@
 #include "rlx/status.h"
 #include "rlx/tensor.h"
 #include "train/models.h"
+#include "train/qat.h"
 
 namespace rlx::targets::int8 {
 
@@ -98,6 +99,7 @@ struct Int8Program {
   int32_t in_zp = 0;
   std::vector<Int8Layer> layers;
   DispatchReport report;
+  bool from_qat = false;  // activation scales from quantization-aware training (else calibration)
   // Bytes of the static arena: two ping-pong activation buffers laid out back to back, each
   // as large as the largest activation it holds (layer k reads buffer k % 2, writes the other),
   // then the convolutions' window scratch.
@@ -117,6 +119,13 @@ Status quantize_multiplier(double real, int32_t* mult, int32_t* shift);
 // min/max of the float model's layer outputs on `calib_images` ([N, features...], f32).
 Expected<Int8Program> quantize_program(const Graph& g, const FloatProgram& p, const Tensor& calib_images,
                                        const std::string& device = "cpu");
+
+// Quantization with the activation scales of quantization-aware training (train/qat.h) instead
+// of calibration: `acts` maps each site to its scale and zero point: "<layer>.input" for every
+// dense and conv2d layer (the first one is the program's input, each later one the previous
+// dense/conv2d layer's output, a max-pool in between keeping it) and "output" for the last
+// layer's. Weights per output channel as quantize_program does them. Errors name a missing site.
+Expected<Int8Program> quantize_program_qat(const FloatProgram& p, const std::map<std::string, train::ActQuantParams>& acts);
 
 // f32 example (n_in values) -> int8 input with the program's input scale and zero point.
 std::vector<int8_t> quantize_input(const Int8Program& p, std::span<const float> x);

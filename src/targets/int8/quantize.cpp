@@ -1,4 +1,6 @@
-// Post-training quantization for the int8 targets (cortex-m, fpga) and the host int8 reference.
+// Quantization for the int8 targets (cortex-m, fpga) and the host int8 reference: activation
+// scales from post-training calibration or from quantization-aware training, weights per output
+// channel either way.
 #include <algorithm>
 #include <cmath>
 
@@ -14,16 +16,10 @@ struct ActQuant {
 };
 
 // Asymmetric int8 over [lo, hi], widened to include 0 so that 0 (ReLU's floor, padding) is
-// exactly representable.
+// exactly representable: the function quantization-aware training uses for its sites too.
 ActQuant asymmetric(double lo, double hi) {
-  lo = std::min(lo, 0.0);
-  hi = std::max(hi, 0.0);
-  if (hi - lo < 1e-12) hi = lo + 1e-6;  // a constant activation: any small scale will do
-  ActQuant q;
-  q.scale = static_cast<double>(static_cast<float>((hi - lo) / 255.0));
-  const double zp = std::round(-128.0 - lo / q.scale);
-  q.zp = static_cast<int32_t>(std::clamp(zp, -128.0, 127.0));
-  return q;
+  const train::ActQuantParams p = train::act_quant_params(lo, hi);
+  return ActQuant{static_cast<double>(p.scale), p.zero_point};
 }
 
 void min_max(const Tensor& t, double* lo, double* hi) {
@@ -78,21 +74,15 @@ int64_t Int8Program::scratch_bytes() const {
 
 int64_t Int8Program::arena_bytes() const { return buffer_bytes(0) + buffer_bytes(1) + scratch_bytes(); }
 
-Expected<Int8Program> quantize_program(const Graph& g, const FloatProgram& p, const Tensor& calib_images,
-                                       const std::string& device) {
-  if (calib_images.dtype() != DType::f32 || calib_images.rank() < 1 || calib_images.sizes()[0] < 1 ||
-      calib_images.numel() != calib_images.sizes()[0] * p.n_in)
-    return error(ErrorCode::invalid_argument, "calibration images must be f32 [N, ", p.n_in, "] with N >= 1, got ",
-                 calib_images.type().to_string());
-  RLX_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run_float(g, p, calib_images, device));
-  if (outs.size() != p.layers.size()) return error(ErrorCode::internal, "calibration returned ", outs.size(), " outputs");
+namespace {
+
+// The program from its activation quantization: `in_q` for the input, out_q[k] for the output of
+// layer k (ignored for max-pooling, which keeps its input's).
+Expected<Int8Program> build_program(const FloatProgram& p, const ActQuant& in_q, const std::vector<ActQuant>& out_qs) {
   Int8Program q;
   q.n_in = p.n_in;
   q.n_out = p.layers.back().n_out;
   q.report = p.report;
-  double lo = 0, hi = 0;
-  min_max(calib_images, &lo, &hi);
-  ActQuant in_q = asymmetric(lo, hi);
   q.in_scale = static_cast<float>(in_q.scale);
   q.in_zp = in_q.zp;
   for (size_t k = 0; k < p.layers.size(); ++k) {
@@ -112,8 +102,7 @@ Expected<Int8Program> quantize_program(const Graph& g, const FloatProgram& p, co
       q.layers.push_back(std::move(L));
       continue;
     }
-    min_max(outs[k], &lo, &hi);
-    const ActQuant out_q = asymmetric(F.relu ? 0.0 : lo, hi);
+    const ActQuant& out_q = out_qs[k];
     L.out_scale = static_cast<float>(out_q.scale);
     L.out_zp = out_q.zp;
     L.act_min = F.relu ? std::max(-128, out_q.zp) : -128;
@@ -156,6 +145,55 @@ Expected<Int8Program> quantize_program(const Graph& g, const FloatProgram& p, co
     }
     q.layers.push_back(std::move(L));
   }
+  return q;
+}
+
+}  // namespace
+
+Expected<Int8Program> quantize_program(const Graph& g, const FloatProgram& p, const Tensor& calib_images,
+                                       const std::string& device) {
+  if (p.layers.empty()) return error(ErrorCode::invalid_argument, "the program has no layers");
+  if (calib_images.dtype() != DType::f32 || calib_images.rank() < 1 || calib_images.sizes()[0] < 1 ||
+      calib_images.numel() != calib_images.sizes()[0] * p.n_in)
+    return error(ErrorCode::invalid_argument, "calibration images must be f32 [N, ", p.n_in, "] with N >= 1, got ",
+                 calib_images.type().to_string());
+  RLX_ASSIGN_OR_RETURN(std::vector<Tensor> outs, run_float(g, p, calib_images, device));
+  if (outs.size() != p.layers.size()) return error(ErrorCode::internal, "calibration returned ", outs.size(), " outputs");
+  double lo = 0, hi = 0;
+  min_max(calib_images, &lo, &hi);
+  const ActQuant in_q = asymmetric(lo, hi);
+  std::vector<ActQuant> out_qs(p.layers.size());
+  for (size_t k = 0; k < p.layers.size(); ++k) {
+    if (p.layers[k].kind == LayerKind::maxpool2d) continue;
+    min_max(outs[k], &lo, &hi);
+    out_qs[k] = asymmetric(p.layers[k].relu ? 0.0 : lo, hi);
+  }
+  return build_program(p, in_q, out_qs);
+}
+
+Expected<Int8Program> quantize_program_qat(const FloatProgram& p, const std::map<std::string, train::ActQuantParams>& acts) {
+  if (p.layers.empty()) return error(ErrorCode::invalid_argument, "the program has no layers");
+  auto site = [&](const std::string& name) -> Expected<ActQuant> {
+    auto it = acts.find(name);
+    if (it == acts.end())
+      return error(ErrorCode::invalid_argument, "the quantization-aware checkpoint has no scale for site '", name,
+                   "' (tensors qat.", name, ".scale / .zero_point); was it trained for this model?");
+    return ActQuant{static_cast<double>(it->second.scale), it->second.zero_point};
+  };
+  // the sites are the inputs of the dense and conv2d layers, then the logits
+  std::vector<size_t> compute;
+  for (size_t k = 0; k < p.layers.size(); ++k)
+    if (p.layers[k].kind != LayerKind::maxpool2d) compute.push_back(k);
+  if (compute.empty()) return error(ErrorCode::invalid_argument, "the program has no dense or conv2d layer");
+  RLX_ASSIGN_OR_RETURN(ActQuant in_q, site(p.layers[compute[0]].name + ".input"));
+  std::vector<ActQuant> out_qs(p.layers.size());
+  for (size_t i = 0; i < compute.size(); ++i) {
+    const std::string next = i + 1 < compute.size() ? p.layers[compute[i + 1]].name + ".input" : std::string("output");
+    RLX_ASSIGN_OR_RETURN(out_qs[compute[i]], site(next));
+  }
+  RLX_ASSIGN_OR_RETURN(Int8Program q, build_program(p, in_q, out_qs));
+  q.report.policy = "int8 (full-integer, activation scales from quantization-aware training)";
+  q.from_qat = true;
   return q;
 }
 
