@@ -202,6 +202,9 @@ Expected<std::unique_ptr<PipelineTrainer>> PipelineTrainer::create(ModelDef mode
   if (!model.forward || model.params.empty()) return error(ErrorCode::invalid_argument, "the model has no forward or no parameters");
   if (!comm) return error(ErrorCode::invalid_argument, "pipeline parallelism needs a communicator");
   if (pipeline.micro_batches < 1) return error(ErrorCode::invalid_argument, "--micro-batches must be at least 1");
+  // each stage would track the ranges of its own sites; not wired up yet (train/qat.h)
+  if (config.qat.enabled)
+    return error(ErrorCode::unsupported, "quantization-aware training with pipeline parallelism is not supported yet");
   auto impl = std::make_unique<Impl>();
   impl->model = std::move(model);
   impl->config = std::move(config);
