@@ -276,6 +276,29 @@ TEST(Mpi, KilledRankIsNamedBySurvivors) {
   expect_survivors_name_rank2("kill", "4096 f32, 16 KiB");
 }
 
+// The same through a compiled graph whose all_reduce the CPU executable runs asynchronously
+// (overlapped with a matmul chain, waited for before the add that reads it): the survivors'
+// runs end with the communicator's error naming rank 2, within the deadline, and the runs
+// before the loss give exactly the all-reduced values.
+TEST(Mpi, KilledRankIsNamedBySurvivorsOfAnOverlappedCollective) {
+  RLX_NEED_MPI();
+  const int deadline_ms = 10000;
+  MpiRun r = mpi_run(4, "kill_graph", deadline_ms, 60, "--enable-recovery");
+  EXPECT_LT(r.seconds, 50) << context(r);
+  const std::regex names_rank2(R"(rank\(s\) (\d+, )*2\b[^;]*process gone)");
+  for (int rank : {0, 1, 3}) {
+    ASSERT_TRUE(r.ranks.count(rank)) << "survivor rank " << rank << " wrote no report\n" << context(r);
+    const RankReport& rep = r.ranks.at(rank);
+    EXPECT_EQ(rep["status"], "error") << rep["message"] << "\n" << context(r);
+    EXPECT_EQ(rep["iteration"], "10") << rep["message"];
+    EXPECT_TRUE(std::regex_search(rep["message"], names_rank2)) << "rank " << rank << ": " << rep["message"];
+    EXPECT_NE(rep["message"].find("all_reduce #"), std::string::npos) << rep["message"];
+    EXPECT_NE(rep["message"].find("16384 f32, 64 KiB"), std::string::npos) << rep["message"];
+    EXPECT_LT(std::atoi(rep["elapsed_ms"].c_str()), deadline_ms) << rep["message"];
+  }
+  EXPECT_FALSE(r.ranks.count(2)) << "rank 2 exited before writing a report";
+}
+
 TEST(Mpi, RankKilledDuringTransferIsNamedBySurvivors) {
   RLX_NEED_MPI();
   expect_survivors_name_rank2("kill_transfer", "4194304 f32, 16 MiB");

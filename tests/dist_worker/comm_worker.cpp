@@ -29,6 +29,8 @@
 #include <vector>
 
 #include "rlx/comm.h"
+#include "rlx/compile.h"
+#include "rlx/ir_text.h"
 
 using namespace rlx;
 using namespace rlx::dist;
@@ -390,6 +392,63 @@ int scenario_kill(Communicator& world) {
   return 0;
 }
 
+// The same through a compiled graph whose all_reduce runs asynchronously on the CPU
+// executable's communication thread (it is read only after an unrelated matmul chain): rank 2
+// exits before the 10th run; every survivor's run must end with the communicator's error.
+int scenario_kill_graph(const std::shared_ptr<Communicator>& world) {
+  auto g = parse_graph(R"(
+graph @overlap(%x: f32[64, 256], %w: f32[256, 256]) -> (f32[64, 256]) {
+  %r = all_reduce(%x) {reduce = "sum"}
+  %a = matmul(%x, %w)
+  %b = tanh(%a)
+  %c = matmul(%b, %w)
+  %y = add(%r, %c)
+  return %y
+}
+)");
+  if (!g) {
+    g_report["status"] = "graph: " + g.status().to_string();
+    return 2;
+  }
+  auto m = Model::compile(*g, {.device = "cpu", .comm = world});
+  if (!m) {
+    g_report["status"] = "compile: " + m.status().to_string();
+    return 2;
+  }
+  std::vector<Tensor> in{Tensor::zeros(DType::f32, {64, 256}), Tensor::zeros(DType::f32, {256, 256})};
+  for (int64_t k = 0; k < in[0].numel(); ++k) in[0].data<float>()[k] = static_cast<float>(world->rank() + k % 5);
+  // w = 0: the matmul chain is work to overlap, and y is exactly the all_reduce of x
+  for (int i = 0; i < 40; ++i) {
+    if (i == 10 && world->rank() == 2) {
+      std::fprintf(stderr, "rank 2: exiting between runs of the graph (test)\n");
+      std::fflush(nullptr);
+      _exit(3);
+    }
+    const auto t0 = Clock::now();
+    auto out = (*m)->run(in);
+    if (!out) {
+      g_report["status"] = "error";
+      g_report["message"] = out.status().message();
+      g_report["elapsed_ms"] = std::to_string(ms_since(t0));
+      g_report["iteration"] = std::to_string(i);
+      std::fprintf(stderr, "%s\n", out.status().to_string().c_str());
+      return 1;
+    }
+    const int n = world->size();
+    for (int64_t k = 0; k < (*out)[0].numel(); ++k) {
+      const float want = static_cast<float>(n * (n - 1) / 2 + n * (k % 5));
+      if ((*out)[0].data<float>()[k] != want) {
+        g_report["status"] = "wrong";
+        g_report["message"] = "run " + std::to_string(i) + ": y[" + std::to_string(k) + "] = " +
+                              std::to_string((*out)[0].data<float>()[k]) + ", expected " + std::to_string(want);
+        return 1;
+      }
+    }
+  }
+  g_report["status"] = "ok";
+  return 0;
+}
+
 // Rank 2 dies while large all_reduces are moving data (a thread ends the process a few ms
 // into the third one).
 int scenario_kill_transfer(Communicator& world) {
@@ -531,7 +590,7 @@ int scenario_nccl(Communicator& world) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: rlx_comm_worker collectives|kill|stall|mismatch|nccl OUT_DIR [DEADLINE_MS]\n");
+    std::fprintf(stderr, "usage: rlx_comm_worker collectives|kill|kill_graph|kill_transfer|stall|abort|slow_exit|mismatch|nccl OUT_DIR [DEADLINE_MS]\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -551,6 +610,7 @@ int main(int argc, char** argv) {
   int rc = 2;
   if (scenario == "collectives") rc = scenario_collectives(w);
   else if (scenario == "kill") rc = scenario_kill(w);
+  else if (scenario == "kill_graph") rc = scenario_kill_graph(*world);
   else if (scenario == "stall") rc = scenario_stall(w);
   else if (scenario == "kill_transfer") rc = scenario_kill_transfer(w);
   else if (scenario == "abort") rc = scenario_abort(w);
