@@ -46,6 +46,30 @@ inline constexpr double kMaxAlpha = 0.99;
 inline constexpr double kMinAlpha = 1.0 / 255.0;
 inline constexpr double kMinTransmittance = 1e-4;
 
+// Per Gaussian, a power below which alpha = min(0.99, o exp(power)) is surely under 1/255:
+// ln(1 / (255 o)) less a margin, +inf when o <= 0. Most (pixel, Gaussian) pairs of a tile are
+// far apart, and this skips them without an exp; pairs near the threshold still take the
+// exact test, so the result is the same as testing every alpha.
+template <class F>
+std::vector<double> skip_powers(int64_t n, const F* opacities);
+
+// One tile's Gaussians gathered front to back into contiguous records (what the original 3DGS
+// stages in shared memory), so the per-pixel loops read memory in order.
+struct TileGaussian {
+  double mx, my, a, b, c, o, skip, col[3];
+};
+template <class F>
+void collect(const RasterIn<F>& r, const int32_t* ids, int64_t count, const std::vector<double>& skip,
+             std::vector<TileGaussian>& out) {
+  out.resize(static_cast<size_t>(count));
+  for (int64_t e = 0; e < count; ++e) {
+    const int64_t g = ids[e];
+    out[e] = TileGaussian{r.means2d[g * 2], r.means2d[g * 2 + 1], r.conics[g * 3], r.conics[g * 3 + 1],
+                          r.conics[g * 3 + 2], r.opacities[g], skip[g],
+                          {r.colors[g * 3], r.colors[g * 3 + 1], r.colors[g * 3 + 2]}};
+  }
+}
+
 template <class F>
 Status rasterize_forward(const RasterIn<F>& r, F* image);
 template <class F>

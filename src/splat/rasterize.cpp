@@ -72,29 +72,40 @@ Expected<Bins> bin_and_sort(int64_t n, const F* means2d, const F* depths, const 
 }
 
 template <class F>
+std::vector<double> skip_powers(int64_t n, const F* opacities) {
+  std::vector<double> s(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const double o = opacities[i];
+    s[i] = o > 0 ? std::log(kMinAlpha / o) - 1e-6 : std::numeric_limits<double>::infinity();
+  }
+  return s;
+}
+
+template <class F>
 Status rasterize_forward(const RasterIn<F>& r, F* image) {
   RLX_ASSIGN_OR_RETURN(Bins b, bin_and_sort(r.n, r.means2d, r.depths, r.radii, r.width, r.height, r.tile));
+  const std::vector<double> skip = skip_powers(r.n, r.opacities);
   const double bg[3] = {r.background[0], r.background[1], r.background[2]};
   ThreadPool::global().parallel_for(b.tiles_x * b.tiles_y, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<TileGaussian> tg;
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t tx = t % b.tiles_x, ty = t / b.tiles_x;
-      const int32_t* ids = b.ids.data() + b.offsets[t];
       const int64_t count = b.offsets[t + 1] - b.offsets[t];
+      collect(r, b.ids.data() + b.offsets[t], count, skip, tg);
       for (int64_t y = ty * b.tile; y < std::min(r.height, (ty + 1) * b.tile); ++y)
         for (int64_t x = tx * b.tile; x < std::min(r.width, (tx + 1) * b.tile); ++x) {
           const double px = static_cast<double>(x) + 0.5, py = static_cast<double>(y) + 0.5;
           double T = 1, col[3] = {0, 0, 0};
           for (int64_t e = 0; e < count; ++e) {
-            const int64_t g = ids[e];
-            const double dx = r.means2d[g * 2] - px, dy = r.means2d[g * 2 + 1] - py;
-            const double ca = r.conics[g * 3], cb = r.conics[g * 3 + 1], cc = r.conics[g * 3 + 2];
-            const double power = -0.5 * (ca * dx * dx + cc * dy * dy) - cb * dx * dy;
-            if (!(power <= 0)) continue;
-            const double alpha = std::min(kMaxAlpha, static_cast<double>(r.opacities[g]) * std::exp(power));
+            const TileGaussian& k = tg[e];
+            const double dx = k.mx - px, dy = k.my - py;
+            const double power = -0.5 * (k.a * dx * dx + k.c * dy * dy) - k.b * dx * dy;
+            if (!(power <= 0) || power < k.skip) continue;
+            const double alpha = std::min(kMaxAlpha, k.o * std::exp(power));
             if (!(alpha >= kMinAlpha)) continue;
             const double next = T * (1 - alpha);
             if (next < kMinTransmittance) break;
-            for (int ch = 0; ch < 3; ++ch) col[ch] += r.colors[g * 3 + ch] * alpha * T;
+            for (int ch = 0; ch < 3; ++ch) col[ch] += k.col[ch] * alpha * T;
             T = next;
           }
           F* out = image + (y * r.width + x) * 3;
@@ -108,6 +119,8 @@ Status rasterize_forward(const RasterIn<F>& r, F* image) {
 template Expected<Bins> bin_and_sort<float>(int64_t, const float*, const float*, const float*, int64_t, int64_t, int64_t);
 template Expected<Bins> bin_and_sort<double>(int64_t, const double*, const double*, const double*, int64_t, int64_t,
                                              int64_t);
+template std::vector<double> skip_powers<float>(int64_t, const float*);
+template std::vector<double> skip_powers<double>(int64_t, const double*);
 template Status rasterize_forward<float>(const RasterIn<float>&, float*);
 template Status rasterize_forward<double>(const RasterIn<double>&, double*);
 

@@ -32,16 +32,18 @@ Status rasterize_backward(const RasterIn<F>& r, const F* g_image, F* d_means2d, 
                           F* d_opacities, F* d_background) {
   RLX_ASSIGN_OR_RETURN(Bins b, bin_and_sort(r.n, r.means2d, r.depths, r.radii, r.width, r.height, r.tile));
   const int64_t tiles = b.tiles_x * b.tiles_y;
+  const std::vector<double> skip = skip_powers(r.n, r.opacities);
   std::vector<double> slots(b.ids.size() * kSlot, 0.0);
   std::vector<double> bg_grad(static_cast<size_t>(tiles) * 3, 0.0);
   const double bg[3] = {r.background[0], r.background[1], r.background[2]};
   ThreadPool::global().parallel_for(tiles, 1, [&](int64_t lo, int64_t hi) {
     std::vector<Hit> hits;
+    std::vector<TileGaussian> tg;
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t tx = t % b.tiles_x, ty = t / b.tiles_x;
       const int64_t base = b.offsets[t];
-      const int32_t* ids = b.ids.data() + base;
       const int64_t count = b.offsets[t + 1] - base;
+      collect(r, b.ids.data() + base, count, skip, tg);
       for (int64_t y = ty * b.tile; y < std::min(r.height, (ty + 1) * b.tile); ++y)
         for (int64_t x = tx * b.tile; x < std::min(r.width, (tx + 1) * b.tile); ++x) {
           const double px = static_cast<double>(x) + 0.5, py = static_cast<double>(y) + 0.5;
@@ -51,13 +53,12 @@ Status rasterize_backward(const RasterIn<F>& r, const F* g_image, F* d_means2d, 
           hits.clear();
           double T = 1;
           for (int64_t e = 0; e < count; ++e) {
-            const int64_t gi = ids[e];
-            const double dx = r.means2d[gi * 2] - px, dy = r.means2d[gi * 2 + 1] - py;
-            const double ca = r.conics[gi * 3], cb = r.conics[gi * 3 + 1], cc = r.conics[gi * 3 + 2];
-            const double power = -0.5 * (ca * dx * dx + cc * dy * dy) - cb * dx * dy;
-            if (!(power <= 0)) continue;
+            const TileGaussian& k = tg[e];
+            const double dx = k.mx - px, dy = k.my - py;
+            const double power = -0.5 * (k.a * dx * dx + k.c * dy * dy) - k.b * dx * dy;
+            if (!(power <= 0) || power < k.skip) continue;
             const double G = std::exp(power);
-            const double raw = static_cast<double>(r.opacities[gi]) * G;
+            const double raw = k.o * G;
             const double alpha = std::min(kMaxAlpha, raw);
             if (!(alpha >= kMinAlpha)) continue;
             const double next = T * (1 - alpha);
@@ -71,24 +72,22 @@ Status rasterize_backward(const RasterIn<F>& r, const F* g_image, F* d_means2d, 
           double S = T * (bg[0] * g[0] + bg[1] * g[1] + bg[2] * g[2]);  // g . S
           for (size_t h = hits.size(); h-- > 0;) {
             const Hit& k = hits[h];
-            const int64_t gi = ids[k.entry];
+            const TileGaussian& q = tg[k.entry];
             double* s = &slots[(base + k.entry) * kSlot];
             const double w = k.alpha * k.T;
             double cg = 0;
             for (int ch = 0; ch < 3; ++ch) {
               s[5 + ch] += w * g[ch];
-              cg += r.colors[gi * 3 + ch] * g[ch];
+              cg += q.col[ch] * g[ch];
             }
             const double d_alpha = k.T * cg - S / (1 - k.alpha);
             S += w * cg;
             if (k.clamped) continue;
-            const double o = r.opacities[gi];
             s[8] += d_alpha * k.G;
-            const double d_power = d_alpha * o * k.G;
-            const double dx = r.means2d[gi * 2] - px, dy = r.means2d[gi * 2 + 1] - py;
-            const double ca = r.conics[gi * 3], cb = r.conics[gi * 3 + 1], cc = r.conics[gi * 3 + 2];
-            s[0] += d_power * -(ca * dx + cb * dy);
-            s[1] += d_power * -(cb * dx + cc * dy);
+            const double d_power = d_alpha * q.o * k.G;
+            const double dx = q.mx - px, dy = q.my - py;
+            s[0] += d_power * -(q.a * dx + q.b * dy);
+            s[1] += d_power * -(q.b * dx + q.c * dy);
             s[2] += d_power * -0.5 * dx * dx;
             s[3] += d_power * -dx * dy;
             s[4] += d_power * -0.5 * dy * dy;

@@ -13,8 +13,10 @@
 //   the node: the legalizer decomposes composites before the interpreter runs. The exception is
 //   the linalg family (lu, cholesky, qr, svd, eigh, triangular_solve, solve, det, slogdet,
 //   lstsq), which has no primitive decomposition: the interpreter runs those whole, with plain
-//   loops in double (interp_linalg.cpp; conventions in src/linalg/conventions.h), and so are
-//   the collectives (all_reduce, all_gather, reduce_scatter, broadcast) over the communicator
+//   loops in double (interp_linalg.cpp; conventions in src/linalg/conventions.h), the splat
+//   family (splat_project, splat_rasterize and their backward ops), through the host kernels
+//   of src/splat/ at the node's dtype (interp_splat.cpp), and so are the collectives
+//   (all_reduce, all_gather, reduce_scatter, broadcast) over the communicator
 //   given to interpret() (src/dist/collective_ops.h).
 //
 // Shapes
