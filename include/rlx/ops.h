@@ -135,6 +135,11 @@ namespace rlx {
   X(SplatProjectBackward, "splat_project_backward", composite, splat) \
   X(SplatRasterize, "splat_rasterize", composite, splat)            \
   X(SplatRasterizeBackward, "splat_rasterize_backward", composite, splat) \
+  /* composites: sparse matrices as three CSR tensors (docs/scientific.md) */ \
+  X(SpmvCsr, "spmv_csr", composite, sparse)                         \
+  X(SddmmCsr, "sddmm_csr", composite, sparse)                       \
+  X(SparseSolve, "sparse_solve", composite, sparse)                 \
+  X(SparseSolveBackward, "sparse_solve_backward", composite, sparse) \
   /* composites: collectives over the compiled model's communicator (docs/distributed.md) */ \
   X(AllReduce, "all_reduce", composite, collective)                 \
   X(AllGather, "all_gather", composite, collective)                 \
@@ -159,6 +164,7 @@ enum class OpFamily : uint8_t {
   contraction, activation, normalization, conv, attention, quant,
   linalg,  // dense factorizations and solves: no primitive decomposition, native kernels only
   splat,   // 3D Gaussian splatting (rlx/splat.h): no primitive decomposition, native kernels only
+  sparse,  // CSR matrix ops (rlx/sparse.h): no primitive decomposition, native kernels only
   collective,  // communication between ranks (rlx/comm.h): run natively by host devices
 };
 std::string_view op_family_name(OpFamily f);

@@ -1,6 +1,6 @@
 // rlx/sparse.h: sparse matrices and solvers (docs/scientific.md).
 //
-// A C++ API (plus spmv() as graph ops, below): CSR matrices (built from COO triplets) with f32/f64 values and
+// A C++ API (plus spmv() and sparse_solve() as graph ops, below): CSR matrices (built from COO triplets) with f32/f64 values and
 // i32/i64 indices; multi-threaded SpMV/SpMM on the CPU (rlx::ThreadPool); Krylov solvers (CG,
 // preconditioned CG with Jacobi or IC(0), BiCGSTAB, restarted GMRES) with a tolerance, an
 // iteration cap and a convergence report; sparse direct LU (UMFPACK) and Cholesky (CHOLMOD)
@@ -101,7 +101,9 @@ Expected<SolveReport> gmres(const Csr<V, I>& a, const std::vector<V>& b, std::ve
 
 // ---- direct solvers (SuiteSparse; computed in double, f32 input converted once)
 
-enum class DirectMethod : uint8_t { lu, cholesky };  // UMFPACK / CHOLMOD (SPD, reads the lower triangle)
+// UMFPACK / CHOLMOD (SPD; CHOLMOD gets the CSR arrays as columns, A^T, and reads that one's
+// lower triangle: A's upper triangle, entries (i, c) with c >= i)
+enum class DirectMethod : uint8_t { lu, cholesky };
 
 // A factorization of one square matrix, reusable for many right-hand sides and for the
 // transposed system (adjoint solves).
@@ -150,12 +152,21 @@ Status write_matrix_market(const std::string& path, const Csr<V, I>& a);
 
 // ---- in a graph
 
-// y = A x as graph-level ops, for A given as three tensors: row indices [nnz] (integer),
-// column indices [nnz] (integer) and values [nnz] (float), with `rows` rows; x is [cols] or
-// [cols, k]. Emitted as gather(x, col) * values scattered-added into rows, so it runs on every
-// device with those ops (through the common IR) and autodiff gives the gradients with respect
-// to the values (on the pattern) and to x. row_indices() expands a CSR's row_ptr for it.
-ValueId spmv(OpBuilder& o, ValueId row_idx, ValueId col_idx, ValueId values, ValueId x, int64_t rows);
+// A matrix in a graph is its three CSR arrays as ordinary tensors: row_ptr [n+1] and col_idx
+// [nnz] (i32 or i64, one dtype), values [nnz] (f32 or f64). The ops check the index data when
+// they run (an error naming the op, never a bad access).
+//
+// y = A x (SpMV for x [m], SpMM for x [m, k]) as the native graph op spmv_csr: the cpu's
+// thread-pooled CSR kernel, plain loops on ref (see docs/scientific.md for other devices).
+// Autodiff gives d/dvalues (on the pattern, sddmm_csr) and d/dx (= A^T g, spmv_csr
+// transposed).
+ValueId spmv(OpBuilder& o, ValueId row_ptr, ValueId col_idx, ValueId values, ValueId x);
+// x = A^-1 b (b [n] or [n, k], A square) as the graph op sparse_solve: a sparse direct
+// factorization on the cpu (UMFPACK LU or CHOLMOD Cholesky, never densified); its gradient is
+// the adjoint solve (sparse_solve_backward, via solve_gradients()). Refused on GPU devices.
+ValueId sparse_solve(OpBuilder& o, ValueId row_ptr, ValueId col_idx, ValueId values, ValueId b,
+                     DirectMethod method = DirectMethod::lu);
+// The row index of every stored entry (row_ptr expanded): COO rows from a CSR matrix.
 template <class V, class I>
 std::vector<I> row_indices(const Csr<V, I>& a);
 

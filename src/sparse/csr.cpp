@@ -1,5 +1,6 @@
 // CSR construction and validation, SpMV / SpMM on the thread pool, Poisson test matrices.
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <numeric>
 
@@ -76,9 +77,9 @@ namespace detail {
 
 // Row blocks of about equal nonzero count (plus rows), so that threads get equal work.
 template <class V, class I>
-std::vector<int64_t> row_blocks(const Csr<V, I>& a, int parts) {
+std::vector<int64_t> row_blocks(const CsrView<V, I>& a, int parts) {
   std::vector<int64_t> cut{0};
-  const int64_t total = a.nnz() + a.rows;
+  const int64_t total = a.nnz + a.rows;
   for (int p = 1; p < parts; ++p) {
     const int64_t target = total * p / parts;
     // first row r with row_ptr[r] + r >= target
@@ -94,28 +95,80 @@ std::vector<int64_t> row_blocks(const Csr<V, I>& a, int parts) {
   return cut;
 }
 
-template <class V, class I>
-void spmv_rows(const Csr<V, I>& a, const V* x, V* y, V alpha, V beta, int64_t r0, int64_t r1) {
-  const I* rp = a.row_ptr.data();
-  const I* ci = a.col_idx.data();
-  const V* va = a.values.data();
+// Runs rows(r0, r1) -> bool over all rows, on the pool in nonzero-balanced blocks when the work
+// (nonzeros times columns) is large enough to pay for it; true when every block returned true.
+template <class V, class I, class F>
+bool over_rows(const CsrView<V, I>& a, int64_t work, F&& rows) {
+  ThreadPool& pool = ThreadPool::global();
+  if (pool.size() == 1 || work < 20000) return rows(int64_t{0}, a.rows);
+  const std::vector<int64_t> cut = row_blocks(a, pool.size() * 4);
+  std::atomic<bool> ok{true};
+  pool.run(static_cast<int64_t>(cut.size()) - 1, [&](int64_t t, int) {
+    if (!rows(cut[t], cut[t + 1])) ok.store(false, std::memory_order_relaxed);
+  });
+  return ok.load();
+}
+
+// Checked: a column outside [0, cols) is skipped (never read) and reported by returning false;
+// the compare is on a well-predicted branch of a memory-bound loop, so it costs next to nothing.
+template <bool Checked, class V, class I>
+bool spmv_rows(const CsrView<V, I>& a, const V* x, V* y, V alpha, V beta, int64_t r0, int64_t r1) {
+  const I* rp = a.row_ptr;
+  const I* ci = a.col_idx;
+  const V* va = a.values;
+  bool ok = true;
   for (int64_t i = r0; i < r1; ++i) {
     V s = 0;
-    for (I k = rp[i]; k < rp[i + 1]; ++k) s += va[k] * x[ci[k]];
+    for (I k = rp[i]; k < rp[i + 1]; ++k) {
+      if constexpr (Checked) {
+        if (static_cast<uint64_t>(ci[k]) >= static_cast<uint64_t>(a.cols)) {
+          ok = false;
+          continue;
+        }
+      }
+      s += va[k] * x[ci[k]];
+    }
     y[i] = beta == V(0) ? alpha * s : alpha * s + beta * y[i];
   }
+  return ok;
+}
+
+template <bool Checked, class V, class I>
+bool spmm_rows(const CsrView<V, I>& a, const V* x, int64_t k, V* y, int64_t r0, int64_t r1) {
+  bool ok = true;
+  for (int64_t i = r0; i < r1; ++i) {
+    V* yi = y + i * k;
+    std::fill(yi, yi + k, V(0));
+    for (I p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+      if constexpr (Checked) {
+        if (static_cast<uint64_t>(a.col_idx[p]) >= static_cast<uint64_t>(a.cols)) {
+          ok = false;
+          continue;
+        }
+      }
+      const V v = a.values[p];
+      const V* xr = x + static_cast<int64_t>(a.col_idx[p]) * k;
+      for (int64_t c = 0; c < k; ++c) yi[c] += v * xr[c];
+    }
+  }
+  return ok;
 }
 
 template <class V, class I>
-void spmv_unchecked(const Csr<V, I>& a, const V* x, V* y, V alpha, V beta) {
-  ThreadPool& pool = ThreadPool::global();
-  const int threads = pool.size();
-  if (threads == 1 || a.nnz() < 20000) {
-    spmv_rows(a, x, y, alpha, beta, 0, a.rows);
-    return;
-  }
-  const std::vector<int64_t> cut = row_blocks(a, threads * 4);
-  pool.run(static_cast<int64_t>(cut.size()) - 1, [&](int64_t t, int) { spmv_rows(a, x, y, alpha, beta, cut[t], cut[t + 1]); });
+void spmv_unchecked(const CsrView<V, I>& a, const V* x, V* y, V alpha, V beta) {
+  over_rows(a, a.nnz, [&](int64_t r0, int64_t r1) { return spmv_rows<false>(a, x, y, alpha, beta, r0, r1); });
+}
+
+template <class V, class I>
+void spmm_unchecked(const CsrView<V, I>& a, const V* x, int64_t k, V* y) {
+  over_rows(a, a.nnz * k, [&](int64_t r0, int64_t r1) { return spmm_rows<false>(a, x, k, y, r0, r1); });
+}
+
+template <class V, class I>
+bool spmm_checked_columns(const CsrView<V, I>& a, const V* x, int64_t k, V* y) {
+  if (k == 1)
+    return over_rows(a, a.nnz, [&](int64_t r0, int64_t r1) { return spmv_rows<true>(a, x, y, V(1), V(0), r0, r1); });
+  return over_rows(a, a.nnz * k, [&](int64_t r0, int64_t r1) { return spmm_rows<true>(a, x, k, y, r0, r1); });
 }
 
 }  // namespace detail
@@ -142,24 +195,7 @@ Status spmv_transposed(const Csr<V, I>& a, const V* x, int64_t x_size, V* y, int
 template <class V, class I>
 Status spmm(const Csr<V, I>& a, const V* x, int64_t k, V* y) {
   if (k < 0) return error(ErrorCode::shape_error, "spmm: negative column count ", k);
-  auto rows = [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i) {
-      V* yi = y + i * k;
-      std::fill(yi, yi + k, V(0));
-      for (I p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
-        const V v = a.values[p];
-        const V* xr = x + static_cast<int64_t>(a.col_idx[p]) * k;
-        for (int64_t c = 0; c < k; ++c) yi[c] += v * xr[c];
-      }
-    }
-  };
-  ThreadPool& pool = ThreadPool::global();
-  if (pool.size() == 1 || a.nnz() * k < 20000) {
-    rows(0, a.rows);
-  } else {
-    const std::vector<int64_t> cut = detail::row_blocks(a, pool.size() * 4);
-    pool.run(static_cast<int64_t>(cut.size()) - 1, [&](int64_t t, int) { rows(cut[t], cut[t + 1]); });
-  }
+  detail::spmm_unchecked(detail::view(a), x, k, y);
   return Status::ok();
 }
 
@@ -225,7 +261,9 @@ Csr<V, I> poisson_3d(int64_t n) {
   template Status spmm(const Csr<V, I>&, const V*, int64_t, V*);                                              \
   template Csr<V, I> poisson_2d(int64_t);                                                                     \
   template Csr<V, I> poisson_3d(int64_t);                                                                     \
-  template void detail::spmv_unchecked(const Csr<V, I>&, const V*, V*, V, V);
+  template void detail::spmv_unchecked(const detail::CsrView<V, I>&, const V*, V*, V, V);                     \
+  template void detail::spmm_unchecked(const detail::CsrView<V, I>&, const V*, int64_t, V*);                 \
+  template bool detail::spmm_checked_columns(const detail::CsrView<V, I>&, const V*, int64_t, V*);
 RLX_SPARSE_CSR(float, int32_t)
 RLX_SPARSE_CSR(float, int64_t)
 RLX_SPARSE_CSR(double, int32_t)

@@ -9,9 +9,37 @@
 
 namespace rlx::sparse::detail {
 
-// y = alpha A x + beta y without size checks (callers checked them once).
+// A CSR matrix over borrowed arrays: what the kernels run on, so that the graph ops
+// (src/sparse/graph_kernels.cpp) use the same code on tensor memory without copying it.
 template <class V, class I>
-void spmv_unchecked(const Csr<V, I>& a, const V* x, V* y, V alpha, V beta);
+struct CsrView {
+  int64_t rows = 0, cols = 0, nnz = 0;
+  const I* row_ptr = nullptr;
+  const I* col_idx = nullptr;
+  const V* values = nullptr;
+};
+template <class V, class I>
+CsrView<V, I> view(const Csr<V, I>& a) {
+  return {a.rows, a.cols, a.nnz(), a.row_ptr.data(), a.col_idx.data(), a.values.data()};
+}
+
+// y = alpha A x + beta y without size checks (callers checked them once); rows split over the
+// thread pool in blocks of equal nonzero count.
+template <class V, class I>
+void spmv_unchecked(const CsrView<V, I>& a, const V* x, V* y, V alpha, V beta);
+template <class V, class I>
+void spmv_unchecked(const Csr<V, I>& a, const V* x, V* y, V alpha, V beta) {
+  spmv_unchecked(view(a), x, y, alpha, beta);
+}
+// Y = A X for row-major X [a.cols, k], Y [a.rows, k], threaded like spmv_unchecked.
+template <class V, class I>
+void spmm_unchecked(const CsrView<V, I>& a, const V* x, int64_t k, V* y);
+// Y = A X (k = 1: the spmv kernel) for a row_ptr the caller checked (monotone, from 0 to nnz)
+// but columns not yet checked: an entry whose column is outside [0, a.cols) is skipped, never
+// read, and the result is false (the caller reports it). For the graph ops, whose index data
+// arrives at run time.
+template <class V, class I>
+bool spmm_checked_columns(const CsrView<V, I>& a, const V* x, int64_t k, V* y);
 
 // Runs f(begin, end) -> double over [0, n) on the thread pool in a fixed number of chunks and
 // sums the partial results in chunk order, so the result does not depend on the thread count.

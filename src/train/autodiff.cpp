@@ -52,6 +52,7 @@ const std::vector<Rule>& rule_table() {
     register_attention_vjps(r);
     register_linalg_vjps(r);
     register_splat_vjps(r);
+    register_sparse_vjps(r);
     register_collective_vjps(r);
     register_quant_vjps(r);
     return r;
@@ -69,6 +70,7 @@ Differentiability differentiability(Op op) {
     // the splatting backward ops are themselves the adjoints (gradients of gradients unsupported)
     case Op::SplatProjectBackward:
     case Op::SplatRasterizeBackward:
+    case Op::SparseSolveBackward:  // likewise the adjoint of sparse_solve
     case Op::Iota:
     case Op::Not:
     case Op::IsNan:
@@ -98,6 +100,10 @@ bool input_is_differentiable(Op op, int i, std::span<const TensorType> inputs) {
     case Op::Where: return i != 0;
     // depths only order the Gaussians and radii only bin them: piecewise constant
     case Op::SplatRasterize: return i != 4 && i != 5;
+    // the CSR ops: row_ptr and col_idx are integer structure
+    case Op::SpmvCsr:
+    case Op::SddmmCsr:
+    case Op::SparseSolve: return i >= 2;
     case Op::Gather:
     case Op::Embedding:
     case Op::Rope:

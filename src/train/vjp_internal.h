@@ -43,6 +43,7 @@ void register_contraction_vjps(std::vector<Rule>& t);
 void register_conv_vjps(std::vector<Rule>& t);
 void register_attention_vjps(std::vector<Rule>& t);
 void register_linalg_vjps(std::vector<Rule>& t);
+void register_sparse_vjps(std::vector<Rule>& t);  // spmv_csr, sddmm_csr, sparse_solve
 void register_splat_vjps(std::vector<Rule>& t);   // splat_project, splat_rasterize
 void register_collective_vjps(std::vector<Rule>& t);
 void register_quant_vjps(std::vector<Rule>& t);  // fake_quantize (straight-through)

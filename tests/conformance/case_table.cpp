@@ -551,6 +551,45 @@ std::vector<OpCases> build() {
     add(Op::SplatRasterizeBackward, TolClass::composite,
         {V("tiles8", plus(raster, {T({24, 32, 3})}), img).dtypes({DType::f32, DType::f64})});
   }
+  // ---- CSR matrices (the sparse ops): the three arrays of one n x m matrix come from one fixed
+  // irregular pattern (csr_test_pattern), values and dense operands are fresh random numbers;
+  // cpu runs the thread-pooled kernel and SuiteSparse, ref plain loops and a dense LU
+  {
+    auto csr = [](DType it, int64_t n, int64_t m) {
+      const int64_t nnz = static_cast<int64_t>(csr_test_pattern(n, m).col_idx.size());
+      return std::vector<InputSpec>{InputSpec{{n + 1}, it, Dist::csr_row_ptr, n, m, ""},
+                                    InputSpec{{nnz}, it, Dist::csr_col_idx, n, m, ""},
+                                    InputSpec{{nnz}, std::nullopt, Dist::csr_values, n, m, ""}};
+    };
+    auto with = [](std::vector<InputSpec> a, std::vector<InputSpec> b) {
+      a.insert(a.end(), b.begin(), b.end());
+      return a;
+    };
+    const std::vector<DType> fl = {DType::f32, DType::f64};
+    add(Op::SpmvCsr, TolClass::contraction,
+        {V("spmv_i32", with(csr(DType::i32, 9, 6), {T({6})})).dtypes(fl).k(5).mag(14),
+         V("spmm_i64", with(csr(DType::i64, 9, 6), {T({6, 3})})).dtypes(fl).k(5).mag(14),
+         V("transposed", with(csr(DType::i32, 9, 6), {T({9, 2})}), {{"transpose", int64_t{1}}, {"cols", int64_t{6}}})
+             .dtypes(fl).k(9).mag(14),
+         // enough nonzeros for the cpu's threaded path
+         V("threaded", with(csr(DType::i32, 9000, 9000), {T({9000})})).dtypes(fl).k(5).mag(18002)});
+    add(Op::SddmmCsr, TolClass::contraction,
+        {V("vector", {InputSpec{{10}, DType::i32, Dist::csr_row_ptr, 9, 6, ""},
+                      InputSpec{{static_cast<int64_t>(csr_test_pattern(9, 6).col_idx.size())}, DType::i32,
+                                Dist::csr_col_idx, 9, 6, ""},
+                      T({9}), T({6})}).dtypes(fl).k(1),
+         V("k3_i64", {InputSpec{{10}, DType::i64, Dist::csr_row_ptr, 9, 6, ""},
+                      InputSpec{{static_cast<int64_t>(csr_test_pattern(9, 6).col_idx.size())}, DType::i64,
+                                Dist::csr_col_idx, 9, 6, ""},
+                      T({9, 3}), T({6, 3})}).dtypes(fl).k(3)});
+    const Attrs chol{{"method", std::string("cholesky")}};
+    add(Op::SparseSolve, TolClass::contraction,
+        {V("lu_i32", with(csr(DType::i32, 8, 8), {T({8})})).dtypes(fl).k(64).mag(4),
+         V("cholesky_i64", with(csr(DType::i64, 8, 8), {T({8, 2})}), chol).dtypes(fl).k(64).mag(4)});
+    add(Op::SparseSolveBackward, TolClass::contraction,
+        {V("lu_i64", with(csr(DType::i64, 8, 8), {T({8, 2}), T({8, 2})})).dtypes(fl).k(64).mag(8),
+         V("cholesky_i32", with(csr(DType::i32, 8, 8), {T({8}), T({8})}), chol).dtypes(fl).k(64).mag(8)});
+  }
   // ---- collectives, in one process (a group of one rank: every collective is a copy); the
   // multi-rank results are checked under mpirun by tests/dist
   {

@@ -58,8 +58,22 @@ enum class Dist : uint8_t {
   dominant,    // floats [-1, 1] plus n * (i + 1) on diagonal i of each matrix in the last two axes
                // (n = the smaller of them): well conditioned, SPD symmetric part, distinct
                // eigen/singular values (factorizations)
+  // CSR matrices (the sparse ops): the three arrays of one n x m matrix (InputSpec lo = n,
+  // hi = m) hold csr_test_pattern(n, m), so that they agree; values are floats [-1, 1] plus
+  // 2m + 2 on the diagonal entries (diagonally dominant: the solves are well conditioned, and
+  // SPD through the upper triangle for the Cholesky method)
+  csr_row_ptr,
+  csr_col_idx,
+  csr_values,
 };
 std::string_view dist_name(Dist d);
+
+// A fixed, irregular CSR pattern of an n x m matrix: rows of 0 to 4 entries (the diagonal
+// always when i < m, others at pseudo-random columns), columns strictly increasing in a row.
+struct CsrPattern {
+  std::vector<int64_t> row_ptr, col_idx;
+};
+CsrPattern csr_test_pattern(int64_t n, int64_t m);
 
 struct InputSpec {
   Sizes shape;

@@ -31,6 +31,9 @@ std::string_view dist_name(Dist d) {
     case Dist::mask: return "mask";
     case Dist::quant: return "quant";
     case Dist::dominant: return "dominant";
+    case Dist::csr_row_ptr: return "csr_row_ptr";
+    case Dist::csr_col_idx: return "csr_col_idx";
+    case Dist::csr_values: return "csr_values";
   }
   return "?";
 }
@@ -131,7 +134,10 @@ double float_value(Dist d, std::mt19937_64& rng, DType dt) {
     case Dist::index:
     case Dist::mask:
     case Dist::quant: return u(-2, 2);
-    case Dist::dominant: return u(-1, 1);
+    case Dist::dominant:
+    case Dist::csr_row_ptr:
+    case Dist::csr_col_idx:
+    case Dist::csr_values: return u(-1, 1);
   }
   return u(-2, 2);
 }
@@ -174,6 +180,9 @@ uint64_t int_value(Dist d, std::mt19937_64& rng, DType dt, int64_t lo, int64_t h
     case Dist::mask: return coin(0.7) ? 1 : 0;
     case Dist::quant: return ii({0, 255});
     case Dist::dominant: return ii(clamp_range(dt, uns ? 0 : -8, 8));
+    case Dist::csr_row_ptr:
+    case Dist::csr_col_idx:
+    case Dist::csr_values: return 0;  // filled from csr_test_pattern() below
   }
   return 0;
 }
@@ -292,6 +301,20 @@ Tensor make_input(const InputSpec& spec, DType case_dtype, std::mt19937_64& rng)
     std::uniform_real_distribution<double> c(0, 1);
     for (int64_t i = 0; i < n; ++i) t.set_f64(i, (cols > 0 && i % cols == 0) || c(rng) < 0.7 ? 0.0 : -1e4 * c(rng));
   }
+  if (spec.dist == Dist::csr_row_ptr || spec.dist == Dist::csr_col_idx || spec.dist == Dist::csr_values) {
+    const CsrPattern p = csr_test_pattern(spec.lo, spec.hi);
+    const std::vector<int64_t>& a = spec.dist == Dist::csr_row_ptr ? p.row_ptr : p.col_idx;
+    // a case whose shape does not match the pattern fails at run time (the ops check the index
+    // data), which names the case
+    const int64_t count = std::min<int64_t>(n, static_cast<int64_t>(a.size()));
+    if (spec.dist != Dist::csr_values) {
+      for (int64_t i = 0; i < count; ++i) set_int_bits(t, i, static_cast<uint64_t>(a[i]));
+    } else {
+      for (int64_t row = 0; row + 1 < static_cast<int64_t>(p.row_ptr.size()); ++row)
+        for (int64_t q = p.row_ptr[row]; q < p.row_ptr[row + 1] && q < count; ++q)
+          if (p.col_idx[q] == row) t.set_f64(q, t.get_f64(q) + static_cast<double>(2 * spec.hi + 2));
+    }
+  }
   if (spec.dist == Dist::dominant && is_float(dt) && spec.shape.size() >= 2) {
     const int64_t rows = spec.shape[spec.shape.size() - 2], cols = spec.shape.back(), d = std::min(rows, cols);
     for (int64_t b = 0; rows * cols > 0 && b < n / (rows * cols); ++b)
@@ -347,6 +370,29 @@ std::string describe_inputs(const Variant& v, DType dt) {
     }
   }
   return os.str();
+}
+
+CsrPattern csr_test_pattern(int64_t n, int64_t m) {
+  CsrPattern p;
+  p.row_ptr.push_back(0);
+  uint64_t s = static_cast<uint64_t>(n) * 2654435761ULL + static_cast<uint64_t>(m) * 40503ULL + 1;
+  auto next = [&] {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<int64_t>(s >> 33);
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int64_t> cols;
+    if (i < m) cols.push_back(i);
+    const int64_t extra = m > 0 ? next() % 4 : 0;
+    for (int64_t e = 0; e < extra; ++e) {
+      const int64_t c = next() % m;
+      if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
+    }
+    std::sort(cols.begin(), cols.end());
+    p.col_idx.insert(p.col_idx.end(), cols.begin(), cols.end());
+    p.row_ptr.push_back(static_cast<int64_t>(p.col_idx.size()));
+  }
+  return p;
 }
 
 }  // namespace rlx::conformance

@@ -210,6 +210,16 @@ const std::vector<std::string>& corpus() {
   return %img, %gm, %gxy, %gbg
 }
 )",
+      // CSR matrices as three tensors: SpMM, its transpose, SDDMM, a sparse solve and its adjoint
+      R"(graph @sparse(%rp: i32[5], %ci: i32[nnz], %v: f64[nnz], %x: f64[6, 2], %b: f64[4]) -> (f64[4, 2], f64[6, 2], f64[nnz], f64[4], f64[nnz], f64[4]) {
+  %y = spmv_csr(%rp, %ci, %v, %x) : f64[4, 2]
+  %t = spmv_csr(%rp, %ci, %v, %y) {cols = 6, transpose = 1} : f64[6, 2]
+  %s = sddmm_csr(%rp, %ci, %y, %x) : f64[nnz]
+  %z = sparse_solve(%rp, %ci, %v, %b) {method = "cholesky"} : f64[4]
+  %gv, %gb = sparse_solve_backward(%rp, %ci, %v, %z, %b) {method = "cholesky"} : f64[nnz], f64[4]
+  return %y, %t, %s, %z, %gv, %gb
+}
+)",
       // collectives (a tensor-parallel layer's communication)
       R"(graph @collectives(%x: f32[batch, 8]) -> (f32[batch, 8], f32[batch, 16], f32[batch, 4], f32[batch, 8]) {
   %s = all_reduce(%x) {reduce = "max"} : f32[batch, 8]

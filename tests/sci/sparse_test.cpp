@@ -419,53 +419,7 @@ TEST(Direct, AdjointGradientsMatchFiniteDifferences) {
   }
 }
 
-// spmv() as graph ops on the cpu against the CSR kernel, and its autodiff gradients against
-// the closed forms: d/dvalues[k] = sum_c r[row_k, c] x[col_k, c], d/dx = A^T r.
-TEST(GraphSpmv, MatchesKernelAndGradients) {
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE(cat("seed ", seed));
-  std::mt19937_64 rng(seed);
-  const int64_t m = 40, n = 30, k = 2;
-  Csr<double, int64_t> a = random_sparse<double, int64_t>(rng, m, n, 0.15);
-  const int64_t nnz = a.nnz();
-  std::vector<double> x = random_vector<double>(rng, n * k), r = random_vector<double>(rng, m * k);
-  Graph g;
-  GraphBuilder gb(g);
-  OpBuilder o(gb);
-  ValueId rows = g.add_input("rows", TensorType{DType::i64, {nnz}});
-  ValueId cols = g.add_input("cols", TensorType{DType::i64, {nnz}});
-  ValueId vals = g.add_input("vals", TensorType{DType::f64, {nnz}});
-  ValueId xv = g.add_input("x", TensorType{DType::f64, {n, k}});
-  ValueId y = spmv(o, rows, cols, vals, xv, m);
-  ValueId loss = o.reduce_sum(o.mul(y, o.constant(Tensor::from_f64(DType::f64, {m, k}, r))), {}, false);
-  ASSERT_TRUE(o.ok()) << o.status().to_string();
-  std::vector<ValueId> wrt{vals, xv};
-  auto grads = train::gradients(g, loss, wrt);
-  ASSERT_TRUE(grads.has_value()) << grads.status().to_string();
-  g.outputs = {y, (*grads)[0], (*grads)[1]};
-  auto model = Model::compile(g, {.device = "cpu"});
-  ASSERT_TRUE(model.has_value()) << model.status().to_string();
-  std::vector<int64_t> ri = row_indices(a);
-  std::vector<double> rid(ri.begin(), ri.end()), cid(a.col_idx.begin(), a.col_idx.end());
-  std::vector<Tensor> in{Tensor::from_f64(DType::i64, {nnz}, rid), Tensor::from_f64(DType::i64, {nnz}, cid),
-                         Tensor::from_f64(DType::f64, {nnz}, a.values), Tensor::from_f64(DType::f64, {n, k}, x)};
-  auto out = (*model)->run(in);
-  ASSERT_TRUE(out.has_value()) << out.status().to_string();
-  std::vector<double> want(static_cast<size_t>(m * k));
-  ASSERT_TRUE(spmm(a, x.data(), k, want.data()).is_ok());
-  for (int64_t i = 0; i < m * k; ++i) ASSERT_NEAR((*out)[0].get_f64(i), want[i], 1e-12) << "y " << i;
-  for (int64_t p = 0; p < nnz; ++p) {
-    double gv = 0;
-    for (int64_t c = 0; c < k; ++c) gv += r[ri[p] * k + c] * x[a.col_idx[p] * k + c];
-    ASSERT_NEAR((*out)[1].get_f64(p), gv, 1e-12) << "d/dvalues " << p;
-  }
-  for (int64_t c = 0; c < k; ++c) {
-    std::vector<double> rc(static_cast<size_t>(m)), gx(static_cast<size_t>(n));
-    for (int64_t i = 0; i < m; ++i) rc[i] = r[i * k + c];
-    ASSERT_TRUE(spmv_transposed(a, rc.data(), m, gx.data(), n).is_ok());
-    for (int64_t j = 0; j < n; ++j) ASSERT_NEAR((*out)[2].get_f64(j * k + c), gx[j], 1e-12) << "d/dx " << j;
-  }
-}
+// spmv() and sparse_solve() as graph ops: sparse_graph_test.cpp.
 
 TEST(MatrixMarket, RoundTripAndSymmetricPattern) {
   const uint64_t seed = fresh_seed();

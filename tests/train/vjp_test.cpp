@@ -329,6 +329,49 @@ std::vector<Case> cases() {
       return std::vector<ValueId>{o.op(Op::Lstsq, {x[0], x[1]})};
     });
   }
+  // fake_quantize: piecewise constant, so finite differences agree with the straight-through
+  // rule only where every value is clipped (gradient 0); FakeQuantizeIsStraightThrough below
+  // checks the rule inside the range
+  c.push_back({"fake_quantize_clipped", Op::FakeQuantize,
+               {F({2, 3}, 1.5, 3.0), In{DType::f64, {}, 0, 0, {0.01}, false}, In{DType::f64, {}, 0, 0, {-3}, false}},
+               [](OpBuilder& o, const std::vector<ValueId>& x) {
+                 return std::vector<ValueId>{o.op(Op::FakeQuantize, {x[0], x[1], x[2]})};
+               }});
+  // CSR ops (src/train/vjp_sparse.cpp): a 4x3 pattern with an empty row, and a 4x4 one whose
+  // diagonal entries get +4 (well conditioned, SPD through the upper triangle); the solves on
+  // ref (dense LU) and cpu (UMFPACK / CHOLMOD and solve_gradients)
+  {
+    const std::vector<double> rp{0, 2, 2, 5, 6}, ci{0, 2, 0, 1, 2, 1};
+    const std::vector<double> rp4{0, 2, 3, 6, 8}, ci4{0, 2, 1, 0, 2, 3, 1, 3};
+    auto spmv = [](Attrs a) {
+      return [a](OpBuilder& o, const std::vector<ValueId>& x) {
+        return std::vector<ValueId>{o.op(Op::SpmvCsr, {x[0], x[1], x[2], x[3]}, a)};
+      };
+    };
+    c.push_back({"spmv_csr_spmm", Op::SpmvCsr, {Ints({5}, rp, DType::i32), Ints({6}, ci, DType::i32), F({6}), F({3, 2})},
+                 spmv({})});
+    c.push_back({"spmv_csr_cpu", Op::SpmvCsr, {Ints({5}, rp, DType::i32), Ints({6}, ci, DType::i32), F({6}), F({3})},
+                 spmv({}), "cpu"});
+    c.push_back({"spmv_csr_transposed", Op::SpmvCsr, {Ints({5}, rp), Ints({6}, ci), F({6}), F({4, 2})},
+                 spmv(A({{"transpose", int64_t{1}}, {"cols", int64_t{3}}}))});
+    c.push_back({"sddmm_csr", Op::SddmmCsr, {Ints({5}, rp), Ints({6}, ci), F({4, 2}), F({3, 2})},
+                 [](OpBuilder& o, const std::vector<ValueId>& x) {
+                   return std::vector<ValueId>{o.op(Op::SddmmCsr, {x[0], x[1], x[2], x[3]})};
+                 }});
+    auto solve = [](std::string method) {
+      return [method](OpBuilder& o, const std::vector<ValueId>& x) {
+        ValueId shift = o.constant(Tensor::from_f64(DType::f64, {8}, std::vector<double>{4, 0, 4, 0, 4, 0, 0, 4}));
+        return std::vector<ValueId>{
+            o.op(Op::SparseSolve, {x[0], x[1], o.add(x[2], shift), x[3]}, A({{"method", method}}))};
+      };
+    };
+    for (const char* dev : {"ref", "cpu"}) {
+      c.push_back({cat("sparse_solve_lu_", dev), Op::SparseSolve,
+                   {Ints({5}, rp4), Ints({8}, ci4), F({8}), F({4, 2})}, solve("lu"), dev});
+      c.push_back({cat("sparse_solve_cholesky_", dev), Op::SparseSolve,
+                   {Ints({5}, rp4, DType::i32), Ints({8}, ci4, DType::i32), F({8}), F({4})}, solve("cholesky"), dev});
+    }
+  }
   // 3D Gaussian splatting (src/train/vjp_splat.cpp emits the backward ops); tests/sci checks
   // the whole renderer with every SH degree, this is the per-rule check
   {
@@ -357,14 +400,6 @@ std::vector<Case> cases() {
                                                     A({{"width", int64_t{16}}, {"height", int64_t{16}}, {"tile", int64_t{8}}}))};
                  }, "ref", 1e-5});
   }
-  // fake_quantize: piecewise constant, so finite differences agree with the straight-through
-  // rule only where every value is clipped (gradient 0); FakeQuantizeIsStraightThrough below
-  // checks the rule inside the range
-  c.push_back({"fake_quantize_clipped", Op::FakeQuantize,
-               {F({2, 3}, 1.5, 3.0), In{DType::f64, {}, 0, 0, {0.01}, false}, In{DType::f64, {}, 0, 0, {-3}, false}},
-               [](OpBuilder& o, const std::vector<ValueId>& x) {
-                 return std::vector<ValueId>{o.op(Op::FakeQuantize, {x[0], x[1], x[2]})};
-               }});
   // collectives on one process (the multi-rank adjoints are checked by tests/dist)
   c.push_back({"all_reduce", Op::AllReduce, {F({2, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
                  return std::vector<ValueId>{o.mul(o.op(Op::AllReduce, {x[0]}), x[0])};

@@ -8,6 +8,7 @@
 #include "dist/collective_ops.h"
 #include "linalg/lapack_kernels.h"
 #include "splat/splat_kernels.h"
+#include "sparse/sparse_kernels.h"
 #include "kernels/gemm.h"
 #include "native_contraction.h"
 #include "rlx/compile.h"
@@ -34,6 +35,8 @@ class CpuDevice final : public Device {
     if (op_info(n.op).family == OpFamily::linalg) return linalg::claim_lapack(n);
     // 3D Gaussian splatting: host kernels (src/splat/)
     if (op_info(n.op).family == OpFamily::splat) return splat::claim_splat(n);
+    // CSR SpMV/SpMM (thread pool) and sparse direct solves (SuiteSparse): src/sparse/
+    if (op_info(n.op).family == OpFamily::sparse) return sparse::claim_sparse(n);
     // collectives: the compiled model's communicator on host memory (src/dist/collective_ops.h)
     if (op_info(n.op).family == OpFamily::collective) {
       if (!is_static(n.inputs[0].shape)) return Claim::no("collectives need static shapes");

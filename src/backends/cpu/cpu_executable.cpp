@@ -19,6 +19,7 @@
 #include "dist/collective_ops.h"
 #include "linalg/lapack_kernels.h"
 #include "splat/splat_kernels.h"
+#include "sparse/sparse_kernels.h"
 #include "rlx/thread_pool.h"
 
 namespace rlx::cpu {
@@ -28,7 +29,7 @@ using KernelFn = void (*)(void* const*, int64_t, int64_t, int64_t, int64_t);
 
 struct NativeState {
   // What the native runs: the GEMM (matmul, dot, gemm) or a quantized-weight kernel.
-  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention, linalg, splat, int8, collective } kind = Kind::gemm;
+  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention, linalg, splat, sparse, int8, collective } kind = Kind::gemm;
   GemmPlan plan;
   PackedB packed;  // when B is a weight
   // qmatmul: y[m, n] = x[m, k] * W^T; dequantize: rows x cols values
@@ -219,6 +220,13 @@ Status CpuExecutable::init(const Graph& g) {
       natives_.push_back(std::move(st));
       continue;
     }
+    if (op_info(n.op).family == OpFamily::sparse) {  // CSR ops (src/sparse/sparse_kernels.h)
+      if (n.epilogue >= 0) return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
+      st.kind = NativeState::Kind::sparse;
+      n.how = sparse::claim_sparse(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
+      natives_.push_back(std::move(st));
+      continue;
+    }
     if (op_info(n.op).family == OpFamily::splat) {  // Gaussian splatting (src/splat/splat_kernels.h)
       if (n.epilogue >= 0) return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
       st.kind = NativeState::Kind::splat;
@@ -313,6 +321,13 @@ Status CpuExecutable::run_native(int index) {
     for (int b : n.inputs) in.push_back(ptrs_[b]);
     for (int b : n.outputs) out.push_back(ptrs_[b]);
     return linalg::run_lapack(n.op, n.attrs, n.input_types, in, n.output_types, out);
+  }
+  if (st.kind == NativeState::Kind::sparse) {
+    std::vector<const void*> in;
+    std::vector<void*> out;
+    for (int b : n.inputs) in.push_back(ptrs_[b]);
+    for (int b : n.outputs) out.push_back(ptrs_[b]);
+    return sparse::run_sparse(n.op, n.attrs, n.input_types, in, n.output_types, out);
   }
   if (st.kind == NativeState::Kind::splat) {
     std::vector<const void*> in;

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "../../codegen/c_prelude.h"
+#include "backends/csr_spmv.h"
 #include "backends/gemm_plan.h"
 #include "../../codegen/c_renderer.h"
 #include "../../passes/schedule.h"
@@ -67,8 +68,10 @@ class OpenclExecutable final : public Executable {
     }
     for (cl_kernel k : kernels_)
       if (k) clReleaseKernel(k);
-    for (Native& n : natives_)
+    for (Native& n : natives_) {
       if (n.kernel) clReleaseKernel(n.kernel);
+      if (n.flags) clReleaseMemObject(n.flags);
+    }
     for (size_t i = 0; i < mem_.size(); ++i)
       if (mem_[i] && owns_[i]) clReleaseMemObject(mem_[i]);
   }
@@ -87,6 +90,8 @@ class OpenclExecutable final : public Executable {
   struct Native {
     cl_kernel kernel = nullptr;
     size_t global[3] = {0, 0, 0};
+    bool spmv = false;         // the CSR kernel (csr_spmv.h): 1-D, with an index-check flag word
+    cl_mem flags = nullptr;
   };
   std::vector<Native> natives_;
   std::shared_ptr<Runtime> rt_;
@@ -175,11 +180,33 @@ Status OpenclExecutable::init(const Graph& g) {
 
 Status OpenclExecutable::init_natives() {
   if (prog_.natives.empty()) return Status::ok();
-  RLX_ASSIGN_OR_RETURN(cl_program program, rt_->program(kGemmSource));
+  bool any_spmv = false;
+  for (const kir::NativeKernel& nk : prog_.natives) any_spmv |= nk.op == Op::SpmvCsr;
+  RLX_ASSIGN_OR_RETURN(cl_program program,
+                       rt_->program(std::string(kGemmSource) + (any_spmv ? backends::csr_spmv_opencl_source(rt_->fp64()) : "")));
   for (const kir::NativeKernel& nk : prog_.natives) {
     NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-    RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, backends::plan_tiled_gemm(d));
     cl_int err = CL_SUCCESS;
+    if (nk.op == Op::SpmvCsr) {
+      RLX_ASSIGN_OR_RETURN(backends::CsrSpmvPlan p, backends::plan_csr_spmv(d));
+      Native n;
+      n.spmv = true;
+      n.kernel = clCreateKernel(program, p.kernel.c_str(), &err);
+      RLX_TRY(cl_check(err, "clCreateKernel " + p.kernel));
+      n.flags = clCreateBuffer(rt_->context(), CL_MEM_READ_WRITE, sizeof(cl_int), nullptr, &err);
+      RLX_TRY(cl_check(err, "allocating the CSR index-check flag"));
+      natives_.push_back(n);
+      const cl_mem bufs[6] = {mem_[nk.inputs[0]], mem_[nk.inputs[1]], mem_[nk.inputs[2]],
+                              mem_[nk.inputs[3]], mem_[nk.outputs[0]], n.flags};
+      for (cl_uint a = 0; a < 6; ++a) RLX_TRY(cl_check(clSetKernelArg(n.kernel, a, sizeof(cl_mem), &bufs[a]), "spmv buffer"));
+      const cl_long scalars[4] = {p.n, p.m, p.k, p.nnz};
+      for (cl_uint a = 0; a < 4; ++a)
+        RLX_TRY(cl_check(clSetKernelArg(n.kernel, 6 + a, sizeof(cl_long), &scalars[a]), "spmv scalar"));
+      natives_.back().global[0] = static_cast<size_t>(p.n * p.k);
+      natives_.back().global[1] = natives_.back().global[2] = 1;
+      continue;
+    }
+    RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, backends::plan_tiled_gemm(d));
     Native n;
     n.kernel = clCreateKernel(program, "rlx_native_gemm_f32", &err);
     RLX_TRY(cl_check(err, "clCreateKernel rlx_native_gemm_f32"));
@@ -215,6 +242,14 @@ Status OpenclExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
     if (s.native) {
       const Native& n = natives_[s.index];
       if (n.global[0] * n.global[1] * n.global[2] == 0) continue;  // an empty product
+      if (n.spmv) {
+        const cl_int zero = 0;
+        RLX_TRY(cl_check(clEnqueueFillBuffer(q, n.flags, &zero, sizeof zero, 0, sizeof zero, 0, nullptr, nullptr),
+                         "clearing the CSR index-check flag"));
+        RLX_TRY(cl_check(clEnqueueNDRangeKernel(q, n.kernel, 1, nullptr, n.global, nullptr, 0, nullptr, nullptr),
+                         "running native kernel " + prog_.natives[s.index].name));
+        continue;
+      }
       const size_t local[3] = {16, 16, 1};
       RLX_TRY(cl_check(clEnqueueNDRangeKernel(q, n.kernel, 3, nullptr, n.global, local, 0, nullptr, nullptr),
                        "running native kernel " + prog_.natives[s.index].name));
@@ -243,7 +278,16 @@ Status OpenclExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
                                          nullptr, nullptr),
                      cat("reading output ", i)));
   }
-  return cl_check(clFinish(q), "waiting for the queue");
+  RLX_TRY(cl_check(clFinish(q), "waiting for the queue"));
+  // the CSR kernels' index checks (after the run: a bad index was skipped, never followed)
+  for (size_t i = 0; i < natives_.size(); ++i) {
+    if (!natives_[i].spmv || natives_[i].global[0] == 0) continue;
+    cl_int flags = 0;
+    RLX_TRY(cl_check(clEnqueueReadBuffer(q, natives_[i].flags, CL_TRUE, 0, sizeof flags, &flags, 0, nullptr, nullptr),
+                     "reading the CSR index-check flag"));
+    if (flags) return backends::csr_spmv_flag_error(flags, prog_.natives[i].name);
+  }
+  return Status::ok();
 }
 
 Expected<std::vector<Tensor>> OpenclExecutable::run(std::span<const Tensor> inputs) {
@@ -271,7 +315,10 @@ class OpenclDevice final : public Device {
   }
   const DeviceInfo& info() const override { return info_; }
 
-  Claim claim_native(const NodeDesc& n) const override { return backends::claim_tiled_gemm(n, "opencl"); }
+  Claim claim_native(const NodeDesc& n) const override {
+    if (n.op == Op::SpmvCsr) return backends::claim_csr_spmv(n, "opencl", rt_->fp64());
+    return backends::claim_tiled_gemm(n, "opencl");
+  }
 
   Claim supports_primitive(const NodeDesc& n) const override {
     if (!rt_->fp64()) {

@@ -251,6 +251,7 @@ Status run_elementwise(const KernelArgs& k);  // unary, binary, compare, logical
 Status run_reduce(const KernelArgs& k);       // reduce_* and argmax/argmin
 Status run_dot(const KernelArgs& k);
 Status run_movement(const KernelArgs& k);
+Status run_sparse(const KernelArgs& k);       // the CSR ops in plain double loops (interp_sparse.cpp)
 Status run_splat(const KernelArgs& k);        // the splatting ops, through src/splat's kernels (interp_splat.cpp)
 Status run_linalg(const KernelArgs& k);       // lu, cholesky, qr, svd, eigh, solves, det (interp_linalg.cpp)
 

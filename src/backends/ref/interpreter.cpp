@@ -183,7 +183,8 @@ Expected<std::vector<Tensor>> interpret(const Graph& g, std::span<const Tensor> 
     // linalg ops and collectives have no primitive decomposition: the interpreter runs them
     // whole (the ref device claims them natively)
     if (!is_primitive(n.op) && op_info(n.op).family != OpFamily::linalg &&
-        op_info(n.op).family != OpFamily::splat && op_info(n.op).family != OpFamily::collective)
+        op_info(n.op).family != OpFamily::splat && op_info(n.op).family != OpFamily::sparse &&
+        op_info(n.op).family != OpFamily::collective)
       return error(ErrorCode::unsupported, label, " is a composite op; the reference interpreter runs "
                    "primitive ops only (legalize the graph first)");
     for (ValueId v : n.outputs)
@@ -273,6 +274,7 @@ Expected<std::vector<Tensor>> interpret(const Graph& g, std::span<const Tensor> 
         case OpFamily::contraction: s = detail::run_dot(args); break;
         case OpFamily::linalg: s = detail::run_linalg(args); break;
         case OpFamily::splat: s = detail::run_splat(args); break;
+        case OpFamily::sparse: s = detail::run_sparse(args); break;
         case OpFamily::collective:
           s = dist::run_collective(comm ? *comm : dist::default_communicator(), n.op, n.attrs, outs[0].dtype(),
                                    in_ptrs[0]->sizes(), in_ptrs[0]->bytes(), outs[0].sizes(), outs[0].bytes(), label);

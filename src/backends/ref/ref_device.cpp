@@ -59,6 +59,13 @@ class RefDevice final : public Device {
     // splatting: the same host kernels as the cpu (src/splat/), at the node's dtype; their ground
     // truth is the NumPy renderer of tests/sci
     if (op_info(n.op).family == OpFamily::splat) return splat::claim_splat(n);
+    // CSR ops: plain loops in double, a dense LU for the solves (interp_sparse.cpp), independent
+    // of the cpu's thread-pooled kernels and SuiteSparse
+    if (op_info(n.op).family == OpFamily::sparse) {
+      for (const TensorType& t : n.inputs)
+        if (!is_static(t.shape)) return Claim::no("the reference CSR ops need static shapes");
+      return Claim::yes(cat("plain-loop ", op_name(n.op), " in double"));
+    }
     if (op_info(n.op).family == OpFamily::collective) {
       if (!is_static(n.inputs[0].shape)) return Claim::no("collectives need static shapes");
       return Claim::yes("the compiled model's communicator (rlx/comm.h)");

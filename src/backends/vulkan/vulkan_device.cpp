@@ -9,6 +9,7 @@
 #include "../../codegen/c_renderer.h"
 #include "../../codegen/glsl_prelude.h"
 #include "../../passes/schedule.h"
+#include "backends/csr_spmv.h"
 #include "backends/gemm_plan.h"
 #include "rlx/compile.h"
 #include "vulkan_runtime.h"
@@ -28,6 +29,7 @@ struct Step {
   VkDescriptorSet set = VK_NULL_HANDLE;
   int64_t push[10] = {};
   uint32_t groups[3] = {0, 0, 0};  // 0 anywhere: nothing to run
+  int flags = -1;                  // the CSR kernel: its index-check word in flags_ (csr_spmv.h)
 };
 
 // A compiled program: one device buffer per kernel-level buffer (views share their target's),
@@ -45,6 +47,7 @@ class VulkanExecutable final : public Executable {
       if (owns_[i]) rt_->destroy_buffer(mem_[i]);
     for (Buffer& b : stage_in_) rt_->destroy_buffer(b);
     for (Buffer& b : stage_out_) rt_->destroy_buffer(b);
+    for (Buffer& b : flags_) rt_->destroy_buffer(b);
   }
   Status init(const Graph& g);
   Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs) override;
@@ -66,6 +69,8 @@ class VulkanExecutable final : public Executable {
   std::vector<Buffer> mem_;  // per kernel-level buffer (a view holds its target's handles)
   std::vector<char> owns_;
   std::vector<Buffer> stage_in_, stage_out_;
+  std::vector<Buffer> flags_;           // host-visible index-check words of the CSR kernels
+  std::vector<std::string> flag_nodes_; // their nodes' names
   std::vector<Step> steps_;
   VkDescriptorPool desc_pool_ = VK_NULL_HANDLE;
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
@@ -189,7 +194,9 @@ Status VulkanExecutable::build_steps() {
   }
   // descriptor sets: one per step
   uint32_t descriptors = 0;
-  for (const kir::Step& s : prog_.steps) descriptors += s.native ? 3 : static_cast<uint32_t>(prog_.generated[s.index].args.size());
+  for (const kir::Step& s : prog_.steps)
+    descriptors += s.native ? (prog_.natives[s.index].op == Op::SpmvCsr ? 6 : 3)
+                            : static_cast<uint32_t>(prog_.generated[s.index].args.size());
   if (prog_.steps.empty()) return Status::ok();
   VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max<uint32_t>(descriptors, 1)};
   VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
@@ -203,6 +210,38 @@ Status VulkanExecutable::build_steps() {
     if (s.native) {
       const kir::NativeKernel& nk = prog_.natives[s.index];
       NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
+      if (nk.op == Op::SpmvCsr) {
+        RLX_ASSIGN_OR_RETURN(backends::CsrSpmvPlan p, backends::plan_csr_spmv(d));
+        RLX_ASSIGN_OR_RETURN(st.pipeline, rt_->pipeline(backends::csr_spmv_glsl_vulkan_source(p), 6, 32));
+        RLX_ASSIGN_OR_RETURN(Buffer fl, rt_->create_buffer(4, true, "CSR index-check flag"));
+        flags_.push_back(fl);
+        flag_nodes_.push_back(nk.name);
+        st.flags = static_cast<int>(flags_.size()) - 1;
+        const int64_t v[4] = {p.n, p.m, p.k, p.nnz};
+        std::copy(v, v + 4, st.push);
+        if (p.n * p.k > 0) groups_for(p.n * p.k, st.groups);
+        VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+        ai.descriptorPool = desc_pool_;
+        ai.descriptorSetCount = 1;
+        ai.pSetLayouts = &st.pipeline->set_layout;
+        RLX_TRY(vk_check(vkAllocateDescriptorSets(rt_->device(), &ai, &st.set), "vkAllocateDescriptorSets"));
+        const VkBuffer bufs[6] = {mem_[nk.inputs[0]].buffer, mem_[nk.inputs[1]].buffer, mem_[nk.inputs[2]].buffer,
+                                  mem_[nk.inputs[3]].buffer, mem_[nk.outputs[0]].buffer, fl.buffer};
+        VkDescriptorBufferInfo infos[6];
+        VkWriteDescriptorSet writes[6];
+        for (uint32_t a = 0; a < 6; ++a) {
+          infos[a] = {bufs[a], 0, VK_WHOLE_SIZE};
+          writes[a] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+          writes[a].dstSet = st.set;
+          writes[a].dstBinding = a;
+          writes[a].descriptorCount = 1;
+          writes[a].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+          writes[a].pBufferInfo = &infos[a];
+        }
+        vkUpdateDescriptorSets(rt_->device(), 6, writes, 0, nullptr);
+        steps_.push_back(st);
+        continue;
+      }
       RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, backends::plan_tiled_gemm(d));
       st.pipeline = gemm;
       bufs = {nk.inputs[0], nk.inputs[1], nk.outputs[0]};
@@ -274,6 +313,7 @@ Status VulkanExecutable::record() {
     VkBufferCopy c{0, 0, n};
     vkCmdCopyBuffer(cmd_, stage_in_[i].buffer, mem_[prog_.inputs[i]].buffer, 1, &c);
   }
+  for (Buffer& f : flags_) vkCmdFillBuffer(cmd_, f.buffer, 0, 4, 0);
   barrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, shader_rw);
   for (const Step& s : steps_) {
     if (s.groups[0] == 0 || s.groups[1] == 0 || s.groups[2] == 0) continue;
@@ -292,7 +332,8 @@ Status VulkanExecutable::record() {
     VkBufferCopy c{0, 0, n};
     vkCmdCopyBuffer(cmd_, mem_[prog_.outputs[i]].buffer, stage_out_[i].buffer, 1, &c);
   }
-  barrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  barrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+          VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
   return vk_check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
 }
 
@@ -304,6 +345,12 @@ Status VulkanExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
   RLX_TRY(rt_->submit_and_wait(cmd_));
   for (size_t i = 0; i < outputs.size(); ++i)
     if (outputs[i].nbytes()) std::memcpy(outputs[i].bytes(), stage_out_[i].map, outputs[i].nbytes());
+  // the CSR kernels' index checks (a bad index was skipped, never followed)
+  for (size_t i = 0; i < flags_.size(); ++i) {
+    int f = 0;
+    std::memcpy(&f, flags_[i].map, sizeof f);
+    if (f) return backends::csr_spmv_flag_error(f, flag_nodes_[i]);
+  }
   return Status::ok();
 }
 
@@ -339,7 +386,10 @@ class VulkanDevice final : public Device {
   }
   const DeviceInfo& info() const override { return info_; }
 
-  Claim claim_native(const NodeDesc& n) const override { return backends::claim_tiled_gemm(n, "vulkan"); }
+  Claim claim_native(const NodeDesc& n) const override {
+    if (n.op == Op::SpmvCsr) return backends::claim_csr_spmv(n, "vulkan", rt_->caps().fp64);
+    return backends::claim_tiled_gemm(n, "vulkan");
+  }
 
   Claim supports_primitive(const NodeDesc& n) const override { return codegen::glsl_supports(n, caps_); }
 

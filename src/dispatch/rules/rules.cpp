@@ -15,6 +15,7 @@ const OpRules& rules_for(Op op) {
     register_quant_rules(t);
     register_linalg_rules(t);
     register_splat_rules(t);
+    register_sparse_rules(t);
     register_collective_rules(t);
     return t;
   }();

@@ -45,6 +45,7 @@ void register_attention_rules(std::vector<OpRules>& t);
 void register_quant_rules(std::vector<OpRules>& t);
 void register_linalg_rules(std::vector<OpRules>& t);
 void register_splat_rules(std::vector<OpRules>& t);
+void register_sparse_rules(std::vector<OpRules>& t);
 void register_collective_rules(std::vector<OpRules>& t);
 
 // Helpers shared by the rule files.

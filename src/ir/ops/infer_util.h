@@ -40,6 +40,7 @@ Expected<Types> infer_attention(Op op, const NodeSig& sig);
 Expected<Types> infer_quant(Op op, const NodeSig& sig);
 Expected<Types> infer_linalg(Op op, const NodeSig& sig);
 Expected<Types> infer_splat(Op op, const NodeSig& sig);
+Expected<Types> infer_sparse(Op op, const NodeSig& sig);
 Expected<Types> infer_collective(Op op, const NodeSig& sig);
 
 }  // namespace rlx::infer

@@ -34,6 +34,7 @@ OpInfo row(Op op, std::string_view name, OpClass cls, OpFamily family) {
     case OpFamily::quant: r.infer = infer::infer_quant; break;
     case OpFamily::linalg: r.infer = infer::infer_linalg; break;
     case OpFamily::splat: r.infer = infer::infer_splat; break;
+    case OpFamily::sparse: r.infer = infer::infer_sparse; break;
     case OpFamily::collective: r.infer = infer::infer_collective; break;
   }
   return r;
@@ -97,6 +98,32 @@ void add_splat_rows(AttrsFn attrs, ArityFn arity, AtFn at) {
         "gradients of means2d, conics, colors, opacities, background");
   arity(Op::SplatRasterizeBackward, 8, 8);
   at(Op::SplatRasterizeBackward).num_outputs = 5;
+}
+
+// Sparse matrices given as three CSR tensors (docs/scientific.md): row_ptr [n+1] and col_idx
+// [nnz] (i32 or i64, one dtype), values [nnz] (f32 or f64).
+template <class AttrsFn, class ArityFn, class AtFn>
+void add_sparse_rows(AttrsFn attrs, ArityFn arity, AtFn at) {
+  attrs(Op::SpmvCsr, {{"transpose", K::i64}, {"cols", K::i64}},
+        "y = A x for the CSR matrix A (row_ptr [n+1], col_idx [nnz], values [nnz]) and x [m] or [m, k] "
+        "(SpMV / SpMM) -> [n] or [n, k]; transpose=1: y = A^T x with x [n] or [n, k] -> [cols] or [cols, k] "
+        "(cols required); index data is checked at run time (row_ptr monotone from 0 to nnz, columns in range)");
+  arity(Op::SpmvCsr, 4, 4);
+  attrs(Op::SddmmCsr, {},
+        "sampled dense-dense product on A's pattern: out[p] = sum_j a[i, j] b[c, j] for each stored entry p at "
+        "(i, c) of the CSR pattern (row_ptr [n+1], col_idx [nnz]), a [n] or [n, k], b [m] or [m, k] -> [nnz] "
+        "(the values gradient of spmv_csr)");
+  arity(Op::SddmmCsr, 4, 4);
+  attrs(Op::SparseSolve, {{"method", K::str}},
+        "x with A x = b for the square CSR matrix A (row_ptr [n+1], col_idx [nnz], values [nnz]) and b [n] or "
+        "[n, k], by a sparse direct factorization (method: lu (UMFPACK, default) or cholesky (CHOLMOD, A SPD, "
+        "reads the upper triangle, entries (i, c) with c >= i, mirrored)); columns strictly increasing within a row");
+  arity(Op::SparseSolve, 4, 4);
+  attrs(Op::SparseSolveBackward, {{"method", K::str}},
+        "sparse_solve's vector-Jacobian product (the adjoint solve): row_ptr, col_idx, values, x, g = dloss/dx "
+        "-> dloss/dvalues [nnz] (-(A^-T g)[i] x[c] on the pattern), dloss/db = A^-T g");
+  arity(Op::SparseSolveBackward, 5, 5);
+  at(Op::SparseSolveBackward).num_outputs = 2;
 }
 
 std::vector<OpInfo> build_table() {
@@ -219,7 +246,11 @@ std::vector<OpInfo> build_table() {
   arity(Op::FakeQuantize, 3, 3);
   add_linalg_rows(attrs, arity, at);
   add_splat_rows(attrs, arity, at);
-  attrs(Op::AllReduce, {{"reduce", K::str}},
+  add_sparse_rows(attrs, arity, at);
+  // group: which of the compiled graph's communicator groups the node runs over (default 0,
+  // dist::CommunicatorGroups); grad=identity: Megatron's all-reduce after a row-split product,
+  // whose gradient is the output gradient as it is (the replicated loss counts once per group)
+  attrs(Op::AllReduce, {{"reduce", K::str}, {"group", K::i64}, {"grad", K::str}},
         "every rank's x reduced elementwise over the ranks (reduce: sum (default), max, min, prod); "
         "every rank gets the result");
   attrs(Op::AllGather, {{"axis", K::i64}, {"ranks", K::i64, true}},
@@ -259,6 +290,7 @@ std::string_view op_family_name(OpFamily f) {
     case OpFamily::linalg: return "linalg";
     case OpFamily::splat: return "splat";
     case OpFamily::collective: return "collective";
+    case OpFamily::sparse: return "sparse";
   }
   return "?";
 }

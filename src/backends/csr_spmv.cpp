@@ -1,0 +1,116 @@
+// The GPU devices' native CSR SpMV/SpMM (csr_spmv.h).
+#include "backends/csr_spmv.h"
+
+namespace rlx::backends {
+
+Expected<CsrSpmvPlan> plan_csr_spmv(const NodeDesc& n) {
+  if (n.op != Op::SpmvCsr) return error(ErrorCode::unsupported, op_name(n.op), " is not spmv_csr");
+  if (n.attrs.i("transpose", 0) != 0)
+    return error(ErrorCode::unsupported, "transposed spmv_csr (a scatter whose rows collide) has no GPU kernel");
+  if (n.inputs.size() != 4) return error(ErrorCode::unsupported, "spmv_csr takes 4 inputs");
+  for (const TensorType& t : n.inputs)
+    if (!static_sizes(t.shape)) return error(ErrorCode::unsupported, "the CSR kernel needs static shapes");
+  CsrSpmvPlan p;
+  p.index = n.inputs[0].dtype;
+  p.value = n.inputs[2].dtype;
+  if ((p.index != DType::i32 && p.index != DType::i64) || (p.value != DType::f32 && p.value != DType::f64))
+    return error(ErrorCode::unsupported, "the CSR kernel takes f32/f64 values and i32/i64 indices");
+  p.n = n.inputs[0].shape[0].size() - 1;
+  p.nnz = n.inputs[1].shape[0].size();
+  p.m = n.inputs[3].shape[0].size();
+  p.k = n.inputs[3].rank() == 2 ? n.inputs[3].shape[1].size() : 1;
+  p.kernel = cat("rlx_native_spmv_", dtype_name(p.value), "_", dtype_name(p.index));
+  return p;
+}
+
+Claim claim_csr_spmv(const NodeDesc& n, std::string_view device, bool fp64) {
+  auto p = plan_csr_spmv(n);
+  if (!p) return Claim::no(cat(device, ": ", p.status().message()));
+  if (p->value == DType::f64 && !fp64) return Claim::no(cat(device, " has no fp64"));
+  return Claim::yes(cat("CSR ", p->k > 1 ? cat("SpMM k=", p->k) : std::string("SpMV"), " kernel (a work item per row",
+                        p->k > 1 ? " and column" : "", ") ", dtype_name(p->value), "/", dtype_name(p->index), " n=", p->n,
+                        " nnz=", p->nnz));
+}
+
+std::string csr_spmv_opencl_source(bool fp64) {
+  std::string s = R"CL(
+#define RLX_SPMV(NAME, V, I)                                                                          \
+__kernel void NAME(__global const I* rp, __global const I* ci, __global const V* va, __global const V* x, \
+                   __global V* y, __global int* flags, const long n, const long m, const long k,      \
+                   const long nnz) {                                                                  \
+  const long g = (long)get_global_id(0);                                                              \
+  if (g >= n * k) return;                                                                             \
+  const long i = g / k, j = g - i * k;                                                                \
+  long b = (long)rp[i], e = (long)rp[i + 1];                                                          \
+  if (b < 0 || e < b || e > nnz || (i == 0 && b != 0) || (i == n - 1 && e != nnz)) {                 \
+    atomic_or(flags, 2);                                                                              \
+    b = 0;                                                                                            \
+    e = 0;                                                                                            \
+  }                                                                                                   \
+  V s = 0;                                                                                            \
+  for (long p = b; p < e; ++p) {                                                                      \
+    const long c = (long)ci[p];                                                                       \
+    if (c < 0 || c >= m) {                                                                            \
+      atomic_or(flags, 1);                                                                            \
+      continue;                                                                                       \
+    }                                                                                                 \
+    s += va[p] * x[c * k + j];                                                                        \
+  }                                                                                                   \
+  y[g] = s;                                                                                           \
+}
+RLX_SPMV(rlx_native_spmv_f32_i32, float, int)
+RLX_SPMV(rlx_native_spmv_f32_i64, float, long)
+)CL";
+  if (fp64)
+    s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\nRLX_SPMV(rlx_native_spmv_f64_i32, double, int)\n"
+         "RLX_SPMV(rlx_native_spmv_f64_i64, double, long)\n";
+  return s;
+}
+
+std::string csr_spmv_glsl_vulkan_source(const CsrSpmvPlan& p) {
+  const std::string v = p.value == DType::f64 ? "double" : "float", i = p.index == DType::i64 ? "int64_t" : "int";
+  return std::string(R"GLSL(#version 450
+#extension GL_EXT_shader_explicit_arithmetic_types : require
+layout(local_size_x = 64) in;
+)GLSL") + "#define V " + v + "\n#define I " + i + "\n" + R"GLSL(
+layout(std430, binding = 0) readonly buffer RlxRp { I rp[]; };
+layout(std430, binding = 1) readonly buffer RlxCi { I ci[]; };
+layout(std430, binding = 2) readonly buffer RlxVa { V va[]; };
+layout(std430, binding = 3) readonly buffer RlxX { V x[]; };
+layout(std430, binding = 4) writeonly buffer RlxY { V y[]; };
+layout(std430, binding = 5) buffer RlxFlags { int flags[]; };
+layout(push_constant) uniform RlxSpmv { int64_t v[4]; } rlx_p;  // n, m, k, nnz
+void main() {
+  const int64_t n = rlx_p.v[0], m = rlx_p.v[1], k = rlx_p.v[2], nnz = rlx_p.v[3];
+  const int64_t g = int64_t(gl_GlobalInvocationID.x) + int64_t(gl_GlobalInvocationID.y) * int64_t(gl_NumWorkGroups.x) * 64l;
+  if (g >= n * k) return;
+  const int64_t i = g / k, j = g - i * k;
+  int64_t b = int64_t(rp[int(i)]), e = int64_t(rp[int(i + 1)]);
+  if (b < 0l || e < b || e > nnz || (i == 0l && b != 0l) || (i == n - 1l && e != nnz)) {
+    atomicOr(flags[0], 2);
+    b = 0l;
+    e = 0l;
+  }
+  V s = V(0);
+  for (int64_t q = b; q < e; ++q) {
+    const int64_t c = int64_t(ci[int(q)]);
+    if (c < 0l || c >= m) {
+      atomicOr(flags[0], 1);
+      continue;
+    }
+    s += va[int(q)] * x[int(c * k + j)];
+  }
+  y[int(g)] = s;
+}
+)GLSL";
+}
+
+Status csr_spmv_flag_error(int flags, std::string_view name) {
+  if (flags & 2)
+    return error(ErrorCode::invalid_argument, "spmv_csr '", name, "': row_ptr is not monotone from 0 to nnz (checked on "
+                 "the device; the cpu names the row)");
+  return error(ErrorCode::invalid_argument, "spmv_csr '", name, "': a column index is outside x's rows (checked on the "
+               "device; the cpu names the entry)");
+}
+
+}  // namespace rlx::backends

@@ -1,0 +1,38 @@
+// The GPU devices' native CSR SpMV/SpMM (spmv_csr with transpose=0): one work item per output
+// element (row i of A, column j of x) looping over row i's stored entries. The kernel IR has
+// no loop with data-dependent bounds, so this is a native kernel written once in C-family
+// source (OpenCL C here), the way the tiled GEMM is. It checks the index data it reads: a
+// row_ptr that is not monotone from 0 to nnz, or a column outside x's rows, is never followed
+// (the entry is skipped) and sets a flag that the device turns into an error naming the node.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "rlx/device.h"
+
+namespace rlx::backends {
+
+struct CsrSpmvPlan {
+  int64_t n = 0, m = 0, k = 1, nnz = 0;  // A is n x m with nnz entries; x [m, k], y [n, k]
+  DType value = DType::f32, index = DType::i32;
+  std::string kernel;                    // the kernel's name in csr_spmv_opencl_source()
+};
+
+// The plan of an spmv_csr node with transpose=0, static shapes, f32/f64 values and i32/i64
+// indices, or the reason it has none.
+Expected<CsrSpmvPlan> plan_csr_spmv(const NodeDesc& n);
+// A device's claim: the CSR kernel for nodes it plans (f64 only where `fp64`), naming `device`.
+Claim claim_csr_spmv(const NodeDesc& n, std::string_view device, bool fp64);
+
+// OpenCL C source of the four kernels (f32/f64 x i32/i64; the f64 ones when `fp64`):
+//   kernel(rp, ci, va, x, y, flags, n, m, k, nnz), global size n * k.
+// flags[0] gets bit 1 for a column out of range and bit 2 for a bad row_ptr.
+std::string csr_spmv_opencl_source(bool fp64);
+// GLSL (Vulkan dialect) source of the kernel for one plan: bindings rp, ci, va, x, y, flags;
+// push constants int64 n, m, k, nnz; work groups of 64 over a 2D grid numbered x + y * groups_x.
+std::string csr_spmv_glsl_vulkan_source(const CsrSpmvPlan& p);
+// The error for a nonzero flags word of node `name`.
+Status csr_spmv_flag_error(int flags, std::string_view name);
+
+}  // namespace rlx::backends

@@ -1,0 +1,27 @@
+// The CSR ops (the sparse family) have no decomposition into primitives: a row loop whose
+// bounds come from row_ptr's data is not a static loop nest. A device runs them natively or
+// not at all; this rule gives the common-IR path a clear refusal, with no hidden round trip to
+// the host (sparse_solve in particular runs only where SuiteSparse does: cpu, and ref).
+#include "rules.h"
+
+namespace rlx::dispatch {
+namespace {
+
+Status refuse(OpBuilder&, const RuleNode& n, std::vector<ValueId>&) {
+  if (n.op == Op::SparseSolve || n.op == Op::SparseSolveBackward)
+    return error(ErrorCode::illegal, "no sparse direct solver on this device: ", op_name(n.op),
+                 " is a sparse LU/Cholesky factorization (UMFPACK/CHOLMOD on the host) with no decomposition into "
+                 "primitives; it runs natively on cpu and ref");
+  return error(ErrorCode::illegal, "no native CSR kernel on this device: ", op_name(n.op),
+               " loops over rows whose bounds are row_ptr's data, which has no decomposition into primitives; it runs "
+               "natively on cpu and ref, and spmv_csr without transpose on opencl and vulkan");
+}
+
+}  // namespace
+
+void register_sparse_rules(std::vector<OpRules>& t) {
+  for (int i = 0; i < kNumOps; ++i)
+    if (op_info(static_cast<Op>(i)).family == OpFamily::sparse) t[static_cast<size_t>(i)].decompose = refuse;
+}
+
+}  // namespace rlx::dispatch

@@ -1,0 +1,227 @@
+// The host kernels of the sparse graph ops (sparse_kernels.h). Index data comes from tensors
+// at run time, so it is checked here before any access it steers: row_ptr in full (O(n)), and
+// columns inside the SpMV loop itself (spmm_checked_columns, which skips and reports a bad
+// column instead of reading through it) or in a pass before a scatter or a factorization.
+#include <algorithm>
+#include <atomic>
+
+#include "rlx/thread_pool.h"
+#include "sparse/sparse_internal.h"
+#include "sparse/sparse_kernels.h"
+
+namespace rlx::sparse {
+namespace {
+
+int64_t rows_of(const TensorType& t) { return t.shape[0].size(); }
+int64_t cols_of(const TensorType& t) { return t.rank() == 2 ? t.shape[1].size() : 1; }
+
+// row_ptr[0] = 0, non-decreasing, row_ptr[n] = nnz.
+template <class I>
+Status check_row_ptr(Op op, const I* rp, int64_t n, int64_t nnz) {
+  if (rp[0] != 0) return error(ErrorCode::invalid_argument, op_name(op), ": row_ptr[0] is ", rp[0], ", not 0");
+  for (int64_t i = 0; i < n; ++i)
+    if (rp[i + 1] < rp[i])
+      return error(ErrorCode::invalid_argument, op_name(op), ": row_ptr decreases at row ", i, " (row_ptr[", i, "] = ",
+                   rp[i], ", row_ptr[", i + 1, "] = ", rp[i + 1], ")");
+  if (static_cast<int64_t>(rp[n]) != nnz)
+    return error(ErrorCode::invalid_argument, op_name(op), ": row_ptr ends at ", rp[n], " but col_idx has ", nnz, " entries");
+  return Status::ok();
+}
+
+// The first entry whose column is outside [0, cols), as an error (ok when there is none).
+template <class I>
+Status check_columns(Op op, const I* rp, const I* ci, int64_t n, int64_t cols) {
+  for (int64_t i = 0; i < n; ++i)
+    for (I p = rp[i]; p < rp[i + 1]; ++p)
+      if (ci[p] < 0 || static_cast<int64_t>(ci[p]) >= cols)
+        return error(ErrorCode::invalid_argument, op_name(op), ": column ", ci[p], " of entry ", p, " (row ", i,
+                     ") is outside [0, ", cols, ")");
+  return Status::ok();
+}
+
+template <class V, class I>
+Status spmv(Op op, const Attrs& attrs, std::span<const TensorType> t, std::span<const void* const> in, V* y,
+            const TensorType& yt) {
+  const I* rp = static_cast<const I*>(in[0]);
+  const I* ci = static_cast<const I*>(in[1]);
+  const V* va = static_cast<const V*>(in[2]);
+  const V* x = static_cast<const V*>(in[3]);
+  const int64_t n = rows_of(t[0]) - 1, nnz = rows_of(t[1]), k = cols_of(t[3]);
+  RLX_TRY(check_row_ptr(op, rp, n, nnz));
+  if (attrs.i("transpose", 0) == 0) {
+    const detail::CsrView<V, I> a{n, rows_of(t[3]), nnz, rp, ci, va};
+    if (!detail::spmm_checked_columns(a, x, k, y)) return check_columns(op, rp, ci, n, a.cols);
+    return Status::ok();
+  }
+  // y = A^T x: a scatter into y's rows (serial: rows of y collide between rows of A)
+  const int64_t cols = rows_of(yt);
+  RLX_TRY(check_columns(op, rp, ci, n, cols));
+  std::fill(y, y + cols * k, V(0));
+  for (int64_t i = 0; i < n; ++i)
+    for (I p = rp[i]; p < rp[i + 1]; ++p) {
+      const V v = va[p];
+      const V* xi = x + i * k;
+      V* yc = y + static_cast<int64_t>(ci[p]) * k;
+      for (int64_t j = 0; j < k; ++j) yc[j] += v * xi[j];
+    }
+  return Status::ok();
+}
+
+// out[p] = sum_j a[i, j] b[c, j] for the stored entries p = (i, c).
+template <class V, class I>
+Status sddmm(Op op, std::span<const TensorType> t, std::span<const void* const> in, V* out) {
+  const I* rp = static_cast<const I*>(in[0]);
+  const I* ci = static_cast<const I*>(in[1]);
+  const V* a = static_cast<const V*>(in[2]);
+  const V* b = static_cast<const V*>(in[3]);
+  const int64_t n = rows_of(t[0]) - 1, nnz = rows_of(t[1]), k = cols_of(t[2]), m = rows_of(t[3]);
+  RLX_TRY(check_row_ptr(op, rp, n, nnz));
+  RLX_TRY(check_columns(op, rp, ci, n, m));
+  ThreadPool::global().parallel_for(n, std::max<int64_t>(1, 20000 / (k * (nnz / std::max<int64_t>(n, 1) + 1))),
+                                    [&](int64_t r0, int64_t r1) {
+                                      for (int64_t i = r0; i < r1; ++i)
+                                        for (I p = rp[i]; p < rp[i + 1]; ++p) {
+                                          const V* ai = a + i * k;
+                                          const V* bc = b + static_cast<int64_t>(ci[p]) * k;
+                                          V s = 0;
+                                          for (int64_t j = 0; j < k; ++j) s += ai[j] * bc[j];
+                                          out[p] = s;
+                                        }
+                                    });
+  return Status::ok();
+}
+
+template <class V, class I>
+Expected<Csr<V, I>> matrix(Op op, std::span<const TensorType> t, std::span<const void* const> in) {
+  Csr<V, I> a;
+  a.rows = a.cols = rows_of(t[0]) - 1;
+  const int64_t nnz = rows_of(t[1]);
+  const I* rp = static_cast<const I*>(in[0]);
+  RLX_TRY(check_row_ptr(op, rp, a.rows, nnz));
+  a.row_ptr.assign(rp, rp + a.rows + 1);
+  a.col_idx.assign(static_cast<const I*>(in[1]), static_cast<const I*>(in[1]) + nnz);
+  a.values.assign(static_cast<const V*>(in[2]), static_cast<const V*>(in[2]) + nnz);
+  // the factorization validates the rest (columns in range and strictly increasing per row)
+  RLX_TRY(validate(a, cat(op_name(op), ": A")));
+  return a;
+}
+
+DirectMethod method_of(const Attrs& attrs) { return attrs.s("method", "lu") == "cholesky" ? DirectMethod::cholesky : DirectMethod::lu; }
+
+// Column j of a row-major [n, k] buffer, in double.
+template <class V>
+std::vector<double> column(const V* p, int64_t n, int64_t k, int64_t j) {
+  std::vector<double> c(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) c[i] = static_cast<double>(p[i * k + j]);
+  return c;
+}
+
+template <class V, class I>
+Status solve(Op op, const Attrs& attrs, std::span<const TensorType> t, std::span<const void* const> in,
+             std::span<void* const> out) {
+  auto got = matrix<V, I>(op, t, in);
+  if (!got) return got.status();
+  const Csr<V, I>& a = *got;
+  auto f = Factorization::factor(a, method_of(attrs));
+  if (!f) return f.status().with_context(op_name(op));
+  const int64_t n = a.rows;
+  if (op == Op::SparseSolve) {
+    const int64_t k = cols_of(t[3]);
+    V* x = static_cast<V*>(out[0]);
+    for (int64_t j = 0; j < k; ++j) {
+      auto xj = f->solve(column(static_cast<const V*>(in[3]), n, k, j));
+      if (!xj) return xj.status().with_context(op_name(op));
+      for (int64_t i = 0; i < n; ++i) x[i * k + j] = static_cast<V>((*xj)[i]);
+    }
+    return Status::ok();
+  }
+  // sparse_solve_backward: the adjoint solve per column, gradients on the pattern summed over
+  // the columns
+  const int64_t k = cols_of(t[4]);
+  V* gv = static_cast<V*>(out[0]);
+  V* gb = static_cast<V*>(out[1]);
+  std::vector<double> acc(static_cast<size_t>(a.nnz()), 0.0);
+  const bool chol = method_of(attrs) == DirectMethod::cholesky;
+  for (int64_t j = 0; j < k; ++j) {
+    const std::vector<double> xj = column(static_cast<const V*>(in[3]), n, k, j);
+    auto g = solve_gradients(a, *f, xj, column(static_cast<const V*>(in[4]), n, k, j));
+    if (!g) return g.status().with_context(op_name(op));
+    for (int64_t i = 0; i < n; ++i) {
+      gb[i * k + j] = static_cast<V>(g->b[i]);
+      for (I p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+        const int64_t c = a.col_idx[p];
+        // CHOLMOD gets the CSR arrays as columns (A^T) and reads that matrix's lower triangle:
+        // A's upper triangle, mirrored. An entry above the diagonal stands for both (i, c)
+        // and (c, i); one below it is never read
+        if (!chol || c == i) acc[p] += g->values[p];
+        else if (c > i) acc[p] += g->values[p] - g->b[c] * xj[i];
+      }
+    }
+  }
+  for (int64_t p = 0; p < a.nnz(); ++p) gv[p] = static_cast<V>(acc[p]);
+  return Status::ok();
+}
+
+template <class V, class I>
+Status run_typed(Op op, const Attrs& attrs, std::span<const TensorType> t, std::span<const void* const> in,
+                 std::span<const TensorType> out_types, std::span<void* const> out) {
+  switch (op) {
+    case Op::SpmvCsr: return spmv<V, I>(op, attrs, t, in, static_cast<V*>(out[0]), out_types[0]);
+    case Op::SddmmCsr: return sddmm<V, I>(op, t, in, static_cast<V*>(out[0]));
+    case Op::SparseSolve:
+    case Op::SparseSolveBackward: return solve<V, I>(op, attrs, t, in, out);
+    default: break;
+  }
+  return error(ErrorCode::internal, op_name(op), " is not a sparse op");
+}
+
+// The float dtype of the node: values (or the dense operand of sddmm_csr).
+DType value_dtype(Op, std::span<const TensorType> t) { return t[2].dtype; }
+
+}  // namespace
+
+Claim claim_sparse(const NodeDesc& n) {
+  if (op_info(n.op).family != OpFamily::sparse) return Claim::no(cat(op_name(n.op), " is not a sparse op"));
+  if (n.inputs.size() < 4) return Claim::no(cat(op_name(n.op), " needs its CSR inputs"));
+  for (const TensorType& t : n.inputs)
+    if (!static_sizes(t.shape)) return Claim::no("the sparse kernels need static shapes");
+  const DType vt = value_dtype(n.op, n.inputs), it = n.inputs[0].dtype;
+  if ((vt != DType::f32 && vt != DType::f64) || (it != DType::i32 && it != DType::i64))
+    return Claim::no(cat("the sparse kernels take f32/f64 values and i32/i64 indices, got ", dtype_name(vt), " and ",
+                         dtype_name(it)));
+  const int64_t rows = rows_of(n.inputs[0]) - 1, nnz = rows_of(n.inputs[1]);
+  const std::string sizes = cat(dtype_name(vt), "/", dtype_name(it), " n=", rows, " nnz=", nnz);
+  switch (n.op) {
+    case Op::SpmvCsr: {
+      const int64_t k = cols_of(n.inputs[3]);
+      if (n.attrs.i("transpose", 0)) return Claim::yes(cat("host CSR transposed ", k > 1 ? "SpMM" : "SpMV", " (scatter) ", sizes));
+      return Claim::yes(cat("host CSR ", k > 1 ? cat("SpMM k=", k) : std::string("SpMV"), " (thread pool) ", sizes));
+    }
+    case Op::SddmmCsr: return Claim::yes(cat("host CSR SDDMM (thread pool) ", sizes));
+    case Op::SparseSolve:
+    case Op::SparseSolveBackward: {
+      const bool chol = n.attrs.s("method", "lu") == "cholesky";
+      return Claim::yes(cat(chol ? "CHOLMOD Cholesky " : "UMFPACK LU ", n.op == Op::SparseSolveBackward ? "adjoint solve " : "",
+                            sizes));
+    }
+    default: break;
+  }
+  return Claim::no(cat(op_name(n.op), " has no host kernel"));
+}
+
+Status run_sparse(Op op, const Attrs& attrs, std::span<const TensorType> in_types, std::span<const void* const> in,
+                  std::span<const TensorType> out_types, std::span<void* const> out) {
+  if (in_types.size() < 4 || in.size() != in_types.size() || out.size() != out_types.size() || out.empty())
+    return error(ErrorCode::internal, op_name(op), ": inputs or outputs do not match their types");
+  for (const TensorType& t : in_types)
+    if (!static_sizes(t.shape)) return error(ErrorCode::shape_error, op_name(op), ": the sparse kernels need static shapes");
+  const DType vt = value_dtype(op, in_types), it = in_types[0].dtype;
+  if (vt == DType::f64 && it == DType::i32) return run_typed<double, int32_t>(op, attrs, in_types, in, out_types, out);
+  if (vt == DType::f64 && it == DType::i64) return run_typed<double, int64_t>(op, attrs, in_types, in, out_types, out);
+  if (vt == DType::f32 && it == DType::i32) return run_typed<float, int32_t>(op, attrs, in_types, in, out_types, out);
+  if (vt == DType::f32 && it == DType::i64) return run_typed<float, int64_t>(op, attrs, in_types, in, out_types, out);
+  return error(ErrorCode::dtype_error, op_name(op), ": the sparse kernels take f32/f64 values and i32/i64 indices, got ",
+               dtype_name(vt), " and ", dtype_name(it));
+}
+
+}  // namespace rlx::sparse

@@ -1,0 +1,321 @@
+// The CSR graph ops (spmv_csr, sddmm_csr, sparse_solve, sparse_solve_backward): results on the
+// cpu (thread-pooled kernel, SuiteSparse) and the reference (plain loops, dense LU) against the
+// C++ API on random matrices, gradients against the closed forms of the API's adjoint, index
+// data errors that name the op, type-rule errors, and the dispatch on other devices. The
+// finite-difference checks of the gradient rules are in tests/train/vjp_test.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "rlx/compile.h"
+#include "rlx/dispatch.h"
+#include "rlx/op_builder.h"
+#include "rlx/sparse.h"
+#include "train/autodiff.h"
+
+namespace rlx::sparse {
+namespace {
+
+uint64_t fresh_seed() { return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}(); }
+
+template <class V, class I>
+Csr<V, I> random_sparse(std::mt19937_64& rng, int64_t rows, int64_t cols, double density, double diag = 0) {
+  Coo<V, I> coo;
+  coo.rows = rows;
+  coo.cols = cols;
+  std::uniform_real_distribution<double> u(-1, 1), p(0, 1);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      if ((i == j && diag != 0) || p(rng) < density) {
+        coo.row.push_back(static_cast<I>(i));
+        coo.col.push_back(static_cast<I>(j));
+        coo.val.push_back(static_cast<V>(u(rng) + (i == j ? diag : 0)));
+      }
+  return *to_csr(coo);
+}
+
+std::vector<double> random_vector(std::mt19937_64& rng, int64_t n) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) x = u(rng);
+  return v;
+}
+
+template <class T>
+std::vector<double> as_double(const std::vector<T>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+template <class I>
+constexpr DType index_dtype() {
+  return sizeof(I) == 4 ? DType::i32 : DType::i64;
+}
+template <class V>
+constexpr DType value_dtype() {
+  return sizeof(V) == 4 ? DType::f32 : DType::f64;
+}
+
+// The three CSR arrays of `a` as graph inputs and as tensors.
+template <class V, class I>
+struct CsrInputs {
+  ValueId rp, ci, va;
+  std::vector<Tensor> tensors;
+};
+template <class V, class I>
+CsrInputs<V, I> add_csr(Graph& g, const Csr<V, I>& a) {
+  const DType it = index_dtype<I>(), vt = value_dtype<V>();
+  CsrInputs<V, I> r;
+  r.rp = g.add_input("row_ptr", TensorType{it, {a.rows + 1}});
+  r.ci = g.add_input("col_idx", TensorType{it, {a.nnz()}});
+  r.va = g.add_input("values", TensorType{vt, {a.nnz()}});
+  r.tensors = {Tensor::from_f64(it, {a.rows + 1}, as_double(a.row_ptr)), Tensor::from_f64(it, {a.nnz()}, as_double(a.col_idx)),
+               Tensor::from_f64(vt, {a.nnz()}, as_double(a.values))};
+  return r;
+}
+
+// y = A x through the graph op on `device`, against the API's spmm, for one (V, I).
+template <class V, class I>
+void check_spmv(const char* device, int64_t k) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(cat(device, " ", dtype_name(value_dtype<V>()), "/", dtype_name(index_dtype<I>()), " k=", k, " seed ", seed));
+  std::mt19937_64 rng(seed);
+  // enough nonzeros (about 36000) for the threaded path on the cpu
+  const int64_t m = 3000, n = 1200;
+  Csr<V, I> a = random_sparse<V, I>(rng, m, n, 0.01);
+  std::vector<double> xd = random_vector(rng, n * k);
+  Graph g;
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  CsrInputs<V, I> c = add_csr(g, a);
+  ValueId x = g.add_input("x", TensorType{value_dtype<V>(), k == 1 ? Shape{n} : Shape{n, k}});
+  g.outputs = {spmv(o, c.rp, c.ci, c.va, x)};
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  auto rep = explain(g, device, DispatchPolicy{});
+  ASSERT_TRUE(rep.has_value()) << rep.status().to_string();
+  ASSERT_TRUE(rep->ok()) << rep->to_text();
+  for (const NodeDecision& d : rep->nodes)
+    if (d.op == Op::SpmvCsr) EXPECT_EQ(d.path, DispatchPath::native) << d.how;
+  auto model = Model::compile(g, {.device = device});
+  ASSERT_TRUE(model.has_value()) << model.status().to_string();
+  std::vector<Tensor> in = c.tensors;
+  in.push_back(Tensor::from_f64(value_dtype<V>(), k == 1 ? Sizes{n} : Sizes{n, k}, xd));
+  auto out = (*model)->run(in);
+  ASSERT_TRUE(out.has_value()) << out.status().to_string();
+  std::vector<V> xv(xd.begin(), xd.end()), want(static_cast<size_t>(m * k));
+  ASSERT_TRUE(spmm(a, xv.data(), k, want.data()).is_ok());
+  const double tol = sizeof(V) == 4 ? 2e-5 : 1e-12;
+  int64_t nonzero = 0;
+  for (int64_t i = 0; i < m * k; ++i) {
+    ASSERT_NEAR((*out)[0].get_f64(i), static_cast<double>(want[i]), tol * (1 + std::abs(double(want[i])))) << "y " << i;
+    nonzero += want[i] != V(0);
+  }
+  EXPECT_GT(nonzero, m * k / 2) << "the test matrix should give mostly nonzero products";
+}
+
+TEST(GraphSparse, SpmvAndSpmmMatchTheApiKernelAllTypes) {
+  for (const char* dev : {"cpu", "ref"})
+    for (int64_t k : {1, 3}) {
+      check_spmv<double, int32_t>(dev, k);
+      check_spmv<double, int64_t>(dev, k);
+      check_spmv<float, int32_t>(dev, k);
+      check_spmv<float, int64_t>(dev, k);
+    }
+}
+
+// spmv() and its autodiff gradients against the closed forms: d/dvalues[p] = sum_c r[row_p, c]
+// x[col_p, c], d/dx = A^T r.
+TEST(GraphSparse, SpmvGradientsMatchClosedForms) {
+  for (const char* dev : {"cpu", "ref"}) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(cat(dev, " seed ", seed));
+    std::mt19937_64 rng(seed);
+    const int64_t m = 40, n = 30, k = 2;
+    Csr<double, int64_t> a = random_sparse<double, int64_t>(rng, m, n, 0.15);
+    const int64_t nnz = a.nnz();
+    std::vector<double> x = random_vector(rng, n * k), r = random_vector(rng, m * k);
+    Graph g;
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    CsrInputs<double, int64_t> c = add_csr(g, a);
+    ValueId xv = g.add_input("x", TensorType{DType::f64, {n, k}});
+    ValueId y = spmv(o, c.rp, c.ci, c.va, xv);
+    ValueId loss = o.reduce_sum(o.mul(y, o.constant(Tensor::from_f64(DType::f64, {m, k}, r))), {}, false);
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    std::vector<ValueId> wrt{c.va, xv};
+    auto grads = train::gradients(g, loss, wrt);
+    ASSERT_TRUE(grads.has_value()) << grads.status().to_string();
+    g.outputs = {y, (*grads)[0], (*grads)[1]};
+    auto model = Model::compile(g, {.device = dev});
+    ASSERT_TRUE(model.has_value()) << model.status().to_string();
+    std::vector<Tensor> in = c.tensors;
+    in.push_back(Tensor::from_f64(DType::f64, {n, k}, x));
+    auto out = (*model)->run(in);
+    ASSERT_TRUE(out.has_value()) << out.status().to_string();
+    std::vector<double> want(static_cast<size_t>(m * k));
+    ASSERT_TRUE(spmm(a, x.data(), k, want.data()).is_ok());
+    for (int64_t i = 0; i < m * k; ++i) ASSERT_NEAR((*out)[0].get_f64(i), want[i], 1e-12) << "y " << i;
+    std::vector<int64_t> ri = row_indices(a);
+    for (int64_t p = 0; p < nnz; ++p) {
+      double gv = 0;
+      for (int64_t j = 0; j < k; ++j) gv += r[ri[p] * k + j] * x[a.col_idx[p] * k + j];
+      ASSERT_NEAR((*out)[1].get_f64(p), gv, 1e-12) << "d/dvalues " << p;
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      std::vector<double> rc(static_cast<size_t>(m)), gx(static_cast<size_t>(n));
+      for (int64_t i = 0; i < m; ++i) rc[i] = r[i * k + j];
+      ASSERT_TRUE(spmv_transposed(a, rc.data(), m, gx.data(), n).is_ok());
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR((*out)[2].get_f64(i * k + j), gx[i], 1e-12) << "d/dx " << i;
+    }
+  }
+}
+
+// sparse_solve on a 2D Poisson matrix (3600 unknowns) against the API's factorization, and its
+// gradients against solve_gradients (LU: exactly the API's adjoint; Cholesky: the op reads the
+// upper triangle, so an entry above the diagonal also carries its mirror's gradient).
+TEST(GraphSparse, SparseSolveMatchesApiAndAdjoint) {
+  for (DirectMethod method : {DirectMethod::lu, DirectMethod::cholesky}) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE(cat(method == DirectMethod::lu ? "lu" : "cholesky", " seed ", seed));
+    std::mt19937_64 rng(seed);
+    Csr<double, int32_t> a = poisson_2d<double, int32_t>(60);
+    const int64_t n = a.rows, k = 2;
+    std::vector<double> b = random_vector(rng, n * k), r = random_vector(rng, n * k);
+    Graph g;
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    CsrInputs<double, int32_t> c = add_csr(g, a);
+    ValueId bv = g.add_input("b", TensorType{DType::f64, {n, k}});
+    ValueId x = sparse_solve(o, c.rp, c.ci, c.va, bv, method);
+    ValueId loss = o.reduce_sum(o.mul(x, o.constant(Tensor::from_f64(DType::f64, {n, k}, r))), {}, false);
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    std::vector<ValueId> wrt{c.va, bv};
+    auto grads = train::gradients(g, loss, wrt);
+    ASSERT_TRUE(grads.has_value()) << grads.status().to_string();
+    g.outputs = {x, (*grads)[0], (*grads)[1]};
+    auto model = Model::compile(g, {.device = "cpu"});
+    ASSERT_TRUE(model.has_value()) << model.status().to_string();
+    std::vector<Tensor> in = c.tensors;
+    in.push_back(Tensor::from_f64(DType::f64, {n, k}, b));
+    auto out = (*model)->run(in);
+    ASSERT_TRUE(out.has_value()) << out.status().to_string();
+    auto f = Factorization::factor(a, method);
+    ASSERT_TRUE(f.has_value()) << f.status().to_string();
+    std::vector<double> gvals(static_cast<size_t>(a.nnz()), 0.0);
+    std::vector<int32_t> ri = row_indices(a);
+    for (int64_t j = 0; j < k; ++j) {
+      std::vector<double> bj(static_cast<size_t>(n)), rj(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) bj[i] = b[i * k + j], rj[i] = r[i * k + j];
+      std::vector<double> xj = *f->solve(bj);
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR((*out)[0].get_f64(i * k + j), xj[i], 1e-10) << "x " << i;
+      auto sg = solve_gradients(a, *f, xj, rj);
+      ASSERT_TRUE(sg.has_value()) << sg.status().to_string();
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR((*out)[2].get_f64(i * k + j), sg->b[i], 1e-10) << "d/db " << i;
+      for (int64_t p = 0; p < a.nnz(); ++p) {
+        const int64_t row = ri[p], col = a.col_idx[p];
+        if (method == DirectMethod::lu || col == row) gvals[p] += sg->values[p];
+        else if (col > row) gvals[p] += sg->values[p] - sg->b[col] * xj[row];
+      }
+    }
+    for (int64_t p = 0; p < a.nnz(); ++p) ASSERT_NEAR((*out)[1].get_f64(p), gvals[p], 1e-10) << "d/dvalues " << p;
+  }
+}
+
+// Bad index data: an error naming the op and the entry, on the cpu and the reference, for
+// SpMV (checked in the kernel) and the solve.
+TEST(GraphSparse, BadIndexDataIsAnErrorNamingTheOp) {
+  for (Op op : {Op::SpmvCsr, Op::SparseSolve})
+    for (const char* dev : {"cpu", "ref"}) {
+      SCOPED_TRACE(cat(op_name(op), " on ", dev));
+      Graph g;
+      GraphBuilder gb(g);
+      OpBuilder o(gb);
+      ValueId rp = g.add_input("row_ptr", TensorType{DType::i32, {4}});
+      ValueId ci = g.add_input("col_idx", TensorType{DType::i32, {5}});
+      ValueId va = g.add_input("values", TensorType{DType::f64, {5}});
+      ValueId x = g.add_input("x", TensorType{DType::f64, {3}});
+      g.outputs = {o.op(op, {rp, ci, va, x})};
+      ASSERT_TRUE(o.ok()) << o.status().to_string();
+      auto model = Model::compile(g, {.device = dev});
+      ASSERT_TRUE(model.has_value()) << model.status().to_string();
+      auto run = [&](std::vector<double> rpv, std::vector<double> civ) {
+        std::vector<Tensor> in{Tensor::from_f64(DType::i32, {4}, rpv), Tensor::from_f64(DType::i32, {5}, civ),
+                               Tensor::from_f64(DType::f64, {5}, std::vector<double>{4, 1, 5, -1, 6}),
+                               Tensor::from_f64(DType::f64, {3}, std::vector<double>{1, 2, 3})};
+        return (*model)->run(in);
+      };
+      auto good = run({0, 2, 3, 5}, {0, 1, 1, 0, 2});
+      ASSERT_TRUE(good.has_value()) << good.status().to_string();
+      EXPECT_NE((*good)[0].get_f64(0), 0.0);
+      const std::vector<std::tuple<std::vector<double>, std::vector<double>, std::string>> bad = {
+          {{0, 2, 3, 5}, {0, 1, 7, 0, 2}, "column 7 of entry 2"},
+          {{0, 2, 3, 5}, {0, 1, -1, 0, 2}, "column -1 of entry 2"},
+          {{0, 3, 2, 5}, {0, 1, 1, 0, 2}, "row_ptr decreases at row 1"},
+          {{0, 2, 3, 9}, {0, 1, 1, 0, 2}, "row_ptr ends at 9"},
+          {{1, 2, 3, 5}, {0, 1, 1, 0, 2}, "row_ptr[0] is 1"},
+      };
+      for (const auto& [rpv, civ, what] : bad) {
+        auto r = run(rpv, civ);
+        ASSERT_FALSE(r.has_value()) << what;
+        const std::string msg = r.status().to_string();
+        EXPECT_NE(msg.find(std::string(op_name(op))), std::string::npos) << msg;
+        EXPECT_NE(msg.find(what), std::string::npos) << msg;
+      }
+    }
+}
+
+TEST(GraphSparse, TypeRulesCheckDtypesAndShapes) {
+  auto build = [](TensorType rp, TensorType ci, TensorType va, TensorType x, Op op, Attrs attrs = {}) {
+    Graph g;
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    ValueId a = g.add_input("row_ptr", rp), b = g.add_input("col_idx", ci), c = g.add_input("values", va),
+            d = g.add_input("x", x);
+    o.op(op, {a, b, c, d}, std::move(attrs));
+    return o.ok() ? std::string() : o.status().to_string();
+  };
+  const TensorType rp{DType::i32, {5}}, ci{DType::i32, {7}}, va{DType::f64, {7}}, x{DType::f64, {6}};
+  EXPECT_EQ(build(rp, ci, va, x, Op::SpmvCsr), "");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {build(TensorType{DType::f32, {5}}, ci, va, x, Op::SpmvCsr), "row_ptr (input 0) must be i32 or i64"},
+      {build(rp, TensorType{DType::i64, {7}}, va, x, Op::SpmvCsr), "col_idx (input 1) must have row_ptr's dtype"},
+      {build(rp, ci, TensorType{DType::f64, {6}}, x, Op::SpmvCsr), "values (input 2) must be [nnz]"},
+      {build(rp, ci, va, TensorType{DType::f32, {6}}, Op::SpmvCsr), "dtype"},
+      {build(rp, ci, va, x, Op::SpmvCsr, Attrs{{"transpose", int64_t{1}}}), "needs the attribute cols"},
+      {build(rp, ci, va, x, Op::SparseSolve), "b (input 3) must have 4 rows"},
+      {build(rp, ci, va, TensorType{DType::f64, {4}}, Op::SparseSolve, Attrs{{"method", std::string("qr")}}),
+       "method must be"},
+      {build(TensorType{DType::i32, {2, 3}}, ci, va, x, Op::SpmvCsr), "static [n+1] vector"},
+  };
+  for (const auto& [msg, want] : cases) EXPECT_NE(msg.find(want), std::string::npos) << "got: " << msg << "\nwant: " << want;
+}
+
+// Devices without CSR kernels report the nodes illegal with the reason; sparse_solve is never
+// run through a hidden copy to the host.
+TEST(GraphSparse, OtherDevicesRefuseWithTheReason) {
+  Graph g;
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  ValueId rp = g.add_input("row_ptr", TensorType{DType::i32, {5}});
+  ValueId ci = g.add_input("col_idx", TensorType{DType::i32, {7}});
+  ValueId va = g.add_input("values", TensorType{DType::f32, {7}});
+  ValueId b = g.add_input("b", TensorType{DType::f32, {4}});
+  g.outputs = {sparse_solve(o, rp, ci, va, b)};
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  int checked = 0;
+  for (const char* dev : {"null", "opencl", "vulkan", "opengl"}) {
+    auto rep = explain(g, dev, DispatchPolicy{});
+    if (!rep.has_value()) {
+      std::printf("sparse_solve dispatch on %s not checked: %s\n", dev, rep.status().to_string().c_str());
+      continue;
+    }
+    EXPECT_FALSE(rep->ok()) << dev;
+    const std::string err = rep->illegal_error().to_string();
+    EXPECT_NE(err.find("no sparse direct solver on this device"), std::string::npos) << dev << ": " << err;
+    ++checked;
+  }
+  EXPECT_GE(checked, 1) << "no device other than cpu/ref could be asked";
+}
+
+}  // namespace
+}  // namespace rlx::sparse
