@@ -263,6 +263,13 @@ std::string Renderer::cast_expr(const std::string& v, DType from, DType to) {
   if (to == DType::boolean) return "((" + v + ") != " + zero(from) + ")";
   // GLSL converts a bool by selecting
   if (glsl() && from == DType::boolean) return "((" + v + ") ? " + ct(to) + "(1) : " + ct(to) + "(0))";
+  // f16 and bf16 values are computed in float registers, so a cast to them must round here:
+  // otherwise cast(cast(x, bf16), f32) fused into one kernel would leave x unchanged (mixed
+  // precision relies on it, passes/autocast.h). Stores round again, which changes nothing.
+  if (to == DType::f16 || to == DType::bf16) {
+    const std::string n = to == DType::f16 ? "f16" : "bf16";
+    return "rlx_" + n + "_to_f32(rlx_f32_to_" + n + "(" + conv("float", v) + "))";
+  }
   if (is_float(to)) return conv(ct(to), v);
   // to an integer type
   if (is_float(from)) {

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "entry.h"
+#include "precision.h"
 #include "dist/pipeline.h"
 #include "models/bert.h"
 #include "rlx/npy.h"
@@ -44,6 +45,7 @@ Expected<EmbedResult> embed_texts(const std::string& dir, const std::vector<std:
     if (!pipeline) tp = {comm->rank(), comm->size()};
   }
   RLX_ASSIGN_OR_RETURN(models::BertModel m, models::load_bert_folder(dir, models::BertOutput::sentence_embedding, tp));
+  RLX_TRY(apply_precision(m.graph, options.precision).status());
   const int64_t max_len = options.max_length < 0 ? m.config.max_positions : options.max_length;
   if (max_len < 2 || max_len > m.config.max_positions)
     return error(ErrorCode::invalid_argument, "--max-length must be in [2, ", m.config.max_positions, "]");
@@ -89,7 +91,7 @@ Expected<EmbedResult> embed_texts(const std::string& dir, const std::vector<std:
 }
 
 int cmd_embed(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {"quiet"}, {"device", "policy", "batch", "out", "max-length", "tp", "pp", "micro-batches"});
+  auto args = parse_args(argc, argv, 2, {"quiet"}, {"device", "policy", "batch", "out", "max-length", "tp", "pp", "micro-batches", "precision"});
   if (!args) return report_error(args.status());
   if (args->positional.size() < 2)
     return report_error(error(ErrorCode::invalid_argument, "usage: rlx embed MODEL_DIR TEXT..."));
@@ -105,6 +107,7 @@ int cmd_embed(int argc, char** argv) {
   eo.tp = std::atoi(args->get("tp").value_or("1").c_str());
   eo.pp = std::atoi(args->get("pp").value_or("1").c_str());
   eo.micro_batches = std::atoi(args->get("micro-batches").value_or("1").c_str());
+  eo.precision = args->get("precision").value_or("f32");
   auto r = embed_texts(dir, texts, eo);
   if (!r) return report_error(r.status());
   if (r->rank != 0) return kOk;  // rank 0 prints for the tensor-parallel group

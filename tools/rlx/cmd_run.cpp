@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "precision.h"
 #include "models/qwen3.h"
 #include "rlx/model_io.h"
 #include "rlx/npy.h"
@@ -128,7 +129,7 @@ int run_onnx(const Args& a) {
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {}, {"device", "policy", "dims", "input", "inputs", "out", "seed"});
+  auto args = parse_args(argc, argv, 2, {}, {"device", "policy", "dims", "input", "inputs", "out", "seed", "precision"});
   if (!args) return report_error(args.status());
   if (args->positional.size() == 1 && ends_with(args->positional[0], ".onnx") &&
       (args->get("inputs") || !args->all("input").empty()))
@@ -137,6 +138,8 @@ int cmd_run(int argc, char** argv) {
   if (!l) return report_error(l.status());
   Graph& g = l->model.graph;
   int synthesized = synthesize_missing_weights(g, 7);
+  auto narrowed = apply_precision(g, args->get("precision"));  // after the weights exist, so they fold
+  if (!narrowed) return report_error(narrowed.status());
   // inputs: given by name as .npy, the rest synthesized
   std::map<std::string, Tensor> given;
   for (const std::string& spec : args->all("input")) {
@@ -187,6 +190,8 @@ int cmd_run(int argc, char** argv) {
   const DispatchReport& rep = (*var)->report;
   std::printf("model:    %s (%s)\ndevice:   %s\n", args->positional[0].c_str(), l->model.format.c_str(), l->device.c_str());
   if (synthesized) std::printf("weights:  %d without data in the file, filled with seeded random values\n", synthesized);
+  if (*narrowed) std::printf("precision: %s (%d matrix products / convolutions narrowed, the rest f32)\n",
+                             args->get("precision")->c_str(), *narrowed);
   std::printf("dispatch: %s\n", rep.summary().c_str());
   for (const NodeDecision& d : rep.nodes)
     std::printf("  %-24s %-12s %-10s %s\n", d.name.c_str(), std::string(op_name(d.op)).c_str(),
@@ -210,7 +215,7 @@ int cmd_run(int argc, char** argv) {
 }
 
 int cmd_bench(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {}, {"device", "policy", "dims", "batch", "seq", "runs", "warmup", "format"});
+  auto args = parse_args(argc, argv, 2, {}, {"device", "policy", "dims", "batch", "seq", "runs", "warmup", "format", "precision"});
   if (!args) return report_error(args.status());
   auto l = load_common(*args);
   if (!l) return report_error(l.status());
@@ -226,6 +231,7 @@ int cmd_bench(int argc, char** argv) {
     return report_error(error(ErrorCode::invalid_argument, "--format must be md, json or csv"));
   Graph& g = l->model.graph;
   synthesize_missing_weights(g, 7);
+  if (auto narrowed = apply_precision(g, args->get("precision")); !narrowed) return report_error(narrowed.status());
   auto model = Model::compile(g, {.device = l->device, .policy = l->policy, .dims = l->dims});
   if (!model) return report_error(model.status());
   nlohmann::json records = nlohmann::json::array();

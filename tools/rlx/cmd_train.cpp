@@ -17,6 +17,7 @@
 #include "dist/pipeline.h"
 #include "train/pipeline_trainer.h"
 #include "train/trainer.h"
+#include "train/amp.h"
 
 namespace rlx::cli {
 namespace {
@@ -80,7 +81,7 @@ Expected<Options> parse(int argc, char** argv, int first) {
                                            "schedule", "step-epochs", "gamma", "warmup-steps", "data", "json", "save",
                                            "seed", "device", "eval-batch", "train-size", "test-size", "export-data",
                                            "beta1", "beta2", "eps", "dp", "pp", "micro-batches", "pp-schedule",
-                                           "bucket-kb", "tp", "qat", "init"}));
+                                           "bucket-kb", "tp", "qat", "init", "precision"}));
   if (a.positional.size() != 1 || a.positional[0] != "mnist")
     return error(ErrorCode::invalid_argument, "expected `rlx train mnist ...` (the one dataset rlx trains on today)");
   Options o;
@@ -133,6 +134,10 @@ Expected<Options> parse(int argc, char** argv, int first) {
   o.schedule = a.get("pp-schedule").value_or("1f1b");
   RLX_TRY(parse_pipeline_schedule(o.schedule).status());
   o.qat = a.get("qat").value_or("");
+  o.precision = a.get("precision").value_or("f32");
+  RLX_TRY(passes::parse_precision(o.precision).status().with_context("--precision"));
+  if (o.precision != "f32" && (o.dp > 1 || o.pp > 1 || !o.qat.empty()))
+    return error(ErrorCode::invalid_argument, "--precision ", o.precision, " with --dp, --pp or --qat is not supported yet");
   o.init = a.get("init").value_or("");
   if (!o.qat.empty() && o.qat != "int8")
     return error(ErrorCode::invalid_argument, "--qat supports int8 (the int8 targets' quantization), got '", o.qat, "'");
@@ -290,12 +295,25 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   auto trainer = Trainer::create(*model, cfg);
   if (!trainer) return trainer.status();
   Trainer& t = **trainer;  // with --pp: evaluates and saves the parameters the stages gather
+  // --precision f16|bf16: the mixed-precision trainer steps, evaluates and holds the parameters
+  std::unique_ptr<AmpTrainer> amp;
+  if (o.precision != "f32") {
+    RLX_ASSIGN_OR_RETURN(passes::Precision prec, passes::parse_precision(o.precision));
+    RLX_ASSIGN_OR_RETURN(amp, AmpTrainer::create(*model, cfg, {.precision = prec}));
+    if (!o.quiet)
+      std::printf("precision: %s (matmul/conv operands %s, f32 accumulation, f32 master weights%s)\n", o.precision.c_str(),
+                  o.precision.c_str(), amp->scaling() ? ", dynamic loss scaling" : "");
+  }
+  auto amp_step = [&](const Tensor& x, const Tensor& y, double lr) -> Expected<float> {
+    RLX_ASSIGN_OR_RETURN(AmpStepResult r, amp->step(x, y, lr));
+    return r.loss;
+  };
   std::unique_ptr<PipelineTrainer> pipe;
   if (o.pp > 1) {
     RLX_ASSIGN_OR_RETURN(PipelineSchedule sched, parse_pipeline_schedule(o.schedule));
     RLX_ASSIGN_OR_RETURN(pipe, PipelineTrainer::create(*model, cfg, comm, {o.micro_batches, sched, dp_group}));
   }
-  auto steps_done = [&] { return pipe ? pipe->steps_done() : t.steps_done(); };
+  auto steps_done = [&] { return pipe ? pipe->steps_done() : amp ? amp->steps_done() : t.steps_done(); };
   auto gather_parameters = [&]() -> Status {
     if (!pipe) return Status::ok();
     RLX_ASSIGN_OR_RETURN(auto all, pipe->all_parameters());
@@ -368,7 +386,9 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
         x = Tensor(DType::f32, xs, x.storage(), x.byte_offset() + static_cast<size_t>(begin) * example);
         y = Tensor(DType::i32, {b}, y.storage(), y.byte_offset() + static_cast<size_t>(begin) * 4);
       }
-      auto loss = pipe ? pipe->step(x, y, o.sched.at(steps_done())) : t.step(x, y, o.sched.at(steps_done()));
+      auto loss = pipe ? pipe->step(x, y, o.sched.at(steps_done()))
+                  : amp  ? amp_step(x, y, o.sched.at(steps_done()))
+                         : t.step(x, y, o.sched.at(steps_done()));
       if (!loss) {
         progress.end_line();
         return loss.status();
@@ -386,7 +406,8 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
     if (!std::isfinite(loss_sum))
       return error(ErrorCode::runtime_error, "the loss diverged (not finite) in epoch ", epoch, "; try a smaller --lr");
     RLX_TRY(gather_parameters());
-    auto ev = t.evaluate(test_images, data.test.labels, o.eval_batch);
+    auto ev = amp ? amp->evaluate(test_images, data.test.labels, o.eval_batch)
+                  : t.evaluate(test_images, data.test.labels, o.eval_batch);
     if (!ev) return ev.status();
     last_eval = *ev;
     const double ips = static_cast<double>(images) / seconds;
@@ -414,7 +435,8 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
                                             {"optimizer", std::string(optimizer_name(o.opt.kind))},
                                             {"test_accuracy", std::to_string(last_eval.accuracy())},
                                             {"layout", "linear weights [in, out] (y = x W + b); conv weights [out, in, kh, kw]"}};
-    auto tensors = t.named_parameters();
+    auto tensors = amp ? amp->named_parameters() : t.named_parameters();
+    if (amp) meta["precision"] = o.precision;
     if (cfg.qat.enabled) {
       // the sites' scales and zero points: `rlx codegen` quantizes with them instead of calibrating
       meta["qat"] = o.qat;

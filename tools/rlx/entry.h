@@ -29,6 +29,7 @@ struct EmbedOptions {
   int tp = 1;               // tensor-parallel ranks (a job started with mpirun -np tp)
   int pp = 1;               // pipeline stages (mpirun -np pp, or tp * pp with --tp)
   int micro_batches = 1;    // per run, with pp
+  std::string precision = "f32";  // f32 | f16 | bf16: the autocast policy (src/passes/autocast.h)
 };
 
 struct EmbedResult {
@@ -110,6 +111,7 @@ struct TrainOptions {
   std::string schedule = "1f1b";  // --pp-schedule
   std::string qat;  // --qat int8: quantization-aware training (train/qat.h); empty: f32
   std::string init;  // --init FILE.safetensors: start from these parameters (fine-tuning)
+  std::string precision = "f32";  // --precision f16|bf16: mixed precision (train/amp.h)
 };
 
 // Parses the arguments of `rlx train` (after the verb: "mnist", "--arch", "mlp", ...) into

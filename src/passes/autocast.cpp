@@ -1,0 +1,188 @@
+// The autocast pass (policy and forms: autocast.h).
+#include "autocast.h"
+
+namespace rlx::passes {
+
+Expected<Precision> parse_precision(std::string_view name) {
+  if (name == "f32" || name == "fp32") return Precision::f32;
+  if (name == "f16" || name == "fp16") return Precision::f16;
+  if (name == "bf16") return Precision::bf16;
+  return error(ErrorCode::invalid_argument, "unknown precision '", name, "' (expected f32, f16 or bf16)");
+}
+
+std::string_view precision_name(Precision p) {
+  switch (p) {
+    case Precision::f16: return "f16";
+    case Precision::bf16: return "bf16";
+    default: return "f32";
+  }
+}
+
+DType precision_dtype(Precision p) {
+  switch (p) {
+    case Precision::f16: return DType::f16;
+    case Precision::bf16: return DType::bf16;
+    default: return DType::f32;
+  }
+}
+
+bool autocast_narrow_op(Op op) {
+  return op == Op::MatMul || op == Op::Gemm || op == Op::Dot || op == Op::Conv2d;
+}
+
+namespace {
+
+// Which inputs of a policy op are operands of the product (rounded to the narrow type); the
+// others (gemm's C, conv2d's bias) are added in f32 in the widened form.
+bool is_product_operand(int i) { return i < 2; }
+
+Expected<ValueId> emit1(Builder& b, Op op, std::vector<ValueId> in, Attrs attrs) {
+  RLX_ASSIGN_OR_RETURN(std::vector<ValueId> out, b.emit(op, std::move(in), std::move(attrs)));
+  if (out.size() != 1) return error(ErrorCode::internal, op_name(op), " gave ", out.size(), " outputs, expected 1");
+  return out[0];
+}
+
+Expected<ValueId> cast_to(Builder& b, ValueId v, DType to) { return emit1(b, Op::Cast, {v}, Attrs{{"to", to}}); }
+
+// v rounded to `narrow` and widened back to f32.
+Expected<ValueId> round_trip(Builder& b, ValueId v, DType narrow) {
+  RLX_ASSIGN_OR_RETURN(ValueId n, cast_to(b, v, narrow));
+  return cast_to(b, n, DType::f32);
+}
+
+// Emits `op` under the policy through b. Precondition: the policy applies (checked by caller).
+// pre_rounded[i] (widened form only), when given, is operand i already rounded to the narrow type
+// and stored as f32 (a weight converted once by the graph pass).
+Expected<ValueId> emit_narrow(Builder& b, Op op, const std::vector<ValueId>& inputs, const Attrs& attrs,
+                              const AutocastOptions& o, const std::vector<ValueId>& pre_rounded = {}) {
+  std::vector<ValueId> in;
+  const bool widened = o.compute == AutocastOptions::Compute::widened;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (widened && !is_product_operand(static_cast<int>(i))) {
+      in.push_back(inputs[i]);
+      continue;
+    }
+    if (widened && i < pre_rounded.size() && pre_rounded[i] != kNoValue) {
+      in.push_back(pre_rounded[i]);
+      continue;
+    }
+    if (widened) {
+      RLX_ASSIGN_OR_RETURN(ValueId v, round_trip(b, inputs[i], o.narrow));
+      in.push_back(v);
+    } else {
+      RLX_ASSIGN_OR_RETURN(ValueId v, cast_to(b, inputs[i], o.narrow));
+      in.push_back(v);
+    }
+  }
+  RLX_ASSIGN_OR_RETURN(ValueId y, emit1(b, op, in, attrs));
+  if (!widened) return cast_to(b, y, DType::f32);
+  if (o.narrow_output) return round_trip(b, y, o.narrow);
+  return y;
+}
+
+// The policy converts a node when it is a product whose operands are all f32 and which has one
+// output.
+bool applies(Op op, std::span<const TensorType> in_types, size_t outputs) {
+  if (!autocast_narrow_op(op) || outputs != 1) return false;
+  for (const TensorType& t : in_types)
+    if (t.dtype != DType::f32) return false;
+  return true;
+}
+
+// t (f32) with every element rounded to `narrow` and widened back (host-side, once).
+Tensor rounded_copy(const Tensor& t, DType narrow) {
+  Tensor r = t.clone();
+  float* p = r.data<float>();
+  const int64_t n = r.numel();
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = narrow == DType::f16 ? f16_to_f32(f32_to_f16(p[i])) : bf16_to_f32(f32_to_bf16(p[i]));
+  return r;
+}
+
+Status check_options(const AutocastOptions& o) {
+  if (o.narrow != DType::f16 && o.narrow != DType::bf16)
+    return error(ErrorCode::invalid_argument, "autocast narrows to f16 or bf16, not ", dtype_name(o.narrow));
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<std::vector<ValueId>> AutocastBuilder::emit(Op op, std::vector<ValueId> inputs, Attrs attrs) {
+  std::vector<TensorType> types;
+  for (ValueId v : inputs) types.push_back(inner_.type(v));
+  if (!applies(op, types, static_cast<size_t>(op_info(op).num_outputs == 1 ? 1 : 0)))
+    return inner_.emit(op, std::move(inputs), std::move(attrs));
+  RLX_TRY(check_options(options_));
+  RLX_ASSIGN_OR_RETURN(ValueId y, emit_narrow(inner_, op, inputs, attrs, options_));
+  ++converted_;
+  return std::vector<ValueId>{y};
+}
+
+Expected<int> autocast(Graph& g, const AutocastOptions& options) {
+  RLX_TRY(check_options(options));
+  if (g.level != IrLevel::graph) return error(ErrorCode::invalid_argument, "autocast runs on graph-level IR");
+  Graph out;
+  out.name = g.name;
+  out.level = g.level;
+  out.weights = g.weights;
+  std::vector<ValueId> map(g.values.size(), kNoValue);
+  for (ValueId in : g.inputs) map[in] = out.add_input(g.values[in].name, g.values[in].type);
+  GraphBuilder gb(out);
+  int converted = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    std::vector<ValueId> ins;
+    std::vector<TensorType> in_types;
+    for (ValueId v : n.inputs) {
+      ins.push_back(map[v]);
+      in_types.push_back(g.type(v));
+    }
+    if (applies(n.op, in_types, n.outputs.size())) {
+      // weights with data: rounded once here, as a weight of their own ("<name>#bf16") that the
+      // device prepares like any other (the CPU packs it for its GEMM), instead of two casts
+      std::vector<ValueId> pre(ins.size(), kNoValue);
+      for (size_t k = 0; k < ins.size() && options.compute == AutocastOptions::Compute::widened; ++k) {
+        const int32_t producer = g.values[n.inputs[k]].producer;
+        if (!is_product_operand(static_cast<int>(k)) || producer < 0 || g.nodes[static_cast<size_t>(producer)].op != Op::Param)
+          continue;
+        const std::string name = g.nodes[static_cast<size_t>(producer)].attrs.s("name");
+        auto w = g.weights.find(name);
+        if (w == g.weights.end() || w->second.dtype() != DType::f32 || !w->second.storage()) continue;
+        const std::string rounded = cat(name, "#", dtype_name(options.narrow));
+        if (!out.weights.count(rounded)) out.weights[rounded] = rounded_copy(w->second, options.narrow);
+        auto p = gb.param(rounded, in_types[k]);
+        if (!p) return p.status();
+        pre[k] = *p;
+      }
+      auto y = emit_narrow(gb, n.op, ins, n.attrs, options, pre);
+      if (!y) return y.status().with_context(cat("autocast of ", g.node_label(static_cast<int32_t>(i))));
+      // the product node keeps the source node's name (it is the last node with that op)
+      for (size_t k = out.nodes.size(); k-- > 0;)
+        if (out.nodes[k].op == n.op) {
+          out.nodes[k].name = n.name;
+          out.nodes[k].origin = n.origin;
+          break;
+        }
+      if (out.type(*y) != g.type(n.outputs[0]))
+        return error(ErrorCode::internal, "autocast of ", g.node_label(static_cast<int32_t>(i)), " changed its type from ",
+                     g.type(n.outputs[0]).to_string(), " to ", out.type(*y).to_string());
+      map[n.outputs[0]] = *y;
+      out.values[*y].name = g.values[n.outputs[0]].name;
+      ++converted;
+      continue;
+    }
+    std::vector<TensorType> types;
+    for (ValueId v : n.outputs) types.push_back(g.values[v].type);
+    auto outs = out.add_node_typed(n.op, ins, n.attrs, types, n.name, n.origin);
+    out.nodes.back().native = n.native;
+    for (size_t k = 0; k < outs.size(); ++k) {
+      map[n.outputs[k]] = outs[k];
+      out.values[outs[k]].name = g.values[n.outputs[k]].name;
+    }
+  }
+  for (ValueId v : g.outputs) out.outputs.push_back(map[v]);
+  g = std::move(out);
+  return converted;
+}
+
+}  // namespace rlx::passes

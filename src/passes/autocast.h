@@ -1,0 +1,83 @@
+// Automatic mixed precision (AMP): the autocast policy, as a graph pass and as a Builder.
+//
+// Policy (the same split as torch.autocast):
+//   - narrow (f16 or bf16): matrix products and convolutions: matmul, gemm, dot, conv2d. Their
+//     floating operands are rounded to the narrow type and the products are summed in f32; the
+//     result stays f32 unless AutocastOptions::narrow_output rounds it too (as torch's autocast
+//     outputs are). Gemm's and conv2d's bias (input 2) is added in f32.
+//   - f32: everything else: softmax, layer/rms norms, losses, reductions, elementwise ops,
+//     attention (a fused composite whose softmax must stay f32), embeddings. The graph's
+//     inputs, outputs and weights keep their dtypes: a training step keeps f32 master weights
+//     and optimizer state and only the products see narrow values.
+//
+// How the narrow product is expressed (AutocastOptions::compute):
+//   - widened (default): `matmul(cast(cast(x, narrow), f32), cast(cast(w, narrow), f32))` and
+//     the output rounded through `cast(cast(y, narrow), f32)`. A product of two f16 (11-bit) or
+//     bf16 (8-bit) significands is exact in f32, so the f32 GEMM's fused multiply-adds compute
+//     exactly "narrow operands, f32 accumulation": what AVX-512 BF16 / AMX / tensor cores do,
+//     here on the CPU's tuned f32 GEMM (the CPU has no native narrow GEMM; its generated
+//     narrow dot loop is much slower, measured in docs/precision.md). Weights are converted once, not per call: the graph pass replaces an
+//     operand that is a weight with data by a weight of its own, "<name>#bf16" (f32 storage
+//     holding the rounded values, so the CPU packs it for its GEMM once), and other constant
+//     operands fold (cast(cast(const)) becomes one constant in passes::fold_constants).
+//     Gradients flow through the casts (the VJP of cast casts the gradient back), so the
+//     backward's products also see narrow-rounded operands, as under torch autocast.
+//   - narrow: the product node itself in the narrow dtype (`matmul(cast(x, f16), cast(w, f16))
+//     : f16`, then cast to f32), for devices whose kernels take narrow operands directly.
+//
+// A node is converted only when all its operands are f32; f64, integer and already narrow
+// products are left alone.
+#pragma once
+
+#include <string_view>
+
+#include "rlx/graph.h"
+
+namespace rlx::passes {
+
+// --precision on the command line.
+enum class Precision : uint8_t { f32, f16, bf16 };
+// "f32" (also "fp32"), "f16" ("fp16"), "bf16"; anything else is invalid_argument naming it.
+Expected<Precision> parse_precision(std::string_view name);
+std::string_view precision_name(Precision p);
+// The narrow dtype of p (f32 for Precision::f32).
+DType precision_dtype(Precision p);
+
+struct AutocastOptions {
+  DType narrow = DType::bf16;  // f16 or bf16
+  enum class Compute : uint8_t { widened, narrow } compute = Compute::widened;
+  // Round the products' results to `narrow` (widened form) as torch's autocast does. Off by
+  // default: the result is the f32 accumulator (as a GEMM with an f32 destination writes it),
+  // and the values are rounded again where the next product reads them. Measured on the digits
+  // MLP (docs/precision.md): rounding the outputs too cost bf16 training 0.55 points.
+  bool narrow_output = false;
+};
+
+// Whether the policy runs `op` in the narrow type (matmul, gemm, dot, conv2d).
+bool autocast_narrow_op(Op op);
+
+// Rewrites every node of `g` (graph level) that the policy runs in the narrow type, as above.
+// Returns the number of nodes converted. Errors: `options.narrow` not f16/bf16
+// (invalid_argument), or a node whose re-inference fails (names the node).
+Expected<int> autocast(Graph& g, const AutocastOptions& options);
+
+// A Builder that applies the policy to what is emitted through it and forwards everything to
+// `inner` (model builders and the training step emit through it, so the casts sit in the
+// forward graph that autodiff differentiates).
+class AutocastBuilder : public Builder {
+ public:
+  AutocastBuilder(Builder& inner, AutocastOptions options) : inner_(inner), options_(options) {}
+  Expected<std::vector<ValueId>> emit(Op op, std::vector<ValueId> inputs, Attrs attrs) override;
+  const TensorType& type(ValueId v) const override { return inner_.type(v); }
+  Expected<ValueId> param(const std::string& weight_name, TensorType type) override {
+    return inner_.param(weight_name, type);
+  }
+  int converted() const { return converted_; }
+
+ private:
+  Builder& inner_;
+  AutocastOptions options_;
+  int converted_ = 0;
+};
+
+}  // namespace rlx::passes

@@ -1,0 +1,218 @@
+// The autocast pass (src/passes/autocast.h) on text IR: which nodes it narrows, what stays f32,
+// that constant weights fold to one converted constant, and that the CPU results equal a host
+// reference that rounds the operands (and the result) to the narrow type and sums in f32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "passes/autocast.h"
+#include "passes/graph_passes.h"
+#include "rlx/compile.h"
+#include "rlx/ir_text.h"
+#include "rlx/op_builder.h"
+#include "rlx/verify.h"
+
+namespace rlx {
+namespace {
+
+constexpr const char* kMlp = R"(graph @g(%x: f32[8, 32]) -> (f32[8, 16]) {
+  %w = param "w" : f32[32, 16]
+  %h = matmul(%x, %w)
+  %a = relu(%h)
+  %p = softmax(%a) {axis = 1}
+  return %p
+})";
+
+Graph parse(const char* text) {
+  auto g = parse_graph(text);
+  EXPECT_TRUE(g.has_value()) << g.status().to_string();
+  return g.has_value() ? *g : Graph{};
+}
+
+int count(const Graph& g, Op op) {
+  int n = 0;
+  for (const Node& x : g.nodes) n += x.op == op;
+  return n;
+}
+
+Tensor random_tensor(Sizes s, uint32_t seed, double scale = 1.0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> d(0.0, scale);
+  std::vector<double> v(static_cast<size_t>(numel(s)));
+  for (double& x : v) x = d(rng);
+  return Tensor::from_f64(DType::f32, s, v);
+}
+
+// x rounded to dt (f16 or bf16) through the library's own conversion.
+std::vector<double> rounded(const Tensor& t, DType dt) {
+  Graph g;
+  ValueId in = g.add_input("x", t.type());
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  g.outputs = {o.cast(o.cast(in, dt), DType::f32)};
+  auto m = Model::compile(g, {.device = "ref"});
+  EXPECT_TRUE(m.has_value());
+  auto r = (*m)->run(std::vector<Tensor>{t});
+  EXPECT_TRUE(r.has_value());
+  return (*r)[0].to_f64();
+}
+
+TEST(Autocast, NarrowsProductsOnlyAndKeepsTypes) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    Graph g = parse(kMlp);
+    auto n = passes::autocast(g, {.narrow = dt});
+    ASSERT_TRUE(n.has_value()) << n.status().to_string();
+    EXPECT_EQ(*n, 1) << "one matmul";
+    // x and w round-trip (2 casts each); the result stays the f32 accumulator
+    EXPECT_EQ(count(g, Op::Cast), 4);
+    Graph h = parse(kMlp);
+    ASSERT_TRUE(passes::autocast(h, {.narrow = dt, .narrow_output = true}).has_value());
+    EXPECT_EQ(count(h, Op::Cast), 6) << "narrow_output rounds the result too";
+    for (const Node& node : g.nodes) {
+      if (node.op == Op::Softmax || node.op == Op::Relu || node.op == Op::MatMul)
+        EXPECT_EQ(g.type(node.outputs[0]).dtype, DType::f32) << op_name(node.op) << " stays f32 (widened form)";
+      if (node.op == Op::MatMul) {
+        // its operands are the narrow values widened back
+        for (ValueId v : node.inputs) {
+          const Node& p = g.nodes[static_cast<size_t>(g.values[v].producer)];
+          ASSERT_EQ(p.op, Op::Cast);
+          EXPECT_EQ(g.type(p.inputs[0]).dtype, dt);
+        }
+      }
+    }
+    EXPECT_EQ(g.type(g.outputs[0]).dtype, DType::f32);
+    EXPECT_TRUE(verify_graph(g).is_ok());
+  }
+}
+
+TEST(Autocast, NarrowComputeFormPutsTheProductInTheNarrowType) {
+  Graph g = parse(kMlp);
+  auto n = passes::autocast(g, {.narrow = DType::f16, .compute = passes::AutocastOptions::Compute::narrow});
+  ASSERT_TRUE(n.has_value()) << n.status().to_string();
+  EXPECT_EQ(count(g, Op::Cast), 3);
+  for (const Node& node : g.nodes)
+    if (node.op == Op::MatMul) EXPECT_EQ(g.type(node.outputs[0]).dtype, DType::f16);
+  EXPECT_TRUE(verify_graph(g).is_ok());
+}
+
+TEST(Autocast, LeavesNonF32ProductsAndRejectsBadOptions) {
+  Graph g = parse(R"(graph @g(%x: f64[4, 4], %y: f64[4, 4]) -> (f64[4, 4]) {
+  %h = matmul(%x, %y)
+  return %h
+})");
+  auto n = passes::autocast(g, {.narrow = DType::bf16});
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(*n, 0);
+  EXPECT_EQ(count(g, Op::Cast), 0);
+  auto bad = passes::autocast(g, {.narrow = DType::i8});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.status().message().find("i8"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(passes::parse_precision("fp8").has_value());
+  EXPECT_EQ(*passes::parse_precision("bf16"), passes::Precision::bf16);
+  EXPECT_EQ(*passes::parse_precision("fp16"), passes::Precision::f16);
+}
+
+TEST(Autocast, WeightsAreConvertedOnce) {
+  Graph g = parse(kMlp);
+  g.weights["w"] = random_tensor({32, 16}, 3);
+  ASSERT_TRUE(passes::autocast(g, {.narrow = DType::bf16}).has_value());
+  ASSERT_TRUE(passes::simplify(g).is_ok());
+  // w was rounded once into a weight of its own: only x's round trip remains, and the f32
+  // original (now unused) is gone
+  EXPECT_EQ(count(g, Op::Cast), 2);
+  EXPECT_EQ(count(g, Op::Param), 1);
+  ASSERT_EQ(g.weights.count("w#bf16"), 1u);
+  EXPECT_EQ(g.weights.count("w"), 0u);
+  const std::vector<double> orig = random_tensor({32, 16}, 3).to_f64(), conv = g.weights["w#bf16"].to_f64();
+  const std::vector<double> want = rounded(random_tensor({32, 16}, 3), DType::bf16);
+  EXPECT_EQ(conv, want) << "the stored weight is the bf16 rounding of the original";
+  EXPECT_NE(conv, orig);
+  for (const Node& node : g.nodes)
+    if (node.op == Op::MatMul) {
+      const Node& p = g.nodes[static_cast<size_t>(g.values[node.inputs[1]].producer)];
+      EXPECT_EQ(p.op, Op::Param) << "the weight operand is the converted weight";
+    }
+}
+
+// matmul + gemm (with bias) + conv2d under the policy on the CPU against a host reference:
+// operands rounded to the narrow type, products summed in f64, result rounded.
+TEST(Autocast, CpuMatchesNarrowOperandsWithWideAccumulation) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    Graph g = parse(R"(graph @g(%x: f32[16, 64], %w: f32[64, 24]) -> (f32[16, 24], f32[16, 24]) {
+  %h = matmul(%x, %w)
+  %s = softmax(%h) {axis = 1}
+  return %h, %s
+})");
+    ASSERT_TRUE(passes::autocast(g, {.narrow = dt, .narrow_output = true}).has_value());
+    Tensor x = random_tensor({16, 64}, 11), w = random_tensor({64, 24}, 12, 0.2);
+    auto m = Model::compile(g, {.device = "cpu"});
+    ASSERT_TRUE(m.has_value()) << m.status().to_string();
+    auto out = (*m)->run(std::vector<Tensor>{x, w});
+    ASSERT_TRUE(out.has_value()) << out.status().to_string();
+    const std::vector<double> xr = rounded(x, dt), wr = rounded(w, dt);
+    std::vector<double> ref(16 * 24);
+    for (int i = 0; i < 16; ++i)
+      for (int j = 0; j < 24; ++j) {
+        double s = 0;
+        for (int k = 0; k < 64; ++k) s += xr[i * 64 + k] * wr[k * 24 + j];
+        ref[i * 24 + j] = s;
+      }
+    const std::vector<double> refr = rounded(Tensor::from_f64(DType::f32, {16, 24}, ref), dt);
+    const std::vector<double> got = (*out)[0].to_f64();
+    const double ulp = dt == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;  // the narrow type's epsilon
+    int exact = 0;
+    double diff_from_f32 = 0;
+    std::vector<double> xf = x.to_f64(), wf = w.to_f64();
+    for (size_t i = 0; i < got.size(); ++i) {
+      // at most one narrow ulp away (f32 vs f64 summation can flip a rounding)
+      EXPECT_LE(std::fabs(got[i] - refr[i]), ulp * std::fabs(refr[i]) + 1e-6) << i;
+      exact += got[i] == refr[i];
+      double s = 0;
+      for (int k = 0; k < 64; ++k) s += xf[(i / 24) * 64 + k] * wf[k * 24 + i % 24];
+      diff_from_f32 = std::max(diff_from_f32, std::fabs(got[i] - s));
+    }
+    EXPECT_GE(exact, static_cast<int>(got.size()) * 9 / 10) << "most results round exactly like the reference";
+    EXPECT_GT(diff_from_f32, 1e-4) << "the product did see narrow operands";
+    // softmax rows still sum to 1 in f32
+    const std::vector<double> sm = (*out)[1].to_f64();
+    for (int i = 0; i < 16; ++i) {
+      double s = 0;
+      for (int j = 0; j < 24; ++j) s += sm[i * 24 + j];
+      EXPECT_NEAR(s, 1.0, 1e-5);
+    }
+  }
+}
+
+TEST(Autocast, ConvAndGemmRunUnderThePolicy) {
+  Graph g = parse(R"(graph @g(%x: f32[2, 3, 8, 8], %k: f32[4, 3, 3, 3], %b: f32[4], %a: f32[6, 10], %w: f32[10, 5], %c: f32[5]) -> (f32[2, 4, 6, 6], f32[6, 5]) {
+  %y = conv2d(%x, %k, %b)
+  %z = gemm(%a, %w, %c)
+  return %y, %z
+})");
+  Graph f32 = g;
+  auto n = passes::autocast(g, {.narrow = DType::bf16});
+  ASSERT_TRUE(n.has_value()) << n.status().to_string();
+  EXPECT_EQ(*n, 2);
+  std::vector<Tensor> in{random_tensor({2, 3, 8, 8}, 1), random_tensor({4, 3, 3, 3}, 2), random_tensor({4}, 3),
+                         random_tensor({6, 10}, 4), random_tensor({10, 5}, 5), random_tensor({5}, 6)};
+  auto ma = Model::compile(f32, {.device = "cpu"});
+  auto mb = Model::compile(g, {.device = "cpu"});
+  ASSERT_TRUE(ma.has_value() && mb.has_value());
+  auto a = (*ma)->run(in);
+  auto b = (*mb)->run(in);
+  ASSERT_TRUE(a.has_value() && b.has_value()) << (b.has_value() ? "" : b.status().to_string());
+  for (int o = 0; o < 2; ++o) {
+    const auto va = (*a)[o].to_f64(), vb = (*b)[o].to_f64();
+    double maxd = 0, maxa = 0;
+    for (size_t i = 0; i < va.size(); ++i) {
+      maxd = std::max(maxd, std::fabs(va[i] - vb[i]));
+      maxa = std::max(maxa, std::fabs(va[i]));
+    }
+    EXPECT_LT(maxd, 0.03 * maxa) << "output " << o << ": bf16 operands keep ~2-3 significant digits";
+    EXPECT_GT(maxd, 0.0) << "output " << o << " was computed from narrow operands";
+  }
+}
+
+}  // namespace
+}  // namespace rlx
