@@ -114,27 +114,35 @@ struct Projected {
   bool visible = false;
 };
 
-// Projects one Gaussian: p = mean, ls = log-scales, q = quaternion (w, x, y, z), sh = k x 3
-// coefficients (plain doubles: the colour is linear in them).
+// The view-dependent colour of a Gaussian with mean p: SH (k x 3 coefficients) at the direction
+// camera -> mean, plus 0.5, clamped at 0. Writes the basis (k values), the colour and which
+// channels are clamped.
 template <class T, class S>
-Projected<T> project_one(const Camera& c, const T* p, const T* ls, const T* q, const S* sh, int k) {
+void color_one(const Camera& c, const T* p, const S* sh, int k, T* basis, T* color, bool* clamped) {
+  T d[3];
+  for (int i = 0; i < 3; ++i) d[i] = p[i] - T(c.campos[i]);
+  const T len = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+  const T inv = value(len) > 0 ? T(1.0) / len : T(0.0);
+  sh_basis(d[0] * inv, d[1] * inv, d[2] * inv, k, basis);
+  for (int ch = 0; ch < 3; ++ch) {
+    T acc = T(0.5);
+    for (int j = 0; j < k; ++j) acc = acc + static_cast<double>(sh[j * 3 + ch]) * basis[j];
+    clamped[ch] = value(acc) < 0;
+    color[ch] = clamped[ch] ? T(0.0) : acc;
+  }
+}
+
+// Projects one Gaussian: p = mean, ls = log-scales, q = quaternion (w, x, y, z), sh = k x 3
+// coefficients (plain doubles: the colour is linear in them). With with_color false the colour
+// fields are left unset (the backward differentiates the colour, which depends only on the
+// mean, with fewer derivative lanes).
+template <class T, class S>
+Projected<T> project_one(const Camera& c, const T* p, const T* ls, const T* q, const S* sh, int k,
+                         bool with_color = true) {
   Projected<T> o;
   for (int i = 0; i < 2; ++i) o.mean2d[i] = T(0);
   for (int i = 0; i < 3; ++i) o.conic[i] = T(0);
-  // view-dependent colour from the direction camera -> mean
-  {
-    T d[3];
-    for (int i = 0; i < 3; ++i) d[i] = p[i] - T(c.campos[i]);
-    const T len = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
-    const T inv = value(len) > 0 ? T(1.0) / len : T(0.0);
-    sh_basis(d[0] * inv, d[1] * inv, d[2] * inv, k, o.basis);
-    for (int ch = 0; ch < 3; ++ch) {
-      T acc = T(0.5);
-      for (int j = 0; j < k; ++j) acc = acc + static_cast<double>(sh[j * 3 + ch]) * o.basis[j];
-      o.clamped[ch] = value(acc) < 0;
-      o.color[ch] = o.clamped[ch] ? T(0.0) : acc;
-    }
-  }
+  if (with_color) color_one(c, p, sh, k, o.basis, o.color, o.clamped);
   // camera coordinates
   T v[3];
   for (int i = 0; i < 3; ++i) v[i] = c.r[i * 3 + 0] * p[0] + c.r[i * 3 + 1] * p[1] + c.r[i * 3 + 2] * p[2] + T(c.t[i]);
