@@ -477,7 +477,7 @@ std::vector<std::pair<int, int>> qwen3_cache_donations(const Qwen3Config& c) {
 
 Expected<std::unique_ptr<Qwen3Session>> Qwen3Session::create(const Qwen3Weights& w, int64_t batch, int64_t context,
                                                              const std::string& device, bool all_logits,
-                                                             Qwen3Parallel par) {
+                                                             Qwen3Parallel par, passes::Precision precision) {
   if ((w.tp.active() || par.pipeline) && !par.comm)
     return error(ErrorCode::invalid_argument, "a tensor- or pipeline-parallel session needs a communicator");
   if (w.tp.active() && par.pipeline && (!par.stage_comm || par.stage_comm->size() != w.tp.size))
@@ -498,6 +498,12 @@ Expected<std::unique_ptr<Qwen3Session>> Qwen3Session::create(const Qwen3Weights&
   RLX_ASSIGN_OR_RETURN(Graph dg, build_qwen3(w, {.context = context, .all_logits = false, .decode = true}));
   for (const auto& [name, t] : dg.weights)
     if (name != "model.embed_tokens.weight" || w.config.tie_embeddings) s->weight_bytes_ += static_cast<int64_t>(t.nbytes());
+  // (after counting the weights: the rounded copies replace the originals, same size)
+  if (precision != passes::Precision::f32) {
+    // mixed precision (passes/autocast.h): each graph gets its own rounded copy of the matrices
+    RLX_TRY(passes::autocast(pg, {.narrow = passes::precision_dtype(precision)}).status());
+    RLX_TRY(passes::autocast(dg, {.narrow = passes::precision_dtype(precision)}).status());
+  }
   if (par.pipeline) {
     // logits (output 0) go to every rank; each stage keeps its layers' caches
     const dist::PipelineRunOptions run{par.micro_batches, {0}};

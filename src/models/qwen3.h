@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "models/tensor_parallel.h"
+#include "passes/autocast.h"
 #include "rlx/compile.h"
 #include "rlx/graph.h"
 
@@ -118,7 +119,8 @@ class Qwen3Session {
   // Compiles both graphs for `device`; the cache holds `context` slots for `batch` sequences.
   static Expected<std::unique_ptr<Qwen3Session>> create(const Qwen3Weights& w, int64_t batch, int64_t context,
                                                         const std::string& device = "cpu", bool all_logits = false,
-                                                        Qwen3Parallel parallel = {});
+                                                        Qwen3Parallel parallel = {},
+                                                        passes::Precision precision = passes::Precision::f32);
   ~Qwen3Session();
   // Compiles the prefill variant for prompts of `prompt_len` slots and the decode variant
   // ahead of time (otherwise the first prefill / decode compiles them).

@@ -149,8 +149,9 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
     return error(ErrorCode::invalid_argument, "--context ", context, " is shorter than the prompt plus -n");
   const int64_t eos = weights.config.eos_token_id >= 0 ? weights.config.eos_token_id : (tokenizer ? tokenizer->eos_id : -1);
 
+  RLX_ASSIGN_OR_RETURN(passes::Precision prec, passes::parse_precision(o.precision));
   auto t_compile = std::chrono::steady_clock::now();
-  RLX_ASSIGN_OR_RETURN(auto session, models::Qwen3Session::create(weights, batch, context, o.device, false, par));
+  RLX_ASSIGN_OR_RETURN(auto session, models::Qwen3Session::create(weights, batch, context, o.device, false, par, prec));
   r.rank = comm->rank();
   r.ranks = comm->size();
   RLX_TRY(session->prepare(longest));
@@ -214,7 +215,7 @@ int cmd_generate(int argc, char** argv) {
   std::vector<char*> av;
   for (auto& a : store) av.push_back(a.data());
   auto args = parse_args(argc, av.data(), 2, {"quiet", "ignore-eos"},
-                         {"prompt", "tokens", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context", "runs", "tp", "pp", "micro-batches"});
+                         {"prompt", "tokens", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context", "runs", "tp", "pp", "micro-batches", "precision"});
   if (!args) return report_error(args.status());
   const char* usage =
       "usage: rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
@@ -237,6 +238,7 @@ int cmd_generate(int argc, char** argv) {
     if (args->get("tp")) o.tp = std::stoi(*args->get("tp"));
     if (args->get("pp")) o.pp = std::stoi(*args->get("pp"));
     if (args->get("micro-batches")) o.micro_batches = std::stoi(*args->get("micro-batches"));
+    if (args->get("precision")) o.precision = *args->get("precision");
   } catch (const std::exception&) {
     return report_error(error(ErrorCode::invalid_argument, "a number option has a value that is not a number"));
   }

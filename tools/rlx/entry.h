@@ -70,6 +70,7 @@ struct GenerateOptions {
   // step's batch of sequences flows through in micro_batches.
   int pp = 1;
   int micro_batches = 1;
+  std::string precision = "f32";  // --precision f16|bf16: the autocast policy (src/passes/autocast.h)
   // Called (on rank 0 only) with text pieces as they are generated (the prompt first, then each token), for
   // one prompt on the first run only; token ids in decimal when there is no tokenizer.
   std::function<void(const std::string&)> stream;
