@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,6 +76,8 @@ struct Scene {
 // appear once, the vertex count times the row size must equal the bytes after the header
 // exactly, and every value is finite. Errors name the file and the property or offset.
 Expected<Scene> load_ply(const std::string& path);
+// The same on a PLY file's bytes in memory; `name` is what errors call the file.
+Expected<Scene> parse_ply(std::span<const uint8_t> bytes, const std::string& name);
 // Writes `scene` in that format (with nx ny nz zero).
 Status save_ply(const Scene& scene, const std::string& path);
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -34,20 +35,21 @@ std::vector<std::string> words(const std::string& line) {
 Expected<Scene> load_ply(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return error(ErrorCode::io_error, path, ": cannot open the file");
-  f.seekg(0, std::ios::end);
-  const std::streamoff size = f.tellg();
-  f.seekg(0);
-  if (size < 0) return error(ErrorCode::io_error, path, ": cannot read the file size");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) return error(ErrorCode::io_error, path, ": reading the file failed");
+  return parse_ply(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), path);
+}
+
+Expected<Scene> parse_ply(std::span<const uint8_t> bytes, const std::string& path) {
   // header: lines up to "end_header\n", at most kMaxHeader bytes
-  std::string header;
+  size_t header_size = 0;
   std::vector<std::string> lines;
   {
     std::string line;
-    char ch;
     while (true) {
-      if (header.size() >= kMaxHeader) return bad(path, "the header has no end_header within ", kMaxHeader, " bytes");
-      if (!f.get(ch)) return bad(path, "the file ends inside the header (no end_header line)");
-      header.push_back(ch);
+      if (header_size >= kMaxHeader) return bad(path, "the header has no end_header within ", kMaxHeader, " bytes");
+      if (header_size >= bytes.size()) return bad(path, "the file ends inside the header (no end_header line)");
+      const char ch = static_cast<char>(bytes[header_size++]);
       if (ch == '\n') {
         if (!line.empty() && line.back() == '\r') line.pop_back();
         lines.push_back(line);
@@ -121,13 +123,12 @@ Expected<Scene> load_ply(const std::string& path) {
   const std::optional<int64_t> data_size = checked_mul_i64(count, row);
   if (!data_size) return bad(path, "vertex count ", count, " times the row size ", row, " overflows");
   const int64_t data = *data_size;
-  const int64_t have = static_cast<int64_t>(size) - static_cast<int64_t>(header.size());
+  const int64_t have = static_cast<int64_t>(bytes.size() - header_size);
   if (have != data)
     return bad(path, "the vertex data has ", have, " bytes after the header; ", count, " vertices of ", props.size(),
                " float properties need ", data);
   std::vector<float> raw(static_cast<size_t>(count) * props.size());
-  if (!raw.empty() && !f.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(data)))
-    return error(ErrorCode::io_error, path, ": reading ", data, " bytes of vertex data failed");
+  if (!raw.empty()) std::memcpy(raw.data(), bytes.data() + header_size, static_cast<size_t>(data));
   // little-endian on disk; this host is little-endian (checked at compile time below)
   static_assert(std::endian::native == std::endian::little, "the PLY reader assumes a little-endian host");
   const size_t np = props.size();
