@@ -47,8 +47,32 @@ Communicator& default_communicator() {
   return *single;
 }
 
-Status run_collective(Communicator& comm, Op op, const Attrs& attrs, DType dtype, const Sizes& in_sizes,
+CommunicatorGroups::CommunicatorGroups(std::vector<std::shared_ptr<Communicator>> groups) : groups_(std::move(groups)) {
+  if (groups_.empty() || !groups_.front()) groups_.insert(groups_.begin(), single_process_communicator());
+}
+
+Communicator* CommunicatorGroups::group(int64_t i) const {
+  return i >= 0 && i < static_cast<int64_t>(groups_.size()) ? groups_[static_cast<size_t>(i)].get() : nullptr;
+}
+
+std::string CommunicatorGroups::backend() const {
+  std::string s = first().backend();
+  for (size_t i = 1; i < groups_.size(); ++i) s += cat("; group ", i, ": ", groups_[i] ? groups_[i]->size() : 0, " ranks");
+  return s;
+}
+
+Status run_collective(Communicator& group0, Op op, const Attrs& attrs, DType dtype, const Sizes& in_sizes,
                       const void* in, const Sizes& out_sizes, void* out, std::string_view label) {
+  Communicator* selected = &group0;
+  if (const int64_t gi = attrs.i("group", 0); gi != 0) {
+    const auto* groups = dynamic_cast<const CommunicatorGroups*>(&group0);
+    selected = groups ? groups->group(gi) : nullptr;
+    if (!selected)
+      return error(ErrorCode::invalid_argument, label, ": the node runs over communicator group ", gi,
+                   " but the graph was compiled with ", groups ? cat(groups->num_groups(), " groups") : "one communicator",
+                   " (", group0.backend(), ")");
+  }
+  Communicator& comm = *selected;
   const int64_t n_in = numel(in_sizes);
   const size_t in_bytes = dtype_bytes(dtype, static_cast<size_t>(n_in));
   const auto with_node = [&](Status s) { return s.is_ok() ? s : s.with_context(label); };

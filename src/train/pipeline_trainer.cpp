@@ -112,6 +112,7 @@ struct PipelineTrainer::Impl {
     CompileOptions co;
     co.device = config.device;
     co.policy = config.policy;
+    co.comm = config.tensor_parallel;  // a tensor-parallel stage's all-reduces join its shards
     sg.fwd_inputs_from = s.inputs_from;
     if (!last()) {
       Graph f = s.graph;

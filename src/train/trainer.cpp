@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "autodiff.h"
+#include "dist/collective_ops.h"
 #include "rlx/comm.h"
 #include "losses.h"
 #include "qat.h"
@@ -49,7 +50,8 @@ namespace {
 // while the backward pass computes the earlier layers' gradients. Returns the global mean loss.
 ValueId all_reduce_gradients(OpBuilder& o, const DataParallel& dp, int64_t batch, ValueId loss,
                              std::vector<ValueId>& grads) {
-  const Attrs sum{{"reduce", std::string("sum")}};
+  Attrs sum{{"reduce", std::string("sum")}};
+  if (dp.group != 0) sum.set("group", static_cast<int64_t>(dp.group));
   ValueId total = o.op(Op::AllReduce, {o.scalar(static_cast<double>(batch), DType::f32)}, sum);
   ValueId share = o.div(o.scalar(static_cast<double>(batch), DType::f32), total);
   size_t end = grads.size();  // buckets take grads[i, end), walking down
@@ -201,6 +203,20 @@ Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch, bool qat)
   return g;
 }
 
+namespace {
+
+bool several(const std::shared_ptr<dist::Communicator>& c) { return c && c->size() > 1; }
+
+// What the step graph's collectives run over: the data-parallel group, the tensor-parallel
+// group, or both (tensor-parallel group 0, data-parallel group 1).
+std::shared_ptr<dist::Communicator> step_communicator(const TrainConfig& c) {
+  if (!several(c.tensor_parallel)) return c.comm;
+  if (!several(c.comm)) return c.tensor_parallel;
+  return std::make_shared<dist::CommunicatorGroups>(std::vector<std::shared_ptr<dist::Communicator>>{c.tensor_parallel, c.comm});
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<Trainer>> Trainer::create(ModelDef model, TrainConfig config) {
   if (!model.forward || model.params.empty()) return error(ErrorCode::invalid_argument, "the model has no forward or no parameters");
   std::unique_ptr<Trainer> t(new Trainer(std::move(model), std::move(config)));
@@ -212,8 +228,8 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(ModelDef model, TrainConfig c
   for (int s = 0; s < slots; ++s)
     for (const ParamSpec& p : t->model_.params) t->state_.push_back(Tensor::zeros(p.init.dtype(), p.init.sizes()));
   if (t->config_.qat.enabled) {
-    if (t->config_.comm && t->config_.comm->size() > 1)
-      return error(ErrorCode::unsupported, "quantization-aware training with data parallelism is not supported yet");
+    if (several(t->config_.comm) || several(t->config_.tensor_parallel))
+      return error(ErrorCode::unsupported, "quantization-aware training with data or tensor parallelism is not supported yet");
     RLX_ASSIGN_OR_RETURN(t->qat_sites_, train::qat_sites(t->model_));
     for (size_t i = 0; i < 2 * t->qat_sites_.size(); ++i) t->qat_state_.push_back(Tensor::zeros(DType::f32, {}));
   }
@@ -229,14 +245,15 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(ModelDef model, TrainConfig c
 Expected<Trainer::Compiled*> Trainer::step_for(int64_t batch) {
   auto it = steps_by_batch_.find(batch);
   if (it != steps_by_batch_.end()) return it->second.get();
-  const DataParallel dp{config_.comm ? config_.comm->size() : 1, config_.bucket_bytes};
+  const DataParallel dp{config_.comm ? config_.comm->size() : 1, config_.bucket_bytes,
+                        several(config_.comm) && several(config_.tensor_parallel) ? 1 : 0};
   RLX_ASSIGN_OR_RETURN(StepGraph sg, build_step_graph(model_, config_.optimizer, batch, dp, config_.qat));
   auto c = std::make_unique<Compiled>();
   CompileOptions opts;
   opts.device = config_.device;
   opts.policy = config_.policy;
   opts.donate = sg.layout.donate;
-  opts.comm = config_.comm;
+  opts.comm = step_communicator(config_);
   const StepLayout layout = sg.layout;
   RLX_ASSIGN_OR_RETURN(c->model, Model::compile(std::move(sg.graph), opts));
   RLX_ASSIGN_OR_RETURN(c->variant, c->model->prepare({}));
@@ -287,7 +304,9 @@ Expected<Trainer::Compiled*> Trainer::eval_for(int64_t batch) {
   if (it != evals_by_batch_.end()) return it->second.get();
   RLX_ASSIGN_OR_RETURN(Graph g, build_eval_graph(model_, batch, config_.qat.enabled));
   auto c = std::make_unique<Compiled>();
-  RLX_ASSIGN_OR_RETURN(c->model, Model::compile(std::move(g), {.device = config_.device, .policy = config_.policy}));
+  // (a tensor-parallel model's all-reduces join the shards; evaluation has no data parallelism)
+  RLX_ASSIGN_OR_RETURN(c->model, Model::compile(std::move(g), {.device = config_.device, .policy = config_.policy,
+                                                               .comm = config_.tensor_parallel}));
   RLX_ASSIGN_OR_RETURN(c->variant, c->model->prepare({}));
   c->scalar_out = Tensor::zeros(DType::f32, {});
   c->scalar_out2 = Tensor::zeros(DType::f32, {});

@@ -40,6 +40,9 @@ namespace rlx::train {
 struct DataParallel {
   int ranks = 1;
   int64_t bucket_bytes = int64_t{25} << 20;  // PyTorch DDP's default bucket size
+  // the communicator group of the data-parallel collectives (their `group` attribute): 1 when
+  // the step also has tensor-parallel collectives (group 0, dist::CommunicatorGroups)
+  int group = 0;
 };
 
 struct TrainConfig {
@@ -49,6 +52,10 @@ struct TrainConfig {
   // The data-parallel group (rlx/comm.h); null: this process alone. Parameters are broadcast
   // from rank 0 when the trainer is created, so every rank starts from the same values.
   std::shared_ptr<dist::Communicator> comm;
+  // Tensor parallelism (tensor_parallel_models.h): the ranks that hold the shards of one
+  // replica, which the model's own all-reduces run over; null: none. The model is then this
+  // rank's shard. With `comm` too, the step graph's collectives run over both groups.
+  std::shared_ptr<dist::Communicator> tensor_parallel;
   int64_t bucket_bytes = int64_t{25} << 20;
   // Quantization-aware training (qat.h): fake_quantize where the int8 targets quantize, the
   // activation ranges tracked in the step. Not with data parallelism (each rank would track

@@ -4,6 +4,10 @@
 // all_gather and reduce_scatter(sum) are each other's adjoints. A loss replicated on every
 // rank therefore counts once per rank (scale it by 1/ranks for Megatron's convention).
 // max, min and prod reductions have no rule: their gradient needs the arg-extreme rank.
+// An all_reduce with grad=identity is Megatron's "g" (the sum after a row-split product, whose
+// result every rank then uses identically up to the loss): its gradient is the output gradient
+// as it is, i.e. the adjoint for a loss counted once for the group rather than once per rank;
+// the replicated parameters after it get equal gradients on every rank without communication.
 #include "vjp_internal.h"
 
 namespace rlx::train::vjp {
@@ -17,22 +21,36 @@ Status need_sum(Ctx& c) {
   return Status::ok();
 }
 
+// The node's communicator group, carried over to its adjoint (the same ranks).
+Attrs with_group(Ctx& c, Attrs a) {
+  if (c.attrs().has("group")) a.set("group", c.attrs().i("group", 0));
+  return a;
+}
+
 Status all_reduce(Ctx& c, std::vector<ValueId>& out) {
   RLX_TRY(need_sum(c));
-  out[0] = c.o.op(Op::AllReduce, {c.g()}, Attrs{{"reduce", std::string("sum")}});
+  const std::string grad = c.attrs().s("grad", "sum");
+  if (grad == "identity") {  // Megatron's row-parallel all-reduce (see the top of this file)
+    out[0] = c.g();
+    return Status::ok();
+  }
+  if (grad != "sum")
+    return error(ErrorCode::invalid_argument, "all_reduce grad must be sum or identity, got '", grad, "'");
+  out[0] = c.o.op(Op::AllReduce, {c.g()}, with_group(c, Attrs{{"reduce", std::string("sum")}}));
   return c.o.status();
 }
 
 Status all_gather(Ctx& c, std::vector<ValueId>& out) {
   out[0] = c.o.op(Op::ReduceScatter, {c.g()},
-                  Attrs{{"axis", c.attrs().i("axis", 0)}, {"ranks", c.attrs().i("ranks", 0)},
-                        {"reduce", std::string("sum")}});
+                  with_group(c, Attrs{{"axis", c.attrs().i("axis", 0)}, {"ranks", c.attrs().i("ranks", 0)},
+                                      {"reduce", std::string("sum")}}));
   return c.o.status();
 }
 
 Status reduce_scatter(Ctx& c, std::vector<ValueId>& out) {
   RLX_TRY(need_sum(c));
-  out[0] = c.o.op(Op::AllGather, {c.g()}, Attrs{{"axis", c.attrs().i("axis", 0)}, {"ranks", c.attrs().i("ranks", 0)}});
+  out[0] = c.o.op(Op::AllGather, {c.g()},
+                  with_group(c, Attrs{{"axis", c.attrs().i("axis", 0)}, {"ranks", c.attrs().i("ranks", 0)}}));
   return c.o.status();
 }
 

@@ -50,7 +50,9 @@ struct ProcessGrid {
 // Errors when the job does not have exactly tp * pp ranks, saying what it needs. `tp_flag`
 // names the first dimension in messages ("--dp" when training uses the grid for data
 // parallelism across pipelines: then `stage` is the data-parallel group of the stage).
-Expected<ProcessGrid> process_grid(int tp, int pp, const std::string& tp_flag = "--tp");
+// `pp_flag` names the second ("--dp" for training with --tp and --dp: then `pipeline` is the
+// data-parallel group, the replicas of this rank's shard).
+Expected<ProcessGrid> process_grid(int tp, int pp, const std::string& tp_flag = "--tp", const std::string& pp_flag = "--pp");
 
 struct Verb {
   const char* name;
@@ -64,6 +66,8 @@ int cmd_devices(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_explain(int argc, char** argv);
 int cmd_run(int argc, char** argv);
+// rlx run MODEL --tp T --pp P (cmd_run_parallel.cpp): one forward run across ranks
+int run_parallel(const Args& a);
 int cmd_bench(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);

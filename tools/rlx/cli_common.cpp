@@ -181,11 +181,11 @@ Expected<std::shared_ptr<dist::Communicator>> process_group(int ranks, const std
   return world;
 }
 
-Expected<ProcessGrid> process_grid(int tp, int pp, const std::string& tp_flag) {
+Expected<ProcessGrid> process_grid(int tp, int pp, const std::string& tp_flag, const std::string& pp_flag) {
   if (tp < 1 || pp < 1)
-    return error(ErrorCode::invalid_argument, tp_flag, " and --pp must be at least 1, got ", tp, " and ", pp);
+    return error(ErrorCode::invalid_argument, tp_flag, " and ", pp_flag, " must be at least 1, got ", tp, " and ", pp);
   const int ranks = tp * pp;
-  const std::string flags = cat(tp_flag, " ", tp, " --pp ", pp);
+  const std::string flags = cat(tp_flag, " ", tp, " ", pp_flag, " ", pp);
   if (!dist::launched_by_mpi())
     return error(ErrorCode::invalid_argument, flags, " needs a job of exactly ", ranks, " ranks (mpirun -np ", ranks,
                  "); this process was not started by mpirun");

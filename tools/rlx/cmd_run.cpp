@@ -129,8 +129,9 @@ int run_onnx(const Args& a) {
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {}, {"device", "policy", "dims", "input", "inputs", "out", "seed", "precision"});
+  auto args = parse_args(argc, argv, 2, {}, {"device", "policy", "dims", "input", "inputs", "out", "seed", "tp", "pp", "micro-batches", "precision"});
   if (!args) return report_error(args.status());
+  if (args->has("tp") || args->has("pp")) return run_parallel(*args);  // cmd_run_parallel.cpp
   if (args->positional.size() == 1 && ends_with(args->positional[0], ".onnx") &&
       (args->get("inputs") || !args->all("input").empty()))
     return run_onnx(*args);

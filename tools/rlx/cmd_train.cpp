@@ -16,6 +16,7 @@
 #include "train/data.h"
 #include "dist/pipeline.h"
 #include "train/pipeline_trainer.h"
+#include "train/tensor_parallel_models.h"
 #include "train/trainer.h"
 #include "train/amp.h"
 
@@ -125,8 +126,8 @@ Expected<Options> parse(int argc, char** argv, int first) {
   RLX_ASSIGN_OR_RETURN(int64_t dp, to_int(a, "dp", 1, 1));
   o.dp = static_cast<int>(dp);
   RLX_ASSIGN_OR_RETURN(o.bucket_kb, to_int(a, "bucket-kb", 25 * 1024, 1));
-  if (a.has("tp"))
-    return error(ErrorCode::unsupported, "rlx train has no tensor parallelism (--tp) yet: use --dp or --pp");
+  RLX_ASSIGN_OR_RETURN(int64_t tp, to_int(a, "tp", 1, 1));
+  o.tp = static_cast<int>(tp);
   RLX_ASSIGN_OR_RETURN(int64_t pp, to_int(a, "pp", 1, 1));
   o.pp = static_cast<int>(pp);
   RLX_ASSIGN_OR_RETURN(int64_t mb, to_int(a, "micro-batches", 4, 1));
@@ -144,6 +145,10 @@ Expected<Options> parse(int argc, char** argv, int first) {
   if (!o.qat.empty() && (o.dp > 1 || o.pp > 1))
     return error(ErrorCode::invalid_argument, "--qat with --dp or --pp is not supported yet (the activation ranges are "
                  "tracked by one process)");
+  if (o.tp > 1 && o.dp > 1 && o.pp > 1)
+    return error(ErrorCode::unsupported, "--tp with both --dp and --pp is not supported yet: combine --tp with one of them");
+  if (o.tp > 1 && (!o.qat.empty() || o.precision != "f32"))
+    return error(ErrorCode::invalid_argument, "--tp with --qat or --precision is not supported yet");
   return o;
 }
 
@@ -224,9 +229,27 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   // of each global batch; rank 0 alone prints, writes --json and --save
   // pipeline parallelism: every rank reads every batch; stage k trains the k-th layer range
   // both (--dp D --pp P): D pipelines of P stages, each on its share of every global batch
+  // tensor parallelism (--tp T): the T ranks of a grid row hold the shards of one replica (or
+  // of one pipeline stage); with --dp or --pp the grid's columns are the replicas or stages
   std::shared_ptr<dist::Communicator> comm, dp_group;  // comm: the --dp group, or the pipeline
+  std::shared_ptr<dist::Communicator> tp_group;
   int rank = 0, ranks = 1, world_rank = 0;             // the data-parallel split
-  if (o.dp > 1 && o.pp > 1) {
+  int tp_rank = 0;
+  if (o.tp > 1 && (o.dp > 1 || o.pp > 1)) {
+    RLX_ASSIGN_OR_RETURN(ProcessGrid grid, process_grid(o.tp, o.dp > 1 ? o.dp : o.pp, "--tp", o.dp > 1 ? "--dp" : "--pp"));
+    tp_group = grid.stage;
+    tp_rank = grid.tp_rank;
+    comm = grid.pipeline;  // the replicas of this shard (--dp), or the stages (--pp)
+    if (o.pp == 1) {
+      rank = grid.stage_index;
+      ranks = o.dp;
+    }
+    world_rank = grid.world->rank();
+  } else if (o.tp > 1) {
+    RLX_ASSIGN_OR_RETURN(tp_group, process_group(o.tp, "--tp"));
+    tp_rank = tp_group->rank();
+    world_rank = tp_rank;
+  } else if (o.dp > 1 && o.pp > 1) {
     RLX_ASSIGN_OR_RETURN(ProcessGrid grid, process_grid(o.dp, o.pp, "--dp"));
     comm = grid.pipeline;
     dp_group = grid.stage;  // the ranks that run this stage, one per pipeline
@@ -292,7 +315,10 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   cfg.qat.enabled = !o.qat.empty();
   if (ranks > 1 && o.pp == 1) cfg.comm = comm;
   cfg.bucket_bytes = o.bucket_kb * 1024;
-  auto trainer = Trainer::create(*model, cfg);
+  // with --tp the full model's trainer only evaluates and saves what the shards gather
+  TrainConfig full_cfg = cfg;
+  if (tp_group) full_cfg.comm = nullptr;
+  auto trainer = Trainer::create(*model, full_cfg);
   if (!trainer) return trainer.status();
   Trainer& t = **trainer;  // with --pp: evaluates and saves the parameters the stages gather
   // --precision f16|bf16: the mixed-precision trainer steps, evaluates and holds the parameters
@@ -308,15 +334,34 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
     RLX_ASSIGN_OR_RETURN(AmpStepResult r, amp->step(x, y, lr));
     return r.loss;
   };
+  std::optional<TensorParallelModel> tpm;  // this rank's shard of the model (--tp)
+  std::unique_ptr<Trainer> tp_trainer;
+  if (tp_group) {
+    RLX_ASSIGN_OR_RETURN(TensorParallelModel m, tensor_parallel_model(*model, tp_rank, o.tp));
+    tpm = std::move(m);
+    cfg.tensor_parallel = tp_group;
+    if (o.pp == 1) {
+      RLX_ASSIGN_OR_RETURN(tp_trainer, Trainer::create(tpm->model, cfg));
+    }
+  }
   std::unique_ptr<PipelineTrainer> pipe;
   if (o.pp > 1) {
     RLX_ASSIGN_OR_RETURN(PipelineSchedule sched, parse_pipeline_schedule(o.schedule));
-    RLX_ASSIGN_OR_RETURN(pipe, PipelineTrainer::create(*model, cfg, comm, {o.micro_batches, sched, dp_group}));
+    RLX_ASSIGN_OR_RETURN(pipe, PipelineTrainer::create(tpm ? tpm->model : *model, cfg, comm, {o.micro_batches, sched, dp_group}));
   }
-  auto steps_done = [&] { return pipe ? pipe->steps_done() : amp ? amp->steps_done() : t.steps_done(); };
+  Trainer* stepper = tp_trainer ? tp_trainer.get() : &t;  // the trainer that steps (without --pp)
+  auto steps_done = [&] { return pipe ? pipe->steps_done() : amp ? amp->steps_done() : stepper->steps_done(); };
   auto gather_parameters = [&]() -> Status {
-    if (!pipe) return Status::ok();
-    RLX_ASSIGN_OR_RETURN(auto all, pipe->all_parameters());
+    if (!pipe && !tp_trainer) return Status::ok();
+    std::vector<std::pair<std::string, Tensor>> all;
+    if (pipe) {
+      RLX_ASSIGN_OR_RETURN(all, pipe->all_parameters());
+    } else {
+      all = tp_trainer->named_parameters();
+    }
+    if (tpm) {
+      RLX_ASSIGN_OR_RETURN(all, gather_tensor_parallel(*tpm, all, *tp_group));
+    }
     auto mine = t.named_parameters();
     for (size_t i = 0; i < mine.size(); ++i) std::memcpy(mine[i].second.bytes(), all[i].second.bytes(), all[i].second.nbytes());
     return Status::ok();
@@ -350,11 +395,11 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   int64_t unused = 0;
   for (int64_t b : {std::min<int64_t>(o.batch, data.train.size()), data.train.size() % o.batch}) {
     if (b < ranks || pipe) continue;  // (pipeline stages compile on their first step)  // (a global batch smaller than the group is skipped, see below)
-    Status s = t.prepare(share(b, &unused));
+    Status s = stepper->prepare(share(b, &unused));
     if (!s.is_ok()) return s;
   }
   if (!o.quiet && !pipe) {
-    auto v = t.step_variant(share(std::min<int64_t>(o.batch, data.train.size()), &unused));
+    auto v = stepper->step_variant(share(std::min<int64_t>(o.batch, data.train.size()), &unused));
     const ExecStats& st = (*v)->executable->stats();
     std::printf("compiled the training step in %.2f s: %d native + %d generated kernels, %zu-byte arena, parameters and optimizer state updated in place\n",
                 now_s() - c0, st.native_kernels, st.generated_kernels, st.arena_bytes);
@@ -388,7 +433,7 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
       }
       auto loss = pipe ? pipe->step(x, y, o.sched.at(steps_done()))
                   : amp  ? amp_step(x, y, o.sched.at(steps_done()))
-                         : t.step(x, y, o.sched.at(steps_done()));
+                         : stepper->step(x, y, o.sched.at(steps_done()));
       if (!loss) {
         progress.end_line();
         return loss.status();

@@ -108,6 +108,7 @@ struct TrainOptions {
   int64_t bucket_kb = 25 * 1024;  // with dp: gradient all-reduce buckets of at most this many KiB
   // pipeline stages (mpirun -np pp, or dp * pp with --dp), micro-batches per batch, schedule
   int pp = 1;
+  int tp = 1;  // tensor-parallel ranks (--tp; with --dp or --pp, a grid of tp * dp or tp * pp ranks)
   int micro_batches = 4;
   std::string schedule = "1f1b";  // --pp-schedule
   std::string qat;  // --qat int8: quantization-aware training (train/qat.h); empty: f32

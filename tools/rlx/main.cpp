@@ -13,7 +13,8 @@ const std::vector<Verb>& verbs() {
       {"explain", "the dispatch report: how each node runs on a device; exit 1 if any node is illegal",
        "rlx explain MODEL [--device D] [--policy P] [--dims k=v,...] [--json FILE] [--kernels]", cmd_explain},
       {"run", "compile and run a model, print the dispatch summary, outputs and time",
-       "rlx run MODEL [--device D] [--policy P] [--dims k=v,...] [--input NAME=FILE.npy]... [--out DIR] [--seed S]",
+       "rlx run MODEL [--device D] [--policy P] [--dims k=v,...] [--input NAME=FILE.npy]... [--out DIR] [--seed S] "
+       "[--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P; --tp: BERT/Qwen3 models, --pp: graphs with layer ends)",
        cmd_run},
       {"bench", "latency (p50, p90) and throughput over batch and sequence sizes",
        "rlx bench MODEL [--device D] [--batch 1,8,32] [--seq 128] [--runs N] [--warmup N] [--format md|json|csv] "
@@ -40,7 +41,8 @@ const std::vector<Verb>& verbs() {
       {"train", "train a classifier (MNIST MLP or tiny CNN): one compiled step for forward, backward and update",
        "rlx train mnist --arch mlp|tinyconv [--epochs E] [--batch B] [--lr LR] [--optimizer sgd|adam|adamw] "
        "[--data DIR | --synthetic] [--json FILE] [--save FILE.safetensors] [--seed S] [--device D] [--qat int8] [--init FILE] "
-       "[--dp D [--bucket-kb K]] [--pp P [--micro-batches M] [--pp-schedule gpipe|1f1b]] (under mpirun -np D*P)  "
+       "[--dp D [--bucket-kb K]] [--pp P [--micro-batches M] [--pp-schedule gpipe|1f1b]] (under mpirun -np D*P) "
+       "[--tp T] (with one of --dp/--pp: mpirun -np T*D or T*P)  "
        "(docs/training.md, docs/distributed.md)",
        cmd_train},
       {"codegen", "ahead-of-time full-integer int8 inference: C for Cortex-M (QEMU-checked with --run), "

@@ -252,13 +252,14 @@ std::vector<OpInfo> build_table() {
   // whose gradient is the output gradient as it is (the replicated loss counts once per group)
   attrs(Op::AllReduce, {{"reduce", K::str}, {"group", K::i64}, {"grad", K::str}},
         "every rank's x reduced elementwise over the ranks (reduce: sum (default), max, min, prod); "
-        "every rank gets the result");
-  attrs(Op::AllGather, {{"axis", K::i64}, {"ranks", K::i64, true}},
+        "every rank gets the result; group selects the communicator group (default 0); grad: sum (default, "
+        "the adjoint) or identity (Megatron's row-parallel all-reduce: the output gradient passes unreduced)");
+  attrs(Op::AllGather, {{"axis", K::i64}, {"ranks", K::i64, true}, {"group", K::i64}},
         "every rank's x concatenated along axis (default 0) in rank order; ranks is the group size");
-  attrs(Op::ReduceScatter, {{"axis", K::i64}, {"ranks", K::i64, true}, {"reduce", K::str}},
+  attrs(Op::ReduceScatter, {{"axis", K::i64}, {"ranks", K::i64, true}, {"reduce", K::str}, {"group", K::i64}},
         "x reduced over the ranks (reduce: sum default) and split along axis into ranks equal blocks; "
         "rank r gets block r");
-  attrs(Op::Broadcast, {{"root", K::i64}}, "the root rank's x (default rank 0), on every rank");
+  attrs(Op::Broadcast, {{"root", K::i64}, {"group", K::i64}}, "the root rank's x (default rank 0), on every rank");
   return t;
 }
 
