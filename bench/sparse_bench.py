@@ -22,6 +22,9 @@ for _ in range(reps):
     y = A @ x
     times.append(time.perf_counter() - t0)
 out = {"scipy": scipy.__version__, "spmv_s": sorted(times)[len(times) // 2], "spmv_check": float(y.sum())}
+if len(sys.argv) > 6 and sys.argv[6] == "spmv":  # SpMV only (rlx_bench_sparse GRID REPS spmv)
+    print(json.dumps(out))
+    sys.exit(0)
 for name, M in (("cg", None), ("pcg_jacobi", sp.diags(1.0 / A.diagonal()))):
     its = [0]
     def cb(_):

@@ -15,11 +15,18 @@ namespace {
 int64_t rows_of(const TensorType& t) { return t.shape[0].size(); }
 int64_t cols_of(const TensorType& t) { return t.rank() == 2 ? t.shape[1].size() : 1; }
 
-// row_ptr[0] = 0, non-decreasing, row_ptr[n] = nnz.
+// row_ptr[0] = 0, non-decreasing, row_ptr[n] = nnz. The scan for a decrease runs on the pool
+// (a serial pass over a million rows costs a fifth of the SpMV); the error names the first.
 template <class I>
 Status check_row_ptr(Op op, const I* rp, int64_t n, int64_t nnz) {
   if (rp[0] != 0) return error(ErrorCode::invalid_argument, op_name(op), ": row_ptr[0] is ", rp[0], ", not 0");
-  for (int64_t i = 0; i < n; ++i)
+  std::atomic<bool> bad{false};
+  ThreadPool::global().parallel_for(n, 1 << 16, [&](int64_t s, int64_t e) {
+    bool b = false;
+    for (int64_t i = s; i < e; ++i) b |= rp[i + 1] < rp[i];
+    if (b) bad.store(true, std::memory_order_relaxed);
+  });
+  for (int64_t i = 0; bad.load() && i < n; ++i)
     if (rp[i + 1] < rp[i])
       return error(ErrorCode::invalid_argument, op_name(op), ": row_ptr decreases at row ", i, " (row_ptr[", i, "] = ",
                    rp[i], ", row_ptr[", i + 1, "] = ", rp[i + 1], ")");
