@@ -33,7 +33,7 @@ struct PipelineConfig {
   // of the global batch; a stage's accumulated gradients are weighted by that share and
   // summed over the group before its update, so a step still equals the single-process step.
   std::shared_ptr<dist::Communicator> data_parallel;
-  // (Tensor parallelism inside each stage, rlx train --tp T --pp P: TrainConfig::tensor_parallel,
+  // (Tensor parallelism inside each stage, rlx train --tp T --pp P [--dp D]: TrainConfig::tensor_parallel,
   // the T ranks of this stage; the model is then this rank's shard, and the stage graphs'
   // all-reduces run over that group.)
 };

@@ -115,13 +115,13 @@ TEST_F(GridParallel, JobsThatDoNotMatchTheGridAreClearErrors) {
   r = sh(kRlx + " " + gen + grid_flags(2, 2));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--tp 2 --pp 2 needs a job of exactly 4 ranks"), std::string::npos) << r.out;
-  // training: a grid of --dp x --pp needs its ranks too; all three at once is not there (yet)
+  // training: a grid of --dp x --pp needs its ranks too, and so does one of all three
   r = sh(mpirun(2, "train mnist --synthetic --train-size 64 --test-size 64 --epochs 1 --quiet --dp 2 --pp 2"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--dp 2 --pp 2 needs a job of exactly 4 ranks"), std::string::npos) << r.out;
   r = sh(kRlx + " train mnist --synthetic --train-size 64 --test-size 64 --epochs 1 --quiet --tp 2 --dp 2 --pp 2");
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("--tp with both --dp and --pp is not supported yet"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--tp 2 --dp 2 --pp 2 needs a job of exactly 8 ranks"), std::string::npos) << r.out;
 }
 
 }  // namespace

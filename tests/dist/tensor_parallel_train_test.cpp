@@ -1,6 +1,6 @@
 // Tensor parallelism for training: `mpirun -np T rlx train mnist --tp T` splits the MLP's and
 // tinyconv's layer pairs Megatron-style (column then row split, one all-reduce after), alone
-// and on grids with --dp or --pp; the parameters the shards gather equal one process's after
+// and on grids with --dp, --pp or both; the parameters the shards gather equal one process's after
 // the same steps on the same global batches (SGD with momentum: Adam's normalization turns
 // rounding differences in near-zero gradients into whole steps).
 #include <gtest/gtest.h>
@@ -100,6 +100,16 @@ TEST_F(TensorParallelTraining, WithPipelineParallelismOnTwoByTwoRanks) {
                        "--tp 2 --pp 2 --micro-batches 3", 4);
 }
 
+TEST_F(TensorParallelTraining, AllThreeOnTwoByTwoByTwoRanks) {
+  // two pipelines of two stages, each stage's layers sharded over two ranks: 8 ranks; global
+  // batches of 50 (25 per pipeline, micro-batches of 9, 8, 8) and a last one of 30
+  const std::string dir = temp_dir("tp_train_dp_pp");
+  expect_same_training(dir,
+                       "train mnist --synthetic --train-size 130 --test-size 32 --batch 50 --epochs 1 --quiet "
+                       "--momentum 0.9 --micro-batches 3 --seed " + random_seed(),
+                       "--tp 2 --dp 2 --pp 2", 8);
+}
+
 TEST_F(TensorParallelTraining, SizesAndGridsThatDoNotFitAreClearErrors) {
   const std::string base = "train mnist --synthetic --train-size 64 --test-size 32 --epochs 1 --quiet ";
   // 128 hidden features over 3 ranks
@@ -113,9 +123,9 @@ TEST_F(TensorParallelTraining, SizesAndGridsThatDoNotFitAreClearErrors) {
   r = sh(mpirun(2, base + "--tp 2 --dp 2"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("--tp 2 --dp 2 needs a job of exactly 4 ranks"), std::string::npos) << r.out;
-  r = sh(kRlx + " " + base + "--tp 2 --dp 2 --pp 2");
+  r = sh(mpirun(4, base + "--tp 2 --dp 2 --pp 2"));
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("--tp with both --dp and --pp is not supported yet"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--tp 2 --dp 2 --pp 2 needs a job of exactly 8 ranks"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -54,6 +54,16 @@ struct ProcessGrid {
 // data-parallel group, the replicas of this rank's shard).
 Expected<ProcessGrid> process_grid(int tp, int pp, const std::string& tp_flag = "--tp", const std::string& pp_flag = "--pp");
 
+// A job of tp * dp * pp ranks (training with all three): world rank r is shard r % tp of
+// replica (r / tp) % dp of stage r / (tp * dp). `tensor` groups the tp shards of one replica's
+// stage, `data` the dp replicas of one shard's stage, `pipeline` the pp stages of one shard of
+// one replica. Errors when the job has another size.
+struct ProcessGrid3 {
+  std::shared_ptr<dist::Communicator> world, tensor, data, pipeline;
+  int tp_rank = 0, dp_rank = 0, stage_index = 0;
+};
+Expected<ProcessGrid3> process_grid3(int tp, int dp, int pp);
+
 struct Verb {
   const char* name;
   const char* summary;

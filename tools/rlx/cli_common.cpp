@@ -206,4 +206,30 @@ Expected<ProcessGrid> process_grid(int tp, int pp, const std::string& tp_flag, c
   return g;
 }
 
+Expected<ProcessGrid3> process_grid3(int tp, int dp, int pp) {
+  if (tp < 1 || dp < 1 || pp < 1)
+    return error(ErrorCode::invalid_argument, "--tp, --dp and --pp must be at least 1, got ", tp, ", ", dp, " and ", pp);
+  const int ranks = tp * dp * pp;
+  const std::string flags = cat("--tp ", tp, " --dp ", dp, " --pp ", pp);
+  if (!dist::launched_by_mpi())
+    return error(ErrorCode::invalid_argument, flags, " needs a job of exactly ", ranks, " ranks (mpirun -np ", ranks,
+                 "); this process was not started by mpirun");
+  ProcessGrid3 g;
+  RLX_ASSIGN_OR_RETURN(g.world, dist::world_communicator());
+  if (g.world->size() != ranks)
+    return error(ErrorCode::invalid_argument, flags, " needs a job of exactly ", ranks, " ranks (mpirun -np ", ranks,
+                 "); this one has ", g.world->size());
+  const int r = g.world->rank();
+  g.tp_rank = r % tp;
+  g.dp_rank = r / tp % dp;
+  g.stage_index = r / (tp * dp);
+  // three splits, in the same order on every rank (each is collective over the world)
+  RLX_ASSIGN_OR_RETURN(g.tensor, g.world->split(g.dp_rank + dp * g.stage_index, g.tp_rank));
+  RLX_ASSIGN_OR_RETURN(g.data, g.world->split(g.tp_rank + tp * g.stage_index, g.dp_rank));
+  RLX_ASSIGN_OR_RETURN(g.pipeline, g.world->split(g.tp_rank + tp * g.dp_rank, g.stage_index));
+  if (!g.tensor || !g.data || !g.pipeline || g.tensor->size() != tp || g.data->size() != dp || g.pipeline->size() != pp)
+    return error(ErrorCode::internal, "splitting ", ranks, " ranks into a ", tp, " x ", dp, " x ", pp, " grid failed");
+  return g;
+}
+
 }  // namespace rlx::cli

@@ -145,8 +145,6 @@ Expected<Options> parse(int argc, char** argv, int first) {
   if (!o.qat.empty() && (o.dp > 1 || o.pp > 1))
     return error(ErrorCode::invalid_argument, "--qat with --dp or --pp is not supported yet (the activation ranges are "
                  "tracked by one process)");
-  if (o.tp > 1 && o.dp > 1 && o.pp > 1)
-    return error(ErrorCode::unsupported, "--tp with both --dp and --pp is not supported yet: combine --tp with one of them");
   if (o.tp > 1 && (!o.qat.empty() || o.precision != "f32"))
     return error(ErrorCode::invalid_argument, "--tp with --qat or --precision is not supported yet");
   return o;
@@ -235,7 +233,17 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   std::shared_ptr<dist::Communicator> tp_group;
   int rank = 0, ranks = 1, world_rank = 0;             // the data-parallel split
   int tp_rank = 0;
-  if (o.tp > 1 && (o.dp > 1 || o.pp > 1)) {
+  if (o.tp > 1 && o.dp > 1 && o.pp > 1) {
+    // all three: dp pipelines of pp stages, each stage's layers sharded over tp ranks
+    RLX_ASSIGN_OR_RETURN(ProcessGrid3 grid, process_grid3(o.tp, o.dp, o.pp));
+    tp_group = grid.tensor;
+    tp_rank = grid.tp_rank;
+    comm = grid.pipeline;
+    dp_group = grid.data;
+    rank = grid.dp_rank;
+    ranks = o.dp;
+    world_rank = grid.world->rank();
+  } else if (o.tp > 1 && (o.dp > 1 || o.pp > 1)) {
     RLX_ASSIGN_OR_RETURN(ProcessGrid grid, process_grid(o.tp, o.dp > 1 ? o.dp : o.pp, "--tp", o.dp > 1 ? "--dp" : "--pp"));
     tp_group = grid.stage;
     tp_rank = grid.tp_rank;

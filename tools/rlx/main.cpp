@@ -42,7 +42,7 @@ const std::vector<Verb>& verbs() {
        "rlx train mnist --arch mlp|tinyconv [--epochs E] [--batch B] [--lr LR] [--optimizer sgd|adam|adamw] "
        "[--data DIR | --synthetic] [--json FILE] [--save FILE.safetensors] [--seed S] [--device D] [--qat int8] [--init FILE] "
        "[--dp D [--bucket-kb K]] [--pp P [--micro-batches M] [--pp-schedule gpipe|1f1b]] (under mpirun -np D*P) "
-       "[--tp T] (with one of --dp/--pp: mpirun -np T*D or T*P)  "
+       "[--tp T] (with --dp/--pp: mpirun -np T*D*P)  "
        "(docs/training.md, docs/distributed.md)",
        cmd_train},
       {"codegen", "ahead-of-time full-integer int8 inference: C for Cortex-M (QEMU-checked with --run), "
