@@ -4,7 +4,8 @@
 namespace rlx::backends {
 
 Expected<CsrSpmvPlan> plan_csr_spmv(const NodeDesc& n) {
-  if (n.op != Op::SpmvCsr) return error(ErrorCode::unsupported, op_name(n.op), " is not spmv_csr");
+  if (n.op != Op::SpmvCsr)
+    return error(ErrorCode::unsupported, op_name(n.op), " has no GPU kernel (the GPU CSR kernel is spmv_csr without transpose)");
   if (n.attrs.i("transpose", 0) != 0)
     return error(ErrorCode::unsupported, "transposed spmv_csr (a scatter whose rows collide) has no GPU kernel");
   if (n.inputs.size() != 4) return error(ErrorCode::unsupported, "spmv_csr takes 4 inputs");
@@ -67,21 +68,25 @@ RLX_SPMV(rlx_native_spmv_f32_i64, float, long)
   return s;
 }
 
-std::string csr_spmv_glsl_vulkan_source(const CsrSpmvPlan& p) {
+std::string csr_spmv_glsl_source(const CsrSpmvPlan& p, bool opengl) {
   const std::string v = p.value == DType::f64 ? "double" : "float", i = p.index == DType::i64 ? "int64_t" : "int";
-  return std::string(R"GLSL(#version 450
-#extension GL_EXT_shader_explicit_arithmetic_types : require
-layout(local_size_x = 64) in;
-)GLSL") + "#define V " + v + "\n#define I " + i + "\n" + R"GLSL(
+  const std::string params =
+      opengl ? "layout(location = 0) uniform int64_t rlx_p0;\nlayout(location = 1) uniform int64_t rlx_p1;\n"
+               "layout(location = 2) uniform int64_t rlx_p2;\nlayout(location = 3) uniform int64_t rlx_p3;\n"
+               "#define P(i) rlx_p##i\n"
+             : "layout(push_constant) uniform RlxSpmv { int64_t v[4]; } rlx_p;\n#define P(i) rlx_p.v[i]\n";
+  return std::string("#version 450\n") +
+         (opengl ? "#extension GL_ARB_gpu_shader_int64 : require\n"
+                 : "#extension GL_EXT_shader_explicit_arithmetic_types : require\n") +
+         "layout(local_size_x = 64) in;\n#define V " + v + "\n#define I " + i + "\n" + params + R"GLSL(
 layout(std430, binding = 0) readonly buffer RlxRp { I rp[]; };
 layout(std430, binding = 1) readonly buffer RlxCi { I ci[]; };
 layout(std430, binding = 2) readonly buffer RlxVa { V va[]; };
 layout(std430, binding = 3) readonly buffer RlxX { V x[]; };
 layout(std430, binding = 4) writeonly buffer RlxY { V y[]; };
 layout(std430, binding = 5) buffer RlxFlags { int flags[]; };
-layout(push_constant) uniform RlxSpmv { int64_t v[4]; } rlx_p;  // n, m, k, nnz
 void main() {
-  const int64_t n = rlx_p.v[0], m = rlx_p.v[1], k = rlx_p.v[2], nnz = rlx_p.v[3];
+  const int64_t n = P(0), m = P(1), k = P(2), nnz = P(3);
   const int64_t g = int64_t(gl_GlobalInvocationID.x) + int64_t(gl_GlobalInvocationID.y) * int64_t(gl_NumWorkGroups.x) * 64l;
   if (g >= n * k) return;
   const int64_t i = g / k, j = g - i * k;

@@ -1,5 +1,6 @@
 // The GPU devices' native CSR SpMV/SpMM (spmv_csr with transpose=0): one work item per output
-// element (row i of A, column j of x) looping over row i's stored entries. The kernel IR has
+// element (row i of A, column j of x) looping over row i's stored entries; opencl, vulkan and
+// opengl run it. The kernel IR has
 // no loop with data-dependent bounds, so this is a native kernel written once in C-family
 // source (OpenCL C here), the way the tiled GEMM is. It checks the index data it reads: a
 // row_ptr that is not monotone from 0 to nnz, or a column outside x's rows, is never followed
@@ -29,9 +30,10 @@ Claim claim_csr_spmv(const NodeDesc& n, std::string_view device, bool fp64);
 //   kernel(rp, ci, va, x, y, flags, n, m, k, nnz), global size n * k.
 // flags[0] gets bit 1 for a column out of range and bit 2 for a bad row_ptr.
 std::string csr_spmv_opencl_source(bool fp64);
-// GLSL (Vulkan dialect) source of the kernel for one plan: bindings rp, ci, va, x, y, flags;
-// push constants int64 n, m, k, nnz; work groups of 64 over a 2D grid numbered x + y * groups_x.
-std::string csr_spmv_glsl_vulkan_source(const CsrSpmvPlan& p);
+// GLSL source of the kernel for one plan: bindings rp, ci, va, x, y, flags; int64 n, m, k, nnz
+// as push constants (Vulkan) or uniforms rlx_p0..3 at locations 0..3 (OpenGL, `opengl`); work
+// groups of 64 over a 2D grid numbered x + y * groups_x.
+std::string csr_spmv_glsl_source(const CsrSpmvPlan& p, bool opengl);
 // The error for a nonzero flags word of node `name`.
 Status csr_spmv_flag_error(int flags, std::string_view name);
 

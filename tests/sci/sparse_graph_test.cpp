@@ -264,6 +264,53 @@ TEST(GraphSparse, BadIndexDataIsAnErrorNamingTheOp) {
     }
 }
 
+// The GPU devices' CSR kernels (opencl, vulkan, opengl): random SpMV/SpMM against the cpu, and
+// bad index data skipped on the device and reported as an error naming the node.
+TEST(GraphSparse, GpuSpmvMatchesCpuAndReportsBadIndices) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  Csr<float, int32_t> a = random_sparse<float, int32_t>(rng, 300, 200, 0.05);
+  int ran = 0;
+  for (const char* dev : {"opencl", "vulkan", "opengl"}) {
+    Graph g;
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    CsrInputs<float, int32_t> c = add_csr(g, a);
+    ValueId x = g.add_input("x", TensorType{DType::f32, {200, 3}});
+    g.outputs = {spmv(o, c.rp, c.ci, c.va, x)};
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    auto model = Model::compile(g, {.device = dev});
+    if (!model.has_value()) {
+      std::printf("%s not checked: %s\n", dev, model.status().to_string().c_str());
+      continue;
+    }
+    ++ran;
+    std::vector<double> xd = random_vector(rng, 600);
+    std::vector<Tensor> in = c.tensors;
+    in.push_back(Tensor::from_f64(DType::f32, {200, 3}, xd));
+    auto out = (*model)->run(in);
+    ASSERT_TRUE(out.has_value()) << dev << ": " << out.status().to_string();
+    std::vector<float> xv(xd.begin(), xd.end()), want(900);
+    ASSERT_TRUE(spmm(a, xv.data(), 3, want.data()).is_ok());
+    for (int64_t i = 0; i < 900; ++i) ASSERT_NEAR((*out)[0].get_f64(i), want[i], 1e-5 * (1 + std::abs(want[i]))) << dev << " y " << i;
+    std::vector<double> bad_col = as_double(a.col_idx);
+    bad_col[bad_col.size() / 2] = 200;
+    in[1] = Tensor::from_f64(DType::i32, {a.nnz()}, bad_col);
+    auto r = (*model)->run(in);
+    ASSERT_FALSE(r.has_value()) << dev;
+    EXPECT_NE(r.status().to_string().find("column index is outside"), std::string::npos) << r.status().to_string();
+    std::vector<double> bad_rp = as_double(a.row_ptr);
+    bad_rp[10] = bad_rp[11] + 1;  // row 10 ends before it starts
+    in[1] = c.tensors[1];
+    in[0] = Tensor::from_f64(DType::i32, {a.rows + 1}, bad_rp);
+    r = (*model)->run(in);
+    ASSERT_FALSE(r.has_value()) << dev;
+    EXPECT_NE(r.status().to_string().find("row_ptr is not monotone"), std::string::npos) << r.status().to_string();
+  }
+  if (ran == 0) GTEST_SKIP() << "no GPU device (opencl, vulkan, opengl) is available here";
+}
+
 TEST(GraphSparse, TypeRulesCheckDtypesAndShapes) {
   auto build = [](TensorType rp, TensorType ci, TensorType va, TensorType x, Op op, Attrs attrs = {}) {
     Graph g;

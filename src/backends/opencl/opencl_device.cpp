@@ -316,7 +316,7 @@ class OpenclDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
 
   Claim claim_native(const NodeDesc& n) const override {
-    if (n.op == Op::SpmvCsr) return backends::claim_csr_spmv(n, "opencl", rt_->fp64());
+    if (op_info(n.op).family == OpFamily::sparse) return backends::claim_csr_spmv(n, "opencl", rt_->fp64());
     return backends::claim_tiled_gemm(n, "opencl");
   }
 

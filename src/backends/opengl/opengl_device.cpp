@@ -10,6 +10,7 @@
 #include "../../codegen/c_renderer.h"
 #include "../../codegen/glsl_prelude.h"
 #include "../../passes/schedule.h"
+#include "backends/csr_spmv.h"
 #include "backends/gemm_plan.h"
 #include "opengl_runtime.h"
 #include "rlx/compile.h"
@@ -38,6 +39,12 @@ struct Step {
   GLuint groups[3] = {0, 0, 0};  // 0 anywhere: nothing to run
 };
 
+// The CSR kernels' index-check words (csr_spmv.h): one small buffer per spmv_csr node.
+struct CsrFlags {
+  GLuint buffer = 0;
+  std::string node;
+};
+
 // A compiled program: one storage buffer per kernel-level buffer (views share their target's),
 // weights and constants uploaded once when it is made. A run writes the inputs into their
 // buffers, dispatches every step with a storage barrier after each and reads the outputs back;
@@ -49,6 +56,7 @@ class OpenGlExecutable final : public Executable {
     Runtime::Lock lock(*rt_);
     if (!lock.status()) return;  // no context: the buffers go with the process
     std::vector<GLuint> owned = packed_;
+    for (const CsrFlags& f : flags_) owned.push_back(f.buffer);
     if (arena_) owned.push_back(arena_);
     for (size_t i = 0; i < mem_.size(); ++i)
       if (owns_[i] && mem_[i]) owned.push_back(mem_[i]);
@@ -84,6 +92,7 @@ class OpenGlExecutable final : public Executable {
   std::vector<char> owns_;
   GLuint arena_ = 0;  // the intermediates at the memory planner's offsets
   std::vector<GLuint> packed_;  // buffers of constants packed together for one kernel
+  std::vector<CsrFlags> flags_;
   std::vector<Step> steps_;
   ExecStats stats_;
   std::mutex mu_;
@@ -292,6 +301,23 @@ Status OpenGlExecutable::build_steps() {
     if (s.native) {
       const kir::NativeKernel& nk = prog_.natives[s.index];
       NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
+      if (nk.op == Op::SpmvCsr) {
+        RLX_ASSIGN_OR_RETURN(backends::CsrSpmvPlan p, backends::plan_csr_spmv(d));
+        RLX_ASSIGN_OR_RETURN(st.program, rt_->program(backends::csr_spmv_glsl_source(p, true)));
+        const Gl& gl = rt_->gl();
+        CsrFlags f{0, nk.name};
+        gl.CreateBuffers(1, &f.buffer);
+        gl.NamedBufferStorage(f.buffer, 4, nullptr, GL_DYNAMIC_STORAGE_BIT);
+        RLX_TRY(rt_->check("allocating the CSR index-check flag"));
+        flags_.push_back(f);
+        st.bindings = {bind_of(nk.inputs[0]), bind_of(nk.inputs[1]), bind_of(nk.inputs[2]),
+                       bind_of(nk.inputs[3]), bind_of(nk.outputs[0]), Binding{f.buffer, 0, 0}};
+        const int64_t v[4] = {p.n, p.m, p.k, p.nnz};
+        st.uniforms = uniforms(st.program, {"rlx_p0", "rlx_p1", "rlx_p2", "rlx_p3"}, v);
+        if (p.n * p.k > 0) groups_for(p.n * p.k, st.groups);
+        steps_.push_back(std::move(st));
+        continue;
+      }
       RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, backends::plan_tiled_gemm(d));
       st.program = gemm;
       st.bindings = {bind_of(nk.inputs[0]), bind_of(nk.inputs[1]), bind_of(nk.outputs[0])};
@@ -342,6 +368,8 @@ Status OpenGlExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
       const Binding b = bind_of(prog_.inputs[i]);
       gl.NamedBufferSubData(b.buffer, b.offset, static_cast<GLsizeiptr>(inputs[i].nbytes()), inputs[i].bytes());
     }
+  const int32_t zero = 0;
+  for (const CsrFlags& f : flags_) gl.NamedBufferSubData(f.buffer, 0, 4, &zero);
   for (const Step& s : steps_) {
     if (s.groups[0] == 0 || s.groups[1] == 0 || s.groups[2] == 0) continue;
     gl.UseProgram(s.program);
@@ -362,7 +390,14 @@ Status OpenGlExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
       gl.GetNamedBufferSubData(b.buffer, b.offset, static_cast<GLsizeiptr>(outputs[i].nbytes()), outputs[i].bytes());
     }
   gl.UseProgram(0);
-  return rt_->check("running the program");
+  RLX_TRY(rt_->check("running the program"));
+  // the CSR kernels' index checks (a bad index was skipped, never followed)
+  for (const CsrFlags& f : flags_) {
+    int32_t flags = 0;
+    gl.GetNamedBufferSubData(f.buffer, 0, 4, &flags);
+    if (flags) return backends::csr_spmv_flag_error(flags, f.node);
+  }
+  return Status::ok();
 }
 
 Expected<std::vector<Tensor>> OpenGlExecutable::run(std::span<const Tensor> inputs) {
@@ -396,7 +431,10 @@ class OpenGlDevice final : public Device {
   }
   const DeviceInfo& info() const override { return info_; }
 
-  Claim claim_native(const NodeDesc& n) const override { return backends::claim_tiled_gemm(n, "opengl"); }
+  Claim claim_native(const NodeDesc& n) const override {
+    if (op_info(n.op).family == OpFamily::sparse) return backends::claim_csr_spmv(n, "opengl", caps_.fp64);
+    return backends::claim_tiled_gemm(n, "opengl");
+  }
 
   Claim supports_primitive(const NodeDesc& n) const override { return codegen::glsl_supports(n, caps_); }
 

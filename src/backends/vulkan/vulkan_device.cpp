@@ -212,7 +212,7 @@ Status VulkanExecutable::build_steps() {
       NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
       if (nk.op == Op::SpmvCsr) {
         RLX_ASSIGN_OR_RETURN(backends::CsrSpmvPlan p, backends::plan_csr_spmv(d));
-        RLX_ASSIGN_OR_RETURN(st.pipeline, rt_->pipeline(backends::csr_spmv_glsl_vulkan_source(p), 6, 32));
+        RLX_ASSIGN_OR_RETURN(st.pipeline, rt_->pipeline(backends::csr_spmv_glsl_source(p, false), 6, 32));
         RLX_ASSIGN_OR_RETURN(Buffer fl, rt_->create_buffer(4, true, "CSR index-check flag"));
         flags_.push_back(fl);
         flag_nodes_.push_back(nk.name);
@@ -387,7 +387,7 @@ class VulkanDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
 
   Claim claim_native(const NodeDesc& n) const override {
-    if (n.op == Op::SpmvCsr) return backends::claim_csr_spmv(n, "vulkan", rt_->caps().fp64);
+    if (op_info(n.op).family == OpFamily::sparse) return backends::claim_csr_spmv(n, "vulkan", rt_->caps().fp64);
     return backends::claim_tiled_gemm(n, "vulkan");
   }
 
