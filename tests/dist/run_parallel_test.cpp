@@ -1,7 +1,8 @@
 // `rlx run MODEL --tp T --pp P`: one forward run across ranks gives output 0 of the
 // single-process `rlx run` (the same synthesized inputs; a Qwen3 KV cache input is cut to the
 // shard's heads): Qwen3 prefill logits and MiniLM sentence embeddings, on 2 and 2 x 2 ranks.
-// A graph rlx cannot split is refused with the reason.
+// A graph that names its layer ends (layer.N.out) runs with --pp; one rlx cannot split is
+// refused with the reason.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,6 +65,24 @@ TEST_F(RunParallel, MiniLmEmbeddingsMatchWithTensorAndPipeline) {
   ASSERT_EQ(mk.code, 0) << mk.out;
   expect_same_output(dir, dir + "/m", "sentence_embedding.npy", "--tp 2", 2);
   expect_same_output(dir, dir + "/m", "sentence_embedding.npy", "--pp 3", 3);
+}
+
+TEST_F(RunParallel, AGraphThatNamesItsLayerEndsRunsOnAPipeline) {
+  // any graph (here text IR) whose values layer.N.out mark its layers: 3 stages, the batch of 3
+  // in 3 micro-batches
+  const std::string dir = temp_dir("run_layers");
+  const std::string g = dir + "/layers.rlx";
+  std::ofstream(g) << R"(
+graph @layers(%x: f32[batch, 6], %w1: f32[6, 8], %w2: f32[8, 8], %w3: f32[8, 3]) -> (f32[batch, 3]) {
+  %a = matmul(%x, %w1)
+  %layer.0.out = tanh(%a)
+  %b = matmul(%layer.0.out, %w2)
+  %layer.1.out = tanh(%b)
+  %c = matmul(%layer.1.out, %w3)
+  return %c
+}
+)";
+  expect_same_output(dir, g + " --dims batch=3", "c.npy", "--pp 3 --micro-batches 3", 3);
 }
 
 TEST_F(RunParallel, GraphsWithoutALayoutAreRefusedWithTheReason) {
