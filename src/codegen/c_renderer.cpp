@@ -268,6 +268,8 @@ std::string Renderer::cast_expr(const std::string& v, DType from, DType to) {
   // precision relies on it, passes/autocast.h). Stores round again, which changes nothing.
   if (to == DType::f16 || to == DType::bf16) {
     const std::string n = to == DType::f16 ? "f16" : "bf16";
+    // C: the prelude's rounding in 32-bit lanes, which vectorizes (c_prelude.cpp)
+    if (!glsl()) return "rlx_round_" + n + "(" + conv("float", v) + ")";
     return "rlx_" + n + "_to_f32(rlx_f32_to_" + n + "(" + conv("float", v) + "))";
   }
   if (is_float(to)) return conv(ct(to), v);

@@ -33,6 +33,14 @@ int64_t const_i64(const Tensor& t) {
 
 class Scheduler;
 
+// An inlined value whose expression is longer than this is materialized when more than one
+// kernel inlines it, rather than recomputed by each. Without the bound, a chain of
+// elementwise producers that is never forced (MiniLM's residual stream under --precision,
+// where rounding casts rather than GEMMs read each layer norm's output) was recomputed from
+// the first layer in every later kernel: the mean-pooling kernel read 82 buffers. Cheap
+// expressions (a bias add, softmax's exp) stay fused.
+constexpr int kMaxRecomputeExprs = 32;
+
 // Builds one generated kernel by inlining the expression of a value at loop indices.
 class Lowering {
  public:
@@ -43,6 +51,10 @@ class Lowering {
   int scalar_const(const Tensor& t, DType dt);
   ValueId needs_materialization = kNoValue;  // set when a value must get its own buffer
   std::set<ValueId> inlined_reductions;
+  // Values computed inline (not loaded, not the sink) and the most expressions one of them
+  // added to this kernel: the scheduler materializes an expensive value that several kernels
+  // would otherwise each recompute.
+  std::map<ValueId, int> inlined_cost;
 
   Scheduler& S;
   KernelBuilder kb;
@@ -77,6 +89,8 @@ class Scheduler {
   Status assign_buffers();
   // Builds the kernel that materializes v; returns false if it asked for more materialization.
   Expected<bool> build_kernel(ValueId v, int out_buffer, std::map<ValueId, std::set<int>>& reduce_users);
+  // expensive inlined values (kMaxRecomputeExprs): the kernels inlining each, its largest cost
+  std::map<ValueId, std::pair<std::set<int>, int>> expensive_users;
   Status add_native(int node_index);
   Status add_scatter(int node_index);
   int add_copy_kernel(int src_buffer, int dst_buffer);
@@ -139,7 +153,12 @@ int Lowering::elem(ValueId v, const std::vector<Ix>& idx) {
                                                          : kb.linearize(idx, contiguous_strides(buf.sizes));
     r = kb.load(arg(b), buf.dtype, kb.ix_expr(flat));
   } else {
+    const size_t before = k_.exprs.size();
     r = compute(v, idx);
+    if (v != sink_) {
+      int& c = inlined_cost[v];
+      c = std::max(c, static_cast<int>(k_.exprs.size() - before));
+    }
   }
   memo_.emplace(std::move(key), r);
   return r;
@@ -558,6 +577,12 @@ Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, std::map<Value
     if (e.kind == kir::ExprKind::loop_var) e.loop = new_pos[e.loop];
   }
   for (ValueId r : best->l->inlined_reductions) reduce_users[r].insert(static_cast<int>(prog.generated.size()));
+  for (auto [iv, cost] : best->l->inlined_cost)
+    if (cost > kMaxRecomputeExprs) {
+      auto& [users, most] = expensive_users[iv];
+      users.insert(static_cast<int>(prog.generated.size()));
+      most = std::max(most, cost);
+    }
   k.name = cat("k", prog.generated.size());
   prog.generated.push_back(std::move(k));
   prog.steps.push_back({false, static_cast<int>(prog.generated.size()) - 1});
@@ -633,6 +658,7 @@ Expected<kir::KernelProgram> Scheduler::run() {
   for (int attempt = 0; attempt < 4 * static_cast<int>(g.values.size()) + 8; ++attempt) {
     RLX_TRY(assign_buffers());
     std::map<ValueId, std::set<int>> reduce_users;
+    expensive_users.clear();
     bool restart = false;
     for (size_t ni = 0; ni < g.nodes.size() && !restart; ++ni) {
       const Node& n = g.nodes[ni];
@@ -663,6 +689,20 @@ Expected<kir::KernelProgram> Scheduler::run() {
         restart = true;
       }
     if (restart) continue;
+    // So is the most expensive expression (over kMaxRecomputeExprs expressions) that several
+    // kernels inline; one a round, since materializing it makes the values it is computed
+    // from (a chain's earlier links, expensive too) read by its kernel alone.
+    ValueId worst = kNoValue;
+    int worst_cost = 0;
+    for (const auto& [v, uc] : expensive_users)
+      if (uc.first.size() > 1 && uc.second > worst_cost) {
+        worst = v;
+        worst_cost = uc.second;
+      }
+    if (worst != kNoValue) {
+      forced[worst] = 1;
+      continue;
+    }
     // Graph outputs: each gets its own output buffer, written by the kernel that computes it
     // or copied when it is an input, a weight, a view, or listed twice.
     std::vector<char> claimed(prog.buffers.size(), 0);

@@ -48,7 +48,13 @@ TEST(MiniLmAmp, Bf16AndF16EmbeddingsKeepCosineAbove099) {
       "Hello world.", "A short one.", "A considerably longer sentence, with punctuation; and some more words to pad the rest!",
       "One", "two words", "three words here", "and now four words with an accent: café"};
   std::vector<std::string> batch;  // speed: 8 texts of 128 tokens
-  for (int i = 0; i < 8; ++i) batch.push_back(std::string(600, "abcdefgh"[i]) + " words");
+  // words of the random model's vocabulary, so that each text really is 128 tokens (a run of one
+  // letter was a single unknown token: the batch was 8 x 6)
+  for (int i = 0; i < 8; ++i) {
+    std::string t;
+    for (int w = 0; w < 40; ++w) t += (w + i) % 2 ? "hello world one two " : "two one world hello ";
+    batch.push_back(t);
+  }
   auto m32 = Model::compile(b->graph, {.device = "cpu"});
   ASSERT_TRUE(m32.has_value()) << m32.status().to_string();
   const Tensor e32 = embed(**m32, *b, texts, 32, nullptr);

@@ -101,6 +101,30 @@ graph @g(%x: f32[6, 64]) -> (f32[6, 48]) {
   EXPECT_TRUE(kir::verify_program(p).is_ok());
 }
 
+// A long elementwise chain read by two kernels (reductions over different axes) is
+// materialized once instead of being recomputed by each; a short one stays fused. (Under
+// --precision, MiniLM's residual stream was recomputed from the first layer in every later
+// kernel, the pooling kernel reading 82 buffers.)
+std::string chain_read_twice(int steps) {
+  std::string t = "graph @g(%x: f32[64, 48]) -> (f32[64], f32[48]) {\n  %c0 = tanh(%x)\n";
+  for (int i = 1; i < steps; ++i)
+    t += "  %c" + std::to_string(i) + (i % 2 ? " = add(%c" : " = tanh(%c") + std::to_string(i - 1) + (i % 2 ? ", %x)\n" : ")\n");
+  const std::string last = "%c" + std::to_string(steps - 1);
+  t += "  %r = reduce_sum(" + last + ") {axes = [1], keepdims = 0}\n";
+  t += "  %s = reduce_sum(" + last + ") {axes = [0], keepdims = 0}\n";
+  return t + "  return %r, %s\n}";
+}
+
+TEST(Schedule, ExpensiveChainReadByTwoKernelsIsMaterialized) {
+  auto cheap = schedule_text(chain_read_twice(4), {});
+  EXPECT_EQ(cheap.generated.size(), 2u) << "a 4-op chain is recomputed by both reductions";
+  auto p = schedule_text(chain_read_twice(60), {});
+  ASSERT_EQ(p.generated.size(), 3u) << "the 60-op chain gets its own kernel";
+  int long_kernels = 0;
+  for (const auto& k : p.generated) long_kernels += count_exprs(k, kir::ExprKind::unary) > 16;
+  EXPECT_EQ(long_kernels, 1) << "only the materializing kernel computes the chain";
+}
+
 TEST(Schedule, ArenaReusesDeadIntermediates) {
   // four reductions in a row: each intermediate dies after the next kernel reads it
   auto p = schedule_text(R"(
