@@ -290,8 +290,8 @@ std::string_view op_family_name(OpFamily f) {
     case OpFamily::quant: return "quant";
     case OpFamily::linalg: return "linalg";
     case OpFamily::splat: return "splat";
-    case OpFamily::collective: return "collective";
     case OpFamily::sparse: return "sparse";
+    case OpFamily::collective: return "collective";
   }
   return "?";
 }
