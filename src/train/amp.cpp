@@ -251,26 +251,12 @@ Expected<EvalResult> AmpTrainer::evaluate(const Tensor& images, const Tensor& la
       labels.sizes()[0] != images.sizes()[0])
     return error(ErrorCode::invalid_argument, "images must be f32 [N, ...] and labels i32 [N], got ",
                  images.type().to_string(), " and ", labels.type().to_string());
-  const int64_t n = images.sizes()[0];
-  const int64_t example = images.numel() / std::max<int64_t>(1, n);
-  EvalResult r;
-  double loss_sum = 0.0;
-  for (int64_t start = 0; start < n; start += batch) {
-    const int64_t b = std::min(batch, n - start);
-    RLX_ASSIGN_OR_RETURN(Compiled * c, eval_for(b));
-    Sizes is = images.sizes();
-    is[0] = b;
-    Tensor x(DType::f32, is, images.storage(), images.byte_offset() + static_cast<size_t>(start * example) * 4);
-    Tensor y(DType::i32, {b}, labels.storage(), labels.byte_offset() + static_cast<size_t>(start) * 4);
-    std::vector<Tensor> in{x, y};
-    in.insert(in.end(), params_.begin(), params_.end());
-    RLX_TRY(c->variant->executable->run_into(in, c->outputs));
-    loss_sum += c->out0.data<float>()[0];
-    r.correct += static_cast<int64_t>(c->out1.data<float>()[0] + 0.5f);
-    r.count += b;
-  }
-  r.loss = r.count ? loss_sum / static_cast<double>(r.count) : 0.0;
-  return r;
+  return evaluate_in_batches(images, labels, batch, params_,
+                             [&](int64_t b, const std::vector<Tensor>& in) -> Expected<std::pair<double, double>> {
+                               RLX_ASSIGN_OR_RETURN(Compiled * c, eval_for(b));
+                               RLX_TRY(c->variant->executable->run_into(in, c->outputs));
+                               return std::pair<double, double>{c->out0.data<float>()[0], c->out1.data<float>()[0]};
+                             });
 }
 
 std::vector<std::pair<std::string, Tensor>> AmpTrainer::named_parameters() const {

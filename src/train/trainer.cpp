@@ -319,8 +319,6 @@ Expected<Trainer::Compiled*> Trainer::eval_for(int64_t batch) {
 Expected<EvalResult> Trainer::evaluate(const Tensor& images, const Tensor& labels, int64_t batch) {
   RLX_TRY(check_batch(model_, images, labels));
   if (batch <= 0) return error(ErrorCode::invalid_argument, "evaluation batch must be positive");
-  const int64_t n = images.sizes()[0];
-  const int64_t example = images.numel() / std::max<int64_t>(1, n);
   std::vector<Tensor> qat_params;  // the sites' scale and zero point, from the tracked ranges
   if (config_.qat.enabled) {
     if (steps_ == 0)
@@ -332,22 +330,35 @@ Expected<EvalResult> Trainer::evaluate(const Tensor& images, const Tensor& label
       qat_params.push_back(f32_scalar(static_cast<float>(q.zero_point)));
     }
   }
+  std::vector<Tensor> extra = params_;
+  extra.insert(extra.end(), qat_params.begin(), qat_params.end());
+  return evaluate_in_batches(images, labels, batch, extra,
+                             [&](int64_t b, const std::vector<Tensor>& in) -> Expected<std::pair<double, double>> {
+                               RLX_ASSIGN_OR_RETURN(Compiled * c, eval_for(b));
+                               RLX_TRY(c->variant->executable->run_into(in, c->outputs));
+                               return std::pair<double, double>{c->scalar_out.data<float>()[0],
+                                                                c->scalar_out2.data<float>()[0]};
+                             });
+}
+
+Expected<EvalResult> evaluate_in_batches(const Tensor& images, const Tensor& labels, int64_t batch,
+                                         const std::vector<Tensor>& extra, const EvalBatchFn& run) {
+  const int64_t n = images.sizes()[0];
+  const int64_t example = images.numel() / std::max<int64_t>(1, n);
   EvalResult r;
   double loss_sum = 0.0;
   for (int64_t start = 0; start < n; start += batch) {
     const int64_t b = std::min(batch, n - start);
-    RLX_ASSIGN_OR_RETURN(Compiled * c, eval_for(b));
     Sizes is = images.sizes();
     is[0] = b;
     // views into the dataset: no copy
     Tensor x(DType::f32, is, images.storage(), images.byte_offset() + static_cast<size_t>(start * example) * 4);
     Tensor y(DType::i32, {b}, labels.storage(), labels.byte_offset() + static_cast<size_t>(start) * 4);
     std::vector<Tensor> in{x, y};
-    in.insert(in.end(), params_.begin(), params_.end());
-    in.insert(in.end(), qat_params.begin(), qat_params.end());
-    RLX_TRY(c->variant->executable->run_into(in, c->outputs));
-    loss_sum += c->scalar_out.data<float>()[0];
-    r.correct += static_cast<int64_t>(c->scalar_out2.data<float>()[0] + 0.5f);
+    in.insert(in.end(), extra.begin(), extra.end());
+    RLX_ASSIGN_OR_RETURN(auto loss_correct, run(b, in));
+    loss_sum += loss_correct.first;
+    r.correct += static_cast<int64_t>(loss_correct.second + 0.5);
     r.count += b;
   }
   r.loss = r.count ? loss_sum / static_cast<double>(r.count) : 0.0;

@@ -21,6 +21,7 @@
 // batch is partial compiles two variants once and reuses them. Nothing is padded or masked.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -99,6 +100,15 @@ struct EvalResult {
   int64_t correct = 0, count = 0;
   double accuracy() const { return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0; }
 };
+
+// Runs an evaluation graph for batch size b on `inputs` ({images, labels} views of one batch,
+// then the extra inputs) and returns its two outputs: summed loss and number correct.
+using EvalBatchFn = std::function<Expected<std::pair<double, double>>(int64_t b, const std::vector<Tensor>& inputs)>;
+// Evaluates a dataset `batch` examples at a time (the last batch partial): the batches are
+// views into images [N, ...] f32 and labels [N] i32 (no copy), followed by `extra` (the
+// parameters, ...). The loss is averaged over all examples.
+Expected<EvalResult> evaluate_in_batches(const Tensor& images, const Tensor& labels, int64_t batch,
+                                         const std::vector<Tensor>& extra, const EvalBatchFn& run);
 
 class Trainer {
  public:
