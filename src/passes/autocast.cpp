@@ -1,6 +1,8 @@
 // The autocast pass (policy and forms: autocast.h).
 #include "autocast.h"
 
+#include "rewrite_util.h"
+
 namespace rlx::passes {
 
 Expected<Precision> parse_precision(std::string_view name) {
@@ -171,14 +173,7 @@ Expected<int> autocast(Graph& g, const AutocastOptions& options) {
       ++converted;
       continue;
     }
-    std::vector<TensorType> types;
-    for (ValueId v : n.outputs) types.push_back(g.values[v].type);
-    auto outs = out.add_node_typed(n.op, ins, n.attrs, types, n.name, n.origin);
-    out.nodes.back().native = n.native;
-    for (size_t k = 0; k < outs.size(); ++k) {
-      map[n.outputs[k]] = outs[k];
-      out.values[outs[k]].name = g.values[n.outputs[k]].name;
-    }
+    copy_node(g, n, ins, out, map);
   }
   for (ValueId v : g.outputs) out.outputs.push_back(map[v]);
   g = std::move(out);

@@ -91,14 +91,7 @@ Expected<int> fold_constants(Graph& g, int64_t max_elements) {
     }
     std::vector<ValueId> ins;
     for (ValueId v : n.inputs) ins.push_back(map[v]);
-    std::vector<TensorType> types;
-    for (ValueId v : n.outputs) types.push_back(g.values[v].type);
-    auto outs = out.add_node_typed(n.op, ins, n.attrs, types, n.name, n.origin);
-    out.nodes.back().native = n.native;
-    for (size_t k = 0; k < outs.size(); ++k) {
-      map[n.outputs[k]] = outs[k];
-      out.values[outs[k]].name = g.values[n.outputs[k]].name;
-    }
+    copy_node(g, n, ins, out, map);
   }
   for (ValueId v : g.outputs) out.outputs.push_back(map[v]);
   g = std::move(out);

@@ -8,6 +8,20 @@
 
 namespace rlx::passes {
 
+// Appends a copy of g's node n to out, reading `ins` (values of out), with the same output
+// types, names and native choice; map[old output] is set to the new one.
+inline void copy_node(const Graph& g, const Node& n, const std::vector<ValueId>& ins, Graph& out,
+                      std::vector<ValueId>& map) {
+  std::vector<TensorType> types;
+  for (ValueId v : n.outputs) types.push_back(g.values[v].type);
+  auto outs = out.add_node_typed(n.op, ins, n.attrs, types, n.name, n.origin);
+  out.nodes.back().native = n.native;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    map[n.outputs[k]] = outs[k];
+    out.values[outs[k]].name = g.values[n.outputs[k]].name;
+  }
+}
+
 // A copy of g keeping the nodes `keep` accepts; uses of a value in `replace` read its
 // replacement instead (replacements must be defined before their uses).
 inline Graph rebuild(const Graph& g, const std::function<bool(size_t)>& keep, const std::map<ValueId, ValueId>& replace) {
@@ -30,14 +44,7 @@ inline Graph rebuild(const Graph& g, const std::function<bool(size_t)>& keep, co
     const Node& n = g.nodes[i];
     std::vector<ValueId> ins;
     for (ValueId v : n.inputs) ins.push_back(resolve(v));
-    std::vector<TensorType> types;
-    for (ValueId v : n.outputs) types.push_back(g.values[v].type);
-    auto outs = out.add_node_typed(n.op, ins, n.attrs, types, n.name, n.origin);
-    out.nodes.back().native = n.native;
-    for (size_t k = 0; k < outs.size(); ++k) {
-      map[n.outputs[k]] = outs[k];
-      out.values[outs[k]].name = g.values[n.outputs[k]].name;
-    }
+    copy_node(g, n, ins, out, map);
   }
   for (ValueId v : g.outputs) out.outputs.push_back(resolve(v));
   return out;
