@@ -156,7 +156,8 @@ TEST(Calibration, StaticInt8MiniLmKeepsCosineAbove099) {
 }
 
 TEST(Calibration, BadInputsAreClearErrors) {
-  const std::string f32_dir = kDir + "/minilm-calib";
+  // its own folder: ctest runs the tests of this file in parallel, and the other one rewrites minilm-calib
+  const std::string f32_dir = kDir + "/minilm-calib-errors";
   mkdir((std::string(RLX_BINARY_DIR) + "/test-models").c_str(), 0755);
   mkdir(kDir.c_str(), 0755);
   if (!models::is_bert_folder(f32_dir)) ASSERT_TRUE(models::write_random_bert(f32_dir, models::BertConfig{}, 7).is_ok());
