@@ -85,8 +85,9 @@ struct EpilogueCounter {
   EpilogueCounter(float* base, int64_t sc, int64_t m_, int64_t n_, int64_t batch)
       : c_base(base), stride_c(sc), m(m_), n(n_), counts(static_cast<size_t>(batch * m_ * n_)) {}
 
-  static void fn(void* ctx, float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t mlen, int64_t nlen) {
+  static void fn(void* ctx, void* cv, int64_t ldc, int64_t m0, int64_t n0, int64_t mlen, int64_t nlen) {
     auto* self = static_cast<EpilogueCounter*>(ctx);
+    float* c = static_cast<float*>(cv);
     const int64_t off = c - self->c_base - (m0 * ldc + n0);
     const int64_t item = self->stride_c ? off / self->stride_c : 0;
     if (off != item * self->stride_c || m0 < 0 || n0 < 0 || mlen < 1 || nlen < 1 || m0 + mlen > self->m ||

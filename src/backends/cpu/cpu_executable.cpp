@@ -32,6 +32,9 @@ struct NativeState {
   enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention, linalg, splat, sparse, int8, collective } kind = Kind::gemm;
   GemmPlan plan;
   PackedB packed;  // when B is a weight
+  GemmType a_type = GemmType::f32, b_type = GemmType::f32, c_type = GemmType::f32;
+  GemmType bias_type = GemmType::f32;  // gemm's third operand, when it has one
+  std::vector<float> bias32;           // a row bias times beta, in f32 (rebuilt per run)
   // qmatmul: y[m, n] = x[m, k] * W^T; dequantize: rows x cols values
   quant::QType qtype = quant::QType::q8_0;
   int64_t m = 0, n = 0, k = 0;
@@ -39,17 +42,19 @@ struct NativeState {
 };
 
 // Runs a generated kernel on one finished GEMM tile: the tile's elements are the flattened
-// positions (c - base) + i * ldc + j of the kernel's domain.
+// positions (c - base) + i * ldc + j of the kernel's domain (in elements of C's type, which
+// the kernel reads C in, as it would unfused).
 struct EpilogueCtx {
   KernelFn fn;
   void* const* argv;
   int64_t cols;
-  const float* base;
+  const void* base;
+  int64_t esize;
 };
 
-void epilogue_trampoline(void* ctx, float* c, int64_t ldc, int64_t, int64_t, int64_t mlen, int64_t nlen) {
+void epilogue_trampoline(void* ctx, void* c, int64_t ldc, int64_t, int64_t, int64_t mlen, int64_t nlen) {
   const auto* e = static_cast<const EpilogueCtx*>(ctx);
-  const int64_t origin = c - e->base;
+  const int64_t origin = (static_cast<const char*>(c) - static_cast<const char*>(e->base)) / e->esize;
   // The usual case: the kernel's rows are the GEMM's rows, so the tile is one block of its
   // domain and one call covers it (instead of one call per row).
   if (ldc == e->cols && origin % e->cols + nlen <= e->cols) {
@@ -250,11 +255,26 @@ Status CpuExecutable::init(const Graph& g) {
       continue;
     }
     RLX_ASSIGN_OR_RETURN(st.plan, plan_contraction(n.op, n.attrs, n.input_types, n.output_types));
-    n.how = cat("gemm ", gemm_kernel_name(), " m=", st.plan.m, " n=", st.plan.n, " k=", st.plan.k,
-                st.plan.batch > 1 ? cat(" batch=", st.plan.batch) : std::string());
+    {
+      auto ta = gemm_type_of(prog_.buffers[n.inputs[0]].dtype), tb = gemm_type_of(prog_.buffers[n.inputs[1]].dtype);
+      auto tc = gemm_type_of(prog_.buffers[n.outputs[0]].dtype);
+      if (!ta || !tb || !tc) return error(ErrorCode::internal, n.name, ": the native GEMM takes f32, f16 and bf16 only");
+      st.a_type = *ta;
+      st.b_type = *tb;
+      st.c_type = *tc;
+      if (st.plan.c_mode != GemmPlan::CMode::none) {
+        auto tbias = gemm_type_of(prog_.buffers[n.inputs[2]].dtype);
+        if (!tbias) return error(ErrorCode::internal, n.name, ": gemm's C must be f32, f16 or bf16");
+        st.bias_type = *tbias;
+        if (st.plan.c_mode == GemmPlan::CMode::bias_row) st.bias32.resize(static_cast<size_t>(st.plan.n));
+      }
+    }
+    n.how = cat("gemm ", gemm_kernel_name(st.a_type, st.b_type, st.c_type), " m=", st.plan.m, " n=", st.plan.n,
+                " k=", st.plan.k, st.plan.batch > 1 ? cat(" batch=", st.plan.batch) : std::string());
     const kir::Buffer& bb = prog_.buffers[n.inputs[1]];
     if (bb.kind == kir::BufferKind::weight && (st.plan.batch == 1 || st.plan.stride_b == 0)) {
-      st.packed = pack_b(static_cast<const float*>(ptrs_[n.inputs[1]]), st.plan.ldb, st.plan.trans_b, st.plan.k, st.plan.n);
+      // 16-bit weights stay 16-bit in their panels (half the bytes to stream per product)
+      st.packed = pack_b(ptrs_[n.inputs[1]], st.b_type, st.plan.ldb, st.plan.trans_b, st.plan.k, st.plan.n);
       if (st.packed.valid()) stats_.weight_bytes += st.packed.bytes();
     }
     natives_.push_back(std::move(st));
@@ -305,7 +325,7 @@ Status CpuExecutable::run_generated(int index) {
 
 Status CpuExecutable::run_native(int index) {
   const kir::NativeKernel& n = prog_.natives[index];
-  const NativeState& st = natives_[index];
+  NativeState& st = natives_[index];
   if (st.kind == NativeState::Kind::attention) {
     AttentionArgs a = st.attention.args;
     a.q = static_cast<const float*>(ptrs_[n.inputs[0]]);
@@ -343,29 +363,53 @@ Status CpuExecutable::run_native(int index) {
   a.m = p.m;
   a.n = p.n;
   a.k = p.k;
-  a.a = static_cast<const float*>(ptrs_[n.inputs[0]]);
+  a.a_type = st.a_type;
+  a.b_type = st.b_type;
+  a.c_type = st.c_type;
+  a.a = ptrs_[n.inputs[0]];
   a.lda = p.lda;
   a.trans_a = p.trans_a;
   a.batch_stride_a = p.stride_a;
-  a.b = static_cast<const float*>(ptrs_[n.inputs[1]]);
+  a.b = ptrs_[n.inputs[1]];
   a.ldb = p.ldb;
   a.trans_b = p.trans_b;
   a.batch_stride_b = p.stride_b;
-  a.c = static_cast<float*>(ptrs_[n.outputs[0]]);
+  a.c = ptrs_[n.outputs[0]];
   a.ldc = p.ldc;
   a.batch_stride_c = p.stride_c;
   a.batch = p.batch;
   a.alpha = p.alpha;
   a.beta = 0.f;
-  if (p.c_mode != GemmPlan::CMode::none) {
+  const bool all_f32 = st.a_type == GemmType::f32 && st.b_type == GemmType::f32 && st.c_type == GemmType::f32 &&
+                       st.bias_type == GemmType::f32;
+  if (p.c_mode != GemmPlan::CMode::none && !all_f32) {
+    // 16-bit operands: a row bias becomes beta * bias in f32 (exact before the one rounding of
+    // the output); a full C is copied into the output (same type, checked by the claim) and
+    // read back by the kernels with beta, widened exactly
+    const void* c_in = ptrs_[n.inputs[2]];
+    if (p.c_mode == GemmPlan::CMode::bias_row) {
+      for (int64_t j = 0; j < p.n; ++j) {
+        float v;
+        if (st.bias_type == GemmType::f32) v = static_cast<const float*>(c_in)[j];
+        else if (st.bias_type == GemmType::f16) v = f16_to_f32(static_cast<const uint16_t*>(c_in)[j]);
+        else v = bf16_to_f32(static_cast<const uint16_t*>(c_in)[j]);
+        st.bias32[static_cast<size_t>(j)] = p.beta * v;
+      }
+      a.bias = st.bias32.data();
+    } else {
+      if (c_in != a.c) std::memcpy(a.c, c_in, static_cast<size_t>(p.m * p.n) * gemm_type_size(st.c_type));
+      a.beta = p.beta;
+    }
+  } else if (p.c_mode != GemmPlan::CMode::none) {
     const float* c_in = static_cast<const float*>(ptrs_[n.inputs[2]]);
+    float* c_out = static_cast<float*>(a.c);
     if (p.c_mode == GemmPlan::CMode::bias_row && p.beta == 1.f) {
       a.bias = c_in;
     } else {
       // C (or the broadcast bias row) scaled by beta is the GEMM's starting value
       for (int64_t i = 0; i < p.m; ++i)
         for (int64_t j = 0; j < p.n; ++j)
-          a.c[i * p.ldc + j] = p.beta * (p.c_mode == GemmPlan::CMode::full ? c_in[i * p.n + j] : c_in[j]);
+          c_out[i * p.ldc + j] = p.beta * (p.c_mode == GemmPlan::CMode::full ? c_in[i * p.n + j] : c_in[j]);
       a.beta = 1.f;
     }
   }
@@ -374,7 +418,7 @@ Status CpuExecutable::run_native(int index) {
     const kir::GeneratedKernel& k = prog_.generated[n.epilogue];
     std::vector<void*>& argv = argv_[n.epilogue];
     for (size_t i = 0; i < k.args.size(); ++i) argv[i] = ptrs_[k.args[i]];
-    ctx = EpilogueCtx{fns_[n.epilogue], argv.data(), k.cols(), a.c};
+    ctx = EpilogueCtx{fns_[n.epilogue], argv.data(), k.cols(), a.c, static_cast<int64_t>(gemm_type_size(st.c_type))};
     a.epilogue.fn = epilogue_trampoline;
     a.epilogue.ctx = &ctx;
   }

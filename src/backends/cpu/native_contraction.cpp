@@ -46,18 +46,37 @@ Claim claim_int8(const NodeDesc& n) {
 
 }  // namespace
 
+std::optional<GemmType> gemm_type_of(DType t) {
+  switch (t) {
+    case DType::f32: return GemmType::f32;
+    case DType::f16: return GemmType::f16;
+    case DType::bf16: return GemmType::bf16;
+    default: return std::nullopt;
+  }
+}
+
 Claim claim_cpu_native(const NodeDesc& n) {
   if (n.op == Op::Int8MatMul) return claim_int8(n);
   if (n.op == Op::Dequantize || n.op == Op::QMatMul) return claim_quant(n);
   if (n.op == Op::Attention) return claim_cpu_attention(n);
   if (n.op != Op::MatMul && n.op != Op::Dot && n.op != Op::Gemm)
     return Claim::no(cat("cpu has no native ", op_name(n.op), " kernel"));
-  for (const TensorType& t : n.inputs)
-    if (t.dtype != DType::f32)
-      return Claim::no(cat("the native GEMM computes f32 only, got ", dtype_name(t.dtype)));
+  // f32, f16 and bf16 in any mix: 16-bit operands are widened in the kernels, products are
+  // accumulated in f32 and a 16-bit output is rounded once, when its block is stored
+  for (const auto* ts : {&n.inputs, &n.outputs})
+    for (const TensorType& t : *ts)
+      if (!gemm_type_of(t.dtype))
+        return Claim::no(cat("the native GEMM takes f32, f16 and bf16 operands, got ", dtype_name(t.dtype)));
   auto plan = plan_contraction(n.op, n.attrs, n.inputs, n.outputs);
   if (!plan) return Claim::no(plan.status().message());
-  std::string how = cat("gemm ", gemm_kernel_name(), " m=", plan->m, " n=", plan->n, " k=", plan->k);
+  // a full C operand starts the accumulation from C itself (copied into the output), which
+  // needs the output's type
+  if (plan->c_mode == GemmPlan::CMode::full && n.inputs[2].dtype != n.outputs[0].dtype)
+    return Claim::no(cat("gemm's C is ", dtype_name(n.inputs[2].dtype), " but the output is ",
+                         dtype_name(n.outputs[0].dtype), "; the native GEMM needs them equal"));
+  const std::string kernel =
+      gemm_kernel_name(*gemm_type_of(n.inputs[0].dtype), *gemm_type_of(n.inputs[1].dtype), *gemm_type_of(n.outputs[0].dtype));
+  std::string how = cat("gemm ", kernel, " m=", plan->m, " n=", plan->n, " k=", plan->k);
   if (plan->batch > 1) how += cat(" batch=", plan->batch);
   return Claim::yes(how);
 }

@@ -1,8 +1,9 @@
 // The CPU's native kernels: contractions whose operand layouts map onto one (batched, strided)
-// call of the f32 GEMM kernel (the mapping: backends/gemm_plan.h), quantized and int8 matrix
+// call of the GEMM kernel (f32, f16 or bf16 operands; the mapping: backends/gemm_plan.h), quantized and int8 matrix
 // products, attention. A node that does not map is refused with the reason.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "backends/gemm_plan.h"
@@ -16,6 +17,9 @@ namespace rlx::cpu {
 // GEMM uses them); the CPU code names them unqualified.
 using backends::GemmPlan;
 using backends::plan_contraction;
+
+// The GEMM element type of a dtype: f32, f16 or bf16; nothing for the others.
+std::optional<GemmType> gemm_type_of(DType t);
 
 // Whether the CPU claims node `n` natively, with the description: contractions that map onto
 // one GEMM call, and dequantize / qmatmul (f32 x) in every format of rlx::quant_format().

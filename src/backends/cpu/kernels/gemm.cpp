@@ -1,5 +1,7 @@
-// The f32 GEMM driver: argument checks, kernel-family dispatch, B packing, cache blocking,
-// and the split of the work over the thread pool. The micro-kernels live in gemm_<isa>.cpp.
+// The GEMM driver: argument checks, kernel-family dispatch, B packing, cache blocking, and
+// the split of the work over the thread pool. The micro-kernels live in gemm_<isa>.cpp.
+// Element types (f32, f16, bf16 per operand) are a parameter of the packing and micro-kernel
+// layer: the driver only moves pointers by the element size and picks the table entries.
 //
 // Loop structure (per batch item), BLIS style with the roles of A and B suited to row-major C
 // and vectors along N:
@@ -13,6 +15,11 @@
 // read row-major A in place. B is read in place when it is row-major and either few rows of C
 // use it or it fits in L2; otherwise it is packed once per call into 32-column panels shared
 // by all threads (or was pre-packed by pack_b).
+//
+// 16-bit operands: A is always packed (widened to f32 as it is packed). B keeps its type in
+// place and in its panels. A 16-bit C is accumulated in a thread-local f32 block (rows of the
+// tile in chunks of kNarrowCRows), and each micro-block is rounded into C once it is finished,
+// after bias and before the epilogue, so the epilogue sees C's stored values.
 #include "backends/cpu/kernels/gemm.h"
 
 #include <algorithm>
@@ -22,6 +29,7 @@
 #include <string>
 
 #include "rlx/checked.h"
+#include "rlx/dtype.h"
 #include "rlx/thread_pool.h"
 
 namespace rlx::cpu {
@@ -30,7 +38,16 @@ using gemm_detail::kPanel;
 using gemm_detail::MicroArgs;
 using gemm_detail::MicroKernel;
 
-void PackedB::Free::operator()(float* p) const { std::free(p); }
+void PackedB::Free::operator()(void* p) const { std::free(p); }
+
+const char* gemm_type_name(GemmType t) {
+  switch (t) {
+    case GemmType::f32: return "f32";
+    case GemmType::f16: return "f16";
+    case GemmType::bf16: return "bf16";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -62,6 +79,15 @@ const KernelFamily& family() {
   return f ? *f : *best_family();
 }
 
+int ti(GemmType t) { return static_cast<int>(t); }
+
+// The family that runs a product whose B has type b: the selected one, or the portable one
+// where the selected one cannot widen b on this CPU (f16 without F16C).
+const KernelFamily& family_for(GemmType b) {
+  const KernelFamily& f = family();
+  return f.kernel[ti(b)][0][1][0] ? f : *gemm_detail::portable_family();
+}
+
 // ---------------------------------------------------------------------------------------
 // Tuning constants (measured on an AVX-512 Xeon with 48 KiB L1d and 2 MiB L2 per core).
 
@@ -78,8 +104,13 @@ constexpr int64_t kDirectBMaxBytes = 512 << 10;
 constexpr int64_t kPackAMinCols = 256;
 // Products with fewer multiply-adds than this run on one thread.
 constexpr double kSerialMaxFma = 1 << 18;
-// Largest packed-B scratch per call; wider products are processed in column chunks.
+// Largest packed-B scratch per call (in elements); wider products are processed in column
+// chunks.
 constexpr int64_t kMaxScratchFloats = int64_t{1} << 23;
+// Rows of a 16-bit C accumulated in f32 scratch at a time (a multiple of every mr_max would
+// be nicer, but the tile's row chunks only need to start at a multiple of mr_max: 168 is a
+// multiple of 4, 6 and 14).
+constexpr int64_t kNarrowCRows = 168;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -93,27 +124,33 @@ int64_t choose_kc(int64_t k) {
 // Scratch memory: grow-only, 64-byte aligned, one set per thread.
 
 struct Scratch {
-  float* p = nullptr;
-  size_t cap = 0;  // floats
+  void* p = nullptr;
+  size_t cap = 0;  // bytes
   Scratch() = default;
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   ~Scratch() { std::free(p); }
-  float* get(size_t floats) {
-    if (floats <= cap) return p;
-    size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
-    void* q = std::aligned_alloc(64, bytes);
+  void* bytes(size_t n) {
+    if (n <= cap) return p;
+    size_t rounded = (n + 63) / 64 * 64;
+    void* q = std::aligned_alloc(64, rounded);
     if (!q) return nullptr;
     std::free(p);
-    p = static_cast<float*>(q);
-    cap = bytes / sizeof(float);
+    p = q;
+    cap = rounded;
     return p;
   }
+  float* get(size_t floats) { return static_cast<float*>(bytes(floats * sizeof(float))); }
 };
 
 thread_local Scratch t_shared_b;  // B packed by the calling thread for all threads of one call
 thread_local Scratch t_bblock;    // one B block packed by the tile that uses it
 thread_local Scratch t_apack;     // one A micro-panel
+thread_local Scratch t_ctile;     // f32 rows of a 16-bit C being accumulated
+
+// p advanced by `elems` elements of `esize` bytes.
+inline const void* at(const void* p, int64_t elems, int64_t esize) { return static_cast<const char*>(p) + elems * esize; }
+inline void* at(void* p, int64_t elems, int64_t esize) { return static_cast<char*>(p) + elems * esize; }
 
 // ---------------------------------------------------------------------------------------
 // Packing B into panels. A packed block holds rows k0..k0+kcl of B; inside it, panel q
@@ -126,26 +163,29 @@ int64_t padded_n(int64_t n) { return ceil_div(n, kPanel) * kPanel; }
 // Panels per packing task: at least 64K floats, so that small packs stay on one thread.
 int64_t pack_grain(int64_t k) { return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, k * kPanel)); }
 
-// Packs rows k0..k0+kcl and columns j0..j1 of op(B) (B stored [k, n], or [n, k] if trans_b)
-// into consecutive panels at out.
-void pack_b_block(const KernelFamily& f, const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t kcl,
-                  int64_t j0, int64_t j1, float* out) {
-  for (int64_t col = j0; col < j1; col += kPanel, out += kcl * kPanel) {
+// Packs rows k0..k0+kcl and columns j0..j1 of op(B) (B stored [k, n], or [n, k] if trans_b,
+// elements of type bt) into consecutive panels of the same type at out.
+void pack_b_block(const KernelFamily& f, GemmType bt, const void* b, int64_t ldb, bool trans_b, int64_t k0, int64_t kcl,
+                  int64_t j0, int64_t j1, void* out) {
+  const int64_t es = static_cast<int64_t>(gemm_type_size(bt));
+  for (int64_t col = j0; col < j1; col += kPanel, out = at(out, kcl * kPanel, es)) {
     const int64_t w = std::min<int64_t>(kPanel, j1 - col);
     if (trans_b)
-      f.pack_b_trans(b + col * ldb + k0, ldb, w, kcl, out);
+      f.pack_b_trans[ti(bt)](at(b, col * ldb + k0, es), ldb, w, kcl, out);
     else
-      f.pack_b_rows(b + k0 * ldb + col, ldb, w, kcl, out);
+      f.pack_b_rows[ti(bt)](at(b, k0 * ldb + col, es), ldb, w, kcl, out);
   }
 }
 
 // Packs panels q0..q1 of every K block of a fully packed B with n columns.
-void pack_b_panels(const KernelFamily& f, const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, int64_t kc,
-                   float* dst, int64_t q0, int64_t q1) {
+void pack_b_panels(const KernelFamily& f, GemmType bt, const void* b, int64_t ldb, bool trans_b, int64_t k, int64_t n,
+                   int64_t kc, void* dst, int64_t q0, int64_t q1) {
   const int64_t npad = padded_n(n);
+  const int64_t es = static_cast<int64_t>(gemm_type_size(bt));
   for (int64_t k0 = 0; k0 < k; k0 += kc) {
     const int64_t kcl = std::min(kc, k - k0);
-    pack_b_block(f, b, ldb, trans_b, k0, kcl, q0 * kPanel, std::min(n, q1 * kPanel), dst + k0 * npad + q0 * kcl * kPanel);
+    pack_b_block(f, bt, b, ldb, trans_b, k0, kcl, q0 * kPanel, std::min(n, q1 * kPanel),
+                 at(dst, k0 * npad + q0 * kcl * kPanel, es));
   }
 }
 
@@ -165,6 +205,8 @@ struct Problem {
   int64_t kc, nkb;
   int64_t ldc;
   std::atomic<bool>* oom;  // set when a task could not get scratch memory
+  GemmType a_type, b_type, c_type;
+  int64_t a_es, b_es, c_es;  // element sizes in bytes
 };
 
 // Where the kernels find B for one item.
@@ -175,20 +217,24 @@ enum class BMode : uint8_t {
 };
 struct BView {
   BMode mode;
-  const float* p;
+  const void* p;
   int64_t npad = 0;
   int64_t j_base = 0;
 };
 
-// Runs the micro-kernels over rows [m0, m1) and columns [n0, n1) of one item's C.
-void compute_tile(const Problem& P, const KernelFamily& f, const float* a, const BView& bv, float* c, int64_t m0,
-                  int64_t m1, int64_t n0, int64_t n1) {
+// Runs the micro-kernels over rows [m0, m1) and columns [n0, n1) of one item's C. A 16-bit C
+// is accumulated in f32 scratch rows (m1 - m0 <= kNarrowCRows then) and rounded into C block by
+// block on the last K block.
+void compute_block(const Problem& P, const KernelFamily& f, const void* a, const BView& bv, void* c, int64_t m0,
+                   int64_t m1, int64_t n0, int64_t n1) {
   const int mr_max = f.mr_max;
   const int width = f.width;
+  const int bt = ti(P.b_type);
+  const bool narrow_c = P.c_type != GemmType::f32;
   // A micro-panels are packed (k-major, contiguous) when the sweep over columns is long
-  // enough to repay it, or when A is transposed (then packing is a plain copy). Otherwise
-  // the kernels read row-major A in place.
-  const bool pack_a = P.trans_a || n1 - n0 >= kPackAMinCols;
+  // enough to repay it, or when A is transposed (then packing is a plain copy), or 16-bit (the
+  // kernels read f32 A). Otherwise the kernels read row-major A in place.
+  const bool pack_a = P.trans_a || P.a_type != GemmType::f32 || n1 - n0 >= kPackAMinCols;
   float* abuf = nullptr;
   if (pack_a) {
     abuf = t_apack.get(static_cast<size_t>(mr_max * P.kc + 16));
@@ -198,17 +244,29 @@ void compute_tile(const Problem& P, const KernelFamily& f, const float* a, const
     }
   }
   // A B block packed here stays in this core's L2 for all the rows of the tile.
-  float* bbuf = nullptr;
+  void* bbuf = nullptr;
   if (bv.mode == BMode::pack_per_block) {
-    bbuf = t_bblock.get(static_cast<size_t>(P.kc * padded_n(n1 - n0)));
+    bbuf = t_bblock.bytes(static_cast<size_t>(P.kc * padded_n(n1 - n0) * P.b_es));
     if (!bbuf) {
       P.oom->store(true);
       return;
     }
   }
+  // f32 accumulator rows of a 16-bit C: element (i, j) at ct[(i - m0) * ldct + j - n0].
+  float* ct = nullptr;
+  const int64_t ldct = n1 - n0;
+  if (narrow_c) {
+    ct = t_ctile.get(static_cast<size_t>((m1 - m0) * ldct));
+    if (!ct) {
+      P.oom->store(true);
+      return;
+    }
+    if (P.beta != 0.f)
+      for (int64_t i = m0; i < m1; ++i) f.widen_row[ti(P.c_type)](at(c, i * P.ldc + n0, P.c_es), ct + (i - m0) * ldct, ldct);
+  }
   const int ar = pack_a ? 0 : 1;
   MicroArgs ma;
-  ma.ldc = P.ldc;
+  ma.ldc = narrow_c ? ldct : P.ldc;
   ma.alpha = P.alpha;
   for (int64_t kb = 0; kb < P.nkb; ++kb) {
     const int64_t k0 = kb * P.kc;
@@ -216,21 +274,21 @@ void compute_tile(const Problem& P, const KernelFamily& f, const float* a, const
     const bool last = kb == P.nkb - 1;
     ma.k = kcl;
     ma.beta = kb == 0 ? P.beta : 1.f;
-    // B(k0 + p, j) for this block: bblock + panel(j) * b_panel + p * ldb + j % 32.
-    const float* bblock;
+    // B(k0 + p, j) for this block: bblock + panel(j) * b_panel + p * ldb + j % 32 (elements).
+    const void* bblock;
     int64_t j_base;
     ma.prefetch_b = bv.mode == BMode::in_place;
     if (bv.mode == BMode::in_place) {
-      bblock = bv.p + k0 * P.ldb;
+      bblock = at(bv.p, k0 * P.ldb, P.b_es);
       j_base = 0;
       ma.ldb = P.ldb;
       ma.b_panel = kPanel;
     } else {
       if (bv.mode == BMode::packed) {
-        bblock = bv.p + k0 * bv.npad;
+        bblock = at(bv.p, k0 * bv.npad, P.b_es);
         j_base = bv.j_base;
       } else {
-        pack_b_block(f, bv.p, P.ldb, P.trans_b, k0, kcl, n0, n1, bbuf);
+        pack_b_block(f, P.b_type, bv.p, P.ldb, P.trans_b, k0, kcl, n0, n1, bbuf);
         bblock = bbuf;
         j_base = n0;
       }
@@ -239,14 +297,14 @@ void compute_tile(const Problem& P, const KernelFamily& f, const float* a, const
     }
     for (int64_t i = m0; i < m1; i += mr_max) {
       const int64_t mr = std::min<int64_t>(mr_max, m1 - i);
-      const float* ai = a + i * P.a_rs + k0 * P.a_cs;
+      const void* ai = at(a, i * P.a_rs + k0 * P.a_cs, P.a_es);
       if (pack_a) {
-        f.pack_a(ai, P.lda, P.trans_a, mr, kcl, abuf);
+        f.pack_a[ti(P.a_type)](ai, P.lda, P.trans_a, mr, kcl, abuf);
         ma.a = abuf;
         ma.a_rs = 1;
         ma.a_cs = mr;
       } else {
-        ma.a = ai;
+        ma.a = static_cast<const float*>(ai);
         ma.a_rs = P.a_rs;
         ma.a_cs = 1;
       }
@@ -256,18 +314,32 @@ void compute_tile(const Problem& P, const KernelFamily& f, const float* a, const
         const int64_t w = wide ? f.wide_width : width;
         const int64_t nr = std::min(w, n1 - j);
         const bool masked = nr < w;
-        const MicroKernel kern = wide ? f.wide[ar][mr][masked] : f.kernel[ar][mr][masked];
+        const MicroKernel kern = wide ? f.wide[bt][ar][mr][masked] : f.kernel[bt][ar][mr][masked];
         const int64_t jl = j - j_base;
-        ma.b = bblock + (jl / kPanel) * ma.b_panel + jl % kPanel;
-        ma.c = c + i * P.ldc + j;
+        ma.b = at(bblock, (jl / kPanel) * ma.b_panel + jl % kPanel, P.b_es);
+        void* cij = at(c, i * P.ldc + j, P.c_es);
+        ma.c = narrow_c ? ct + (i - m0) * ldct + (j - n0) : static_cast<float*>(cij);
         ma.nr = nr;
         ma.bias = last && P.bias ? P.bias + j : nullptr;
         kern(ma);
-        if (last && P.epi.fn) P.epi.fn(P.epi.ctx, ma.c, P.ldc, i, j, mr, nr);
+        if (last) {
+          if (narrow_c)
+            for (int64_t r = 0; r < mr; ++r) f.round_row[ti(P.c_type)](ma.c + r * ldct, at(cij, r * P.ldc, P.c_es), nr);
+          if (P.epi.fn) P.epi.fn(P.epi.ctx, cij, P.ldc, i, j, mr, nr);
+        }
         j += nr;
       }
     }
   }
+}
+
+// compute_block over a tile; a 16-bit C goes in row chunks so that its f32 scratch stays
+// small (the tile's rows start at a multiple of mr_max, and so do the chunks).
+void compute_tile(const Problem& P, const KernelFamily& f, const void* a, const BView& bv, void* c, int64_t m0,
+                  int64_t m1, int64_t n0, int64_t n1) {
+  if (P.c_type == GemmType::f32) return compute_block(P, f, a, bv, c, m0, m1, n0, n1);
+  const int64_t rows = std::max<int64_t>(f.mr_max, kNarrowCRows / f.mr_max * f.mr_max);
+  for (int64_t r = m0; r < m1; r += rows) compute_block(P, f, a, bv, c, r, std::min(m1, r + rows), n0, n1);
 }
 
 // How the columns [n0, n1) and all rows of one item are cut into pool tasks.
@@ -281,11 +353,11 @@ struct Plan {
 // costs r*c*k multiply-adds plus loading its (r + c) x k operands from L3, which takes about
 // as long as 8 multiply-adds per element on one core; plus a slight cost per task and per
 // extra split of N (which reloads A micro-panels). Tiny products get one task.
-Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int threads, const KernelFamily& f) {
+Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int64_t b_es, int threads, const KernelFamily& f) {
   Plan pl;
   pl.mu = ceil_div(m, f.mr_max);
   pl.nu = ceil_div(n, kPanel);
-  const int64_t nb_units = std::max<int64_t>(1, kL2BlockBytes / (kc * 4 * kPanel));
+  const int64_t nb_units = std::max<int64_t>(1, kL2BlockBytes / (kc * b_es * kPanel));
   const int64_t tn_min = ceil_div(pl.nu, nb_units);
   const double fma = static_cast<double>(m) * n * k;
   // Waking a second core costs about as much as a tiny product, and much more when that
@@ -332,15 +404,15 @@ void tile_range(const Plan& pl, const KernelFamily& f, int64_t m, int64_t n0, in
 }
 
 // Runs columns [n0, n1) of one item on the calling thread alone, in L2-sized column blocks.
-void run_item_serial(const Problem& P, const KernelFamily& f, const float* a, const BView& bv, float* c, int64_t n0,
+void run_item_serial(const Problem& P, const KernelFamily& f, const void* a, const BView& bv, void* c, int64_t n0,
                      int64_t n1) {
-  const int64_t nb = std::max<int64_t>(kPanel, kL2BlockBytes / (P.kc * 4) / kPanel * kPanel);
+  const int64_t nb = std::max<int64_t>(kPanel, kL2BlockBytes / (P.kc * P.b_es) / kPanel * kPanel);
   for (int64_t j = n0; j < n1; j += nb) compute_tile(P, f, a, bv, c, 0, P.m, j, std::min(n1, j + nb));
 }
 
 // Runs columns [n0, n1) of one item over the pool with the given plan.
-void run_item_parallel(const Problem& P, const KernelFamily& f, const Plan& pl, const float* a, const BView& bv,
-                       float* c, int64_t n0, int64_t n1, ThreadPool& pool) {
+void run_item_parallel(const Problem& P, const KernelFamily& f, const Plan& pl, const void* a, const BView& bv,
+                       void* c, int64_t n0, int64_t n1, ThreadPool& pool) {
   pool.run(pl.tm * pl.tn, [&](int64_t t, int) {
     int64_t m0, m1, j0, j1;
     tile_range(pl, f, P.m, n0, n1, t, &m0, &m1, &j0, &j1);
@@ -354,11 +426,19 @@ void scale_only(const GemmArgs& g, ThreadPool& pool) {
   pool.parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.n)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t item = r / g.m, i = r % g.m;
-      float* c = g.c + item * g.batch_stride_c + i * g.ldc;
+      void* c = at(g.c, item * g.batch_stride_c + i * g.ldc, static_cast<int64_t>(gemm_type_size(g.c_type)));
       for (int64_t j = 0; j < g.n; ++j) {
-        float v = g.beta == 0.f ? 0.f : g.beta * c[j];
+        float old = 0.f;
+        if (g.beta != 0.f) {
+          if (g.c_type == GemmType::f32) old = static_cast<float*>(c)[j];
+          else if (g.c_type == GemmType::f16) old = f16_to_f32(static_cast<uint16_t*>(c)[j]);
+          else old = bf16_to_f32(static_cast<uint16_t*>(c)[j]);
+        }
+        float v = g.beta == 0.f ? 0.f : g.beta * old;
         if (g.bias) v += g.bias[j];
-        c[j] = v;
+        if (g.c_type == GemmType::f32) static_cast<float*>(c)[j] = v;
+        else if (g.c_type == GemmType::f16) static_cast<uint16_t*>(c)[j] = f32_to_f16(v);
+        else static_cast<uint16_t*>(c)[j] = f32_to_bf16(v);
       }
       if (g.epilogue.fn) g.epilogue.fn(g.epilogue.ctx, c, g.ldc, i, 0, 1, g.n);
     }
@@ -383,7 +463,8 @@ Strategy decide(const GemmArgs& g, bool pre, int64_t kc, int threads, const Kern
       g.batch > 1 && threads > 1 &&
       (item_fma < kSerialMaxFma ||
        (g.batch >= threads && (g.batch % threads == 0 || g.batch >= 4 * threads || item_fma < (1 << 24))));
-  st.plan = make_plan(g.m, g.n, g.k, kc, st.items_parallel ? 1 : threads, f);
+  const int64_t b_es = static_cast<int64_t>(gemm_type_size(g.b_type));
+  st.plan = make_plan(g.m, g.n, g.k, kc, b_es, st.items_parallel ? 1 : threads, f);
   const int64_t npad = padded_n(g.n);
   st.chunk = npad;
   if (pre) return st;
@@ -392,7 +473,7 @@ Strategy decide(const GemmArgs& g, bool pre, int64_t kc, int threads, const Kern
   // share columns (no work is repeated, and the block stays in L2), or else once for all
   // tiles (and all items, when B is broadcast) into a shared buffer.
   const int64_t rows_per_thread = st.items_parallel ? g.m : ceil_div(g.m, threads);
-  if (!g.trans_b && (rows_per_thread <= kDirectBMaxRows || g.k * g.n * 4 <= kDirectBMaxBytes)) {
+  if (!g.trans_b && (rows_per_thread <= kDirectBMaxRows || g.k * g.n * b_es <= kDirectBMaxBytes)) {
     st.mode = BMode::in_place;
     return st;
   }
@@ -413,7 +494,7 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
     scale_only(g, pool);
     return Status::ok();
   }
-  const KernelFamily& f = family();
+  const KernelFamily& f = family_for(g.b_type);
   Problem P;
   P.m = g.m;
   P.n = g.n;
@@ -433,6 +514,12 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   P.oom = &oom;
   P.kc = pre ? pre->kc() : choose_kc(g.k);
   P.nkb = ceil_div(g.k, P.kc);
+  P.a_type = g.a_type;
+  P.b_type = g.b_type;
+  P.c_type = g.c_type;
+  P.a_es = static_cast<int64_t>(gemm_type_size(g.a_type));
+  P.b_es = static_cast<int64_t>(gemm_type_size(g.b_type));
+  P.c_es = static_cast<int64_t>(gemm_type_size(g.c_type));
 
   const int threads = pool.size();
   const int64_t npad = padded_n(g.n);
@@ -441,38 +528,38 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   const Plan& plan = st.plan;
   const BMode mode = st.mode;
   // A fully packed B shared by the threads (and by the items, when it is broadcast).
-  float* shared = nullptr;
+  void* shared = nullptr;
   const int64_t chunk = st.chunk;  // columns packed at a time
   if (pre) {
-    shared = const_cast<float*>(pre->data());
+    shared = const_cast<void*>(pre->data());
   } else if (mode == BMode::packed) {
-    shared = t_shared_b.get(static_cast<size_t>(g.k * chunk));
+    shared = t_shared_b.bytes(static_cast<size_t>(g.k * chunk * P.b_es));
     if (!shared) return error(ErrorCode::runtime_error, "sgemm: out of memory for packing B");
   }
-  auto pack_shared = [&](const float* b, int64_t j0, int64_t j1) {
-    const float* bj = b + (g.trans_b ? j0 * g.ldb : j0);
+  auto pack_shared = [&](const void* b, int64_t j0, int64_t j1) {
+    const void* bj = at(b, g.trans_b ? j0 * g.ldb : j0, P.b_es);
     pool.parallel_for(ceil_div(j1 - j0, kPanel), pack_grain(g.k), [&](int64_t q0, int64_t q1) {
-      pack_b_panels(f, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, shared, q0, q1);
+      pack_b_panels(f, g.b_type, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, shared, q0, q1);
     });
   };
 
   if (items_parallel) {
     if (mode == BMode::packed && !pre) pack_shared(g.b, 0, g.n);
     pool.run(g.batch, [&](int64_t it, int) {
-      const float* a = g.a + it * g.batch_stride_a;
-      float* c = g.c + it * g.batch_stride_c;
+      const void* a = at(g.a, it * g.batch_stride_a, P.a_es);
+      void* c = at(g.c, it * g.batch_stride_c, P.c_es);
       const BView bv = mode == BMode::packed ? BView{BMode::packed, shared, npad, 0}
-                                             : BView{mode, g.b + it * g.batch_stride_b};
+                                             : BView{mode, at(g.b, it * g.batch_stride_b, P.b_es)};
       run_item_serial(P, f, a, bv, c, 0, g.n);
     });
     return oom_status(oom);
   }
 
-  const float* packed_from = nullptr;  // B whose packed copy is in `shared`, if whole
+  const void* packed_from = nullptr;  // B whose packed copy is in `shared`, if whole
   for (int64_t it = 0; it < g.batch; ++it) {
-    const float* a = g.a + it * g.batch_stride_a;
-    const float* b = g.b + it * g.batch_stride_b;
-    float* c = g.c + it * g.batch_stride_c;
+    const void* a = at(g.a, it * g.batch_stride_a, P.a_es);
+    const void* b = pre ? nullptr : at(g.b, it * g.batch_stride_b, P.b_es);
+    void* c = at(g.c, it * g.batch_stride_c, P.c_es);
     if (mode != BMode::packed) {
       run_item_parallel(P, f, plan, a, BView{mode, b}, c, 0, g.n, pool);
       continue;
@@ -483,7 +570,7 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
         pack_shared(b, j0, j1);
         packed_from = chunk == npad ? b : nullptr;
       }
-      const Plan pl = chunk == npad ? plan : make_plan(g.m, j1 - j0, g.k, P.kc, threads, f);
+      const Plan pl = chunk == npad ? plan : make_plan(g.m, j1 - j0, g.k, P.kc, P.b_es, threads, f);
       run_item_parallel(P, f, pl, a, BView{BMode::packed, shared, padded_n(j1 - j0), j0}, c, j0, j1, pool);
     }
   }
@@ -512,7 +599,11 @@ int64_t batched_extent(int64_t batch, int64_t stride, int64_t ext) {
 }
 
 // The checks of A, C and the sizes (everything but B).
+bool valid_type(GemmType t) { return t == GemmType::f32 || t == GemmType::f16 || t == GemmType::bf16; }
+
 Status check_a_c(const GemmArgs& g) {
+  if (!valid_type(g.a_type) || !valid_type(g.b_type) || !valid_type(g.c_type))
+    return bad("a_type, b_type and c_type must each be f32, f16 or bf16");
   if (g.m < 0 || g.n < 0 || g.k < 0) return bad("m, n and k must be non-negative");
   if (g.batch < 0) return bad("batch must be non-negative");
   if (g.batch_stride_a < 0 || g.batch_stride_b < 0 || g.batch_stride_c < 0)
@@ -557,9 +648,9 @@ Status sgemm(const GemmArgs& args) {
   return run_gemm(args, nullptr);
 }
 
-PackedB pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n) {
+PackedB pack_b(const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n) {
   PackedB out;
-  if (k < 0 || n < 0) return out;
+  if (k < 0 || n < 0 || !valid_type(type)) return out;
   if (k > 0 && n > 0) {
     const int64_t rows = trans_b ? n : k, cols = trans_b ? k : n;
     if (!b || ldb < cols || extent(rows, cols, ldb) < 0) return out;
@@ -569,15 +660,17 @@ PackedB pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n) 
   auto total = checked_mul_i64(k, npad);
   if (!total || *total > INT64_MAX / 8) return out;
   if (*total > 0) {
-    const size_t bytes = (static_cast<size_t>(*total) * sizeof(float) + 63) / 64 * 64;
-    float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    const size_t bytes = (static_cast<size_t>(*total) * gemm_type_size(type) + 63) / 64 * 64;
+    auto* p = static_cast<unsigned char*>(std::aligned_alloc(64, bytes));
     if (!p) return out;
     out.data_.reset(p);
     out.bytes_ = bytes;
+    // the panel layout is the same for every family; the portable packers serve any type
     ThreadPool::global().parallel_for(npad / kPanel, pack_grain(k), [&](int64_t q0, int64_t q1) {
-      pack_b_panels(family(), b, ldb, trans_b, k, n, kc, p, q0, q1);
+      pack_b_panels(family_for(type), type, b, ldb, trans_b, k, n, kc, p, q0, q1);
     });
   }
+  out.type_ = type;
   out.k_ = k;
   out.n_ = n;
   out.kc_ = kc;
@@ -590,15 +683,30 @@ Status sgemm_packed(const GemmArgs& args, const PackedB& b) {
   if (b.k() != args.k || b.n() != args.n)
     return error(ErrorCode::invalid_argument, "sgemm_packed: packed B is [", b.k(), ", ", b.n(), "] but the product needs [",
                  args.k, ", ", args.n, "]");
+  if (b.type() != args.b_type)
+    return error(ErrorCode::invalid_argument, "sgemm_packed: packed B holds ", gemm_type_name(b.type()),
+                 " but b_type is ", gemm_type_name(args.b_type));
   RLX_TRY(check_a_c(args));
   return run_gemm(args, &b);
 }
 
 const char* gemm_kernel_name() { return family().name; }
 
-std::string describe_sgemm(const GemmArgs& g, bool packed_b) {
-  const KernelFamily& f = family();
+std::string gemm_kernel_name(GemmType a, GemmType b, GemmType c) {
+  const KernelFamily& f = family_for(b);
   std::string out = f.name;
+  if (a == b && b == c) {
+    if (a != GemmType::f32) out += cat(" ", gemm_type_name(a));
+  } else {
+    out += cat(" a=", gemm_type_name(a), " b=", gemm_type_name(b), " c=", gemm_type_name(c));
+  }
+  if (&f != &family()) out += " (no f16c)";
+  return out;
+}
+
+std::string describe_sgemm(const GemmArgs& g, bool packed_b) {
+  const KernelFamily& f = family_for(g.b_type);
+  std::string out = gemm_kernel_name(g.a_type, g.b_type, g.c_type);
   if (g.m == 0 || g.n == 0 || g.batch == 0) return out + "; empty";
   if (g.k == 0 || g.alpha == 0.f) return out + "; C = beta*C + bias only";
   const int threads = ThreadPool::global().size();

@@ -1,4 +1,5 @@
-// cpu/kernels/gemm.h: the CPU device's native f32 matrix multiplication.
+// cpu/kernels/gemm.h: the CPU device's native matrix multiplication: f32, and f16/bf16
+// operands with f32 accumulation.
 //
 // A BLIS-style GEMM: B is packed into cache-blocked panels 32 columns wide (or read in place
 // when that is cheaper), A is read through a register-blocked micro-kernel that broadcasts its
@@ -6,6 +7,13 @@
 // the CPU supports (AVX-512 14x32, AVX2 6x16, portable C++), so the library needs no -march
 // flag. Work is split over rlx::ThreadPool::global(); every finished block of C can be handed
 // to a fused epilogue while it is still in cache.
+//
+// 16-bit operands (f16, bf16) go through the same driver: A micro-panels are widened to f32
+// while they are packed, B stays 16-bit in memory (packed panels hold half the bytes, which is
+// what matters for weights and few-row products) and the micro-kernels widen it on load
+// (F16C for f16, a 16-bit shift for bf16), C is accumulated in f32 and rounded to its type
+// (round to nearest even, NaN preserved) when a finished block is stored, after the bias and
+// before the epilogue.
 #pragma once
 
 #include <cstddef>
@@ -18,14 +26,23 @@
 
 namespace rlx::cpu {
 
+// Element type of a GEMM operand. Arithmetic is always f32.
+enum class GemmType : uint8_t { f32, f16, bf16 };
+
+// "f32", "f16", "bf16".
+const char* gemm_type_name(GemmType t);
+// Bytes per element: 4 or 2.
+inline size_t gemm_type_size(GemmType t) { return t == GemmType::f32 ? 4 : 2; }
+
 // Applied to each finished block of C while it is hot in cache, exactly once per element,
-// after alpha*A*B + beta*C (+ bias) is complete for that block. `c` points at element
+// after alpha*A*B + beta*C (+ bias) is complete for that block and stored in C's element
+// type (float, or uint16_t bits for f16/bf16 C). `c` points at element
 // (m0, n0) of the C matrix of the current batch item, so the block is
 // c[i * ldc + j] for i < mlen, j < nlen; m0 and n0 locate it inside that item (for batch > 1,
 // `c - args.c` tells the items apart). Called concurrently from several threads on disjoint
 // blocks, so it must be thread-safe.
 struct GemmEpilogue {
-  void (*fn)(void* ctx, float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t mlen, int64_t nlen) = nullptr;
+  void (*fn)(void* ctx, void* c, int64_t ldc, int64_t m0, int64_t n0, int64_t mlen, int64_t nlen) = nullptr;
   void* ctx = nullptr;
 };
 
@@ -35,15 +52,18 @@ struct GemmEpilogue {
 // C is [m, n] with row stride ldc. A batch stride of 0 broadcasts that operand to every item.
 // beta == 0 means C is write-only: it is never read (it may hold NaN or garbage).
 // alpha == 0 or k == 0 means A and B are not read. C must not overlap A, B or bias.
+// a, b and c point at elements of a_type, b_type and c_type (float, or the uint16_t bits of
+// f16/bf16); strides and leading dimensions count elements. Any mix of types is allowed.
 struct GemmArgs {
   int64_t m = 0, n = 0, k = 0;
-  const float* a = nullptr; int64_t lda = 0; bool trans_a = false; int64_t batch_stride_a = 0;
-  const float* b = nullptr; int64_t ldb = 0; bool trans_b = false; int64_t batch_stride_b = 0;
-  float* c = nullptr; int64_t ldc = 0; int64_t batch_stride_c = 0;
+  const void* a = nullptr; int64_t lda = 0; bool trans_a = false; int64_t batch_stride_a = 0;
+  const void* b = nullptr; int64_t ldb = 0; bool trans_b = false; int64_t batch_stride_b = 0;
+  void* c = nullptr; int64_t ldc = 0; int64_t batch_stride_c = 0;
   int64_t batch = 1;
   float alpha = 1.f, beta = 0.f;
-  const float* bias = nullptr;   // optional per-column bias [n], added before the epilogue
+  const float* bias = nullptr;   // optional per-column f32 bias [n], added before the epilogue
   GemmEpilogue epilogue;
+  GemmType a_type = GemmType::f32, b_type = GemmType::f32, c_type = GemmType::f32;
 };
 
 // Checks the preconditions of sgemm: non-negative sizes, batch and batch strides; leading
@@ -61,7 +81,8 @@ Status check_gemm_args(const GemmArgs& args);
 Status sgemm(const GemmArgs& args);
 
 // A constant right operand (typically weights) packed once into the layout the micro-kernels
-// read, so inference skips packing B on every call. Movable, not copyable; owns its memory.
+// read, so inference skips packing B on every call. The panels keep B's element type (a
+// 16-bit B packs into half the bytes of an f32 one). Movable, not copyable; owns its memory.
 // The layout does not depend on the selected micro-kernel, so a PackedB stays valid if the
 // kernel family is changed with set_gemm_isa.
 class PackedB {
@@ -73,6 +94,7 @@ class PackedB {
     k_ = o.k_;
     n_ = o.n_;
     kc_ = o.kc_;
+    type_ = o.type_;
     bytes_ = o.bytes_;
     valid_ = o.valid_;
     o.k_ = o.n_ = -1;
@@ -90,39 +112,55 @@ class PackedB {
   int64_t n() const { return n_; }
   // Rows of B per cache block (the K blocking the panels were packed with).
   int64_t kc() const { return kc_; }
+  // Element type of the panels (B's type).
+  GemmType type() const { return type_; }
   // Bytes of packed data owned.
   size_t bytes() const { return bytes_; }
   // The packed panels: for each K block of kc() rows (the last may be shorter), for each
-  // group of 32 columns, kc x 32 floats row by row, zero-padded past n.
-  const float* data() const { return data_.get(); }
+  // group of 32 columns, kc x 32 elements of type() row by row, zero-padded past n.
+  const void* data() const { return data_.get(); }
 
  private:
-  friend PackedB pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n);
+  friend PackedB pack_b(const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n);
   struct Free {
-    void operator()(float* p) const;
+    void operator()(void* p) const;
   };
-  std::unique_ptr<float[], Free> data_;
+  std::unique_ptr<unsigned char[], Free> data_;
   int64_t k_ = -1, n_ = -1, kc_ = 0;
+  GemmType type_ = GemmType::f32;
   size_t bytes_ = 0;
   bool valid_ = false;
 };
 
 // Packs B (stored [k, n] with row stride ldb, or [n, k] if trans_b) for sgemm_packed. Uses
 // the global thread pool. Returns an invalid PackedB (valid() == false) if the arguments are
-// invalid (negative sizes, ldb too small, null b with k*n > 0) or memory runs out.
-PackedB pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n);
+// invalid (negative sizes, ldb too small, null b with k*n > 0) or memory runs out. `b`
+// holds elements of `type`; the panels keep that type.
+PackedB pack_b(const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n);
+// pack_b of an f32 B.
+inline PackedB pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n) {
+  return pack_b(b, GemmType::f32, ldb, trans_b, k, n);
+}
 
 // Like sgemm, with B taken from `b` instead of args.b / ldb / trans_b / batch_stride_b (those
-// are ignored; the same B is used for every batch item). Returns invalid_argument if b is
-// not valid or its k, n differ from args.k, args.n.
+// are ignored; the same B is used for every batch item; args.b_type must equal b.type()).
+// Returns invalid_argument if b is not valid or its k, n or type differ from the product's.
 Status sgemm_packed(const GemmArgs& args, const PackedB& b);
 
 // The micro-kernel family in use, e.g. "avx512 14x32", for the dispatch report.
 const char* gemm_kernel_name();
 
+// The kernels that run a product with these operand types, for the dispatch report: the
+// family name, then the type when all three agree ("avx2 6x16 bf16") or each one
+// ("avx2 6x16 a=f32 b=f16 c=f32"); nothing is added for all-f32. A family that cannot widen
+// f16 on this CPU (AVX2 without F16C) hands f16 products to the portable kernels, and the
+// name says so.
+std::string gemm_kernel_name(GemmType a, GemmType b, GemmType c);
+
 // How sgemm (or sgemm_packed, if packed_b) would run `args` here, for the dispatch report and
 // tests: kernel family, how B is read, and how the work is split, e.g.
-// "avx512 14x32; B packed per block in each tile; 1x2 tiles (M x N) over 2 threads".
+// "avx512 14x32; B packed per block in each tile; 1x2 tiles (M x N) over 2 threads" (the
+// kernel part as gemm_kernel_name(types) says it).
 // Does not check the arguments.
 std::string describe_sgemm(const GemmArgs& args, bool packed_b = false);
 
@@ -144,16 +182,18 @@ namespace gemm_detail {
 inline constexpr int kPanel = 32;
 
 // One micro-kernel call: C[0:mr, 0:nr] (+)= alpha * A[0:mr, 0:k] * B[0:k, 0:nr] where
-//   A(i, p) = a[i * a_rs + p * a_cs]
-//   B(p, j) = b[(j / 32) * b_panel + p * ldb + j % 32]
-// C = alpha*AB + beta*C, C not read if beta == 0 (the driver passes beta = 1 for every K
-// block after the first). If bias is non-null, bias[j] is added (the driver passes it with
-// the last K block).
-// prefetch_b: B is read in place (not packed); kernels may prefetch rows ahead.
+//   A(i, p) = a[i * a_rs + p * a_cs]                       (f32)
+//   B(p, j) = b[(j / 32) * b_panel + p * ldb + j % 32]     (elements of the kernel's B type)
+// C (f32) = alpha*AB + beta*C, C not read if beta == 0 (the driver passes beta = 1 for every
+// K block after the first). If bias is non-null, bias[j] is added (the driver passes it with
+// the last K block). A and C are always f32 here: the driver widens a 16-bit A while packing
+// it and keeps a 16-bit C in an f32 scratch block until it is finished.
+// prefetch_b: B is read in place (not packed); kernels may prefetch rows ahead, and a masked
+// kernel must not read B past column nr (packed panels are zero-padded, in-place B is not).
 struct MicroArgs {
   int64_t k;
   const float* a; int64_t a_rs, a_cs;
-  const float* b; int64_t ldb, b_panel;
+  const void* b; int64_t ldb, b_panel;
   bool prefetch_b;
   float* c; int64_t ldc;
   int64_t nr;
@@ -163,12 +203,26 @@ struct MicroArgs {
 using MicroKernel = void (*)(const MicroArgs&);
 
 inline constexpr int kMaxMr = 16;
+inline constexpr int kTypes = 3;  // GemmType values, the first index of the tables below
 
-// A kernel family. kernel[a_row][mr][masked] computes mr rows (1..mr_max) of `width` columns;
-// a_row selects A addressing with a_cs == 1 (row-major A, unit stride along k) versus
-// a_rs == 1 (packed or transposed A); masked kernels handle nr < width. wide[...] (may be
-// null) computes wide_width columns for mr <= wide_max_mr, for skinny products; wide_width is
-// 32 or a multiple of 32, so wide kernels start at a panel boundary.
+// Packs an A micro-panel of element type T to f32: dst[p * mr + i] = A(i, p) for i < mr,
+// p < kc, where A(i, p) is a[i * lda + p], or a[p * lda + i] if trans (element offsets).
+using PackA = void (*)(const void* a, int64_t lda, bool trans, int64_t mr, int64_t kc, float* dst);
+// Packs one 32-column panel of B, keeping its element type: for a transposed B,
+// out[p * 32 + j] = b[j * ldb + p]; for a row-major B, out[p * 32 + j] = b[p * ldb + j];
+// for j < w, zero for w <= j < 32, p < kc.
+using PackB = void (*)(const void* b, int64_t ldb, int64_t w, int64_t kc, void* out);
+// Converts n elements between f32 and a 16-bit type: round (f32 -> 16-bit, nearest even, NaN
+// kept) or widen (16-bit -> f32).
+using ConvertRow = void (*)(const void* src, void* dst, int64_t n);
+
+// A kernel family. kernel[b_type][a_row][mr][masked] computes mr rows (1..mr_max) of `width`
+// columns with B of that element type (null where the CPU cannot widen it: then the driver
+// uses the portable family for the product); a_row selects A addressing with a_cs == 1
+// (row-major A, unit stride along k) versus a_rs == 1 (packed or transposed A); masked
+// kernels handle nr < width. wide[...] (may be null) computes wide_width columns for
+// mr <= wide_max_mr, for skinny products; wide_width is 32 or a multiple of 32, so wide
+// kernels start at a panel boundary. The other tables are indexed by element type too.
 struct KernelFamily {
   const char* name;
   GemmIsa isa;
@@ -176,23 +230,18 @@ struct KernelFamily {
   int width;
   int wide_width;
   int wide_max_mr;
-  MicroKernel kernel[2][kMaxMr + 1][2];
-  MicroKernel wide[2][kMaxMr + 1][2];
-  // Packs an A micro-panel: dst[p * mr + i] = A(i, p) for i < mr, p < kc, where A(i, p) is
-  // a[i * lda + p], or a[p * lda + i] if trans.
-  void (*pack_a)(const float* a, int64_t lda, bool trans, int64_t mr, int64_t kc, float* dst);
-  // Packs one 32-column panel of a transposed B: out[p * 32 + j] = b[j * ldb + p] for j < w,
-  // 0 for w <= j < 32, p < kc.
-  void (*pack_b_trans)(const float* b, int64_t ldb, int64_t w, int64_t kc, float* out);
-  // Packs one 32-column panel of a row-major B: out[p * 32 + j] = b[p * ldb + j] for j < w,
-  // 0 for w <= j < 32, p < kc.
-  void (*pack_b_rows)(const float* b, int64_t ldb, int64_t w, int64_t kc, float* out);
+  MicroKernel kernel[kTypes][2][kMaxMr + 1][2];
+  MicroKernel wide[kTypes][2][kMaxMr + 1][2];
+  PackA pack_a[kTypes];
+  PackB pack_b_trans[kTypes];
+  PackB pack_b_rows[kTypes];
+  ConvertRow round_row[kTypes];  // [f32] unused
+  ConvertRow widen_row[kTypes];  // [f32] unused
 };
 
-// Portable versions of the packing routines.
-void pack_a_generic(const float* a, int64_t lda, bool trans, int64_t mr, int64_t kc, float* dst);
-void pack_b_trans_generic(const float* b, int64_t ldb, int64_t w, int64_t kc, float* out);
-void pack_b_rows_generic(const float* b, int64_t ldb, int64_t w, int64_t kc, float* out);
+// Sets every packing and conversion entry of f to the portable versions (families then
+// replace the ones they vectorize).
+void set_generic_packing(KernelFamily& f);
 
 const KernelFamily* avx512_family();   // null if not compiled
 const KernelFamily* avx2_family();

@@ -2,10 +2,14 @@
 // (2 B loads and 14 broadcasts per 28 FMAs), plus a 64-column variant for up to 6 rows that
 // keeps enough independent accumulators when M is tiny. Everything here is compiled with a
 // target attribute, so the rest of the library needs no -march flag; it only runs when the
-// dispatcher saw avx512f/bw/vl/dq at run time. Needs nothing beyond avx512f + fma.
+// dispatcher saw avx512f/bw/vl/dq at run time. Needs nothing beyond avx512f + fma, plus
+// F16C for the f16 entries (registered only when cpuid reports it). A 16-bit B is widened on
+// load: f16 with vcvtph2ps, bf16 by a 16-bit shift; partial vectors use AVX-512BW's masked
+// 16-bit loads, so nothing past column nr is read.
 #include <cstdint>
 
 #include "backends/cpu/kernels/gemm.h"
+#include "rlx/dtype.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -14,7 +18,7 @@
 // as "may be used uninitialized"; that operand is never read.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-#define RLX_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define RLX_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
 
 namespace rlx::cpu::gemm_detail {
 namespace {
@@ -28,18 +32,41 @@ RLX_AVX512 inline __mmask16 lane_mask(int64_t valid) {
 // Rows of B ahead that the few-row kernels prefetch when they read B in place.
 constexpr int64_t kPrefetchRows = 8;
 
+template <GemmType T>
+struct BElem {
+  using type = uint16_t;
+};
+template <>
+struct BElem<GemmType::f32> {
+  using type = float;
+};
+
+// 16 elements of B at p (lanes outside mk are zero and not read), widened to f32.
+template <GemmType BT, bool kMask>
+RLX_AVX512 inline __m512 load_b(const typename BElem<BT>::type* p, __mmask16 mk) {
+  if constexpr (BT == GemmType::f32) {
+    return kMask ? _mm512_maskz_loadu_ps(mk, p) : _mm512_loadu_ps(p);
+  } else {
+    const __m256i h = kMask ? _mm256_maskz_loadu_epi16(mk, p) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (BT == GemmType::f16)
+      return _mm512_cvtph_ps(h);
+    else
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
 // acc += A * B over the k-values of one call (see kernel below).
-template <int MR, int NV, bool kMask, bool kARow, bool kPrefetch>
+template <int MR, int NV, bool kMask, bool kARow, bool kPrefetch, GemmType BT>
 RLX_AVX512 __attribute__((always_inline)) inline void k_loop(__m512 (&acc)[MR][NV], const __mmask16 (&mk)[NV],
                                                              const int64_t (&boff)[NV], const MicroArgs& m) {
   const float* a = m.a;
-  const float* b = m.b;
+  const auto* b = static_cast<const typename BElem<BT>::type*>(m.b);
   const int64_t ldb = m.ldb, a_rs = m.a_rs, a_cs = m.a_cs;
   for (int64_t p = 0; p < m.k; ++p) {
     __m512 bv[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v)
-      bv[v] = kMask ? _mm512_maskz_loadu_ps(mk[v], b + boff[v]) : _mm512_loadu_ps(b + boff[v]);
+      bv[v] = load_b<BT, kMask>(b + boff[v], mk[v]);
     if constexpr (kPrefetch) {
       // B read in place by a few-row kernel streams faster than the hardware prefetchers
       // follow its row stride.
@@ -61,7 +88,7 @@ RLX_AVX512 __attribute__((always_inline)) inline void k_loop(__m512 (&acc)[MR][N
 // MR rows x NV*16 columns. kMask: nr may be below NV*16 (B and C accessed with lane masks,
 // so nothing past column nr is read or written). kARow: A(i, p) = a[i * a_rs + p] (row-major
 // A read in place); otherwise A(i, p) = a[p * a_cs + i] (packed or transposed A).
-template <int MR, int NV, bool kMask, bool kARow>
+template <int MR, int NV, bool kMask, bool kARow, GemmType BT>
 RLX_AVX512 void kernel(const MicroArgs& m) {
   __m512 acc[MR][NV];
 #pragma GCC unroll 16
@@ -86,12 +113,12 @@ RLX_AVX512 void kernel(const MicroArgs& m) {
 
   if constexpr (MR <= 3) {
     if (m.prefetch_b) {
-      k_loop<MR, NV, kMask, kARow, true>(acc, mk, boff, m);
+      k_loop<MR, NV, kMask, kARow, true, BT>(acc, mk, boff, m);
     } else {
-      k_loop<MR, NV, kMask, kARow, false>(acc, mk, boff, m);
+      k_loop<MR, NV, kMask, kARow, false, BT>(acc, mk, boff, m);
     }
   } else {
-    k_loop<MR, NV, kMask, kARow, false>(acc, mk, boff, m);
+    k_loop<MR, NV, kMask, kARow, false, BT>(acc, mk, boff, m);
   }
 
   const __m512 alpha = _mm512_set1_ps(m.alpha);
@@ -157,7 +184,8 @@ RLX_AVX512 inline void transpose16(__m512 r[16]) {
 
 // dst[p * mr + i] = A(i, p). Row-major A goes through 16 x 16 register transposes; a
 // transposed A is already k-major, so each k-value is one masked copy of mr floats.
-RLX_AVX512 void pack_a(const float* a, int64_t lda, bool trans, int64_t mr, int64_t kc, float* dst) {
+RLX_AVX512 void pack_a(const void* av, int64_t lda, bool trans, int64_t mr, int64_t kc, float* dst) {
+  const float* a = static_cast<const float*>(av);
   const __mmask16 mk = lane_mask(mr);
   if (trans) {
     for (int64_t p = 0; p < kc; ++p) _mm512_mask_storeu_ps(dst + p * mr, mk, _mm512_maskz_loadu_ps(mk, a + p * lda));
@@ -177,7 +205,9 @@ RLX_AVX512 void pack_a(const float* a, int64_t lda, bool trans, int64_t mr, int6
 }
 
 // One 32-column panel of a transposed B: out[p * 32 + j] = b[j * ldb + p].
-RLX_AVX512 void pack_b_trans(const float* b, int64_t ldb, int64_t w, int64_t kc, float* out) {
+RLX_AVX512 void pack_b_trans(const void* bv, int64_t ldb, int64_t w, int64_t kc, void* outv) {
+  const float* b = static_cast<const float*>(bv);
+  float* out = static_cast<float*>(outv);
   int64_t p0 = 0;
   for (; p0 + 16 <= kc; p0 += 16) {
 #pragma GCC unroll 2
@@ -198,7 +228,9 @@ RLX_AVX512 void pack_b_trans(const float* b, int64_t ldb, int64_t w, int64_t kc,
 }
 
 // One 32-column panel of a row-major B: out[p * 32 + j] = b[p * ldb + j], zero past w.
-RLX_AVX512 void pack_b_rows(const float* b, int64_t ldb, int64_t w, int64_t kc, float* out) {
+RLX_AVX512 void pack_b_rows(const void* bv, int64_t ldb, int64_t w, int64_t kc, void* outv) {
+  const float* b = static_cast<const float*>(bv);
+  float* out = static_cast<float*>(outv);
   if (w == 32) {
     for (int64_t p = 0; p < kc; ++p) {
       const __m512 lo = _mm512_loadu_ps(b + p * ldb), hi = _mm512_loadu_ps(b + p * ldb + 16);
@@ -214,14 +246,53 @@ RLX_AVX512 void pack_b_rows(const float* b, int64_t ldb, int64_t w, int64_t kc, 
   }
 }
 
-template <int NV, int MR>
-constexpr void fill(MicroKernel (&t)[2][kMaxMr + 1][2]) {
+// A 16-bit A micro-panel widened to f32: 16 k-values of a row at a time (masked at the end).
+template <GemmType T>
+RLX_AVX512 void pack_a_16(const void* av, int64_t lda, bool trans, int64_t mr, int64_t kc, float* dst) {
+  const uint16_t* a = static_cast<const uint16_t*>(av);
+  alignas(64) float t[16];
+  if (trans) {
+    for (int64_t p = 0; p < kc; ++p) _mm512_mask_storeu_ps(dst + p * mr, lane_mask(mr), load_b<T, true>(a + p * lda, lane_mask(mr)));
+    return;
+  }
+  for (int64_t i = 0; i < mr; ++i) {
+    const uint16_t* row = a + i * lda;
+    for (int64_t p = 0; p < kc; p += 16) {
+      const int64_t pl = kc - p < 16 ? kc - p : 16;
+      _mm512_store_ps(t, load_b<T, true>(row + p, lane_mask(pl)));
+      for (int64_t q = 0; q < pl; ++q) dst[(p + q) * mr + i] = t[q];
+    }
+  }
+}
+
+// f32 -> f16 with vcvtps2ph (round to nearest even, NaN stays NaN).
+RLX_AVX512 void round_row_f16(const void* src, void* dst, int64_t n) {
+  const float* s = static_cast<const float*>(src);
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 mk = lane_mask(n - j);
+    _mm256_mask_storeu_epi16(d + j, mk, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(mk, s + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+}
+
+RLX_AVX512 void widen_row_f16(const void* src, void* dst, int64_t n) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  float* d = static_cast<float*>(dst);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 mk = lane_mask(n - j);
+    _mm512_mask_storeu_ps(d + j, mk, load_b<GemmType::f16, true>(s + j, mk));
+  }
+}
+
+template <GemmType BT, int NV, int MR>
+constexpr void fill(MicroKernel (&t)[kTypes][2][kMaxMr + 1][2]) {
   if constexpr (MR >= 1) {
-    t[0][MR][0] = &kernel<MR, NV, false, false>;
-    t[0][MR][1] = &kernel<MR, NV, true, false>;
-    t[1][MR][0] = &kernel<MR, NV, false, true>;
-    t[1][MR][1] = &kernel<MR, NV, true, true>;
-    fill<NV, MR - 1>(t);
+    auto& u = t[static_cast<int>(BT)];
+    u[0][MR][0] = &kernel<MR, NV, false, false, BT>;
+    u[0][MR][1] = &kernel<MR, NV, true, false, BT>;
+    u[1][MR][0] = &kernel<MR, NV, false, true, BT>;
+    u[1][MR][1] = &kernel<MR, NV, true, true, BT>;
+    fill<BT, NV, MR - 1>(t);
   }
 }
 
@@ -233,11 +304,25 @@ KernelFamily make_family() {
   f.width = 32;
   f.wide_width = 128;
   f.wide_max_mr = 3;
-  fill<2, 14>(f.kernel);
-  fill<8, 3>(f.wide);
-  f.pack_a = &pack_a;
-  f.pack_b_trans = &pack_b_trans;
-  f.pack_b_rows = &pack_b_rows;
+  set_generic_packing(f);
+  constexpr int f32 = 0, f16 = 1, bf16 = 2;
+  fill<GemmType::f32, 2, 14>(f.kernel);
+  fill<GemmType::f32, 8, 3>(f.wide);
+  fill<GemmType::bf16, 2, 14>(f.kernel);
+  fill<GemmType::bf16, 8, 3>(f.wide);
+  f.pack_a[f32] = &pack_a;
+  f.pack_a[bf16] = &pack_a_16<GemmType::bf16>;
+  f.pack_b_trans[f32] = &pack_b_trans;
+  f.pack_b_rows[f32] = &pack_b_rows;
+  // Every AVX-512 CPU so far has F16C, but it is its own cpuid bit: checked, not assumed.
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("f16c")) {
+    fill<GemmType::f16, 2, 14>(f.kernel);
+    fill<GemmType::f16, 8, 3>(f.wide);
+    f.pack_a[f16] = &pack_a_16<GemmType::f16>;
+    f.round_row[f16] = &round_row_f16;
+    f.widen_row[f16] = &widen_row_f16;
+  }
   return f;
 }
 

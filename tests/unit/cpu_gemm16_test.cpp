@@ -1,0 +1,464 @@
+// Tests of the CPU GEMM with 16-bit operands (f16, bf16; src/backends/cpu/kernels/gemm.h):
+// every kernel family this CPU runs (the others skip and say why), against a double-precision
+// reference computed from the same 16-bit inputs, with a tolerance from the output rounding
+// (half an ulp of C's type) plus the f32 accumulation error; fresh random inputs (the seed is
+// in the trace), sentinels around every row of C, packed and unpacked B.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels/gemm.h"
+#include "rlx/dtype.h"
+
+namespace rlx::cpu {
+namespace {
+
+uint32_t fresh_seed() {
+  static const uint32_t base = std::random_device{}();
+  static std::atomic<uint32_t> n{0};
+  return base + 104729u * n.fetch_add(1);
+}
+
+const char* isa_name(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::portable: return "portable";
+    case GemmIsa::avx2: return "avx2";
+    case GemmIsa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+// A matrix stored in one GemmType, with its values widened to double for the reference.
+struct Mat {
+  GemmType type;
+  std::vector<float> f;     // f32 storage
+  std::vector<uint16_t> h;  // 16-bit storage
+  Mat(GemmType t, size_t n) : type(t) {
+    if (t == GemmType::f32) f.resize(n); else h.resize(n);
+  }
+  size_t size() const { return type == GemmType::f32 ? f.size() : h.size(); }
+  void* data() { return type == GemmType::f32 ? static_cast<void*>(f.data()) : static_cast<void*>(h.data()); }
+  // Stores v rounded to the type (the project's converters).
+  void set(size_t i, float v) {
+    if (type == GemmType::f32) f[i] = v;
+    else h[i] = type == GemmType::f16 ? f32_to_f16(v) : f32_to_bf16(v);
+  }
+  double get(size_t i) const {
+    if (type == GemmType::f32) return f[i];
+    return type == GemmType::f16 ? f16_to_f32(h[i]) : bf16_to_f32(h[i]);
+  }
+  // Raw bits, for sentinels.
+  uint32_t bits(size_t i) const {
+    if (type != GemmType::f32) return h[i];
+    uint32_t u;
+    std::memcpy(&u, &f[i], 4);
+    return u;
+  }
+  void set_bits(size_t i, uint32_t u) {
+    if (type != GemmType::f32) h[i] = static_cast<uint16_t>(u);
+    else std::memcpy(&f[i], &u, 4);
+  }
+};
+
+uint32_t sentinel_bits(GemmType t) { return t == GemmType::f32 ? 0xC6DEADBEu : 0xBEEFu; }
+uint32_t nan_bits(GemmType t) { return t == GemmType::f32 ? 0x7FC00000u : (t == GemmType::f16 ? 0x7E00u : 0x7FC0u); }
+
+// Half an ulp of C's type at magnitude x (subnormals included).
+double half_ulp(double x, GemmType t) {
+  const int mant = t == GemmType::f32 ? 23 : (t == GemmType::f16 ? 10 : 7);
+  const int emin = t == GemmType::f32 ? -126 : (t == GemmType::f16 ? -14 : -126);
+  int e = 0;
+  std::frexp(std::max(x, 1e-300), &e);  // x in [2^(e-1), 2^e)
+  return std::ldexp(0.5, std::max(e - 1, emin) - mant);
+}
+
+struct Types {
+  GemmType a, b, c;
+  std::string str() const {
+    return std::string("a=") + gemm_type_name(a) + " b=" + gemm_type_name(b) + " c=" + gemm_type_name(c);
+  }
+};
+
+struct Case {
+  int64_t m = 1, n = 1, k = 1;
+  bool trans_a = false, trans_b = false;
+  int64_t ldc_pad = 0;
+  int64_t batch = 1;
+  bool broadcast_a = false;
+  float alpha = 1.f, beta = 0.f;
+  bool bias = false;
+  bool epilogue = false;
+  bool packed = false;
+  std::string str() const {
+    return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) + " ta=" +
+           std::to_string(trans_a) + " tb=" + std::to_string(trans_b) + " batch=" + std::to_string(batch) +
+           " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) + " bias=" + std::to_string(bias) +
+           " epilogue=" + std::to_string(epilogue) + " packed=" + std::to_string(packed);
+  }
+};
+
+// The epilogue under test: counts calls per element and flips the sign bit of each value
+// (exact in every type), so the check also proves it ran once, after the value was stored.
+struct SignFlip {
+  char* base;
+  int64_t esize, stride_c, m, n;
+  std::vector<std::atomic<int>> counts;
+  std::atomic<bool> bad{false};
+  SignFlip(void* b, int64_t es, int64_t sc, int64_t m_, int64_t n_, int64_t batch)
+      : base(static_cast<char*>(b)), esize(es), stride_c(sc), m(m_), n(n_), counts(static_cast<size_t>(batch * m_ * n_)) {}
+  static void fn(void* ctx, void* c, int64_t ldc, int64_t m0, int64_t n0, int64_t mlen, int64_t nlen) {
+    auto* s = static_cast<SignFlip*>(ctx);
+    const int64_t off = (static_cast<char*>(c) - s->base) / s->esize - (m0 * ldc + n0);
+    const int64_t item = s->stride_c ? off / s->stride_c : 0;
+    if (off != item * s->stride_c || m0 < 0 || n0 < 0 || m0 + mlen > s->m || n0 + nlen > s->n) {
+      s->bad = true;
+      return;
+    }
+    for (int64_t i = 0; i < mlen; ++i)
+      for (int64_t j = 0; j < nlen; ++j) {
+        s->counts[static_cast<size_t>((item * s->m + m0 + i) * s->n + n0 + j)].fetch_add(1);
+        char* e = static_cast<char*>(c) + (i * ldc + j) * s->esize;
+        if (s->esize == 4) {
+          float v;
+          std::memcpy(&v, e, 4);
+          v = -v;
+          std::memcpy(e, &v, 4);
+        } else {
+          uint16_t v;
+          std::memcpy(&v, e, 2);
+          v ^= 0x8000u;
+          std::memcpy(e, &v, 2);
+        }
+      }
+  }
+};
+
+void run_case(const Types& ty, const Case& cs, uint32_t seed) {
+  SCOPED_TRACE("seed=" + std::to_string(seed) + " " + ty.str() + " " + cs.str() + " kernel=" +
+               gemm_kernel_name(ty.a, ty.b, ty.c));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  const int64_t m = cs.m, n = cs.n, k = cs.k;
+  const int64_t a_rows = cs.trans_a ? k : m, a_cols = cs.trans_a ? m : k;
+  const int64_t b_rows = cs.trans_b ? n : k, b_cols = cs.trans_b ? k : n;
+  const int64_t lda = std::max<int64_t>(1, a_cols + 1), ldb = std::max<int64_t>(1, b_cols + 3);
+  const int64_t ldc = std::max<int64_t>(1, n + cs.ldc_pad);
+  const int64_t sa = cs.broadcast_a ? 0 : a_rows * lda + 5;
+  const int64_t sb = cs.packed ? 0 : b_rows * ldb + 3;
+  const int64_t sc = m * ldc + 7;
+  const int64_t pre = 19;
+
+  Mat a(ty.a, static_cast<size_t>(std::max<int64_t>(1, (cs.batch - 1) * sa + a_rows * lda)));
+  Mat b(ty.b, static_cast<size_t>(std::max<int64_t>(1, (cs.batch - 1) * sb + b_rows * ldb)));
+  for (size_t i = 0; i < a.size(); ++i) a.set(i, dist(rng));
+  for (size_t i = 0; i < b.size(); ++i) b.set(i, dist(rng));
+  std::vector<float> bias(static_cast<size_t>(std::max<int64_t>(1, n)));
+  for (float& x : bias) x = dist(rng);
+  Mat c(ty.c, static_cast<size_t>(pre + cs.batch * sc + 23));
+  for (size_t i = 0; i < c.size(); ++i) c.set_bits(i, sentinel_bits(ty.c));
+  for (int64_t it = 0; it < cs.batch; ++it)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const size_t x = static_cast<size_t>(pre + it * sc + i * ldc + j);
+        if (cs.beta == 0.f) c.set_bits(x, nan_bits(ty.c));  // beta == 0 must not read C
+        else c.set(x, dist(rng));
+      }
+  const Mat c_in = c;
+
+  GemmArgs g;
+  g.a_type = ty.a;
+  g.b_type = ty.b;
+  g.c_type = ty.c;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a.data();
+  g.lda = lda;
+  g.trans_a = cs.trans_a;
+  g.batch_stride_a = sa;
+  g.b = b.data();
+  g.ldb = ldb;
+  g.trans_b = cs.trans_b;
+  g.batch_stride_b = sb;
+  void* c0 = static_cast<char*>(c.data()) + pre * static_cast<int64_t>(gemm_type_size(ty.c));
+  g.c = c0;
+  g.ldc = ldc;
+  g.batch_stride_c = sc;
+  g.batch = cs.batch;
+  g.alpha = cs.alpha;
+  g.beta = cs.beta;
+  g.bias = cs.bias ? bias.data() : nullptr;
+  SignFlip flip(c0, static_cast<int64_t>(gemm_type_size(ty.c)), sc, m, n, cs.batch);
+  if (cs.epilogue) g.epilogue = {&SignFlip::fn, &flip};
+  if (cs.packed) {
+    PackedB pb = pack_b(b.data(), ty.b, ldb, cs.trans_b, k, n);
+    ASSERT_TRUE(pb.valid());
+    ASSERT_EQ(pb.type(), ty.b);
+    g.b = nullptr;  // must be ignored
+    const Status s = sgemm_packed(g, pb);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+  } else {
+    const Status s = sgemm(g);
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+  }
+
+  const double eps32 = std::ldexp(1.0, -24);
+  int64_t failures = 0;
+  for (int64_t it = 0; it < cs.batch; ++it)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0, mag = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double av = a.get(static_cast<size_t>(it * sa + (cs.trans_a ? p * lda + i : i * lda + p)));
+          const double bv = b.get(static_cast<size_t>(it * sb + (cs.trans_b ? j * ldb + p : p * ldb + j)));
+          acc += av * bv;
+          mag += std::fabs(av * bv);
+        }
+        const size_t x = static_cast<size_t>(pre + it * sc + i * ldc + j);
+        double want = cs.alpha * acc;
+        mag *= std::fabs(cs.alpha);
+        if (cs.beta != 0.f) {
+          want += cs.beta * c_in.get(x);
+          mag += std::fabs(cs.beta * c_in.get(x));
+        }
+        if (cs.bias) {
+          want += bias[static_cast<size_t>(j)];
+          mag += std::fabs(bias[static_cast<size_t>(j)]);
+        }
+        // f32 accumulation (k products and a few adds, each at most one f32 rounding of a
+        // partial sum bounded by mag), then one rounding to C's type
+        const double acc_err = (k + 4) * eps32 * mag;
+        const double tol = half_ulp(std::fabs(want) + acc_err, ty.c) + acc_err;
+        if (cs.epilogue) want = -want;
+        const double got = c.get(x);
+        if (!(std::fabs(got - want) <= tol) && ++failures <= 5)
+          ADD_FAILURE() << "C[" << it << "][" << i << "][" << j << "] = " << got << ", want " << want << " (tol " << tol
+                        << ")";
+      }
+  EXPECT_EQ(failures, 0);
+
+  int64_t clobbered = 0;
+  for (size_t x = 0; x < c.size(); ++x) {
+    const int64_t rel = static_cast<int64_t>(x) - pre;
+    bool inside = false;
+    if (rel >= 0 && rel < cs.batch * sc) {
+      const int64_t r = rel % sc;
+      inside = r < m * ldc && r % ldc < n;
+    }
+    if (!inside && c.bits(x) != sentinel_bits(ty.c) && ++clobbered <= 5)
+      ADD_FAILURE() << "sentinel overwritten at offset " << rel;
+  }
+  EXPECT_EQ(clobbered, 0);
+  if (cs.epilogue) {
+    EXPECT_FALSE(flip.bad) << "epilogue got a block outside C";
+    int64_t wrong = 0;
+    for (size_t x = 0; x < flip.counts.size(); ++x)
+      if (flip.counts[x].load() != 1 && ++wrong <= 5)
+        ADD_FAILURE() << "epilogue ran " << flip.counts[x].load() << " times on element " << x;
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
+// The type mixes under test: all f16, all bf16, and mixes that exercise each operand's
+// conversion alone.
+const Types kTypes[] = {{GemmType::f16, GemmType::f16, GemmType::f16},
+                        {GemmType::bf16, GemmType::bf16, GemmType::bf16},
+                        {GemmType::f32, GemmType::bf16, GemmType::f32},
+                        {GemmType::f16, GemmType::f32, GemmType::bf16},
+                        {GemmType::bf16, GemmType::f16, GemmType::f32}};
+
+class Gemm16 : public ::testing::TestWithParam<GemmIsa> {
+ protected:
+  void SetUp() override {
+    saved_ = gemm_isa();
+    if (!set_gemm_isa(GetParam()))
+      GTEST_SKIP() << "this CPU cannot run the " << isa_name(GetParam()) << " GEMM kernels (best here: "
+                   << gemm_kernel_name() << ")";
+  }
+  void TearDown() override { set_gemm_isa(saved_); }
+  GemmIsa saved_ = GemmIsa::portable;
+};
+
+// Odd sizes in every dimension (micro-kernel row and column edges), each transpose, alpha,
+// beta, bias, packed and unpacked B.
+TEST_P(Gemm16, OddSizes) {
+  const int64_t sizes[] = {1, 7, 33, 100, 257};
+  std::mt19937 pick(fresh_seed());
+  for (const Types& ty : kTypes)
+    for (int64_t m : sizes)
+      for (int64_t n : sizes) {
+        Case cs;
+        cs.m = m;
+        cs.n = n;
+        cs.k = sizes[pick() % 5];
+        cs.trans_a = pick() & 1;
+        cs.trans_b = pick() & 1;
+        cs.packed = pick() & 1;
+        cs.bias = pick() & 1;
+        cs.beta = (pick() & 1) ? 0.f : 0.5f;
+        cs.alpha = (pick() & 1) ? 1.f : -1.5f;
+        cs.ldc_pad = pick() % 3;
+        run_case(ty, cs, fresh_seed());
+        if (HasFailure()) return;
+      }
+}
+
+// Shapes that cross the cache blocks (several K blocks accumulated in the f32 scratch of a
+// 16-bit C, row chunks of that scratch, column tiles, in-place and packed B), with the
+// epilogue.
+TEST_P(Gemm16, BlockedShapesWithEpilogue) {
+  struct S {
+    int64_t m, n, k;
+  };
+  const S shapes[] = {{1, 1100, 900}, {129, 385, 391}, {300, 70, 1000}, {200, 300, 40}, {3, 4096, 64}};
+  int variant = 0;
+  for (const Types& ty : kTypes)
+    for (const S& s : shapes) {
+      Case cs;
+      cs.m = s.m;
+      cs.n = s.n;
+      cs.k = s.k;
+      cs.trans_a = variant & 1;
+      cs.trans_b = variant & 2;
+      cs.packed = variant % 3 == 0;
+      cs.beta = variant % 4 == 1 ? -0.75f : 0.f;
+      cs.bias = variant % 2 == 0;
+      cs.epilogue = true;
+      ++variant;
+      run_case(ty, cs, fresh_seed());
+      if (HasFailure()) return;
+    }
+}
+
+TEST_P(Gemm16, BatchedAndBroadcast) {
+  for (const Types& ty : kTypes)
+    for (int variant = 0; variant < 4; ++variant) {
+      Case cs;
+      cs.m = 17;
+      cs.n = 40;
+      cs.k = 23;
+      cs.batch = 3 + variant;
+      cs.broadcast_a = variant == 1;
+      cs.packed = variant >= 2;  // a packed B is shared by every item
+      cs.trans_a = variant == 3;
+      cs.trans_b = variant == 2;
+      cs.bias = variant % 2 == 1;
+      cs.beta = variant == 0 ? 1.f : 0.f;
+      cs.epilogue = variant == 3;
+      run_case(ty, cs, fresh_seed());
+      if (HasFailure()) return;
+    }
+}
+
+// k == 0 and alpha == 0: C = beta*C + bias, rounded to C's type.
+TEST_P(Gemm16, EmptyInnerDimensionAndZeroAlpha) {
+  for (const Types& ty : kTypes)
+    for (float beta : {0.f, 2.f}) {
+      Case cs;
+      cs.m = 5;
+      cs.n = 9;
+      cs.k = 0;
+      cs.beta = beta;
+      cs.bias = true;
+      cs.epilogue = true;
+      run_case(ty, cs, fresh_seed());
+      cs.k = 11;
+      cs.alpha = 0.f;
+      run_case(ty, cs, fresh_seed());
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, Gemm16, ::testing::Values(GemmIsa::avx512, GemmIsa::avx2, GemmIsa::portable),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
+
+// A NaN in A reaches every element of its row of C, in both 16-bit types (the rounding
+// keeps NaN a NaN, never an infinity or a number).
+TEST(Gemm16Special, NanPropagatesThroughRounding) {
+  for (GemmType t : {GemmType::f16, GemmType::bf16}) {
+    const int64_t m = 3, n = 37, k = 20;
+    std::vector<uint16_t> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c(static_cast<size_t>(m * n));
+    std::mt19937 rng(fresh_seed());
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    auto round = [t](float v) { return t == GemmType::f16 ? f32_to_f16(v) : f32_to_bf16(v); };
+    for (auto& x : a) x = round(dist(rng));
+    for (auto& x : b) x = round(dist(rng));
+    a[1 * k + 4] = static_cast<uint16_t>(nan_bits(t));
+    GemmArgs g;
+    g.a_type = g.b_type = g.c_type = t;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.a = a.data();
+    g.lda = k;
+    g.b = b.data();
+    g.ldb = n;
+    g.c = c.data();
+    g.ldc = n;
+    ASSERT_TRUE(sgemm(g).is_ok());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const float v = t == GemmType::f16 ? f16_to_f32(c[static_cast<size_t>(i * n + j)]) : bf16_to_f32(c[static_cast<size_t>(i * n + j)]);
+        EXPECT_EQ(std::isnan(v), i == 1) << gemm_type_name(t) << " C[" << i << "][" << j << "] = " << v;
+      }
+  }
+}
+
+// 16-bit panels take half the bytes of f32 ones; a packed B of another type is refused with
+// an error naming both types; the report names the 16-bit kernels.
+TEST(Gemm16Special, PackedTypesAndReport) {
+  const int64_t k = 70, n = 45;
+  std::vector<uint16_t> b16(static_cast<size_t>(k * n), 0x3C00u);
+  std::vector<float> b32(static_cast<size_t>(k * n), 1.f);
+  PackedB p16 = pack_b(b16.data(), GemmType::bf16, n, false, k, n);
+  PackedB p32 = pack_b(b32.data(), n, false, k, n);
+  ASSERT_TRUE(p16.valid());
+  ASSERT_TRUE(p32.valid());
+  EXPECT_EQ(p16.type(), GemmType::bf16);
+  EXPECT_LE(p16.bytes() * 2, p32.bytes() + 64);
+
+  std::vector<uint16_t> a(static_cast<size_t>(k), 0x3F80u), c(static_cast<size_t>(n));
+  GemmArgs g;
+  g.a_type = g.b_type = g.c_type = GemmType::f16;
+  g.m = 1;
+  g.n = n;
+  g.k = k;
+  g.a = a.data();
+  g.lda = k;
+  g.c = c.data();
+  g.ldc = n;
+  const Status s = sgemm_packed(g, p16);
+  EXPECT_EQ(s.code(), ErrorCode::invalid_argument);
+  EXPECT_NE(s.message().find("bf16"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("f16"), std::string::npos) << s.to_string();
+
+  GemmArgs bad = g;
+  bad.b = b16.data();
+  bad.ldb = n;
+  bad.b_type = static_cast<GemmType>(7);
+  const Status s2 = sgemm(bad);
+  EXPECT_EQ(s2.code(), ErrorCode::invalid_argument);
+  EXPECT_NE(s2.message().find("b_type"), std::string::npos) << s2.to_string();
+  EXPECT_FALSE(pack_b(b16.data(), static_cast<GemmType>(7), n, false, k, n).valid());
+
+  const std::string name = gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::bf16);
+  EXPECT_NE(name.find(" bf16"), std::string::npos) << name;
+  EXPECT_NE(gemm_kernel_name(GemmType::f32, GemmType::f16, GemmType::f32).find("b=f16"), std::string::npos);
+  EXPECT_EQ(gemm_kernel_name(GemmType::f32, GemmType::f32, GemmType::f32), std::string(gemm_kernel_name()));
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (gemm_isa() == GemmIsa::avx2 && __builtin_cpu_supports("f16c")) {
+    EXPECT_EQ(gemm_kernel_name(GemmType::f16, GemmType::f16, GemmType::f16), "avx2 6x16 f16");
+    EXPECT_EQ(name, "avx2 6x16 bf16");
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace rlx::cpu
