@@ -13,6 +13,7 @@
 #include "json_file.h"
 #include "models/tensor_parallel.h"
 #include "rlx/op_builder.h"
+#include "rlx/ops.h"
 #include "rlx/safetensors.h"
 
 namespace rlx::models {
@@ -33,7 +34,8 @@ const Tensor* find_weight(const std::map<std::string, Tensor>& w, const std::str
 
 class Builder {
  public:
-  Builder(Graph& g, const std::map<std::string, Tensor>& w) : g_(g), gb_(g), o_(gb_), w_(w) {}
+  Builder(Graph& g, const std::map<std::string, Tensor>& w, const std::string& weight_format)
+      : g_(g), gb_(g), o_(gb_), w_(w), weight_format_(weight_format) {}
   OpBuilder& o() { return o_; }
   Status status() const { return st_.is_ok() ? o_.status() : st_; }
 
@@ -63,6 +65,8 @@ class Builder {
   // x [..., in] @ W^T + b for a Hugging Face Linear (weight [out, in]).
   ValueId linear(ValueId x, const std::string& name, int64_t in, int64_t out) {
     if (find_weight(w_, name + ".weight_scale")) return int8_linear(x, name, in, out);
+    const Tensor* wt = find_weight(w_, name + ".weight");
+    if (!weight_format_.empty() && wt && wt->dtype() == DType::u8) return block_linear(x, name, *wt, in, out);
     ValueId w = weight(name + ".weight", {out, in});
     ValueId b = weight(name + ".bias", {out});
     if (!status().is_ok()) return kNoValue;
@@ -100,6 +104,28 @@ class Builder {
     return o_.op(Op::Int8MatMul, args, attrs);
   }
 
+  // A Linear stored weight-only in a block format (`rlx quantize --scheme int4-*`,
+  // quant/ptq.h): U8 rows [out, row_bytes(in)] run as qmatmul (the same formats and kernels as
+  // Qwen3's GGUF matrices), then the f32 bias.
+  ValueId block_linear(ValueId x, const std::string& name, const Tensor& q, int64_t in, int64_t out) {
+    auto qf = quant_format(weight_format_);
+    if (!qf) {
+      st_ = error(ErrorCode::format_error, "the checkpoint's ", kBlockWeightFormatKey, " '", weight_format_,
+                  "' is not a qmatmul format");
+      return kNoValue;
+    }
+    if (in % qf->block_elems != 0 || q.sizes() != Sizes{out, in / qf->block_elems * qf->block_bytes}) {
+      st_ = error(ErrorCode::shape_error, "tensor '", name, ".weight' (", weight_format_, ") is ", q.type().to_string(),
+                  ", expected ", out, " rows of ", in, " values");
+      return kNoValue;
+    }
+    g_.weights[name + ".weight"] = q;
+    ValueId p = o_.param(name + ".weight", q.type());
+    ValueId b = weight(name + ".bias", {out});
+    if (!status().is_ok()) return kNoValue;
+    return o_.add(o_.op(Op::QMatMul, {x, p}, Attrs{{"format", weight_format_}}), b);
+  }
+
   // A Linear split by input features over the tensor-parallel group (models/tensor_parallel.h):
   // the ranks' partial products are summed by an all_reduce, then the bias is added once.
   ValueId linear_partial(ValueId x, const std::string& name, int64_t in, int64_t out, const TensorParallel& tp) {
@@ -128,6 +154,7 @@ class Builder {
   GraphBuilder gb_;
   OpBuilder o_;
   const std::map<std::string, Tensor>& w_;
+  const std::string& weight_format_;
   Status st_;
 };
 
@@ -184,14 +211,17 @@ std::string BertConfig::to_json() const {
 }
 
 Expected<Graph> build_bert(const BertConfig& c, const std::map<std::string, Tensor>& weights, BertOutput output,
-                           const TensorParallel& tp) {
+                           const TensorParallel& tp, const std::string& weight_format) {
+  if (tp.active() && !weight_format.empty())
+    return error(ErrorCode::unsupported, "tensor parallelism of ", weight_format,
+                 " block weights (split their rows of blocks first; int8 and f32 checkpoints shard)");
   Graph g;
   g.name = "bert";
   const Shape bs{Dim::symbol("batch"), Dim::symbol("seq")};
   ValueId ids = g.add_input("input_ids", TensorType{DType::i64, bs});
   ValueId mask = g.add_input("attention_mask", TensorType{DType::i64, bs});
   ValueId types = g.add_input("token_type_ids", TensorType{DType::i64, bs});
-  Builder b(g, weights);
+  Builder b(g, weights, weight_format);
   OpBuilder& o = b.o();
   // with tensor parallelism c counts this rank's heads and intermediate features (shard_bert)
   const int64_t h = c.hidden, nh = c.heads, hd = c.hidden / (c.heads * tp.size), ah = nh * hd;
@@ -262,12 +292,18 @@ Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output, 
   std::string weights = dir + "/model.safetensors";
   if (!std::ifstream(weights)) weights = dir + "/model.safetensors.index.json";
   RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(weights));
+  auto fmt = f.metadata.find(std::string(kBlockWeightFormatKey));
+  const std::string weight_format = fmt == f.metadata.end() ? std::string() : fmt->second;
+  if (tp.active() && !weight_format.empty())
+    return error(ErrorCode::unsupported, dir, ": tensor parallelism of a checkpoint with ", weight_format,
+                 " block weights (", f.metadata.count("rlx.quantization") ? f.metadata.at("rlx.quantization") : weight_format,
+                 "); quantize after sharding, or use the f32 or int8 folder");
   if (tp.active()) {
     auto shard = shard_bert(m.config, f.tensors, tp);
     if (!shard) return shard.status().with_context(dir);
     RLX_ASSIGN_OR_RETURN(m.graph, build_bert(shard->first, shard->second, output, tp));
   } else {
-    RLX_ASSIGN_OR_RETURN(m.graph, build_bert(m.config, f.tensors, output));
+    RLX_ASSIGN_OR_RETURN(m.graph, build_bert(m.config, f.tensors, output, {}, weight_format));
   }
   RLX_ASSIGN_OR_RETURN(m.tokenizer, text::WordPieceTokenizer::from_folder(dir));
   if (m.tokenizer.vocab_size() > m.config.vocab_size)

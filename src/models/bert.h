@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "models/tensor_parallel.h"
 #include "models/text/wordpiece.h"
@@ -37,8 +38,16 @@ const Tensor* find_bert_weight(const std::map<std::string, Tensor>& w, const std
 
 // With tp.size > 1, `cfg` and `weights` are rank tp.rank's shard (shard_bert) and the graph
 // has the tensor-parallel collectives.
+// `weight_format` non-empty (a qmatmul format, e.g. "q4_0"): Linear weights stored as U8 block
+// rows [out, row_bytes(in)] in that format (`rlx quantize --scheme int4-*`, quant/ptq.h) run as
+// qmatmul plus the bias; float Linear weights still run as before. Not with tensor parallelism.
 Expected<Graph> build_bert(const BertConfig& cfg, const std::map<std::string, Tensor>& weights,
-                           BertOutput output = BertOutput::sentence_embedding, const TensorParallel& tp = {});
+                           BertOutput output = BertOutput::sentence_embedding, const TensorParallel& tp = {},
+                           const std::string& weight_format = {});
+
+// The safetensors metadata key naming the block format of a BERT folder's U8 Linear weights
+// (written by quant::quantize_bert_blocks_folder, read by load_bert_folder).
+inline constexpr std::string_view kBlockWeightFormatKey = "rlx.weight_format";
 
 // Rank tp.rank's tensor-parallel shard (models/tensor_parallel.h) of a BERT checkpoint: the
 // config counts this rank's heads and intermediate features; query/key/value and

@@ -1,21 +1,30 @@
 // Post-training quantization of model folders (quant/ptq.h).
 #include "quant/ptq.h"
 
+#include <cmath>
 #include <filesystem>
 
+#include "models/bert.h"
 #include "models/qwen3.h"
+#include "quant/ggml_quants.h"
 #include "quant/int8_weights.h"
+#include "rlx/ops.h"
 #include "rlx/safetensors.h"
 
 namespace rlx::quant {
 
 namespace fs = std::filesystem;
 
-Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary,
-                            const CalibrationResult* calib) {
+namespace {
+
+// Loads `in`/model.safetensors and copies every other file of `in` into `out` (created): the
+// start of every folder-to-folder scheme, which then writes out/model.safetensors.
+Expected<safetensors::File> load_and_copy_folder(const std::string& in, const std::string& out) {
   std::string weights = in + "/model.safetensors";
   if (!fs::exists(weights)) return error(ErrorCode::io_error, in, ": no model.safetensors (sharded checkpoints are not quantized yet)");
   RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(weights));
+  if (f.metadata.count("rlx.quantization"))
+    return error(ErrorCode::unsupported, in, ": already quantized (rlx.quantization = ", f.metadata.at("rlx.quantization"), ")");
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) return error(ErrorCode::io_error, out, ": ", ec.message());
@@ -24,15 +33,27 @@ Status quantize_int8_folder(const std::string& in, const std::string& out, std::
     fs::copy_file(e.path(), fs::path(out) / e.path().filename(), fs::copy_options::overwrite_existing, ec);
     if (ec) return error(ErrorCode::io_error, e.path().string(), ": ", ec.message());
   }
+  return f;
+}
+
+// A Linear weight: a 2-D float "*.weight" outside the embeddings.
+bool is_linear_weight(const std::string& name, const Tensor& t) {
+  return t.rank() == 2 && is_float(t.dtype()) && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 &&
+         name.find("embed") == std::string::npos;
+}
+
+}  // namespace
+
+Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary,
+                            const CalibrationResult* calib) {
+  RLX_ASSIGN_OR_RETURN(safetensors::File f, load_and_copy_folder(in, out));
   std::vector<std::pair<std::string, Tensor>> ts;
   int64_t quantized = 0, bytes_in = 0, bytes_out = 0;
   std::vector<std::string> uncalibrated;
   for (const std::string& name : f.names) {
     const Tensor& t = f.tensors.at(name);
     bytes_in += t.nbytes();
-    const bool linear = t.rank() == 2 && is_float(t.dtype()) && name.size() > 7 &&
-                        name.compare(name.size() - 7, 7, ".weight") == 0 && name.find("embed") == std::string::npos;
-    if (!linear) {
+    if (!is_linear_weight(name, t)) {
       ts.push_back({name, t});
       bytes_out += t.nbytes();
       continue;
@@ -68,6 +89,60 @@ Status quantize_int8_folder(const std::string& in, const std::string& out, std::
     *summary += cat("; ", uncalibrated.size(), " Linear layers the calibration did not reach stay per token:");
     for (const std::string& n : uncalibrated) *summary += " " + n;
   }
+  return Status::ok();
+}
+
+Status quantize_bert_blocks_folder(const std::string& in, const std::string& out, const std::string& format,
+                                   const std::string& scheme, std::string* summary) {
+  auto qt = qtype_from_name(format);
+  if (!qt || !has_quantizer(*qt) || !quant_format(format))
+    return error(ErrorCode::invalid_argument, "no block encoder for format '", format, "'");
+  const int64_t block = qtype_info(*qt).block_elems;
+  // check every Linear first, so that a scheme the model's K does not fit writes nothing
+  {
+    RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(in + "/model.safetensors"));
+    for (const std::string& name : f.names)
+      if (is_linear_weight(name, f.tensors.at(name)) && !row_bytes(*qt, f.tensors.at(name).sizes()[1]))
+        return error(ErrorCode::unsupported, in, ": --scheme ", scheme, " stores ", format, " blocks of ", block,
+                     " values along K, but tensor '", name, "' has rows of ", f.tensors.at(name).sizes()[1],
+                     " values (not a multiple of ", block, ")", block == 256 ? "; int4-g32 or int4-g128 fit more models" : "");
+  }
+  RLX_ASSIGN_OR_RETURN(safetensors::File f, load_and_copy_folder(in, out));
+  std::vector<std::pair<std::string, Tensor>> ts;
+  int64_t quantized = 0, bytes_in = 0, bytes_out = 0;
+  for (const std::string& name : f.names) {
+    const Tensor& t = f.tensors.at(name);
+    bytes_in += t.nbytes();
+    if (!is_linear_weight(name, t)) {
+      ts.push_back({name, t});
+      bytes_out += t.nbytes();
+      continue;
+    }
+    const int64_t rows = t.sizes()[0], cols = t.sizes()[1], rb = *row_bytes(*qt, cols);
+    Tensor q = Tensor::zeros(DType::u8, {rows, rb});
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const double v = t.get_f64(r * cols + c);
+        // the encoders do not reject non-finite values (their blocks decode to garbage)
+        if (!std::isfinite(v))
+          return error(ErrorCode::invalid_argument, "tensor '", name, "' has a non-finite value at row ", r, ", column ", c);
+        row[static_cast<size_t>(c)] = static_cast<float>(v);
+      }
+      RLX_TRY(quantize_row(*qt, row.data(), q.data<uint8_t>() + r * rb, cols));
+    }
+    bytes_out += q.nbytes();
+    ts.push_back({name, q});
+    ++quantized;
+  }
+  std::map<std::string, std::string> md = f.metadata;
+  md["rlx.quantization"] = scheme;
+  md[std::string(models::kBlockWeightFormatKey)] = format;
+  RLX_TRY(safetensors::save(out + "/model.safetensors", ts, md));
+  if (summary)
+    *summary = cat("wrote ", out, ": ", quantized, " Linear weights as ", format, " blocks of ", block,
+                   " (weight-only; qmatmul), ", ts.size(), " tensors, ", bytes_in / 1000000, " MB -> ", bytes_out / 1000000,
+                   " MB");
   return Status::ok();
 }
 

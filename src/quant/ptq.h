@@ -23,6 +23,17 @@ namespace rlx::quant {
 Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary = nullptr,
                             const CalibrationResult* calib = nullptr);
 
+// BERT-family folder `in` -> folder `out` with every Linear weight (as for int8 above) stored
+// weight-only in the block format `format` ("q4_0", "q4_1", "int4_g128", "int4_g128_asym",
+// "q8_0", ...; ggml_quants.h), as U8 [out, row_bytes(in)] under the same name; the metadata gets
+// "rlx.quantization" = `scheme` (the name `rlx quantize` was given, e.g. "int4-g32") and
+// models::kBlockWeightFormatKey = `format`; the other files are copied. The BERT builder runs those
+// layers as qmatmul {format} plus the f32 bias. unsupported, naming the tensor, when a Linear's K
+// is not a multiple of the format's block (nothing is written then); invalid_argument for a
+// format without an encoder or a non-finite weight.
+Status quantize_bert_blocks_folder(const std::string& in, const std::string& out, const std::string& format,
+                                   const std::string& scheme, std::string* summary = nullptr);
+
 // Qwen3-family folder (or dense GGUF) `in` -> GGUF file `out` with the matrices in the ggml block
 // format `scheme` ("q8_0", "q4_0", "q4_1", "q4_k", or rlx's "int4_g128" / "int4_g128_asym";
 // rows k-quants cannot tile stay q8_0, rows groups of 128 cannot tile become q4_0 / q4_1, and the

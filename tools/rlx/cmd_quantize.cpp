@@ -13,6 +13,9 @@
 //                   block format (rows k-quants cannot tile stay q8_0); `rlx generate OUT` runs
 //                   it with qmatmul.
 //   int4-g32[-asym] = q4_0 / q4_1.
+//   BERT-family folders take these block schemes too: OUT is a folder whose Linear weights are
+//   U8 block rows (weight-only, quantize_bert_blocks_folder in quant/ptq.h) run with qmatmul; K
+//   must be a multiple of the block (32, 128, 256 for q4_k), else nothing is written.
 //   int4-g128[-asym] Qwen3-family folders: a GGUF file with rlx's own 4-bit types in groups of
 //                   128 along K (f16 scale, + f16 min for -asym; quant/ggml_quants.h, type ids
 //                   outside ggml's range, rlx/gguf.h); matrices whose K is not a multiple of
@@ -70,8 +73,10 @@ int cmd_quantize(int argc, char** argv) {
     }
   } else if (scheme == "q8_0" || scheme == "q4_0" || scheme == "q4_k" || scheme == "int4-g32" || scheme == "int4-g32-asym" ||
              scheme == "int4-g128" || scheme == "int4-g128-asym") {
-    if (!models::is_qwen3_model(in))
-      return report_error(error(ErrorCode::unsupported, in, ": --scheme ", scheme, " writes Qwen3-family GGUF files so far"));
+    const bool bert = models::is_bert_folder(in);
+    if (!bert && !models::is_qwen3_model(in))
+      return report_error(error(ErrorCode::unsupported, in, ": --scheme ", scheme,
+                                " quantizes BERT-family folders (to a folder) and Qwen3-family models (to a GGUF file)"));
     // int4 in groups of 32 is ggml's q4_0 (symmetric, f16 scale) or q4_1 (f16 scale and min)
     // int4 in groups of 128 is rlx's int4_g128 / int4_g128_asym
     const std::string fmt = scheme == "int4-g32"         ? "q4_0"
@@ -79,7 +84,7 @@ int cmd_quantize(int argc, char** argv) {
                             : scheme == "int4-g128"      ? "int4_g128"
                             : scheme == "int4-g128-asym" ? "int4_g128_asym"
                                                          : scheme;
-    st = quant::quantize_qwen3_gguf(in, out, fmt, &summary);
+    st = bert ? quant::quantize_bert_blocks_folder(in, out, fmt, scheme, &summary) : quant::quantize_qwen3_gguf(in, out, fmt, &summary);
   } else {
     return report_error(error(ErrorCode::invalid_argument, "unknown scheme '", scheme, "'; ", usage));
   }
