@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/run_rlx.h"
 
@@ -72,10 +75,54 @@ TEST(QuantizeCli, BadArgumentsExitTwo) {
     EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << "\n" << r.out;
   }
-  // a weight-only int4 scheme on a BERT folder
-  auto r = rlx("quantize " + m + " " + out + ".gguf --scheme int4-g128");
+  // q4_k's blocks of 256 do not tile MiniLM's K = 384 (int4-g32 / int4-g128 do: below)
+  auto r = rlx("quantize " + m + " " + out + " --scheme q4_k");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("writes Qwen3-family GGUF files"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tensor 'encoder.layer.0.attention.self.query.weight' has rows of 384 values (not a multiple of 256)"),
+            std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  // a folder of neither family
+  std::filesystem::create_directories(temp("not-a-model"));
+  r = rlx("quantize " + temp("not-a-model") + " " + out + " --scheme int4-g32");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("quantizes BERT-family folders (to a folder) and Qwen3-family models"), std::string::npos) << r.out;
+}
+
+TEST(QuantizeCli, Int4BertFolderEmbedsBenchesAndRuns) {
+  const std::string m = temp("minilm-int4-src"), q = temp("minilm-int4-g32");
+  std::filesystem::remove_all(m);
+  std::filesystem::remove_all(q);
+  auto r = rlx("make-model minilm --out " + m);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = rlx("quantize " + m + " " + q + " --scheme int4-g32");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("37 Linear weights as q4_0 blocks of 32"), std::string::npos) << r.out;
+  r = rlx("embed " + q + " \"Hello world.\"");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(384 dims)"), std::string::npos) << r.out;
+  r = rlx("bench " + q + " --batch 1 --seq 16 --runs 1 --warmup 0");
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = rlx("run " + q + " --dims batch=1,seq=8");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("qmatmul q4_0"), std::string::npos) << r.out;
+}
+
+// rlx generate --prompt-top1 (bench/precision_bench.py's agreement figure): one greedy token per
+// prompt position, teacher forced; the last one is the token greedy generation continues with.
+TEST(QuantizeCli, GeneratePromptTop1) {
+  const std::string q3 = temp("q3-top1"), json = temp("top1.json");
+  std::filesystem::remove_all(q3);
+  auto r = rlx("make-model qwen3-tiny --layers 1 --out " + q3);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = rlx("generate " + q3 + " --tokens 5,900,31000,7,7,123 -n 2 --ignore-eos --quiet --prompt-top1 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream f(json);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  ASSERT_EQ(j["prompt_top1"].size(), 1u) << j.dump();
+  const auto top1 = j["prompt_top1"][0].get<std::vector<int64_t>>();
+  ASSERT_EQ(top1.size(), 6u) << j.dump();
+  EXPECT_EQ(top1.back(), j["tokens"][0][0].get<int64_t>()) << j.dump();
+  for (int64_t t : top1) EXPECT_TRUE(t >= 0 && t < 32000) << t;
 }
 
 }  // namespace

@@ -151,7 +151,9 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
 
   RLX_ASSIGN_OR_RETURN(passes::Precision prec, passes::parse_precision(o.precision));
   auto t_compile = std::chrono::steady_clock::now();
-  RLX_ASSIGN_OR_RETURN(auto session, models::Qwen3Session::create(weights, batch, context, o.device, false, par, prec));
+  if (o.prompt_top1 && comm->size() > 1)
+    return error(ErrorCode::unsupported, "--prompt-top1 runs in one process (without --tp / --pp)");
+  RLX_ASSIGN_OR_RETURN(auto session, models::Qwen3Session::create(weights, batch, context, o.device, o.prompt_top1, par, prec));
   r.rank = comm->rank();
   r.ranks = comm->size();
   RLX_TRY(session->prepare(longest));
@@ -169,13 +171,24 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
     auto t0 = std::chrono::steady_clock::now();
     RLX_ASSIGN_OR_RETURN(Tensor logits, session->prefill(prompts));
     const double p_s = seconds_since(t0);
+    // all-position logits [batch, P, V] (--prompt-top1): prompts are left padded, so every
+    // prompt's last token is at P - 1, and token i of prompt b at pad(b) + i
+    int64_t P = o.prompt_top1 ? logits.sizes()[1] : 1;
+    if (o.prompt_top1 && run == 0) {
+      r.prompt_top1.assign(batch, {});
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < static_cast<int64_t>(prompts[b].size()); ++i) {
+          const float* row = logits.data<float>() + (b * P + session->pad(b) + i) * V;
+          r.prompt_top1[b].push_back(static_cast<int64_t>(std::max_element(row, row + V) - row));
+        }
+    }
     auto t1 = std::chrono::steady_clock::now();
     int64_t steps = 0;
     for (int64_t step = 0; step < n; ++step) {
       std::vector<int64_t> next(batch, eos >= 0 ? eos : 0);
       bool any = false;
       for (int64_t b = 0; b < batch; ++b)
-        if (!done[b]) next[b] = sample(logits.data<float>() + b * V, V, sp, rng);
+        if (!done[b]) next[b] = sample(logits.data<float>() + (b * P + P - 1) * V, V, sp, rng);
       // every rank continues with rank 0's tokens (their logits agree, up to the summation
       // order of the all_reduce, which a near tie could expose)
       if (comm->size() > 1) RLX_TRY(comm->broadcast(next.data(), batch, DType::i64, 0));
@@ -189,6 +202,7 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
       }
       if (!any || step + 1 == n) break;
       RLX_ASSIGN_OR_RETURN(logits, session->decode(next));
+      P = 1;
       ++steps;
     }
     const double d_s = seconds_since(t1);
@@ -214,12 +228,12 @@ int cmd_generate(int argc, char** argv) {
     if (a == "-n") a = "--n";
   std::vector<char*> av;
   for (auto& a : store) av.push_back(a.data());
-  auto args = parse_args(argc, av.data(), 2, {"quiet", "ignore-eos"},
+  auto args = parse_args(argc, av.data(), 2, {"quiet", "ignore-eos", "prompt-top1"},
                          {"prompt", "tokens", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context", "runs", "tp", "pp", "micro-batches", "precision"});
   if (!args) return report_error(args.status());
   const char* usage =
       "usage: rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
-      "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)";
+      "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--prompt-top1] [--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)";
   if (args->positional.size() != 1) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string path = args->positional[0];
   GenerateOptions o;
@@ -254,6 +268,7 @@ int cmd_generate(int argc, char** argv) {
   }
   o.device = args->get("device").value_or("cpu");
   o.ignore_eos = args->has("ignore-eos");
+  o.prompt_top1 = args->has("prompt-top1");
   const bool quiet = args->has("quiet");
   if (!quiet)
     o.stream = [](const std::string& piece) {
@@ -288,6 +303,7 @@ int cmd_generate(int argc, char** argv) {
     j["prompt_tokens"] = r->prompt_tokens;
     j["tokens"] = r->tokens;
     if (r->has_tokenizer) j["text"] = r->texts;
+    if (o.prompt_top1) j["prompt_top1"] = r->prompt_top1;
     j["prefill_tokens_per_s"] = r->prefill_tokens_per_s();
     j["decode_tokens_per_s"] = r->decode_tokens_per_s();
     j["prefill_ms"] = r->prefill_s * 1e3;

@@ -71,6 +71,10 @@ struct GenerateOptions {
   int pp = 1;
   int micro_batches = 1;
   std::string precision = "f32";  // --precision f16|bf16: the autocast policy (src/passes/autocast.h)
+  // --prompt-top1: also record the greedy next token at every prompt position (teacher forced,
+  // for agreement between two models); the prefill then computes the logits of every position,
+  // so its time includes the output projection of every prompt token. One process only.
+  bool prompt_top1 = false;
   // Called (on rank 0 only) with text pieces as they are generated (the prompt first, then each token), for
   // one prompt on the first run only; token ids in decimal when there is no tokenizer.
   std::function<void(const std::string&)> stream;
@@ -78,6 +82,7 @@ struct GenerateOptions {
 
 struct GenerateResult {
   std::vector<std::vector<int64_t>> prompt_tokens, tokens;  // per prompt
+  std::vector<std::vector<int64_t>> prompt_top1;  // with prompt_top1: per prompt, argmax of the logits after each token
   bool has_tokenizer = false;
   std::vector<std::string> prompt_texts, texts;  // decoded (when there is a tokenizer)
   int64_t prompt_token_count = 0, decode_steps = 0, weight_bytes_per_step = 0;

@@ -32,7 +32,7 @@ const std::vector<Verb>& verbs() {
        cmd_embed},
       {"generate", "text generation with a Qwen3-family model (Hugging Face folder or GGUF), streaming, with tokens/s",
        "rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
-       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)  "
+       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--prompt-top1] [--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)  "
        "(docs/qwen3.md, docs/distributed.md)",
        cmd_generate},
       {"make-model", "write a deterministic random-weight model in its real layout (offline tests, benchmarks)",
