@@ -38,11 +38,12 @@ def prompt_ids(n):
     return out
 
 
-def run_rlx(rlx, model, threads, prompt, decode):
+def run_rlx(rlx, model, threads, prompt, decode, extra=()):
+    # extra: more rlx generate arguments (bench/precision_bench.py passes --precision)
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         env = dict(os.environ, RLX_NUM_THREADS=str(threads))
         cmd = [rlx, "generate", model, "--tokens", ",".join(map(str, prompt_ids(prompt))), "-n", str(decode + 1),
-               "--ignore-eos", "--quiet", "--runs", "3", "--json", f.name]
+               "--ignore-eos", "--quiet", "--runs", "3", "--json", f.name] + list(extra)
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         j = json.load(open(f.name))
     return {"prefill": j["prefill_tokens_per_s"], "decode": j["decode_tokens_per_s"],
