@@ -1,16 +1,17 @@
 // Mixed-precision training (AMP): the autocast policy (passes/autocast.h) in the forward pass,
-// f32 master weights and optimizer state, and dynamic loss scaling for f16.
+// f32 master weights and optimizer state, and dynamic loss scaling for f16. Trainer runs it
+// when TrainConfig::amp asks for a narrow precision (trainer.h):
 //
-//   AmpTrainer::create(model, {.optimizer = ...}, {.precision = Precision::f16})
-//   auto r = trainer->step(images, labels, lr);   // r.loss, r.skipped
+//   Trainer::create(model, {.optimizer = ..., .amp = {.precision = Precision::f16}})
+//   float loss = *trainer->step(images, labels, lr);   // trainer->last_step().skipped
 //
-// The step graph takes images, labels, lr, step, loss_scale (all as in trainer.h, plus the
-// scale [] f32), the parameters and the optimizer state; it differentiates loss * loss_scale
-// (so small f16 gradients do not flush to zero in the narrow casts of the backward), divides
-// the gradients by the scale in f32, and tests them all for inf/nan. When any is not finite
-// the parameters and state are written back unchanged (the step is skipped); outputs are the
-// loss (unscaled), `finite` (1 or 0, f32 []), the new parameters and the new state, updated in
-// place through donation as in Trainer.
+// The step graph then also takes the loss scale [] f32 (StepLayout::loss_scale) and returns
+// `finite` [] f32 (StepLayout::finite): it differentiates loss * loss_scale (so small f16
+// gradients do not flush to zero in the narrow casts of the backward), divides the gradients
+// by the scale in f32 (before any data-parallel all-reduce, so every rank sums true
+// gradients), and tests them all for inf/nan after the all-reduce (so every rank decides the
+// same). When any is not finite the parameters and optimizer state are written back
+// unchanged (the step is skipped).
 //
 // The scale itself is host-side state (LossScaler), updated after each step from `finite`
 // the way torch.cuda.amp.GradScaler does: halve it on overflow (and skip the step), double it
@@ -20,7 +21,7 @@
 #include <memory>
 
 #include "passes/autocast.h"
-#include "trainer.h"
+#include "models.h"
 
 namespace rlx::train {
 
@@ -51,60 +52,21 @@ class LossScaler {
   int64_t good_ = 0, skipped_ = 0;
 };
 
-// The model with its forward emitted under the autocast policy (parameters unchanged, f32).
-ModelDef autocast_model(ModelDef model, const passes::AutocastOptions& options);
-
+// Precision::f32 (the default) is plain f32 training: no autocast, no loss scale input.
 struct AmpConfig {
-  passes::Precision precision = passes::Precision::bf16;
+  passes::Precision precision = passes::Precision::f32;
   // Dynamic loss scaling; by default on for f16 only (bf16 has f32's exponent range).
   enum class Scaling : uint8_t { automatic, on, off } scaling = Scaling::automatic;
   LossScalerConfig scaler;
   passes::AutocastOptions::Compute compute = passes::AutocastOptions::Compute::widened;
 };
 
-struct AmpStepResult {
-  float loss = 0.f;      // mean loss of the batch (unscaled)
-  bool skipped = false;  // gradients had inf/nan: parameters unchanged, scale reduced
-  double scale = 1.0;    // the loss scale used by this step
-};
+// Whether `amp` asks for mixed precision at all (a narrow precision), and whether it scales
+// the loss (Scaling::automatic: f16 only, since bf16 has f32's exponent range).
+bool amp_enabled(const AmpConfig& amp);
+bool amp_scaling(const AmpConfig& amp);
 
-// The step graph described at the top of this file.
-Expected<StepGraph> build_amp_step_graph(const ModelDef& model, const OptimizerConfig& opt, int64_t batch,
-                                         const AmpConfig& amp);
-
-class AmpTrainer {
- public:
-  // config: optimizer, device and policy as for Trainer (no data parallelism or QAT here).
-  static Expected<std::unique_ptr<AmpTrainer>> create(ModelDef model, TrainConfig config, AmpConfig amp);
-  // One step (images f32 [B, ...], labels i32 [B]); see AmpStepResult.
-  Expected<AmpStepResult> step(const Tensor& images, const Tensor& labels, double lr);
-  // Accuracy and mean loss with the forward under the same autocast policy.
-  Expected<EvalResult> evaluate(const Tensor& images, const Tensor& labels, int64_t batch);
-  const LossScaler& scaler() const { return scaler_; }
-  bool scaling() const { return scaling_; }
-  int64_t steps_done() const { return steps_; }
-  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
-
- private:
-  AmpTrainer(ModelDef m, TrainConfig c, AmpConfig a) : model_(std::move(m)), config_(std::move(c)), amp_(a), scaler_(a.scaler) {}
-  struct Compiled {
-    std::unique_ptr<Model> model;
-    CompiledVariant* variant = nullptr;
-    std::vector<Tensor> inputs, outputs;
-    Tensor out0, out1;
-  };
-  Expected<Compiled*> step_for(int64_t batch);
-  Expected<Compiled*> eval_for(int64_t batch);
-
-  ModelDef model_;
-  TrainConfig config_;
-  AmpConfig amp_;
-  LossScaler scaler_;
-  bool scaling_ = false;
-  std::vector<Tensor> params_, state_;
-  Tensor lr_, step_, scale_;
-  int64_t steps_ = 0, applied_ = 0;
-  std::map<int64_t, std::unique_ptr<Compiled>> steps_by_batch_, evals_by_batch_;
-};
+// The autocast options of `amp` (narrow dtype and how products are expressed).
+passes::AutocastOptions amp_autocast_options(const AmpConfig& amp);
 
 }  // namespace rlx::train

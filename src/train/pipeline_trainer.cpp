@@ -206,6 +206,9 @@ Expected<std::unique_ptr<PipelineTrainer>> PipelineTrainer::create(ModelDef mode
   // each stage would track the ranges of its own sites; not wired up yet (train/qat.h)
   if (config.qat.enabled)
     return error(ErrorCode::unsupported, "quantization-aware training with pipeline parallelism is not supported yet");
+  if (amp_enabled(config.amp))
+    return error(ErrorCode::unsupported, "mixed-precision training with pipeline parallelism is not supported yet "
+                 "(the stages train in f32)");
   auto impl = std::make_unique<Impl>();
   impl->model = std::move(model);
   impl->config = std::move(config);

@@ -119,7 +119,7 @@ Expected<std::vector<std::string>> qat_sites(const ModelDef& model) {
 }
 
 std::pair<ValueId, ValueId> qat_track_range(OpBuilder& o, ValueId x, ValueId lo, ValueId hi, ValueId step,
-                                            double momentum, ValueId* new_lo, ValueId* new_hi) {
+                                            double momentum, ValueId* new_lo, ValueId* new_hi, int dp_group) {
   std::vector<int64_t> all;
   for (int a = 0; a < o.rank(x); ++a) all.push_back(a);
   const DType f = DType::f32;
@@ -127,6 +127,15 @@ std::pair<ValueId, ValueId> qat_track_range(OpBuilder& o, ValueId x, ValueId lo,
   if (o.ok() && o.dtype(x) != f) {
     blo = o.cast(blo, f);
     bhi = o.cast(bhi, f);
+  }
+  if (dp_group >= 0) {  // the global batch's range: the min of the ranks' minima, the max of their maxima
+    Attrs mn{{"reduce", std::string("min")}}, mx{{"reduce", std::string("max")}};
+    if (dp_group != 0) {
+      mn.set("group", static_cast<int64_t>(dp_group));
+      mx.set("group", static_cast<int64_t>(dp_group));
+    }
+    blo = o.op(Op::AllReduce, {blo}, mn);
+    bhi = o.op(Op::AllReduce, {bhi}, mx);
   }
   const ValueId first = o.op(Op::Less, {step, o.scalar(1.5, f)});  // step numbers start at 1
   const ValueId m = o.scalar(momentum, f);

@@ -62,9 +62,11 @@ ValueId qat_forward(OpBuilder& o, const ModelDef& model, ValueId images, std::sp
 // The step graph's site function: from the running range (lo, hi inputs, f32 []) and the
 // batch's min/max, the updated range (the batch's own when step <= 1, else the moving average
 // with `momentum`), appended to new_lo / new_hi, and the scale and zero point computed from it
-// in the graph as act_quant_params does.
+// in the graph as act_quant_params does. With `dp_group` >= 0 (data parallelism) the batch's
+// min and max are all-reduced (min, max) over that communicator group first, so every rank
+// tracks the range of the global batch.
 std::pair<ValueId, ValueId> qat_track_range(OpBuilder& o, ValueId x, ValueId lo, ValueId hi, ValueId step,
-                                            double momentum, ValueId* new_lo, ValueId* new_hi);
+                                            double momentum, ValueId* new_lo, ValueId* new_hi, int dp_group = -1);
 
 // Checkpoint tensor names of a site: "qat.<site>.scale", ".zero_point" (f32 [], integral),
 // ".min", ".max" (the tracked range).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "autodiff.h"
 #include "dist/collective_ops.h"
@@ -80,24 +81,61 @@ ValueId all_reduce_gradients(OpBuilder& o, const DataParallel& dp, int64_t batch
   return o.op(Op::AllReduce, {o.mul(loss, share)}, sum);
 }
 
+// The forward of `model` (through fake_quantize when site_fn is given), emitted under the
+// autocast policy with mixed precision. QAT's builder sees the model's ops first, so the narrow
+// casts wrap the fake-quantized operands (the other order would hide the weights from it).
+ValueId emit_forward(OpBuilder& o, const ModelDef& model, ValueId images, std::span<const ValueId> params,
+                     const QatSiteFn* site_fn, const AmpConfig& amp) {
+  std::optional<passes::AutocastBuilder> ab;
+  if (amp_enabled(amp)) ab.emplace(o.builder(), amp_autocast_options(amp));
+  OpBuilder f(ab ? static_cast<Builder&>(*ab) : o.builder());
+  const ValueId y = site_fn ? qat_forward(f, model, images, params, *site_fn) : model.forward(f, images, params, nullptr);
+  if (!f.ok()) return o.fail(f.status());
+  return y;
+}
+
+// bool []: true when every gradient is finite. The sum of g * 0 over all of them is 0 when all
+// are finite and NaN when any is inf or NaN.
+ValueId all_finite(OpBuilder& o, const std::vector<ValueId>& grads) {
+  ValueId probe = o.scalar(0.0, DType::f32);
+  for (ValueId gi : grads) {
+    std::vector<int64_t> axes;
+    for (int a = 0; a < o.rank(gi); ++a) axes.push_back(a);
+    const ValueId z = o.mul(gi, o.scalar(0.0, DType::f32));
+    probe = o.add(probe, axes.empty() ? z : o.reduce_sum(z, axes, false));
+  }
+  return o.op(Op::Equal, {probe, o.scalar(0.0, DType::f32)});
+}
+
 }  // namespace
 
 Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfig& opt, int64_t batch,
-                                     const DataParallel& dp, const QatConfig& qat) {
+                                     const DataParallel& dp, const QatConfig& qat, const AmpConfig& amp) {
   if (dp.ranks < 1) return error(ErrorCode::invalid_argument, "data parallelism needs at least one rank");
-  if (qat.enabled && dp.ranks > 1)
-    return error(ErrorCode::unsupported, "quantization-aware training with data parallelism is not supported yet");
   if (qat.enabled && !(qat.momentum > 0 && qat.momentum <= 1))
     return error(ErrorCode::invalid_argument, "the QAT range momentum must be in (0, 1], got ", qat.momentum);
   if (batch <= 0) return error(ErrorCode::invalid_argument, "batch size must be positive, got ", batch);
+  const bool mixed = amp_enabled(amp);
+  if (mixed)
+    for (const ParamSpec& p : model.params)
+      if (p.init.dtype() != DType::f32)
+        return error(ErrorCode::invalid_argument, "mixed precision: parameter ", p.name,
+                     " must be f32 (the master weights), got ", dtype_name(p.init.dtype()));
   StepGraph sg;
   Graph& g = sg.graph;
-  g.name = model.name + "_train_step";
+  g.name = model.name + (mixed ? "_amp_train_step" : "_train_step");
   StepLayout& L = sg.layout;
   const ValueId images = g.add_input("images", batch_type(model, batch));
   const ValueId labels = g.add_input("labels", TensorType{DType::i32, {Dim(batch)}});
   const ValueId lr = g.add_input("lr", TensorType{DType::f32, {}});
   const ValueId step = g.add_input("step", TensorType{DType::f32, {}});
+  const ValueId scale = mixed ? g.add_input("loss_scale", TensorType{DType::f32, {}}) : kNoValue;
+  if (mixed) {
+    L.loss_scale = 4;
+    L.first_param = 5;
+    L.finite = 1;
+    L.first_new_param = 2;
+  }
   std::vector<ValueId> params;
   for (const ParamSpec& p : model.params) params.push_back(g.add_input(p.name, p.init.type()));
   const int slots = state_slots(opt);
@@ -131,30 +169,40 @@ Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfi
         b.fail(error(ErrorCode::internal, "QAT site ", site, " was not found when the sites were counted"));
         return std::pair{kNoValue, kNoValue};
       }
-      return qat_track_range(b, x, qat_in[k], qat_in[k + 1], step, qat.momentum, &qat_out[k], &qat_out[k + 1]);
+      return qat_track_range(b, x, qat_in[k], qat_in[k + 1], step, qat.momentum, &qat_out[k], &qat_out[k + 1],
+                             dp.ranks > 1 ? dp.group : -1);
     };
-    logits = qat_forward(o, model, images, params, track);
+    logits = emit_forward(o, model, images, params, &track, amp);
   } else {
-    logits = model.forward(o, images, params, nullptr);
+    logits = emit_forward(o, model, images, params, nullptr, amp);
   }
-  ValueId loss = cross_entropy(o, logits, labels);
+  ValueId loss = cross_entropy(o, logits, labels);  // f32: the autocast policy keeps losses wide
   RLX_TRY(o.status().with_context("building the forward graph"));
-  RLX_ASSIGN_OR_RETURN(Gradients gr, differentiate(g, loss, params));
+  RLX_ASSIGN_OR_RETURN(Gradients gr, differentiate(g, mixed ? o.mul(loss, scale) : loss, params));
   std::vector<ValueId> grads = gr.grads;
   std::vector<ValueId> new_params, new_state(static_cast<size_t>(L.num_states), kNoValue);
   GraphBuilder ub(g);
   OpBuilder u(ub);
+  if (mixed) {  // unscale in f32 before the ranks sum the gradients
+    const ValueId inv = u.reciprocal(scale);
+    for (ValueId& gi : grads) gi = u.mul(gi, inv);
+  }
   if (dp.ranks > 1) {
     loss = all_reduce_gradients(u, dp, batch, loss, grads);
     RLX_TRY(u.status().with_context("data-parallel gradient all-reduce"));
   }
+  // mixed precision: after the all-reduce every rank sees the same sums, so all skip together
+  const ValueId finite = mixed ? all_finite(u, grads) : kNoValue;
   for (size_t i = 0; i < params.size(); ++i) {
     ParamUpdate up = apply_optimizer(u, opt, params[i], grads[i], state[i], lr, step);
     RLX_TRY(u.status().with_context(cat("optimizer update of ", model.params[i].name)));
-    new_params.push_back(up.param);
-    for (int s = 0; s < slots; ++s) new_state[s * params.size() + i] = up.state[s];
+    new_params.push_back(mixed ? u.where(finite, up.param, params[i]) : up.param);
+    for (int s = 0; s < slots; ++s)
+      new_state[s * params.size() + i] = mixed ? u.where(finite, up.state[s], state[i][s]) : up.state[s];
   }
+  RLX_TRY(u.status().with_context("the optimizer updates"));
   g.outputs = {loss};
+  if (mixed) g.outputs.push_back(u.cast(finite, DType::f32));
   g.outputs.insert(g.outputs.end(), new_params.begin(), new_params.end());
   g.outputs.insert(g.outputs.end(), new_state.begin(), new_state.end());
   g.outputs.insert(g.outputs.end(), qat_out.begin(), qat_out.end());
@@ -170,7 +218,7 @@ Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfi
   return sg;
 }
 
-Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch, bool qat) {
+Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch, bool qat, const AmpConfig& amp) {
   Graph g;
   g.name = model.name + "_eval";
   const ValueId images = g.add_input("images", batch_type(model, batch));
@@ -191,9 +239,9 @@ Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch, bool qat)
       const size_t k = static_cast<size_t>(site) * 2;
       return k + 1 < qp.size() ? std::pair{qp[k], qp[k + 1]} : std::pair{kNoValue, kNoValue};
     };
-    logits = qat_forward(o, model, images, params, given);
+    logits = emit_forward(o, model, images, params, &given, amp);
   } else {
-    logits = model.forward(o, images, params, nullptr);
+    logits = emit_forward(o, model, images, params, nullptr, amp);
   }
   ValueId loss_sum = o.reduce_sum(cross_entropy_per_example(o, logits, labels), {0}, false);
   ValueId pred = o.cast(o.argmax(logits, 1, false), DType::i32);
@@ -227,14 +275,19 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(ModelDef model, TrainConfig c
   const int slots = state_slots(t->config_.optimizer);
   for (int s = 0; s < slots; ++s)
     for (const ParamSpec& p : t->model_.params) t->state_.push_back(Tensor::zeros(p.init.dtype(), p.init.sizes()));
+  if (amp_enabled(t->config_.amp)) {
+    RLX_TRY(LossScaler::check(t->config_.amp.scaler));
+    t->scaling_ = amp_scaling(t->config_.amp);
+  }
   if (t->config_.qat.enabled) {
-    if (several(t->config_.comm) || several(t->config_.tensor_parallel))
-      return error(ErrorCode::unsupported, "quantization-aware training with data or tensor parallelism is not supported yet");
+    if (several(t->config_.tensor_parallel))
+      return error(ErrorCode::unsupported, "quantization-aware training with tensor parallelism is not supported yet");
     RLX_ASSIGN_OR_RETURN(t->qat_sites_, train::qat_sites(t->model_));
     for (size_t i = 0; i < 2 * t->qat_sites_.size(); ++i) t->qat_state_.push_back(Tensor::zeros(DType::f32, {}));
   }
   t->lr_ = Tensor::zeros(DType::f32, {});
   t->step_ = Tensor::zeros(DType::f32, {});
+  t->scale_ = Tensor::zeros(DType::f32, {});
   // data parallelism: every rank starts from rank 0's parameters
   if (t->config_.comm && t->config_.comm->size() > 1)
     for (Tensor& p : t->params_)
@@ -247,7 +300,7 @@ Expected<Trainer::Compiled*> Trainer::step_for(int64_t batch) {
   if (it != steps_by_batch_.end()) return it->second.get();
   const DataParallel dp{config_.comm ? config_.comm->size() : 1, config_.bucket_bytes,
                         several(config_.comm) && several(config_.tensor_parallel) ? 1 : 0};
-  RLX_ASSIGN_OR_RETURN(StepGraph sg, build_step_graph(model_, config_.optimizer, batch, dp, config_.qat));
+  RLX_ASSIGN_OR_RETURN(StepGraph sg, build_step_graph(model_, config_.optimizer, batch, dp, config_.qat, config_.amp));
   auto c = std::make_unique<Compiled>();
   CompileOptions opts;
   opts.device = config_.device;
@@ -258,10 +311,13 @@ Expected<Trainer::Compiled*> Trainer::step_for(int64_t batch) {
   RLX_ASSIGN_OR_RETURN(c->model, Model::compile(std::move(sg.graph), opts));
   RLX_ASSIGN_OR_RETURN(c->variant, c->model->prepare({}));
   c->scalar_out = Tensor::zeros(DType::f32, {});
+  c->scalar_out2 = Tensor::zeros(DType::f32, {});
   c->inputs = {Tensor(), Tensor(), lr_, step_};  // images and labels are bound per step
+  if (layout.loss_scale >= 0) c->inputs.push_back(scale_);
   c->inputs.insert(c->inputs.end(), params_.begin(), params_.end());
   c->inputs.insert(c->inputs.end(), state_.begin(), state_.end());
   c->outputs = {c->scalar_out};
+  if (layout.finite >= 0) c->outputs.push_back(c->scalar_out2);
   c->outputs.insert(c->outputs.end(), params_.begin(), params_.end());
   c->outputs.insert(c->outputs.end(), state_.begin(), state_.end());
   c->inputs.insert(c->inputs.end(), qat_state_.begin(), qat_state_.end());
@@ -287,22 +343,31 @@ Expected<const CompiledVariant*> Trainer::step_variant(int64_t batch) {
 Expected<float> Trainer::step(const Tensor& images, const Tensor& labels, double lr) {
   RLX_TRY(check_batch(model_, images, labels));
   RLX_ASSIGN_OR_RETURN(Compiled * c, step_for(images.sizes()[0]));
+  const bool mixed = amp_enabled(config_.amp);
   c->inputs[0] = images;
   c->inputs[1] = labels;
   lr_.data<float>()[0] = static_cast<float>(lr);
-  step_.data<float>()[0] = static_cast<float>(steps_ + 1);
+  step_.data<float>()[0] = static_cast<float>(applied_ + 1);  // Adam counts applied updates only
+  last_ = StepInfo{};
+  last_.scale = scaling_ ? scaler_.scale() : 1.0;
+  scale_.data<float>()[0] = static_cast<float>(last_.scale);
   RLX_TRY(c->variant->executable->run_into(c->inputs, c->outputs));
   ++steps_;
   // drop the references to the caller's batch buffers
   c->inputs[0] = Tensor();
   c->inputs[1] = Tensor();
-  return c->scalar_out.data<float>()[0];
+  last_.loss = c->scalar_out.data<float>()[0];
+  const bool finite = !mixed || c->scalar_out2.data<float>()[0] == 1.f;
+  last_.skipped = !finite;
+  if (scaling_) scaler_.update(finite);
+  if (finite) ++applied_;
+  return last_.loss;
 }
 
 Expected<Trainer::Compiled*> Trainer::eval_for(int64_t batch) {
   auto it = evals_by_batch_.find(batch);
   if (it != evals_by_batch_.end()) return it->second.get();
-  RLX_ASSIGN_OR_RETURN(Graph g, build_eval_graph(model_, batch, config_.qat.enabled));
+  RLX_ASSIGN_OR_RETURN(Graph g, build_eval_graph(model_, batch, config_.qat.enabled, config_.amp));
   auto c = std::make_unique<Compiled>();
   // (a tensor-parallel model's all-reduces join the shards; evaluation has no data parallelism)
   RLX_ASSIGN_OR_RETURN(c->model, Model::compile(std::move(g), {.device = config_.device, .policy = config_.policy,

@@ -6,10 +6,12 @@
 //
 // The step graph (build_step_graph) takes, in this order,
 //   images [B, example...] f32, labels [B] i32, lr [] f32, step [] f32,
+//   under mixed precision (amp.h) the loss scale [] f32,
 //   every parameter, then every optimizer state tensor (slot by slot, parameters in order),
 //   then, under quantization-aware training (qat.h), the tracked range of every site (min [] f32,
 //   max [] f32, site by site),
-// and returns the mean loss [] f32, the new parameters, the new state and the new ranges in the
+// and returns the mean loss [] f32, under mixed precision `finite` [] f32 (1: the step was
+// applied, 0: a gradient was inf/nan and nothing changed), the new parameters, the new state and the new ranges in the
 // same order (then any saved intermediates, see StepLayout::first_saved).
 // It is compiled with CompileOptions::donate pairing each new parameter / state output with
 // its input, and run with the same tensors as inputs and outputs, so parameters and state are
@@ -27,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "amp.h"
 #include "models.h"
 #include "optim.h"
 #include "qat.h"
@@ -59,16 +62,20 @@ struct TrainConfig {
   std::shared_ptr<dist::Communicator> tensor_parallel;
   int64_t bucket_bytes = int64_t{25} << 20;
   // Quantization-aware training (qat.h): fake_quantize where the int8 targets quantize, the
-  // activation ranges tracked in the step. Not with data parallelism (each rank would track
-  // its own ranges).
+  // activation ranges tracked in the step. With data parallelism the ranks' batch ranges are
+  // reduced (min of the minima, max of the maxima), so every rank tracks the global batch's.
   QatConfig qat;
+  // Mixed precision (amp.h): autocast forward, f32 master weights, loss scaling for f16.
+  AmpConfig amp;
 };
 
 // Inputs / outputs layout of a step graph (indices into Graph::inputs / Graph::outputs).
 struct StepLayout {
   int images = 0, labels = 1, lr = 2, step = 3;
+  int loss_scale = -1;                   // input, under mixed precision only
   int first_param = 4, first_state = 0;  // inputs
   int loss = 0, first_new_param = 1, first_new_state = 0;  // outputs
+  int finite = -1;                       // output, under mixed precision only
   int num_params = 0, num_states = 0;
   // quantization-aware training: the sites' ranges (min, max per site), inputs and outputs
   int first_qat = 0, first_new_qat = 0, num_qat = 0;
@@ -87,13 +94,15 @@ struct StepGraph {
 // With dp.ranks > 1 the graph is one rank's step of data-parallel training (DataParallel):
 // `batch` is this rank's share, the returned loss is the global batch's mean.
 // With qat.enabled the forward carries fake_quantize (qat.h) and the tracked ranges.
+// With amp_enabled(amp) the forward runs under autocast and the loss is scaled (amp.h).
 Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfig& opt, int64_t batch,
-                                     const DataParallel& dp = {}, const QatConfig& qat = {});
+                                     const DataParallel& dp = {}, const QatConfig& qat = {},
+                                     const AmpConfig& amp = {});
 // The evaluation graph: inputs images, labels, parameters; outputs the sum of per-example
 // cross-entropy [] f32 and the number of correct argmax predictions [] f32. With `qat`, the
 // forward carries fake_quantize and, after the parameters, takes each site's scale and zero
-// point (f32 [] each, site by site).
-Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch, bool qat = false);
+// point (f32 [] each, site by site). With amp_enabled(amp) the forward runs under autocast.
+Expected<Graph> build_eval_graph(const ModelDef& model, int64_t batch, bool qat = false, const AmpConfig& amp = {});
 
 struct EvalResult {
   double loss = 0.0;  // mean cross-entropy
@@ -118,6 +127,16 @@ class Trainer {
   // Returns the batch's mean loss (before the update); with data parallelism, this rank's
   // share of the global batch, and the global batch's mean loss.
   Expected<float> step(const Tensor& images, const Tensor& labels, double lr);
+  // What the last step() did (mixed precision may skip a step whose gradients overflowed).
+  struct StepInfo {
+    float loss = 0.f;      // mean loss of the batch (unscaled)
+    bool skipped = false;  // gradients had inf/nan: parameters unchanged, loss scale reduced
+    double scale = 1.0;    // the loss scale the step used (1 without loss scaling)
+  };
+  const StepInfo& last_step() const { return last_; }
+  // Mixed precision: the loss scaler, and whether it is in use (f16 by default).
+  const LossScaler& scaler() const { return scaler_; }
+  bool scaling() const { return scaling_; }
   // Compiles the step for batch size b ahead of time (so a timed loop does not include it).
   Status prepare(int64_t batch);
   // Accuracy and mean loss over a dataset, `batch` images at a time (last batch partial).
@@ -139,13 +158,13 @@ class Trainer {
   Expected<const CompiledVariant*> step_variant(int64_t batch);
 
  private:
-  Trainer(ModelDef m, TrainConfig c) : model_(std::move(m)), config_(std::move(c)) {}
+  Trainer(ModelDef m, TrainConfig c) : model_(std::move(m)), config_(std::move(c)), scaler_(config_.amp.scaler) {}
   struct Compiled {
     std::unique_ptr<Model> model;
     CompiledVariant* variant = nullptr;
     std::vector<Tensor> inputs, outputs;
     Tensor scalar_out;
-    Tensor scalar_out2;
+    Tensor scalar_out2;  // evaluation: the number correct; mixed-precision step: `finite`
     std::vector<Tensor> saved;
   };
   Expected<Compiled*> step_for(int64_t batch);
@@ -156,8 +175,11 @@ class Trainer {
   std::vector<Tensor> params_, state_;
   std::vector<std::string> qat_sites_;
   std::vector<Tensor> qat_state_;  // min, max per site, updated in place by step()
-  Tensor lr_, step_;
-  int64_t steps_ = 0;
+  Tensor lr_, step_, scale_;
+  int64_t steps_ = 0, applied_ = 0;  // steps run, steps whose update was applied
+  LossScaler scaler_;
+  bool scaling_ = false;
+  StepInfo last_;
   std::map<int64_t, std::unique_ptr<Compiled>> steps_by_batch_, evals_by_batch_;
 };
 

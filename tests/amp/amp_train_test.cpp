@@ -1,6 +1,6 @@
-// Mixed-precision training (src/train/amp.h): the loss scaler's rules, a skipped step leaving the
-// parameters untouched, and the digits MLP under bf16 (within 0.5 points of f32) and f16 with
-// dynamic loss scaling (finite, converging).
+// Mixed-precision training (src/train/amp.h, run by Trainer with TrainConfig::amp): the loss
+// scaler's rules, a skipped step leaving the parameters untouched, and the digits MLP under bf16
+// (within 0.5 points of f32) and f16 with dynamic loss scaling (finite, converging).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,8 +8,8 @@
 #include <chrono>
 #include <filesystem>
 
-#include "train/amp.h"
 #include "train/data.h"
+#include "train/trainer.h"
 
 namespace rlx::train {
 namespace {
@@ -36,15 +36,68 @@ TEST(LossScaler, HalvesAndSkipsOnOverflowGrowsAfterInterval) {
   EXPECT_FALSE(LossScaler::check({.growth_interval = 0}).is_ok());
 }
 
+// The mixed-precision step graph's layout: the loss scale after the step number, `finite` after
+// the loss; everything else shifted by one, and donated as in the f32 step.
+TEST(MixedPrecisionTraining, StepGraphTakesTheScaleAndReturnsFinite) {
+  auto m = mnist_model("mlp", 1);
+  ASSERT_TRUE(m.has_value());
+  auto f32 = build_step_graph(*m, {.kind = OptimizerKind::adam}, 8);
+  auto amp = build_step_graph(*m, {.kind = OptimizerKind::adam}, 8, {}, {}, {.precision = passes::Precision::f16});
+  ASSERT_TRUE(f32.has_value() && amp.has_value()) << amp.status().to_string();
+  const StepLayout &a = amp->layout, &f = f32->layout;
+  EXPECT_EQ(f.loss_scale, -1);
+  EXPECT_EQ(f.finite, -1);
+  ASSERT_EQ(a.loss_scale, 4);
+  EXPECT_EQ(amp->graph.values[amp->graph.inputs[static_cast<size_t>(a.loss_scale)]].name, "loss_scale");
+  EXPECT_EQ(a.first_param, f.first_param + 1);
+  EXPECT_EQ(a.finite, 1);
+  EXPECT_EQ(a.first_new_param, f.first_new_param + 1);
+  EXPECT_EQ(amp->graph.inputs.size(), f32->graph.inputs.size() + 1);
+  EXPECT_EQ(amp->graph.outputs.size() - a.num_saved, f32->graph.outputs.size() - f.num_saved + 1);
+  EXPECT_EQ(a.donate.size(), f.donate.size());
+  for (auto [out, in] : a.donate) EXPECT_EQ(amp->graph.type(amp->graph.outputs[out]), amp->graph.type(amp->graph.inputs[in]));
+  // with quantization-aware training: every QAT site is still found (fake_quantize sees the
+  // model's ops before autocast rounds the products' operands), and the step compiles and runs
+  auto qat = build_step_graph(*m, {}, 8, {}, {.enabled = true}, {.precision = passes::Precision::bf16});
+  ASSERT_TRUE(qat.has_value()) << qat.status().to_string();
+  int fq = 0, casts = 0;
+  for (const Node& n : qat->graph.nodes) {
+    fq += n.op == Op::FakeQuantize;
+    casts += n.op == Op::Cast;
+  }
+  EXPECT_EQ(fq, 5) << "two layer inputs, two weights and the logits";
+  EXPECT_GT(casts, 0);
+  EXPECT_EQ(qat->layout.num_qat, 6);
+  auto t = Trainer::create(*m, {.qat = {.enabled = true}, .amp = {.precision = passes::Precision::bf16}});
+  ASSERT_TRUE(t.has_value()) << t.status().to_string();
+  MnistData d = synthetic_mnist(64, 32, 3);
+  Tensor x = *d.train.images.reshaped({64, 784});
+  for (int i = 0; i < 2; ++i) {
+    auto l = (*t)->step(x, d.train.labels, 0.05);
+    ASSERT_TRUE(l.has_value()) << l.status().to_string();
+    EXPECT_TRUE(std::isfinite(*l));
+  }
+  for (const QatRange& r : (*t)->qat_ranges()) EXPECT_LT(r.lo, r.hi) << "the ranges were tracked";
+  auto ev = (*t)->evaluate(*d.test.images.reshaped({32, 784}), d.test.labels, 16);
+  ASSERT_TRUE(ev.has_value()) << ev.status().to_string();
+  EXPECT_EQ(ev->count, 32);
+  // master weights must be f32
+  ModelDef half = *m;
+  half.params[0].init = Tensor::zeros(DType::f16, half.params[0].init.sizes());
+  auto bad = build_step_graph(half, {}, 8, {}, {}, {.precision = passes::Precision::bf16});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.status().message().find("master weights"), std::string::npos) << bad.status().to_string();
+}
+
 MnistData small_synthetic() { return synthetic_mnist(512, 256, 5); }
 
 // A scale so large that f16 gradients overflow: the step is skipped (parameters unchanged, scale
 // halved), and training goes on once the scale has come down.
-TEST(AmpTrainer, F16OverflowSkipsTheStepAndHalvesTheScale) {
+TEST(MixedPrecisionTraining, F16OverflowSkipsTheStepAndHalvesTheScale) {
   auto m = mnist_model("mlp", 1);
   ASSERT_TRUE(m.has_value());
   AmpConfig amp{.precision = passes::Precision::f16, .scaler = {.init_scale = 1e12, .growth_interval = 1000}};
-  auto t = AmpTrainer::create(*m, {.optimizer = {.kind = OptimizerKind::adam}}, amp);
+  auto t = Trainer::create(*m, {.optimizer = {.kind = OptimizerKind::adam}, .amp = amp});
   ASSERT_TRUE(t.has_value()) << t.status().to_string();
   ASSERT_TRUE((*t)->scaling());
   MnistData d = small_synthetic();
@@ -56,8 +109,9 @@ TEST(AmpTrainer, F16OverflowSkipsTheStepAndHalvesTheScale) {
   for (auto& [name, p] : (*t)->named_parameters()) before.push_back(p.clone());
   auto r = (*t)->step(x, y, 1e-3);
   ASSERT_TRUE(r.has_value()) << r.status().to_string();
-  EXPECT_TRUE(r->skipped) << "1e12 * gradients overflow f16";
-  EXPECT_TRUE(std::isfinite(r->loss));
+  EXPECT_TRUE((*t)->last_step().skipped) << "1e12 * gradients overflow f16";
+  EXPECT_EQ((*t)->last_step().scale, 1e12);
+  EXPECT_TRUE(std::isfinite(*r));
   EXPECT_EQ((*t)->scaler().scale(), 5e11);
   auto after = (*t)->named_parameters();
   for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(before[i].to_f64(), after[i].second.to_f64()) << after[i].first;
@@ -66,7 +120,7 @@ TEST(AmpTrainer, F16OverflowSkipsTheStepAndHalvesTheScale) {
   for (int i = 0; i < 40 && applied < 3; ++i) {
     auto s = (*t)->step(x, y, 1e-3);
     ASSERT_TRUE(s.has_value());
-    applied += !s->skipped;
+    applied += !(*t)->last_step().skipped;
   }
   EXPECT_EQ(applied, 3);
   EXPECT_LT((*t)->scaler().scale(), 1e12 / 1024) << "halved at least 10 times before the gradients fit f16";
@@ -85,7 +139,7 @@ struct TrainRun {
 TrainRun train_digits(const MnistData& data, passes::Precision p, uint64_t seed) {
   auto m = mnist_model("mlp", seed);
   EXPECT_TRUE(m.has_value());
-  auto t = AmpTrainer::create(*m, {.optimizer = {.kind = OptimizerKind::sgd, .momentum = 0.9}}, {.precision = p});
+  auto t = Trainer::create(*m, {.optimizer = {.kind = OptimizerKind::sgd, .momentum = 0.9}, .amp = {.precision = p}});
   EXPECT_TRUE(t.has_value()) << t.status().to_string();
   const int64_t epochs = 10, batch = 32;
   BatchLoader loader(data.train, batch, {784}, seed);
@@ -100,8 +154,8 @@ TrainRun train_digits(const MnistData& data, passes::Precision p, uint64_t seed)
       auto l = (*t)->step(x, y, sched.at((*t)->steps_done()));
       EXPECT_TRUE(l.has_value()) << l.status().to_string();
       if (!l.has_value()) return r;
-      EXPECT_TRUE(std::isfinite(l->loss));
-      r.last_loss = l->loss;
+      EXPECT_TRUE(std::isfinite(*l));
+      r.last_loss = *l;
     }
   }
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -112,7 +166,7 @@ TrainRun train_digits(const MnistData& data, passes::Precision p, uint64_t seed)
   return r;
 }
 
-TEST(AmpTrainer, DigitsMlpBf16WithinHalfAPointOfF32AndF16Converges) {
+TEST(MixedPrecisionTraining, DigitsMlpBf16WithinHalfAPointOfF32AndF16Converges) {
   const char* csv = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz";
   if (!std::filesystem::exists("/usr/bin/python3") || !std::filesystem::exists(csv))
     GTEST_SKIP() << csv << " or /usr/bin/python3 is missing: install python3-sklearn (scripts/install-deps.sh)";

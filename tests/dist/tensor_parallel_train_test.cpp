@@ -70,6 +70,16 @@ TEST_F(TensorParallelTraining, MlpOnTwoAndFourRanksEqualsOneProcess) {
   expect_same_training(dir, args, "--tp 4", 4);  // 32 hidden features per rank
 }
 
+TEST_F(TensorParallelTraining, MixedPrecisionBf16OnTwoRanksEqualsOneProcess) {
+  // autocast wraps the shard's forward: each rank rounds its column/row slices' operands to
+  // bf16 as one process rounds the whole matrices (elementwise), and the all-reduce sums in f32
+  const std::string dir = temp_dir("tp_train_bf16");
+  expect_same_training(dir,
+                       "train mnist --synthetic --train-size 128 --test-size 32 --batch 64 --epochs 1 --quiet "
+                       "--momentum 0.9 --precision bf16 --seed " + random_seed(),
+                       "--tp 2", 2);
+}
+
 TEST_F(TensorParallelTraining, TinyConvChannelsOnFourRanksEqualOneProcess) {
   // conv1's 8 output channels and conv2's input channels split over 4 ranks (2 each)
   const std::string dir = temp_dir("tp_train_tinyconv");

@@ -63,7 +63,18 @@ TEST(Qat, StepGraphCarriesFakeQuantizeAndDonatesTheRanges) {
     EXPECT_EQ(eval->inputs.size(), 2 + m->params.size() + 2 * (layers + 1)) << "images, labels, parameters, scale and zero point per site";
   }
   auto m = mnist_model("mlp", 1);
-  EXPECT_FALSE(build_step_graph(*m, {}, 8, {.ranks = 2}, {.enabled = true}).has_value()) << "QAT with data parallelism";
+  // data parallelism: each site's batch min and max are all-reduced (min, max), so the ranks
+  // track the global batch's range; plus the gradient buckets' and the loss's sums
+  auto dp = build_step_graph(*m, {}, 8, {.ranks = 2}, {.enabled = true});
+  ASSERT_TRUE(dp.has_value()) << dp.status().to_string();
+  int mins = 0, maxs = 0;
+  for (const Node& n : dp->graph.nodes)
+    if (n.op == Op::AllReduce) {
+      mins += n.attrs.s("reduce") == "min";
+      maxs += n.attrs.s("reduce") == "max";
+    }
+  EXPECT_EQ(mins, 3) << "one per activation site of the MLP (two layer inputs and the logits)";
+  EXPECT_EQ(maxs, 3);
   EXPECT_FALSE(build_step_graph(*m, {}, 8, {}, {.enabled = true, .momentum = 0.0}).has_value());
 }
 

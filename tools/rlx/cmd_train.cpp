@@ -137,16 +137,17 @@ Expected<Options> parse(int argc, char** argv, int first) {
   o.qat = a.get("qat").value_or("");
   o.precision = a.get("precision").value_or("f32");
   RLX_TRY(passes::parse_precision(o.precision).status().with_context("--precision"));
-  if (o.precision != "f32" && (o.dp > 1 || o.pp > 1 || !o.qat.empty()))
-    return error(ErrorCode::invalid_argument, "--precision ", o.precision, " with --dp, --pp or --qat is not supported yet");
+  if (o.precision != "f32" && o.pp > 1)
+    return error(ErrorCode::invalid_argument, "--precision ", o.precision, " with --pp is not supported yet (the "
+                 "pipeline stages train in f32)");
   o.init = a.get("init").value_or("");
   if (!o.qat.empty() && o.qat != "int8")
     return error(ErrorCode::invalid_argument, "--qat supports int8 (the int8 targets' quantization), got '", o.qat, "'");
-  if (!o.qat.empty() && (o.dp > 1 || o.pp > 1))
-    return error(ErrorCode::invalid_argument, "--qat with --dp or --pp is not supported yet (the activation ranges are "
-                 "tracked by one process)");
-  if (o.tp > 1 && (!o.qat.empty() || o.precision != "f32"))
-    return error(ErrorCode::invalid_argument, "--tp with --qat or --precision is not supported yet");
+  if (!o.qat.empty() && o.pp > 1)
+    return error(ErrorCode::invalid_argument, "--qat with --pp is not supported yet (the activation ranges are "
+                 "tracked by the whole model's step)");
+  if (o.tp > 1 && !o.qat.empty())
+    return error(ErrorCode::invalid_argument, "--tp with --qat is not supported yet");
   return o;
 }
 
@@ -321,6 +322,7 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   cfg.optimizer = o.opt;
   cfg.device = o.device;
   cfg.qat.enabled = !o.qat.empty();
+  RLX_ASSIGN_OR_RETURN(cfg.amp.precision, passes::parse_precision(o.precision));
   if (ranks > 1 && o.pp == 1) cfg.comm = comm;
   cfg.bucket_bytes = o.bucket_kb * 1024;
   // with --tp the full model's trainer only evaluates and saves what the shards gather
@@ -329,19 +331,9 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   auto trainer = Trainer::create(*model, full_cfg);
   if (!trainer) return trainer.status();
   Trainer& t = **trainer;  // with --pp: evaluates and saves the parameters the stages gather
-  // --precision f16|bf16: the mixed-precision trainer steps, evaluates and holds the parameters
-  std::unique_ptr<AmpTrainer> amp;
-  if (o.precision != "f32") {
-    RLX_ASSIGN_OR_RETURN(passes::Precision prec, passes::parse_precision(o.precision));
-    RLX_ASSIGN_OR_RETURN(amp, AmpTrainer::create(*model, cfg, {.precision = prec}));
-    if (!o.quiet)
-      std::printf("precision: %s (matmul/conv operands %s, f32 accumulation, f32 master weights%s)\n", o.precision.c_str(),
-                  o.precision.c_str(), amp->scaling() ? ", dynamic loss scaling" : "");
-  }
-  auto amp_step = [&](const Tensor& x, const Tensor& y, double lr) -> Expected<float> {
-    RLX_ASSIGN_OR_RETURN(AmpStepResult r, amp->step(x, y, lr));
-    return r.loss;
-  };
+  if (amp_enabled(cfg.amp) && !o.quiet)
+    std::printf("precision: %s (matmul/conv operands %s, f32 accumulation, f32 master weights%s)\n", o.precision.c_str(),
+                o.precision.c_str(), t.scaling() ? ", dynamic loss scaling" : "");
   std::optional<TensorParallelModel> tpm;  // this rank's shard of the model (--tp)
   std::unique_ptr<Trainer> tp_trainer;
   if (tp_group) {
@@ -358,7 +350,7 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
     RLX_ASSIGN_OR_RETURN(pipe, PipelineTrainer::create(tpm ? tpm->model : *model, cfg, comm, {o.micro_batches, sched, dp_group}));
   }
   Trainer* stepper = tp_trainer ? tp_trainer.get() : &t;  // the trainer that steps (without --pp)
-  auto steps_done = [&] { return pipe ? pipe->steps_done() : amp ? amp->steps_done() : stepper->steps_done(); };
+  auto steps_done = [&] { return pipe ? pipe->steps_done() : stepper->steps_done(); };
   auto gather_parameters = [&]() -> Status {
     if (!pipe && !tp_trainer) return Status::ok();
     std::vector<std::pair<std::string, Tensor>> all;
@@ -439,9 +431,7 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
         x = Tensor(DType::f32, xs, x.storage(), x.byte_offset() + static_cast<size_t>(begin) * example);
         y = Tensor(DType::i32, {b}, y.storage(), y.byte_offset() + static_cast<size_t>(begin) * 4);
       }
-      auto loss = pipe ? pipe->step(x, y, o.sched.at(steps_done()))
-                  : amp  ? amp_step(x, y, o.sched.at(steps_done()))
-                         : stepper->step(x, y, o.sched.at(steps_done()));
+      auto loss = pipe ? pipe->step(x, y, o.sched.at(steps_done())) : stepper->step(x, y, o.sched.at(steps_done()));
       if (!loss) {
         progress.end_line();
         return loss.status();
@@ -459,8 +449,7 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
     if (!std::isfinite(loss_sum))
       return error(ErrorCode::runtime_error, "the loss diverged (not finite) in epoch ", epoch, "; try a smaller --lr");
     RLX_TRY(gather_parameters());
-    auto ev = amp ? amp->evaluate(test_images, data.test.labels, o.eval_batch)
-                  : t.evaluate(test_images, data.test.labels, o.eval_batch);
+    auto ev = t.evaluate(test_images, data.test.labels, o.eval_batch);
     if (!ev) return ev.status();
     last_eval = *ev;
     const double ips = static_cast<double>(images) / seconds;
@@ -488,8 +477,8 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
                                             {"optimizer", std::string(optimizer_name(o.opt.kind))},
                                             {"test_accuracy", std::to_string(last_eval.accuracy())},
                                             {"layout", "linear weights [in, out] (y = x W + b); conv weights [out, in, kh, kw]"}};
-    auto tensors = amp ? amp->named_parameters() : t.named_parameters();
-    if (amp) meta["precision"] = o.precision;
+    auto tensors = t.named_parameters();
+    if (amp_enabled(cfg.amp)) meta["precision"] = o.precision;
     if (cfg.qat.enabled) {
       // the sites' scales and zero points: `rlx codegen` quantizes with them instead of calibrating
       meta["qat"] = o.qat;
