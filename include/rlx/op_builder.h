@@ -56,6 +56,12 @@ class OpBuilder {
   ValueId relu(ValueId x) { return unary(Op::Relu, x); }
   ValueId silu(ValueId x) { return unary(Op::Silu, x); }
   ValueId gelu(ValueId x, const std::string& approximate = "none");
+  // complex values: real/imag/angle of c64 -> f32, conj c64 -> c64, complex(f32 re, f32 im) -> c64
+  ValueId real(ValueId x) { return unary(Op::Real, x); }
+  ValueId imag(ValueId x) { return unary(Op::Imag, x); }
+  ValueId conj(ValueId x) { return unary(Op::Conj, x); }
+  ValueId angle(ValueId x) { return unary(Op::Angle, x); }
+  ValueId complex(ValueId re, ValueId im) { return this->op(Op::Complex, {re, im}); }
   ValueId binary(Op op, ValueId a, ValueId b) { return this->op(op, {a, b}); }
   ValueId add(ValueId a, ValueId b) { return binary(Op::Add, a, b); }
   ValueId sub(ValueId a, ValueId b) { return binary(Op::Sub, a, b); }

@@ -48,6 +48,11 @@ namespace rlx {
   X(Not, "not", primitive, unary)                                   \
   X(IsNan, "isnan", primitive, unary)                               \
   X(IsInf, "isinf", primitive, unary)                               \
+  /* complex parts (c64 -> f32; conj c64 -> c64) */                 \
+  X(Real, "real", primitive, unary)                                 \
+  X(Imag, "imag", primitive, unary)                                 \
+  X(Conj, "conj", primitive, unary)                                 \
+  X(Angle, "angle", primitive, unary)                               \
   /* elementwise binary (numpy broadcasting at the graph level) */  \
   X(Add, "add", primitive, binary)                                  \
   X(Sub, "sub", primitive, binary)                                  \
@@ -57,6 +62,7 @@ namespace rlx {
   X(Max, "max", primitive, binary)                                  \
   X(Min, "min", primitive, binary)                                  \
   X(Mod, "mod", primitive, binary)                                  \
+  X(Complex, "complex", primitive, binary)                          \
   X(Equal, "equal", primitive, compare)                             \
   X(NotEqual, "not_equal", primitive, compare)                      \
   X(Less, "less", primitive, compare)                               \

@@ -83,7 +83,13 @@ Differentiability differentiability(Op op) {
     case Op::Broadcast:
     // an inference kernel: its activation rounding has zero gradient almost everywhere
     // (training through quantization uses fake_quantize's straight-through rule instead)
-    case Op::Int8MatMul: return Differentiability::not_differentiable;
+    case Op::Int8MatMul:
+    // complex values: autodiff has no complex (Wirtinger) gradients yet
+    case Op::Real:
+    case Op::Imag:
+    case Op::Conj:
+    case Op::Angle:
+    case Op::Complex: return Differentiability::not_differentiable;
     default: break;
   }
   switch (op_info(op).family) {
@@ -209,7 +215,8 @@ Expected<Gradients> differentiate(Graph& g, ValueId loss, std::span<const ValueI
         std::string from = p >= 0 ? cat(", produced by ", g.node_label(p)) : std::string();
         return error(ErrorCode::invalid_argument, "cannot differentiate through ", g.node_label(ni), ": its input ", j, " (",
                      g.value_label(v), ") is ", in_types[j].to_string(), from,
-                     "; integer and bool values carry no gradient");
+                     is_complex(in_types[j].dtype) ? "; autodiff has no complex (c64) gradients"
+                                                   : "; integer and bool values carry no gradient");
       }
       any_need = true;
     }

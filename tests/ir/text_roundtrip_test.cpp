@@ -59,6 +59,18 @@ const std::vector<std::string>& corpus() {
   return %15, %nan, %inf, %not
 }
 )",
+      // complex values: parts, modulus and argument are f32; complex broadcasts its f32 parts
+      R"(graph @complex(%re: f32[batch, 4], %im: f32[4], %z: c64[batch, 4]) -> (c64[batch, 4], f32[batch, 4], f32[batch, 4], f32[batch, 4], f32[batch, 4]) {
+  %c = complex(%re, %im) : c64[batch, 4]
+  %cj = conj(%c) : c64[batch, 4]
+  %prod = mul(%cj, %z) : c64[batch, 4]
+  %r = real(%prod) : f32[batch, 4]
+  %i = imag(%prod) : f32[batch, 4]
+  %a = angle(%z) : f32[batch, 4]
+  %m = abs(%z) : f32[batch, 4]
+  return %prod, %r, %i, %a, %m
+}
+)",
       // elementwise binary with broadcasting, comparisons, logic, where, cast
       R"(graph @binary(%a: f32[batch, 4], %b: f32[4], %i: i32[batch, 4], %j: i32[batch, 4]) -> (f32[batch, 4], i32[batch, 4], bool[batch, 4], f16[batch, 4]) {
   %add = add(%a, %b) : f32[batch, 4]

@@ -608,6 +608,37 @@ TEST(Vjp, FakeQuantizeIsStraightThrough) {
   }
 }
 
+// Complex values have no gradients yet: a loss that depends on a requested value only through
+// c64 ops is a clear error naming the node, never a crash or a wrong gradient.
+TEST(Vjp, ComplexValuesAreAClearError) {
+  {
+    Graph g;
+    const ValueId x = g.add_input("x", TensorType{DType::f32, {3}});
+    const ValueId y = g.add_input("y", TensorType{DType::f32, {3}});
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    const ValueId loss = o.reduce_sum(o.abs(o.complex(x, y)), {}, false);
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    auto grads = gradients(g, loss, std::vector<ValueId>{x});
+    ASSERT_FALSE(grads.has_value());
+    EXPECT_EQ(grads.status().code(), ErrorCode::invalid_argument);
+    const std::string& m = grads.status().message();
+    EXPECT_NE(m.find("cannot differentiate through"), std::string::npos) << m;
+    EXPECT_NE(m.find("c64"), std::string::npos) << m;  // abs's input
+  }
+  {
+    Graph g;
+    const ValueId z = g.add_input("z", TensorType{DType::c64, {3}});
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    const ValueId loss = o.reduce_sum(o.real(o.conj(z)), {}, false);
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    auto grads = gradients(g, loss, std::vector<ValueId>{z});
+    ASSERT_FALSE(grads.has_value());
+    EXPECT_NE(grads.status().message().find("real is not differentiable"), std::string::npos) << grads.status().message();
+  }
+}
+
 // The static check: every differentiable op of the ops table has a rule and a case above;
 // ops without a gradient have no rule.
 TEST(Vjp, EveryDifferentiableOpHasARuleAndATestCase) {

@@ -384,6 +384,49 @@ TEST(RefInterpreterElementwise, ComplexDotReduceMoveCast) {
   EXPECT_EQ(k.get_imag(0), 4);
 }
 
+TEST(RefInterpreterElementwise, ComplexPartsModulusArgumentAndConstruction) {
+  Tensor z = Tensor::zeros(DType::c64, {3});
+  z.set_f64(0, 3), z.set_imag(0, -4), z.set_f64(1, -1), z.set_imag(1, 0), z.set_f64(2, 0), z.set_imag(2, 2.5);
+  auto part = [&](Op op) { return run1({z}, [&](OpBuilder& o, auto& in) { return o.unary(op, in[0]); }); };
+  Tensor re = part(Op::Real), im = part(Op::Imag), m = part(Op::Abs), a = part(Op::Angle), c = part(Op::Conj);
+  for (const Tensor* t : {&re, &im, &m, &a}) EXPECT_EQ(t->dtype(), DType::f32);
+  expect_values(re, {3, -1, 0});
+  expect_values(im, {-4, 0, 2.5});
+  expect_values(m, {5, 1, 2.5});  // hypot(re, im)
+  expect_values(a, {static_cast<float>(std::atan2(-4.0, 3.0)), static_cast<float>(M_PI), static_cast<float>(M_PI / 2)});
+  ASSERT_EQ(c.dtype(), DType::c64);
+  EXPECT_EQ(c.get_f64(0), 3);
+  EXPECT_EQ(c.get_imag(0), 4);
+  EXPECT_EQ(c.get_imag(2), -2.5);
+  // complex(re, im) broadcasts its f32 parts; an infinite imaginary part stays in place
+  Tensor r = T(DType::f32, {2, 1}, {1.5, -2});
+  Tensor i = T(DType::f32, {3}, {0.5, kInf, -0.0});
+  Tensor w = run1({r, i}, [](OpBuilder& o, auto& in) { return o.complex(in[0], in[1]); });
+  ASSERT_EQ(w.dtype(), DType::c64);
+  expect_sizes(w, {2, 3});
+  EXPECT_EQ(w.get_f64(1), 1.5);
+  EXPECT_EQ(w.get_imag(1), kInf);
+  EXPECT_EQ(w.get_f64(5), -2);
+  EXPECT_TRUE(std::signbit(w.get_imag(5)));
+}
+
+TEST(RefInterpreterElementwise, ComplexOpsRejectOtherDtypesByName) {
+  Tensor f = T(DType::f32, {2}, {1, 2});
+  Tensor d = T(DType::f64, {2}, {1, 2});
+  for (Op op : {Op::Real, Op::Imag, Op::Conj, Op::Angle}) {
+    auto r = run({f}, [&](OpBuilder& o, auto& in) { return std::vector<ValueId>{o.unary(op, in[0])}; });
+    ASSERT_FALSE(r.has_value()) << op_name(op);
+    EXPECT_EQ(r.status().code(), ErrorCode::dtype_error) << r.status().to_string();
+    EXPECT_NE(r.status().message().find("must be c64"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(std::string(op_name(op))), std::string::npos) << r.status().message();
+  }
+  auto r = run({f, d}, [](OpBuilder& o, auto& in) { return std::vector<ValueId>{o.complex(in[0], in[1])}; });
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.status().code(), ErrorCode::dtype_error);
+  EXPECT_NE(r.status().message().find("input 1 must be f32"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("f64"), std::string::npos) << r.status().message();
+}
+
 // ---------------------------------------------------------------- cast
 
 TEST(RefInterpreterCast, FloatToIntTruncatesSaturatesAndZeroesNaN) {

@@ -86,8 +86,18 @@ Status run_unary(const KernelArgs& k) {
       for (int64_t i = 0; i < n; ++i) store_f(p, ot, i, unary_f(op, load_f(xp, xt, i), params));
       return Status::ok();
     case Dom::c:
-      if (op != Op::Neg) return unsupported_dtype(k, xt);
-      for (int64_t i = 0; i < n; ++i) store_c(p, ot, i, -load_c(xp, xt, i));
+      for (int64_t i = 0; i < n; ++i) {
+        const cplx z = load_c(xp, xt, i);
+        switch (op) {
+          case Op::Neg: store_c(p, ot, i, -z); break;
+          case Op::Conj: store_c(p, ot, i, std::conj(z)); break;
+          case Op::Real: store_f(p, ot, i, z.real()); break;
+          case Op::Imag: store_f(p, ot, i, z.imag()); break;
+          case Op::Abs: store_f(p, ot, i, std::abs(z)); break;   // hypot: no overflow of re^2 + im^2
+          case Op::Angle: store_f(p, ot, i, std::arg(z)); break;  // atan2(im, re)
+          default: return unsupported_dtype(k, xt);
+        }
+      }
       return Status::ok();
     case Dom::i:
     case Dom::u: {
@@ -246,6 +256,12 @@ Status run_binary(const KernelArgs& k) {
   const uint8_t* bp = k.in[1]->bytes();
   uint8_t* p = k.out[0].bytes();
   const bool c_fmod = k.node.attrs.i("fmod", 0) != 0;
+  if (op == Op::Complex) {  // f32 parts -> c64
+    binary_loop(k, [&](int64_t i, int64_t ia, int64_t ib) {
+      store_c(p, ot, i, cplx(load_f(ap, at, ia), load_f(bp, k.in[1]->dtype(), ib)));
+    });
+    return Status::ok();
+  }
   switch (domain(at)) {
     case Dom::f:
       binary_loop(k, [&](int64_t i, int64_t ia, int64_t ib) {

@@ -124,6 +124,11 @@ bool implements(Op op, std::span<const TensorType> inputs) {
   }
   switch (op) {
     case Op::Neg:
+    case Op::Abs:
+    case Op::Real:
+    case Op::Imag:
+    case Op::Conj:
+    case Op::Angle:
     case Op::Add:
     case Op::Sub:
     case Op::Mul:

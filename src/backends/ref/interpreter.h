@@ -54,8 +54,10 @@
 //     c64 -> real takes the real part (then as float -> target); real -> c64 has imaginary 0;
 //     c64 -> bool is (re != 0 || im != 0).
 //   - c64 (pair of f32, computed as complex<double>): neg, add, sub, mul, div, equal,
-//     not_equal, where, cast, reduce_sum, reduce_prod, dot, and every movement op. Any other op
-//     on c64 is ErrorCode::unsupported naming the op and dtype.
+//     not_equal, where, cast, reduce_sum, reduce_prod, dot, and every movement op; conj;
+//     real, imag, abs (std::abs: hypot(re, im)) and angle (std::arg: atan2(im, re)) give f32;
+//     complex(re, im) builds c64 from two f32 values. Any other op on c64 is
+//     ErrorCode::unsupported naming the op and dtype.
 //   - Reductions over an empty axis: sum 0, prod 1 (max/min of empty are rejected by
 //     inference). argmax/argmin give the first index of the extreme (the last with
 //     select_last_index=1); NaN counts as the extreme for both (numpy); an empty axis with a

@@ -60,6 +60,13 @@ Status check_unary_dtype(Op op, const NodeSig& sig) {
     case Op::LeakyRelu: return expect_numeric(op, sig, 0);
     case Op::Not: return expect_bool(op, sig, 0);
     case Op::Cast: return Status::ok();
+    case Op::Real:
+    case Op::Imag:
+    case Op::Conj:
+    case Op::Angle:
+      if (is_complex(sig.inputs[0].dtype)) return Status::ok();
+      return fail(ErrorCode::dtype_error, op, sig, "input 0 must be c64 (", op_name(op), " takes a complex value), got ",
+                  dtype_name(sig.inputs[0].dtype));
     default: return expect_float(op, sig, 0);
   }
 }
@@ -79,6 +86,9 @@ Expected<Types> infer_elementwise(Op op, const NodeSig& sig) {
       t.dtype = sig.attrs.dtype("to");
     }
     if (op == Op::IsNan || op == Op::IsInf) t.dtype = DType::boolean;
+    // the parts, modulus and argument of a c64 value are f32 (NumPy, PyTorch)
+    if (is_complex(t.dtype) && (op == Op::Real || op == Op::Imag || op == Op::Angle || op == Op::Abs))
+      t.dtype = DType::f32;
     if (op == Op::Gelu) {
       std::string ap = sig.attrs.s("approximate", "none");
       if (ap != "none" && ap != "tanh")
@@ -94,6 +104,13 @@ Expected<Types> infer_elementwise(Op op, const NodeSig& sig) {
     shape = *b;
   }
   DType out = sig.inputs[0].dtype;
+  if (op == Op::Complex) {  // f32 parts -> c64 (c64 is a pair of f32)
+    for (int i = 0; i < 2; ++i)
+      if (sig.inputs[i].dtype != DType::f32)
+        return fail(ErrorCode::dtype_error, op, sig, "input ", i, " must be f32 (the ", i == 0 ? "real" : "imaginary",
+                    " part of a c64 value), got ", dtype_name(sig.inputs[i].dtype), "; cast it to f32 first");
+    return Types{TensorType{DType::c64, shape}};
+  }
   if (fam == OpFamily::ternary) {
     RLX_TRY(expect_bool(op, sig, 0));
     RLX_TRY(expect_same_dtype(op, sig, 1, 2));

@@ -153,7 +153,14 @@ std::vector<OpInfo> build_table() {
         "fmod=0 the divisor's (Python %)");
   attrs(Op::IsInf, {{"detect_positive", K::i64}, {"detect_negative", K::i64}}, "");
   attrs(Op::Cast, {{"to", K::dtype, true}}, "convert to another dtype (C conversion; float to "
-        "int truncates; to bool is x != 0)");
+        "int truncates; to bool is x != 0; c64 to a real type takes the real part, as NumPy; a real "
+        "type to c64 has imaginary part 0)");
+  attrs(Op::Abs, {}, "absolute value; for c64 the modulus hypot(re, im), as f32");
+  attrs(Op::Real, {}, "real part of a c64 value, as f32");
+  attrs(Op::Imag, {}, "imaginary part of a c64 value, as f32");
+  attrs(Op::Conj, {}, "complex conjugate of a c64 value (re, -im)");
+  attrs(Op::Angle, {}, "argument of a c64 value, atan2(im, re) in [-pi, pi], as f32");
+  attrs(Op::Complex, {}, "the c64 value re + i im from f32 real and imaginary parts (numpy broadcasting)");
   for (Op op : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin, Op::ReduceProd, Op::ReduceMean})
     attrs(op, {{"axes", K::i64s}, {"keepdims", K::i64}},
           "reduce over `axes` (all axes when empty); keepdims defaults to 1");
