@@ -679,6 +679,28 @@ static inline int32_t rlx_clamp_index_i32(int32_t i, int32_t n) {
   return n > 0 ? j : 0;
 }
 
+/* ---------------------------------------------------------------- complex (host C only)
+   c64 tensors hold (re, im) f32 pairs: exactly a C99 float _Complex. Kernels load them into
+   double _Complex and compute there, as the reference interpreter does (std::complex<double>),
+   so each result rounds once, when stored. OpenCL C, CUDA and GLSL kernels never see c64.
+   No <complex.h>: its macro I would clash with kernel and test code; the parts go through a
+   union, and modulus and argument are glibc's own definitions of cabs and carg. */
+#if !defined(__OPENCL_VERSION__) && !defined(__CUDACC__)
+typedef union { double _Complex z; double p[2]; } rlx__c64_parts;
+/* re + i im without arithmetic (re + im * I would turn an infinite im into a NaN real part) */
+static inline double _Complex rlx_cplx(double re, double im) {
+  rlx__c64_parts u;
+  u.p[0] = re;
+  u.p[1] = im;
+  return u.z;
+}
+static inline double rlx_creal(double _Complex z) { rlx__c64_parts u; u.z = z; return u.p[0]; }
+static inline double rlx_cimag(double _Complex z) { rlx__c64_parts u; u.z = z; return u.p[1]; }
+static inline double _Complex rlx_conj(double _Complex z) { return rlx_cplx(rlx_creal(z), -rlx_cimag(z)); }
+static inline double rlx_cabs(double _Complex z) { return hypot(rlx_creal(z), rlx_cimag(z)); }
+static inline double rlx_carg(double _Complex z) { return atan2(rlx_cimag(z), rlx_creal(z)); }
+#endif
+
 #if defined(__clang__)
 #pragma clang diagnostic pop
 #endif

@@ -30,6 +30,9 @@ Expected<std::string> storage_type(DType t) {
     case DType::u32: return std::string("uint32_t");
     case DType::i64: return std::string("int64_t");
     case DType::u64: return std::string("uint64_t");
+    // host C only (Renderer::render refuses c64 in the other dialects): the 8 bytes (re, im)
+    // of rlx's c64 tensors are exactly a C99 float _Complex
+    case DType::c64: return std::string("float _Complex");
     default: break;
   }
   return error(ErrorCode::unsupported, "the C renderer does not handle ", dtype_name(t));
@@ -43,6 +46,9 @@ std::string compute_type(DType t, bool glsl = false) {
     case DType::f16:
     case DType::bf16: return "float";
     case DType::f64: return "double";
+    // c64 computes in double _Complex, as the reference interpreter's complex<double>: products
+    // of f32 parts are exact there, so results round once, when stored (as f16 computes in float)
+    case DType::c64: return "double _Complex";
     case DType::boolean: return glsl ? "bool" : "int";
     default: return *storage_type(t);
   }
@@ -253,14 +259,26 @@ std::string Renderer::ref(int e) {
   switch (x.kind) {
     case ExprKind::loop_var: return "i" + std::to_string(x.loop);
     case ExprKind::iconst: return x.dtype == DType::i64 ? i64lit(x.ival) : ilit(x.ival, x.dtype);
-    case ExprKind::fconst: return flit(x.fval, x.dtype);
+    case ExprKind::fconst:
+      if (is_complex(x.dtype)) return "rlx_cplx(" + flit(x.fval, DType::f64) + ", " + flit(x.fval2, DType::f64) + ")";
+      return flit(x.fval, x.dtype);
     default: return "e" + std::to_string(e);
   }
 }
 
-std::string Renderer::cast_expr(const std::string& v, DType from, DType to) {
-  if (from == to) return v;
-  if (to == DType::boolean) return "((" + v + ") != " + zero(from) + ")";
+std::string Renderer::cast_expr(const std::string& v_in, DType from, DType to) {
+  if (from == to) return v_in;
+  if (to == DType::boolean) return "((" + v_in + ") != " + zero(from) + ")";  // c64: re != 0 || im != 0
+  std::string v = v_in;
+  if (to == DType::c64) {
+    // imaginary part 0; an integer rounds once, directly to f32, as the reference does
+    if (is_float(from)) return "rlx_cplx((double)(" + v + "), 0.0)";
+    return "rlx_cplx((double)(float)(" + v + "), 0.0)";
+  }
+  if (from == DType::c64) {  // the real part (NumPy), then as a double to the target
+    v = "rlx_creal(" + v + ")";
+    from = DType::f64;
+  }
   // GLSL converts a bool by selecting
   if (glsl() && from == DType::boolean) return "((" + v + ") ? " + ct(to) + "(1) : " + ct(to) + "(0))";
   // f16 and bf16 values are computed in float registers, so a cast to them must round here:
@@ -302,6 +320,17 @@ Expected<std::string> Renderer::unary(const Expr& e) {
   const std::string a = ref(e.a);
   const std::string s = sfx(t);
   const bool fl = is_float(t);
+  if (is_complex(t)) {  // in double _Complex, as the reference's std::complex<double> (c_prelude.cpp)
+    switch (e.op) {
+      case Op::Neg: return "(-" + a + ")";
+      case Op::Conj: return "rlx_conj(" + a + ")";
+      case Op::Real: return "rlx_creal(" + a + ")";
+      case Op::Imag: return "rlx_cimag(" + a + ")";
+      case Op::Abs: return "rlx_cabs(" + a + ")";   // hypot(re, im)
+      case Op::Angle: return "rlx_carg(" + a + ")";  // atan2(im, re)
+      default: return error(ErrorCode::unsupported, "C renderer: unary ", op_name(e.op), " on c64");
+    }
+  }
   switch (e.op) {
     case Op::Neg: return "(-" + a + ")";
     case Op::Abs:
@@ -346,6 +375,18 @@ Expected<std::string> Renderer::binary(const Expr& e) {
   const std::string a = ref(e.a), b = ref(e.b);
   const bool fl = is_float(t);
   const std::string ct = compute_type(t, glsl());
+  if (e.op == Op::Complex) return "rlx_cplx(" + a + ", " + b + ")";  // f32 parts, widened exactly
+  if (is_complex(t)) {
+    switch (e.op) {
+      case Op::Add: return "(" + a + " + " + b + ")";
+      case Op::Sub: return "(" + a + " - " + b + ")";
+      case Op::Mul: return "(" + a + " * " + b + ")";
+      case Op::Div: return "(" + a + " / " + b + ")";  // C99 Annex G (libgcc __divdc3), as std::complex
+      case Op::Equal: return "(" + a + " == " + b + ")";
+      case Op::NotEqual: return "(" + a + " != " + b + ")";
+      default: return error(ErrorCode::unsupported, "C renderer: binary ", op_name(e.op), " on c64");
+    }
+  }
   if (glsl() && t == DType::boolean) {  // GLSL orders no bools: as ints, false < true
     switch (e.op) {
       case Op::Max: return "(" + a + " || " + b + ")";
@@ -438,11 +479,14 @@ Status Renderer::emit_reduce(int i, int indent) {
   const DType t = e.dtype;
   const DType bt = k_.exprs[e.a].dtype;
   const std::string acc = "acc" + std::to_string(i);
+  const bool cplx = is_complex(t);
   const bool fl = is_float(t);
   const bool arg = op_info(e.op).family == OpFamily::argreduce;
+  if (cplx && e.op != Op::ReduceSum && e.op != Op::ReduceProd)
+    return error(ErrorCode::unsupported, "C renderer: ", op_name(e.op), " on c64 (complex values have no order)");
   std::string at = ct(arg ? bt : t);
   // GLSL has no arithmetic on bool: a bool reduction accumulates in int64_t
-  if (!arg && !fl && (t != DType::boolean || glsl())) at = is_unsigned_int(t) ? "uint64_t" : "int64_t";
+  if (!arg && !fl && !cplx && (t != DType::boolean || glsl())) at = is_unsigned_int(t) ? "uint64_t" : "int64_t";
   std::string init;
   switch (e.op) {
     case Op::ReduceSum: init = fl ? flit(0.0, t) : "0"; break;
@@ -470,7 +514,8 @@ Status Renderer::emit_reduce(int i, int indent) {
   for (size_t li = 0; li < e.loops.size(); ++li) {
     int l = e.loops[li];
     bool innermost = li + 1 == e.loops.size();
-    if (innermost && !nested && !arg) {
+    // no simd reduction of complex accumulators: OpenMP's reductions are for real scalars
+    if (innermost && !nested && !arg && !cplx) {
       std::string red;
       switch (e.op) {
         case Op::ReduceSum: red = "reduction(+:" + acc + ")"; break;
@@ -612,6 +657,12 @@ Status Renderer::emit_signature(const std::string& symbol) {
 }
 
 Expected<std::string> Renderer::render(const std::string& symbol) {
+  // c64 values: host C only (C99 _Complex); OpenCL C, CUDA and GLSL have no complex type
+  bool cplx = false;
+  for (DType t : args_) cplx |= is_complex(t);
+  for (const Expr& e : k_.exprs) cplx |= is_complex(e.dtype);
+  if (cplx && target_ != CTarget::host)
+    return error(ErrorCode::unsupported, "C renderer: complex (c64) values are rendered in the host C dialect only");
   analyze();
   RLX_TRY(emit_signature(symbol));
   for (const Expr& e : k_.exprs)
@@ -634,7 +685,9 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
     if (k_.exprs[i].kind == ExprKind::reduce) col_has_reduce = true;
   bool accumulate = false;
   for (const kir::Store& s : k_.stores) accumulate |= s.accumulate;
-  if (!col_has_reduce && !accumulate) out_ << "    " << simd();
+  // no simd loop over complex values: gcc's complex multiply and divide call libgcc
+  // (__muldc3, __divdc3) on special values, and the simd clauses are for real scalars
+  if (!col_has_reduce && !accumulate && !cplx) out_ << "    " << simd();
   const int col = dr - 1;
   out_ << "    for (int64_t i" << col << " = c0; i" << col << " < c1; ++i" << col << ") {\n";
   RLX_TRY(emit_region(2, 3));
@@ -691,9 +744,36 @@ Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::
   return r.render(symbol);
 }
 
-Claim c_renderer_supports(const NodeDesc& n) {
+namespace {
+
+// The ops the host dialect computes on c64 values: the reference interpreter's c64 list
+// (ref/interpreter.h). Complex numbers have no order, so no max/min/compare-less/argmax.
+bool host_computes_c64(Op op) {
+  switch (op_info(op).family) {
+    case OpFamily::source:
+    case OpFamily::movement:
+    case OpFamily::contraction:
+    case OpFamily::ternary:
+    case OpFamily::cast: return true;
+    default: break;
+  }
+  switch (op) {
+    case Op::Neg: case Op::Abs: case Op::Real: case Op::Imag: case Op::Conj: case Op::Angle:
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Complex:
+    case Op::Equal: case Op::NotEqual: case Op::ReduceSum: case Op::ReduceProd: return true;
+    default: return false;
+  }
+}
+
+Claim supports(const NodeDesc& n, bool host) {
   auto check = [&](const TensorType& t) -> std::string {
-    if (t.dtype == DType::c64) return "the C renderer has no complex (c64) arithmetic yet";
+    if (t.dtype == DType::c64) {
+      if (!host)
+        return "complex (c64) arithmetic is generated for the host C dialect only (the cpu device); OpenCL C, "
+               "CUDA and GLSL kernels have no complex type yet";
+      if (!host_computes_c64(n.op))
+        return cat("the C renderer does not compute ", op_name(n.op), " on c64 (complex values have no order)");
+    }
     if (is_packed(t.dtype) && n.op != Op::Param && n.op != Op::Constant)
       return cat("packed ", dtype_name(t.dtype), " values are storage only (they need qmatmul)");
     return "";
@@ -704,6 +784,12 @@ Claim c_renderer_supports(const NodeDesc& n) {
     if (auto why = check(t); !why.empty()) return Claim::no(why);
   return Claim::yes("generated C");
 }
+
+}  // namespace
+
+Claim c_renderer_supports(const NodeDesc& n) { return supports(n, false); }
+
+Claim c_host_renderer_supports(const NodeDesc& n) { return supports(n, true); }
 
 std::string_view c_runtime_helpers() {
   return R"C(

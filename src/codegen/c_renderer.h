@@ -42,16 +42,23 @@ struct GlslArgPlace {
 };
 
 // The C function for one kernel. `arg_dtypes[i]` is the element type of the kernel's i-th
-// buffer argument. Returns unsupported for dtypes the C renderer does not handle (c64).
+// buffer argument. Returns unsupported for dtypes the dialect does not handle (c64 outside
+// CTarget::host). In host C, c64 values are stored as float _Complex (the 8 bytes re, im of
+// rlx's c64 tensors) and computed as double _Complex, as the reference interpreter does.
 // `places` (GLSL dialects only; empty: argument i at binding i, offset 0) says where each
 // argument lives.
 Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes,
                                       const std::string& symbol, CTarget target = CTarget::host,
                                       const std::vector<GlslArgPlace>& places = {});
 
-// Whether generated code in either dialect computes strict primitive `n`: every dtype but c64
-// (no complex arithmetic yet) and packed i4/u4 outside weights and constants.
+// Whether generated code in the device dialects (OpenCL C, CUDA, GLSL) computes strict
+// primitive `n`: every dtype but c64 (complex arithmetic is host C only) and packed i4/u4
+// outside weights and constants.
 Claim c_renderer_supports(const NodeDesc& n);
+// The same for host C (the cpu device): c64 too, for the ops the reference interpreter runs on
+// c64 (arithmetic, equal/not_equal, where, cast, reduce_sum/prod, dot, movement, and abs, real,
+// imag, conj, angle, complex).
+Claim c_host_renderer_supports(const NodeDesc& n);
 
 // Helpers every rendered file needs beyond the math prelude (random numbers, integer
 // division without traps, saturating casts).

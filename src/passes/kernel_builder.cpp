@@ -46,9 +46,10 @@ int KernelBuilder::iconst(int64_t v, DType dt) {
   return add(e);
 }
 
-int KernelBuilder::fconst(double v, DType dt) {
+int KernelBuilder::fconst(double v, DType dt, double im) {
   Expr e{ExprKind::fconst, dt};
   e.fval = v;
+  e.fval2 = im;
   return add(e);
 }
 

@@ -28,7 +28,7 @@ class KernelBuilder {
   // Expressions (hash-consed: equal expressions share one id).
   int add(kir::Expr e);
   int iconst(int64_t v, DType dt = DType::i64);
-  int fconst(double v, DType dt);
+  int fconst(double v, DType dt, double im = 0.0);  // c64: v + i im (im in fval2)
   int var(int loop);
   int load(int arg, DType dt, int index);
   int unary(Op op, int a, DType out, int64_t ival = 0, int64_t ival2 = 0);

@@ -111,7 +111,7 @@ int Lowering::arg(int buffer) {
 }
 
 int Lowering::typed_const(double v, DType dt) {
-  if (is_float(dt)) return kb.fconst(v, dt);
+  if (is_float(dt) || is_complex(dt)) return kb.fconst(v, dt);  // c64: (v, 0)
   if (dt == DType::boolean) return kb.iconst(v != 0 ? 1 : 0, dt);  // NaN != 0: true, as in ref
   return kb.iconst(static_cast<int64_t>(float_to_int_bits(v, dt)), dt);  // saturating, as cast
 }
@@ -119,6 +119,7 @@ int Lowering::typed_const(double v, DType dt) {
 // A scalar Constant's element: integers by their exact bits (a double loses i64/u64 values
 // beyond 2^53 and cannot hold u64 values >= 2^63).
 int Lowering::scalar_const(const Tensor& t, DType dt) {
+  if (is_complex(dt) && is_complex(t.dtype())) return kb.fconst(t.get_f64(0), dt, t.get_imag(0));
   if (t.dtype() != dt || !is_int(dt) || is_packed(dt)) return typed_const(t.get_f64(0), dt);
   const int bytes = dtype_bits(dt) / 8;
   uint64_t bits = 0;

@@ -94,18 +94,24 @@ TEST(Dispatch, IllegalNodesAreAllListedWithReasons) {
 }
 
 TEST(Dispatch, DecidedOnDtypesNotJustOpKind) {
-  // c64 arithmetic: legal on ref, illegal on cpu with the reason and a hint about the dtype
+  // c64 arithmetic: legal on ref and cpu (host C computes complex values); an ordering of
+  // c64 values (less) is refused on cpu, naming the op and the dtype
   const char* text = R"(
 graph @c(%a: c64[4], %b: c64[4]) -> (c64[4]) {
   %s = add(%a, %b)
   return %s
 })";
   EXPECT_TRUE(report_of(text, "ref").ok());
-  DispatchReport r = report_of(text, "cpu");
+  EXPECT_TRUE(report_of(text, "cpu").ok());
+  const char* less = R"(
+graph @c(%a: c64[4], %b: c64[4]) -> (bool[4]) {
+  %s = less(%a, %b)
+  return %s
+})";
+  DispatchReport r = report_of(less, "cpu");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.nodes[0].common_refused.find("c64"), std::string::npos);
-  EXPECT_NE(r.nodes[0].hint.find("c64"), std::string::npos);
-  // the native GEMM takes f32 only: an f64 matmul is refused natively and decomposed
+  EXPECT_NE(r.nodes[0].common_refused.find("less on c64"), std::string::npos) << r.nodes[0].common_refused;
+  // the native GEMM takes f32, f16 and bf16 only: an f64 matmul is refused natively and decomposed
   const char* f64mm = R"(
 graph @m(%a: f64[8, 16], %b: f64[16, 4]) -> (f64[8, 4]) {
   %c = matmul(%a, %b)
@@ -113,7 +119,7 @@ graph @m(%a: f64[8, 16], %b: f64[16, 4]) -> (f64[8, 4]) {
 })";
   DispatchReport m = report_of(f64mm, "cpu");
   EXPECT_EQ(m.nodes[0].path, DispatchPath::common_ir);
-  EXPECT_NE(m.nodes[0].native_refused.find("f32 only"), std::string::npos);
+  EXPECT_NE(m.nodes[0].native_refused.find("takes f32, f16 and bf16"), std::string::npos) << m.nodes[0].native_refused;
 }
 
 TEST(Dispatch, DecidedOnShapes) {

@@ -269,6 +269,20 @@ graph @g(%x: f32[4, 6]) -> (f32[24], f32[4, 6]) {
   return %r, %d
 })",
      {}},
+    // c64 values through loads, a complex constant (re in fval, im in fval2), f32 parts built
+    // into c64, a c64 reduction and f32 results of c64 inputs
+    {"complex_c64", R"(
+graph @g(%re: f32[4, 6], %im: f32[6], %z: c64[4, 6]) -> (c64[4], f32[4, 6], f32[4, 6]) {
+  %c = complex(%re, %im)
+  %k = constant dense<(1.5, -0.25)> : c64[]
+  %p = mul(%c, %k)
+  %q = mul(%p, %z)
+  %s = reduce_sum(%q) {axes = [1], keepdims = 0}
+  %a = abs(%q)
+  %g = angle(%q)
+  return %s, %a, %g
+})",
+     {}},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -307,6 +321,13 @@ TEST(KernelText, PipelineFeaturesAppearInTheText) {
   EXPECT_NE(r.find("random normal("), std::string::npos) << r;
   EXPECT_NE(r.find("seed 1234 params [0.25, 0.1]"), std::string::npos) << r;
   EXPECT_NE(r.find("random uniform("), std::string::npos) << r;
+
+  Pipeline cx = compile_text(kCases[10].text);
+  const std::string c = cx.program.to_text();
+  EXPECT_NE(c.find("fconst 1.5 {fval2 = -0.25} : c64"), std::string::npos) << c;
+  EXPECT_NE(c.find("binary complex("), std::string::npos) << c;
+  EXPECT_NE(c.find("unary angle("), std::string::npos) << c;
+  EXPECT_NE(c.find("reduce_sum"), std::string::npos) << c;
 
   Pipeline dt = compile_text(kCases[7].text);
   const std::string d = dt.program.to_text();

@@ -25,7 +25,7 @@ class CpuDevice final : public Device {
     std::string isa = __builtin_cpu_supports("avx512f") ? "avx512" : __builtin_cpu_supports("avx2") ? "avx2" : "baseline";
     info_.description = cat("x86-64 ", isa, ", ", ThreadPool::global().size(), " threads, gemm ", gemm_kernel_name(),
                             ", generated C");
-    info_.dtypes = {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i8, DType::u8, DType::i16,
+    info_.dtypes = {DType::f32, DType::f16, DType::bf16, DType::f64, DType::c64, DType::i8, DType::u8, DType::i16,
                     DType::u16, DType::i32, DType::u32, DType::i64, DType::u64, DType::boolean};
   }
   const DeviceInfo& info() const override { return info_; }
@@ -45,7 +45,7 @@ class CpuDevice final : public Device {
     return claim_cpu_native(n);
   }
 
-  Claim supports_primitive(const NodeDesc& n) const override { return codegen::c_renderer_supports(n); }
+  Claim supports_primitive(const NodeDesc& n) const override { return codegen::c_host_renderer_supports(n); }
 
   Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions& options) const override {
     // collectives (and what only feeds them) as early as their inputs allow, so that the
