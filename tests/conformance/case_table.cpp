@@ -182,6 +182,18 @@ std::vector<OpCases> build() {
        V("neither", {T({9, 11}, Dist::specials)}, {{"detect_positive", int64_t{0}}, {"detect_negative", int64_t{0}}}),
        V("scalar", {T({})}), V("large", {T(kLarge, Dist::specials)})});
 
+  // ---- complex parts: c64 only (inference rejects every other dtype), so no reps() variants;
+  // specials put NaN, +-inf, +-0, huge and subnormal values in either part
+  {
+    auto complex_unary = [] {
+      return std::vector<Variant>{V("scalar", {T({})}), V("7x13", {T({7, 13})}), V("rank4", {T({2, 3, 5, 4})}),
+                                  V("large", {T(kLarge)}), V("wide", {T({7, 13}, Dist::wide)}).mag(50),
+                                  V("specials", {T({9, 11}, Dist::specials)})};
+    };
+    for (Op op : {Op::Real, Op::Imag, Op::Conj}) add(op, TolClass::exact, complex_unary());
+    add(Op::Angle, TolClass::transcendental, complex_unary());
+  }
+
   // ---- elementwise binary
   for (Op op : {Op::Add, Op::Sub, Op::Mul}) {
     add(op, TolClass::arith, binary_variants(Dist::standard, Dist::standard));
@@ -210,6 +222,8 @@ std::vector<OpCases> build() {
     t.back().variants.push_back(V("ties", {T({9, 11}, Dist::integral), T({9, 11}, Dist::integral)}));
   }
   for (Op op : {Op::And, Op::Or, Op::Xor}) add(op, TolClass::exact, binary_variants(Dist::standard, Dist::standard, false));
+  // complex(re, im): f32 parts (broadcast) to c64, so the variants run for f32 only
+  add(Op::Complex, TolClass::exact, binary_variants(Dist::standard, Dist::standard));
 
   // ---- where, cast
   add(Op::Where, TolClass::bits,
