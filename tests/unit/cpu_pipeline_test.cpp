@@ -120,6 +120,7 @@ TEST(CpuPipeline, ComplexChainMatchesReference) {
   const ValueId im = g.add_input("im", TensorType{DType::f32, {7}});
   const ValueId z = g.add_input("z", TensorType{DType::c64, {5, 7}});
   const ValueId w = g.add_input("w", TensorType{DType::c64, {7, 3}});
+  const ValueId wf = g.add_input("wf", TensorType{DType::f32, {7, 4}});
   GraphBuilder gb(g);
   OpBuilder o(gb);
   Tensor k = Tensor::zeros(DType::c64, {});
@@ -128,10 +129,13 @@ TEST(CpuPipeline, ComplexChainMatchesReference) {
   const ValueId q = o.div(o.mul(o.conj(c), o.constant(k)), z);  // nonzero divisors
   const ValueId m = o.matmul(q, w);                             // [5, 3]
   const ValueId s = o.reduce_sum(m, {1}, false);                // [5]
-  g.outputs = {m, s, o.abs(q), o.angle(q), o.real(s), o.imag(o.cast(re, DType::c64))};
+  // an f32 product (the native GEMM) whose c64 consumer may run as its epilogue on each tile
+  const ValueId mf = o.matmul(re, wf);
+  const ValueId e = o.complex(mf, o.neg(mf));
+  g.outputs = {m, s, o.abs(q), o.angle(q), o.real(s), o.imag(o.cast(re, DType::c64)), e};
   ASSERT_TRUE(o.ok()) << o.status().to_string();
   std::vector<Tensor> xs = {random_tensor(DType::f32, {5, 7}, rng), random_tensor(DType::f32, {7}, rng),
-                            c64_input({5, 7}), c64_input({7, 3})};
+                            c64_input({5, 7}), c64_input({7, 3}), random_tensor(DType::f32, {7, 4}, rng)};
   auto cpu = Model::compile(g, {.device = "cpu"});
   ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
   auto ref = Model::compile(g, {.device = "ref"});
