@@ -771,8 +771,13 @@ Claim supports(const NodeDesc& n, bool host) {
       if (!host)
         return "complex (c64) arithmetic is generated for the host C dialect only (the cpu device); OpenCL C, "
                "CUDA and GLSL kernels have no complex type yet";
-      if (!host_computes_c64(n.op))
-        return cat("the C renderer does not compute ", op_name(n.op), " on c64 (complex values have no order)");
+      if (!host_computes_c64(n.op)) {
+        const OpFamily f = op_info(n.op).family;
+        const bool ordering = f == OpFamily::compare || f == OpFamily::argreduce || n.op == Op::Max ||
+                              n.op == Op::Min || n.op == Op::ReduceMax || n.op == Op::ReduceMin;
+        return cat("the C renderer does not compute ", op_name(n.op), " on c64",
+                   ordering ? " (complex values have no order)" : " (nor does the reference interpreter)");
+      }
     }
     if (is_packed(t.dtype) && n.op != Op::Param && n.op != Op::Constant)
       return cat("packed ", dtype_name(t.dtype), " values are storage only (they need qmatmul)");
