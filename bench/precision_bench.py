@@ -2,8 +2,8 @@
 """f32 vs bf16 vs int8 vs int4 in one run, speed and accuracy side by side (docs/benchmarks.md,
 docs/precision.md, docs/quantization.md). Builds nothing: give it the rlx program.
 
-    /usr/bin/python3 bench/precision_bench.py [--rlx build/bin/rlx] [--threads 2] [--rounds 2]
-        [--runs 10] [--prompt 64] [--decode 32] [--dir DIR] [--smoke]
+    /usr/bin/python3 bench/precision_bench.py [--rlx build/bin/rlx] [--threads 2] [--rounds 5]
+        [--runs 5] [--prompt 64] [--decode 32] [--dir DIR] [--smoke]
 
 It writes the random-weight models of `rlx make-model` into a temporary folder (or --dir) and
 makes the variants with rlx itself: bf16 is the f32 model under `--precision bf16` (the autocast
@@ -26,7 +26,9 @@ Random weights make the logits nearly flat, so near-ties flip easily: agreement 
 than a trained model would give, and it compares the variants with each other.
 
 Each round runs every variant back to back (the machine is shared); the tables keep each
-variant's best round. --smoke: tiny sizes (one round, few runs, batch 1 x 16, 4 sentences, a
+variant's best round: with 2 threads on 2 shared cores a run is either at full speed or about
+twice as slow (one thread waiting for a core another process holds), so several short rounds
+find the quiet windows better than one long one. --smoke: tiny sizes (one round, few runs, batch 1 x 16, 4 sentences, a
 1-layer Qwen3, 8 prompt tokens) so that a test checks that the script still runs.
 """
 import argparse
@@ -53,8 +55,8 @@ def parse():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rlx", default=os.path.join(ROOT, "build", "bin", "rlx"), help="the rlx program")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--runs", type=int, default=10, help="rlx bench runs per MiniLM batch")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=5, help="rlx bench runs per MiniLM batch and round")
     ap.add_argument("--prompt", type=int, default=64, help="Qwen3 prompt tokens (also the agreement positions)")
     ap.add_argument("--decode", type=int, default=32, help="Qwen3 greedy tokens decoded")
     ap.add_argument("--dir", help="work folder (default: a temporary one, removed at the end)")
