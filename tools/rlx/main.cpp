@@ -23,7 +23,7 @@ const std::vector<Verb>& verbs() {
       {"convert", "convert weights between safetensors and GGUF, optionally quantizing 2-D weights",
        "rlx convert IN OUT [--quant Q8_0|Q4_0|Q4_K|Q6_K]   (OUT ends in .gguf or .safetensors)", cmd_convert},
       {"quantize", "post-training quantization: BERT folders to int8 weights (static activation scales with --calib), "
-       "Qwen3 folders to GGUF q8_0/q4_0/q4_k/int4-g128",
+       "Qwen3 folders to GGUF q8_0/q4_0/q4_k/int4-g128, BERT folders to weight-only int4 blocks (int4-g32/int4-g128)",
        "rlx quantize IN_DIR OUT --scheme int8|q8_0|q4_0|q4_k|int4-g32[-asym]|int4-g128[-asym] "
        "[--calib SENTENCES.txt [--calib-method minmax|percentile] [--percentile 99.99]]", cmd_quantize},
       {"embed", "sentence embeddings with a BERT-family model folder",
