@@ -29,14 +29,14 @@ DType precision_dtype(Precision p) {
 }
 
 bool autocast_narrow_op(Op op) {
-  return op == Op::MatMul || op == Op::Gemm || op == Op::Dot || op == Op::Conv2d;
+  return op == Op::MatMul || op == Op::Gemm || op == Op::Dot || op == Op::Conv2d || op == Op::Attention;
 }
 
 namespace {
 
-// Which inputs of a policy op are operands of the product (rounded to the narrow type); the
-// others (gemm's C, conv2d's bias) are added in f32 in the widened form.
-bool is_product_operand(int i) { return i < 2; }
+// Which inputs of a policy op are operands of the products (rounded to the narrow type); the
+// others (gemm's C, conv2d's bias, attention's mask) are used in f32 in the widened form.
+bool is_product_operand(Op op, int i) { return i < (op == Op::Attention ? 3 : 2); }
 
 Expected<ValueId> emit1(Builder& b, Op op, std::vector<ValueId> in, Attrs attrs) {
   RLX_ASSIGN_OR_RETURN(std::vector<ValueId> out, b.emit(op, std::move(in), std::move(attrs)));
@@ -60,7 +60,7 @@ Expected<ValueId> emit_narrow(Builder& b, Op op, const std::vector<ValueId>& inp
   std::vector<ValueId> in;
   const bool widened = o.compute == AutocastOptions::Compute::widened;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (widened && !is_product_operand(static_cast<int>(i))) {
+    if (widened && !is_product_operand(op, static_cast<int>(i))) {
       in.push_back(inputs[i]);
       continue;
     }
@@ -83,11 +83,15 @@ Expected<ValueId> emit_narrow(Builder& b, Op op, const std::vector<ValueId>& inp
 }
 
 // The policy converts a node when it is a product whose operands are all f32 and which has one
-// output.
-bool applies(Op op, std::span<const TensorType> in_types, size_t outputs) {
+// output. Attention only in the widened form: its q, k and v are rounded, while the scores,
+// the softmax and the probabilities stay f32 inside the fused op (in the narrow form the whole
+// op, softmax included, would run in the narrow type).
+bool applies(Op op, std::span<const TensorType> in_types, size_t outputs, const AutocastOptions& o) {
   if (!autocast_narrow_op(op) || outputs != 1) return false;
-  for (const TensorType& t : in_types)
-    if (t.dtype != DType::f32) return false;
+  if (op == Op::Attention && o.compute != AutocastOptions::Compute::widened) return false;
+  for (size_t i = 0; i < in_types.size(); ++i)
+    if (in_types[i].dtype != DType::f32 && (is_product_operand(op, static_cast<int>(i)) || is_float(in_types[i].dtype)))
+      return false;
   return true;
 }
 
@@ -112,7 +116,7 @@ Status check_options(const AutocastOptions& o) {
 Expected<std::vector<ValueId>> AutocastBuilder::emit(Op op, std::vector<ValueId> inputs, Attrs attrs) {
   std::vector<TensorType> types;
   for (ValueId v : inputs) types.push_back(inner_.type(v));
-  if (!applies(op, types, static_cast<size_t>(op_info(op).num_outputs == 1 ? 1 : 0)))
+  if (!applies(op, types, static_cast<size_t>(op_info(op).num_outputs == 1 ? 1 : 0), options_))
     return inner_.emit(op, std::move(inputs), std::move(attrs));
   RLX_TRY(check_options(options_));
   RLX_ASSIGN_OR_RETURN(ValueId y, emit_narrow(inner_, op, inputs, attrs, options_));
@@ -139,13 +143,14 @@ Expected<int> autocast(Graph& g, const AutocastOptions& options) {
       ins.push_back(map[v]);
       in_types.push_back(g.type(v));
     }
-    if (applies(n.op, in_types, n.outputs.size())) {
+    if (applies(n.op, in_types, n.outputs.size(), options)) {
       // weights with data: rounded once here, as a weight of their own ("<name>#bf16") that the
       // device prepares like any other (the CPU packs it for its GEMM), instead of two casts
       std::vector<ValueId> pre(ins.size(), kNoValue);
       for (size_t k = 0; k < ins.size() && options.compute == AutocastOptions::Compute::widened; ++k) {
         const int32_t producer = g.values[n.inputs[k]].producer;
-        if (!is_product_operand(static_cast<int>(k)) || producer < 0 || g.nodes[static_cast<size_t>(producer)].op != Op::Param)
+        if (!is_product_operand(n.op, static_cast<int>(k)) || producer < 0 ||
+            g.nodes[static_cast<size_t>(producer)].op != Op::Param)
           continue;
         const std::string name = g.nodes[static_cast<size_t>(producer)].attrs.s("name");
         auto w = g.weights.find(name);

@@ -5,8 +5,11 @@
 //     floating operands are rounded to the narrow type and the products are summed in f32; the
 //     result stays f32 unless AutocastOptions::narrow_output rounds it too (as torch's autocast
 //     outputs are). Gemm's and conv2d's bias (input 2) is added in f32.
+//   - attention (a fused composite): its q, k and v are rounded to the narrow type, so both of
+//     its products see narrow operands; the scores, the softmax and the probabilities stay f32
+//     inside the op, and the mask is used as it is. Widened form only (see below).
 //   - f32: everything else: softmax, layer/rms norms, losses, reductions, elementwise ops,
-//     attention (a fused composite whose softmax must stay f32), embeddings. The graph's
+//     embeddings. The graph's
 //     inputs, outputs and weights keep their dtypes: a training step keeps f32 master weights
 //     and optimizer state and only the products see narrow values.
 //
@@ -25,8 +28,9 @@
 //   - narrow: the product node itself in the narrow dtype (`matmul(cast(x, f16), cast(w, f16))
 //     : f16`, then cast to f32), for devices whose kernels take narrow operands directly.
 //
-// A node is converted only when all its operands are f32; f64, integer and already narrow
-// products are left alone.
+// A node is converted only when all its floating operands are f32; f64, integer and already
+// narrow products are left alone. In the narrow form attention stays f32 (a narrow attention
+// would run its softmax in the narrow type).
 #pragma once
 
 #include <string_view>

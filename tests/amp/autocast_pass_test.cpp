@@ -214,5 +214,47 @@ TEST(Autocast, ConvAndGemmRunUnderThePolicy) {
   }
 }
 
+// Attention under the policy: q, k and v rounded (both products see narrow operands), the
+// boolean mask untouched, the softmax inside the fused op in f32. The cpu result equals the f32
+// attention run on pre-rounded q, k and v, and differs from the f32 one. The narrow form leaves
+// attention alone (its softmax would be narrow).
+TEST(Autocast, AttentionRoundsQKVAndKeepsItsSoftmaxF32) {
+  constexpr const char* kAttn = R"(graph @g(%q: f32[2, 4, 6, 8], %k: f32[2, 2, 6, 8], %v: f32[2, 2, 6, 8], %mask: bool[6, 6]) -> (f32[2, 4, 6, 8]) {
+  %o = attention(%q, %k, %v, %mask) {causal = 1, scale = 0.35}
+  return %o
+})";
+  for (DType dt : {DType::bf16, DType::f16}) {
+    Graph g = parse(kAttn);
+    const Graph f32 = g;
+    auto n = passes::autocast(g, {.narrow = dt});
+    ASSERT_TRUE(n.has_value()) << n.status().to_string();
+    EXPECT_EQ(*n, 1);
+    EXPECT_EQ(count(g, Op::Cast), 6) << "q, k and v round-trip; the mask is not cast";
+    EXPECT_TRUE(verify_graph(g).is_ok());
+    Sizes qs{2, 4, 6, 8}, ks{2, 2, 6, 8};
+    std::vector<Tensor> in{random_tensor(qs, 11), random_tensor(ks, 12), random_tensor(ks, 13), Tensor::zeros(DType::boolean, {6, 6})};
+    for (int64_t i = 0; i < 36; ++i) in[3].data<uint8_t>()[i] = (i * 7) % 5 != 0;  // some keys masked out
+    for (int64_t i = 0; i < 6; ++i) in[3].data<uint8_t>()[i * 6] = 1;               // every query sees key 0
+    std::vector<Tensor> pre = in;
+    for (int i = 0; i < 3; ++i) pre[i] = Tensor::from_f64(DType::f32, in[i].sizes(), rounded(in[i], dt));
+    auto mg = Model::compile(g, {.device = "cpu"});
+    auto mf = Model::compile(f32, {.device = "cpu"});
+    ASSERT_TRUE(mg.has_value() && mf.has_value());
+    auto a = (*mg)->run(in), b = (*mf)->run(pre), c = (*mf)->run(in);
+    ASSERT_TRUE(a.has_value() && b.has_value() && c.has_value());
+    const auto va = (*a)[0].to_f64(), vb = (*b)[0].to_f64(), vc = (*c)[0].to_f64();
+    double from_f32 = 0;
+    for (size_t i = 0; i < va.size(); ++i) {
+      EXPECT_EQ(va[i], vb[i]) << i << ": the attention of the rounded q, k, v";
+      from_f32 = std::max(from_f32, std::fabs(va[i] - vc[i]));
+    }
+    EXPECT_GT(from_f32, 0.0) << "the products saw narrow operands";
+    Graph h = parse(kAttn);
+    auto m = passes::autocast(h, {.narrow = dt, .compute = passes::AutocastOptions::Compute::narrow});
+    ASSERT_TRUE(m.has_value());
+    EXPECT_EQ(*m, 0) << "the narrow form keeps attention in f32";
+  }
+}
+
 }  // namespace
 }  // namespace rlx
