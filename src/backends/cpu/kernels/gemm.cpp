@@ -112,9 +112,8 @@ constexpr double kSerialMaxFma = 1 << 18;
 // Largest packed-B scratch per call (in elements); wider products are processed in column
 // chunks.
 constexpr int64_t kMaxScratchFloats = int64_t{1} << 23;
-// Rows of a 16-bit C accumulated in f32 scratch at a time (a multiple of every mr_max would
-// be nicer, but the tile's row chunks only need to start at a multiple of mr_max: 168 is a
-// multiple of 4, 6 and 14).
+// Rows of a 16-bit C accumulated in f32 scratch at a time: 2 * lcm(4, 6, 14), a multiple of
+// every family's mr_max, so each chunk starts where a micro-panel of the tile does.
 constexpr int64_t kNarrowCRows = 168;
 // A 16-bit B in panels is widened to f32 once per tile and K block (instead of on every load)
 // when the product has at least this many rows.

@@ -13,7 +13,9 @@
 #include <immintrin.h>
 
 #define RLX_AVX2 __attribute__((target("avx2,fma")))
-// Only the f16 loads and conversions need F16C; they are registered only if cpuid has it.
+// The micro-kernel template carries f16c for every B type, but the compiler emits F16C
+// instructions only for the f16 conversions written below, and the f16 entries (kernels,
+// packing, rounding) are registered only if cpuid reports f16c.
 #define RLX_AVX2_F16C __attribute__((target("avx2,fma,f16c")))
 
 namespace rlx::cpu::gemm_detail {
