@@ -19,7 +19,8 @@ namespace rlx::quant {
 // "rlx.activation_scales" = calib->description; the BERT builder then passes it to
 // int8_matmul's x_scale (activations quantized per tensor with that fixed scale). Linear layers
 // the calibration did not reach (BERT's pooler, unused by sentence embeddings) stay per token
-// and are named in the summary.
+// and are named in the summary. A folder whose metadata already has "rlx.quantization" is refused
+// (unsupported), here and in quantize_bert_blocks_folder.
 Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary = nullptr,
                             const CalibrationResult* calib = nullptr);
 
