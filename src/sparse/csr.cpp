@@ -165,6 +165,55 @@ void spmm_unchecked(const CsrView<V, I>& a, const V* x, int64_t k, V* y) {
 }
 
 template <class V, class I>
+void spmm_transposed_unchecked(const CsrView<V, I>& a, const V* x, int64_t k, V* y) {
+  const int64_t ny = a.cols * k;
+  auto scatter = [&](int64_t r0, int64_t r1, V* out) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const V* xi = x + i * k;
+      for (I p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) {
+        const V v = a.values[p];
+        V* yc = out + static_cast<int64_t>(a.col_idx[p]) * k;
+        for (int64_t c = 0; c < k; ++c) yc[c] += v * xi[c];
+      }
+    }
+  };
+  ThreadPool& pool = ThreadPool::global();
+  // chunks of at least ~64k entries' work, as many as threads, while the buffers stay small
+  int64_t chunks = std::min<int64_t>(pool.size(), a.nnz * k / 65536);
+  chunks = std::min<int64_t>(chunks, 1 + (int64_t{256} << 20) / std::max<int64_t>(1, ny * static_cast<int64_t>(sizeof(V))));
+  std::fill(y, y + ny, V(0));
+  if (chunks <= 1) {
+    scatter(0, a.rows, y);
+    return;
+  }
+  thread_local std::vector<V> scratch;
+  if (scratch.size() < static_cast<size_t>((chunks - 1) * ny)) scratch.resize(static_cast<size_t>((chunks - 1) * ny));
+  // rows split by entries so that the chunks carry equal work
+  thread_local std::vector<int64_t> bounds;
+  bounds.assign(static_cast<size_t>(chunks) + 1, a.rows);
+  bounds[0] = 0;
+  for (int64_t c = 1, i = 0; c < chunks; ++c) {
+    const int64_t target = a.nnz * c / chunks;
+    while (i < a.rows && static_cast<int64_t>(a.row_ptr[i]) < target) ++i;
+    bounds[static_cast<size_t>(c)] = i;
+  }
+  // (the pool's threads must see the caller's thread_local buffers: pass pointers, not names)
+  V* const buf = scratch.data();
+  const int64_t* const bound = bounds.data();
+  pool.run(chunks, [&](int64_t c, int) {
+    V* out = c == 0 ? y : buf + (c - 1) * ny;
+    if (c > 0) std::fill(out, out + ny, V(0));
+    scatter(bound[c], bound[c + 1], out);
+  });
+  pool.parallel_for(ny, 1 << 14, [&](int64_t e0, int64_t e1) {
+    for (int64_t c = 1; c < chunks; ++c) {
+      const V* b = buf + (c - 1) * ny;
+      for (int64_t e = e0; e < e1; ++e) y[e] += b[e];
+    }
+  });
+}
+
+template <class V, class I>
 bool spmm_checked_columns(const CsrView<V, I>& a, const V* x, int64_t k, V* y) {
   if (k == 1)
     return over_rows(a, a.nnz, [&](int64_t r0, int64_t r1) { return spmv_rows<true>(a, x, y, V(1), V(0), r0, r1); });
@@ -186,9 +235,7 @@ Status spmv_transposed(const Csr<V, I>& a, const V* x, int64_t x_size, V* y, int
   if (x_size != a.rows || y_size != a.cols)
     return error(ErrorCode::shape_error, "spmv_transposed: A is ", a.rows, " x ", a.cols, ", x has ", x_size,
                  " entries and y ", y_size);
-  std::fill(y, y + y_size, V(0));
-  for (int64_t i = 0; i < a.rows; ++i)
-    for (I k = a.row_ptr[i]; k < a.row_ptr[i + 1]; ++k) y[a.col_idx[k]] += a.values[k] * x[i];
+  detail::spmm_transposed_unchecked(detail::view(a), x, 1, y);
   return Status::ok();
 }
 
@@ -263,6 +310,7 @@ Csr<V, I> poisson_3d(int64_t n) {
   template Csr<V, I> poisson_3d(int64_t);                                                                     \
   template void detail::spmv_unchecked(const detail::CsrView<V, I>&, const V*, V*, V, V);                     \
   template void detail::spmm_unchecked(const detail::CsrView<V, I>&, const V*, int64_t, V*);                 \
+  template void detail::spmm_transposed_unchecked(const detail::CsrView<V, I>&, const V*, int64_t, V*);      \
   template bool detail::spmm_checked_columns(const detail::CsrView<V, I>&, const V*, int64_t, V*);
 RLX_SPARSE_CSR(float, int32_t)
 RLX_SPARSE_CSR(float, int64_t)

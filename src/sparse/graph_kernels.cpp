@@ -60,17 +60,10 @@ Status spmv(Op op, const Attrs& attrs, std::span<const TensorType> t, std::span<
     if (!detail::spmm_checked_columns(a, x, k, y)) return check_columns(op, rp, ci, n, a.cols);
     return Status::ok();
   }
-  // y = A^T x: a scatter into y's rows (serial: rows of y collide between rows of A)
+  // y = A^T x: a scatter into y's rows (columns checked first: the scatter writes through them)
   const int64_t cols = rows_of(yt);
   RLX_TRY(check_columns(op, rp, ci, n, cols));
-  std::fill(y, y + cols * k, V(0));
-  for (int64_t i = 0; i < n; ++i)
-    for (I p = rp[i]; p < rp[i + 1]; ++p) {
-      const V v = va[p];
-      const V* xi = x + i * k;
-      V* yc = y + static_cast<int64_t>(ci[p]) * k;
-      for (int64_t j = 0; j < k; ++j) yc[j] += v * xi[j];
-    }
+  detail::spmm_transposed_unchecked(detail::CsrView<V, I>{n, cols, nnz, rp, ci, va}, x, k, y);
   return Status::ok();
 }
 

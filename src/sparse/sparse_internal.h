@@ -41,6 +41,15 @@ void spmm_unchecked(const CsrView<V, I>& a, const V* x, int64_t k, V* y);
 template <class V, class I>
 bool spmm_checked_columns(const CsrView<V, I>& a, const V* x, int64_t k, V* y);
 
+// Y = A^T X for row-major X [a.rows, k], Y [a.cols, k], columns already checked. A scatter
+// into Y's rows, which collide between rows of A: on several threads each chunk of A's rows
+// scatters into a buffer of its own (the first into Y), and the buffers are then summed into
+// Y in parallel over Y's rows, in chunk order (the result does not depend on the thread count
+// beyond that order). Serial when the product is small or the buffers would exceed 256 MiB.
+// The buffers are kept per calling thread and only grow.
+template <class V, class I>
+void spmm_transposed_unchecked(const CsrView<V, I>& a, const V* x, int64_t k, V* y);
+
 // Runs f(begin, end) -> double over [0, n) on the thread pool in a fixed number of chunks and
 // sums the partial results in chunk order, so the result does not depend on the thread count.
 template <class F>

@@ -16,6 +16,7 @@
 #include "rlx/linalg.h"
 #include "rlx/op_builder.h"
 #include "rlx/sparse.h"
+#include "rlx/thread_pool.h"
 #include "train/autodiff.h"
 
 namespace rlx::sparse {
@@ -169,6 +170,28 @@ TEST(Csr, SpmvSpmmMatchDenseAllTypes) {
   check_spmv<float, int64_t>(seed);
   check_spmv<double, int32_t>(seed);
   check_spmv<double, int64_t>(seed);
+}
+
+// A^T x on a matrix large enough to split over the pool's threads (each chunk of rows scatters
+// into its own buffer, then the buffers are summed), nonsymmetric (random values on the Poisson
+// pattern), against a serial double-precision scatter.
+TEST(Csr, TransposedSpmvOnManyThreadsMatchesASerialScatter) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  Csr<double, int32_t> a = poisson_2d<double, int32_t>(300);  // 90000 rows, ~450k entries
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (double& v : a.values) v = u(rng);
+  std::vector<double> x(static_cast<size_t>(a.rows)), y(static_cast<size_t>(a.cols)), want(static_cast<size_t>(a.cols), 0.0);
+  for (double& v : x) v = u(rng);
+  for (int64_t i = 0; i < a.rows; ++i)
+    for (int32_t p = a.row_ptr[i]; p < a.row_ptr[i + 1]; ++p) want[a.col_idx[p]] += a.values[p] * x[i];
+  if (ThreadPool::global().size() < 2) std::printf("note: one thread in the pool, so only the serial scatter runs here\n");
+  for (int round = 0; round < 2; ++round) {  // the second call reuses the chunk buffers
+    std::fill(y.begin(), y.end(), 7.0);     // the kernel must overwrite, not accumulate
+    ASSERT_TRUE(spmv_transposed(a, x.data(), a.rows, y.data(), a.cols).is_ok());
+    for (int64_t j = 0; j < a.cols; ++j) ASSERT_NEAR(y[j], want[j], 1e-12) << "column " << j << ", round " << round;
+  }
 }
 
 TEST(Csr, SpmvMatchesScipy) {
