@@ -17,14 +17,12 @@
 // by all threads (or was pre-packed by pack_b).
 //
 // 16-bit operands: A is always packed (widened to f32 as it is packed). B keeps its type in
-// place and in its panels; the kernels widen it as they load it, except when many rows of C
-// share each B block (M >= kWidenBMinRows): then each tile widens its block of B panels to f32
-// scratch once per K block and runs the f32 kernels, since widening on every load costs about
-// a fifth of the multiply-add rate once the product is no longer bound by reading B (the
-// widened block stays in L2: it is planned at 4 bytes per element). A 16-bit C is accumulated
-// in a thread-local f32 block (rows of the tile in chunks of kNarrowCRows), and each
-// micro-block is rounded into C once it is finished, after bias and before the epilogue, so
-// the epilogue sees C's stored values.
+// place and in its panels, and the kernels widen it as they load it. (Widening each tile's
+// block of B to f32 once per K block instead, for M >= 32, was measured slower: 0.93-1.05x of
+// f32 against 1.03-1.22x, one thread, same run; the 16-bit block is half the L2 traffic.) A
+// 16-bit C is accumulated in a thread-local f32 block (rows of the tile in chunks of
+// kNarrowCRows), and each micro-block is rounded into C once it is finished, after bias and
+// before the epilogue, so the epilogue sees C's stored values.
 #include "backends/cpu/kernels/gemm.h"
 
 #include <algorithm>
@@ -115,9 +113,6 @@ constexpr int64_t kMaxScratchFloats = int64_t{1} << 23;
 // Rows of a 16-bit C accumulated in f32 scratch at a time: 2 * lcm(4, 6, 14), a multiple of
 // every family's mr_max, so each chunk starts where a micro-panel of the tile does.
 constexpr int64_t kNarrowCRows = 168;
-// A 16-bit B in panels is widened to f32 once per tile and K block (instead of on every load)
-// when the product has at least this many rows.
-constexpr int64_t kWidenBMinRows = 32;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -154,7 +149,6 @@ thread_local Scratch t_shared_b;  // B packed by the calling thread for all thre
 thread_local Scratch t_bblock;    // one B block packed by the tile that uses it
 thread_local Scratch t_apack;     // one A micro-panel
 thread_local Scratch t_ctile;     // f32 rows of a 16-bit C being accumulated
-thread_local Scratch t_bwide;     // a tile's block of 16-bit B panels widened to f32
 
 // p advanced by `elems` elements of `esize` bytes.
 inline const void* at(const void* p, int64_t elems, int64_t esize) { return static_cast<const char*>(p) + elems * esize; }
@@ -215,8 +209,6 @@ struct Problem {
   std::atomic<bool>* oom;  // set when a task could not get scratch memory
   GemmType a_type, b_type, c_type;
   int64_t a_es, b_es, c_es;  // element sizes in bytes
-  bool widen_b;              // 16-bit B panels widened to f32 per tile and K block
-  int64_t plan_b_es;         // bytes per B element in the cache blocks the kernels read
 };
 
 // Where the kernels find B for one item.
@@ -239,11 +231,8 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
                    int64_t m1, int64_t n0, int64_t n1) {
   const int mr_max = f.mr_max;
   const int width = f.width;
+  const int bt = ti(P.b_type);
   const bool narrow_c = P.c_type != GemmType::f32;
-  // B as the kernels read it: its own type, or f32 from the widened block
-  const bool widen = P.widen_b && bv.mode != BMode::in_place;
-  const int bt = widen ? ti(GemmType::f32) : ti(P.b_type);
-  const int64_t kb_es = widen ? 4 : P.b_es;
   // A micro-panels are packed (k-major, contiguous) when the sweep over columns is long
   // enough to repay it, or when A is transposed (then packing is a plain copy), or 16-bit (the
   // kernels read f32 A). Otherwise the kernels read row-major A in place.
@@ -261,14 +250,6 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
   if (bv.mode == BMode::pack_per_block) {
     bbuf = t_bblock.bytes(static_cast<size_t>(P.kc * padded_n(n1 - n0) * P.b_es));
     if (!bbuf) {
-      P.oom->store(true);
-      return;
-    }
-  }
-  float* bw = nullptr;
-  if (widen) {
-    bw = t_bwide.get(static_cast<size_t>(P.kc * padded_n(n1 - n0)));
-    if (!bw) {
       P.oom->store(true);
       return;
     }
@@ -315,13 +296,6 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
       }
       ma.ldb = kPanel;
       ma.b_panel = kcl * kPanel;
-      if (widen) {
-        // the tile's panels are consecutive in the block (tiles start at a panel boundary)
-        const int64_t q0 = (n0 - j_base) / kPanel, nq = ceil_div(n1 - n0, kPanel);
-        f.widen_row[ti(P.b_type)](at(bblock, q0 * ma.b_panel, P.b_es), bw, nq * ma.b_panel);
-        bblock = bw;
-        j_base = n0;
-      }
     }
     for (int64_t i = m0; i < m1; i += mr_max) {
       const int64_t mr = std::min<int64_t>(mr_max, m1 - i);
@@ -344,7 +318,7 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
         const bool masked = nr < w;
         const MicroKernel kern = wide ? f.wide[bt][ar][mr][masked] : f.kernel[bt][ar][mr][masked];
         const int64_t jl = j - j_base;
-        ma.b = at(bblock, (jl / kPanel) * ma.b_panel + jl % kPanel, kb_es);
+        ma.b = at(bblock, (jl / kPanel) * ma.b_panel + jl % kPanel, P.b_es);
         void* cij = at(c, i * P.ldc + j, P.c_es);
         ma.c = narrow_c ? ct + (i - m0) * ldct + (j - n0) : static_cast<float*>(cij);
         ma.nr = nr;
@@ -434,7 +408,7 @@ void tile_range(const Plan& pl, const KernelFamily& f, int64_t m, int64_t n0, in
 // Runs columns [n0, n1) of one item on the calling thread alone, in L2-sized column blocks.
 void run_item_serial(const Problem& P, const KernelFamily& f, const void* a, const BView& bv, void* c, int64_t n0,
                      int64_t n1) {
-  const int64_t nb = std::max<int64_t>(kPanel, kL2BlockBytes / (P.kc * P.plan_b_es) / kPanel * kPanel);
+  const int64_t nb = std::max<int64_t>(kPanel, kL2BlockBytes / (P.kc * P.b_es) / kPanel * kPanel);
   for (int64_t j = n0; j < n1; j += nb) compute_tile(P, f, a, bv, c, 0, P.m, j, std::min(n1, j + nb));
 }
 
@@ -478,8 +452,6 @@ struct Strategy {
   bool items_parallel = false;
   Plan plan;
   BMode mode = BMode::packed;
-  bool widen_b = false;   // see Problem::widen_b
-  int64_t plan_b_es = 4;  // bytes per B element the cache blocking was planned with
   int64_t chunk = 0;  // columns of B per shared packing (packed mode, not pre-packed)
 };
 
@@ -494,10 +466,7 @@ Strategy decide(const GemmArgs& g, bool pre, int64_t kc, int threads, const Kern
       (item_fma < kSerialMaxFma ||
        (g.batch >= threads && (g.batch % threads == 0 || g.batch >= 4 * threads || item_fma < (1 << 24))));
   const int64_t b_es = static_cast<int64_t>(gemm_type_size(g.b_type));
-  // a 16-bit B shared by many rows is widened per block (in panel modes; see Problem)
-  st.widen_b = b_es == 2 && g.m >= kWidenBMinRows;
-  st.plan_b_es = st.widen_b ? 4 : b_es;
-  st.plan = make_plan(g.m, g.n, g.k, kc, st.plan_b_es, st.items_parallel ? 1 : threads, f);
+  st.plan = make_plan(g.m, g.n, g.k, kc, b_es, st.items_parallel ? 1 : threads, f);
   const int64_t npad = padded_n(g.n);
   st.chunk = npad;
   if (pre) return st;
@@ -508,7 +477,6 @@ Strategy decide(const GemmArgs& g, bool pre, int64_t kc, int threads, const Kern
   const int64_t rows_per_thread = st.items_parallel ? g.m : ceil_div(g.m, threads);
   if (!g.trans_b && (rows_per_thread <= kDirectBMaxRows || g.k * g.n * b_es <= kDirectBMaxBytes)) {
     st.mode = BMode::in_place;
-    st.widen_b = false;
     return st;
   }
   st.chunk = std::min(npad, std::max<int64_t>(4 * kPanel, kMaxScratchFloats / g.k / kPanel * kPanel));
@@ -559,8 +527,6 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   const int64_t npad = padded_n(g.n);
   const Strategy st = decide(g, pre != nullptr, P.kc, threads, f);
   const bool items_parallel = st.items_parallel;
-  P.widen_b = st.widen_b;
-  P.plan_b_es = st.plan_b_es;
   const Plan& plan = st.plan;
   const BMode mode = st.mode;
   // A fully packed B shared by the threads (and by the items, when it is broadcast).
@@ -606,7 +572,7 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
         pack_shared(b, j0, j1);
         packed_from = chunk == npad ? b : nullptr;
       }
-      const Plan pl = chunk == npad ? plan : make_plan(g.m, j1 - j0, g.k, P.kc, P.plan_b_es, threads, f);
+      const Plan pl = chunk == npad ? plan : make_plan(g.m, j1 - j0, g.k, P.kc, P.b_es, threads, f);
       run_item_parallel(P, f, pl, a, BView{BMode::packed, shared, padded_n(j1 - j0), j0}, c, j0, j1, pool);
     }
   }
@@ -751,7 +717,6 @@ std::string describe_sgemm(const GemmArgs& g, bool packed_b) {
          : st.mode == BMode::in_place         ? "; B read in place"
          : st.mode == BMode::pack_per_block   ? "; B packed per block in each tile"
                                               : "; B packed once, shared";
-  if (st.widen_b && (packed_b || st.mode != BMode::in_place)) out += ", widened to f32 per block";
   if (st.items_parallel)
     out += cat("; ", g.batch, " items spread over ", threads, " threads");
   else
