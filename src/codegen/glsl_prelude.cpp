@@ -308,15 +308,28 @@ double rlx_pow_f64(double x, double y) {
 double rlx_sign_f64(double x) { return x > 0.0lf ? 1.0lf : (x < 0.0lf ? -1.0lf : x); }
 /* C's fmod, exact: |b| scaled by powers of two is subtracted from |a| from the top bit down
    (each subtraction is exact), the result takes a's sign */
+/* frexp's exponent of a positive finite x (x = m 2^e, m in [0.5, 1)), and 2^n for n in
+   [-1022, 1023], from the bits: lavapipe's frexp/ldexp mishandle f64 subnormals */
+int rlx_frexp_exp_f64(double x) {
+  int bias = 1022;
+  if (x < 2.2250738585072014e-308lf) {  /* subnormal: scale by 2^54 into the normal range */
+    x *= 18014398509481984.0lf;
+    bias += 54;
+  }
+  return int((unpackDouble2x32(x).y >> 20) & 0x7ffu) - bias;
+}
+double rlx_pow2_f64(int n) { return packDouble2x32(uvec2(0u, uint(n + 1023) << 20)); }
 double rlx_fmod_f64(double a, double b) {
   if (isnan(a) || isnan(b) || isinf(a) || b == 0.0lf) return double(NAN);
   if (isinf(b)) return a;
   double r = abs(a), d = abs(b);
   if (r >= d) {
-    int ea, eb;
-    frexp(r, ea);
-    frexp(d, eb);
-    double s = ldexp(d, ea - eb);
+    const int ea = rlx_frexp_exp_f64(r), eb = rlx_frexp_exp_f64(d);
+    /* s = d 2^(ea - eb), exact (s <= 2r), in steps that stay inside rlx_pow2_f64's range */
+    double s = d;
+    int k = ea - eb;
+    for (; k > 1000; k -= 1000) s *= rlx_pow2_f64(1000);
+    s *= rlx_pow2_f64(k);
     for (int i = ea - eb; i >= 0; --i) {
       if (r >= s) r -= s;
       s *= 0.5lf;
