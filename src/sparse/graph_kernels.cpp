@@ -4,6 +4,9 @@
 // column instead of reading through it) or in a pass before a scatter or a factorization.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
 
 #include "rlx/thread_pool.h"
 #include "sparse/sparse_internal.h"
@@ -106,6 +109,69 @@ Expected<Csr<V, I>> matrix(Op op, std::span<const TensorType> t, std::span<const
   return a;
 }
 
+// The last matrix a solve op factored, kept so that sparse_solve_backward (the same A as its
+// forward) and repeated solves with one matrix factor once. A hit needs the same dtypes and
+// method and byte-identical row_ptr, col_idx and values, compared in full: O(nnz), small next
+// to a factorization. One entry only: a factorization can be large (fill-in), and a training
+// step changes the values anyway. Users of an entry hold its lock (CHOLMOD's solve writes
+// to the factorization's workspace).
+struct CachedFactor {
+  DType vt = DType::f32, it = DType::i32;
+  DirectMethod method = DirectMethod::lu;
+  std::vector<uint8_t> row_ptr, col_idx, values;
+  Factorization f;
+  std::mutex use;
+};
+
+struct FactorCache {
+  std::mutex mu;
+  std::shared_ptr<CachedFactor> last;
+  int64_t hits = 0, misses = 0;
+};
+
+FactorCache& factor_cache() {
+  static FactorCache c;
+  return c;
+}
+
+bool same_bytes(const std::vector<uint8_t>& v, const void* p, size_t n) {
+  return v.size() == n && std::memcmp(v.data(), p, n) == 0;
+}
+std::vector<uint8_t> bytes_of(const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  return std::vector<uint8_t>(b, b + n);
+}
+
+// The factorization of `a` (whose arrays are the node's inputs 0-2), from the cache or new.
+template <class V, class I>
+Expected<std::shared_ptr<CachedFactor>> factor_of(const Csr<V, I>& a, DirectMethod method, std::span<const TensorType> t) {
+  const size_t rp = a.row_ptr.size() * sizeof(I), ci = a.col_idx.size() * sizeof(I), va = a.values.size() * sizeof(V);
+  FactorCache& c = factor_cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    const std::shared_ptr<CachedFactor>& e = c.last;
+    if (e && e->vt == t[2].dtype && e->it == t[0].dtype && e->method == method && same_bytes(e->row_ptr, a.row_ptr.data(), rp) &&
+        same_bytes(e->col_idx, a.col_idx.data(), ci) && same_bytes(e->values, a.values.data(), va)) {
+      ++c.hits;
+      return e;
+    }
+    ++c.misses;
+  }
+  auto f = Factorization::factor(a, method);
+  if (!f) return f.status();
+  auto e = std::make_shared<CachedFactor>();
+  e->vt = t[2].dtype;
+  e->it = t[0].dtype;
+  e->method = method;
+  e->row_ptr = bytes_of(a.row_ptr.data(), rp);
+  e->col_idx = bytes_of(a.col_idx.data(), ci);
+  e->values = bytes_of(a.values.data(), va);
+  e->f = std::move(*f);
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.last = e;
+  return e;
+}
+
 DirectMethod method_of(const Attrs& attrs) { return attrs.s("method", "lu") == "cholesky" ? DirectMethod::cholesky : DirectMethod::lu; }
 
 // Column j of a row-major [n, k] buffer, in double.
@@ -122,8 +188,10 @@ Status solve(Op op, const Attrs& attrs, std::span<const TensorType> t, std::span
   auto got = matrix<V, I>(op, t, in);
   if (!got) return got.status();
   const Csr<V, I>& a = *got;
-  auto f = Factorization::factor(a, method_of(attrs));
-  if (!f) return f.status().with_context(op_name(op));
+  auto cached = factor_of(a, method_of(attrs), t);
+  if (!cached) return cached.status().with_context(op_name(op));
+  std::lock_guard<std::mutex> in_use((*cached)->use);
+  const Factorization* f = &(*cached)->f;
   const int64_t n = a.rows;
   if (op == Op::SparseSolve) {
     const int64_t k = cols_of(t[3]);
@@ -179,6 +247,12 @@ Status run_typed(Op op, const Attrs& attrs, std::span<const TensorType> t, std::
 DType value_dtype(Op, std::span<const TensorType> t) { return t[2].dtype; }
 
 }  // namespace
+
+FactorCacheStats factor_cache_stats() {
+  FactorCache& c = factor_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return {c.hits, c.misses};
+}
 
 Claim claim_sparse(const NodeDesc& n) {
   if (op_info(n.op).family != OpFamily::sparse) return Claim::no(cat(op_name(n.op), " is not a sparse op"));

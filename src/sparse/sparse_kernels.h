@@ -22,4 +22,11 @@ Claim claim_sparse(const NodeDesc& n);
 Status run_sparse(Op op, const Attrs& attrs, std::span<const TensorType> in_types, std::span<const void* const> in,
                   std::span<const TensorType> out_types, std::span<void* const> out);
 
+// How often the solve ops found their matrix factored already (the last matrix factored is
+// kept: sparse_solve_backward reuses its forward's factorization) and how often they factored.
+struct FactorCacheStats {
+  int64_t hits = 0, misses = 0;
+};
+FactorCacheStats factor_cache_stats();
+
 }  // namespace rlx::sparse

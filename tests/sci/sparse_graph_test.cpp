@@ -12,6 +12,7 @@
 #include "rlx/dispatch.h"
 #include "rlx/op_builder.h"
 #include "rlx/sparse.h"
+#include "sparse/sparse_kernels.h"
 #include "train/autodiff.h"
 
 namespace rlx::sparse {
@@ -197,8 +198,21 @@ TEST(GraphSparse, SparseSolveMatchesApiAndAdjoint) {
     ASSERT_TRUE(model.has_value()) << model.status().to_string();
     std::vector<Tensor> in = c.tensors;
     in.push_back(Tensor::from_f64(DType::f64, {n, k}, b));
+    const sparse::FactorCacheStats before = sparse::factor_cache_stats();
     auto out = (*model)->run(in);
     ASSERT_TRUE(out.has_value()) << out.status().to_string();
+    // the backward's adjoint solve reuses the forward's factorization
+    const sparse::FactorCacheStats after = sparse::factor_cache_stats();
+    EXPECT_EQ(after.misses - before.misses, 1) << "A is factored once per run";
+    EXPECT_EQ(after.hits - before.hits, 1);
+    // other values: factored anew (a stale factorization would give the old solution)
+    std::vector<Tensor> in2 = in;
+    in2[2] = in[2].clone();
+    for (int64_t p = 0; p < a.nnz(); ++p) in2[2].data<double>()[p] *= 2.0;
+    auto out2 = (*model)->run(in2);
+    ASSERT_TRUE(out2.has_value()) << out2.status().to_string();
+    for (int64_t e = 0; e < n * k; ++e) ASSERT_NEAR((*out2)[0].get_f64(e), 0.5 * (*out)[0].get_f64(e), 1e-10) << "(2A)^-1 b";
+    EXPECT_EQ(sparse::factor_cache_stats().misses - after.misses, 1);
     auto f = Factorization::factor(a, method);
     ASSERT_TRUE(f.has_value()) << f.status().to_string();
     std::vector<double> gvals(static_cast<size_t>(a.nnz()), 0.0);
