@@ -61,6 +61,7 @@ struct PipelineTrainer::Impl {
   Tensor lr = Tensor::zeros(DType::f32, {}), step_no = Tensor::zeros(DType::f32, {});
   std::map<int64_t, StageGraphs> by_batch;
   std::unique_ptr<Model> update;
+  std::vector<float> dp_buffer;  // data parallelism: batch size, loss and gradients, one all-reduce
 
   bool first() const { return stage == 0; }
   bool last() const { return stage == stages - 1; }
@@ -357,22 +358,34 @@ Expected<float> PipelineTrainer::step(const Tensor& images, const Tensor& labels
     }
   }
 
-  // data parallelism across pipelines: this pipeline's gradients (the mean over its share of
-  // the batch) weighted by the share's size over the global batch's, summed over the group;
-  // the loss likewise. Synchronous (the pipeline's own exchanges are the overlap here).
+  // data parallelism across pipelines: this pipeline's gradients and loss (means over its
+  // share of the batch) weighted by the share's size, summed over the group and divided by the
+  // global batch, so uneven shares give the global mean. One all-reduce of [batch, batch *
+  // loss, batch * gradients...] per step: the stage's gradients are final only after its last
+  // backward, when the update is all that is left to do, so there is nothing to overlap with
+  // and one call beats one per parameter.
   if (const auto& dp = m.pc.data_parallel; dp && dp->size() > 1) {
-    double total = static_cast<double>(B);
-    RLX_TRY(dp->all_reduce(&total, 1, DType::f64, dist::ReduceOp::sum).with_context("data-parallel pipelines: batch size"));
-    const float share = static_cast<float>(static_cast<double>(B) / total);
+    size_t n = 2;
+    for (const Tensor& g : m.grads) n += static_cast<size_t>(g.numel());
+    m.dp_buffer.resize(n);
+    float* buf = m.dp_buffer.data();
+    const float b = static_cast<float>(B);
+    buf[0] = b;
+    buf[1] = static_cast<float>(b * loss);
+    size_t at = 2;
+    for (const Tensor& g : m.grads) {
+      const float* a = g.data<float>();
+      for (int64_t e = 0; e < g.numel(); ++e) buf[at++] = b * a[e];
+    }
+    RLX_TRY(dp->all_reduce(buf, static_cast<int64_t>(n), DType::f32, dist::ReduceOp::sum)
+                .with_context("data-parallel pipelines: batch size, loss and gradients"));
+    const float total = buf[0];
+    loss = static_cast<double>(buf[1]) / total;
+    at = 2;
     for (Tensor& g : m.grads) {
       float* a = g.data<float>();
-      for (int64_t e = 0; e < g.numel(); ++e) a[e] *= share;
-      RLX_TRY(dp->all_reduce(a, g.numel(), DType::f32, dist::ReduceOp::sum)
-                  .with_context("data-parallel pipelines: gradients"));
+      for (int64_t e = 0; e < g.numel(); ++e) a[e] = buf[at++] / total;
     }
-    loss *= share;
-    if (m.last())
-      RLX_TRY(dp->all_reduce(&loss, 1, DType::f64, dist::ReduceOp::sum).with_context("data-parallel pipelines: loss"));
   }
   // the update of this stage's parameters
   m.lr.data<float>()[0] = static_cast<float>(lr);
