@@ -41,6 +41,15 @@ bool amp_scaling(const AmpConfig& amp) {
                               (amp.scaling == AmpConfig::Scaling::automatic && amp.precision == passes::Precision::f16));
 }
 
+ValueId emit_under_autocast(OpBuilder& o, const AmpConfig& amp, const std::function<ValueId(OpBuilder& f)>& forward) {
+  if (!amp_enabled(amp)) return forward(o);
+  passes::AutocastBuilder ab(o.builder(), amp_autocast_options(amp));
+  OpBuilder f(ab);
+  const ValueId y = forward(f);
+  if (!f.ok()) return o.fail(f.status());
+  return y;
+}
+
 passes::AutocastOptions amp_autocast_options(const AmpConfig& amp) {
   passes::AutocastOptions o;
   o.narrow = passes::precision_dtype(amp.precision);

@@ -18,6 +18,7 @@
 // after `growth_interval` finite steps in a row.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "passes/autocast.h"
@@ -68,5 +69,11 @@ bool amp_scaling(const AmpConfig& amp);
 
 // The autocast options of `amp` (narrow dtype and how products are expressed).
 passes::AutocastOptions amp_autocast_options(const AmpConfig& amp);
+
+// Emits forward(f) with f the builder to emit into: `o`'s own when amp is not enabled, else
+// one that applies the autocast policy on the way to `o`'s graph (the model's forward then
+// runs under the policy, while the loss and the update emitted through `o` do not).
+// Errors of forward's builder end up in `o`.
+ValueId emit_under_autocast(OpBuilder& o, const AmpConfig& amp, const std::function<ValueId(OpBuilder& f)>& forward);
 
 }  // namespace rlx::train

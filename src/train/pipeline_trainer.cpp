@@ -4,6 +4,7 @@
 #include "train/pipeline_trainer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -62,6 +63,10 @@ struct PipelineTrainer::Impl {
   std::map<int64_t, StageGraphs> by_batch;
   std::unique_ptr<Model> update;
   std::vector<float> dp_buffer;  // data parallelism: batch size, loss and gradients, one all-reduce
+  // mixed precision (amp.h): the loss scale, and the updates applied (Adam's step count)
+  LossScaler scaler;
+  bool scaling = false;
+  int64_t applied = 0;
 
   bool first() const { return stage == 0; }
   bool last() const { return stage == stages - 1; }
@@ -77,7 +82,9 @@ struct PipelineTrainer::Impl {
     GraphBuilder gb(g);
     OpBuilder o(gb);
     std::vector<ValueId> ends;
-    ValueId loss = cross_entropy(o, model.forward(o, images, ps, &ends), labels);
+    // under mixed precision the forward runs under the autocast policy, the loss in f32
+    const ValueId logits = emit_under_autocast(o, config.amp, [&](OpBuilder& f) { return model.forward(f, images, ps, &ends); });
+    ValueId loss = cross_entropy(o, logits, labels);
     RLX_TRY(o.status().with_context("building the forward graph"));
     g.outputs = {loss};
     for (size_t l = 0; l < ends.size(); ++l) g.values[ends[l]].name = cat("layer.", l, ".out");
@@ -207,9 +214,13 @@ Expected<std::unique_ptr<PipelineTrainer>> PipelineTrainer::create(ModelDef mode
   // each stage would track the ranges of its own sites; not wired up yet (train/qat.h)
   if (config.qat.enabled)
     return error(ErrorCode::unsupported, "quantization-aware training with pipeline parallelism is not supported yet");
-  if (amp_enabled(config.amp))
-    return error(ErrorCode::unsupported, "mixed-precision training with pipeline parallelism is not supported yet "
-                 "(the stages train in f32)");
+  if (amp_enabled(config.amp)) {
+    RLX_TRY(LossScaler::check(config.amp.scaler));
+    for (const ParamSpec& p : model.params)
+      if (p.init.dtype() != DType::f32)
+        return error(ErrorCode::invalid_argument, "mixed precision: parameter ", p.name,
+                     " must be f32 (the master weights), got ", dtype_name(p.init.dtype()));
+  }
   auto impl = std::make_unique<Impl>();
   impl->model = std::move(model);
   impl->config = std::move(config);
@@ -217,6 +228,8 @@ Expected<std::unique_ptr<PipelineTrainer>> PipelineTrainer::create(ModelDef mode
   impl->pc = pipeline;
   impl->stage = impl->comm->rank();
   impl->stages = impl->comm->size();
+  impl->scaler = LossScaler(impl->config.amp.scaler);
+  impl->scaling = amp_scaling(impl->config.amp);
   RLX_TRY(impl->plan_params());
   const int slots = state_slots(impl->config.optimizer);
   for (int i : impl->my_params) {
@@ -252,6 +265,8 @@ Expected<float> PipelineTrainer::step(const Tensor& images, const Tensor& labels
   for (Tensor& g : m.grads) std::memset(g.bytes(), 0, g.nbytes());
   std::vector<Tensor> act_in(M), act_out(M), grad_out(M), grad_in(M);
   double loss = 0.0;
+  // mixed precision: the last stage's loss is scaled, so every gradient of the chain is too
+  const double scale = m.scaling ? m.scaler.scale() : 1.0;
   const int prev = m.stage - 1, next = m.stage + 1;
 
   auto recv_fwd = [&](int i) -> Status {
@@ -280,7 +295,8 @@ Expected<float> PipelineTrainer::step(const Tensor& images, const Tensor& labels
   };
   auto backward = [&](int i) -> Status {
     Tensor extra = grad_out[i];
-    if (m.last()) extra = Tensor::from_vector<float>(DType::f32, {}, {static_cast<float>(size[i]) / static_cast<float>(B)});
+    if (m.last())
+      extra = Tensor::from_vector<float>(DType::f32, {}, {static_cast<float>(scale * static_cast<double>(size[i]) / static_cast<double>(B))});
     std::vector<Tensor> in = m.gather_inputs(sg[i]->bwd_inputs_from, act_in[i], rows(images, begin[i], size[i]),
                                              rows(labels, begin[i], size[i]), extra);
     RLX_ASSIGN_OR_RETURN(std::vector<Tensor> out, sg[i]->backward->run(in));
@@ -358,6 +374,14 @@ Expected<float> PipelineTrainer::step(const Tensor& images, const Tensor& labels
     }
   }
 
+  if (scale != 1.0) {  // unscaled in f32 before the replicas sum them
+    loss /= scale;
+    const float inv = static_cast<float>(1.0 / scale);
+    for (Tensor& g : m.grads) {
+      float* a = g.data<float>();
+      for (int64_t e = 0; e < g.numel(); ++e) a[e] *= inv;
+    }
+  }
   // data parallelism across pipelines: this pipeline's gradients and loss (means over its
   // share of the batch) weighted by the share's size, summed over the group and divided by the
   // global batch, so uneven shares give the global mean. One all-reduce of [batch, batch *
@@ -387,9 +411,24 @@ Expected<float> PipelineTrainer::step(const Tensor& images, const Tensor& labels
       for (int64_t e = 0; e < g.numel(); ++e) a[e] = buf[at++] / total;
     }
   }
+  // mixed precision: the step is skipped everywhere when any gradient of any stage (after the
+  // replicas' sum), of any tensor-parallel shard, is inf or NaN
+  bool finite = true;
+  if (amp_enabled(m.config.amp)) {
+    float bad = 0.f;
+    for (const Tensor& g : m.grads) {
+      const float* a = g.data<float>();
+      for (int64_t e = 0; e < g.numel() && bad == 0.f; ++e) bad = std::isfinite(a[e]) ? 0.f : 1.f;
+    }
+    for (dist::Communicator* group : {m.comm.get(), m.config.tensor_parallel.get(), m.pc.data_parallel.get()})
+      if (group && group->size() > 1)
+        RLX_TRY(group->all_reduce(&bad, 1, DType::f32, dist::ReduceOp::max).with_context("pipeline: the finite-gradient test"));
+    finite = bad == 0.f;
+    if (m.scaling) m.scaler.update(finite);
+  }
   // the update of this stage's parameters
   m.lr.data<float>()[0] = static_cast<float>(lr);
-  m.step_no.data<float>()[0] = static_cast<float>(steps_ + 1);
+  m.step_no.data<float>()[0] = static_cast<float>(m.applied + 1);  // Adam counts applied updates
   std::vector<Tensor> in = m.params;
   in.insert(in.end(), m.grads.begin(), m.grads.end());
   in.insert(in.end(), m.state.begin(), m.state.end());
@@ -397,8 +436,11 @@ Expected<float> PipelineTrainer::step(const Tensor& images, const Tensor& labels
   in.push_back(m.step_no);
   std::vector<Tensor> out = m.params;
   out.insert(out.end(), m.state.begin(), m.state.end());
-  RLX_ASSIGN_OR_RETURN(CompiledVariant * v, m.update->variant_for(in));
-  RLX_TRY(v->executable->run_into(in, out));
+  if (finite) {
+    RLX_ASSIGN_OR_RETURN(CompiledVariant * v, m.update->variant_for(in));
+    RLX_TRY(v->executable->run_into(in, out));
+    ++m.applied;
+  }
   ++steps_;
   float l = static_cast<float>(loss);
   RLX_TRY(c.broadcast(&l, 1, DType::f32, m.stages - 1).with_context("pipeline: sharing the loss"));

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 
 #include "autodiff.h"
 #include "dist/collective_ops.h"
@@ -86,12 +85,9 @@ ValueId all_reduce_gradients(OpBuilder& o, const DataParallel& dp, int64_t batch
 // casts wrap the fake-quantized operands (the other order would hide the weights from it).
 ValueId emit_forward(OpBuilder& o, const ModelDef& model, ValueId images, std::span<const ValueId> params,
                      const QatSiteFn* site_fn, const AmpConfig& amp) {
-  std::optional<passes::AutocastBuilder> ab;
-  if (amp_enabled(amp)) ab.emplace(o.builder(), amp_autocast_options(amp));
-  OpBuilder f(ab ? static_cast<Builder&>(*ab) : o.builder());
-  const ValueId y = site_fn ? qat_forward(f, model, images, params, *site_fn) : model.forward(f, images, params, nullptr);
-  if (!f.ok()) return o.fail(f.status());
-  return y;
+  return emit_under_autocast(o, amp, [&](OpBuilder& f) {
+    return site_fn ? qat_forward(f, model, images, params, *site_fn) : model.forward(f, images, params, nullptr);
+  });
 }
 
 // bool []: true when every gradient is finite. The sum of g * 0 over all of them is 0 when all

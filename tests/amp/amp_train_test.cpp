@@ -8,7 +8,9 @@
 #include <chrono>
 #include <filesystem>
 
+#include "rlx/comm.h"
 #include "train/data.h"
+#include "train/pipeline_trainer.h"
 #include "train/trainer.h"
 
 namespace rlx::train {
@@ -126,6 +128,36 @@ TEST(MixedPrecisionTraining, F16OverflowSkipsTheStepAndHalvesTheScale) {
   EXPECT_LT((*t)->scaler().scale(), 1e12 / 1024) << "halved at least 10 times before the gradients fit f16";
   EXPECT_GE((*t)->scaler().skipped(), 10);
   EXPECT_NE(before[0].to_f64(), (*t)->named_parameters()[0].second.to_f64());
+}
+
+// The same overflow through the pipeline trainer (one stage, so no MPI): its stage graphs
+// scale the loss, and a step whose gradients overflow f16 leaves the parameters as they were.
+TEST(MixedPrecisionTraining, PipelineTrainerSkipsAnOverflowingStep) {
+  auto m = mnist_model("mlp", 1);
+  ASSERT_TRUE(m.has_value());
+  auto t = PipelineTrainer::create(*m, {.optimizer = {.kind = OptimizerKind::adam},
+                                        .amp = {.precision = passes::Precision::f16, .scaler = {.init_scale = 1e12}}},
+                                   dist::single_process_communicator(), {.micro_batches = 2});
+  ASSERT_TRUE(t.has_value()) << t.status().to_string();
+  MnistData d = small_synthetic();
+  BatchLoader loader(d.train, 32, {784}, 1);
+  loader.start_epoch(0);
+  Tensor x, y;
+  ASSERT_TRUE(loader.next(x, y));
+  auto before = (*t)->all_parameters();
+  ASSERT_TRUE(before.has_value());
+  std::vector<Tensor> kept;
+  for (auto& [name, p] : *before) kept.push_back(p.clone());
+  auto l = (*t)->step(x, y, 1e-3);
+  ASSERT_TRUE(l.has_value()) << l.status().to_string();
+  EXPECT_TRUE(std::isfinite(*l));
+  auto after = (*t)->all_parameters();
+  ASSERT_TRUE(after.has_value());
+  for (size_t i = 0; i < kept.size(); ++i) EXPECT_EQ(kept[i].to_f64(), (*after)[i].second.to_f64()) << (*after)[i].first;
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE((*t)->step(x, y, 1e-3).has_value());  // the scale comes down, steps apply
+  auto later = (*t)->all_parameters();
+  ASSERT_TRUE(later.has_value());
+  EXPECT_NE(kept[0].to_f64(), (*later)[0].second.to_f64()) << "once the scale fits, the steps apply";
 }
 
 struct TrainRun {

@@ -62,6 +62,22 @@ TEST_F(PipelineParallel, MlpOnTwoStagesBothSchedulesEqualOneProcess) {
                        2, {"gpipe", "1f1b"}, 1e-5);
 }
 
+// Mixed precision: each stage's forward runs under the autocast policy, the last stage scales
+// the loss (f16), every stage unscales its gradients, and all skip or apply the step together.
+// One step, to within the narrow type's unit roundoff: each micro-batch's weight gradient is
+// a product rounded to the narrow type before the micro-batches are summed (as with --dp, see
+// DataParallel.MixedPrecisionOnTwoRanksEqualsOneProcess).
+TEST_F(PipelineParallel, MixedPrecisionOnTwoStagesEqualsOneProcess) {
+  const std::string seed = std::to_string(1 + std::random_device{}() % 1000);
+  for (auto [p, unit_roundoff] : {std::pair{"bf16", 0x1p-8}, std::pair{"f16", 0x1p-11}}) {
+    SCOPED_TRACE(p);
+    expect_same_training(std::string("pp_amp_") + p,
+                         "train mnist --synthetic --train-size 64 --test-size 64 --batch 64 --micro-batches 4 "
+                         "--epochs 1 --quiet --momentum 0.9 --precision " + std::string(p) + " --seed " + seed,
+                         2, {"1f1b"}, unit_roundoff);
+  }
+}
+
 TEST_F(PipelineParallel, TinyConvOnThreeStagesWithUnevenMicroBatches) {
   const std::string seed = std::to_string(1 + std::random_device{}() % 1000);
   // batches of 20 in 3 micro-batches (7, 7, 6), then a last batch of 10

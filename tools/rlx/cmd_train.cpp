@@ -137,9 +137,6 @@ Expected<Options> parse(int argc, char** argv, int first) {
   o.qat = a.get("qat").value_or("");
   o.precision = a.get("precision").value_or("f32");
   RLX_TRY(passes::parse_precision(o.precision).status().with_context("--precision"));
-  if (o.precision != "f32" && o.pp > 1)
-    return error(ErrorCode::invalid_argument, "--precision ", o.precision, " with --pp is not supported yet (the "
-                 "pipeline stages train in f32)");
   o.init = a.get("init").value_or("");
   if (!o.qat.empty() && o.qat != "int8")
     return error(ErrorCode::invalid_argument, "--qat supports int8 (the int8 targets' quantization), got '", o.qat, "'");
