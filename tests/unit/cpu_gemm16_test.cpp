@@ -456,6 +456,10 @@ TEST(Gemm16Special, PackedTypesAndReport) {
   EXPECT_EQ(gemm_kernel_name(GemmType::f32, GemmType::f32, GemmType::f32), std::string(gemm_kernel_name()));
 #if defined(__x86_64__)
   __builtin_cpu_init();
+  // f16 needs F16C on the x86 families: without it the report says the portable kernels run
+  const std::string f16_name = gemm_kernel_name(GemmType::f16, GemmType::f16, GemmType::f16);
+  if (gemm_isa() != GemmIsa::portable)
+    EXPECT_EQ(f16_name.find("(no f16c)") != std::string::npos, !__builtin_cpu_supports("f16c")) << f16_name;
   if (gemm_isa() == GemmIsa::avx2 && __builtin_cpu_supports("f16c")) {
     EXPECT_EQ(gemm_kernel_name(GemmType::f16, GemmType::f16, GemmType::f16), "avx2 6x16 f16");
     EXPECT_EQ(name, "avx2 6x16 bf16");
