@@ -4,11 +4,12 @@
 namespace rlx::backends {
 
 Expected<CsrSpmvPlan> plan_csr_spmv(const NodeDesc& n) {
-  if (n.op != Op::SpmvCsr)
-    return error(ErrorCode::unsupported, op_name(n.op), " has no GPU kernel (the GPU CSR kernel is spmv_csr without transpose)");
-  if (n.attrs.i("transpose", 0) != 0)
+  if (!csr_kernel_op(n.op))
+    return error(ErrorCode::unsupported, op_name(n.op),
+                 " has no GPU kernel (the GPU CSR kernels are spmv_csr without transpose and sddmm_csr)");
+  if (n.op == Op::SpmvCsr && n.attrs.i("transpose", 0) != 0)
     return error(ErrorCode::unsupported, "transposed spmv_csr (a scatter whose rows collide) has no GPU kernel");
-  if (n.inputs.size() != 4) return error(ErrorCode::unsupported, "spmv_csr takes 4 inputs");
+  if (n.inputs.size() != 4) return error(ErrorCode::unsupported, op_name(n.op), " takes 4 inputs");
   for (const TensorType& t : n.inputs)
     if (!static_sizes(t.shape)) return error(ErrorCode::unsupported, "the CSR kernel needs static shapes");
   CsrSpmvPlan p;
@@ -20,7 +21,9 @@ Expected<CsrSpmvPlan> plan_csr_spmv(const NodeDesc& n) {
   p.nnz = n.inputs[1].shape[0].size();
   p.m = n.inputs[3].shape[0].size();
   p.k = n.inputs[3].rank() == 2 ? n.inputs[3].shape[1].size() : 1;
-  p.kernel = cat("rlx_native_spmv_", dtype_name(p.value), "_", dtype_name(p.index));
+  p.sddmm = n.op == Op::SddmmCsr;
+  p.work_items = p.sddmm ? p.n : p.n * p.k;
+  p.kernel = cat(p.sddmm ? "rlx_native_sddmm_" : "rlx_native_spmv_", dtype_name(p.value), "_", dtype_name(p.index));
   return p;
 }
 
@@ -28,6 +31,9 @@ Claim claim_csr_spmv(const NodeDesc& n, std::string_view device, bool fp64) {
   auto p = plan_csr_spmv(n);
   if (!p) return Claim::no(cat(device, ": ", p.status().message()));
   if (p->value == DType::f64 && !fp64) return Claim::no(cat(device, " has no fp64"));
+  if (p->sddmm)
+    return Claim::yes(cat("CSR SDDMM kernel (a work item per row) ", dtype_name(p->value), "/", dtype_name(p->index),
+                          " n=", p->n, " k=", p->k, " nnz=", p->nnz));
   return Claim::yes(cat("CSR ", p->k > 1 ? cat("SpMM k=", p->k) : std::string("SpMV"), " kernel (a work item per row",
                         p->k > 1 ? " and column" : "", ") ", dtype_name(p->value), "/", dtype_name(p->index), " n=", p->n,
                         " nnz=", p->nnz));
@@ -59,12 +65,38 @@ __kernel void NAME(__global const I* rp, __global const I* ci, __global const V*
   }                                                                                                   \
   y[g] = s;                                                                                           \
 }
+#define RLX_SDDMM(NAME, V, I)                                                                         \
+__kernel void NAME(__global const I* rp, __global const I* ci, __global const V* a, __global const V* b, \
+                   __global V* out, __global int* flags, const long n, const long m, const long k,    \
+                   const long nnz) {                                                                  \
+  const long i = (long)get_global_id(0);                                                              \
+  if (i >= n) return;                                                                                 \
+  long e0 = (long)rp[i], e1 = (long)rp[i + 1];                                                        \
+  if (e0 < 0 || e1 < e0 || e1 > nnz || (i == 0 && e0 != 0) || (i == n - 1 && e1 != nnz)) {          \
+    atomic_or(flags, 2);                                                                              \
+    return;                                                                                           \
+  }                                                                                                   \
+  for (long p = e0; p < e1; ++p) {                                                                    \
+    const long c = (long)ci[p];                                                                       \
+    if (c < 0 || c >= m) {                                                                            \
+      atomic_or(flags, 1);                                                                            \
+      out[p] = 0;                                                                                     \
+      continue;                                                                                       \
+    }                                                                                                 \
+    V s = 0;                                                                                          \
+    for (long j = 0; j < k; ++j) s += a[i * k + j] * b[c * k + j];                                    \
+    out[p] = s;                                                                                       \
+  }                                                                                                   \
+}
 RLX_SPMV(rlx_native_spmv_f32_i32, float, int)
 RLX_SPMV(rlx_native_spmv_f32_i64, float, long)
+RLX_SDDMM(rlx_native_sddmm_f32_i32, float, int)
+RLX_SDDMM(rlx_native_sddmm_f32_i64, float, long)
 )CL";
   if (fp64)
     s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\nRLX_SPMV(rlx_native_spmv_f64_i32, double, int)\n"
-         "RLX_SPMV(rlx_native_spmv_f64_i64, double, long)\n";
+         "RLX_SPMV(rlx_native_spmv_f64_i64, double, long)\nRLX_SDDMM(rlx_native_sddmm_f64_i32, double, int)\n"
+         "RLX_SDDMM(rlx_native_sddmm_f64_i64, double, long)\n";
   return s;
 }
 
@@ -85,6 +117,29 @@ layout(std430, binding = 2) readonly buffer RlxVa { V va[]; };
 layout(std430, binding = 3) readonly buffer RlxX { V x[]; };
 layout(std430, binding = 4) writeonly buffer RlxY { V y[]; };
 layout(std430, binding = 5) buffer RlxFlags { int flags[]; };
+)GLSL" + (p.sddmm ? std::string(R"GLSL(
+void main() {  /* SDDMM: x is b [m, k], va is a [n, k], y is out [nnz] */
+  const int64_t n = P(0), m = P(1), k = P(2), nnz = P(3);
+  const int64_t i = int64_t(gl_GlobalInvocationID.x) + int64_t(gl_GlobalInvocationID.y) * int64_t(gl_NumWorkGroups.x) * 64l;
+  if (i >= n) return;
+  const int64_t e0 = int64_t(rp[int(i)]), e1 = int64_t(rp[int(i + 1)]);
+  if (e0 < 0l || e1 < e0 || e1 > nnz || (i == 0l && e0 != 0l) || (i == n - 1l && e1 != nnz)) {
+    atomicOr(flags[0], 2);
+    return;
+  }
+  for (int64_t q = e0; q < e1; ++q) {
+    const int64_t c = int64_t(ci[int(q)]);
+    if (c < 0l || c >= m) {
+      atomicOr(flags[0], 1);
+      y[int(q)] = V(0);
+      continue;
+    }
+    V s = V(0);
+    for (int64_t j = 0l; j < k; ++j) s += va[int(i * k + j)] * x[int(c * k + j)];
+    y[int(q)] = s;
+  }
+}
+)GLSL") : std::string(R"GLSL(
 void main() {
   const int64_t n = P(0), m = P(1), k = P(2), nnz = P(3);
   const int64_t g = int64_t(gl_GlobalInvocationID.x) + int64_t(gl_GlobalInvocationID.y) * int64_t(gl_NumWorkGroups.x) * 64l;
@@ -107,15 +162,15 @@ void main() {
   }
   y[int(g)] = s;
 }
-)GLSL";
+)GLSL"));
 }
 
-Status csr_spmv_flag_error(int flags, std::string_view name) {
+Status csr_spmv_flag_error(int flags, std::string_view name, Op op) {
   if (flags & 2)
-    return error(ErrorCode::invalid_argument, "spmv_csr '", name, "': row_ptr is not monotone from 0 to nnz (checked on "
-                 "the device; the cpu names the row)");
-  return error(ErrorCode::invalid_argument, "spmv_csr '", name, "': a column index is outside x's rows (checked on the "
-               "device; the cpu names the entry)");
+    return error(ErrorCode::invalid_argument, op_name(op), " '", name, "': row_ptr is not monotone from 0 to nnz (checked "
+                 "on the device; the cpu names the row)");
+  return error(ErrorCode::invalid_argument, op_name(op), " '", name, "': a column index is outside ",
+               op == Op::SddmmCsr ? "b's rows" : "x's rows", " (checked on the device; the cpu names the entry)");
 }
 
 }  // namespace rlx::backends

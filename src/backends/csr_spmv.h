@@ -1,6 +1,7 @@
-// The GPU devices' native CSR SpMV/SpMM (spmv_csr with transpose=0): one work item per output
-// element (row i of A, column j of x) looping over row i's stored entries; opencl, vulkan and
-// opengl run it. The kernel IR has
+// The GPU devices' native CSR kernels: SpMV/SpMM (spmv_csr with transpose=0), one work item per
+// output element (row i of A, column j of x) looping over row i's stored entries; and SDDMM
+// (sddmm_csr: out[p] = a[i] . b[c] for each stored entry p = (i, c)), one work item per row of
+// A. opencl, vulkan and opengl run them. The kernel IR has
 // no loop with data-dependent bounds, so this is a native kernel written once in C-family
 // source (OpenCL C here), the way the tiled GEMM is. It checks the index data it reads: a
 // row_ptr that is not monotone from 0 to nnz, or a column outside x's rows, is never followed
@@ -15,26 +16,33 @@
 namespace rlx::backends {
 
 struct CsrSpmvPlan {
-  int64_t n = 0, m = 0, k = 1, nnz = 0;  // A is n x m with nnz entries; x [m, k], y [n, k]
+  // spmv_csr: A is n x m with nnz entries; x [m, k], y [n, k]. sddmm_csr: a [n, k], b [m, k],
+  // out [nnz]. Both kernels take (rp, ci, third input, fourth input, output, flags, n, m, k, nnz).
+  int64_t n = 0, m = 0, k = 1, nnz = 0;
   DType value = DType::f32, index = DType::i32;
+  bool sddmm = false;
+  int64_t work_items = 0;                // the 1-D launch size: n * k (SpMV) or n (SDDMM)
   std::string kernel;                    // the kernel's name in csr_spmv_opencl_source()
 };
 
-// The plan of an spmv_csr node with transpose=0, static shapes, f32/f64 values and i32/i64
-// indices, or the reason it has none.
+// Whether `op` is one of the CSR kernels' ops (spmv_csr, sddmm_csr).
+inline bool csr_kernel_op(Op op) { return op == Op::SpmvCsr || op == Op::SddmmCsr; }
+
+// The plan of an spmv_csr node with transpose=0 or an sddmm_csr node, with static shapes,
+// f32/f64 values and i32/i64 indices, or the reason it has none.
 Expected<CsrSpmvPlan> plan_csr_spmv(const NodeDesc& n);
 // A device's claim: the CSR kernel for nodes it plans (f64 only where `fp64`), naming `device`.
 Claim claim_csr_spmv(const NodeDesc& n, std::string_view device, bool fp64);
 
-// OpenCL C source of the four kernels (f32/f64 x i32/i64; the f64 ones when `fp64`):
-//   kernel(rp, ci, va, x, y, flags, n, m, k, nnz), global size n * k.
+// OpenCL C source of the eight kernels (SpMV and SDDMM, f32/f64 x i32/i64; the f64 ones when
+// `fp64`): kernel(rp, ci, va|a, x|b, y|out, flags, n, m, k, nnz), global size work_items.
 // flags[0] gets bit 1 for a column out of range and bit 2 for a bad row_ptr.
 std::string csr_spmv_opencl_source(bool fp64);
 // GLSL source of the kernel for one plan: bindings rp, ci, va, x, y, flags; int64 n, m, k, nnz
 // as push constants (Vulkan) or uniforms rlx_p0..3 at locations 0..3 (OpenGL, `opengl`); work
 // groups of 64 over a 2D grid numbered x + y * groups_x.
 std::string csr_spmv_glsl_source(const CsrSpmvPlan& p, bool opengl);
-// The error for a nonzero flags word of node `name`.
-Status csr_spmv_flag_error(int flags, std::string_view name);
+// The error for a nonzero flags word of node `name` (op `op`).
+Status csr_spmv_flag_error(int flags, std::string_view name, Op op = Op::SpmvCsr);
 
 }  // namespace rlx::backends

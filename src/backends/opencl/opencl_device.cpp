@@ -181,13 +181,13 @@ Status OpenclExecutable::init(const Graph& g) {
 Status OpenclExecutable::init_natives() {
   if (prog_.natives.empty()) return Status::ok();
   bool any_spmv = false;
-  for (const kir::NativeKernel& nk : prog_.natives) any_spmv |= nk.op == Op::SpmvCsr;
+  for (const kir::NativeKernel& nk : prog_.natives) any_spmv |= backends::csr_kernel_op(nk.op);
   RLX_ASSIGN_OR_RETURN(cl_program program,
                        rt_->program(std::string(kGemmSource) + (any_spmv ? backends::csr_spmv_opencl_source(rt_->fp64()) : "")));
   for (const kir::NativeKernel& nk : prog_.natives) {
     NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
     cl_int err = CL_SUCCESS;
-    if (nk.op == Op::SpmvCsr) {
+    if (backends::csr_kernel_op(nk.op)) {
       RLX_ASSIGN_OR_RETURN(backends::CsrSpmvPlan p, backends::plan_csr_spmv(d));
       Native n;
       n.spmv = true;
@@ -202,7 +202,7 @@ Status OpenclExecutable::init_natives() {
       const cl_long scalars[4] = {p.n, p.m, p.k, p.nnz};
       for (cl_uint a = 0; a < 4; ++a)
         RLX_TRY(cl_check(clSetKernelArg(n.kernel, 6 + a, sizeof(cl_long), &scalars[a]), "spmv scalar"));
-      natives_.back().global[0] = static_cast<size_t>(p.n * p.k);
+      natives_.back().global[0] = static_cast<size_t>(p.work_items);
       natives_.back().global[1] = natives_.back().global[2] = 1;
       continue;
     }
@@ -285,7 +285,7 @@ Status OpenclExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
     cl_int flags = 0;
     RLX_TRY(cl_check(clEnqueueReadBuffer(q, natives_[i].flags, CL_TRUE, 0, sizeof flags, &flags, 0, nullptr, nullptr),
                      "reading the CSR index-check flag"));
-    if (flags) return backends::csr_spmv_flag_error(flags, prog_.natives[i].name);
+    if (flags) return backends::csr_spmv_flag_error(flags, prog_.natives[i].name, prog_.natives[i].op);
   }
   return Status::ok();
 }

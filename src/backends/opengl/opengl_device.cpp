@@ -43,6 +43,7 @@ struct Step {
 struct CsrFlags {
   GLuint buffer = 0;
   std::string node;
+  Op op = Op::SpmvCsr;
 };
 
 // A compiled program: one storage buffer per kernel-level buffer (views share their target's),
@@ -301,11 +302,11 @@ Status OpenGlExecutable::build_steps() {
     if (s.native) {
       const kir::NativeKernel& nk = prog_.natives[s.index];
       NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-      if (nk.op == Op::SpmvCsr) {
+      if (backends::csr_kernel_op(nk.op)) {
         RLX_ASSIGN_OR_RETURN(backends::CsrSpmvPlan p, backends::plan_csr_spmv(d));
         RLX_ASSIGN_OR_RETURN(st.program, rt_->program(backends::csr_spmv_glsl_source(p, true)));
         const Gl& gl = rt_->gl();
-        CsrFlags f{0, nk.name};
+        CsrFlags f{0, nk.name, nk.op};
         gl.CreateBuffers(1, &f.buffer);
         gl.NamedBufferStorage(f.buffer, 4, nullptr, GL_DYNAMIC_STORAGE_BIT);
         RLX_TRY(rt_->check("allocating the CSR index-check flag"));
@@ -314,7 +315,7 @@ Status OpenGlExecutable::build_steps() {
                        bind_of(nk.inputs[3]), bind_of(nk.outputs[0]), Binding{f.buffer, 0, 0}};
         const int64_t v[4] = {p.n, p.m, p.k, p.nnz};
         st.uniforms = uniforms(st.program, {"rlx_p0", "rlx_p1", "rlx_p2", "rlx_p3"}, v);
-        if (p.n * p.k > 0) groups_for(p.n * p.k, st.groups);
+        if (p.work_items > 0) groups_for(p.work_items, st.groups);
         steps_.push_back(std::move(st));
         continue;
       }
@@ -395,7 +396,7 @@ Status OpenGlExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
   for (const CsrFlags& f : flags_) {
     int32_t flags = 0;
     gl.GetNamedBufferSubData(f.buffer, 0, 4, &flags);
-    if (flags) return backends::csr_spmv_flag_error(flags, f.node);
+    if (flags) return backends::csr_spmv_flag_error(flags, f.node, f.op);
   }
   return Status::ok();
 }

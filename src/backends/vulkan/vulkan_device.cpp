@@ -71,6 +71,7 @@ class VulkanExecutable final : public Executable {
   std::vector<Buffer> stage_in_, stage_out_;
   std::vector<Buffer> flags_;           // host-visible index-check words of the CSR kernels
   std::vector<std::string> flag_nodes_; // their nodes' names
+  std::vector<Op> flag_ops_;            // and ops
   std::vector<Step> steps_;
   VkDescriptorPool desc_pool_ = VK_NULL_HANDLE;
   VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
@@ -195,7 +196,7 @@ Status VulkanExecutable::build_steps() {
   // descriptor sets: one per step
   uint32_t descriptors = 0;
   for (const kir::Step& s : prog_.steps)
-    descriptors += s.native ? (prog_.natives[s.index].op == Op::SpmvCsr ? 6 : 3)
+    descriptors += s.native ? (backends::csr_kernel_op(prog_.natives[s.index].op) ? 6 : 3)
                             : static_cast<uint32_t>(prog_.generated[s.index].args.size());
   if (prog_.steps.empty()) return Status::ok();
   VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max<uint32_t>(descriptors, 1)};
@@ -210,16 +211,17 @@ Status VulkanExecutable::build_steps() {
     if (s.native) {
       const kir::NativeKernel& nk = prog_.natives[s.index];
       NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-      if (nk.op == Op::SpmvCsr) {
+      if (backends::csr_kernel_op(nk.op)) {
         RLX_ASSIGN_OR_RETURN(backends::CsrSpmvPlan p, backends::plan_csr_spmv(d));
         RLX_ASSIGN_OR_RETURN(st.pipeline, rt_->pipeline(backends::csr_spmv_glsl_source(p, false), 6, 32));
         RLX_ASSIGN_OR_RETURN(Buffer fl, rt_->create_buffer(4, true, "CSR index-check flag"));
         flags_.push_back(fl);
         flag_nodes_.push_back(nk.name);
+        flag_ops_.push_back(nk.op);
         st.flags = static_cast<int>(flags_.size()) - 1;
         const int64_t v[4] = {p.n, p.m, p.k, p.nnz};
         std::copy(v, v + 4, st.push);
-        if (p.n * p.k > 0) groups_for(p.n * p.k, st.groups);
+        if (p.work_items > 0) groups_for(p.work_items, st.groups);
         VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
         ai.descriptorPool = desc_pool_;
         ai.descriptorSetCount = 1;
@@ -349,7 +351,7 @@ Status VulkanExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
   for (size_t i = 0; i < flags_.size(); ++i) {
     int f = 0;
     std::memcpy(&f, flags_[i].map, sizeof f);
-    if (f) return backends::csr_spmv_flag_error(f, flag_nodes_[i]);
+    if (f) return backends::csr_spmv_flag_error(f, flag_nodes_[i], flag_ops_[i]);
   }
   return Status::ok();
 }
