@@ -1,7 +1,11 @@
 // The GPU devices' native CSR kernels: SpMV/SpMM (spmv_csr with transpose=0), one work item per
 // output element (row i of A, column j of x) looping over row i's stored entries; and SDDMM
 // (sddmm_csr: out[p] = a[i] . b[c] for each stored entry p = (i, c)), one work item per row of
-// A. opencl, vulkan and opengl run them. The kernel IR has
+// A; and the transposed SpMV/SpMM (spmv_csr with transpose=1, y = A^T x), one work item per
+// row of A and column of x scattering into y with a compare-and-swap float add (the target
+// rows collide; f32 only, as 64-bit float atomics are not portable; the summation order, so
+// the last bits, varies between runs), on an output the device zeroes first.
+// opencl, vulkan and opengl run them. The kernel IR has
 // no loop with data-dependent bounds, so this is a native kernel written once in C-family
 // source (OpenCL C here), the way the tiled GEMM is. It checks the index data it reads: a
 // row_ptr that is not monotone from 0 to nnz, or a column outside x's rows, is never followed
@@ -21,6 +25,8 @@ struct CsrSpmvPlan {
   int64_t n = 0, m = 0, k = 1, nnz = 0;
   DType value = DType::f32, index = DType::i32;
   bool sddmm = false;
+  bool transposed = false;               // spmv_csr transpose=1: x [n, k], y [m, k]
+  bool zero_output = false;              // the device zeroes the output before the launch
   int64_t work_items = 0;                // the 1-D launch size: n * k (SpMV) or n (SDDMM)
   std::string kernel;                    // the kernel's name in csr_spmv_opencl_source()
 };
@@ -28,14 +34,15 @@ struct CsrSpmvPlan {
 // Whether `op` is one of the CSR kernels' ops (spmv_csr, sddmm_csr).
 inline bool csr_kernel_op(Op op) { return op == Op::SpmvCsr || op == Op::SddmmCsr; }
 
-// The plan of an spmv_csr node with transpose=0 or an sddmm_csr node, with static shapes,
-// f32/f64 values and i32/i64 indices, or the reason it has none.
+// The plan of an spmv_csr or sddmm_csr node with static shapes, f32/f64 values (f32 only when
+// transposed) and i32/i64 indices, or the reason it has none.
 Expected<CsrSpmvPlan> plan_csr_spmv(const NodeDesc& n);
 // A device's claim: the CSR kernel for nodes it plans (f64 only where `fp64`), naming `device`.
 Claim claim_csr_spmv(const NodeDesc& n, std::string_view device, bool fp64);
 
-// OpenCL C source of the eight kernels (SpMV and SDDMM, f32/f64 x i32/i64; the f64 ones when
-// `fp64`): kernel(rp, ci, va|a, x|b, y|out, flags, n, m, k, nnz), global size work_items.
+// OpenCL C source of the ten kernels (SpMV and SDDMM, f32/f64 x i32/i64, the f64 ones when
+// `fp64`; transposed SpMV, f32 x i32/i64): kernel(rp, ci, va|a, x|b, y|out, flags, n, m, k,
+// nnz), global size work_items.
 // flags[0] gets bit 1 for a column out of range and bit 2 for a bad row_ptr.
 std::string csr_spmv_opencl_source(bool fp64);
 // GLSL source of the kernel for one plan: bindings rp, ci, va, x, y, flags; int64 n, m, k, nnz

@@ -325,6 +325,70 @@ TEST(GraphSparse, GpuSpmvMatchesCpuAndReportsBadIndices) {
   if (ran == 0) GTEST_SKIP() << "no GPU device (opencl, vulkan, opengl) is available here";
 }
 
+// The transposed SpMV/SpMM (spmv_csr transpose=1, y = A^T x: the gradient of spmv with respect
+// to x) on the GPU devices: a scatter with atomic float adds into an output the device zeroes
+// first (run twice: a stale output would double), f32 against the cpu; f64 refused with the
+// reason; a bad column reported by name.
+TEST(GraphSparse, GpuTransposedSpmvMatchesCpu) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  Csr<float, int32_t> a = random_sparse<float, int32_t>(rng, 400, 90, 0.1);  // many rows per column: collisions
+  const int64_t n = 400, m = 90;
+  int ran = 0;
+  for (int64_t k : {1, 3}) {
+    Graph g;
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    CsrInputs<float, int32_t> c = add_csr(g, a);
+    ValueId x = g.add_input("x", k == 1 ? TensorType{DType::f32, {n}} : TensorType{DType::f32, {n, k}});
+    g.outputs = {o.op(Op::SpmvCsr, {c.rp, c.ci, c.va, x}, Attrs{{"transpose", int64_t{1}}, {"cols", m}})};
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    std::vector<Tensor> in = c.tensors;
+    in.push_back(Tensor::from_f64(DType::f32, k == 1 ? Sizes{n} : Sizes{n, k}, random_vector(rng, n * k)));
+    auto cpu = Model::compile(g, {.device = "cpu"});
+    ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
+    auto want = (*cpu)->run(in);
+    ASSERT_TRUE(want.has_value()) << want.status().to_string();
+    for (const char* dev : {"opencl", "vulkan", "opengl"}) {
+      auto model = Model::compile(g, {.device = dev});
+      if (!model.has_value()) {
+        std::printf("%s not checked: %s\n", dev, model.status().to_string().c_str());
+        continue;
+      }
+      ++ran;
+      for (int round = 0; round < 2; ++round) {
+        auto out = (*model)->run(in);
+        ASSERT_TRUE(out.has_value()) << dev << ": " << out.status().to_string();
+        for (int64_t e = 0; e < m * k; ++e)
+          ASSERT_NEAR((*out)[0].get_f64(e), (*want)[0].get_f64(e), 1e-5 * (1 + std::abs((*want)[0].get_f64(e))))
+              << dev << " k=" << k << " y " << e << ", run " << round;
+      }
+      std::vector<Tensor> bad = in;
+      std::vector<double> bad_col = as_double(a.col_idx);
+      bad_col[bad_col.size() / 2] = -1;  // negative: lavapipe once sign-extended int32 wrongly
+      bad[1] = Tensor::from_f64(DType::i32, {a.nnz()}, bad_col);
+      auto r = (*model)->run(bad);
+      ASSERT_FALSE(r.has_value()) << dev;
+      EXPECT_NE(r.status().to_string().find("column index is outside"), std::string::npos) << r.status().to_string();
+    }
+  }
+  // f64: no portable 64-bit float atomics, so refused with the reason
+  Graph g;
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  Csr<double, int32_t> ad = random_sparse<double, int32_t>(rng, 20, 10, 0.2);
+  CsrInputs<double, int32_t> c = add_csr(g, ad);
+  ValueId x = g.add_input("x", TensorType{DType::f64, {20}});
+  g.outputs = {o.op(Op::SpmvCsr, {c.rp, c.ci, c.va, x}, Attrs{{"transpose", int64_t{1}}, {"cols", int64_t{10}}})};
+  for (const char* dev : {"opencl", "vulkan", "opengl"}) {
+    auto rep = explain(g, dev, {});
+    if (!rep.has_value()) continue;  // the device is not here
+    EXPECT_NE(rep->to_text().find("needs float atomics"), std::string::npos) << dev << "\n" << rep->to_text();
+  }
+  if (ran == 0) GTEST_SKIP() << "no GPU device (opencl, vulkan, opengl) is available here";
+}
+
 // sddmm_csr (the values gradient of spmv_csr) on the GPU devices: a work item per row, against
 // the cpu for f32 and f64 values (f64 where the device has it), and a bad column reported by
 // name.

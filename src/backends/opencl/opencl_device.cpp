@@ -92,6 +92,8 @@ class OpenclExecutable final : public Executable {
     size_t global[3] = {0, 0, 0};
     bool spmv = false;         // the CSR kernel (csr_spmv.h): 1-D, with an index-check flag word
     cl_mem flags = nullptr;
+    cl_mem zero = nullptr;     // an output zeroed before the launch (the transposed SpMV's)
+    size_t zero_bytes = 0;
   };
   std::vector<Native> natives_;
   std::shared_ptr<Runtime> rt_;
@@ -195,6 +197,10 @@ Status OpenclExecutable::init_natives() {
       RLX_TRY(cl_check(err, "clCreateKernel " + p.kernel));
       n.flags = clCreateBuffer(rt_->context(), CL_MEM_READ_WRITE, sizeof(cl_int), nullptr, &err);
       RLX_TRY(cl_check(err, "allocating the CSR index-check flag"));
+      if (p.zero_output) {
+        n.zero = mem_[nk.outputs[0]];
+        n.zero_bytes = static_cast<size_t>(prog_.buffers[nk.outputs[0]].bytes());
+      }
       natives_.push_back(n);
       const cl_mem bufs[6] = {mem_[nk.inputs[0]], mem_[nk.inputs[1]], mem_[nk.inputs[2]],
                               mem_[nk.inputs[3]], mem_[nk.outputs[0]], n.flags};
@@ -246,6 +252,9 @@ Status OpenclExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
         const cl_int zero = 0;
         RLX_TRY(cl_check(clEnqueueFillBuffer(q, n.flags, &zero, sizeof zero, 0, sizeof zero, 0, nullptr, nullptr),
                          "clearing the CSR index-check flag"));
+        if (n.zero && n.zero_bytes)
+          RLX_TRY(cl_check(clEnqueueFillBuffer(q, n.zero, &zero, sizeof zero, 0, n.zero_bytes, 0, nullptr, nullptr),
+                           "zeroing the output of " + prog_.natives[s.index].name));
         RLX_TRY(cl_check(clEnqueueNDRangeKernel(q, n.kernel, 1, nullptr, n.global, nullptr, 0, nullptr, nullptr),
                          "running native kernel " + prog_.natives[s.index].name));
         continue;

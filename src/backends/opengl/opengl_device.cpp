@@ -37,6 +37,8 @@ struct Step {
   std::vector<Binding> bindings;
   std::vector<std::pair<GLint, int64_t>> uniforms;
   GLuint groups[3] = {0, 0, 0};  // 0 anywhere: nothing to run
+  Binding zero;                  // an output zeroed before the dispatch (the transposed SpMV's)
+  std::vector<uint32_t> zeros;   // its bytes of zeros
 };
 
 // The CSR kernels' index-check words (csr_spmv.h): one small buffer per spmv_csr node.
@@ -316,6 +318,10 @@ Status OpenGlExecutable::build_steps() {
         const int64_t v[4] = {p.n, p.m, p.k, p.nnz};
         st.uniforms = uniforms(st.program, {"rlx_p0", "rlx_p1", "rlx_p2", "rlx_p3"}, v);
         if (p.work_items > 0) groups_for(p.work_items, st.groups);
+        if (p.zero_output) {
+          st.zero = bind_of(nk.outputs[0]);
+          st.zeros.assign(static_cast<size_t>((prog_.buffers[nk.outputs[0]].bytes() + 3) / 4), 0u);
+        }
         steps_.push_back(std::move(st));
         continue;
       }
@@ -373,6 +379,10 @@ Status OpenGlExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
   for (const CsrFlags& f : flags_) gl.NamedBufferSubData(f.buffer, 0, 4, &zero);
   for (const Step& s : steps_) {
     if (s.groups[0] == 0 || s.groups[1] == 0 || s.groups[2] == 0) continue;
+    if (s.zero.buffer) {
+      gl.NamedBufferSubData(s.zero.buffer, s.zero.offset, static_cast<GLsizeiptr>(s.zeros.size() * 4), s.zeros.data());
+      gl.MemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    }
     gl.UseProgram(s.program);
     for (size_t i = 0; i < s.bindings.size(); ++i) {
       const Binding& b = s.bindings[i];

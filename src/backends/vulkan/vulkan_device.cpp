@@ -30,6 +30,7 @@ struct Step {
   int64_t push[10] = {};
   uint32_t groups[3] = {0, 0, 0};  // 0 anywhere: nothing to run
   int flags = -1;                  // the CSR kernel: its index-check word in flags_ (csr_spmv.h)
+  VkBuffer zero = VK_NULL_HANDLE;  // an output zeroed before the dispatch (the transposed SpMV's)
 };
 
 // A compiled program: one device buffer per kernel-level buffer (views share their target's),
@@ -222,6 +223,7 @@ Status VulkanExecutable::build_steps() {
         const int64_t v[4] = {p.n, p.m, p.k, p.nnz};
         std::copy(v, v + 4, st.push);
         if (p.work_items > 0) groups_for(p.work_items, st.groups);
+        if (p.zero_output) st.zero = mem_[nk.outputs[0]].buffer;
         VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
         ai.descriptorPool = desc_pool_;
         ai.descriptorSetCount = 1;
@@ -319,6 +321,11 @@ Status VulkanExecutable::record() {
   barrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, shader_rw);
   for (const Step& s : steps_) {
     if (s.groups[0] == 0 || s.groups[1] == 0 || s.groups[2] == 0) continue;
+    if (s.zero != VK_NULL_HANDLE) {
+      vkCmdFillBuffer(cmd_, s.zero, 0, VK_WHOLE_SIZE, 0);
+      barrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+              shader_rw);
+    }
     vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, s.pipeline->pipeline);
     vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, s.pipeline->layout, 0, 1, &s.set, 0, nullptr);
     vkCmdPushConstants(cmd_, s.pipeline->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, s.pipeline->push_bytes, s.push);
