@@ -16,6 +16,15 @@
 namespace rlx {
 namespace {
 
+// Under AddressSanitizer the timed batches (3 models x 6 runs of 8 x 128 tokens) alone took over
+// the label's 300 s timeout (41 s for the whole test in Release): the sanitized build checks the
+// cosines and skips the timing, saying so.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -59,7 +68,10 @@ TEST(MiniLmAmp, Bf16AndF16EmbeddingsKeepCosineAbove099) {
   ASSERT_TRUE(m32.has_value()) << m32.status().to_string();
   const Tensor e32 = embed(**m32, *b, texts, 32, nullptr);
   double ms32 = 0;
-  embed(**m32, *b, batch, 128, &ms32);
+  if (kSanitized)
+    std::printf("MiniLmAmp: AddressSanitizer build: the 8 x 128-token speed runs are skipped (too slow to time)\n");
+  else
+    embed(**m32, *b, batch, 128, &ms32);
   for (DType dt : {DType::bf16, DType::f16}) {
     Graph g = b->graph;
     auto n = passes::autocast(g, {.narrow = dt});
@@ -85,6 +97,11 @@ TEST(MiniLmAmp, Bf16AndF16EmbeddingsKeepCosineAbove099) {
       EXPECT_GE(cos, 0.99) << dtype_name(dt) << " '" << texts[t] << "'";
     }
     EXPECT_GT(maxdiff, 0.0) << "the narrow run differs from f32 somewhere";
+    if (kSanitized) {
+      std::printf("MiniLM %s: worst cosine %.6f over %zu parity sentences (speed not measured)\n",
+                  std::string(dtype_name(dt)).c_str(), worst, texts.size());
+      continue;
+    }
     double ms = 0;
     embed(**m, *b, batch, 128, &ms);
     std::printf("MiniLM %s: worst cosine %.6f over %zu parity sentences; batch 8 x 128 tokens: f32 %.1f ms, %s %.1f ms "
