@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it on a clean clone: installs dependencies, builds the
 # Release tree and runs every test, then builds with AddressSanitizer + UndefinedBehavior-
 # Sanitizer and runs the fast labels (unit, ir, io: io includes the fuzz targets replaying
-# mutated seed files, fuzz/replay/) again under them.
+# mutated seed files, fuzz/replay/; and train) again under them. Why not the others, with their
+# sanitized times: docs/SECURITY.md, "Sanitized runs of the other labels".
 # Usage: scripts/test-all.sh            (RLX_SKIP_SANITIZERS=1 skips the second build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +24,8 @@ if [ "${RLX_SKIP_SANITIZERS:-0}" != "1" ]; then
   cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
         -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DRLX_SANITIZE=address,undefined -DRLX_BUILD_BENCH=OFF
   # only the programs of the labels run below: the sanitized build is the slow half of CI
-  cmake --build build-san -j "$jobs" --target rlx_tests_unit rlx_tests_ir rlx_tests_io rlx_fuzz_replay
+  cmake --build build-san -j "$jobs" --target rlx_tests_unit rlx_tests_ir rlx_tests_io rlx_tests_train rlx_fuzz_replay
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-san --output-on-failure -j "$jobs" -L 'unit|ir|io' --timeout 900
+    ctest --test-dir build-san --output-on-failure -j "$jobs" -L '^(unit|ir|io|train)$' --timeout 900
 fi
 echo "test-all: every test passed"
