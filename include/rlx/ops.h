@@ -209,6 +209,12 @@ std::optional<Op> op_from_name(std::string_view name);
 inline bool is_primitive(Op op) { return op_info(op).cls == OpClass::primitive; }
 // Elementwise primitives (unary, binary, compare, logical, ternary, cast).
 bool is_elementwise(Op op);
+// Whether `op` is defined on complex (c64) values: source, movement, contraction, ternary and
+// cast ops, and the arithmetic that needs no order (neg, abs, real, imag, conj, angle, add,
+// sub, mul, div, complex, equal, not_equal, reduce_sum, reduce_prod). Complex numbers have no
+// order: no max/min, less/greater, argmax, sign, relu. The reference interpreter and the cpu's
+// generated C compute exactly these.
+bool defined_on_complex(Op op);
 
 // Checks arity and attribute names/kinds against the table, then runs the op's inference.
 // Errors name the node and say what was expected.

@@ -746,32 +746,13 @@ Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::
 
 namespace {
 
-// The ops the host dialect computes on c64 values: the reference interpreter's c64 list
-// (ref/interpreter.h). Complex numbers have no order, so no max/min/compare-less/argmax.
-bool host_computes_c64(Op op) {
-  switch (op_info(op).family) {
-    case OpFamily::source:
-    case OpFamily::movement:
-    case OpFamily::contraction:
-    case OpFamily::ternary:
-    case OpFamily::cast: return true;
-    default: break;
-  }
-  switch (op) {
-    case Op::Neg: case Op::Abs: case Op::Real: case Op::Imag: case Op::Conj: case Op::Angle:
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Complex:
-    case Op::Equal: case Op::NotEqual: case Op::ReduceSum: case Op::ReduceProd: return true;
-    default: return false;
-  }
-}
-
 Claim supports(const NodeDesc& n, bool host) {
   auto check = [&](const TensorType& t) -> std::string {
     if (t.dtype == DType::c64) {
       if (!host)
         return "complex (c64) arithmetic is generated for the host C dialect only (the cpu device); OpenCL C, "
                "CUDA and GLSL kernels have no complex type yet";
-      if (!host_computes_c64(n.op)) {
+      if (!defined_on_complex(n.op)) {  // the reference interpreter's c64 list too
         const OpFamily f = op_info(n.op).family;
         const bool ordering = f == OpFamily::compare || f == OpFamily::argreduce || n.op == Op::Max ||
                               n.op == Op::Min || n.op == Op::ReduceMax || n.op == Op::ReduceMin;

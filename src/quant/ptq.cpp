@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include "models/bert.h"
 #include "models/qwen3.h"
@@ -42,41 +43,55 @@ bool is_linear_weight(const std::string& name, const Tensor& t) {
          name.find("embed") == std::string::npos;
 }
 
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// The folder's tensors with every Linear weight replaced by what `quantize` appends for it;
+// the others as they are. Counts the weights and the bytes before and after.
+struct Rewritten {
+  NamedTensors tensors;
+  int64_t quantized = 0, bytes_in = 0, bytes_out = 0;
+};
+Expected<Rewritten> rewrite_linear_weights(const safetensors::File& f,
+                                           const std::function<Status(const std::string&, const Tensor&, NamedTensors&)>& quantize) {
+  Rewritten r;
+  for (const std::string& name : f.names) {
+    const Tensor& t = f.tensors.at(name);
+    r.bytes_in += t.nbytes();
+    if (!is_linear_weight(name, t)) {
+      r.tensors.push_back({name, t});
+      continue;
+    }
+    RLX_TRY(quantize(name, t, r.tensors));
+    ++r.quantized;
+  }
+  for (const auto& nt : r.tensors) r.bytes_out += nt.second.nbytes();
+  return r;
+}
+
 }  // namespace
 
 Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary,
                             const CalibrationResult* calib) {
   RLX_ASSIGN_OR_RETURN(safetensors::File f, load_and_copy_folder(in, out));
-  std::vector<std::pair<std::string, Tensor>> ts;
-  int64_t quantized = 0, bytes_in = 0, bytes_out = 0;
   std::vector<std::string> uncalibrated;
-  for (const std::string& name : f.names) {
-    const Tensor& t = f.tensors.at(name);
-    bytes_in += t.nbytes();
-    if (!is_linear_weight(name, t)) {
-      ts.push_back({name, t});
-      bytes_out += t.nbytes();
-      continue;
-    }
+  RLX_ASSIGN_OR_RETURN(Rewritten rw, rewrite_linear_weights(f, [&](const std::string& name, const Tensor& t, NamedTensors& ts) -> Status {
     RLX_ASSIGN_OR_RETURN(quant::Int8Weight q, quant::quantize_int8_rows(t, name));
-    bytes_out += q.q.nbytes() + q.scale.nbytes();
     ts.push_back({name, q.q});
     ts.push_back({quant::int8_scale_name(name), q.scale});
-    if (calib) {
-      auto it = calib->input_scales.find(name);
-      if (it == calib->input_scales.end()) {
-        // a layer the calibrated graph does not run (BERT's pooler under sentence embeddings)
-        uncalibrated.push_back(name);
-        ++quantized;
-        continue;
-      }
-      Tensor xs = Tensor::zeros(DType::f32, {});
-      xs.data<float>()[0] = it->second;
-      ts.push_back({input_scale_name(name), xs});
-      bytes_out += xs.nbytes();
+    if (!calib) return Status::ok();
+    auto it = calib->input_scales.find(name);
+    if (it == calib->input_scales.end()) {
+      // a layer the calibrated graph does not run (BERT's pooler under sentence embeddings)
+      uncalibrated.push_back(name);
+      return Status::ok();
     }
-    ++quantized;
-  }
+    Tensor xs = Tensor::zeros(DType::f32, {});
+    xs.data<float>()[0] = it->second;
+    ts.push_back({input_scale_name(name), xs});
+    return Status::ok();
+  }));
+  const NamedTensors& ts = rw.tensors;
+  const int64_t quantized = rw.quantized, bytes_in = rw.bytes_in, bytes_out = rw.bytes_out;
   std::map<std::string, std::string> md = f.metadata;
   md["rlx.quantization"] = "int8";
   if (calib) md["rlx.activation_scales"] = calib->description;
@@ -108,16 +123,7 @@ Status quantize_bert_blocks_folder(const std::string& in, const std::string& out
                      " values (not a multiple of ", block, ")", block == 256 ? "; int4-g32 or int4-g128 fit more models" : "");
   }
   RLX_ASSIGN_OR_RETURN(safetensors::File f, load_and_copy_folder(in, out));
-  std::vector<std::pair<std::string, Tensor>> ts;
-  int64_t quantized = 0, bytes_in = 0, bytes_out = 0;
-  for (const std::string& name : f.names) {
-    const Tensor& t = f.tensors.at(name);
-    bytes_in += t.nbytes();
-    if (!is_linear_weight(name, t)) {
-      ts.push_back({name, t});
-      bytes_out += t.nbytes();
-      continue;
-    }
+  RLX_ASSIGN_OR_RETURN(Rewritten rw, rewrite_linear_weights(f, [&](const std::string& name, const Tensor& t, NamedTensors& ts) -> Status {
     const int64_t rows = t.sizes()[0], cols = t.sizes()[1], rb = *row_bytes(*qt, cols);
     Tensor q = Tensor::zeros(DType::u8, {rows, rb});
     std::vector<float> row(static_cast<size_t>(cols));
@@ -131,10 +137,11 @@ Status quantize_bert_blocks_folder(const std::string& in, const std::string& out
       }
       RLX_TRY(quantize_row(*qt, row.data(), q.data<uint8_t>() + r * rb, cols));
     }
-    bytes_out += q.nbytes();
     ts.push_back({name, q});
-    ++quantized;
-  }
+    return Status::ok();
+  }));
+  const NamedTensors& ts = rw.tensors;
+  const int64_t quantized = rw.quantized, bytes_in = rw.bytes_in, bytes_out = rw.bytes_out;
   std::map<std::string, std::string> md = f.metadata;
   md["rlx.quantization"] = scheme;
   md[std::string(models::kBlockWeightFormatKey)] = format;

@@ -114,31 +114,7 @@ bool implements(Op op, std::span<const TensorType> inputs) {
   bool complex_input = false;
   for (const TensorType& t : inputs) complex_input |= is_complex(t.dtype);
   if (!complex_input) return true;
-  switch (op_info(op).family) {
-    case OpFamily::source:
-    case OpFamily::movement:
-    case OpFamily::contraction:
-    case OpFamily::ternary:
-    case OpFamily::cast: return true;
-    default: break;
-  }
-  switch (op) {
-    case Op::Neg:
-    case Op::Abs:
-    case Op::Real:
-    case Op::Imag:
-    case Op::Conj:
-    case Op::Angle:
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:
-    case Op::Equal:
-    case Op::NotEqual:
-    case Op::ReduceSum:
-    case Op::ReduceProd: return true;
-    default: return false;
-  }
+  return defined_on_complex(op);
 }
 
 Expected<std::vector<Tensor>> interpret(const Graph& g, std::span<const Tensor> inputs) {

@@ -316,6 +316,23 @@ std::optional<Op> op_from_name(std::string_view name) {
   return it->second;
 }
 
+bool defined_on_complex(Op op) {
+  switch (op_info(op).family) {
+    case OpFamily::source:
+    case OpFamily::movement:
+    case OpFamily::contraction:
+    case OpFamily::ternary:
+    case OpFamily::cast: return true;
+    default: break;
+  }
+  switch (op) {
+    case Op::Neg: case Op::Abs: case Op::Real: case Op::Imag: case Op::Conj: case Op::Angle:
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Complex:
+    case Op::Equal: case Op::NotEqual: case Op::ReduceSum: case Op::ReduceProd: return true;
+    default: return false;
+  }
+}
+
 bool is_elementwise(Op op) {
   switch (op_info(op).family) {
     case OpFamily::unary:
