@@ -181,19 +181,25 @@ Expected<std::shared_ptr<dist::Communicator>> process_group(int ranks, const std
   return world;
 }
 
+// The world of an mpirun job that a grid of `ranks` ranks (`flags`) needs: exactly that many.
+static Expected<std::shared_ptr<dist::Communicator>> grid_world(int ranks, const std::string& flags) {
+  if (!dist::launched_by_mpi())
+    return error(ErrorCode::invalid_argument, flags, " needs a job of exactly ", ranks, " ranks (mpirun -np ", ranks,
+                 "); this process was not started by mpirun");
+  RLX_ASSIGN_OR_RETURN(std::shared_ptr<dist::Communicator> world, dist::world_communicator());
+  if (world->size() != ranks)
+    return error(ErrorCode::invalid_argument, flags, " needs a job of exactly ", ranks, " ranks (mpirun -np ", ranks,
+                 "); this one has ", world->size());
+  return world;
+}
+
 Expected<ProcessGrid> process_grid(int tp, int pp, const std::string& tp_flag, const std::string& pp_flag) {
   if (tp < 1 || pp < 1)
     return error(ErrorCode::invalid_argument, tp_flag, " and ", pp_flag, " must be at least 1, got ", tp, " and ", pp);
   const int ranks = tp * pp;
   const std::string flags = cat(tp_flag, " ", tp, " ", pp_flag, " ", pp);
-  if (!dist::launched_by_mpi())
-    return error(ErrorCode::invalid_argument, flags, " needs a job of exactly ", ranks, " ranks (mpirun -np ", ranks,
-                 "); this process was not started by mpirun");
   ProcessGrid g;
-  RLX_ASSIGN_OR_RETURN(g.world, dist::world_communicator());
-  if (g.world->size() != ranks)
-    return error(ErrorCode::invalid_argument, flags, " needs a job of exactly ", ranks, " ranks (mpirun -np ", ranks,
-                 "); this one has ", g.world->size());
+  RLX_ASSIGN_OR_RETURN(g.world, grid_world(ranks, flags));
   const int r = g.world->rank();
   g.tp_rank = r % tp;
   g.stage_index = r / tp;
@@ -211,14 +217,8 @@ Expected<ProcessGrid3> process_grid3(int tp, int dp, int pp) {
     return error(ErrorCode::invalid_argument, "--tp, --dp and --pp must be at least 1, got ", tp, ", ", dp, " and ", pp);
   const int ranks = tp * dp * pp;
   const std::string flags = cat("--tp ", tp, " --dp ", dp, " --pp ", pp);
-  if (!dist::launched_by_mpi())
-    return error(ErrorCode::invalid_argument, flags, " needs a job of exactly ", ranks, " ranks (mpirun -np ", ranks,
-                 "); this process was not started by mpirun");
   ProcessGrid3 g;
-  RLX_ASSIGN_OR_RETURN(g.world, dist::world_communicator());
-  if (g.world->size() != ranks)
-    return error(ErrorCode::invalid_argument, flags, " needs a job of exactly ", ranks, " ranks (mpirun -np ", ranks,
-                 "); this one has ", g.world->size());
+  RLX_ASSIGN_OR_RETURN(g.world, grid_world(ranks, flags));
   const int r = g.world->rank();
   g.tp_rank = r % tp;
   g.dp_rank = r / tp % dp;
