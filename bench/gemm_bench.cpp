@@ -19,6 +19,8 @@
 // f32, bf16 and f16 on the CPU with the same number of threads (a python3 child process
 // asked for each timing in turn, alternating with rlx in every round; --no-torch skips it).
 // With --cpu-time (and RLX_NUM_THREADS=1) both sides are timed by their thread's CPU clock.
+// Where bf16 x bf16 runs on the AVX-512 BF16 kernels (vdpbf16ps), the table adds rlx bf16 with
+// them switched off (B widened on load, as for the other types: set_gemm_bf16_dot(false)).
 //
 // --layer times a compiled graph layer, y = relu(x @ W + r) with W a weight, in f32, f16 and
 // bf16 three ways: the native GEMM with add + relu fused as its epilogue (the default), the
@@ -249,16 +251,25 @@ int run_narrow(bool quick, int rounds, bool use_min, bool torch, const std::stri
     std::printf("PyTorch peer unavailable: %s\n", peer_what.c_str());
     torch = false;
   }
-  std::printf("rlx 16-bit GEMM benchmark: kernels '%s' / '%s' / '%s', %d thread(s); peer PyTorch: %s\n",
+  // variant 3: bf16 on the widening kernels, where the vdpbf16ps ones are the default
+  const bool dot = rlx::cpu::gemm_bf16_dot();
+  const int nv = dot ? 4 : 3;
+  std::string widen_name = "-";
+  if (dot) {
+    rlx::cpu::set_gemm_bf16_dot(false);
+    widen_name = rlx::cpu::gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::bf16);
+    rlx::cpu::set_gemm_bf16_dot(true);
+  }
+  std::printf("rlx 16-bit GEMM benchmark: kernels '%s' / '%s' / '%s' / widening bf16 '%s', %d thread(s); peer PyTorch: %s\n",
               rlx::cpu::gemm_kernel_name(), rlx::cpu::gemm_kernel_name(GemmType::f16, GemmType::f16, GemmType::f16).c_str(),
-              rlx::cpu::gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::bf16).c_str(), threads,
-              peer_what.c_str());
+              rlx::cpu::gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::bf16).c_str(), widen_name.c_str(),
+              threads, peer_what.c_str());
   std::printf("A, B, C all of one type, B packed once (weights), f32 accumulation; %s of %d rounds, rlx and PyTorch "
               "alternating in each round;\nGFLOP/s = 2*m*k*n / %s; x/y = median over rounds of (y time / x time)\n\n",
               use_min ? "best" : "median", rounds, g_cpu_time ? "thread CPU time" : "wall time");
-  std::printf("| m x k x n | rlx f32 | rlx f16 | rlx bf16 | f16/f32 | bf16/f32 | torch f32 | torch f16 | torch bf16 | "
-              "rlx bf16 / torch bf16 | rlx f16 / torch f16 | rlx f32 / torch f32 |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| m x k x n | rlx f32 | rlx f16 | rlx bf16 | rlx bf16 widening | f16/f32 | bf16/f32 | bf16/bf16 widening | "
+              "torch f32 | torch f16 | torch bf16 | rlx bf16 / torch bf16 | rlx f16 / torch f16 | rlx f32 / torch f32 |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::fflush(stdout);
   const GemmType types[3] = {GemmType::f32, GemmType::f16, GemmType::bf16};
   const char* torch_names[3] = {"float32", "float16", "bfloat16"};
@@ -275,9 +286,9 @@ int run_narrow(bool quick, int rounds, bool use_min, bool torch, const std::stri
       std::vector<float> a32(m * k), b32(k * n), c32(m * n);
       for (auto& x : a32) x = dist(rng);
       for (auto& x : b32) x = dist(rng);
-      std::vector<uint16_t> a16[3], b16[3], c16[3];
+      std::vector<uint16_t> a16[3], b16[3], c16[4];
       rlx::cpu::PackedB packed[3];
-      rlx::cpu::GemmArgs g[3];
+      rlx::cpu::GemmArgs g[4];
       for (int t = 0; t < 3; ++t) {
         g[t].m = m;
         g[t].n = n;
@@ -301,12 +312,18 @@ int run_narrow(bool quick, int rounds, bool use_min, bool torch, const std::stri
         g[t].c = c16[t].data();
         packed[t] = rlx::cpu::pack_b(b16[t].data(), types[t], n, false, k, n);
       }
+      g[3] = g[2];  // the same bf16 operands, its own C
+      c16[3].resize(c32.size());
+      g[3].c = c16[3].data();
       auto run = [&](int t) {
-        if (!rlx::cpu::sgemm_packed(g[t], packed[t]).is_ok()) std::abort();
+        if (t == 3) rlx::cpu::set_gemm_bf16_dot(false);
+        const bool ok = rlx::cpu::sgemm_packed(g[t], packed[t == 3 ? 2 : t]).is_ok();
+        if (t == 3) rlx::cpu::set_gemm_bf16_dot(true);
+        if (!ok) std::abort();
       };
       // Check once that the 16-bit products agree with f32 within their input and output roundings.
-      for (int t = 0; t < 3; ++t) run(t);
-      for (int t = 1; t < 3; ++t) {
+      for (int t = 0; t < nv; ++t) run(t);
+      for (int t = 1; t < nv; ++t) {
         double max_err = 0, max_ref = 0;
         for (size_t i = 0; i < c32.size(); ++i) {
           const double v = t == 1 ? rlx::f16_to_f32(c16[t][i]) : rlx::bf16_to_f32(c16[t][i]);
@@ -314,14 +331,14 @@ int run_narrow(bool quick, int rounds, bool use_min, bool torch, const std::stri
           max_ref = std::max(max_ref, (double)std::fabs(c32[i]));
         }
         if (!(max_err <= 0.05 * std::max(1.0, max_ref))) {
-          std::printf("MISMATCH on %s %s: max |16-bit - f32| = %g (max |f32| %g)\n", name,
-                      rlx::cpu::gemm_type_name(types[t]), max_err, max_ref);
+          std::printf("MISMATCH on %s %s%s: max |16-bit - f32| = %g (max |f32| %g)\n", name,
+                      rlx::cpu::gemm_type_name(types[t == 3 ? 2 : t]), t == 3 ? " widening" : "", max_err, max_ref);
           return 1;
         }
       }
       const double flops = 2.0 * m * k * n;
-      int iters[3], titers[3];
-      for (int t = 0; t < 3; ++t) {
+      int iters[4], titers[3];
+      for (int t = 0; t < nv; ++t) {
         const double t1 = time_calls([&] { run(t); }, 2);
         iters[t] = std::max(1, std::min(100000, (int)(0.02 / std::max(t1, 1e-7))));
       }
@@ -333,11 +350,11 @@ int run_narrow(bool quick, int rounds, bool use_min, bool torch, const std::stri
         if (!have_torch[t]) torch_refused[t] = why;
         titers[t] = std::max(1, std::min(100000, (int)(0.02 / std::max(t1, 1e-7))));
       }
-      std::vector<double> tr[3], tt[3];
+      std::vector<double> tr[4], tt[3];
       for (int r = 0; r < rounds; ++r)
-        for (int t = 0; t < 3; ++t) {
+        for (int t = 0; t < nv; ++t) {
           tr[t].push_back(time_calls([&] { run(t); }, iters[t]));
-          if (have_torch[t]) {
+          if (t < 3 && have_torch[t]) {
             std::string why;
             tt[t].push_back(peer.time(m, k, n, torch_names[t], titers[t], &why));
             // PyTorch's OpenMP workers spin for a while after a call; let them sleep first.
@@ -357,13 +374,12 @@ int run_narrow(bool quick, int rounds, bool use_min, bool torch, const std::stri
         std::snprintf(b, sizeof b, fmt, v);
         return std::string(b);
       };
-      double gr[3], gt[3];
-      for (int t = 0; t < 3; ++t) {
-        gr[t] = flops / stat(tr[t]) * 1e-9;
-        gt[t] = tt[t].empty() ? 0 : flops / stat(tt[t]) * 1e-9;
-      }
-      std::printf("| %s | %.1f | %.1f | %.1f | %.2f | %.2f | %s | %s | %s | %s | %s | %s |\n", name, gr[0], gr[1], gr[2],
-                  ratio(tr[1], tr[0]), ratio(tr[2], tr[0]), cell(gt[0], "%.1f").c_str(), cell(gt[1], "%.1f").c_str(),
+      double gr[4] = {0, 0, 0, 0}, gt[3];
+      for (int t = 0; t < nv; ++t) gr[t] = flops / stat(tr[t]) * 1e-9;
+      for (int t = 0; t < 3; ++t) gt[t] = tt[t].empty() ? 0 : flops / stat(tt[t]) * 1e-9;
+      std::printf("| %s | %.1f | %.1f | %.1f | %s | %.2f | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", name, gr[0], gr[1],
+                  gr[2], cell(gr[3], "%.1f").c_str(), ratio(tr[1], tr[0]), ratio(tr[2], tr[0]),
+                  dot ? cell(ratio(tr[2], tr[3]), "%.2f").c_str() : "-", cell(gt[0], "%.1f").c_str(), cell(gt[1], "%.1f").c_str(),
                   cell(gt[2], "%.1f").c_str(), tt[2].empty() ? "-" : cell(ratio(tr[2], tt[2]), "%.2f").c_str(),
                   tt[1].empty() ? "-" : cell(ratio(tr[1], tt[1]), "%.2f").c_str(),
                   tt[0].empty() ? "-" : cell(ratio(tr[0], tt[0]), "%.2f").c_str());

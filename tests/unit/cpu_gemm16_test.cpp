@@ -2,7 +2,9 @@
 // every kernel family this CPU runs (the others skip and say why), against a double-precision
 // reference computed from the same 16-bit inputs, with a tolerance from the output rounding
 // (half an ulp of C's type) plus the f32 accumulation error; fresh random inputs (the seed is
-// in the trace), sentinels around every row of C, packed and unpacked B.
+// in the trace), sentinels around every row of C, packed and unpacked B. On a CPU with
+// AVX-512 BF16, bf16 x bf16 products run both on the vdpbf16ps kernels and on the widening
+// ones (the avx512_bf16 and avx512 instances).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -96,11 +100,15 @@ struct Case {
   bool bias = false;
   bool epilogue = false;
   bool packed = false;
+  float scale_a = 1.f, scale_b = 1.f;  // inputs uniform in (-scale, scale)
   std::string str() const {
     return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) + " ta=" +
            std::to_string(trans_a) + " tb=" + std::to_string(trans_b) + " batch=" + std::to_string(batch) +
            " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) + " bias=" + std::to_string(bias) +
-           " epilogue=" + std::to_string(epilogue) + " packed=" + std::to_string(packed);
+           " epilogue=" + std::to_string(epilogue) + " packed=" + std::to_string(packed) +
+           (scale_a != 1.f || scale_b != 1.f ? " scale_a=" + std::to_string(std::log2(scale_a)) + "(log2) scale_b=" +
+                                                   std::to_string(std::log2(scale_b)) + "(log2)"
+                                             : std::string());
   }
 };
 
@@ -157,8 +165,8 @@ void run_case(const Types& ty, const Case& cs, uint32_t seed) {
 
   Mat a(ty.a, static_cast<size_t>(std::max<int64_t>(1, (cs.batch - 1) * sa + a_rows * lda)));
   Mat b(ty.b, static_cast<size_t>(std::max<int64_t>(1, (cs.batch - 1) * sb + b_rows * ldb)));
-  for (size_t i = 0; i < a.size(); ++i) a.set(i, dist(rng));
-  for (size_t i = 0; i < b.size(); ++i) b.set(i, dist(rng));
+  for (size_t i = 0; i < a.size(); ++i) a.set(i, cs.scale_a * dist(rng));
+  for (size_t i = 0; i < b.size(); ++i) b.set(i, cs.scale_b * dist(rng));
   std::vector<float> bias(static_cast<size_t>(std::max<int64_t>(1, n)));
   for (float& x : bias) x = dist(rng);
   Mat c(ty.c, static_cast<size_t>(pre + cs.batch * sc + 23));
@@ -210,16 +218,25 @@ void run_case(const Types& ty, const Case& cs, uint32_t seed) {
   }
 
   const double eps32 = std::ldexp(1.0, -24);
+  // The vdpbf16ps kernels: a product of two bf16 values (8-bit significands) is exact in f32,
+  // and the instruction adds the two products of a pair into the f32 lane one after the
+  // other, each addition rounded to nearest even: as many roundings as the FMA chain of the
+  // widening kernels, so the same f32 accumulation bound holds. What differs is that it treats
+  // denormal inputs as zero (a product with a factor below 2^-126 is lost entirely: `flushed`)
+  // and flushes a denormal sum to zero (less than 2^-126 lost per addition, k additions).
+  const bool dot = gemm_kernel_name(ty.a, ty.b, ty.c).find("vdpbf16ps") != std::string::npos;
+  const double tiny = std::ldexp(1.0, -126);
   int64_t failures = 0;
   for (int64_t it = 0; it < cs.batch; ++it)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        double acc = 0, mag = 0;
+        double acc = 0, mag = 0, flushed = 0;
         for (int64_t p = 0; p < k; ++p) {
           const double av = a.get(static_cast<size_t>(it * sa + (cs.trans_a ? p * lda + i : i * lda + p)));
           const double bv = b.get(static_cast<size_t>(it * sb + (cs.trans_b ? j * ldb + p : p * ldb + j)));
           acc += av * bv;
           mag += std::fabs(av * bv);
+          if (std::fabs(av) < tiny || std::fabs(bv) < tiny) flushed += std::fabs(av * bv);
         }
         const size_t x = static_cast<size_t>(pre + it * sc + i * ldc + j);
         double want = cs.alpha * acc;
@@ -234,7 +251,8 @@ void run_case(const Types& ty, const Case& cs, uint32_t seed) {
         }
         // f32 accumulation (k products and a few adds, each at most one f32 rounding of a
         // partial sum bounded by mag), then one rounding to C's type
-        const double acc_err = (k + 4) * eps32 * mag;
+        const double acc_err =
+            (k + 4) * eps32 * mag + (dot ? std::fabs(cs.alpha) * (flushed + k * tiny) : 0.0);
         const double tol = half_ulp(std::fabs(want) + acc_err, ty.c) + acc_err;
         if (cs.epilogue) want = -want;
         const double got = c.get(x);
@@ -274,16 +292,59 @@ const Types kTypes[] = {{GemmType::f16, GemmType::f16, GemmType::f16},
                         {GemmType::f16, GemmType::f32, GemmType::bf16},
                         {GemmType::bf16, GemmType::f16, GemmType::f32}};
 
-class Gemm16 : public ::testing::TestWithParam<GemmIsa> {
+// The kernel paths under test: each family, and on avx512 the bf16-pair kernels on
+// (avx512_bf16: bf16 x bf16 runs on vdpbf16ps) and off (avx512: B widened on load).
+enum class Path { avx512_bf16, avx512, avx2, portable };
+
+GemmIsa path_isa(Path p) {
+  switch (p) {
+    case Path::avx512_bf16:
+    case Path::avx512: return GemmIsa::avx512;
+    case Path::avx2: return GemmIsa::avx2;
+    case Path::portable: return GemmIsa::portable;
+  }
+  return GemmIsa::portable;
+}
+
+const char* path_name(Path p) { return p == Path::avx512_bf16 ? "avx512_bf16" : isa_name(path_isa(p)); }
+void PrintTo(Path p, std::ostream* os) { *os << path_name(p); }
+
+// Selects a path for one test and restores the defaults after it; skips, saying why, where
+// this CPU cannot run it.
+class PathGuard {
+ public:
+  // Empty if the path was selected, else why not.
+  std::string select(Path p) {
+    const GemmIsa isa = path_isa(p);
+    if (!set_gemm_isa(isa))
+      return std::string("this CPU cannot run the ") + isa_name(isa) + " GEMM kernels (best here: " + gemm_kernel_name() + ")";
+    if (p != Path::avx512_bf16) {
+      set_gemm_bf16_dot(false);
+      return "";
+    }
+    if (!set_gemm_bf16_dot(true))
+      return "this CPU lacks AVX-512 BF16 (cpuid avx512_bf16), so the vdpbf16ps kernels cannot run; bf16 x bf16 "
+             "products here run on '" + gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::bf16) + "'";
+    return "";
+  }
+  ~PathGuard() {
+    set_gemm_isa(saved_);
+    set_gemm_bf16_dot(true);  // the default; refused (and moot) where the CPU lacks it
+  }
+
+ private:
+  GemmIsa saved_ = gemm_isa();
+};
+
+class Gemm16 : public ::testing::TestWithParam<Path> {
  protected:
   void SetUp() override {
-    saved_ = gemm_isa();
-    if (!set_gemm_isa(GetParam()))
-      GTEST_SKIP() << "this CPU cannot run the " << isa_name(GetParam()) << " GEMM kernels (best here: "
-                   << gemm_kernel_name() << ")";
+    guard_ = std::make_unique<PathGuard>();
+    const std::string why = guard_->select(GetParam());
+    if (!why.empty()) GTEST_SKIP() << why;
   }
-  void TearDown() override { set_gemm_isa(saved_); }
-  GemmIsa saved_ = GemmIsa::portable;
+  void TearDown() override { guard_.reset(); }
+  std::unique_ptr<PathGuard> guard_;
 };
 
 // Odd sizes in every dimension (micro-kernel row and column edges), each transpose, alpha,
@@ -375,8 +436,86 @@ TEST_P(Gemm16, EmptyInnerDimensionAndZeroAlpha) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, Gemm16, ::testing::Values(GemmIsa::avx512, GemmIsa::avx2, GemmIsa::portable),
-                         [](const auto& info) { return std::string(isa_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Isa, Gemm16, ::testing::Values(Path::avx512_bf16, Path::avx512, Path::avx2, Path::portable),
+                         [](const auto& info) { return std::string(path_name(info.param)); });
+
+// The vdpbf16ps kernels (A and B both bf16, k-values in pairs) on the shapes that stress
+// them: M = 1 and 2 (wide kernels), M, N, K off every tile size, K = 1, 2 and odd K (a zero
+// pad in the last pair), K blocks of odd length (k = 777: three blocks of 259), masked
+// 128-column kernels, in-place and packed B, with bias, beta and the epilogue, for each C type.
+class Gemm16Bf16Dot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = guard_.select(Path::avx512_bf16);
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+  PathGuard guard_;
+};
+
+TEST_F(Gemm16Bf16Dot, AwkwardShapesWithEpilogues) {
+  struct S {
+    int64_t m, n, k;
+  };
+  const S shapes[] = {{1, 1, 1},    {1, 129, 2},  {1, 300, 777}, {2, 161, 33},  {3, 97, 5},   {4, 31, 3},
+                      {13, 17, 99}, {14, 32, 64}, {15, 33, 65},  {29, 200, 385}, {57, 45, 777}, {200, 130, 127}};
+  const GemmType cts[] = {GemmType::bf16, GemmType::f32, GemmType::f16};
+  int variant = 0;
+  for (const S& s : shapes)
+    for (GemmType ct : cts) {
+      const Types ty{GemmType::bf16, GemmType::bf16, ct};
+      ASSERT_NE(gemm_kernel_name(ty.a, ty.b, ty.c).find("vdpbf16ps"), std::string::npos)
+          << gemm_kernel_name(ty.a, ty.b, ty.c);
+      Case cs;
+      cs.m = s.m;
+      cs.n = s.n;
+      cs.k = s.k;
+      cs.trans_a = variant & 1;
+      cs.trans_b = variant & 2;
+      cs.packed = variant % 3 == 0;
+      cs.beta = variant % 4 == 1 ? 0.5f : 0.f;
+      cs.alpha = variant % 5 == 2 ? -1.5f : 1.f;
+      cs.bias = variant % 2 == 0;
+      cs.epilogue = variant % 3 != 2;
+      cs.ldc_pad = variant % 3;
+      ++variant;
+      run_case(ty, cs, fresh_seed());
+      if (HasFailure()) return;
+    }
+}
+
+// Tiny values: products in f32's denormal range (their sums are flushed to zero), and
+// denormal bf16 inputs (treated as zero); the results stay within the bound that says so.
+TEST_F(Gemm16Bf16Dot, DenormalProductsAndInputs) {
+  const Types ty{GemmType::bf16, GemmType::bf16, GemmType::f32};
+  for (const float sa : {std::ldexp(1.f, -63), std::ldexp(1.f, -130)}) {
+    Case cs;
+    cs.m = 5;
+    cs.n = 40;
+    cs.k = 37;
+    cs.scale_a = sa;
+    cs.scale_b = std::ldexp(1.f, -63);
+    cs.bias = sa < std::ldexp(1.f, -100);  // a bias lifts C out of the denormal range
+    run_case(ty, cs, fresh_seed());
+  }
+}
+
+// The report names the vdpbf16ps kernels only for A and B both bf16, and only while they are
+// on; switching them off gives the widening kernels back.
+TEST_F(Gemm16Bf16Dot, ReportAndSwitch) {
+  EXPECT_TRUE(gemm_bf16_dot());
+  EXPECT_EQ(gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::bf16), "avx512 14x32 vdpbf16ps bf16");
+  EXPECT_EQ(gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::f32),
+            "avx512 14x32 vdpbf16ps a=bf16 b=bf16 c=f32");
+  EXPECT_EQ(gemm_kernel_name(GemmType::f32, GemmType::bf16, GemmType::bf16), "avx512 14x32 a=f32 b=bf16 c=bf16");
+  EXPECT_EQ(gemm_kernel_name(GemmType::f32, GemmType::f32, GemmType::f32), "avx512 14x32");
+  ASSERT_TRUE(set_gemm_bf16_dot(false));
+  EXPECT_FALSE(gemm_bf16_dot());
+  EXPECT_EQ(gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::bf16), "avx512 14x32 bf16");
+  ASSERT_TRUE(set_gemm_bf16_dot(true));
+  ASSERT_TRUE(set_gemm_isa(GemmIsa::avx2));  // other families have no bf16-pair kernels
+  EXPECT_FALSE(gemm_bf16_dot());
+  EXPECT_EQ(gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::bf16).find("vdpbf16ps"), std::string::npos);
+}
 
 // A NaN in A reaches every element of its row of C, in both 16-bit types (the rounding
 // keeps NaN a NaN, never an infinity or a number).

@@ -23,6 +23,10 @@
 // 16-bit C is accumulated in a thread-local f32 block (rows of the tile in chunks of
 // kNarrowCRows), and each micro-block is rounded into C once it is finished, after bias and
 // before the epilogue, so the epilogue sees C's stored values.
+//
+// A and B both bf16, on a family with AVX-512 BF16 kernels (see set_gemm_bf16_dot): A is
+// packed as bf16 pairs instead of widened, and the dot_bf16 kernels replace the ones indexed
+// by B's type; everything else (B modes, blocking, C scratch, bias, epilogue) is the same.
 #include "backends/cpu/kernels/gemm.h"
 
 #include <algorithm>
@@ -76,6 +80,7 @@ const KernelFamily* best_family() {
 }
 
 std::atomic<const KernelFamily*> g_family{nullptr};  // set by set_gemm_isa
+std::atomic<bool> g_bf16_dot{true};                  // set by set_gemm_bf16_dot
 
 const KernelFamily& family() {
   const KernelFamily* f = g_family.load(std::memory_order_relaxed);
@@ -89,6 +94,12 @@ int ti(GemmType t) { return static_cast<int>(t); }
 const KernelFamily& family_for(GemmType b) {
   const KernelFamily& f = family();
   return f.kernel[ti(b)][0][1][0] ? f : *gemm_detail::portable_family();
+}
+
+// Whether family f runs a product of these operand types on its bf16-pair kernels.
+bool uses_dot(const KernelFamily& f, GemmType a, GemmType b) {
+  return a == GemmType::bf16 && b == GemmType::bf16 && f.dot_bf16[1][0] &&
+         g_bf16_dot.load(std::memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -233,6 +244,8 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
   const int width = f.width;
   const int bt = ti(P.b_type);
   const bool narrow_c = P.c_type != GemmType::f32;
+  const bool dot = uses_dot(f, P.a_type, P.b_type);
+  const gemm_detail::PackA pack_a_fn = dot ? f.pack_a_bf16_pairs : f.pack_a[ti(P.a_type)];
   // A micro-panels are packed (k-major, contiguous) when the sweep over columns is long
   // enough to repay it, or when A is transposed (then packing is a plain copy), or 16-bit (the
   // kernels read f32 A). Otherwise the kernels read row-major A in place.
@@ -301,7 +314,7 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
       const int64_t mr = std::min<int64_t>(mr_max, m1 - i);
       const void* ai = at(a, i * P.a_rs + k0 * P.a_cs, P.a_es);
       if (pack_a) {
-        f.pack_a[ti(P.a_type)](ai, P.lda, P.trans_a, mr, kcl, abuf);
+        pack_a_fn(ai, P.lda, P.trans_a, mr, kcl, abuf);  // pairs: ceil(kcl/2)*mr words, fits
         ma.a = abuf;
         ma.a_rs = 1;
         ma.a_cs = mr;
@@ -316,7 +329,9 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
         const int64_t w = wide ? f.wide_width : width;
         const int64_t nr = std::min(w, n1 - j);
         const bool masked = nr < w;
-        const MicroKernel kern = wide ? f.wide[bt][ar][mr][masked] : f.kernel[bt][ar][mr][masked];
+        const MicroKernel kern = dot    ? (wide ? f.dot_bf16_wide[mr][masked] : f.dot_bf16[mr][masked])
+                                 : wide ? f.wide[bt][ar][mr][masked]
+                                        : f.kernel[bt][ar][mr][masked];
         const int64_t jl = j - j_base;
         ma.b = at(bblock, (jl / kPanel) * ma.b_panel + jl % kPanel, P.b_es);
         void* cij = at(c, i * P.ldc + j, P.c_es);
@@ -697,6 +712,7 @@ const char* gemm_kernel_name() { return family().name; }
 std::string gemm_kernel_name(GemmType a, GemmType b, GemmType c) {
   const KernelFamily& f = family_for(b);
   std::string out = f.name;
+  if (uses_dot(f, a, b)) out += " vdpbf16ps";
   if (a == b && b == c) {
     if (a != GemmType::f32) out += cat(" ", gemm_type_name(a));
   } else {
@@ -726,6 +742,15 @@ std::string describe_sgemm(const GemmArgs& g, bool packed_b) {
 }
 
 GemmIsa gemm_isa() { return family().isa; }
+
+bool set_gemm_bf16_dot(bool enable) {
+  const KernelFamily* avx512 = gemm_detail::avx512_family();
+  if (enable && !(best_family() == avx512 && avx512->dot_bf16[1][0])) return false;
+  g_bf16_dot.store(enable, std::memory_order_relaxed);
+  return true;
+}
+
+bool gemm_bf16_dot() { return uses_dot(family(), GemmType::bf16, GemmType::bf16); }
 
 bool set_gemm_isa(GemmIsa isa) {
   const KernelFamily* f = nullptr;

@@ -14,6 +14,11 @@
 // (F16C for f16, a 16-bit shift for bf16), C is accumulated in f32 and rounded to its type
 // (round to nearest even, NaN preserved) when a finished block is stored, after the bias and
 // before the epilogue.
+//
+// Where the CPU has AVX-512 BF16, a product with A and B both bf16 goes instead to kernels
+// that multiply k-values in pairs with vdpbf16ps (two bf16 products added into one f32 lane):
+// A micro-panels are packed as bf16 pairs (not widened), B keeps the usual panels and the
+// kernels interleave two of its rows as they load them. See set_gemm_bf16_dot.
 #pragma once
 
 #include <cstddef>
@@ -152,7 +157,8 @@ const char* gemm_kernel_name();
 
 // The kernels that run a product with these operand types, for the dispatch report: the
 // family name, then the type when all three agree ("avx2 6x16 bf16") or each one
-// ("avx2 6x16 a=f32 b=f16 c=f32"); nothing is added for all-f32. A family that cannot widen
+// ("avx2 6x16 a=f32 b=f16 c=f32"); nothing is added for all-f32. The bf16-pair kernels add
+// "vdpbf16ps" after the family ("avx512 14x32 vdpbf16ps bf16"). A family that cannot widen
 // f16 on this CPU (AVX2 without F16C) hands f16 products to the portable kernels, and the
 // name says so.
 std::string gemm_kernel_name(GemmType a, GemmType b, GemmType c);
@@ -174,6 +180,19 @@ bool set_gemm_isa(GemmIsa isa);
 // The kernel family in use.
 GemmIsa gemm_isa();
 
+// Whether products with A and B both bf16 run on the AVX-512 BF16 kernels (vdpbf16ps: pairs of
+// bf16 products added into f32 lanes; the instruction treats denormal inputs and results as
+// zero and rounds to nearest even, so results can differ from the widening kernels by the
+// f32 accumulation error and by values below 2^-126) instead of widening B to f32 as it is
+// loaded. On by default, and used while the avx512 family is selected on a CPU whose cpuid
+// reports avx512_bf16. set_gemm_bf16_dot(false) switches them off (tests and benchmarks
+// compare both paths); set_gemm_bf16_dot(true) returns false and changes nothing if this CPU
+// lacks them. Not thread-safe against running GEMMs.
+bool set_gemm_bf16_dot(bool enable);
+
+// True when a bf16 x bf16 product would run on the vdpbf16ps kernels now.
+bool gemm_bf16_dot();
+
 // ---------------------------------------------------------------------------------------
 // Internal: the micro-kernel interface shared by gemm.cpp and the per-ISA files.
 namespace gemm_detail {
@@ -187,7 +206,10 @@ inline constexpr int kPanel = 32;
 // C (f32) = alpha*AB + beta*C, C not read if beta == 0 (the driver passes beta = 1 for every
 // K block after the first). If bias is non-null, bias[j] is added (the driver passes it with
 // the last K block). A and C are always f32 here: the driver widens a 16-bit A while packing
-// it and keeps a 16-bit C in an f32 scratch block until it is finished.
+// it and keeps a 16-bit C in an f32 scratch block until it is finished. The bf16-pair kernels
+// (KernelFamily::dot_bf16) are the exception: for them `a` holds uint32 bf16 pairs, pair q of
+// row i at a[q * a_cs + i] with the low half A(i, 2q) and the high half A(i, 2q + 1) (zero
+// past k), as pack_a_bf16_pairs writes them (a_rs == 1).
 // prefetch_b: B is read in place (not packed); kernels may prefetch rows ahead, and a masked
 // kernel must not read B past column nr (packed panels are zero-padded, in-place B is not).
 struct MicroArgs {
@@ -237,6 +259,15 @@ struct KernelFamily {
   PackB pack_b_rows[kTypes];
   ConvertRow round_row[kTypes];  // [f32] unused
   ConvertRow widen_row[kTypes];  // [f32] unused
+  // A and B both bf16 (null unless the CPU has AVX-512 BF16): kernels that multiply k-values
+  // in pairs (vdpbf16ps), for mr rows of `width` columns and, for mr <= wide_max_mr, of
+  // wide_width columns; [mr][masked] as above. A comes from pack_a_bf16_pairs, B in the usual
+  // layout (bf16 panels or row-major bf16 in place).
+  MicroKernel dot_bf16[kMaxMr + 1][2];
+  MicroKernel dot_bf16_wide[kMaxMr + 1][2];
+  // Packs a bf16 A micro-panel as pairs, for dot_bf16: dst (as uint32)[q * mr + i] =
+  // A(i, 2q) | A(i, 2q + 1) << 16 for q < ceil(kc / 2), the high half zero past kc.
+  PackA pack_a_bf16_pairs;
 };
 
 // Sets every packing and conversion entry of f to the portable versions (families then

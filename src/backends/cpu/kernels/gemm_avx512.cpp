@@ -6,6 +6,17 @@
 // F16C for the f16 entries (registered only when cpuid reports it). A 16-bit B is widened on
 // load: f16 with vcvtph2ps, bf16 by a 16-bit shift; partial vectors use AVX-512BW's masked
 // 16-bit loads, so nothing past column nr is read.
+//
+// Where cpuid also reports avx512_bf16, products with A and B both bf16 get kernels of their
+// own (dot_bf16, compiled with a target attribute that adds avx512bf16): vdpbf16ps multiplies
+// the bf16 pairs (2q, 2q + 1) of A and B and adds both products into one f32 lane, so each
+// instruction does the work of two FMAs and neither operand is widened. A is packed as pairs
+// (a 32-bit broadcast per row); B keeps the panel layout every kernel reads, and the kernel
+// interleaves rows 2q and 2q + 1 of a 32-column group as it loads them (two unpacks per 28
+// vdpbf16ps in the 14-row kernel), which keeps a PackedB valid for every kernel and lets
+// row-major B be read in place. The unpacks work within 128-bit lanes, so the accumulators
+// hold columns in a fixed permuted order, put back once when C is stored. An odd k ends with
+// a zero row of B and a zero high half in A's last pair.
 #include <cstdint>
 
 #include "backends/cpu/kernels/gemm.h"
@@ -284,6 +295,191 @@ RLX_AVX512 void widen_row_f16(const void* src, void* dst, int64_t n) {
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// AVX-512 BF16: A and B both bf16, k-values in pairs.
+
+#define RLX_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma,f16c")))
+
+RLX_AVX512 inline __mmask32 lane_mask32(int64_t valid) {
+  if (valid >= 32) return 0xFFFFFFFFu;
+  if (valid <= 0) return 0;
+  return static_cast<__mmask32>((1u << valid) - 1u);
+}
+
+// 32 bf16 of B at p (lanes outside mk are zero and not read).
+template <bool kMask>
+RLX_AVX512_BF16 inline __m512i load_row32(const uint16_t* p, __mmask32 mk) {
+  return kMask ? _mm512_maskz_loadu_epi16(mk, p) : _mm512_loadu_si512(p);
+}
+
+// acc[i][2g], acc[i][2g+1] += one k-pair: rows r0 and r1 of each 32-column group g dotted
+// with the pair a[i] of each row i of A. The unpacked vectors hold columns 8L + (0..3) (even
+// slot) and 8L + (4..7) (odd slot) of each 128-bit lane L.
+template <int MR, int NG>
+RLX_AVX512_BF16 __attribute__((always_inline)) inline void dot_step(__m512 (&acc)[MR][2 * NG], const __m512i (&r0)[NG],
+                                                                    const __m512i (&r1)[NG], const int* a) {
+#pragma GCC unroll 4
+  for (int g = 0; g < NG; ++g) {
+    const __m512bh lo = (__m512bh)_mm512_unpacklo_epi16(r0[g], r1[g]);
+    const __m512bh hi = (__m512bh)_mm512_unpackhi_epi16(r0[g], r1[g]);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(a[i]);
+      acc[i][2 * g] = _mm512_dpbf16_ps(acc[i][2 * g], ai, lo);
+      acc[i][2 * g + 1] = _mm512_dpbf16_ps(acc[i][2 * g + 1], ai, hi);
+    }
+  }
+}
+
+// The k-pairs of one call, then the last odd row of B with a zero partner (never read past
+// k). Group g of B starts at b + boff[g].
+template <int MR, int NG, bool kMask, bool kPrefetch>
+RLX_AVX512_BF16 __attribute__((always_inline)) inline void dot_loop(__m512 (&acc)[MR][2 * NG],
+                                                                    const __mmask32 (&mk)[NG],
+                                                                    const int64_t (&boff)[NG], const MicroArgs& m) {
+  const auto* a = reinterpret_cast<const int*>(m.a);  // uint32 pairs, read as int for set1
+  const auto* b = static_cast<const uint16_t*>(m.b);
+  const int64_t ldb = m.ldb, a_cs = m.a_cs;
+  const int64_t pairs = m.k / 2;
+  for (int64_t q = 0; q < pairs; ++q) {
+    __m512i r0[NG], r1[NG];
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; ++g) {
+      r0[g] = load_row32<kMask>(b + boff[g], mk[g]);
+      r1[g] = load_row32<kMask>(b + ldb + boff[g], mk[g]);
+    }
+    if constexpr (kPrefetch) {
+#pragma GCC unroll 4
+      for (int g = 0; g < NG; ++g) {
+        _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * ldb + boff[g]), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(b + (kPrefetchRows + 1) * ldb + boff[g]), _MM_HINT_T0);
+      }
+    }
+    dot_step<MR, NG>(acc, r0, r1, a);
+    b += 2 * ldb;
+    a += a_cs;
+  }
+  if (m.k % 2) {
+    __m512i r0[NG], r1[NG];
+#pragma GCC unroll 4
+    for (int g = 0; g < NG; ++g) {
+      r0[g] = load_row32<kMask>(b + boff[g], mk[g]);
+      r1[g] = _mm512_setzero_si512();
+    }
+    dot_step<MR, NG>(acc, r0, r1, a);
+  }
+}
+
+// MR rows x NG*32 columns of C from bf16 pairs (see dot_loop); C, alpha, beta and bias as in
+// kernel above.
+template <int MR, int NG, bool kMask>
+RLX_AVX512_BF16 void dot_kernel(const MicroArgs& m) {
+  __m512 acc[MR][2 * NG];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * NG; ++v) acc[i][v] = _mm512_setzero_ps();
+  __mmask32 mk[NG];
+  int64_t boff[NG];
+#pragma GCC unroll 4
+  for (int g = 0; g < NG; ++g) {
+    mk[g] = kMask ? lane_mask32(m.nr - 32 * g) : 0xFFFFFFFFu;
+    boff[g] = g * m.b_panel;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(m.c + i * m.ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(m.c + i * m.ldc + NG * 32 - 1), _MM_HINT_T0);
+  }
+  if constexpr (MR <= 3) {
+    if (m.prefetch_b)
+      dot_loop<MR, NG, kMask, true>(acc, mk, boff, m);
+    else
+      dot_loop<MR, NG, kMask, false>(acc, mk, boff, m);
+  } else {
+    dot_loop<MR, NG, kMask, false>(acc, mk, boff, m);
+  }
+
+  // Columns back in order: of 32 columns, the even slot holds 8L + (0..3) in lane L's four
+  // floats, the odd slot 8L + (4..7).
+  const __m512i idx0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i idx1 = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  const __m512 alpha = _mm512_set1_ps(m.alpha);
+  const __m512 beta = _mm512_set1_ps(m.beta);
+  const bool scale = m.alpha != 1.f, read_c = m.beta != 0.f;
+  __mmask16 cm[2 * NG];
+  __m512 bias[2 * NG];
+#pragma GCC unroll 8
+  for (int v = 0; v < 2 * NG; ++v) {
+    cm[v] = kMask ? lane_mask(m.nr - 16 * v) : static_cast<__mmask16>(0xFFFF);
+    bias[v] = m.bias ? _mm512_maskz_loadu_ps(cm[v], m.bias + 16 * v) : _mm512_setzero_ps();
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    float* c = m.c + i * m.ldc;
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * NG; ++v) {
+      const int g = v / 2;
+      __m512 r = _mm512_permutex2var_ps(acc[i][2 * g], v % 2 ? idx1 : idx0, acc[i][2 * g + 1]);
+      if (scale) r = _mm512_mul_ps(r, alpha);
+      if (read_c) {
+        const __m512 old = kMask ? _mm512_maskz_loadu_ps(cm[v], c + 16 * v) : _mm512_loadu_ps(c + 16 * v);
+        r = _mm512_fmadd_ps(beta, old, r);
+      }
+      if (m.bias) r = _mm512_add_ps(r, bias[v]);
+      if (kMask)
+        _mm512_mask_storeu_ps(c + 16 * v, cm[v], r);
+      else
+        _mm512_storeu_ps(c + 16 * v, r);
+    }
+  }
+}
+
+// A bf16 micro-panel as pairs: dst[q * mr + i] = A(i, 2q) | A(i, 2q + 1) << 16. A row-major
+// row is already a sequence of pairs, so 16 rows x 16 pairs go through the 32-bit register
+// transpose; a transposed A interleaves rows 2q and 2q + 1. Odd kc: the last high half is 0.
+RLX_AVX512 void pack_a_bf16_pairs(const void* av, int64_t lda, bool trans, int64_t mr, int64_t kc, float* dstf) {
+  const uint16_t* a = static_cast<const uint16_t*>(av);
+  uint32_t* dst = reinterpret_cast<uint32_t*>(dstf);
+  const int64_t pairs = kc / 2;
+  const __mmask16 mk = lane_mask(mr);
+  if (trans) {
+    for (int64_t q = 0; q < pairs; ++q) {
+      const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, a + 2 * q * lda));
+      const __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, a + (2 * q + 1) * lda));
+      _mm512_mask_storeu_epi32(dst + q * mr, mk, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+    if (kc % 2)
+      _mm512_mask_storeu_epi32(dst + pairs * mr, mk, _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, a + (kc - 1) * lda)));
+    return;
+  }
+  int64_t q0 = 0;
+  for (; q0 + 16 <= pairs; q0 += 16) {
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) r[i] = i < mr ? _mm512_loadu_ps(a + i * lda + 2 * q0) : _mm512_setzero_ps();
+    transpose16(r);
+#pragma GCC unroll 16
+    for (int q = 0; q < 16; ++q) _mm512_mask_storeu_ps(dstf + (q0 + q) * mr, mk, r[q]);
+  }
+  for (; q0 < pairs; ++q0)
+    for (int64_t i = 0; i < mr; ++i) {
+      const uint16_t* e = a + i * lda + 2 * q0;
+      dst[q0 * mr + i] = e[0] | static_cast<uint32_t>(e[1]) << 16;
+    }
+  if (kc % 2)
+    for (int64_t i = 0; i < mr; ++i) dst[pairs * mr + i] = a[i * lda + kc - 1];
+}
+
+template <int NG, int MR>
+constexpr void fill_dot(MicroKernel (&t)[kMaxMr + 1][2]) {
+  if constexpr (MR >= 1) {
+    t[MR][0] = &dot_kernel<MR, NG, false>;
+    t[MR][1] = &dot_kernel<MR, NG, true>;
+    fill_dot<NG, MR - 1>(t);
+  }
+}
+
 template <GemmType BT, int NV, int MR>
 constexpr void fill(MicroKernel (&t)[kTypes][2][kMaxMr + 1][2]) {
   if constexpr (MR >= 1) {
@@ -322,6 +518,13 @@ KernelFamily make_family() {
     f.pack_a[f16] = &pack_a_16<GemmType::f16>;
     f.round_row[f16] = &round_row_f16;
     f.widen_row[f16] = &widen_row_f16;
+  }
+  // AVX-512 BF16 is its own cpuid bit (Cooper Lake, Sapphire Rapids, Zen 4 and later), which
+  // libgcc reports only when the OS saves the AVX-512 state.
+  if (__builtin_cpu_supports("avx512bf16")) {
+    fill_dot<1, 14>(f.dot_bf16);
+    fill_dot<4, 3>(f.dot_bf16_wide);
+    f.pack_a_bf16_pairs = &pack_a_bf16_pairs;
   }
   return f;
 }
