@@ -3,6 +3,10 @@
 //   mlp:      784 -> 128 (ReLU) -> 10
 //   tinyconv: conv 1->8 3x3 + ReLU, max-pool 2, conv 8->16 3x3 + ReLU, max-pool 2,
 //             fully connected 400 -> 10   (28 -> 26 -> 13 -> 11 -> 5; 16 * 5 * 5 = 400)
+//   dsconv:   stem conv 1->16 3x3 stride 2 pad 1 + ReLU (28 -> 14), depthwise conv 16 3x3 pad 1
+//             + ReLU, pointwise conv 16->16 1x1, residual add of the stem + ReLU, max-pool 3
+//             stride 2 pad 1 (14 -> 7), average pool 2 stride 2 padded bottom/right (7 -> 4),
+//             fully connected 256 -> 10 (the layers of small mobile networks)
 #pragma once
 
 #include <functional>
@@ -31,7 +35,7 @@ struct ModelDef {
       forward;
 };
 
-// "mlp" or "tinyconv", f32, weights Kaiming-uniform (ReLU gain; gain 1 for the output layer)
+// "mlp", "tinyconv" or "dsconv", f32, weights Kaiming-uniform (ReLU gain; gain 1 for the output layer)
 // from `seed`, biases zero. Linear weights are stored [in, out] (y = x W + b).
 Expected<ModelDef> mnist_model(std::string_view arch, uint64_t seed);
 

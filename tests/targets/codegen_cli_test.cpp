@@ -44,8 +44,8 @@ TEST(CodegenCli, MlpProjectWithReport) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("compile-ready: yes (5 native"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("int8 vs float on 100 test images"), std::string::npos) << r.out;
-  for (const char* f : {"model.c", "model.h", "main.c", "startup.c", "link.ld", "Makefile", "rlx_mcu_kernels.h",
-                        "test_inputs.h", "report.txt"})
+  for (const char* f : {"model.c", "model.h", "main.c", "startup.c", "link.ld", "link_m0.ld", "Makefile",
+                        "rlx_mcu_kernels.h", "test_inputs.h", "report.txt"})
     EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f;
   std::ifstream rep(out + "/report.txt");
   std::stringstream ss;
@@ -53,6 +53,7 @@ TEST(CodegenCli, MlpProjectWithReport) {
   EXPECT_NE(ss.str().find("dense_s8 784x128"), std::string::npos) << ss.str();
   if (why.empty()) {
     EXPECT_NE(ss.str().find("m3 (mps2-an385): flash"), std::string::npos) << ss.str();
+    EXPECT_NE(ss.str().find("m0 (microbit): flash"), std::string::npos) << ss.str();
     EXPECT_NE(ss.str().find("bit-identical to the host reference on 3 of 3 inputs"), std::string::npos) << ss.str();
   }
 }

@@ -8,7 +8,8 @@
 // "qat.<site>.scale/zero_point" tensors; --ptq calibrates anyway), or else calibrates activation
 // ranges by running the float model on --calib training images, quantizes, checks the int8 model against the float model on --eval test images, and writes
 // the C project with --inputs test images embedded. With --run it also builds the project with
-// arm-none-eabi-gcc, runs it in qemu-system-arm for M3 and M4, and checks that the logits the
+// arm-none-eabi-gcc, runs it in qemu-system-arm for M3, M4 and M0 (when it fits the M0 board's 16K
+// of RAM), and checks that the logits the
 // firmware prints are bit-identical to the host int8 reference. The fpga target shares all of that
 // up to the int8 program, then writes the SystemVerilog design; its --run
 // simulates it with Verilator (bit-identical logits, cycles) and synthesizes it with Yosys.
@@ -65,7 +66,10 @@ Expected<Prepared> prepare(const Args& a, bool fpga) {
   std::string arch = a.get("arch").value_or("");
   if (arch.empty()) {
     auto it = f.metadata.find("arch");
-    arch = it != f.metadata.end() ? it->second : f.tensors.count("conv1.weight") ? "tinyconv" : "mlp";
+    arch = it != f.metadata.end()             ? it->second
+           : f.tensors.count("conv1.weight") ? "tinyconv"
+           : f.tensors.count("stem.weight")  ? "dsconv"
+                                             : "mlp";
   }
   RLX_ASSIGN_OR_RETURN(train::ModelDef model, train::mnist_model(arch, 1));
   RLX_ASSIGN_OR_RETURN(Graph g, classifier_graph(model, f.tensors));
@@ -150,7 +154,14 @@ Status codegen_cortex_m(const Args& a) {
               out.c_str(), q.layers.size(), static_cast<long long>(q.arena_bytes()), ins.inputs.size());
   if (!a.has("run")) return Status::ok();
   std::string run_summary = "\nbuilt with arm-none-eabi-gcc -O2, run in qemu-system-arm with semihosting:\n";
-  for (const char* cpu : {"m3", "m4"}) {
+  for (const char* cpu : {"m3", "m4", "m0"}) {
+    // the M0 board (microbit) has 16K of RAM: the arena, main's output line and the 4K stack
+    const int64_t m0_ram = q.arena_bytes() + 4096 + 64 + 5 * int64_t{q.n_out};
+    if (std::string(cpu) == "m0" && m0_ram > 16 * 1024) {
+      run_summary += cat("  m0 (microbit): not run: the ", q.arena_bytes(), "-byte arena and the 4K stack do not fit its "
+                         "16K of RAM\n");
+      continue;
+    }
     RLX_ASSIGN_OR_RETURN(QemuRun r, build_and_run(out, cpu));
     if (r.logits.size() != want.size())
       return error(ErrorCode::runtime_error, cpu, ": the firmware reported ", r.logits.size(), " inputs, expected ", want.size());
@@ -159,7 +170,8 @@ Status codegen_cortex_m(const Args& a) {
     run_summary += cat("  ", cpu, " (", r.machine, "): flash ", r.flash_bytes(), " bytes (text ", r.text, " + data ", r.data,
                        "), RAM ", r.ram_bytes(), " bytes (data + bss) + 4096 stack; logits bit-identical to the host "
                        "reference on ", same, " of ", want.size(), " inputs; ",
-                       r.instructions.empty() ? 0 : r.instructions[0], " instructions per inference (QEMU -icount, +-40)\n");
+                       r.instructions.empty() ? 0 : r.instructions[0], " instructions per inference (QEMU -icount, +-",
+                       std::string(cpu) == "m0" ? 63 : 40, ")\n");
     if (same != static_cast<int64_t>(want.size())) {
       std::printf("%s", run_summary.c_str());
       return error(ErrorCode::runtime_error, cpu, ": the firmware's logits differ from the host int8 reference on ",

@@ -87,8 +87,8 @@ Expected<Options> parse(int argc, char** argv, int first) {
     return error(ErrorCode::invalid_argument, "expected `rlx train mnist ...` (the one dataset rlx trains on today)");
   Options o;
   o.arch = a.get("arch").value_or("mlp");
-  if (o.arch != "mlp" && o.arch != "tinyconv")
-    return error(ErrorCode::invalid_argument, "--arch must be mlp or tinyconv, got '", o.arch, "'");
+  if (o.arch != "mlp" && o.arch != "tinyconv" && o.arch != "dsconv")
+    return error(ErrorCode::invalid_argument, "--arch must be mlp, tinyconv or dsconv, got '", o.arch, "'");
   RLX_ASSIGN_OR_RETURN(o.epochs, to_int(a, "epochs", 1, 0));
   RLX_ASSIGN_OR_RETURN(o.batch, to_int(a, "batch", 128, 1));
   RLX_ASSIGN_OR_RETURN(o.eval_batch, to_int(a, "eval-batch", 1000, 1));

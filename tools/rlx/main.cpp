@@ -38,8 +38,8 @@ const std::vector<Verb>& verbs() {
       {"make-model", "write a deterministic random-weight model in its real layout (offline tests, benchmarks)",
        "rlx make-model minilm|qwen3-tiny --out DIR [--seed S] [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k]",
        cmd_make_model},
-      {"train", "train a classifier (MNIST MLP or tiny CNN): one compiled step for forward, backward and update",
-       "rlx train mnist --arch mlp|tinyconv [--epochs E] [--batch B] [--lr LR] [--optimizer sgd|adam|adamw] "
+      {"train", "train a classifier (MNIST MLP or tiny CNNs): one compiled step for forward, backward and update",
+       "rlx train mnist --arch mlp|tinyconv|dsconv [--epochs E] [--batch B] [--lr LR] [--optimizer sgd|adam|adamw] "
        "[--data DIR | --synthetic] [--json FILE] [--save FILE.safetensors] [--seed S] [--device D] [--qat int8] [--init FILE] "
        "[--dp D [--bucket-kb K]] [--pp P [--micro-batches M] [--pp-schedule gpipe|1f1b]] (under mpirun -np D*P) "
        "[--tp T] (with --dp/--pp: mpirun -np T*D*P)  "
@@ -48,7 +48,7 @@ const std::vector<Verb>& verbs() {
       {"codegen", "ahead-of-time full-integer int8 inference: C for Cortex-M (QEMU-checked with --run), "
        "SystemVerilog for FPGAs (Verilator-checked and Yosys-synthesized with --run)",
        "rlx codegen cortex-m|fpga MODEL.safetensors --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] [--seed S] "
-       "[--arch mlp|tinyconv] [--lanes P (fpga, 8)] [--ptq] [--run]; a checkpoint trained with --qat int8 brings its "
+       "[--arch mlp|tinyconv|dsconv] [--lanes P (fpga, 8)] [--ptq] [--run]; a checkpoint trained with --qat int8 brings its "
        "activation scales (--ptq calibrates instead)  (docs/targets.md)",
        cmd_codegen},
       {"splat", "3D Gaussian splatting: render a 3DGS .ply scene to a PNG, or fit Gaussians to a synthetic image",

@@ -1,6 +1,7 @@
 // Building an emitted project with arm-none-eabi-gcc and running it in qemu-system-arm.
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -22,12 +23,16 @@ std::string toolchain_missing() {
 Expected<QemuRun> build_and_run(const std::string& dir, const std::string& cpu, int timeout_s) {
   QemuRun r;
   r.cpu = cpu;
+  double ns_per_tick = 40.0;  // SysTick at the board's processor clock; QEMU runs 1 instruction per ns
   if (cpu == "m3") {
-    r.machine = "mps2-an385";
+    r.machine = "mps2-an385";  // 25 MHz
   } else if (cpu == "m4") {
     r.machine = "mps2-an386";
+  } else if (cpu == "m0") {
+    r.machine = "microbit";    // nRF51, 16 MHz
+    ns_per_tick = 62.5;
   } else {
-    return error(ErrorCode::invalid_argument, "unknown Cortex-M cpu '", cpu, "' (expected m3 or m4)");
+    return error(ErrorCode::invalid_argument, "unknown Cortex-M cpu '", cpu, "' (expected m0, m3 or m4)");
   }
   if (std::string why = toolchain_missing(); !why.empty()) return error(ErrorCode::unavailable, why);
   const std::string elf = cpu + ".elf";
@@ -69,7 +74,7 @@ Expected<QemuRun> build_and_run(const std::string& dir, const std::string& cpu, 
     int v;
     while (ls >> v) logits.push_back(static_cast<int8_t>(v));
     r.preds.push_back(static_cast<int32_t>(pred));
-    r.instructions.push_back(ticks * 40);
+    r.instructions.push_back(std::llround(static_cast<double>(ticks) * ns_per_tick));
     r.logits.push_back(std::move(logits));
   }
   if (!done) return error(ErrorCode::runtime_error, elf, " did not finish (no 'done' line):\n", out);

@@ -516,8 +516,9 @@ std::string harness_cpp(const Int8Program& p, size_t n_inputs) {
 }  // namespace
 
 Expected<int8::FloatProgram> lower_for_fpga(const Graph& g) {
-  // the hardware runs the layers the shared int8 lowering produces (dense, conv2d, max_pool2d)
-  return int8::lower_to_int8(g, kDeviceName);
+  // the hardware runs the chains the shared int8 lowering produces without extra layer support
+  // (dense, conv2d with group 1, max_pool2d without padding)
+  return int8::lower_to_int8(g, kDeviceName, int8::LayerSupport{});
 }
 
 Expected<Layout> layout(const Int8Program& p, const Options& o) {
@@ -525,6 +526,17 @@ Expected<Layout> layout(const Int8Program& p, const Options& o) {
     return error(ErrorCode::invalid_argument, "--lanes must be a power of two in 1..64, got ", o.lanes);
   if (p.layers.empty() || p.layers.size() > 15)
     return error(ErrorCode::invalid_argument, "the fpga target runs 1 to 15 layers, the program has ", p.layers.size());
+  for (size_t k = 0; k < p.layers.size(); ++k) {
+    // the hardware walks one chain of dense, conv2d (group 1) and unpadded max-pool layers
+    // (lower_for_fpga produces no other program)
+    const Int8Layer& L = p.layers[k];
+    const int8::Conv2dGeometry& g = L.geo;
+    if (L.kind == LayerKind::avgpool2d || L.kind == LayerKind::add || g.groups != 1 ||
+        (L.kind == LayerKind::maxpool2d && (g.pt != 0 || g.pl != 0 || g.pb != 0 || g.pr != 0)) ||
+        L.input != static_cast<int32_t>(k) - 1)
+      return error(ErrorCode::illegal, "layer ", L.name, " (", int8::layer_kind_name(L.kind),
+                   ") is not one the fpga design runs: a chain of dense, conv2d (group 1) and unpadded max_pool2d layers");
+  }
   Layout lay;
   lay.lanes = o.lanes;
   const bool general = !dense_only(p);
