@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <random>
 
+#include "brief_training.h"
 #include "targets/cortex_m/cortex_m.h"
 #include "targets/int8/rlx_mcu_kernels.h"
 #include "train/data.h"
@@ -228,28 +229,15 @@ TEST(CortexMLayers, TrainedDsconvAgreesAndIsBitIdenticalInQemu) {
   train::MnistData data = train::synthetic_mnist(2000, 300, 19);
   auto m = train::mnist_model("dsconv", 19);
   ASSERT_TRUE(m.has_value()) << m.status().to_string();
-  auto trainer = train::Trainer::create(*m, train::TrainConfig{});
-  ASSERT_TRUE(trainer.has_value()) << trainer.status().to_string();
-  train::BatchLoader loader(data.train, 50, {1, 28, 28}, 19);
-  loader.start_epoch(1);
-  Tensor x, y;
-  while (loader.next(x, y)) ASSERT_TRUE((*trainer)->step(x, y, 0.1).has_value());
-  std::map<std::string, Tensor> w;
-  for (auto& [name, t] : (*trainer)->named_parameters()) w[name] = t;
-  auto g = classifier_graph(*m, w);
+  auto g = classifier_graph(*m, train_one_epoch(*m, data.train, 50, 19));
   ASSERT_TRUE(g.has_value()) << g.status().to_string();
   auto fp = lower_for_cortex_m(*g);
   ASSERT_TRUE(fp.has_value()) << fp.status().to_string();
   ASSERT_EQ(fp->layers.size(), 7u);  // stem, dw, pw, add, max pool, average pool, fc
-  auto flat = [&](const train::Dataset& d, int64_t n) {
-    Tensor t = Tensor::zeros(DType::f32, {n, 784});
-    std::copy(d.images.data<float>(), d.images.data<float>() + n * 784, t.data<float>());
-    return t;
-  };
-  auto q = quantize_program(*g, *fp, flat(data.train, 300));
+  auto q = quantize_program(*g, *fp, flat_images(data.train, 300));
   ASSERT_TRUE(q.has_value()) << q.status().to_string();
   expect_plan_is_sound(*q);
-  const Tensor test = flat(data.test, 300);
+  const Tensor test = flat_images(data.test, 300);
   auto outs = run_float(*g, *fp, test);
   ASSERT_TRUE(outs.has_value()) << outs.status().to_string();
   int agree = 0, float_ok = 0, int8_ok = 0;

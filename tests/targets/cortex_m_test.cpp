@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 
+#include "brief_training.h"
 #include "targets/cortex_m/cortex_m.h"
 #include "targets/int8/rlx_mcu_kernels.h"
 #include "train/data.h"
@@ -30,13 +31,6 @@ std::map<std::string, Tensor> random_mlp_weights(uint64_t seed) {
     w[p.name] = t;
   }
   return w;
-}
-
-Tensor flat_images(const train::Dataset& d, int64_t n) {
-  n = std::min(n, d.size());
-  Tensor t = Tensor::zeros(DType::f32, {n, 784});
-  std::copy(d.images.data<float>(), d.images.data<float>() + n * 784, t.data<float>());
-  return t;
 }
 
 struct Built {
@@ -196,15 +190,7 @@ TEST(CortexM, Int8AgreesWithFloatOnTrainedMlp) {
   train::MnistData data = train::synthetic_mnist(3000, 500, 11);
   auto m = train::mnist_model("mlp", 11);
   ASSERT_TRUE(m.has_value());
-  train::TrainConfig cfg;
-  auto trainer = train::Trainer::create(*m, cfg);
-  ASSERT_TRUE(trainer.has_value()) << trainer.status().to_string();
-  train::BatchLoader loader(data.train, 100, {784}, 11);
-  loader.start_epoch(1);
-  Tensor x, y;
-  while (loader.next(x, y)) ASSERT_TRUE((*trainer)->step(x, y, 0.1).has_value());
-  std::map<std::string, Tensor> w;
-  for (auto& [name, t] : (*trainer)->named_parameters()) w[name] = t;
+  const std::map<std::string, Tensor> w = train_one_epoch(*m, data.train, 100, 11);
   Built b = build(w, data.train, 500);
   const Tensor test = flat_images(data.test, 500);
   auto outs = run_float(b.graph, b.fp, test);
@@ -348,15 +334,7 @@ TEST(CortexM, TrainedTinyconvAgreesAndIsBitIdenticalInQemu) {
   train::MnistData data = train::synthetic_mnist(2000, 300, 13);
   auto m = train::mnist_model("tinyconv", 13);
   ASSERT_TRUE(m.has_value());
-  auto trainer = train::Trainer::create(*m, train::TrainConfig{});
-  ASSERT_TRUE(trainer.has_value()) << trainer.status().to_string();
-  train::BatchLoader loader(data.train, 50, {1, 28, 28}, 13);
-  loader.start_epoch(1);
-  Tensor x, y;
-  while (loader.next(x, y)) ASSERT_TRUE((*trainer)->step(x, y, 0.1).has_value());
-  std::map<std::string, Tensor> w;
-  for (auto& [name, t] : (*trainer)->named_parameters()) w[name] = t;
-  auto g = classifier_graph(*m, w);
+  auto g = classifier_graph(*m, train_one_epoch(*m, data.train, 50, 13));
   ASSERT_TRUE(g.has_value()) << g.status().to_string();
   auto fp = lower_for_cortex_m(*g);
   ASSERT_TRUE(fp.has_value()) << fp.status().to_string();
