@@ -39,6 +39,10 @@ struct DeviceInfo {
   std::string reason;       // why it is unavailable; empty when available
   std::string description;  // e.g. "x86-64, 2 threads, avx512"
   std::vector<DType> dtypes;  // dtypes its renderer computes in
+  // 16-bit dtypes whose matrix products run on native kernels faster than the same product
+  // widened onto the f32 ones (so autocast's narrow form pays for inference there; e.g. bf16
+  // on a CPU with AVX-512 BF16). Empty where only the widened form is fast.
+  std::vector<DType> fast_narrow_products;
 };
 
 struct ExecStats {

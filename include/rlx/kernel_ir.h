@@ -130,6 +130,10 @@ struct KernelProgram {
   // program that does not verify (ids that are unset print as negative numbers).
   // parse_kernel_program(p.to_text()) reproduces p for every p that passes verify_program.
   std::string to_text() const;
+  // The same text for people (the executables' kernel listing, `rlx explain`): a buffer's data
+  // of more than 64 values is summarised as `dense<N values not listed>` (not parseable), so
+  // that a program with folded weight constants lists in microseconds, not seconds.
+  std::string listing() const;
 };
 
 // Parses the text that KernelProgram::to_text() writes; print(parse(print(p))) == print(p).

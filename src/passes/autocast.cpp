@@ -1,6 +1,8 @@
 // The autocast pass (policy and forms: autocast.h).
 #include "autocast.h"
 
+#include <cstdlib>
+
 #include "rewrite_util.h"
 
 namespace rlx::passes {
@@ -26,6 +28,17 @@ DType precision_dtype(Precision p) {
     case Precision::bf16: return DType::bf16;
     default: return DType::f32;
   }
+}
+
+AutocastOptions::Compute inference_compute(const DeviceInfo& device, DType narrow) {
+  // RLX_AUTOCAST_FORM=widened|narrow overrides the choice (benchmarks compare both forms)
+  if (const char* form = std::getenv("RLX_AUTOCAST_FORM")) {
+    if (std::string_view(form) == "narrow") return AutocastOptions::Compute::narrow;
+    if (std::string_view(form) == "widened") return AutocastOptions::Compute::widened;
+  }
+  for (DType d : device.fast_narrow_products)
+    if (d == narrow) return AutocastOptions::Compute::narrow;
+  return AutocastOptions::Compute::widened;
 }
 
 bool autocast_narrow_op(Op op) {

@@ -35,6 +35,7 @@
 
 #include <string_view>
 
+#include "rlx/device.h"
 #include "rlx/graph.h"
 
 namespace rlx::passes {
@@ -56,6 +57,14 @@ struct AutocastOptions {
   // MLP (docs/precision.md): rounding the outputs too cost bf16 training 0.55 points.
   bool narrow_output = false;
 };
+
+// The form of the narrow products for inference on `device`: Compute::narrow where the device
+// lists `narrow` in DeviceInfo::fast_narrow_products (its native narrow kernels beat widening),
+// else Compute::widened. The narrow form also rounds each product's result to the narrow type,
+// as torch's autocast does; training keeps the widened form (TrainConfig::amp), where rounding
+// the results cost accuracy (docs/precision.md). The environment variable
+// RLX_AUTOCAST_FORM=widened|narrow overrides the choice (other values are ignored).
+AutocastOptions::Compute inference_compute(const DeviceInfo& device, DType narrow);
 
 // Whether the policy runs `op` in the narrow type (matmul, gemm, dot, conv2d).
 bool autocast_narrow_op(Op op);

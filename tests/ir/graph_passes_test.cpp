@@ -1,6 +1,10 @@
 // Graph clean-up passes on text IR: dead code, common subexpressions, constant folding.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <limits>
+#include <random>
+
 #include "passes/graph_passes.h"
 #include "rlx/compile.h"
 #include "rlx/ir_text.h"
@@ -70,6 +74,48 @@ TEST(GraphPasses, WeightTransposeFoldsToAConstant) {
   ASSERT_NE(c, nullptr);
   ASSERT_EQ(c->sizes(), (Sizes{3, 4}));
   EXPECT_EQ(c->get_f64(1), 9.0);  // t[0][1] = w[1][0] = 3, squared
+}
+
+// A weight cast to f16 or bf16 folds on the host (a fast path: autocast's narrow form casts
+// every matrix); the result must be bit for bit what the reference interpreter's cast gives,
+// including halfway cases, overflow to infinity, subnormals, NaN and signed zero.
+TEST(GraphPasses, FoldedNarrowCastEqualsTheReferenceCast) {
+  std::vector<float> v = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65520.0f, 1e6f, -1e30f, 3.4e38f, 1e-8f, -6e-8f,
+                          1e-40f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(), 1.00390625f, 1.01171875f, 0.333333343f};
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 2000; ++i) {  // random bit patterns: every exponent, both signs
+    uint32_t u = bits(rng);
+    float f;
+    std::memcpy(&f, &u, 4);
+    v.push_back(f);
+  }
+  const int64_t n = static_cast<int64_t>(v.size());
+  Tensor w = Tensor::zeros(DType::f32, {n});
+  std::copy(v.begin(), v.end(), w.data<float>());
+  for (const char* to : {"f16", "bf16"}) {
+    Graph g = parse(cat("graph @g() -> (", to, "[", n, "]) {\n  %w = param \"w\" : f32[", n, "]\n  %c = cast(%w) {to = ", to,
+                        "}\n  return %c\n}").c_str());
+    g.weights["w"] = w;
+    // the reference: the same cast of an input, which nothing folds
+    Graph r = parse(cat("graph @r(%w: f32[", n, "]) -> (", to, "[", n, "]) {\n  %c = cast(%w) {to = ", to,
+                        "}\n  return %c\n}").c_str());
+    auto want = Model::compile(r, {.device = "ref"});
+    ASSERT_TRUE(want.has_value()) << want.status().to_string();
+    auto ref = (*want)->run(std::vector<Tensor>{w});
+    ASSERT_TRUE(ref.has_value()) << ref.status().to_string();
+    auto f = passes::fold_constants(g);
+    ASSERT_TRUE(f.has_value()) << f.status().to_string();
+    EXPECT_EQ(*f, 1);
+    const Tensor* c = nullptr;
+    for (const Node& node : g.nodes)
+      if (node.op == Op::Constant) c = node.attrs.tensor("value");
+    ASSERT_NE(c, nullptr);
+    ASSERT_EQ(c->dtype(), (*ref)[0].dtype());
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(c->data<uint16_t>()[i], (*ref)[0].data<uint16_t>()[i]) << to << " element " << i << " = " << v[static_cast<size_t>(i)];
+  }
 }
 
 TEST(GraphPasses, SimplifiedGraphComputesTheSame) {

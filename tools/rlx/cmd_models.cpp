@@ -45,7 +45,7 @@ Expected<EmbedResult> embed_texts(const std::string& dir, const std::vector<std:
     if (!pipeline) tp = {comm->rank(), comm->size()};
   }
   RLX_ASSIGN_OR_RETURN(models::BertModel m, models::load_bert_folder(dir, models::BertOutput::sentence_embedding, tp));
-  RLX_TRY(apply_precision(m.graph, options.precision).status());
+  RLX_TRY(apply_precision(m.graph, options.precision, options.device).status());
   const int64_t max_len = options.max_length < 0 ? m.config.max_positions : options.max_length;
   if (max_len < 2 || max_len > m.config.max_positions)
     return error(ErrorCode::invalid_argument, "--max-length must be in [2, ", m.config.max_positions, "]");

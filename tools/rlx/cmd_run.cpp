@@ -139,7 +139,7 @@ int cmd_run(int argc, char** argv) {
   if (!l) return report_error(l.status());
   Graph& g = l->model.graph;
   int synthesized = synthesize_missing_weights(g, 7);
-  auto narrowed = apply_precision(g, args->get("precision"));  // after the weights exist, so they fold
+  auto narrowed = apply_precision(g, args->get("precision"), l->device);  // after the weights exist, so they fold
   if (!narrowed) return report_error(narrowed.status());
   // inputs: given by name as .npy, the rest synthesized
   std::map<std::string, Tensor> given;
@@ -232,7 +232,8 @@ int cmd_bench(int argc, char** argv) {
     return report_error(error(ErrorCode::invalid_argument, "--format must be md, json or csv"));
   Graph& g = l->model.graph;
   synthesize_missing_weights(g, 7);
-  if (auto narrowed = apply_precision(g, args->get("precision")); !narrowed) return report_error(narrowed.status());
+  if (auto narrowed = apply_precision(g, args->get("precision"), l->device); !narrowed)
+    return report_error(narrowed.status());
   auto model = Model::compile(g, {.device = l->device, .policy = l->policy, .dims = l->dims});
   if (!model) return report_error(model.status());
   nlohmann::json records = nlohmann::json::array();

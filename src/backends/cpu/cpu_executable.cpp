@@ -272,8 +272,10 @@ Status CpuExecutable::init(const Graph& g) {
     n.how = cat("gemm ", gemm_kernel_name(st.a_type, st.b_type, st.c_type), " m=", st.plan.m, " n=", st.plan.n,
                 " k=", st.plan.k, st.plan.batch > 1 ? cat(" batch=", st.plan.batch) : std::string());
     const kir::Buffer& bb = prog_.buffers[n.inputs[1]];
-    if (bb.kind == kir::BufferKind::weight && (st.plan.batch == 1 || st.plan.stride_b == 0)) {
-      // 16-bit weights stay 16-bit in their panels (half the bytes to stream per product)
+    const bool fixed_b = bb.kind == kir::BufferKind::weight || bb.kind == kir::BufferKind::constant;
+    if (fixed_b && (st.plan.batch == 1 || st.plan.stride_b == 0)) {
+      // weights and folded constants (e.g. a weight cast to bf16 by autocast's narrow form) are
+      // packed once; 16-bit ones stay 16-bit in their panels (half the bytes to stream)
       st.packed = pack_b(ptrs_[n.inputs[1]], st.b_type, st.plan.ldb, st.plan.trans_b, st.plan.k, st.plan.n);
       if (st.packed.valid()) stats_.weight_bytes += st.packed.bytes();
     }
@@ -282,7 +284,7 @@ Status CpuExecutable::init(const Graph& g) {
   plan_async_collectives();
   stats_.native_kernels = static_cast<int>(prog_.natives.size());
   stats_.generated_kernels = static_cast<int>(prog_.generated.size());
-  stats_.kernel_listing = prog_.to_text();
+  stats_.kernel_listing = prog_.listing();
   for (const kir::Step& s : prog_.steps) {
     if (s.native) {
       stats_.kernel_origins.push_back({prog_.natives[s.index].name, prog_.natives[s.index].origins});

@@ -172,7 +172,7 @@ Status OpenclExecutable::init(const Graph& g) {
     global_.push_back(aliased ? 0 : (k.serial ? 1 : static_cast<size_t>(rows * cols)));
   }
   stats_.generated_kernels = static_cast<int>(prog_.generated.size());
-  stats_.kernel_listing = prog_.to_text();
+  stats_.kernel_listing = prog_.listing();
   stats_.native_kernels = static_cast<int>(prog_.natives.size());
   for (const kir::Step& s : prog_.steps)
     stats_.kernel_origins.push_back(s.native ? std::make_pair(prog_.natives[s.index].name, prog_.natives[s.index].origins)

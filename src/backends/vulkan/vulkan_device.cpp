@@ -124,7 +124,7 @@ Status VulkanExecutable::init(const Graph& g) {
   RLX_TRY(record());
   stats_.generated_kernels = static_cast<int>(prog_.generated.size());
   stats_.native_kernels = static_cast<int>(prog_.natives.size());
-  stats_.kernel_listing = prog_.to_text();
+  stats_.kernel_listing = prog_.listing();
   for (const kir::Step& s : prog_.steps)
     stats_.kernel_origins.push_back(s.native ? std::make_pair(prog_.natives[s.index].name, prog_.natives[s.index].origins)
                                              : std::make_pair(prog_.generated[s.index].name, prog_.generated[s.index].origins));

@@ -141,7 +141,7 @@ std::string type_text(DType dt, const Sizes& sizes) { return concat(dtype_name(d
 
 class Printer {
  public:
-  explicit Printer(const KernelProgram& p) : p_(p) {}
+  explicit Printer(const KernelProgram& p, int64_t max_listed = -1) : p_(p), max_listed_(max_listed) {}
 
   std::string run() {
     r_ = "kernels {\n";
@@ -174,7 +174,9 @@ class Printer {
     if (!b.name.empty()) r_ += concat(" ", quote(b.name));
     if (b.arena_offset != -1) r_ += concat(" at ", std::to_string(b.arena_offset));
     if (b.alias_of != -1) r_ += concat(" view ", ref('b', b.alias_of));
-    if (b.data.defined()) {
+    if (b.data.defined() && max_listed_ >= 0 && b.data.numel() > max_listed_) {
+      r_ += concat(" dense<", std::to_string(b.data.numel()), " values not listed>");
+    } else if (b.data.defined()) {
       // the buffer's own type is implied; a tensor of another type says its type
       bool same = b.data.dtype() == b.dtype && b.data.sizes() == b.sizes;
       r_ += concat(" dense<", same ? std::string() : concat(text::format_type(b.data.type()), ", "),
@@ -235,6 +237,7 @@ class Printer {
   }
 
   const KernelProgram& p_;
+  int64_t max_listed_ = -1;  // data of more values is summarised (listing()); -1 prints all
   std::string r_;
   std::vector<bool> native_done_, generated_done_;
 };
@@ -943,6 +946,8 @@ class KernelParser : public text::TokenParser {
 }  // namespace
 
 std::string KernelProgram::to_text() const { return Printer(*this).run(); }
+
+std::string KernelProgram::listing() const { return Printer(*this, 64).run(); }
 
 Expected<KernelProgram> parse_kernel_program(std::string_view text, std::string_view source_name) {
   try {
