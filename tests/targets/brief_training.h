@@ -1,5 +1,6 @@
 // Shared by the Cortex-M tests of tests/targets: one epoch of plain SGD of a classifier on a
-// data set, and the first images of a set as one flat f32 tensor.
+// data set, the first images of a set as one flat f32 tensor, and the int8 program's
+// predictions against the float model's.
 #pragma once
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "targets/cortex_m/cortex_m.h"
+#include "targets/int8/rlx_mcu_kernels.h"
 #include "train/data.h"
 #include "train/models.h"
 #include "train/trainer.h"
@@ -40,6 +43,35 @@ inline Tensor flat_images(const train::Dataset& d, int64_t n, int64_t features =
   Tensor t = Tensor::zeros(DType::f32, {n, features});
   std::copy(d.images.data<float>(), d.images.data<float>() + n * features, t.data<float>());
   return t;
+}
+
+// The int8 program against the float model on the first n images of d (features each, float
+// logits [n, classes] from run_float): how often the argmaxes agree and each is right; the
+// first `embed` quantized images, their labels and the host reference's logits, for QEMU.
+struct Int8VsFloat {
+  int agree = 0, float_ok = 0, int8_ok = 0;
+  cortex_m::EmbeddedInputs ins;
+  std::vector<std::vector<int8_t>> want;
+};
+inline Int8VsFloat int8_vs_float(const int8::Int8Program& q, const Tensor& logits, const train::Dataset& d, int64_t n,
+                                 int64_t features, int32_t classes, int64_t embed) {
+  Int8VsFloat r;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* fl = logits.data<float>() + i * classes;
+    const int32_t fpred = static_cast<int32_t>(std::max_element(fl, fl + classes) - fl);
+    auto x = int8::quantize_input(q, std::span<const float>(d.images.data<float>() + i * features, features));
+    auto ql = int8::run_reference(q, x);
+    const int32_t qpred = rlx_mcu_argmax_s8(ql.data(), classes), label = d.labels.data<int32_t>()[i];
+    r.agree += fpred == qpred;
+    r.float_ok += fpred == label;
+    r.int8_ok += qpred == label;
+    if (i < embed) {
+      r.ins.inputs.push_back(std::move(x));
+      r.ins.labels.push_back(label);
+      r.want.push_back(std::move(ql));
+    }
+  }
+  return r;
 }
 
 }  // namespace rlx::targets

@@ -240,30 +240,14 @@ TEST(CortexMLayers, TrainedDsconvAgreesAndIsBitIdenticalInQemu) {
   const Tensor test = flat_images(data.test, 300);
   auto outs = run_float(*g, *fp, test);
   ASSERT_TRUE(outs.has_value()) << outs.status().to_string();
-  int agree = 0, float_ok = 0, int8_ok = 0;
-  EmbeddedInputs ins;
-  std::vector<std::vector<int8_t>> want;
-  for (int64_t i = 0; i < 300; ++i) {
-    const float* fl = outs->back().data<float>() + i * 10;
-    const int32_t fpred = static_cast<int32_t>(std::max_element(fl, fl + 10) - fl);
-    auto xi = quantize_input(*q, std::span<const float>(test.data<float>() + i * 784, 784));
-    auto ql = run_reference(*q, xi);
-    const int32_t qpred = rlx_mcu_argmax_s8(ql.data(), 10), label = data.test.labels.data<int32_t>()[i];
-    agree += fpred == qpred;
-    float_ok += fpred == label;
-    int8_ok += qpred == label;
-    if (i < 6) {
-      ins.inputs.push_back(xi);
-      ins.labels.push_back(label);
-      want.push_back(ql);
-    }
-  }
+  const Int8VsFloat c = int8_vs_float(*q, outs->back(), data.test, 300, 784, 10, 6);
+  const int agree = c.agree, float_ok = c.float_ok, int8_ok = c.int8_ok;
   std::printf("[ info ] dsconv int8 vs float on 300 synthetic test images: %d agree; accuracy float %.1f%%, int8 %.1f%%\n",
               agree, float_ok / 3.0, int8_ok / 3.0);
   EXPECT_GE(agree, 285);     // >= 95%
   EXPECT_GE(float_ok, 150);  // it learned something (chance is 30)
   EXPECT_GE(int8_ok, float_ok - 9);
-  expect_bit_identical_in_qemu(*q, ins, want, "dsconv");
+  expect_bit_identical_in_qemu(*q, c.ins, c.want, "dsconv");
 }
 
 // Quantization-aware training tracks the inputs of dense and conv2d layers: the pointwise

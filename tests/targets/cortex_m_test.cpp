@@ -343,22 +343,10 @@ TEST(CortexM, TrainedTinyconvAgreesAndIsBitIdenticalInQemu) {
   const Tensor test = flat_images(data.test, 300);
   auto outs = run_float(*g, *fp, test);
   ASSERT_TRUE(outs.has_value()) << outs.status().to_string();
-  int agree = 0, float_ok = 0;
-  EmbeddedInputs ins;
-  std::vector<std::vector<int8_t>> want;
-  for (int64_t i = 0; i < 300; ++i) {
-    const float* fl = outs->back().data<float>() + i * 10;
-    const int32_t fpred = static_cast<int32_t>(std::max_element(fl, fl + 10) - fl);
-    auto xi = quantize_input(*q, std::span<const float>(test.data<float>() + i * 784, 784));
-    auto ql = run_reference(*q, xi);
-    agree += fpred == rlx_mcu_argmax_s8(ql.data(), 10);
-    float_ok += fpred == data.test.labels.data<int32_t>()[i];
-    if (i < 6) {
-      ins.inputs.push_back(xi);
-      ins.labels.push_back(data.test.labels.data<int32_t>()[i]);
-      want.push_back(ql);
-    }
-  }
+  const Int8VsFloat c = int8_vs_float(*q, outs->back(), data.test, 300, 784, 10, 6);
+  const int agree = c.agree, float_ok = c.float_ok;
+  const EmbeddedInputs& ins = c.ins;
+  const std::vector<std::vector<int8_t>>& want = c.want;
   std::printf("[ info ] tinyconv int8 vs float on 300 synthetic test images: %d agree; float accuracy %.1f%%\n", agree,
               float_ok / 3.0);
   EXPECT_GE(agree, 285);     // >= 95%
