@@ -147,7 +147,7 @@ RLX_Q8 void g128_rows_impl(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0
 
 template <bool Asym, int MR>
 RLX_Q8_ENTRY void g128_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
-  constexpr int NR = MR <= 2 ? 4 : 2;
+  constexpr int NR = MR <= 2 ? 1 : 2;  // one weight stream for decode (qgemm_impl.h's rows_kernel)
   const int64_t full = j0 + (j1 - j0) / NR * NR;
   g128_rows_impl<Asym, MR, NR>(a, j0, full);
   g128_rows_impl<Asym, MR, 1>(a, full, j1);
@@ -220,7 +220,7 @@ RLX_Q8 void q4k_rows_impl(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
 
 template <int MR>
 RLX_Q8_ENTRY void q4k_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
-  constexpr int NR = MR <= 2 ? 2 : 1;
+  constexpr int NR = 1;  // one weight stream (qgemm_impl.h's rows_kernel)
   const int64_t full = j0 + (j1 - j0) / NR * NR;
   q4k_rows_impl<MR, NR>(a, j0, full);
   if (NR > 1) q4k_rows_impl<MR, 1>(a, full, j1);
@@ -294,7 +294,7 @@ RLX_Q8 void q6k_rows_impl(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
 
 template <int MR>
 RLX_Q8_ENTRY void q6k_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
-  constexpr int NR = MR <= 2 ? 2 : 1;
+  constexpr int NR = 1;  // one weight stream (qgemm_impl.h's rows_kernel)
   const int64_t full = j0 + (j1 - j0) / NR * NR;
   q6k_rows_impl<MR, NR>(a, j0, full);
   if (NR > 1) q6k_rows_impl<MR, 1>(a, full, j1);
@@ -302,7 +302,7 @@ RLX_Q8_ENTRY void q6k_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0
 
 template <QT8 T, int MR>
 RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
-  constexpr int NR = MR <= 2 ? 4 : 2;
+  constexpr int NR = MR <= 2 ? 1 : 2;  // one weight stream for decode (qgemm_impl.h's rows_kernel)
   const int64_t full = j0 + (j1 - j0) / NR * NR;
   q8_rows_impl<T, MR, NR>(a, j0, full);
   q8_rows_impl<T, MR, 1>(a, full, j1);
