@@ -22,15 +22,6 @@ bool is_reduce_like(Op op) {
   return f == OpFamily::reduce || f == OpFamily::argreduce || op == Op::Dot;
 }
 
-int64_t const_i64(const Tensor& t) {
-  if (t.dtype() == DType::i64 || t.dtype() == DType::u64) {
-    int64_t v;
-    std::memcpy(&v, t.bytes(), 8);
-    return v;
-  }
-  return static_cast<int64_t>(t.get_f64(0));
-}
-
 class Scheduler;
 
 // An inlined value whose expression is longer than this is materialized when more than one
@@ -40,6 +31,8 @@ class Scheduler;
 // the first layer in every later kernel: the mean-pooling kernel read 82 buffers. Cheap
 // expressions (a bias add, softmax's exp) stay fused.
 constexpr int kMaxRecomputeExprs = 32;
+// See Lowering::broadcast_transcendental.
+constexpr int64_t kMaxBroadcastRecompute = 4;
 
 // Builds one generated kernel by inlining the expression of a value at loop indices.
 class Lowering {
@@ -63,6 +56,7 @@ class Lowering {
   int compute(ValueId v, const std::vector<Ix>& idx);
   int reduce_value(const Node& n, ValueId v, const std::vector<Ix>& idx);
   int dot_value(const Node& n, const std::vector<Ix>& idx);
+  bool broadcast_transcendental(ValueId v) const;
   bool depends_on_active(const std::vector<Ix>& idx);
 
   GeneratedKernel& k_;
@@ -154,6 +148,7 @@ int Lowering::elem(ValueId v, const std::vector<Ix>& idx) {
                                                          : kb.linearize(idx, contiguous_strides(buf.sizes));
     r = kb.load(arg(b), buf.dtype, kb.ix_expr(flat));
   } else {
+    if (v != sink_ && broadcast_transcendental(v)) needs_materialization = v;
     const size_t before = k_.exprs.size();
     r = compute(v, idx);
     if (v != sink_) {
@@ -163,6 +158,26 @@ int Lowering::elem(ValueId v, const std::vector<Ix>& idx) {
   }
   memo_.emplace(std::move(key), r);
   return r;
+}
+
+// A transcendental function (sin, exp, erf, ...) of a value this kernel reads broadcast, at
+// least kMaxBroadcastRecompute times per element of the value: materializing it computes each
+// element once (RoPE's cos and sin of [seq, d/2] angles were otherwise computed for every head
+// and both halves of every row: 24% of Qwen3's prefill).
+bool Lowering::broadcast_transcendental(ValueId v) const {
+  const Value& val = S.g.values[v];
+  if (val.producer < 0) return false;
+  switch (S.g.nodes[val.producer].op) {
+    case Op::Exp: case Op::Log: case Op::Tanh: case Op::Sigmoid: case Op::Erf: case Op::Sin: case Op::Cos:
+    case Op::Pow: break;
+    default: return false;
+  }
+  // Inside a reduction the count depends on which domain loops the reduction is hoisted out
+  // of (decided later); softmax's exp in its sum, for one, runs once per element.
+  if (!active_loops_.empty()) return false;
+  int64_t iterations = 1;
+  for (int l = 0; l < k_.domain_rank; ++l) iterations *= k_.loops[l].extent;
+  return iterations >= kMaxBroadcastRecompute * numel(*static_sizes(val.type.shape));
 }
 
 int Lowering::reduce_value(const Node& n, ValueId v, const std::vector<Ix>& idx) {

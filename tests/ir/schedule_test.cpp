@@ -82,6 +82,41 @@ graph @g(%x: f32[3, 50, 7]) -> (f32[3, 50, 7]) {
   EXPECT_EQ(k.rows(), 21);
 }
 
+int count_unary(const kir::GeneratedKernel& k, Op op) {
+  int n = 0;
+  for (const auto& e : k.exprs) n += e.kind == kir::ExprKind::unary && e.op == op;
+  return n;
+}
+
+TEST(Schedule, BroadcastTranscendentalIsComputedOncePerElement) {
+  // RoPE's cos and sin depend on the position and the frequency only; the rotation reads them
+  // for all 8 heads and both halves of each row. They get kernels of their own (16 x 32
+  // elements) instead of being recomputed for each of the 8 x 16 x 64 outputs.
+  auto p = schedule_text(R"(
+graph @g(%x: f32[1, 8, 16, 64], %pos: i64[16]) -> (f32[1, 8, 16, 64]) {
+  %y = rope(%x, %pos) {theta = 10000.0}
+  return %y
+})", {});
+  int cos_kernels = 0, sin_kernels = 0;
+  for (const auto& k : p.generated) {
+    const int c = count_unary(k, Op::Cos), s = count_unary(k, Op::Sin);
+    if (c + s == 0) continue;
+    EXPECT_EQ(numel(p.buffers[k.args[k.stores[0].buffer]].sizes), 16 * 32);
+    cos_kernels += c > 0;
+    sin_kernels += s > 0;
+  }
+  EXPECT_EQ(cos_kernels, 1);
+  EXPECT_EQ(sin_kernels, 1);
+  // an elementwise exp of the same shape as the kernel stays fused
+  auto q = schedule_text(R"(
+graph @g(%x: f32[8, 64], %b: f32[64]) -> (f32[8, 64]) {
+  %y = add(%x, %b)
+  %z = exp(%y)
+  return %z
+})", {});
+  EXPECT_EQ(q.generated.size(), 1u);
+}
+
 TEST(Schedule, MatmulKeepsNativeAndFusesEpilogue) {
   auto p = schedule_text(R"(
 graph @g(%x: f32[6, 64]) -> (f32[6, 48]) {
