@@ -359,10 +359,10 @@ RLX_QK void rows_kernel_impl(const ::rlx::cpu::qgemm_detail::RowsArgs& a, int64_
 // Not always_inline: these are the entry points stored in the kernel table.
 template <QT T, int MR>
 RLX_QK_ENTRY void rows_kernel(const ::rlx::cpu::qgemm_detail::RowsArgs& a, int64_t j0, int64_t j1) {
-  // One or two rows of x (decode) read the weights as one sequential stream, a row at a time:
-  // on Zen 4 that ran f16 decode 2x faster than four interleaved rows (llama.cpp reads them the
-  // same way). With more rows of x the arithmetic per byte grows, and two rows share x's loads.
-  constexpr int NR = MR <= 2 ? 1 : 2;
+  // The weights are read as one sequential stream, a row at a time (llama.cpp reads them the
+  // same way): on Zen 4 that ran f16 decode 2x faster at batch 1 and 1.6x at batch 4 than
+  // interleaving four (two) rows so that each load of x served several rows.
+  constexpr int NR = 1;
   // the table counts blocks of the codec (f32/f16/bf16: single values); this file processes
   // those formats 16 values at a time
   int64_t nb = a.nb;

@@ -3,8 +3,9 @@
 // q = round(x / d)), and each weight block is multiplied into it with 8-bit integer dot products
 // (vpdpbusd with AVX-512 VNNI, vpmaddubsw + vpmaddwd with AVX2), one f32 fma per block and row.
 // Q4_0 nibbles are unpacked with a shift and a mask in registers and used unsigned (0..15); the
-// -8 offset is applied through the per-block sums of x's quants. NR weight rows are processed per
-// iteration so that each load of x serves NR rows.
+// -8 offset is applied through the per-block sums of x's quants. The kernels can take NR weight
+// rows per iteration (each load of x serving NR rows); the decode entries use NR = 1, one
+// sequential weight stream, which was faster (see rows_kernel in qgemm_impl.h).
 //
 // Include inside an anonymous namespace after defining RLX_Q8 (target + always_inline),
 // RLX_Q8_ENTRY (target + noinline) and a struct Dot8 with
@@ -147,7 +148,7 @@ RLX_Q8 void g128_rows_impl(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0
 
 template <bool Asym, int MR>
 RLX_Q8_ENTRY void g128_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
-  constexpr int NR = MR <= 2 ? 1 : 2;  // one weight stream for decode (qgemm_impl.h's rows_kernel)
+  constexpr int NR = 1;  // one weight stream (qgemm_impl.h's rows_kernel)
   const int64_t full = j0 + (j1 - j0) / NR * NR;
   g128_rows_impl<Asym, MR, NR>(a, j0, full);
   g128_rows_impl<Asym, MR, 1>(a, full, j1);
@@ -302,7 +303,7 @@ RLX_Q8_ENTRY void q6k_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0
 
 template <QT8 T, int MR>
 RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
-  constexpr int NR = MR <= 2 ? 1 : 2;  // one weight stream for decode (qgemm_impl.h's rows_kernel)
+  constexpr int NR = 1;  // one weight stream (qgemm_impl.h's rows_kernel)
   const int64_t full = j0 + (j1 - j0) / NR * NR;
   q8_rows_impl<T, MR, NR>(a, j0, full);
   q8_rows_impl<T, MR, 1>(a, full, j1);
