@@ -206,6 +206,12 @@ OpRun run_op(const OpCases& oc, uint64_t seed, const ExpectedFailFn& expected_fa
 // them (a known crash may be in the legalizer).
 OpRun predict_op(const OpCases& oc, const std::vector<std::string>& devices, const ExpectedFailFn& expected_fail);
 
+// The reason a node is illegal, in a form that reads the same for every op and shape (so the
+// matrix's footnotes group): `refusal` without the "<op> on <type>: " and "the rewrite needs
+// <op> on <type>, which is illegal here (...)" prefixes the legalizer puts in front (up to
+// four, outermost first), and "implement <op> on " reads "implement the op on ".
+std::string strip_prefixes(std::string refusal);
+
 // The entry point of a child process that runs one device program (see runner.cpp); returns
 // the exit status. Called before main when RLX_CONFORMANCE_CHILD is set.
 int child_main(const char* request);

@@ -221,6 +221,22 @@ TEST(Harness, SentinelsCatchOutOfBoundsWrites) {
   EXPECT_TRUE(std::isnan(h.view.get_f64(0)));
 }
 
+// Refusals as the legalizer words them. strip_prefixes once read its regex match after the
+// string the match points into was freed (ASan's heap-use-after-free); without ASan the read
+// found the allocator's bookkeeping there and dropped a ')' that ends a reason, as in 8
+// footnotes of docs/ops.md.
+TEST(Harness, StripsRefusalPrefixes) {
+  EXPECT_EQ(strip_prefixes("erf on f16: the device has no kernel for this dtype"), "the device has no kernel for this dtype");
+  // a ')' that ends the reason itself stays
+  EXPECT_EQ(strip_prefixes("erf on f16: needs the extension (cl_khr_fp16)"), "needs the extension (cl_khr_fp16)");
+  // the rewrite's prefix and its closing ')' go, then the inner "<op> on <type>: "
+  EXPECT_EQ(strip_prefixes("the rewrite needs exp on f16[7, 13], which is illegal here (exp on f16: no f16 exp in GLSL 4.3)"),
+            "no f16 exp in GLSL 4.3");
+  EXPECT_EQ(strip_prefixes("the rewrite needs mul on i64[3], which is illegal here (no 64-bit integers (shaderInt64))"),
+            "no 64-bit integers (shaderInt64)");
+  EXPECT_EQ(strip_prefixes("no kernel; implement erf on f16 in the backend"), "no kernel; implement the op on f16 in the backend");
+}
+
 TEST(OpsMatrix, RenderParseRoundTrip) {
   OpsMatrix m;
   m.ops = {"add", "exp"};

@@ -205,21 +205,25 @@ std::string without_shapes(std::string s) {
   return std::regex_replace(s, shapes, "");
 }
 
-// The reason a node is illegal, in a form that reads the same for every op and shape (so the
-// matrix's footnotes group): the refusal of the path that got furthest, without the
-// "<op> on <type>: " prefixes the legalizer puts in front.
+}  // namespace
+
 std::string strip_prefixes(std::string s) {
   static const std::regex prefix(R"(^(the rewrite needs )?[a-z_0-9]+ on [a-z0-9]+(\[[0-9, ]*\])?(: |, which is illegal here \())");
   for (int i = 0; i < 4; ++i) {
     std::smatch m;
     if (!std::regex_search(s, m, prefix)) break;
+    // read the match before s changes: m's iterators point into s's old buffer
+    const bool parenthesized = m[3].str() != ": ";
     s = s.substr(static_cast<size_t>(m.length(0)));
-    if (!s.empty() && s.back() == ')' && m[3].str() != ": ") s.pop_back();
+    if (parenthesized && !s.empty() && s.back() == ')') s.pop_back();
   }
   static const std::regex implement(R"(implement [a-z_0-9]+ on )");
   return std::regex_replace(s, implement, "implement the op on ");
 }
 
+namespace {
+
+// The refusal of the path that got furthest, through strip_prefixes.
 std::string refusal_text(const NodeDecision& d) {
   for (const NodeDecision& c : d.children)
     if (c.path == DispatchPath::illegal) return refusal_text(c);
