@@ -11,6 +11,7 @@
 
 #include "dist/pipeline.h"
 #include "models/text/bpe.h"
+#include "passes/weight_of.h"
 #include "quant/ggml_quants.h"
 #include "rlx/gguf.h"
 #include "json_file.h"
@@ -475,16 +476,6 @@ std::vector<std::pair<int, int>> qwen3_cache_donations(const Qwen3Config& c) {
 // ---------------------------------------------------------------------------------------
 // Session
 
-namespace {
-// The weight behind value v when a param node with data produces it, else null.
-const Tensor* param_weight(const Graph& g, ValueId v) {
-  const int32_t p = g.values[static_cast<size_t>(v)].producer;
-  if (p < 0 || g.nodes[static_cast<size_t>(p)].op != Op::Param) return nullptr;
-  auto it = g.weights.find(g.nodes[static_cast<size_t>(p)].attrs.s("name"));
-  return it == g.weights.end() ? nullptr : &it->second;
-}
-}  // namespace
-
 Expected<std::unique_ptr<Qwen3Session>> Qwen3Session::create(const Qwen3Weights& w, int64_t batch, int64_t context,
                                                              const std::string& device, bool all_logits,
                                                              Qwen3Parallel par, passes::Precision precision) {
@@ -522,8 +513,8 @@ Expected<std::unique_ptr<Qwen3Session>> Qwen3Session::create(const Qwen3Weights&
       // each matrix a product reads through a cast (folded into a 16-bit constant) streams half
       // its f32 bytes per step (the tied embedding's f32 rows are gathered, a few per step)
       for (const Node& n : dg.nodes) {
-        if (n.op != Op::Cast || param_weight(dg, n.inputs[0]) == nullptr) continue;
-        const Tensor& t = *param_weight(dg, n.inputs[0]);
+        if (n.op != Op::Cast || passes::weight_of(dg, n.inputs[0]) == nullptr) continue;
+        const Tensor& t = *passes::weight_of(dg, n.inputs[0]);
         if (t.rank() >= 2) s->weight_bytes_ -= static_cast<int64_t>(t.nbytes()) / 2;
       }
     }

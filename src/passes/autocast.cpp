@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "rewrite_util.h"
+#include "weight_of.h"
 
 namespace rlx::passes {
 
@@ -161,15 +162,11 @@ Expected<int> autocast(Graph& g, const AutocastOptions& options) {
       // device prepares like any other (the CPU packs it for its GEMM), instead of two casts
       std::vector<ValueId> pre(ins.size(), kNoValue);
       for (size_t k = 0; k < ins.size() && options.compute == AutocastOptions::Compute::widened; ++k) {
-        const int32_t producer = g.values[n.inputs[k]].producer;
-        if (!is_product_operand(n.op, static_cast<int>(k)) || producer < 0 ||
-            g.nodes[static_cast<size_t>(producer)].op != Op::Param)
-          continue;
-        const std::string name = g.nodes[static_cast<size_t>(producer)].attrs.s("name");
-        auto w = g.weights.find(name);
-        if (w == g.weights.end() || w->second.dtype() != DType::f32 || !w->second.storage()) continue;
+        const Tensor* w = is_product_operand(n.op, static_cast<int>(k)) ? weight_of(g, n.inputs[k]) : nullptr;
+        if (!w || w->dtype() != DType::f32 || !w->storage()) continue;
+        const std::string name = g.nodes[static_cast<size_t>(g.values[n.inputs[k]].producer)].attrs.s("name");
         const std::string rounded = cat(name, "#", dtype_name(options.narrow));
-        if (!out.weights.count(rounded)) out.weights[rounded] = rounded_copy(w->second, options.narrow);
+        if (!out.weights.count(rounded)) out.weights[rounded] = rounded_copy(*w, options.narrow);
         auto p = gb.param(rounded, in_types[k]);
         if (!p) return p.status();
         pre[k] = *p;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "rlx/compile.h"
+#include "passes/weight_of.h"
 #include "rlx/op_builder.h"
 #include "targets/int8/int8.h"
 
@@ -38,14 +39,8 @@ void mark_illegal(const std::string& t, NodeDecision& d, const std::string& why,
 
 // A 2-D (or 1-D) f32 weight behind a param node, or null.
 const Tensor* param_tensor(const Graph& g, ValueId v, int rank) {
-  const int32_t p = g.values[static_cast<size_t>(v)].producer;
-  if (p < 0 || g.nodes[static_cast<size_t>(p)].op != Op::Param) return nullptr;
-  const AttrValue* name = g.nodes[static_cast<size_t>(p)].attrs.find("name");
-  const std::string* ns = name ? std::get_if<std::string>(name) : nullptr;
-  if (!ns) return nullptr;
-  auto it = g.weights.find(*ns);
-  if (it == g.weights.end() || it->second.dtype() != DType::f32 || it->second.rank() != rank) return nullptr;
-  return &it->second;
+  const Tensor* w = passes::weight_of(g, v);
+  return w && w->dtype() == DType::f32 && w->rank() == rank ? w : nullptr;
 }
 
 std::string param_name(const Graph& g, ValueId v) {
