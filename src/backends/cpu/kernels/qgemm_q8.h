@@ -148,10 +148,7 @@ RLX_Q8 void g128_rows_impl(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0
 
 template <bool Asym, int MR>
 RLX_Q8_ENTRY void g128_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
-  constexpr int NR = 1;  // one weight stream (qgemm_impl.h's rows_kernel)
-  const int64_t full = j0 + (j1 - j0) / NR * NR;
-  g128_rows_impl<Asym, MR, NR>(a, j0, full);
-  g128_rows_impl<Asym, MR, 1>(a, full, j1);
+  g128_rows_impl<Asym, MR, 1>(a, j0, j1);  // one weight stream (qgemm_impl.h's rows_kernel)
 }
 
 // Q4_K: 256-value blocks of 8 sub-blocks of 32 with 6-bit scales sc and mins m:
@@ -221,10 +218,7 @@ RLX_Q8 void q4k_rows_impl(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
 
 template <int MR>
 RLX_Q8_ENTRY void q4k_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
-  constexpr int NR = 1;  // one weight stream (qgemm_impl.h's rows_kernel)
-  const int64_t full = j0 + (j1 - j0) / NR * NR;
-  q4k_rows_impl<MR, NR>(a, j0, full);
-  if (NR > 1) q4k_rows_impl<MR, 1>(a, full, j1);
+  q4k_rows_impl<MR, 1>(a, j0, j1);  // one weight stream (qgemm_impl.h's rows_kernel)
 }
 
 // Q6_K: 256-value blocks (ql[128], qh[64], int8 scales[16], d): 32-value group g (element
@@ -295,18 +289,12 @@ RLX_Q8 void q6k_rows_impl(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
 
 template <int MR>
 RLX_Q8_ENTRY void q6k_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
-  constexpr int NR = 1;  // one weight stream (qgemm_impl.h's rows_kernel)
-  const int64_t full = j0 + (j1 - j0) / NR * NR;
-  q6k_rows_impl<MR, NR>(a, j0, full);
-  if (NR > 1) q6k_rows_impl<MR, 1>(a, full, j1);
+  q6k_rows_impl<MR, 1>(a, j0, j1);  // one weight stream (qgemm_impl.h's rows_kernel)
 }
 
 template <QT8 T, int MR>
 RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0, int64_t j1) {
-  constexpr int NR = 1;  // one weight stream (qgemm_impl.h's rows_kernel)
-  const int64_t full = j0 + (j1 - j0) / NR * NR;
-  q8_rows_impl<T, MR, NR>(a, j0, full);
-  q8_rows_impl<T, MR, 1>(a, full, j1);
+  q8_rows_impl<T, MR, 1>(a, j0, j1);  // one weight stream (qgemm_impl.h's rows_kernel)
 }
 
 // The int8 linear layer (I8Args): int8 weights with one scale per row, x quantized per row.
