@@ -3,10 +3,10 @@
 
 namespace rlx::backends {
 
-Expected<CsrSpmvPlan> plan_csr_spmv(const NodeDesc& n) {
+Expected<CsrSpmvPlan> plan_csr_spmv(const NodeDesc& n, bool f64_scatter) {
   if (!csr_kernel_op(n.op))
     return error(ErrorCode::unsupported, op_name(n.op),
-                 " has no GPU kernel (the GPU CSR kernels are spmv_csr without transpose and sddmm_csr)");
+                 " has no GPU kernel (the GPU CSR kernels are spmv_csr and sddmm_csr)");
   if (n.inputs.size() != 4) return error(ErrorCode::unsupported, op_name(n.op), " takes 4 inputs");
   for (const TensorType& t : n.inputs)
     if (!static_sizes(t.shape)) return error(ErrorCode::unsupported, "the CSR kernel needs static shapes");
@@ -22,20 +22,19 @@ Expected<CsrSpmvPlan> plan_csr_spmv(const NodeDesc& n) {
   p.sddmm = n.op == Op::SddmmCsr;
   p.transposed = n.op == Op::SpmvCsr && n.attrs.i("transpose", 0) != 0;
   if (p.transposed) {
-    if (p.value != DType::f32)
+    if (p.value != DType::f32 && !f64_scatter)
       return error(ErrorCode::unsupported, "transposed spmv_csr (a scatter whose rows collide) needs float atomics: "
                    "the GPU kernel is f32 only, got ", dtype_name(p.value));
     p.m = n.outputs[0].shape[0].size();  // x is [n, k], y [m, k]
     p.zero_output = true;
   }
   p.work_items = p.sddmm ? p.n : p.n * p.k;
-  p.kernel = cat(p.sddmm ? "rlx_native_sddmm_" : p.transposed ? "rlx_native_spmv_t_" : "rlx_native_spmv_",
-                 dtype_name(p.value), "_", dtype_name(p.index));
+  p.kernel = csr_kernel_name(p.sddmm, p.transposed, p.value, p.index);
   return p;
 }
 
-Claim claim_csr_spmv(const NodeDesc& n, std::string_view device, bool fp64) {
-  auto p = plan_csr_spmv(n);
+Claim claim_csr_spmv(const NodeDesc& n, std::string_view device, bool fp64, bool f64_scatter) {
+  auto p = plan_csr_spmv(n, f64_scatter);
   if (!p) return Claim::no(cat(device, ": ", p.status().message()));
   if (p->value == DType::f64 && !fp64) return Claim::no(cat(device, " has no fp64"));
   if (p->sddmm)
@@ -51,26 +50,30 @@ Claim claim_csr_spmv(const NodeDesc& n, std::string_view device, bool fp64) {
                         " nnz=", p->nnz));
 }
 
-std::string csr_spmv_opencl_source(bool fp64) {
-  std::string s = R"CL(
+namespace {
+
+// The kernels' bodies, one text for OpenCL C and CUDA C++: a language prelude (below) defines
+// the qualifiers, the 64-bit integer type, the global id, and the atomics. Kernel signature:
+// (rp, ci, va|a, x|b, y|out, flags, n, m, k, nnz), one work item per `work_items`.
+constexpr const char* kCsrKernels = R"SRC(
 #define RLX_SPMV(NAME, V, I)                                                                          \
-__kernel void NAME(__global const I* rp, __global const I* ci, __global const V* va, __global const V* x, \
-                   __global V* y, __global int* flags, const long n, const long m, const long k,      \
-                   const long nnz) {                                                                  \
-  const long g = (long)get_global_id(0);                                                              \
+RLX_KERNEL NAME(RLX_GLOBAL const I* rp, RLX_GLOBAL const I* ci, RLX_GLOBAL const V* va,               \
+                RLX_GLOBAL const V* x, RLX_GLOBAL V* y, RLX_GLOBAL int* flags, const RLX_LONG n,      \
+                const RLX_LONG m, const RLX_LONG k, const RLX_LONG nnz) {                             \
+  const RLX_LONG g = RLX_GLOBAL_ID;                                                                   \
   if (g >= n * k) return;                                                                             \
-  const long i = g / k, j = g - i * k;                                                                \
-  long b = (long)rp[i], e = (long)rp[i + 1];                                                          \
+  const RLX_LONG i = g / k, j = g - i * k;                                                            \
+  RLX_LONG b = (RLX_LONG)rp[i], e = (RLX_LONG)rp[i + 1];                                              \
   if (b < 0 || e < b || e > nnz || (i == 0 && b != 0) || (i == n - 1 && e != nnz)) {                 \
-    atomic_or(flags, 2);                                                                              \
+    RLX_FLAG(flags, 2);                                                                               \
     b = 0;                                                                                            \
     e = 0;                                                                                            \
   }                                                                                                   \
   V s = 0;                                                                                            \
-  for (long p = b; p < e; ++p) {                                                                      \
-    const long c = (long)ci[p];                                                                       \
+  for (RLX_LONG p = b; p < e; ++p) {                                                                  \
+    const RLX_LONG c = (RLX_LONG)ci[p];                                                               \
     if (c < 0 || c >= m) {                                                                            \
-      atomic_or(flags, 1);                                                                            \
+      RLX_FLAG(flags, 1);                                                                             \
       continue;                                                                                       \
     }                                                                                                 \
     s += va[p] * x[c * k + j];                                                                        \
@@ -78,28 +81,60 @@ __kernel void NAME(__global const I* rp, __global const I* ci, __global const V*
   y[g] = s;                                                                                           \
 }
 #define RLX_SDDMM(NAME, V, I)                                                                         \
-__kernel void NAME(__global const I* rp, __global const I* ci, __global const V* a, __global const V* b, \
-                   __global V* out, __global int* flags, const long n, const long m, const long k,    \
-                   const long nnz) {                                                                  \
-  const long i = (long)get_global_id(0);                                                              \
+RLX_KERNEL NAME(RLX_GLOBAL const I* rp, RLX_GLOBAL const I* ci, RLX_GLOBAL const V* a,                \
+                RLX_GLOBAL const V* b, RLX_GLOBAL V* out, RLX_GLOBAL int* flags, const RLX_LONG n,     \
+                const RLX_LONG m, const RLX_LONG k, const RLX_LONG nnz) {                             \
+  const RLX_LONG i = RLX_GLOBAL_ID;                                                                   \
   if (i >= n) return;                                                                                 \
-  long e0 = (long)rp[i], e1 = (long)rp[i + 1];                                                        \
+  const RLX_LONG e0 = (RLX_LONG)rp[i], e1 = (RLX_LONG)rp[i + 1];                                      \
   if (e0 < 0 || e1 < e0 || e1 > nnz || (i == 0 && e0 != 0) || (i == n - 1 && e1 != nnz)) {          \
-    atomic_or(flags, 2);                                                                              \
+    RLX_FLAG(flags, 2);                                                                               \
     return;                                                                                           \
   }                                                                                                   \
-  for (long p = e0; p < e1; ++p) {                                                                    \
-    const long c = (long)ci[p];                                                                       \
+  for (RLX_LONG p = e0; p < e1; ++p) {                                                                \
+    const RLX_LONG c = (RLX_LONG)ci[p];                                                               \
     if (c < 0 || c >= m) {                                                                            \
-      atomic_or(flags, 1);                                                                            \
+      RLX_FLAG(flags, 1);                                                                             \
       out[p] = 0;                                                                                     \
       continue;                                                                                       \
     }                                                                                                 \
     V s = 0;                                                                                          \
-    for (long j = 0; j < k; ++j) s += a[i * k + j] * b[c * k + j];                                    \
+    for (RLX_LONG j = 0; j < k; ++j) s += a[i * k + j] * b[c * k + j];                                \
     out[p] = s;                                                                                       \
   }                                                                                                   \
 }
+/* y = A^T x (y zeroed by the device first): row i of A scatters va[p] * x[i, j] into y[ci[p], j] */
+#define RLX_SPMV_T(NAME, V, I)                                                                        \
+RLX_KERNEL NAME(RLX_GLOBAL const I* rp, RLX_GLOBAL const I* ci, RLX_GLOBAL const V* va,               \
+                RLX_GLOBAL const V* x, RLX_GLOBAL V* y, RLX_GLOBAL int* flags, const RLX_LONG n,      \
+                const RLX_LONG m, const RLX_LONG k, const RLX_LONG nnz) {                             \
+  const RLX_LONG g = RLX_GLOBAL_ID;                                                                   \
+  if (g >= n * k) return;                                                                             \
+  const RLX_LONG i = g / k, j = g - i * k;                                                            \
+  const RLX_LONG b = (RLX_LONG)rp[i], e = (RLX_LONG)rp[i + 1];                                        \
+  if (b < 0 || e < b || e > nnz || (i == 0 && b != 0) || (i == n - 1 && e != nnz)) {                 \
+    RLX_FLAG(flags, 2);                                                                               \
+    return;                                                                                           \
+  }                                                                                                   \
+  const V xi = x[g];                                                                                  \
+  for (RLX_LONG p = b; p < e; ++p) {                                                                  \
+    const RLX_LONG c = (RLX_LONG)ci[p];                                                               \
+    if (c < 0 || c >= m) {                                                                            \
+      RLX_FLAG(flags, 1);                                                                             \
+      continue;                                                                                       \
+    }                                                                                                 \
+    RLX_ATOMIC_ADD(y + c * k + j, va[p] * xi);                                                        \
+  }                                                                                                   \
+}
+)SRC";
+
+// OpenCL C: the float add is a compare-and-swap loop on the bits (OpenCL 1.2 has no float atomics).
+constexpr const char* kOpenclPrelude = R"CL(
+#define RLX_KERNEL __kernel void
+#define RLX_GLOBAL __global
+#define RLX_LONG long
+#define RLX_GLOBAL_ID ((long)get_global_id(0))
+#define RLX_FLAG(flags, bit) atomic_or(flags, bit)
 inline void rlx_atomic_add_f32(volatile __global float* p, const float v) {
   union { unsigned int u; float f; } seen, want;
   seen.f = *p;
@@ -110,41 +145,55 @@ inline void rlx_atomic_add_f32(volatile __global float* p, const float v) {
     seen.u = got;
   }
 }
-/* y = A^T x (y zeroed by the device first): row i of A scatters va[p] * x[i, j] into y[ci[p], j] */
-#define RLX_SPMV_T(NAME, I)                                                                           \
-__kernel void NAME(__global const I* rp, __global const I* ci, __global const float* va,              \
-                   __global const float* x, __global float* y, __global int* flags, const long n,     \
-                   const long m, const long k, const long nnz) {                                      \
-  const long g = (long)get_global_id(0);                                                              \
-  if (g >= n * k) return;                                                                             \
-  const long i = g / k, j = g - i * k;                                                                \
-  const long b = (long)rp[i], e = (long)rp[i + 1];                                                    \
-  if (b < 0 || e < b || e > nnz || (i == 0 && b != 0) || (i == n - 1 && e != nnz)) {                 \
-    atomic_or(flags, 2);                                                                              \
-    return;                                                                                           \
-  }                                                                                                   \
-  const float xi = x[g];                                                                              \
-  for (long p = b; p < e; ++p) {                                                                      \
-    const long c = (long)ci[p];                                                                       \
-    if (c < 0 || c >= m) {                                                                            \
-      atomic_or(flags, 1);                                                                            \
-      continue;                                                                                       \
-    }                                                                                                 \
-    rlx_atomic_add_f32(y + c * k + j, va[p] * xi);                                                    \
-  }                                                                                                   \
-}
-RLX_SPMV(rlx_native_spmv_f32_i32, float, int)
-RLX_SPMV(rlx_native_spmv_f32_i64, float, long)
-RLX_SPMV_T(rlx_native_spmv_t_f32_i32, int)
-RLX_SPMV_T(rlx_native_spmv_t_f32_i64, long)
-RLX_SDDMM(rlx_native_sddmm_f32_i32, float, int)
-RLX_SDDMM(rlx_native_sddmm_f32_i64, float, long)
+#define RLX_ATOMIC_ADD(p, v) rlx_atomic_add_f32(p, v)
 )CL";
-  if (fp64)
-    s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\nRLX_SPMV(rlx_native_spmv_f64_i32, double, int)\n"
-         "RLX_SPMV(rlx_native_spmv_f64_i64, double, long)\nRLX_SDDMM(rlx_native_sddmm_f64_i32, double, int)\n"
-         "RLX_SDDMM(rlx_native_sddmm_f64_i64, double, long)\n";
+
+// CUDA C++ (NVRTC): kernels unmangled for cudaLibraryGetKernel; atomicAdd is native for float,
+// and for double from sm_60 on.
+constexpr const char* kCudaPrelude = R"CU(
+#define RLX_KERNEL extern "C" __global__ void
+#define RLX_GLOBAL
+#define RLX_LONG long long
+#define RLX_GLOBAL_ID ((long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x)
+#define RLX_FLAG(flags, bit) atomicOr(flags, bit)
+#define RLX_ATOMIC_ADD(p, v) atomicAdd(p, v)
+)CU";
+
+// The instantiation of one kernel: "RLX_SPMV(rlx_native_spmv_f32_i32, float, int)".
+std::string instance(bool sddmm, bool transposed, DType value, DType index) {
+  return cat(sddmm ? "RLX_SDDMM(" : transposed ? "RLX_SPMV_T(" : "RLX_SPMV(",
+             csr_kernel_name(sddmm, transposed, value, index), ", ", value == DType::f64 ? "double" : "float", ", ",
+             index == DType::i64 ? "RLX_LONG" : "int", ")\n");
+}
+
+// The kernels of one value dtype (SpMV, SDDMM, and the transposed SpMV where `transposed`), both
+// index dtypes.
+std::string instances(DType value, bool transposed) {
+  std::string s;
+  for (DType index : {DType::i32, DType::i64}) {
+    s += instance(false, false, value, index);
+    if (transposed) s += instance(false, true, value, index);
+    s += instance(true, false, value, index);
+  }
   return s;
+}
+
+}  // namespace
+
+std::string csr_kernel_name(bool sddmm, bool transposed, DType value, DType index) {
+  return cat(sddmm ? "rlx_native_sddmm_" : transposed ? "rlx_native_spmv_t_" : "rlx_native_spmv_",
+             dtype_name(value), "_", dtype_name(index));
+}
+
+std::string csr_spmv_opencl_source(bool fp64) {
+  std::string s = std::string(kOpenclPrelude) + kCsrKernels + instances(DType::f32, true);
+  if (fp64) s += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + instances(DType::f64, false);
+  return s;
+}
+
+std::string csr_spmv_cuda_source(bool f64_scatter) {
+  return std::string(kCudaPrelude) + kCsrKernels + instances(DType::f32, true) +
+         instances(DType::f64, f64_scatter);
 }
 
 std::string csr_spmv_glsl_source(const CsrSpmvPlan& p, bool opengl) {

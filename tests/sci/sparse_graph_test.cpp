@@ -278,7 +278,7 @@ TEST(GraphSparse, BadIndexDataIsAnErrorNamingTheOp) {
     }
 }
 
-// The GPU devices' CSR kernels (opencl, vulkan, opengl): random SpMV/SpMM against the cpu, and
+// The GPU devices' CSR kernels (opencl, vulkan, opengl, cuda): random SpMV/SpMM against the cpu, and
 // bad index data skipped on the device and reported as an error naming the node.
 TEST(GraphSparse, GpuSpmvMatchesCpuAndReportsBadIndices) {
   const uint64_t seed = fresh_seed();
@@ -286,7 +286,7 @@ TEST(GraphSparse, GpuSpmvMatchesCpuAndReportsBadIndices) {
   std::mt19937_64 rng(seed);
   Csr<float, int32_t> a = random_sparse<float, int32_t>(rng, 300, 200, 0.05);
   int ran = 0;
-  for (const char* dev : {"opencl", "vulkan", "opengl"}) {
+  for (const char* dev : {"opencl", "vulkan", "opengl", "cuda"}) {
     Graph g;
     GraphBuilder gb(g);
     OpBuilder o(gb);
@@ -322,7 +322,7 @@ TEST(GraphSparse, GpuSpmvMatchesCpuAndReportsBadIndices) {
     ASSERT_FALSE(r.has_value()) << dev;
     EXPECT_NE(r.status().to_string().find("row_ptr is not monotone"), std::string::npos) << r.status().to_string();
   }
-  if (ran == 0) GTEST_SKIP() << "no GPU device (opencl, vulkan, opengl) is available here";
+  if (ran == 0) GTEST_SKIP() << "no GPU device (opencl, vulkan, opengl, cuda) is available here";
 }
 
 // The transposed SpMV/SpMM (spmv_csr transpose=1, y = A^T x: the gradient of spmv with respect
@@ -350,7 +350,7 @@ TEST(GraphSparse, GpuTransposedSpmvMatchesCpu) {
     ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
     auto want = (*cpu)->run(in);
     ASSERT_TRUE(want.has_value()) << want.status().to_string();
-    for (const char* dev : {"opencl", "vulkan", "opengl"}) {
+    for (const char* dev : {"opencl", "vulkan", "opengl", "cuda"}) {
       auto model = Model::compile(g, {.device = dev});
       if (!model.has_value()) {
         std::printf("%s not checked: %s\n", dev, model.status().to_string().c_str());
@@ -373,7 +373,8 @@ TEST(GraphSparse, GpuTransposedSpmvMatchesCpu) {
       EXPECT_NE(r.status().to_string().find("column index is outside"), std::string::npos) << r.status().to_string();
     }
   }
-  // f64: no portable 64-bit float atomics, so refused with the reason
+  // f64: no portable 64-bit float atomics, so refused with the reason (cuda has atomicAdd on
+  // double and claims it: tests/cuda/csr_nvrtc_test.cpp)
   Graph g;
   GraphBuilder gb(g);
   OpBuilder o(gb);
@@ -386,7 +387,7 @@ TEST(GraphSparse, GpuTransposedSpmvMatchesCpu) {
     if (!rep.has_value()) continue;  // the device is not here
     EXPECT_NE(rep->to_text().find("needs float atomics"), std::string::npos) << dev << "\n" << rep->to_text();
   }
-  if (ran == 0) GTEST_SKIP() << "no GPU device (opencl, vulkan, opengl) is available here";
+  if (ran == 0) GTEST_SKIP() << "no GPU device (opencl, vulkan, opengl, cuda) is available here";
 }
 
 // sddmm_csr (the values gradient of spmv_csr) on the GPU devices: a work item per row, against
@@ -417,7 +418,7 @@ TEST(GraphSparse, GpuSddmmMatchesCpuAndReportsBadIndices) {
     ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
     auto want = (*cpu)->run(in);
     ASSERT_TRUE(want.has_value()) << want.status().to_string();
-    for (const char* dev : {"opencl", "vulkan", "opengl"}) {
+    for (const char* dev : {"opencl", "vulkan", "opengl", "cuda"}) {
       auto model = Model::compile(g, {.device = dev});
       if (!model.has_value()) {
         std::printf("%s %s not checked: %s\n", dev, dtype_name(vt).data(), model.status().to_string().c_str());
@@ -442,7 +443,7 @@ TEST(GraphSparse, GpuSddmmMatchesCpuAndReportsBadIndices) {
       EXPECT_NE(r.status().to_string().find("outside b's rows"), std::string::npos) << r.status().to_string();
     }
   }
-  if (ran == 0) GTEST_SKIP() << "no GPU device (opencl, vulkan, opengl) is available here";
+  if (ran == 0) GTEST_SKIP() << "no GPU device (opencl, vulkan, opengl, cuda) is available here";
 }
 
 TEST(GraphSparse, TypeRulesCheckDtypesAndShapes) {

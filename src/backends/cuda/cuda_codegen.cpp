@@ -5,6 +5,7 @@
 #include "../../codegen/c_prelude.h"
 #include "../../codegen/c_renderer.h"
 #include "../../passes/schedule.h"
+#include "backends/csr_spmv.h"
 
 namespace rlx::cuda {
 
@@ -51,7 +52,11 @@ ColumnMajorGemm column_major_gemm(const backends::GemmPlan& p) {
 }
 
 Claim claim_native(const NodeDesc& n, ComputeCapability cc) {
-  if (n.op != Op::Dot) return Claim::no(cat("cuda has no native ", op_name(n.op), " kernel (its only native kernel is the cuBLAS GEMM for dot)"));
+  if (op_info(n.op).family == OpFamily::sparse)
+    return backends::claim_csr_spmv(n, "cuda", /*fp64=*/true, has_f64_atomic_add(cc));
+  if (n.op != Op::Dot)
+    return Claim::no(cat("cuda has no native ", op_name(n.op),
+                         " kernel (its native kernels are the cuBLAS GEMM for dot and the CSR kernels)"));
   auto p = gemm_plan(n, cc);
   if (!p) return Claim::no(p.status().message());
   return Claim::yes(cat("cuBLAS gemm ", dtype_name(n.inputs[0].dtype), " m=", p->m, " n=", p->n, " k=", p->k,

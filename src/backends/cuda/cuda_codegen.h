@@ -1,8 +1,8 @@
 // The cuda device's code generation, which needs no GPU and no CUDA headers: which nodes the
-// device claims (cuBLAS GEMMs) or renders, the scheduled kernel program, and the CUDA C++
-// translation unit that NVRTC compiles. The runtime (cuda_device.cpp) and the NVRTC check of
-// every conformance case (tests/cuda/) both build their programs through these functions, so
-// the test compiles exactly what a GPU would run.
+// device claims (cuBLAS GEMMs, the CSR kernels of backends/csr_spmv.h) or renders, the
+// scheduled kernel program, and the CUDA C++ translation unit that NVRTC compiles. The runtime
+// (cuda_device.cpp) and the NVRTC check of every conformance case (tests/cuda/) both build
+// their programs through these functions, so the test compiles exactly what a GPU would run.
 #pragma once
 
 #include <memory>
@@ -35,7 +35,12 @@ struct ColumnMajorGemm {
 };
 ColumnMajorGemm column_major_gemm(const backends::GemmPlan& p);
 
-// The device's answer to the legalizer's two questions for a GPU of capability `cc`.
+// Whether a GPU of capability `cc` has atomicAdd on double (sm_60 on): the CSR kernels'
+// transposed SpMV in f64 (a scatter) needs it.
+inline bool has_f64_atomic_add(ComputeCapability cc) { return cc >= 60; }
+
+// The device's answer to the legalizer's two questions for a GPU of capability `cc`: native
+// are the cuBLAS GEMM (dot) and the CSR kernels (spmv_csr, sddmm_csr; f32 and f64).
 Claim claim_native(const NodeDesc& n, ComputeCapability cc);
 Claim supports_primitive(const NodeDesc& n);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "backends/csr_spmv.h"
 #include "cuda_codegen.h"
 #include "cuda_runtime.h"
 #include "rlx/compile.h"
@@ -23,14 +24,17 @@ Expected<cudaDataType_t> cuda_dtype(DType t) {
 
 // A compiled program: one device allocation per buffer (views share their target's),
 // weights and constants uploaded once, launch arguments prepared once; a run copies the
-// inputs in, launches the kernels and cuBLAS calls in order on the runtime's stream, copies
-// the outputs out and waits. Nothing returns to the host between steps.
+// inputs in, launches the kernels, cuBLAS calls and CSR kernels in order on the runtime's
+// stream, copies the outputs (and the CSR kernels' index-check flags) out and waits. Nothing
+// returns to the host between steps.
 class CudaExecutable final : public Executable {
  public:
   CudaExecutable(std::shared_ptr<Runtime> rt, kir::KernelProgram prog) : rt_(std::move(rt)), prog_(std::move(prog)) {}
   ~CudaExecutable() override {
     for (size_t i = 0; i < mem_.size(); ++i)
       if (mem_[i] && owns_[i]) cudaFree(mem_[i]);
+    for (const auto& c : csr_)
+      if (c && c->flags) cudaFree(c->flags);
   }
   Status init(const Graph& g);
   Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs) override;
@@ -44,6 +48,8 @@ class CudaExecutable final : public Executable {
   }
   Status init_natives();
   Status gemm(const kir::NativeKernel& nk, const backends::GemmPlan& p);
+  struct CsrLaunch;
+  Status csr(const kir::NativeKernel& nk, CsrLaunch& c);
 
   // One generated kernel's launch: cudaLaunchKernel reads each argument through args[i].
   struct Launch {
@@ -53,12 +59,25 @@ class CudaExecutable final : public Executable {
     std::vector<void*> args;
     unsigned blocks = 0, threads = 0;  // 0 blocks: nothing to do (empty, or a copy onto itself)
   };
+  // One CSR kernel's launch (backends/csr_spmv.h): kernel(rp, ci, va|a, x|b, y|out, flags, n,
+  // m, k, nnz), one thread per work item, with its index-check flag word in device memory.
+  struct CsrLaunch {
+    cudaKernel_t kernel = nullptr;
+    void* ptrs[6] = {};
+    long long scalars[4] = {};  // n, m, k, nnz
+    void* args[10] = {};
+    unsigned blocks = 0, threads = 0;  // 0 blocks: no work items
+    void* flags = nullptr;             // int, cleared before each launch, read after the run
+    size_t zero_bytes = 0;             // the transposed form's output, zeroed before the launch
+    int flags_host = 0;
+  };
   std::shared_ptr<Runtime> rt_;
   kir::KernelProgram prog_;
   std::vector<void*> mem_;
   std::vector<char> owns_;
   std::vector<std::unique_ptr<Launch>> launches_;
-  std::vector<backends::GemmPlan> plans_;
+  std::vector<backends::GemmPlan> plans_;             // per native; unused for a CSR kernel
+  std::vector<std::unique_ptr<CsrLaunch>> csr_;      // per native; null for a GEMM
   ExecStats stats_;
   std::mutex mu_;
 };
@@ -134,12 +153,56 @@ Status CudaExecutable::init(const Graph& g) {
 }
 
 Status CudaExecutable::init_natives() {
+  const bool f64_scatter = has_f64_atomic_add(rt_->gpu().cc);
   for (const kir::NativeKernel& nk : prog_.natives) {
     NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-    RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, gemm_plan(d, rt_->gpu().cc));
-    plans_.push_back(p);
+    if (!backends::csr_kernel_op(nk.op)) {
+      RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, gemm_plan(d, rt_->gpu().cc));
+      plans_.push_back(p);
+      csr_.push_back(nullptr);
+      continue;
+    }
+    RLX_ASSIGN_OR_RETURN(backends::CsrSpmvPlan p, backends::plan_csr_spmv(d, f64_scatter));
+    plans_.emplace_back();
+    csr_.push_back(std::make_unique<CsrLaunch>());
+    CsrLaunch& c = *csr_.back();  // owned from here on: the destructor frees its flag word
+    RLX_ASSIGN_OR_RETURN(c.kernel, rt_->kernel(backends::csr_spmv_cuda_source(f64_scatter), p.kernel));
+    RLX_TRY(cuda_check(cudaMalloc(&c.flags, sizeof(int)), "cudaMalloc of the CSR index-check flag of " + nk.name));
+    const int bufs[5] = {nk.inputs[0], nk.inputs[1], nk.inputs[2], nk.inputs[3], nk.outputs[0]};
+    for (int a = 0; a < 5; ++a) c.ptrs[a] = mem_[bufs[a]];
+    c.ptrs[5] = c.flags;
+    c.scalars[0] = p.n;
+    c.scalars[1] = p.m;
+    c.scalars[2] = p.k;
+    c.scalars[3] = p.nnz;
+    for (int a = 0; a < 6; ++a) c.args[a] = &c.ptrs[a];
+    for (int a = 0; a < 4; ++a) c.args[6 + a] = &c.scalars[a];
+    if (p.zero_output) c.zero_bytes = static_cast<size_t>(prog_.buffers[nk.outputs[0]].bytes());
+    if (p.work_items > 0) {
+      c.threads = static_cast<unsigned>(std::min<int64_t>(kThreadsPerBlock, p.work_items));
+      const int64_t blocks = (p.work_items + c.threads - 1) / c.threads;
+      if (blocks > INT32_MAX)
+        return error(ErrorCode::unsupported, "cuda: CSR kernel ", nk.name, " has ", p.work_items,
+                     " work items, more than one launch covers");
+      c.blocks = static_cast<unsigned>(blocks);
+    }
   }
   return Status::ok();
+}
+
+// One CSR kernel: the transposed form's output zeroed (the kernel adds into it; zeros also
+// when A has no rows), its flag word cleared, then the launch.
+Status CudaExecutable::csr(const kir::NativeKernel& nk, CsrLaunch& c) {
+  cudaStream_t s = rt_->stream();
+  if (c.zero_bytes)
+    RLX_TRY(cuda_check(cudaMemsetAsync(mem_[nk.outputs[0]], 0, c.zero_bytes, s),
+                       "cudaMemsetAsync zeroing the output of " + nk.name));
+  if (c.blocks == 0) return Status::ok();
+  RLX_TRY(cuda_check(cudaMemsetAsync(c.flags, 0, sizeof(int), s),
+                     "cudaMemsetAsync clearing the CSR index-check flag of " + nk.name));
+  return cuda_check(
+      cudaLaunchKernel(reinterpret_cast<const void*>(c.kernel), dim3(c.blocks), dim3(c.threads), c.args, 0, s),
+      "cudaLaunchKernel " + nk.name);
 }
 
 // One cuBLAS call in column-major terms (column_major_gemm: B is the first operand).
@@ -182,7 +245,8 @@ Status CudaExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor
   }
   for (const kir::Step& st : prog_.steps) {
     if (st.native) {
-      RLX_TRY(gemm(prog_.natives[st.index], plans_[st.index]));
+      if (CsrLaunch* c = csr_[st.index].get()) RLX_TRY(csr(prog_.natives[st.index], *c));
+      else RLX_TRY(gemm(prog_.natives[st.index], plans_[st.index]));
       continue;
     }
     Launch& l = *launches_[st.index];
@@ -196,8 +260,17 @@ Status CudaExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor
     RLX_TRY(cuda_check(cudaMemcpyAsync(outputs[i].bytes(), mem_[prog_.outputs[i]], outputs[i].nbytes(), cudaMemcpyDeviceToHost, s),
                        cat("cudaMemcpyAsync reading output ", i)));
   }
+  for (const auto& c : csr_)
+    if (c && c->blocks)
+      RLX_TRY(cuda_check(cudaMemcpyAsync(&c->flags_host, c->flags, sizeof(int), cudaMemcpyDeviceToHost, s),
+                         "cudaMemcpyAsync reading a CSR index-check flag"));
   // a fault in any kernel surfaces here, named by the CUDA error
-  return cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize after running the program");
+  RLX_TRY(cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize after running the program"));
+  // the CSR kernels' index checks (after the run: a bad index was skipped, never followed)
+  for (size_t i = 0; i < csr_.size(); ++i)
+    if (csr_[i] && csr_[i]->blocks && csr_[i]->flags_host)
+      return backends::csr_spmv_flag_error(csr_[i]->flags_host, prog_.natives[i].name, prog_.natives[i].op);
+  return Status::ok();
 }
 
 Expected<std::vector<Tensor>> CudaExecutable::run(std::span<const Tensor> inputs) {

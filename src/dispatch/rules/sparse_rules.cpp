@@ -14,7 +14,7 @@ Status refuse(OpBuilder&, const RuleNode& n, std::vector<ValueId>&) {
                  "primitives; it runs natively on cpu and ref");
   return error(ErrorCode::illegal, "no native CSR kernel on this device: ", op_name(n.op),
                " loops over rows whose bounds are row_ptr's data, which has no decomposition into primitives; it runs "
-               "natively on cpu and ref, and spmv_csr without transpose on opencl, vulkan and opengl");
+               "natively on cpu and ref, and on opencl, vulkan, opengl and cuda");
 }
 
 }  // namespace
