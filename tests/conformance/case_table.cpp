@@ -578,7 +578,7 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
       {V("tall", {sq({9, 6}), T({9, 2})}).k(216), V("batched", {sq({2, 8, 5}), T({2, 8, 3})}).k(216)});
 }
 
-// ---- 3D Gaussian splatting (cpu and ref run the same host kernels; the NumPy renderer and
+// ---- 3D Gaussian splatting (cpu and ref run the same host kernels, opencl its own; the NumPy renderer and
 // the finite-difference tests of tests/sci are their ground truth). The camera sits 6 units
 // behind the scene, so standard-distributed means are in front of it.
 [[gnu::noinline]] void splatting(std::vector<OpCases>& t) {

@@ -67,7 +67,7 @@ Inputs tensors(const HostScene& s, DType dt) {
 // A graph rendering the scene's inputs; outputs the image, or with `weights` the loss
 // sum(image * weights) followed by its gradients with respect to all six inputs.
 Graph render_graph(const HostScene& s, DType dt, const Camera& cam, const std::vector<double>* weights,
-                   const std::vector<double>* target = nullptr) {
+                   const std::vector<double>* target = nullptr, int64_t tile = 16) {
   Graph g;
   GraphBuilder gb(g);
   OpBuilder o(gb);
@@ -75,7 +75,9 @@ Graph render_graph(const HostScene& s, DType dt, const Camera& cam, const std::v
   const char* names[] = {"means", "log_scales", "quats", "opacity_logits", "sh", "background"};
   std::vector<ValueId> x;
   for (int i = 0; i < 6; ++i) x.push_back(g.add_input(names[i], in.t[i].type()));
-  ValueId img = splat::render(o, x[0], x[1], x[2], x[3], x[4], x[5], cam);
+  ValueId img = tile == 16 ? splat::render(o, x[0], x[1], x[2], x[3], x[4], x[5], cam)
+                           : splat::rasterize(o, splat::project(o, x[0], x[1], x[2], x[4], cam), o.sigmoid(x[3]), x[5],
+                                              cam.width, cam.height, tile);
   EXPECT_TRUE(o.ok()) << o.status().to_string();
   if (!weights && !target) {
     g.outputs = {img};
@@ -304,6 +306,190 @@ TEST(Splat, NativeOnHostDevicesIllegalElsewhereWithTheReason) {
   EXPECT_FALSE(rep->ok());
   const std::string err = rep->illegal_error().to_string();
   EXPECT_NE(err.find("no native splatting kernel on this device"), std::string::npos) << err;
+}
+
+// The opencl device's kernels (device-side sort, per-pixel compositing, atomic gradient sums)
+// against the cpu's on fresh random scenes of more Gaussians than one staged batch (256), on
+// an image of partial tiles and blocks. Skipped, saying why, where there is no OpenCL device.
+uint64_t fresh_seed() { return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}(); }
+
+std::unique_ptr<Model> opencl_or_skip_reason(const Graph& g, std::string& why) {
+  auto m = Model::compile(g, {.device = "opencl"});
+  if (!m.has_value()) {
+    why = m.status().to_string();
+    return nullptr;
+  }
+  return std::move(*m);
+}
+
+// Every 7th Gaussian repeats the geometry of the one before with other colours and opacity,
+// so that equal depths are ordered by index; tiles of 16 and of 2 pixels (with small tiles a
+// Gaussian's tile rectangle cuts through pixels where its alpha is above 1/255, which the
+// rectangle must exclude as the cpu's tile lists do).
+HostScene scene_with_ties(uint64_t seed, int64_t n, int k) {
+  HostScene s = make_scene(seed, n, k);
+  for (double& l : s.opacity_logits) l *= 2;  // opacities up to 0.95: more pixels reach alpha 1/255
+  for (int64_t i = 7; i < n; i += 7) {
+    std::copy_n(s.means.begin() + (i - 1) * 3, 3, s.means.begin() + i * 3);
+    std::copy_n(s.log_scales.begin() + (i - 1) * 3, 3, s.log_scales.begin() + i * 3);
+    std::copy_n(s.quats.begin() + (i - 1) * 4, 4, s.quats.begin() + i * 4);
+  }
+  return s;
+}
+
+TEST(SplatOpencl, ImageMatchesCpu) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(cat("seed ", seed));
+  const HostScene s = scene_with_ties(seed, 300, 16);
+  const Camera cam = camera(70, 50);
+  for (auto [dt, tile] : {std::pair{DType::f64, 16}, std::pair{DType::f64, 2}, std::pair{DType::f32, 16}}) {
+    SCOPED_TRACE(cat(dtype_name(dt), " tile ", tile));
+    const Graph g = render_graph(s, dt, cam, nullptr, nullptr, tile);
+    std::string why;
+    auto gpu = opencl_or_skip_reason(g, why);
+    if (!gpu) GTEST_SKIP() << "opencl not checked: " << why;
+    auto cpu = compile_on(g, "cpu");
+    ASSERT_TRUE(cpu);
+    const std::vector<Tensor> in = tensors(s, dt).t;
+    auto want = cpu->run(in);
+    ASSERT_TRUE(want.has_value()) << want.status().to_string();
+    for (int rep = 0; rep < 2; ++rep) {
+      auto got = gpu->run(in);
+      ASSERT_TRUE(got.has_value()) << got.status().to_string();
+      double max_err = 0, bg_diff = 0;
+      for (int64_t i = 0; i < (*want)[0].numel(); ++i) {
+        max_err = std::max(max_err, std::abs((*got)[0].get_f64(i) - (*want)[0].get_f64(i)));
+        bg_diff += std::abs((*want)[0].get_f64(i) - s.background[i % 3]);
+      }
+      EXPECT_LT(max_err, dt == DType::f64 ? 1e-10 : 1e-5) << dtype_name(dt) << " run " << rep;
+      EXPECT_GT(bg_diff / (*want)[0].numel(), 0.05) << "the scene must cover the image";
+    }
+  }
+}
+
+TEST(SplatOpencl, GradientsMatchCpu) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(cat("seed ", seed));
+  const HostScene s = scene_with_ties(seed, 280, 9);
+  const Camera cam = camera(70, 50);
+  std::mt19937_64 rng(seed + 1);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> w(70 * 50 * 3);
+  for (double& x : w) x = u(rng);
+  for (auto [dt, tile] : {std::pair{DType::f64, 16}, std::pair{DType::f64, 2}, std::pair{DType::f32, 16}}) {
+    SCOPED_TRACE(cat(dtype_name(dt), " tile ", tile));
+    const Graph g = render_graph(s, dt, cam, &w, nullptr, tile);
+    std::string why;
+    auto gpu = opencl_or_skip_reason(g, why);
+    if (!gpu) GTEST_SKIP() << "opencl not checked: " << why;
+    auto cpu = compile_on(g, "cpu");
+    ASSERT_TRUE(cpu);
+    const std::vector<Tensor> in = tensors(s, dt).t;
+    auto want = cpu->run(in);
+    ASSERT_TRUE(want.has_value()) << want.status().to_string();
+    const char* names[] = {"loss", "means", "log_scales", "quats", "opacity_logits", "sh", "background"};
+    // twice: the gradient sums must start from zero on every run
+    for (int rep = 0; rep < 2; ++rep) {
+      auto got = gpu->run(in);
+      ASSERT_TRUE(got.has_value()) << got.status().to_string();
+      int nonzero = 0, total = 0;
+      for (size_t o = 0; o < want->size(); ++o) {
+        const Tensor &a = (*got)[o], &b = (*want)[o];
+        double scale = 0;
+        for (int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, std::abs(b.get_f64(i)));
+        for (int64_t i = 0; i < b.numel(); ++i) {
+          const double tol = dt == DType::f64 ? 1e-9 * (1 + scale) : 2e-4 * (1 + scale);
+          ASSERT_NEAR(a.get_f64(i), b.get_f64(i), tol) << dtype_name(dt) << " run " << rep << " " << names[o] << "[" << i << "]";
+          nonzero += std::abs(b.get_f64(i)) > 1e-8;
+          ++total;
+        }
+      }
+      EXPECT_GT(nonzero, total / 2) << "most gradients of the scene must be nonzero";
+    }
+  }
+}
+
+// splat_rasterize and its backward alone, with radii drawn independently of the conics (as
+// the conformance cases do), so that tile rectangles often cut through Gaussians: which
+// Gaussians a pixel composites is then decided by the rectangles, forward and backward.
+TEST(SplatOpencl, RasterizeWithNarrowRectanglesMatchesCpu) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  const int64_t n = 400, w = 45, h = 30;
+  std::vector<double> m2(n * 2), con(n * 3), col(n * 3), op(n), dep(n), rad(n), img_w(w * h * 3);
+  for (int64_t i = 0; i < n; ++i) {
+    m2[i * 2] = -5 + (w + 10) * u(rng);
+    m2[i * 2 + 1] = -5 + (h + 10) * u(rng);
+    const double sa = 1 + 4 * u(rng), sb = 1 + 4 * u(rng), rho = 0.8 * (2 * u(rng) - 1);
+    const double det = sa * sa * sb * sb * (1 - rho * rho);  // inverse of [[sa^2, r sa sb], [r sa sb, sb^2]]
+    con[i * 3] = sb * sb / det;
+    con[i * 3 + 1] = -rho * sa * sb / det;
+    con[i * 3 + 2] = sa * sa / det;
+    for (int c = 0; c < 3; ++c) col[i * 3 + c] = u(rng);
+    op[i] = 0.2 + 1.3 * u(rng);  // above 1 now and then: alpha clamps at 0.99
+    dep[i] = i % 9 == 0 && i > 0 ? dep[i - 1] : 1 + 5 * u(rng);  // some equal depths
+    rad[i] = 0.5 + 6 * u(rng);
+  }
+  for (double& x : img_w) x = 2 * u(rng) - 1;
+  for (DType dt : {DType::f64, DType::f32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Graph g;
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    const std::vector<Tensor> in = {Tensor::from_f64(dt, {n, 2}, m2), Tensor::from_f64(dt, {n, 3}, con),
+                                    Tensor::from_f64(dt, {n, 3}, col), Tensor::from_f64(dt, {n}, op),
+                                    Tensor::from_f64(dt, {n}, dep),    Tensor::from_f64(dt, {n}, rad),
+                                    Tensor::from_f64(dt, {3}, std::vector<double>{0.3, 0.6, 0.9})};
+    const char* inputs[] = {"means2d", "conics", "colors", "opacities", "depths", "radii", "background"};
+    std::vector<ValueId> x;
+    for (int i = 0; i < 7; ++i) x.push_back(g.add_input(inputs[i], in[i].type()));
+    const splat::Projection p{x[0], x[1], x[4], x[5], x[2]};
+    ValueId img = splat::rasterize(o, p, x[3], x[6], w, h, 4);
+    ValueId loss = o.reduce_sum(o.mul(img, o.constant(Tensor::from_f64(dt, {h, w, 3}, img_w))), {}, false);
+    auto grads = train::gradients(g, loss, std::vector<ValueId>{x[0], x[1], x[2], x[3], x[6]});
+    ASSERT_TRUE(grads.has_value()) << grads.status().to_string();
+    g.outputs = {img};
+    g.outputs.insert(g.outputs.end(), grads->begin(), grads->end());
+    std::string why;
+    auto gpu = opencl_or_skip_reason(g, why);
+    if (!gpu) GTEST_SKIP() << "opencl not checked: " << why;
+    auto cpu = compile_on(g, "cpu");
+    ASSERT_TRUE(cpu);
+    auto want = cpu->run(in);
+    ASSERT_TRUE(want.has_value()) << want.status().to_string();
+    auto got = gpu->run(in);
+    ASSERT_TRUE(got.has_value()) << got.status().to_string();
+    const char* names[] = {"image", "d_means2d", "d_conics", "d_colors", "d_opacities", "d_background"};
+    for (size_t k = 0; k < want->size(); ++k) {
+      double scale = 0;
+      for (int64_t i = 0; i < (*want)[k].numel(); ++i) scale = std::max(scale, std::abs((*want)[k].get_f64(i)));
+      for (int64_t i = 0; i < (*want)[k].numel(); ++i)
+        ASSERT_NEAR((*got)[k].get_f64(i), (*want)[k].get_f64(i), (dt == DType::f64 ? 1e-9 : 2e-4) * (1 + scale))
+            << names[k] << "[" << i << "]";
+    }
+  }
+}
+
+TEST(SplatOpencl, DispatchSaysNativeOrWhyNot) {
+  const HostScene s = make_scene(3, 5, 4);
+  Graph g = render_graph(s, DType::f32, camera(8, 8), nullptr);
+  auto rep = explain(g, "opencl", DispatchPolicy{});
+  if (!rep.has_value()) GTEST_SKIP() << "opencl not checked: " << rep.status().to_string();
+  if (!rep->ok()) {
+    // a device without fp64 refuses with that reason, never silently
+    EXPECT_NE(rep->illegal_error().to_string().find("fp64"), std::string::npos) << rep->to_text();
+    GTEST_SKIP() << "this OpenCL device refuses the splatting kernels: " << rep->illegal_error().to_string();
+  }
+  int splat = 0;
+  for (const NodeDecision& d : rep->nodes)
+    if (op_info(d.op).family == OpFamily::splat) {
+      ++splat;
+      EXPECT_EQ(d.path, DispatchPath::native) << d.how;
+      EXPECT_NE(d.how.find("OpenCL splatting kernel"), std::string::npos) << d.how;
+    }
+  EXPECT_EQ(splat, 2);
 }
 
 TEST(Splat, BadAttributesAndShapesAreErrors) {

@@ -12,6 +12,7 @@
 #include "../../codegen/c_renderer.h"
 #include "../../passes/schedule.h"
 #include "opencl_runtime.h"
+#include "opencl_splat.h"
 #include "rlx/compile.h"
 
 namespace rlx::opencl {
@@ -94,6 +95,7 @@ class OpenclExecutable final : public Executable {
     cl_mem flags = nullptr;
     cl_mem zero = nullptr;     // an output zeroed before the launch (the transposed SpMV's)
     size_t zero_bytes = 0;
+    std::shared_ptr<SplatLaunches> splat;  // a splatting node's kernels (opencl_splat.h)
   };
   std::vector<Native> natives_;
   std::shared_ptr<Runtime> rt_;
@@ -189,6 +191,16 @@ Status OpenclExecutable::init_natives() {
   for (const kir::NativeKernel& nk : prog_.natives) {
     NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
     cl_int err = CL_SUCCESS;
+    if (op_info(nk.op).family == OpFamily::splat) {
+      std::vector<cl_mem> in, out;
+      for (int b : nk.inputs) in.push_back(mem_[b]);
+      for (int b : nk.outputs) out.push_back(mem_[b]);
+      Native n;
+      RLX_ASSIGN_OR_RETURN(n.splat, SplatLaunches::create(*rt_, d, in, out));
+      n.global[0] = n.global[1] = n.global[2] = 1;
+      natives_.push_back(std::move(n));
+      continue;
+    }
     if (backends::csr_kernel_op(nk.op)) {
       RLX_ASSIGN_OR_RETURN(backends::CsrSpmvPlan p, backends::plan_csr_spmv(d));
       Native n;
@@ -247,18 +259,24 @@ Status OpenclExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
   for (const kir::Step& s : prog_.steps) {
     if (s.native) {
       const Native& n = natives_[s.index];
-      if (n.global[0] * n.global[1] * n.global[2] == 0) continue;  // an empty product
+      if (n.splat) {
+        RLX_TRY(n.splat->enqueue(q));
+        continue;
+      }
       if (n.spmv) {
         const cl_int zero = 0;
-        RLX_TRY(cl_check(clEnqueueFillBuffer(q, n.flags, &zero, sizeof zero, 0, sizeof zero, 0, nullptr, nullptr),
-                         "clearing the CSR index-check flag"));
+        // zeroed even when A has no rows: y = A^T x is then all zeros
         if (n.zero && n.zero_bytes)
           RLX_TRY(cl_check(clEnqueueFillBuffer(q, n.zero, &zero, sizeof zero, 0, n.zero_bytes, 0, nullptr, nullptr),
                            "zeroing the output of " + prog_.natives[s.index].name));
+        if (n.global[0] == 0) continue;
+        RLX_TRY(cl_check(clEnqueueFillBuffer(q, n.flags, &zero, sizeof zero, 0, sizeof zero, 0, nullptr, nullptr),
+                         "clearing the CSR index-check flag"));
         RLX_TRY(cl_check(clEnqueueNDRangeKernel(q, n.kernel, 1, nullptr, n.global, nullptr, 0, nullptr, nullptr),
                          "running native kernel " + prog_.natives[s.index].name));
         continue;
       }
+      if (n.global[0] * n.global[1] * n.global[2] == 0) continue;  // an empty product
       const size_t local[3] = {16, 16, 1};
       RLX_TRY(cl_check(clEnqueueNDRangeKernel(q, n.kernel, 3, nullptr, n.global, local, 0, nullptr, nullptr),
                        "running native kernel " + prog_.natives[s.index].name));
@@ -326,6 +344,7 @@ class OpenclDevice final : public Device {
 
   Claim claim_native(const NodeDesc& n) const override {
     if (op_info(n.op).family == OpFamily::sparse) return backends::claim_csr_spmv(n, "opencl", rt_->fp64());
+    if (op_info(n.op).family == OpFamily::splat) return claim_splat(n, *rt_);
     return backends::claim_tiled_gemm(n, "opencl");
   }
 

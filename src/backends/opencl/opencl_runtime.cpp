@@ -93,6 +93,10 @@ Expected<std::shared_ptr<Runtime>> Runtime::create() {
   cl_ulong mem = 0;
   clGetDeviceInfo(chosen, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, nullptr);
   const std::string ext = device_string(chosen, CL_DEVICE_EXTENSIONS);
+  r->int64_atomics_ = ext.find("cl_khr_int64_base_atomics") != std::string::npos;
+  size_t group = 1;
+  clGetDeviceInfo(chosen, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof group, &group, nullptr);
+  r->max_group_ = std::max<size_t>(group, 1);
   r->description_ = cat(device_string(chosen, CL_DEVICE_NAME), " (", device_string(chosen, CL_DEVICE_VERSION), "), ",
                         units, " compute units, ", mem >> 20, " MiB, fp64 ", r->fp64_ ? "yes" : "no", ", fp16 ",
                         ext.find("cl_khr_fp16") != std::string::npos ? "yes" : "no (f16 stored, computed in f32)",

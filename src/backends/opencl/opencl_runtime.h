@@ -33,6 +33,10 @@ class Runtime {
   cl_device_id device() const { return device_; }
   bool fp64() const { return fp64_; }
   size_t compute_units() const { return units_; }
+  // Whether the device has 64-bit compare-and-swap on global memory (cl_khr_int64_base_atomics).
+  bool int64_atomics() const { return int64_atomics_; }
+  // The most work items one work-group may have (CL_DEVICE_MAX_WORK_GROUP_SIZE).
+  size_t max_work_group() const { return max_group_; }
   const std::string& description() const { return description_; }
 
   // Builds (or finds already built in this process) the program for `source`. The caller
@@ -47,7 +51,9 @@ class Runtime {
   cl_context context_ = nullptr;
   cl_command_queue queue_ = nullptr;
   bool fp64_ = false;
+  bool int64_atomics_ = false;
   size_t units_ = 1;
+  size_t max_group_ = 1;
   std::string description_;
   std::mutex mu_;
   std::map<std::string, cl_program> programs_;

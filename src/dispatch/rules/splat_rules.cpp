@@ -1,6 +1,7 @@
 // 3D Gaussian splatting (the splat family) has no decomposition into primitives: tile binning
-// and depth sorting are data-dependent. A device runs it natively (cpu and ref, through the
-// host kernels of src/splat/) or not at all; this rule gives the common-IR path a clear refusal,
+// and depth sorting are data-dependent, and the projection's per-Gaussian culling branches. A
+// device runs it natively (cpu and ref through the host kernels of src/splat/, opencl through
+// src/backends/opencl/opencl_splat.cpp) or not at all; this rule gives the common-IR path a clear refusal,
 // with no hidden round trip to the host.
 #include "rules.h"
 
@@ -8,9 +9,10 @@ namespace rlx::dispatch {
 namespace {
 
 Status refuse(OpBuilder&, const RuleNode& n, std::vector<ValueId>&) {
+  const bool raster = n.op == Op::SplatRasterize || n.op == Op::SplatRasterizeBackward;
   return error(ErrorCode::illegal, "no native splatting kernel on this device: ", op_name(n.op),
-               " (tile binning and depth sorting) has no decomposition into primitives; it runs natively on cpu "
-               "and ref");
+               raster ? " (tile binning and depth sorting)" : " (per-Gaussian culling)",
+               " has no decomposition into primitives; it runs natively on cpu, ref and opencl");
 }
 
 }  // namespace
