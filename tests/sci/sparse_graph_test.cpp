@@ -373,6 +373,38 @@ TEST(GraphSparse, GpuTransposedSpmvMatchesCpu) {
       EXPECT_NE(r.status().to_string().find("column index is outside"), std::string::npos) << r.status().to_string();
     }
   }
+  // A with no rows: y = A^T x is all zeros, though no work item runs; the output is a sum
+  // with a nonzero constant so that it lands in a buffer the device did not just allocate
+  {
+    Graph g;
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    ValueId rp = g.add_input("row_ptr", TensorType{DType::i32, {1}});
+    ValueId ci = g.add_input("col_idx", TensorType{DType::i32, {0}});
+    ValueId va = g.add_input("values", TensorType{DType::f32, {0}});
+    ValueId x = g.add_input("x", TensorType{DType::f32, {0}});
+    ValueId y = o.op(Op::SpmvCsr, {rp, ci, va, x}, Attrs{{"transpose", int64_t{1}}, {"cols", m}});
+    ValueId ones = g.add_input("ones", TensorType{DType::f32, {m}});
+    g.outputs = {o.add(o.mul(ones, ones), y), y};
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    const std::vector<Tensor> in = {Tensor::from_f64(DType::i32, {1}, std::vector<double>{0}),
+                                    Tensor::from_f64(DType::i32, {0}, std::vector<double>{}),
+                                    Tensor::from_f64(DType::f32, {0}, std::vector<double>{}),
+                                    Tensor::from_f64(DType::f32, {0}, std::vector<double>{}),
+                                    Tensor::from_f64(DType::f32, {m}, random_vector(rng, m))};
+    for (const char* dev : {"cpu", "opencl", "vulkan", "opengl", "cuda"}) {
+      auto model = Model::compile(g, {.device = dev});
+      if (!model.has_value()) continue;  // said above
+      for (int round = 0; round < 2; ++round) {
+        auto out = (*model)->run(in);
+        ASSERT_TRUE(out.has_value()) << dev << ": " << out.status().to_string();
+        for (int64_t e = 0; e < m; ++e) {
+          ASSERT_EQ((*out)[1].get_f64(e), 0.0) << dev << " y " << e << " of an A with no rows";
+          ASSERT_NEAR((*out)[0].get_f64(e), in[4].get_f64(e) * in[4].get_f64(e), 1e-6) << dev;
+        }
+      }
+    }
+  }
   // f64: no portable 64-bit float atomics, so refused with the reason (cuda has atomicAdd on
   // double and claims it: tests/cuda/csr_nvrtc_test.cpp)
   Graph g;

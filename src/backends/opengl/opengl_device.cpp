@@ -378,11 +378,12 @@ Status OpenGlExecutable::run_into(std::span<const Tensor> inputs, std::span<Tens
   const int32_t zero = 0;
   for (const CsrFlags& f : flags_) gl.NamedBufferSubData(f.buffer, 0, 4, &zero);
   for (const Step& s : steps_) {
-    if (s.groups[0] == 0 || s.groups[1] == 0 || s.groups[2] == 0) continue;
+    // zeroed even when A has no rows (no groups): y = A^T x is then all zeros
     if (s.zero.buffer) {
       gl.NamedBufferSubData(s.zero.buffer, s.zero.offset, static_cast<GLsizeiptr>(s.zeros.size() * 4), s.zeros.data());
       gl.MemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
     }
+    if (s.groups[0] == 0 || s.groups[1] == 0 || s.groups[2] == 0) continue;
     gl.UseProgram(s.program);
     for (size_t i = 0; i < s.bindings.size(); ++i) {
       const Binding& b = s.bindings[i];

@@ -320,12 +320,13 @@ Status VulkanExecutable::record() {
   for (Buffer& f : flags_) vkCmdFillBuffer(cmd_, f.buffer, 0, 4, 0);
   barrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, shader_rw);
   for (const Step& s : steps_) {
-    if (s.groups[0] == 0 || s.groups[1] == 0 || s.groups[2] == 0) continue;
+    // zeroed even when A has no rows (no groups): y = A^T x is then all zeros
     if (s.zero != VK_NULL_HANDLE) {
       vkCmdFillBuffer(cmd_, s.zero, 0, VK_WHOLE_SIZE, 0);
       barrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
               shader_rw);
     }
+    if (s.groups[0] == 0 || s.groups[1] == 0 || s.groups[2] == 0) continue;
     vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, s.pipeline->pipeline);
     vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, s.pipeline->layout, 0, 1, &s.set, 0, nullptr);
     vkCmdPushConstants(cmd_, s.pipeline->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, s.pipeline->push_bytes, s.push);
