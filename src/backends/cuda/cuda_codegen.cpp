@@ -6,6 +6,7 @@
 #include "../../codegen/c_renderer.h"
 #include "../../passes/schedule.h"
 #include "backends/csr_spmv.h"
+#include "backends/splat_source.h"
 
 namespace rlx::cuda {
 
@@ -54,9 +55,17 @@ ColumnMajorGemm column_major_gemm(const backends::GemmPlan& p) {
 Claim claim_native(const NodeDesc& n, ComputeCapability cc) {
   if (op_info(n.op).family == OpFamily::sparse)
     return backends::claim_csr_spmv(n, "cuda", /*fp64=*/true, has_f64_atomic_add(cc));
+  if (op_info(n.op).family == OpFamily::splat) {
+    Claim c = backends::claim_splat_kernels(n, "CUDA");
+    if (c.ok && n.op == Op::SplatRasterizeBackward && !has_f64_atomic_add(cc))
+      return Claim::no(cat("splat_rasterize_backward adds gradients with atomicAdd on double, which needs sm_60 or "
+                           "newer; this GPU is sm_", cc));
+    return c;
+  }
   if (n.op != Op::Dot)
     return Claim::no(cat("cuda has no native ", op_name(n.op),
-                         " kernel (its native kernels are the cuBLAS GEMM for dot and the CSR kernels)"));
+                         " kernel (its native kernels are the cuBLAS GEMM for dot, the CSR kernels and the splatting "
+                         "kernels)"));
   auto p = gemm_plan(n, cc);
   if (!p) return Claim::no(p.status().message());
   return Claim::yes(cat("cuBLAS gemm ", dtype_name(n.inputs[0].dtype), " m=", p->m, " n=", p->n, " k=", p->k,

@@ -1,8 +1,9 @@
 // The cuda device's code generation, which needs no GPU and no CUDA headers: which nodes the
-// device claims (cuBLAS GEMMs, the CSR kernels of backends/csr_spmv.h) or renders, the
-// scheduled kernel program, and the CUDA C++ translation unit that NVRTC compiles. The runtime
-// (cuda_device.cpp) and the NVRTC check of every conformance case (tests/cuda/) both build
-// their programs through these functions, so the test compiles exactly what a GPU would run.
+// device claims (cuBLAS GEMMs, the CSR kernels of backends/csr_spmv.h, the splatting kernels of
+// backends/splat_source.h) or renders, the scheduled kernel program, and the CUDA C++
+// translation unit that NVRTC compiles. The runtime (cuda_device.cpp) and the NVRTC check of
+// every conformance case (tests/cuda/) both build their programs through these functions, so
+// the test compiles exactly what a GPU would run.
 #pragma once
 
 #include <memory>
@@ -40,7 +41,9 @@ ColumnMajorGemm column_major_gemm(const backends::GemmPlan& p);
 inline bool has_f64_atomic_add(ComputeCapability cc) { return cc >= 60; }
 
 // The device's answer to the legalizer's two questions for a GPU of capability `cc`: native
-// are the cuBLAS GEMM (dot) and the CSR kernels (spmv_csr, sddmm_csr; f32 and f64).
+// are the cuBLAS GEMM (dot), the CSR kernels (spmv_csr, sddmm_csr; f32 and f64) and the
+// splatting kernels of backends/splat_source.h (the four splat ops, f32 and f64 tensors
+// computed in double; splat_rasterize_backward from sm_60, for atomicAdd on double).
 Claim claim_native(const NodeDesc& n, ComputeCapability cc);
 Claim supports_primitive(const NodeDesc& n);
 

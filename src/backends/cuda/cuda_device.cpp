@@ -6,6 +6,7 @@
 #include "backends/csr_spmv.h"
 #include "cuda_codegen.h"
 #include "cuda_runtime.h"
+#include "cuda_splat.h"
 #include "rlx/compile.h"
 
 namespace rlx::cuda {
@@ -24,7 +25,7 @@ Expected<cudaDataType_t> cuda_dtype(DType t) {
 
 // A compiled program: one device allocation per buffer (views share their target's),
 // weights and constants uploaded once, launch arguments prepared once; a run copies the
-// inputs in, launches the kernels, cuBLAS calls and CSR kernels in order on the runtime's
+// inputs in, launches the kernels, cuBLAS calls, CSR and splatting kernels in order on the runtime's
 // stream, copies the outputs (and the CSR kernels' index-check flags) out and waits. Nothing
 // returns to the host between steps.
 class CudaExecutable final : public Executable {
@@ -76,8 +77,9 @@ class CudaExecutable final : public Executable {
   std::vector<void*> mem_;
   std::vector<char> owns_;
   std::vector<std::unique_ptr<Launch>> launches_;
-  std::vector<backends::GemmPlan> plans_;             // per native; unused for a CSR kernel
+  std::vector<backends::GemmPlan> plans_;             // per native; unused but for a GEMM
   std::vector<std::unique_ptr<CsrLaunch>> csr_;      // per native; null for a GEMM
+  std::vector<std::unique_ptr<SplatLaunches>> splat_;  // per native; null but for a splatting node
   ExecStats stats_;
   std::mutex mu_;
 };
@@ -156,6 +158,17 @@ Status CudaExecutable::init_natives() {
   const bool f64_scatter = has_f64_atomic_add(rt_->gpu().cc);
   for (const kir::NativeKernel& nk : prog_.natives) {
     NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
+    if (op_info(nk.op).family == OpFamily::splat) {
+      std::vector<void*> in, out;
+      for (int b : nk.inputs) in.push_back(mem_[b]);
+      for (int b : nk.outputs) out.push_back(mem_[b]);
+      plans_.emplace_back();
+      csr_.push_back(nullptr);
+      RLX_ASSIGN_OR_RETURN(std::unique_ptr<SplatLaunches> sl, SplatLaunches::create(*rt_, d, in, out));
+      splat_.push_back(std::move(sl));
+      continue;
+    }
+    splat_.push_back(nullptr);
     if (!backends::csr_kernel_op(nk.op)) {
       RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, gemm_plan(d, rt_->gpu().cc));
       plans_.push_back(p);
@@ -245,7 +258,8 @@ Status CudaExecutable::run_into(std::span<const Tensor> inputs, std::span<Tensor
   }
   for (const kir::Step& st : prog_.steps) {
     if (st.native) {
-      if (CsrLaunch* c = csr_[st.index].get()) RLX_TRY(csr(prog_.natives[st.index], *c));
+      if (SplatLaunches* sp = splat_[st.index].get()) RLX_TRY(sp->enqueue(s));
+      else if (CsrLaunch* c = csr_[st.index].get()) RLX_TRY(csr(prog_.natives[st.index], *c));
       else RLX_TRY(gemm(prog_.natives[st.index], plans_[st.index]));
       continue;
     }

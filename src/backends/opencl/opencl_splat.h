@@ -1,24 +1,9 @@
 // The opencl device's native 3D Gaussian splatting kernels (docs/splatting.md): the four splat
 // ops run on the device, computing in double as the cpu's kernels do, with the same culling,
 // binning, ordering and compositing rules, so an image or a gradient differs from the cpu's
-// only by rounding (the order of the gradient sums, the device's exp and log).
-//
-// - splat_project / splat_project_backward: one work item per Gaussian. The projection is
-//   written once in OpenCL C over a scalar type and instantiated twice, for doubles (the
-//   forward) and for forward-mode dual numbers with the 10 geometric parameters as lanes (the
-//   backward), mirroring src/splat/project_math.h: the backward is the exact derivative of the
-//   code the forward ran.
-// - splat_rasterize: a prep kernel gives each Gaussian its tile rectangle (empty when it is
-//   not drawn) and a sort key (its depth; +inf when not drawn), a bitonic sort orders the
-//   Gaussians by (depth, index) on the device, and one work item per pixel composites the
-//   sorted Gaussians whose rectangle holds the pixel's tile, front to back, in work-groups
-//   that stage each batch of Gaussians in local memory and stop when every pixel of the group
-//   is saturated. The cpu's per-tile lists hold exactly those Gaussians in that order.
-// - splat_rasterize_backward: the same prep and sort; each pixel replays its front-to-back
-//   pass to find its final transmittance and where it stopped, then walks back to front
-//   (recovering each T_i = T_{i+1} / (1 - alpha_i)) adding its terms into per-Gaussian double
-//   accumulators with 64-bit compare-and-swap (so the summation order, and the last bits,
-//   vary between runs); the background's gradient is a fixed-order reduction over pixels.
+// only by rounding (the order of the gradient sums, the device's exp and log). The kernels
+// (projection, prep, bitonic sort, compositing, backward) are described in
+// backends/splat_source.h, whose one text is their OpenCL C and the cuda device's CUDA C++.
 //
 // The device needs fp64 (every kernel) and cl_khr_int64_base_atomics (the backward); a node
 // on a device without them is refused with that reason.
