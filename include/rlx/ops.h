@@ -142,6 +142,7 @@ namespace rlx {
   X(SplatRasterize, "splat_rasterize", composite, splat)            \
   X(SplatRasterizeBackward, "splat_rasterize_backward", composite, splat) \
   /* composites: sparse matrices as three CSR tensors (docs/scientific.md) */ \
+  X(CooToCsr, "coo_to_csr", composite, sparse)                      \
   X(SpmvCsr, "spmv_csr", composite, sparse)                         \
   X(SddmmCsr, "sddmm_csr", composite, sparse)                       \
   X(SparseSolve, "sparse_solve", composite, sparse)                 \

@@ -161,6 +161,16 @@ Status write_matrix_market(const std::string& path, const Csr<V, I>& a);
 // Autodiff gives d/dvalues (on the pattern, sddmm_csr) and d/dx (= A^T g, spmv_csr
 // transposed).
 ValueId spmv(OpBuilder& o, ValueId row_ptr, ValueId col_idx, ValueId values, ValueId x);
+// A rows x cols matrix built in the graph from COO triplets (entry k: values[k] at
+// (row_idx[k], col_idx[k]); i32 or i64 indices, f32 or f64 values): the graph op coo_to_csr.
+// Entries are ordered by row, then column, then COO position; duplicates are kept side by side
+// (spmv and sparse_solve read them as their sum; sddmm gives each its own product). `position[k]` is where entry k went, and
+// the values' gradient is the CSR values' gradient gathered through it. An index outside the
+// matrix is an error naming the entry when the graph runs.
+struct CsrArrays {
+  ValueId row_ptr, col_idx, values, position;
+};
+CsrArrays coo_to_csr(OpBuilder& o, ValueId row_idx, ValueId col_idx, ValueId values, int64_t rows, int64_t cols);
 // x = A^-1 b (b [n] or [n, k], A square) as the graph op sparse_solve: a sparse direct
 // factorization on the cpu (UMFPACK LU or CHOLMOD Cholesky, never densified); its gradient is
 // the adjoint solve (sparse_solve_backward, via solve_gradients()). Refused on GPU devices.

@@ -94,19 +94,87 @@ Status sddmm(Op op, std::span<const TensorType> t, std::span<const void* const> 
   return Status::ok();
 }
 
+// coo_to_csr: a counting sort of the entries by row (stable, so equal rows keep their COO
+// order), then each row's entries stably by column; duplicates stay side by side.
 template <class V, class I>
-Expected<Csr<V, I>> matrix(Op op, std::span<const TensorType> t, std::span<const void* const> in) {
+Status coo_to_csr(Op op, const Attrs& attrs, std::span<const TensorType> t, std::span<const void* const> in,
+                  std::span<void* const> out) {
+  const I* r = static_cast<const I*>(in[0]);
+  const I* c = static_cast<const I*>(in[1]);
+  const V* v = static_cast<const V*>(in[2]);
+  const int64_t nnz = rows_of(t[0]), n = attrs.i("rows"), m = attrs.i("cols");
+  I* rp = static_cast<I*>(out[0]);
+  I* ci = static_cast<I*>(out[1]);
+  V* cv = static_cast<V*>(out[2]);
+  int64_t* pos = static_cast<int64_t*>(out[3]);
+  for (int64_t k = 0; k < nnz; ++k)
+    if (r[k] < 0 || static_cast<int64_t>(r[k]) >= n || c[k] < 0 || static_cast<int64_t>(c[k]) >= m)
+      return error(ErrorCode::invalid_argument, op_name(op), ": entry ", k, " at (", r[k], ", ", c[k], ") is outside the ",
+                   n, " x ", m, " matrix");
+  std::vector<int64_t> start(static_cast<size_t>(n) + 1, 0);
+  for (int64_t k = 0; k < nnz; ++k) ++start[static_cast<size_t>(r[k]) + 1];
+  for (int64_t i = 0; i < n; ++i) start[i + 1] += start[i];
+  for (int64_t i = 0; i <= n; ++i) rp[i] = static_cast<I>(start[i]);
+  std::vector<int64_t> order(static_cast<size_t>(nnz));
+  for (int64_t k = 0; k < nnz; ++k) order[start[r[k]]++] = k;  // start[i] ends at row i's end
+  ThreadPool::global().parallel_for(n, 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      std::stable_sort(order.begin() + rp[i], order.begin() + rp[i + 1], [&](int64_t x, int64_t y) { return c[x] < c[y]; });
+  });
+  for (int64_t p = 0; p < nnz; ++p) {
+    const int64_t k = order[p];
+    ci[p] = c[k];
+    cv[p] = v[k];
+    pos[k] = p;
+  }
+  return Status::ok();
+}
+
+// The matrix of a solve node. Repeated columns within a row (coo_to_csr keeps duplicates) are
+// summed into one entry, as the matrix they stand for has; merged_of maps each stored entry of
+// the node's arrays to its entry of `a` (empty when nothing was merged).
+template <class V, class I>
+struct SolveMatrix {
   Csr<V, I> a;
+  std::vector<int64_t> merged_of;
+};
+
+template <class V, class I>
+Expected<SolveMatrix<V, I>> matrix(Op op, std::span<const TensorType> t, std::span<const void* const> in) {
+  SolveMatrix<V, I> s;
+  Csr<V, I>& a = s.a;
   a.rows = a.cols = rows_of(t[0]) - 1;
   const int64_t nnz = rows_of(t[1]);
   const I* rp = static_cast<const I*>(in[0]);
+  const I* ci = static_cast<const I*>(in[1]);
+  const V* va = static_cast<const V*>(in[2]);
   RLX_TRY(check_row_ptr(op, rp, a.rows, nnz));
-  a.row_ptr.assign(rp, rp + a.rows + 1);
-  a.col_idx.assign(static_cast<const I*>(in[1]), static_cast<const I*>(in[1]) + nnz);
-  a.values.assign(static_cast<const V*>(in[2]), static_cast<const V*>(in[2]) + nnz);
-  // the factorization validates the rest (columns in range and strictly increasing per row)
+  bool repeats = false;
+  for (int64_t i = 0; i < a.rows && !repeats; ++i)
+    for (I p = rp[i] + 1; p < rp[i + 1]; ++p) repeats |= ci[p] == ci[p - 1];
+  if (!repeats) {
+    a.row_ptr.assign(rp, rp + a.rows + 1);
+    a.col_idx.assign(ci, ci + nnz);
+    a.values.assign(va, va + nnz);
+  } else {
+    s.merged_of.resize(static_cast<size_t>(nnz));
+    a.row_ptr.assign(1, 0);
+    for (int64_t i = 0; i < a.rows; ++i) {
+      for (I p = rp[i]; p < rp[i + 1]; ++p) {
+        if (p > rp[i] && ci[p] == ci[p - 1]) {
+          a.values.back() += va[p];
+        } else {
+          a.col_idx.push_back(ci[p]);
+          a.values.push_back(va[p]);
+        }
+        s.merged_of[p] = a.nnz() - 1;
+      }
+      a.row_ptr.push_back(static_cast<I>(a.nnz()));
+    }
+  }
+  // the factorization validates the rest (columns in range and increasing per row)
   RLX_TRY(validate(a, cat(op_name(op), ": A")));
-  return a;
+  return s;
 }
 
 // The last matrix a solve op factored, kept so that sparse_solve_backward (the same A as its
@@ -187,7 +255,7 @@ Status solve(Op op, const Attrs& attrs, std::span<const TensorType> t, std::span
              std::span<void* const> out) {
   auto got = matrix<V, I>(op, t, in);
   if (!got) return got.status();
-  const Csr<V, I>& a = *got;
+  const Csr<V, I>& a = got->a;
   auto cached = factor_of(a, method_of(attrs), t);
   if (!cached) return cached.status().with_context(op_name(op));
   std::lock_guard<std::mutex> in_use((*cached)->use);
@@ -226,7 +294,9 @@ Status solve(Op op, const Attrs& attrs, std::span<const TensorType> t, std::span
       }
     }
   }
-  for (int64_t p = 0; p < a.nnz(); ++p) gv[p] = static_cast<V>(acc[p]);
+  // a merged entry's gradient belongs to each of the stored entries it sums
+  const std::vector<int64_t>& merged = got->merged_of;
+  for (int64_t p = 0; p < rows_of(t[1]); ++p) gv[p] = static_cast<V>(acc[merged.empty() ? p : merged[p]]);
   return Status::ok();
 }
 
@@ -234,6 +304,7 @@ template <class V, class I>
 Status run_typed(Op op, const Attrs& attrs, std::span<const TensorType> t, std::span<const void* const> in,
                  std::span<const TensorType> out_types, std::span<void* const> out) {
   switch (op) {
+    case Op::CooToCsr: return coo_to_csr<V, I>(op, attrs, t, in, out);
     case Op::SpmvCsr: return spmv<V, I>(op, attrs, t, in, static_cast<V*>(out[0]), out_types[0]);
     case Op::SddmmCsr: return sddmm<V, I>(op, t, in, static_cast<V*>(out[0]));
     case Op::SparseSolve:
@@ -256,7 +327,7 @@ FactorCacheStats factor_cache_stats() {
 
 Claim claim_sparse(const NodeDesc& n) {
   if (op_info(n.op).family != OpFamily::sparse) return Claim::no(cat(op_name(n.op), " is not a sparse op"));
-  if (n.inputs.size() < 4) return Claim::no(cat(op_name(n.op), " needs its CSR inputs"));
+  if (n.inputs.size() < (n.op == Op::CooToCsr ? 3u : 4u)) return Claim::no(cat(op_name(n.op), " needs its CSR inputs"));
   for (const TensorType& t : n.inputs)
     if (!static_sizes(t.shape)) return Claim::no("the sparse kernels need static shapes");
   const DType vt = value_dtype(n.op, n.inputs), it = n.inputs[0].dtype;
@@ -266,6 +337,9 @@ Claim claim_sparse(const NodeDesc& n) {
   const int64_t rows = rows_of(n.inputs[0]) - 1, nnz = rows_of(n.inputs[1]);
   const std::string sizes = cat(dtype_name(vt), "/", dtype_name(it), " n=", rows, " nnz=", nnz);
   switch (n.op) {
+    case Op::CooToCsr:
+      return Claim::yes(cat("host COO -> CSR (counting sort by row) ", dtype_name(vt), "/", dtype_name(it), " ",
+                            n.attrs.i("rows"), "x", n.attrs.i("cols"), " nnz=", rows_of(n.inputs[0])));
     case Op::SpmvCsr: {
       const int64_t k = cols_of(n.inputs[3]);
       if (n.attrs.i("transpose", 0)) return Claim::yes(cat("host CSR transposed ", k > 1 ? "SpMM" : "SpMV", " (scatter) ", sizes));
@@ -285,7 +359,8 @@ Claim claim_sparse(const NodeDesc& n) {
 
 Status run_sparse(Op op, const Attrs& attrs, std::span<const TensorType> in_types, std::span<const void* const> in,
                   std::span<const TensorType> out_types, std::span<void* const> out) {
-  if (in_types.size() < 4 || in.size() != in_types.size() || out.size() != out_types.size() || out.empty())
+  if (in_types.size() < (op == Op::CooToCsr ? 3u : 4u) || in.size() != in_types.size() || out.size() != out_types.size() ||
+      out.empty())
     return error(ErrorCode::internal, op_name(op), ": inputs or outputs do not match their types");
   for (const TensorType& t : in_types)
     if (!static_sizes(t.shape)) return error(ErrorCode::shape_error, op_name(op), ": the sparse kernels need static shapes");

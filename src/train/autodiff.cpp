@@ -106,7 +106,8 @@ bool input_is_differentiable(Op op, int i, std::span<const TensorType> inputs) {
     case Op::Where: return i != 0;
     // depths only order the Gaussians and radii only bin them: piecewise constant
     case Op::SplatRasterize: return i != 4 && i != 5;
-    // the CSR ops: row_ptr and col_idx are integer structure
+    // the CSR ops: row_ptr and col_idx (coo_to_csr: rows and cols) are integer structure
+    case Op::CooToCsr:
     case Op::SpmvCsr:
     case Op::SddmmCsr:
     case Op::SparseSolve: return i >= 2;

@@ -5,7 +5,9 @@
 //   sddmm_csr       out[p] = a[i] . b[c]: da = A(out_grad) b, db = A(out_grad)^T a
 //   sparse_solve    x = A^-1 b: sparse_solve_backward (the adjoint solve through the same
 //                   factorization method: db = A^-T g, dvalues = -db[i] x[c] on the pattern)
-// row_ptr and col_idx get none (autodiff.cpp marks them not differentiable).
+//   coo_to_csr      csr_values[position[k]] = values[k]: dvalues = gather(g_csr_values, position)
+// row_ptr and col_idx (coo_to_csr: rows, cols) get none (autodiff.cpp marks them not
+// differentiable).
 #include "vjp_internal.h"
 
 namespace rlx::train::vjp {
@@ -35,6 +37,12 @@ Status sddmm(Ctx& c, std::vector<ValueId>& out) {
   return c.o.status();
 }
 
+Status coo_to_csr(Ctx& c, std::vector<ValueId>& out) {
+  // only the values output (2) is a float; without a gradient there, the values get none
+  if (c.need(2) && c.out_grads[2] != kNoValue) out[2] = c.o.gather(c.out_grads[2], c.out(3), 0);
+  return c.o.status();
+}
+
 Status solve(Ctx& c, std::vector<ValueId>& out) {
   std::vector<ValueId> g =
       c.o.op_multi(Op::SparseSolveBackward, {c.in(0), c.in(1), c.in(2), c.out(0), c.g()}, c.attrs());
@@ -47,6 +55,7 @@ Status solve(Ctx& c, std::vector<ValueId>& out) {
 }  // namespace
 
 void register_sparse_vjps(std::vector<Rule>& t) {
+  t[static_cast<size_t>(Op::CooToCsr)] = coo_to_csr;
   t[static_cast<size_t>(Op::SpmvCsr)] = spmv;
   t[static_cast<size_t>(Op::SddmmCsr)] = sddmm;
   t[static_cast<size_t>(Op::SparseSolve)] = solve;

@@ -623,6 +623,15 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
     return a;
   };
   const std::vector<DType> fl = {DType::f32, DType::f64};
+  // COO triplets with random (repeating) indices: the sort order, row_ptr and positions are
+  // exact, the values a permutation
+  auto coo = [](DType it, int64_t nnz, int64_t n, int64_t m) {
+    return std::vector<InputSpec>{InputSpec{{nnz}, it, Dist::index, 0, n, ""}, InputSpec{{nnz}, it, Dist::index, 0, m, ""},
+                                  T({nnz})};
+  };
+  add(t, Op::CooToCsr, TolClass::bits,
+      {V("i32", coo(DType::i32, 40, 9, 6), {{"rows", int64_t{9}}, {"cols", int64_t{6}}}).dtypes(fl),
+       V("i64_empty_rows", coo(DType::i64, 25, 30, 4), {{"rows", int64_t{30}}, {"cols", int64_t{4}}}).dtypes(fl)});
   add(t, Op::SpmvCsr, TolClass::contraction,
       {V("spmv_i32", with(csr(DType::i32, 9, 6), {T({6})})).dtypes(fl).k(5).mag(14),
        V("spmm_i64", with(csr(DType::i64, 9, 6), {T({6, 3})})).dtypes(fl).k(5).mag(14),

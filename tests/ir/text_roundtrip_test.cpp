@@ -222,14 +222,17 @@ const std::vector<std::string>& corpus() {
   return %img, %gm, %gxy, %gbg
 }
 )",
-      // CSR matrices as three tensors: SpMM, its transpose, SDDMM, a sparse solve and its adjoint
-      R"(graph @sparse(%rp: i32[5], %ci: i32[nnz], %v: f64[nnz], %x: f64[6, 2], %b: f64[4]) -> (f64[4, 2], f64[6, 2], f64[nnz], f64[4], f64[nnz], f64[4]) {
+      // CSR matrices as three tensors: SpMM, its transpose, SDDMM, a sparse solve and its
+      // adjoint, and a matrix assembled from COO triplets
+      R"(graph @sparse(%rp: i32[5], %ci: i32[nnz], %v: f64[nnz], %x: f64[6, 2], %b: f64[4], %cr: i32[7], %cc: i32[7], %cv: f64[7]) -> (f64[4, 2], f64[6, 2], f64[nnz], f64[4], f64[nnz], f64[4], f64[4, 2], i64[7]) {
   %y = spmv_csr(%rp, %ci, %v, %x) : f64[4, 2]
+  %arp, %aci, %av, %pos = coo_to_csr(%cr, %cc, %cv) {cols = 6, rows = 4} : i32[5], i32[7], f64[7], i64[7]
+  %ay = spmv_csr(%arp, %aci, %av, %x) : f64[4, 2]
   %t = spmv_csr(%rp, %ci, %v, %y) {cols = 6, transpose = 1} : f64[6, 2]
   %s = sddmm_csr(%rp, %ci, %y, %x) : f64[nnz]
   %z = sparse_solve(%rp, %ci, %v, %b) {method = "cholesky"} : f64[4]
   %gv, %gb = sparse_solve_backward(%rp, %ci, %v, %z, %b) {method = "cholesky"} : f64[nnz], f64[4]
-  return %y, %t, %s, %z, %gv, %gb
+  return %y, %t, %s, %z, %gv, %gb, %ay, %pos
 }
 )",
       // collectives (a tensor-parallel layer's communication)

@@ -5,7 +5,9 @@
 // finite-difference checks of the gradient rules are in tests/train/vjp_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 
 #include "rlx/compile.h"
@@ -232,6 +234,64 @@ TEST(GraphSparse, SparseSolveMatchesApiAndAdjoint) {
       }
     }
     for (int64_t p = 0; p < a.nnz(); ++p) ASSERT_NEAR((*out)[1].get_f64(p), gvals[p], 1e-10) << "d/dvalues " << p;
+  }
+}
+
+// A matrix assembled in the graph from COO triplets where every entry comes as two parts
+// (0.3 v and 0.7 v, shuffled): sparse_solve treats repeated entries as their sum, on the cpu
+// (merged before UMFPACK) and ref (dense assembly), and each part gets the whole entry's
+// gradient.
+TEST(GraphSparse, SparseSolveSumsRepeatedEntriesFromCoo) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(cat("seed ", seed));
+  std::mt19937_64 rng(seed);
+  const Csr<double, int32_t> a = poisson_2d<double, int32_t>(20);
+  const int64_t n = a.rows, nnz = a.nnz();
+  const std::vector<int32_t> ri = row_indices(a);
+  std::vector<int64_t> perm(2 * nnz);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<double> r(2 * nnz), c(2 * nnz), v(2 * nnz);
+  std::vector<int64_t> entry(2 * nnz);  // the API entry each triplet is part of
+  for (int64_t q = 0; q < 2 * nnz; ++q) {
+    const int64_t p = perm[q] / 2;
+    entry[q] = p;
+    r[q] = ri[p];
+    c[q] = a.col_idx[p];
+    v[q] = a.values[p] * (perm[q] % 2 ? 0.7 : 0.3);
+  }
+  const std::vector<double> b = random_vector(rng, n), w = random_vector(rng, n);
+  Graph g;
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  ValueId rv = g.add_input("rows", TensorType{DType::i32, {2 * nnz}});
+  ValueId cv = g.add_input("cols", TensorType{DType::i32, {2 * nnz}});
+  ValueId vv = g.add_input("values", TensorType{DType::f64, {2 * nnz}});
+  ValueId bv = g.add_input("b", TensorType{DType::f64, {n}});
+  const CsrArrays m = coo_to_csr(o, rv, cv, vv, n, n);
+  ValueId x = sparse_solve(o, m.row_ptr, m.col_idx, m.values, bv);
+  ValueId loss = o.reduce_sum(o.mul(x, o.constant(Tensor::from_f64(DType::f64, {n}, w))), {}, false);
+  auto grads = train::gradients(g, loss, std::vector<ValueId>{vv, bv});
+  ASSERT_TRUE(grads.has_value()) << grads.status().to_string();
+  g.outputs = {x, (*grads)[0], (*grads)[1]};
+  auto f = Factorization::factor(a, DirectMethod::lu);
+  ASSERT_TRUE(f.has_value()) << f.status().to_string();
+  const std::vector<double> xw = *f->solve(b);
+  auto sg = solve_gradients(a, *f, xw, w);
+  ASSERT_TRUE(sg.has_value()) << sg.status().to_string();
+  const std::vector<Tensor> in = {Tensor::from_f64(DType::i32, {2 * nnz}, r), Tensor::from_f64(DType::i32, {2 * nnz}, c),
+                                  Tensor::from_f64(DType::f64, {2 * nnz}, v), Tensor::from_f64(DType::f64, {n}, b)};
+  for (const char* dev : {"cpu", "ref"}) {
+    auto model = Model::compile(g, {.device = dev});
+    ASSERT_TRUE(model.has_value()) << dev << ": " << model.status().to_string();
+    auto out = (*model)->run(in);
+    ASSERT_TRUE(out.has_value()) << dev << ": " << out.status().to_string();
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_NEAR((*out)[0].get_f64(i), xw[i], 1e-10) << dev << " x " << i;
+      ASSERT_NEAR((*out)[2].get_f64(i), sg->b[i], 1e-10) << dev << " d/db " << i;
+    }
+    for (int64_t q = 0; q < 2 * nnz; ++q)
+      ASSERT_NEAR((*out)[1].get_f64(q), sg->values[entry[q]], 1e-10) << dev << " d/dvalues " << q;
   }
 }
 
@@ -478,6 +538,103 @@ TEST(GraphSparse, GpuSddmmMatchesCpuAndReportsBadIndices) {
   if (ran == 0) GTEST_SKIP() << "no GPU device (opencl, vulkan, opengl, cuda) is available here";
 }
 
+// coo_to_csr in a graph: shuffled COO triplets with duplicates into CSR arrays, checked entry
+// by entry (ordering, row_ptr, positions), then y = A x against the API (which sums the
+// duplicates) and the values' gradient against its closed form w[r_k] x[c_k], on cpu and ref.
+template <class V, class I>
+void check_coo_to_csr(const char* device) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(cat(device, " seed ", seed));
+  std::mt19937_64 rng(seed);
+  const int64_t n = 120, m = 90, nnz = 2500;
+  std::uniform_int_distribution<int64_t> ri(0, n - 1), cj(0, m - 1);
+  Coo<V, I> coo{n, m, {}, {}, {}};
+  for (int64_t k = 0; k < nnz; ++k) {
+    const bool dup = k > 0 && k % 5 == 0;  // every fifth entry repeats an earlier (row, col)
+    const int64_t src = dup ? std::uniform_int_distribution<int64_t>(0, k - 1)(rng) : 0;
+    coo.row.push_back(static_cast<I>(dup ? static_cast<int64_t>(coo.row[src]) : (k % 17 == 3 ? 7 : ri(rng))));
+    coo.col.push_back(static_cast<I>(dup ? static_cast<int64_t>(coo.col[src]) : cj(rng)));
+  }
+  const std::vector<double> vals = random_vector(rng, nnz), xs = random_vector(rng, m), w = random_vector(rng, n);
+  coo.val.assign(vals.begin(), vals.end());
+  const DType it = index_dtype<I>(), vt = value_dtype<V>();
+  Graph g;
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  ValueId r = g.add_input("rows", TensorType{it, {nnz}});
+  ValueId c = g.add_input("cols", TensorType{it, {nnz}});
+  ValueId v = g.add_input("values", TensorType{vt, {nnz}});
+  ValueId x = g.add_input("x", TensorType{vt, {m}});
+  const CsrArrays a = coo_to_csr(o, r, c, v, n, m);
+  ValueId y = spmv(o, a.row_ptr, a.col_idx, a.values, x);
+  ValueId loss = o.reduce_sum(o.mul(y, o.constant(Tensor::from_f64(vt, {n}, w))), {}, false);
+  auto grads = rlx::train::gradients(g, loss, std::vector<ValueId>{v});
+  ASSERT_TRUE(grads.has_value()) << grads.status().to_string();
+  g.outputs = {a.row_ptr, a.col_idx, a.values, a.position, y, (*grads)[0]};
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  auto model = Model::compile(g, {.device = device});
+  ASSERT_TRUE(model.has_value()) << model.status().to_string();
+  const std::vector<Tensor> in = {Tensor::from_f64(it, {nnz}, as_double(coo.row)), Tensor::from_f64(it, {nnz}, as_double(coo.col)),
+                                  Tensor::from_f64(vt, {nnz}, vals), Tensor::from_f64(vt, {m}, xs)};
+  auto out = (*model)->run(in);
+  ASSERT_TRUE(out.has_value()) << out.status().to_string();
+  const Tensor &rp = (*out)[0], &ci = (*out)[1], &cv = (*out)[2], &pos = (*out)[3];
+  // row_ptr counts each row's entries
+  std::vector<int64_t> count(n + 1, 0);
+  for (int64_t k = 0; k < nnz; ++k) ++count[static_cast<int64_t>(coo.row[k]) + 1];
+  for (int64_t i = 0; i < n; ++i) count[i + 1] += count[i];
+  for (int64_t i = 0; i <= n; ++i) ASSERT_EQ(rp.get_f64(i), count[i]) << "row_ptr[" << i << "]";
+  // every COO entry sits at its position, in its row, with its column and value
+  std::vector<char> seen(nnz, 0);
+  for (int64_t k = 0; k < nnz; ++k) {
+    const int64_t p = static_cast<int64_t>(pos.get_f64(k));
+    ASSERT_TRUE(p >= 0 && p < nnz && !seen[p]) << "position[" << k << "] = " << p << " is not a permutation";
+    seen[p] = 1;
+    ASSERT_TRUE(p >= count[coo.row[k]] && p < count[coo.row[k] + 1]) << "entry " << k << " left its row";
+    ASSERT_EQ(ci.get_f64(p), static_cast<double>(coo.col[k])) << "entry " << k;
+    ASSERT_EQ(cv.get_f64(p), static_cast<double>(static_cast<V>(vals[k]))) << "entry " << k;
+  }
+  // within a row: columns non-decreasing, equal columns in COO order
+  std::vector<int64_t> from(nnz);
+  for (int64_t k = 0; k < nnz; ++k) from[static_cast<int64_t>(pos.get_f64(k))] = k;
+  int64_t repeats = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = count[i] + 1; p < count[i + 1]; ++p) {
+      ASSERT_LE(ci.get_f64(p - 1), ci.get_f64(p)) << "row " << i;
+      if (ci.get_f64(p - 1) == ci.get_f64(p)) {
+        ++repeats;
+        ASSERT_LT(from[p - 1], from[p]) << "duplicates of row " << i << " out of COO order";
+      }
+    }
+  EXPECT_GT(repeats, nnz / 10) << "the test must exercise duplicates";
+  // y = A x against the API's CSR, which sums the duplicates
+  auto api = to_csr(coo);
+  ASSERT_TRUE(api.has_value()) << api.status().to_string();
+  std::vector<V> xv(xs.begin(), xs.end()), want(n);
+  ASSERT_TRUE(spmm(*api, xv.data(), 1, want.data()).is_ok());
+  const double tol = std::is_same_v<V, float> ? 1e-4 : 1e-12;
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR((*out)[4].get_f64(i), want[i], tol * (1 + std::abs(want[i]))) << "y " << i;
+  for (int64_t k = 0; k < nnz; ++k) {
+    const double d = w[coo.row[k]] * static_cast<double>(static_cast<V>(xs[coo.col[k]]));
+    ASSERT_NEAR((*out)[5].get_f64(k), d, tol * (1 + std::abs(d))) << "d values[" << k << "]";
+  }
+  // an index outside the matrix is an error naming the entry
+  std::vector<Tensor> bad = in;
+  std::vector<double> br = as_double(coo.row);
+  br[nnz / 3] = static_cast<double>(n);
+  bad[0] = Tensor::from_f64(it, {nnz}, br);
+  auto e = (*model)->run(bad);
+  ASSERT_FALSE(e.has_value());
+  EXPECT_NE(e.status().to_string().find(cat("entry ", nnz / 3, " at (", n)), std::string::npos) << e.status().to_string();
+}
+
+TEST(GraphSparse, CooToCsrOrdersEntriesAndDifferentiates) {
+  check_coo_to_csr<float, int32_t>("cpu");
+  check_coo_to_csr<double, int64_t>("cpu");
+  check_coo_to_csr<double, int32_t>("ref");
+  check_coo_to_csr<float, int64_t>("ref");
+}
+
 TEST(GraphSparse, TypeRulesCheckDtypesAndShapes) {
   auto build = [](TensorType rp, TensorType ci, TensorType va, TensorType x, Op op, Attrs attrs = {}) {
     Graph g;
@@ -529,6 +686,21 @@ TEST(GraphSparse, OtherDevicesRefuseWithTheReason) {
     ++checked;
   }
   EXPECT_GE(checked, 1) << "no device other than cpu/ref could be asked";
+  // coo_to_csr: a sort by index data, refused on every device but cpu and ref
+  Graph h;
+  GraphBuilder hb(h);
+  OpBuilder ho(hb);
+  const CsrArrays a = coo_to_csr(ho, h.add_input("r", TensorType{DType::i32, {7}}), h.add_input("c", TensorType{DType::i32, {7}}),
+                                 h.add_input("v", TensorType{DType::f32, {7}}), 4, 4);
+  h.outputs = {a.row_ptr, a.col_idx, a.values};
+  ASSERT_TRUE(ho.ok()) << ho.status().to_string();
+  for (const char* dev : {"null", "opencl", "vulkan", "opengl", "cuda"}) {
+    auto rep = explain(h, dev, DispatchPolicy{});
+    if (!rep.has_value()) continue;  // said above
+    EXPECT_FALSE(rep->ok()) << dev;
+    EXPECT_NE(rep->illegal_error().to_string().find("no native COO sort on this device"), std::string::npos)
+        << dev << ": " << rep->illegal_error().to_string();
+  }
 }
 
 }  // namespace

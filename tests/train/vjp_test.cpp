@@ -354,6 +354,19 @@ std::vector<Case> cases() {
                  spmv({}), "cpu"});
     c.push_back({"spmv_csr_transposed", Op::SpmvCsr, {Ints({5}, rp), Ints({6}, ci), F({6}), F({4, 2})},
                  spmv(A({{"transpose", int64_t{1}}, {"cols", int64_t{3}}}))});
+    // COO triplets in shuffled order with (2, 1) twice, into a 4x3 matrix (row 1 empty), then
+    // y = A x: the values' gradient goes back through the positions
+    const std::vector<double> cr{2, 0, 3, 2, 0, 2}, cc{1, 0, 2, 1, 2, 0};
+    for (const char* dev : {"ref", "cpu"})
+      c.push_back({cat("coo_to_csr_", dev), Op::CooToCsr,
+                   {Ints({6}, cr, DType::i32), Ints({6}, cc, DType::i32), F({6}), F({3, 2})},
+                   [](OpBuilder& o, const std::vector<ValueId>& x) {
+                     std::vector<ValueId> a = o.op_multi(Op::CooToCsr, {x[0], x[1], x[2]},
+                                                         A({{"rows", int64_t{4}}, {"cols", int64_t{3}}}));
+                     if (a.size() != 4) return std::vector<ValueId>{};
+                     return std::vector<ValueId>{o.op(Op::SpmvCsr, {a[0], a[1], a[2], x[3]}), a[2]};
+                   },
+                   dev});
     c.push_back({"sddmm_csr", Op::SddmmCsr, {Ints({5}, rp), Ints({6}, ci), F({4, 2}), F({3, 2})},
                  [](OpBuilder& o, const std::vector<ValueId>& x) {
                    return std::vector<ValueId>{o.op(Op::SddmmCsr, {x[0], x[1], x[2], x[3]})};

@@ -2,6 +2,7 @@
 // pattern, and the solves as a dense LU with partial pivoting (the reference runs small
 // matrices), so that the cpu's thread-pooled kernels and SuiteSparse have an independent
 // oracle. Bad index data is an error naming the node, as on the cpu.
+#include <algorithm>
 #include <cmath>
 
 #include "backends/ref/interp_internal.h"
@@ -118,7 +119,38 @@ Status solve(const KernelArgs& k) {
 
 }  // namespace
 
+// coo_to_csr as one stable sort of all entries by (row, column): an algorithm other than the
+// cpu's counting sort, giving the same order.
+Status coo_to_csr(const KernelArgs& k) {
+  const Tensor& r = *k.in[0];
+  const Tensor& c = *k.in[1];
+  const int64_t nnz = r.numel(), n = k.node.attrs.i("rows"), m = k.node.attrs.i("cols");
+  auto at = [](const Tensor& t, int64_t i) { return static_cast<int64_t>(load_f(t.bytes(), t.dtype(), i)); };
+  std::vector<std::pair<std::pair<int64_t, int64_t>, int64_t>> e;
+  for (int64_t q = 0; q < nnz; ++q) {
+    const int64_t i = at(r, q), j = at(c, q);
+    if (i < 0 || i >= n || j < 0 || j >= m)
+      return error(ErrorCode::invalid_argument, k.label, ": entry ", q, " at (", i, ", ", j, ") is outside the ", n, " x ",
+                   m, " matrix");
+    e.push_back({{i, j}, q});
+  }
+  std::stable_sort(e.begin(), e.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<int64_t> rp(static_cast<size_t>(n) + 1, 0);
+  for (int64_t p = 0; p < nnz; ++p) {
+    ++rp[e[p].first.first + 1];
+    store_f(k.out[1].bytes(), k.out[1].dtype(), p, static_cast<double>(e[p].first.second));
+    store_f(k.out[2].bytes(), k.out[2].dtype(), p, f(*k.in[2], e[p].second));
+    store_f(k.out[3].bytes(), k.out[3].dtype(), e[p].second, static_cast<double>(p));
+  }
+  for (int64_t i = 0; i <= n; ++i) {
+    if (i > 0) rp[i] += rp[i - 1];
+    store_f(k.out[0].bytes(), k.out[0].dtype(), i, static_cast<double>(rp[i]));
+  }
+  return Status::ok();
+}
+
 Status run_sparse(const KernelArgs& k) {
+  if (k.node.op == Op::CooToCsr) return coo_to_csr(k);
   Tensor& out = k.out[0];
   switch (k.node.op) {
     case Op::SpmvCsr: {

@@ -8,6 +8,9 @@ namespace rlx::dispatch {
 namespace {
 
 Status refuse(OpBuilder&, const RuleNode& n, std::vector<ValueId>&) {
+  if (n.op == Op::CooToCsr)
+    return error(ErrorCode::illegal, "no native COO sort on this device: coo_to_csr orders entries by their index data, "
+                 "which has no decomposition into primitives; it runs natively on cpu and ref");
   if (n.op == Op::SparseSolve || n.op == Op::SparseSolveBackward)
     return error(ErrorCode::illegal, "no sparse direct solver on this device: ", op_name(n.op),
                  " is a sparse LU/Cholesky factorization (UMFPACK/CHOLMOD on the host) with no decomposition into "

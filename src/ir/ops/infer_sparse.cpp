@@ -75,9 +75,38 @@ Status expect_method(Op op, const NodeSig& sig) {
   return Status::ok();
 }
 
+// coo_to_csr: rows, cols [nnz] (one integer dtype), values [nnz]; attrs rows, cols (static).
+Expected<Types> infer_coo_to_csr(Op op, const NodeSig& sig) {
+  const TensorType& r = sig.inputs[0];
+  const TensorType& c = sig.inputs[1];
+  if (r.dtype != DType::i32 && r.dtype != DType::i64)
+    return fail(ErrorCode::dtype_error, op, sig, "rows (input 0) must be i32 or i64, got ", dtype_name(r.dtype));
+  if (c.dtype != r.dtype)
+    return fail(ErrorCode::dtype_error, op, sig, "cols (input 1) must have rows' dtype ", dtype_name(r.dtype), ", got ",
+                dtype_name(c.dtype));
+  if (r.rank() != 1 || !r.shape[0].is_static())
+    return fail(ErrorCode::shape_error, op, sig, "rows (input 0) must be a static [nnz] vector, got ", shape_to_string(r.shape));
+  const Dim nnz = r.shape[0];
+  if (c.rank() != 1 || !compatible(c.shape[0], nnz))
+    return fail(ErrorCode::shape_error, op, sig, "cols (input 1) must be [nnz] with rows' length ", nnz.to_string(), ", got ",
+                shape_to_string(c.shape));
+  RLX_TRY(expect_values(op, sig, 2, nnz));
+  const int64_t n = sig.attrs.i("rows", -1), m = sig.attrs.i("cols", -1);
+  if (n < 0 || m < 0)
+    return fail(ErrorCode::verify_error, op, sig, "the attributes rows and cols (the matrix's size) must be >= 0, got ", n,
+                " and ", m);
+  const int64_t limit = r.dtype == DType::i32 ? int64_t{2147483647} : int64_t{1} << 62;
+  if (n >= limit || nnz.size() >= limit)
+    return fail(ErrorCode::verify_error, op, sig, "rows = ", n, " and nnz = ", nnz.size(), " must fit the index dtype ",
+                dtype_name(r.dtype));
+  return Types{TensorType{r.dtype, Shape{Dim(n + 1)}}, TensorType{r.dtype, Shape{nnz}}, sig.inputs[2],
+               TensorType{DType::i64, Shape{nnz}}};
+}
+
 }  // namespace
 
 Expected<Types> infer_sparse(Op op, const NodeSig& sig) {
+  if (op == Op::CooToCsr) return infer_coo_to_csr(op, sig);
   int64_t n = 0;
   Dim nnz;
   RLX_TRY(expect_pattern(op, sig, n, nnz));

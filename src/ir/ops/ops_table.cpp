@@ -104,6 +104,14 @@ void add_splat_rows(AttrsFn attrs, ArityFn arity, AtFn at) {
 // [nnz] (i32 or i64, one dtype), values [nnz] (f32 or f64).
 template <class AttrsFn, class ArityFn, class AtFn>
 void add_sparse_rows(AttrsFn attrs, ArityFn arity, AtFn at) {
+  attrs(Op::CooToCsr, {{"rows", K::i64, true}, {"cols", K::i64, true}},
+        "the CSR arrays of the rows x cols matrix given as COO triplets: rows [nnz], cols [nnz] (i32 or i64, one "
+        "dtype), values [nnz] (f32 or f64) -> row_ptr [rows+1], col_idx [nnz], values [nnz] (entries ordered by row, "
+        "then column, then their COO position; duplicates kept side by side, which the other sparse ops read as their "
+        "sum), position i64 [nnz] "
+        "(where each COO entry went: csr_values[position[k]] = values[k]); indices checked at run time");
+  arity(Op::CooToCsr, 3, 3);
+  at(Op::CooToCsr).num_outputs = 4;
   attrs(Op::SpmvCsr, {{"transpose", K::i64}, {"cols", K::i64}},
         "y = A x for the CSR matrix A (row_ptr [n+1], col_idx [nnz], values [nnz]) and x [m] or [m, k] "
         "(SpMV / SpMM) -> [n] or [n, k]; transpose=1: y = A^T x with x [n] or [n, k] -> [cols] or [cols, k] "
@@ -117,7 +125,8 @@ void add_sparse_rows(AttrsFn attrs, ArityFn arity, AtFn at) {
   attrs(Op::SparseSolve, {{"method", K::str}},
         "x with A x = b for the square CSR matrix A (row_ptr [n+1], col_idx [nnz], values [nnz]) and b [n] or "
         "[n, k], by a sparse direct factorization (method: lu (UMFPACK, default) or cholesky (CHOLMOD, A SPD, "
-        "reads the upper triangle, entries (i, c) with c >= i, mirrored)); columns strictly increasing within a row");
+        "reads the upper triangle, entries (i, c) with c >= i, mirrored)); columns increasing within a row, a repeated "
+        "column (coo_to_csr keeps duplicates) counting as the sum of its entries");
   arity(Op::SparseSolve, 4, 4);
   attrs(Op::SparseSolveBackward, {{"method", K::str}},
         "sparse_solve's vector-Jacobian product (the adjoint solve): row_ptr, col_idx, values, x, g = dloss/dx "
