@@ -147,7 +147,8 @@ Expected<GemmPlan> plan_tiled_gemm(const NodeDesc& n) {
 }
 
 Claim claim_tiled_gemm(const NodeDesc& n, std::string_view device) {
-  if (n.op != Op::Dot) return Claim::no(cat(device, "'s only native kernel is the tiled f32 GEMM (dot)"));
+  if (n.op != Op::Dot)
+    return Claim::no(cat(device, " has no native ", op_name(n.op), " kernel (its general one is the tiled f32 GEMM, dot)"));
   auto p = plan_tiled_gemm(n);
   if (!p) return Claim::no(p.status().message());
   return Claim::yes(cat("tiled gemm 16x16 m=", p->m, " n=", p->n, " k=", p->k, p->batch > 1 ? cat(" batch=", p->batch) : ""));

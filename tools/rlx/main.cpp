@@ -53,7 +53,7 @@ const std::vector<Verb>& verbs() {
        cmd_codegen},
       {"splat", "3D Gaussian splatting: render a 3DGS .ply scene to a PNG, or fit Gaussians to a synthetic image",
        "rlx splat render SCENE.ply --camera ex,ey,ez,tx,ty,tz[,fov[,upx,upy,upz]] [--width W] [--height H] "
-       "[--out image.png] [--background r,g,b] [--device cpu|ref]\n"
+       "[--out image.png] [--background r,g,b] [--device cpu|ref|opencl|cuda]\n"
        "  rlx splat fit --out DIR [--gaussians N] [--size S] [--steps N] [--lr LR] [--seed S]  (docs/splatting.md)",
        cmd_splat},
   };
