@@ -45,7 +45,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRLX_BUILD_BENCH=OFF > "$OUT/cmake.log" 2>&1 \
     || { tail -20 "$OUT/cmake.log"; die "cmake failed (log: $OUT/cmake.log)"; }
   grep -q "Found CUDAToolkit" "$OUT/cmake.log" || [ "$DEVICE" != cuda ] || die "CMake did not find the CUDA toolkit (see $OUT/cmake.log)"
-  ninja -C "$BUILD" rlx rlx_tests_conformance $( [ "$DEVICE" = cuda ] && echo rlx_tests_cuda ) > "$OUT/build.log" 2>&1 \
+  ninja -C "$BUILD" rlx rlx_tests_conformance rlx_tests_sci $( [ "$DEVICE" = cuda ] && echo rlx_tests_cuda ) > "$OUT/build.log" 2>&1 \
     || { grep -E "error|FAILED" "$OUT/build.log" | head -20; die "build failed (log: $OUT/build.log)"; }
 fi
 RLX="$BUILD/bin/rlx"
@@ -67,6 +67,15 @@ if [ "$DEVICE" = cuda ]; then
   else
     grep -E "Failure|FAILED|error" "$OUT/tests_cuda.log" | head -20; fail "tests/cuda"
   fi
+fi
+# splatting (image and every gradient) and the CSR kernels against the cpu on fresh random
+# scenes and matrices (tests/sci)
+say "splatting and sparse kernels on $DEVICE against the cpu"
+if "$BUILD/bin/rlx_tests_sci" --gtest_filter="*SplatGpu*/$DEVICE:GraphSparse.Gpu*" > "$OUT/tests_sci.log" 2>&1; then
+  if grep -q "^\[  SKIPPED" "$OUT/tests_sci.log"; then fail "tests/sci on $DEVICE: skipped"; grep "not checked" "$OUT/tests_sci.log" | head -3
+  else RESULTS+=("splat + CSR kernels vs cpu|pass ($(grep -c '\[       OK \]' "$OUT/tests_sci.log") tests)"); fi
+else
+  grep -E "Failure|FAILED|Which is|seed" "$OUT/tests_sci.log" | head -20; fail "splat + CSR kernels on $DEVICE (log: $OUT/tests_sci.log)"
 fi
 if [ -n "$CONFORMANCE_FILTER" ]; then
   say "op conformance suite on $DEVICE (filter $CONFORMANCE_FILTER)"

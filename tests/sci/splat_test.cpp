@@ -313,14 +313,20 @@ TEST(Splat, NativeOnHostDevicesIllegalElsewhereWithTheReason) {
 // an image of partial tiles and blocks. Skipped, saying why, where there is no OpenCL device.
 uint64_t fresh_seed() { return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}(); }
 
-std::unique_ptr<Model> opencl_or_skip_reason(const Graph& g, std::string& why) {
-  auto m = Model::compile(g, {.device = "opencl"});
+std::unique_ptr<Model> gpu_or_skip_reason(const Graph& g, const char* device, std::string& why) {
+  auto m = Model::compile(g, {.device = device});
   if (!m.has_value()) {
     why = m.status().to_string();
     return nullptr;
   }
   return std::move(*m);
 }
+
+// The GPU devices with splatting kernels (opencl here on PoCL; cuda where there is a GPU: its
+// kernels are compiled from the same text, tests/cuda/splat_nvrtc_test.cpp).
+class SplatGpu : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(Devices, SplatGpu, ::testing::Values("opencl", "cuda"),
+                         [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 // Every 7th Gaussian repeats the geometry of the one before with other colours and opacity,
 // so that equal depths are ordered by index; tiles of 16 and of 2 pixels (with small tiles a
@@ -337,7 +343,7 @@ HostScene scene_with_ties(uint64_t seed, int64_t n, int k) {
   return s;
 }
 
-TEST(SplatOpencl, ImageMatchesCpu) {
+TEST_P(SplatGpu, ImageMatchesCpu) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(cat("seed ", seed));
   const HostScene s = scene_with_ties(seed, 300, 16);
@@ -346,8 +352,8 @@ TEST(SplatOpencl, ImageMatchesCpu) {
     SCOPED_TRACE(cat(dtype_name(dt), " tile ", tile));
     const Graph g = render_graph(s, dt, cam, nullptr, nullptr, tile);
     std::string why;
-    auto gpu = opencl_or_skip_reason(g, why);
-    if (!gpu) GTEST_SKIP() << "opencl not checked: " << why;
+    auto gpu = gpu_or_skip_reason(g, GetParam(), why);
+    if (!gpu) GTEST_SKIP() << GetParam() << " not checked: " << why;
     auto cpu = compile_on(g, "cpu");
     ASSERT_TRUE(cpu);
     const std::vector<Tensor> in = tensors(s, dt).t;
@@ -367,7 +373,7 @@ TEST(SplatOpencl, ImageMatchesCpu) {
   }
 }
 
-TEST(SplatOpencl, GradientsMatchCpu) {
+TEST_P(SplatGpu, GradientsMatchCpu) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(cat("seed ", seed));
   const HostScene s = scene_with_ties(seed, 280, 9);
@@ -380,8 +386,8 @@ TEST(SplatOpencl, GradientsMatchCpu) {
     SCOPED_TRACE(cat(dtype_name(dt), " tile ", tile));
     const Graph g = render_graph(s, dt, cam, &w, nullptr, tile);
     std::string why;
-    auto gpu = opencl_or_skip_reason(g, why);
-    if (!gpu) GTEST_SKIP() << "opencl not checked: " << why;
+    auto gpu = gpu_or_skip_reason(g, GetParam(), why);
+    if (!gpu) GTEST_SKIP() << GetParam() << " not checked: " << why;
     auto cpu = compile_on(g, "cpu");
     ASSERT_TRUE(cpu);
     const std::vector<Tensor> in = tensors(s, dt).t;
@@ -412,7 +418,7 @@ TEST(SplatOpencl, GradientsMatchCpu) {
 // splat_rasterize and its backward alone, with radii drawn independently of the conics (as
 // the conformance cases do), so that tile rectangles often cut through Gaussians: which
 // Gaussians a pixel composites is then decided by the rectangles, forward and backward.
-TEST(SplatOpencl, RasterizeWithNarrowRectanglesMatchesCpu) {
+TEST_P(SplatGpu, RasterizeWithNarrowRectanglesMatchesCpu) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(cat("seed ", seed));
   std::mt19937_64 rng(seed);
@@ -453,8 +459,8 @@ TEST(SplatOpencl, RasterizeWithNarrowRectanglesMatchesCpu) {
     g.outputs = {img};
     g.outputs.insert(g.outputs.end(), grads->begin(), grads->end());
     std::string why;
-    auto gpu = opencl_or_skip_reason(g, why);
-    if (!gpu) GTEST_SKIP() << "opencl not checked: " << why;
+    auto gpu = gpu_or_skip_reason(g, GetParam(), why);
+    if (!gpu) GTEST_SKIP() << GetParam() << " not checked: " << why;
     auto cpu = compile_on(g, "cpu");
     ASSERT_TRUE(cpu);
     auto want = cpu->run(in);
