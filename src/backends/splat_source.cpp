@@ -328,7 +328,7 @@ RLX_KERNEL rlx_splat_sort_step(RLX_GLOBAL const double* keys, RLX_GLOBAL int* or
 typedef struct {
   double mx, my, a, b, c, o, skip, col[3];
   int4 rect;
-  int id;
+  int id, pos;  // the Gaussian and its sorted position
 } Rec;
 
 void load_rec(RLX_LOCAL Rec* r, int g, RLX_GLOBAL const int4* rect, RLX_GLOBAL const double* skip,
@@ -361,8 +361,9 @@ int contributes(RLX_LOCAL const Rec* k, double px, double py, double* alpha, dou
 
 int in_rect(int4 r, int tx, int ty) { return tx >= r.x && tx <= r.z && ty >= r.y && ty <= r.w; }
 
-// The pixels of one BLK x BLK block: work-groups stage GS sorted Gaussians at a time in local
-// memory and stop once every pixel of the block is saturated.
+// The pixels of one BLK x BLK block: work-groups take GS sorted Gaussians at a time, stage in
+// local memory those whose tile rectangle meets the block's tiles (in order: a prefix sum over
+// the group), and stop once every pixel of the block is saturated.
 #define RASTER_ARGS                                                                                          \
   RLX_GLOBAL const T *means2d, RLX_GLOBAL const T *conics, RLX_GLOBAL const T *colors, RLX_GLOBAL const T *opacities, \
       RLX_GLOBAL const T *background, RLX_GLOBAL const int4 *rect, RLX_GLOBAL const double *skip,                  \
@@ -373,13 +374,41 @@ int in_rect(int4 r, int tx, int ty) { return tx >= r.x && tx <= r.z && ty >= r.y
   const int lid = RLX_LID(1) * BLK + RLX_LID(0);                       \
   const int inside = x < width && y < height;                                    \
   const int tx = x / tile, ty = y / tile;                                        \
-  const double px = x + 0.5, py = y + 0.5;
+  const double px = x + 0.5, py = y + 0.5;                                       \
+  const int bx0 = x - (int)RLX_LID(0), by0 = y - (int)RLX_LID(1);                \
+  const int btx0 = bx0 / tile, bty0 = by0 / tile;                                \
+  const int btx1 = min(bx0 + BLK - 1, width - 1) / tile, bty1 = min(by0 + BLK - 1, height - 1) / tile;
 
-#define LOAD_BATCH(base)                                                                                  \
-  if ((base) + lid < n) load_rec(&rec[lid], order[(base) + lid], rect, skip, means2d, conics, colors, opacities);
+// Stages the sorted Gaussians base .. base + GS - 1 whose tile rectangle meets the block's
+// tiles into rec[0 .. count - 1], keeping their order; ends with a barrier.
+#define STAGE_BATCH(base, count)                                                             \
+  {                                                                                          \
+    const int e = (base) + lid;                                                              \
+    int g = 0, keep = 0;                                                                     \
+    if (e < n) {                                                                             \
+      g = order[e];                                                                          \
+      const int4 r = rect[g];                                                                \
+      keep = r.x <= btx1 && r.z >= btx0 && r.y <= bty1 && r.w >= bty0;                       \
+    }                                                                                        \
+    scan[lid] = keep;                                                                        \
+    RLX_BARRIER();                                                                           \
+    for (int off = 1; off < GS; off *= 2) {                                                  \
+      const int add = lid >= off ? scan[lid - off] : 0;                                      \
+      RLX_BARRIER();                                                                         \
+      scan[lid] += add;                                                                      \
+      RLX_BARRIER();                                                                         \
+    }                                                                                        \
+    if (keep) {                                                                              \
+      load_rec(&rec[scan[lid] - 1], g, rect, skip, means2d, conics, colors, opacities);      \
+      rec[scan[lid] - 1].pos = e;                                                            \
+    }                                                                                        \
+    count = scan[GS - 1];                                                                    \
+    RLX_BARRIER();                                                                           \
+  }
 
 RLX_KERNEL_WG(BLK, BLK) rlx_splat_raster(RASTER_ARGS, RLX_GLOBAL T* image) {
   RLX_SHARED Rec rec[GS];
+  RLX_SHARED int scan[GS];
   RLX_SHARED int finished;
   PIXEL_SETUP
   double t = 1, col[3] = {0, 0, 0};
@@ -388,10 +417,9 @@ RLX_KERNEL_WG(BLK, BLK) rlx_splat_raster(RASTER_ARGS, RLX_GLOBAL T* image) {
     if (lid == 0) finished = 0;
     RLX_BARRIER();
     if (done) RLX_LOCAL_INC(&finished);
-    LOAD_BATCH(base)
-    RLX_BARRIER();
+    int count;
+    STAGE_BATCH(base, count)
     if (finished == GS) break;
-    const int count = min(GS, n - base);
     for (int j = 0; j < count && !done; ++j) {
       if (!in_rect(rec[j].rect, tx, ty)) continue;
       double alpha, G;
@@ -419,6 +447,7 @@ constexpr const char* kRasterBackwardKernels = R"SRC(
 RLX_KERNEL_WG(BLK, BLK) rlx_splat_raster_backward(
     RASTER_ARGS, RLX_GLOBAL const T* g_image, RLX_GLOBAL double* acc, RLX_GLOBAL double* bg_terms) {
   RLX_SHARED Rec rec[GS];
+  RLX_SHARED int scan[GS];
   RLX_SHARED int finished, last;
   PIXEL_SETUP
   // replay the forward: the final transmittance and the sorted position where it stopped
@@ -428,10 +457,9 @@ RLX_KERNEL_WG(BLK, BLK) rlx_splat_raster_backward(
     if (lid == 0) finished = 0;
     RLX_BARRIER();
     if (done) RLX_LOCAL_INC(&finished);
-    LOAD_BATCH(base)
-    RLX_BARRIER();
+    int count;
+    STAGE_BATCH(base, count)
     if (finished == GS) break;
-    const int count = min(GS, n - base);
     for (int j = 0; j < count && !done; ++j) {
       if (!in_rect(rec[j].rect, tx, ty)) continue;
       double alpha, G;
@@ -440,7 +468,7 @@ RLX_KERNEL_WG(BLK, BLK) rlx_splat_raster_backward(
       const double next = t * (1 - alpha);
       if (next < KMINT) {
         done = 1;
-        stop = base + j;
+        stop = rec[j].pos;
         break;
       }
       t = next;
@@ -463,11 +491,10 @@ RLX_KERNEL_WG(BLK, BLK) rlx_splat_raster_backward(
   // back to front: S is g . (the colour composited behind the current Gaussian)
   double S = t * ((double)background[0] * g[0] + (double)background[1] * g[1] + (double)background[2] * g[2]);
   for (int base = end > 0 ? (end - 1) / GS * GS : -GS; base >= 0; base -= GS) {
-    LOAD_BATCH(base)
-    RLX_BARRIER();
-    const int count = min(GS, n - base);
+    int count;
+    STAGE_BATCH(base, count)
     for (int j = count - 1; j >= 0; --j) {
-      if (base + j >= stop || !in_rect(rec[j].rect, tx, ty)) continue;
+      if (rec[j].pos >= stop || !in_rect(rec[j].rect, tx, ty)) continue;
       double alpha, G;
       int clamped;
       if (!contributes(&rec[j], px, py, &alpha, &G, &clamped)) continue;
