@@ -14,6 +14,7 @@
 #include "backends/csr_spmv.h"
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/cuda_nvrtc.h"
+#include "cuda/nvrtc_symbols.h"
 #include "rlx/dispatch.h"
 #include "rlx/op_builder.h"
 #include "rlx/sparse.h"
@@ -29,20 +30,8 @@ std::set<std::string> instantiated(const std::string& source) {
   return names;
 }
 
-// The kernel entry points of PTX text: ".entry name(".
-std::set<std::string> ptx_entries(const std::vector<char>& ptx) {
-  static const std::regex entry(R"(\.entry\s+([A-Za-z_][A-Za-z0-9_$]*)\s*\()");
-  const std::string text(ptx.begin(), ptx.end());
-  std::set<std::string> names;
-  for (std::sregex_iterator it(text.begin(), text.end(), entry), end; it != end; ++it) names.insert((*it)[1].str());
-  return names;
-}
-
-// Whether a CUBIN's symbol names include `name` (a NUL-terminated string in its ELF string table).
-bool cubin_has_symbol(const std::vector<char>& cubin, const std::string& name) {
-  const std::string needle = name + '\0';
-  return std::search(cubin.begin(), cubin.end(), needle.begin(), needle.end()) != cubin.end();
-}
+using nvrtc_test::cubin_has_symbol;
+using nvrtc_test::ptx_entries;
 
 // A graph of the two CSR ops in the given dtypes: y = A x (x [m, 3]), y_t = A^T xt, and
 // sddmm(a, b) (k = 4), on one 6 x 5 pattern with 9 entries.

@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/cuda_nvrtc.h"
 #include "backends/splat_source.h"
+#include "cuda/nvrtc_symbols.h"
 #include "rlx/compile.h"
 #include "rlx/dispatch.h"
 #include "rlx/splat.h"
@@ -23,20 +24,8 @@
 namespace rlx {
 namespace {
 
-// The kernel entry points of PTX text: ".entry name(".
-std::set<std::string> ptx_entries(const std::vector<char>& ptx) {
-  static const std::regex entry(R"(\.entry\s+([A-Za-z_][A-Za-z0-9_$]*)\s*\()");
-  const std::string text(ptx.begin(), ptx.end());
-  std::set<std::string> names;
-  for (std::sregex_iterator it(text.begin(), text.end(), entry), end; it != end; ++it) names.insert((*it)[1].str());
-  return names;
-}
-
-// Whether a CUBIN's symbol names include `name` (a NUL-terminated string in its ELF string table).
-bool cubin_has_symbol(const std::vector<char>& cubin, const std::string& name) {
-  const std::string needle = name + '\0';
-  return std::search(cubin.begin(), cubin.end(), needle.begin(), needle.end()) != cubin.end();
-}
+using nvrtc_test::cubin_has_symbol;
+using nvrtc_test::ptx_entries;
 
 std::set<std::string> names_of(Op op) {
   const std::vector<std::string> v = backends::splat_kernel_names(op);
