@@ -122,6 +122,22 @@ TEST(CpuAttention, MatchesReference) {
                    .sk = 9, .d = 8, .dv = 8, .mask = 2, .mask_shape = {2, 1, 1, 9}});
   cases.push_back({.name = "shared mask that hides every key", .b = 1, .hq = 2, .hkv = 2, .sq = 3, .sk = 6, .d = 8,
                    .dv = 8, .mask = 1, .mask_shape = {1, 1, 1, 6}, .mask_row_empty = true});
+  // blocks of 8 or more query rows with head dimensions up to 32 take the direct AVX-512 path
+  // (where the CPU has it): tails of keys (not a multiple of 16), of value columns (one and
+  // two vectors, not a multiple of 16), of rows (not a multiple of 4 or 8), odd head
+  // dimensions, and grouped decode with 8 query heads
+  cases.push_back({.name = "direct bert shape", .layout = "bshd", .b = 2, .hq = 12, .hkv = 12, .sq = 128, .sk = 128,
+                   .d = 32, .dv = 32, .mask = 1, .mask_shape = {2, 1, 1, 128}});
+  cases.push_back({.name = "direct tails causal f32 mask", .b = 1, .hq = 2, .hkv = 1, .sq = 29, .sk = 45, .d = 20,
+                   .dv = 27, .mask = 2, .mask_shape = {1, 2, 29, 45}, .causal = true});
+  cases.push_back({.name = "direct 13 rows wide keys", .layout = "bshd", .b = 2, .hq = 3, .hkv = 3, .sq = 13, .sk = 83,
+                   .d = 31, .dv = 13, .scale = 0.21});
+  cases.push_back({.name = "direct grouped decode", .b = 2, .hq = 16, .hkv = 2, .sq = 1, .sk = 37, .d = 24, .dv = 32,
+                   .mask = 1, .mask_shape = {2, 1, 1, 37}});
+  cases.push_back({.name = "direct causal shared mask", .layout = "bshd", .b = 2, .hq = 4, .hkv = 2, .sq = 19, .sk = 19,
+                   .d = 16, .dv = 16, .mask = 1, .mask_shape = {2, 1, 1, 19}, .causal = true});
+  cases.push_back({.name = "direct fully masked row", .b = 1, .hq = 2, .hkv = 2, .sq = 9, .sk = 17, .d = 8, .dv = 8,
+                   .mask = 1, .mask_shape = {1, 1, 9, 17}, .mask_row_empty = true});
   for (const Case& c : cases) run_case(c);
 }
 

@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -13,13 +14,17 @@
 namespace rlx::cpu {
 namespace {
 
-// exp for the softmax: Cody-Waite reduction to [-ln2/2, ln2/2] and a degree-6 polynomial,
-// about 1 ulp; inputs are <= 0 here (scores minus the row max), so only underflow matters.
+// exp for the softmax: x = n*ln2 + r with |r| <= ln2/2 (Cody-Waite) and a degree-6
+// polynomial, about 1 ulp; inputs are <= 0 here (scores minus the row max), so only underflow
+// matters. n is rounded with the 1.5*2^23 shifter, whose low mantissa bits then hold it, and
+// 2^n is built in the exponent field: plain adds, shifts and FMAs, which issue every cycle
+// (vrndscaleps and vscalefps, the obvious choices, are slower on some cores).
 __attribute__((target("avx512f"))) __m512 exp512(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.3f);
+  const __m512 lo = _mm512_set1_ps(-87.3f);  // keeps n >= -126, so 2^n is a normal float
+  const __m512 shifter = _mm512_set1_ps(0x1.8p23f);
   __m512 xc = _mm512_max_ps(x, lo);
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 t = _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), shifter);
+  __m512 n = _mm512_sub_ps(t, shifter);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), xc);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
   __m512 p = _mm512_set1_ps(1.0f / 720);
@@ -29,14 +34,17 @@ __attribute__((target("avx512f"))) __m512 exp512(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  __m512 y = _mm512_scalef_ps(p, n);
+  const __m512i bias = _mm512_set1_epi32(127 - 0x4b400000);
+  __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_castps_si512(t), bias), 23));
+  __m512 y = _mm512_mul_ps(p, scale);
   // below the range exp is 0 (and -inf -> 0)
   __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
   return _mm512_mask_blend_ps(under, y, _mm512_setzero_ps());
 }
 
-// Softmax of one row in place (scores already scaled and masked; -inf = masked).
-__attribute__((target("avx512f"))) void softmax_row_avx512(float* s, int64_t n) {
+// exp(s[j] - max) in place for one row of scores (already scaled and masked; -inf = masked);
+// returns 1 / their sum. A row with every key masked becomes NaN (and so does the result).
+__attribute__((target("avx512f"))) float softmax_exp_row_avx512(float* s, int64_t n) {
   __m512 vmax = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + j));
@@ -44,7 +52,7 @@ __attribute__((target("avx512f"))) void softmax_row_avx512(float* s, int64_t n) 
   for (; j < n; ++j) m = std::max(m, s[j]);
   if (m == -std::numeric_limits<float>::infinity()) {
     for (j = 0; j < n; ++j) s[j] = std::numeric_limits<float>::quiet_NaN();
-    return;
+    return std::numeric_limits<float>::quiet_NaN();
   }
   const __m512 vm = _mm512_set1_ps(m);
   __m512 vsum = _mm512_setzero_ps();
@@ -61,8 +69,67 @@ __attribute__((target("avx512f"))) void softmax_row_avx512(float* s, int64_t n) 
     _mm512_mask_storeu_ps(s + j, mk, e);
     vsum = _mm512_add_ps(vsum, e);
   }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
-  for (j = 0; j + 16 <= n; j += 16) _mm512_storeu_ps(s + j, _mm512_mul_ps(_mm512_loadu_ps(s + j), inv));
+  return 1.0f / _mm512_reduce_add_ps(vsum);
+}
+
+// s[j] (+ add[j]) for the keys in mk, -inf for the others.
+__attribute__((target("avx512f"))) inline __m512 load_scores(const float* add, const float* s, int64_t j,
+                                                            __mmask16 mk) {
+  __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-std::numeric_limits<float>::infinity()), mk, s + j);
+  return add ? _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, add + j)) : x;
+}
+
+// exp(s_i[j] + add[j] - max_i) in place for nr <= 8 rows of one block (row stride lds, n
+// keys; `add` an additive row shared by all of them, or null), inv_sum[i] = 1 / the row's sum.
+// The rows go through the passes together, so the exps of different rows overlap in the
+// pipeline (one row of 128 keys is only 8 vectors, too short a loop to hide the
+// polynomial's latency and the horizontal reductions). A row whose every key is masked
+// becomes NaN, and so does its inv_sum.
+__attribute__((target("avx512f"))) void softmax_exp_rows_avx512(float* s, int64_t lds, int64_t nr, int64_t n,
+                                                                const float* add, float* inv_sum) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const int64_t full = n / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - full)) - 1);
+  __m512 vmax[8], vsum[8];
+  for (int64_t i = 0; i < nr; ++i) vmax[i] = ninf, vsum[i] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < full; j += 16)
+    for (int64_t i = 0; i < nr; ++i) vmax[i] = _mm512_max_ps(vmax[i], load_scores(add, s + i * lds, j, 0xffff));
+  if (tail)
+    for (int64_t i = 0; i < nr; ++i) vmax[i] = _mm512_max_ps(vmax[i], load_scores(add, s + i * lds, full, tail));
+  float m[8];
+  for (int64_t i = 0; i < nr; ++i) {
+    m[i] = _mm512_reduce_max_ps(vmax[i]);
+    vmax[i] = _mm512_set1_ps(m[i] == -std::numeric_limits<float>::infinity() ? 0.f : m[i]);
+  }
+  for (int64_t j = 0; j < full; j += 16)
+    for (int64_t i = 0; i < nr; ++i) {
+      __m512 e = exp512(_mm512_sub_ps(load_scores(add, s + i * lds, j, 0xffff), vmax[i]));
+      _mm512_storeu_ps(s + i * lds + j, e);
+      vsum[i] = _mm512_add_ps(vsum[i], e);
+    }
+  if (tail)
+    for (int64_t i = 0; i < nr; ++i) {
+      __m512 e = _mm512_maskz_mov_ps(tail, exp512(_mm512_sub_ps(load_scores(add, s + i * lds, full, tail), vmax[i])));
+      _mm512_mask_storeu_ps(s + i * lds + full, tail, e);
+      vsum[i] = _mm512_add_ps(vsum[i], e);
+    }
+  for (int64_t i = 0; i < nr; ++i) {
+    if (m[i] == -std::numeric_limits<float>::infinity()) {
+      std::fill(s + i * lds, s + i * lds + n, std::numeric_limits<float>::quiet_NaN());
+      inv_sum[i] = std::numeric_limits<float>::quiet_NaN();
+    } else {
+      inv_sum[i] = 1.0f / _mm512_reduce_add_ps(vsum[i]);
+    }
+  }
+}
+
+// Softmax of one row in place.
+__attribute__((target("avx512f"))) void softmax_row_avx512(float* s, int64_t n) {
+  const float inv_sum = softmax_exp_row_avx512(s, n);
+  if (inv_sum != inv_sum) return;
+  const __m512 inv = _mm512_set1_ps(inv_sum);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(s + j, _mm512_mul_ps(_mm512_loadu_ps(s + j), inv));
   if (j < n) {
     __mmask16 mk = static_cast<__mmask16>((1u << (n - j)) - 1);
     _mm512_mask_storeu_ps(s + j, mk, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, s + j), inv));
@@ -90,6 +157,172 @@ SoftmaxRow pick_softmax() {
   return __builtin_cpu_supports("avx512f") ? softmax_row_avx512 : softmax_row_portable;
 }
 
+// ---- direct AVX-512 path for blocks of query rows (encoders, prefill)
+// With a head dimension of 32 to 128, the products of one (batch, head) are too small for the
+// GEMM driver to pay for its packing, and a 128x128 score tile (64 KiB) is twice L1. Here K is
+// transposed once per task into [D, Sk rounded up to 16] (whole vectors per row, zero-padded),
+// and the block's query rows go through in groups of 8: scores, mask and softmax, then the
+// value product while those 8 score rows are still in L1. Dot products sum over the head
+// dimension in order, as the GEMM does, and the scale multiplies the finished sum.
+
+// Below this many query rows per task the transpose of K costs about as much as the products
+// (each key meets few rows), and the GEMM path, which reads K in place, is used instead.
+constexpr int64_t kDirectMinRows = 8;
+// Above this head dimension K^T outgrows L1 (and its transpose, redone by every task of a
+// head, costs more than the GEMM driver's packing): against the GEMM path, 12 heads of 64 in
+// a causal prefill of 256 positions ran at 0.85x, 16 heads of 128 at 0.6x; MiniLM's 12 heads
+// of 32 at 1.2-1.4x (bench/attention_bench.cpp).
+constexpr int64_t kDirectMaxHeadDim = 32;
+
+// (The R x NV loops are unrolled by hand through the pragma: left as loops, GCC keeps the
+// accumulator array in memory and stores it on every iteration.)
+
+// S[r, 0:16*NV] = scale * sum_c Q[r, c] * Kt[c, 0:16*NV] for R rows.
+template <int R, int NV>
+__attribute__((target("avx512f"))) void qk_tile(const float* q, int64_t q_row, const float* kt, int64_t ldkt,
+                                                int64_t d, float scale, float* s, int64_t lds) {
+  __m512 acc[R][NV];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < d; ++c) {
+    __m512 kv[NV];
+    #pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) kv[v] = _mm512_loadu_ps(kt + c * ldkt + 16 * v);
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 qb = _mm512_set1_ps(q[r * q_row + c]);
+      #pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(qb, kv[v], acc[r][v]);
+    }
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(s + r * lds + 16 * v, _mm512_mul_ps(acc[r][v], sc));
+}
+
+// Scores of R rows against every (padded) key: 64 keys per tile, then the 16..48 left.
+template <int R>
+__attribute__((target("avx512f"))) void qk_rows(const float* q, int64_t q_row, const float* kt, int64_t ldkt,
+                                                int64_t d, float scale, float* s) {
+  int64_t j = 0;
+  for (; j + 64 <= ldkt; j += 64) qk_tile<R, 4>(q, q_row, kt + j, ldkt, d, scale, s + j, ldkt);
+  switch ((ldkt - j) / 16) {
+    case 3: qk_tile<R, 3>(q, q_row, kt + j, ldkt, d, scale, s + j, ldkt); break;
+    case 2: qk_tile<R, 2>(q, q_row, kt + j, ldkt, d, scale, s + j, ldkt); break;
+    case 1: qk_tile<R, 1>(q, q_row, kt + j, ldkt, d, scale, s + j, ldkt); break;
+    default: break;
+  }
+}
+
+// O[r, 0:16*NV] = row_scale[r] * sum_j P[r, j] * V[j, 0:16*NV] for R rows; the last vector
+// holds the columns set in `last` (the tail of the value dimension).
+template <int R, int NV>
+__attribute__((target("avx512f"))) void pv_tile(const float* p, int64_t ldp, const float* row_scale, const float* v,
+                                                int64_t ldv, int64_t sk, __mmask16 last, float* o, int64_t ldo) {
+  __m512 acc[R][NV];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 8
+    for (int x = 0; x < NV; ++x) acc[r][x] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < sk; ++j) {
+    __m512 vv[NV];
+    #pragma GCC unroll 8
+    for (int x = 0; x + 1 < NV; ++x) vv[x] = _mm512_loadu_ps(v + j * ldv + 16 * x);
+    vv[NV - 1] = _mm512_maskz_loadu_ps(last, v + j * ldv + 16 * (NV - 1));
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 pb = _mm512_set1_ps(p[r * ldp + j]);
+      #pragma GCC unroll 8
+      for (int x = 0; x < NV; ++x) acc[r][x] = _mm512_fmadd_ps(pb, vv[x], acc[r][x]);
+    }
+  }
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const __m512 sc = _mm512_set1_ps(row_scale[r]);
+    #pragma GCC unroll 8
+    for (int x = 0; x + 1 < NV; ++x) _mm512_storeu_ps(o + r * ldo + 16 * x, _mm512_mul_ps(acc[r][x], sc));
+    _mm512_mask_storeu_ps(o + r * ldo + 16 * (NV - 1), last, _mm512_mul_ps(acc[r][NV - 1], sc));
+  }
+}
+
+// Every value column (at most 32: kDirectMaxHeadDim) of R rows.
+template <int R>
+__attribute__((target("avx512f"))) void pv_rows(const float* p, int64_t ldp, const float* row_scale, const float* v,
+                                                int64_t ldv, int64_t sk, int64_t dv, float* o, int64_t ldo) {
+  const __mmask16 last = static_cast<__mmask16>(dv % 16 ? (1u << (dv % 16)) - 1 : 0xffffu);
+  if (dv > 16)
+    pv_tile<R, 2>(p, ldp, row_scale, v, ldv, sk, last, o, ldo);
+  else
+    pv_tile<R, 1>(p, ldp, row_scale, v, ldv, sk, last, o, ldo);
+}
+
+// K^T and a contiguous copy of V for one head, prefetching the rows of K, V and Q a few
+// positions ahead: the rows of a head are strided (H*D apart in bshd), which the hardware
+// prefetcher follows poorly, and a task otherwise waits on each row's cache misses in turn.
+__attribute__((target("avx512f"))) void gather_head(const float* k, int64_t k_row, const float* v, int64_t v_row,
+                                                    const float* q, int64_t q_row, int64_t sk, int64_t d, int64_t dv,
+                                                    int64_t rows, float* kt, int64_t ldkt, float* vc) {
+  constexpr int64_t ahead = 32;
+  auto prefetch_row = [](const float* row, int64_t n) {
+    for (int64_t c = 0; c < n; c += 16) _mm_prefetch(reinterpret_cast<const char*>(row + c), _MM_HINT_T0);
+  };
+  for (int64_t j = 0; j < std::min(ahead, sk); ++j) {
+    prefetch_row(k + j * k_row, d);
+    prefetch_row(v + j * v_row, dv);
+  }
+  for (int64_t j = 0; j < sk; ++j) {
+    if (j + ahead < sk) {
+      prefetch_row(k + (j + ahead) * k_row, d);
+      prefetch_row(v + (j + ahead) * v_row, dv);
+    }
+    if (j < rows) prefetch_row(q + j * q_row, d);
+    const float* kr = k + j * k_row;
+    for (int64_t c = 0; c < d; ++c) kt[c * ldkt + j] = kr[c];
+    const float* vr = v + j * v_row;
+    float* out = vc + j * dv;
+    int64_t c = 0;
+    for (; c + 16 <= dv; c += 16) _mm512_storeu_ps(out + c, _mm512_loadu_ps(vr + c));
+    if (c < dv) {
+      const __mmask16 mk = static_cast<__mmask16>((1u << (dv - c)) - 1);
+      _mm512_mask_storeu_ps(out + c, mk, _mm512_maskz_loadu_ps(mk, vr + c));
+    }
+  }
+}
+
+// The products of up to 8 rows, in register tiles of 4 rows (the remainder as one tile).
+__attribute__((target("avx512f"))) void qk_block(int64_t rows, const float* q, int64_t q_row, const float* kt,
+                                                 int64_t ldkt, int64_t d, float scale, float* s) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) qk_rows<4>(q + r * q_row, q_row, kt, ldkt, d, scale, s + r * ldkt);
+  switch (rows - r) {
+    case 3: qk_rows<3>(q + r * q_row, q_row, kt, ldkt, d, scale, s + r * ldkt); break;
+    case 2: qk_rows<2>(q + r * q_row, q_row, kt, ldkt, d, scale, s + r * ldkt); break;
+    case 1: qk_rows<1>(q + r * q_row, q_row, kt, ldkt, d, scale, s + r * ldkt); break;
+    default: break;
+  }
+}
+
+// row_scale[r] multiplies output row r (the softmax's 1/sum, applied once per output). A
+// group of 8 rows is one tile (16 accumulators for 32 columns); fewer, a tile of that many.
+__attribute__((target("avx512f"))) void pv_block(int64_t rows, const float* p, int64_t ldp, const float* row_scale,
+                                                 const float* v, int64_t ldv, int64_t sk, int64_t dv, float* o,
+                                                 int64_t ldo) {
+  switch (rows) {
+    case 8: pv_rows<8>(p, ldp, row_scale, v, ldv, sk, dv, o, ldo); break;
+    case 7: pv_rows<7>(p, ldp, row_scale, v, ldv, sk, dv, o, ldo); break;
+    case 6: pv_rows<6>(p, ldp, row_scale, v, ldv, sk, dv, o, ldo); break;
+    case 5: pv_rows<5>(p, ldp, row_scale, v, ldv, sk, dv, o, ldo); break;
+    case 4: pv_rows<4>(p, ldp, row_scale, v, ldv, sk, dv, o, ldo); break;
+    case 3: pv_rows<3>(p, ldp, row_scale, v, ldv, sk, dv, o, ldo); break;
+    case 2: pv_rows<2>(p, ldp, row_scale, v, ldv, sk, dv, o, ldo); break;
+    default: pv_rows<1>(p, ldp, row_scale, v, ldv, sk, dv, o, ldo); break;
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -114,6 +347,8 @@ Status attention_f32(const AttentionArgs& a) {
   if (a.batch == 0 || a.seq_q == 0) return Status::ok();
   if (!a.q || !a.k || !a.v || !a.out) return error(ErrorCode::invalid_argument, "attention: null operand");
   static const SoftmaxRow softmax_row = pick_softmax();
+  static const bool has_avx512 = __builtin_cpu_supports("avx512f");
+  const bool direct = has_avx512 && a.direct_kernel;
   const int64_t rep = a.heads_q / a.heads_kv;
   const int64_t sk = a.seq_k, d = a.head_dim, dv = a.head_dim_v;
   int64_t qs[3], ks[3], vs[3], os[3];
@@ -148,11 +383,82 @@ Status attention_f32(const AttentionArgs& a) {
         for (int64_t j = 0; j < dv; ++j) o[i * o_row + j] = std::numeric_limits<float>::quiet_NaN();
       return;
     }
-    if (scratch.size() < static_cast<size_t>(rows * sk)) scratch.resize(static_cast<size_t>(rows * sk));
-    float* s = scratch.data();
     const float* q = a.q + b * qs[0] + h0 * qs[1] + q0 * qs[2];
     const float* k = a.k + b * ks[0] + hk * ks[1];
     const float* v = a.v + b * vs[0] + hk * vs[1];
+    const int64_t shift = sk - a.seq_q;
+    // A mask that is the same for every row of the task (a padding mask [B, 1, 1, Sk]) becomes
+    // one additive row (0 or -inf for bool), added with a vector loop.
+    const bool shared_mask = a.mask && a.mask_strides[2] == 0 && (!grouped || a.mask_strides[1] == 0);
+    thread_local std::vector<float> mask_row;
+    if (shared_mask) {
+      if (mask_row.size() < static_cast<size_t>(sk)) mask_row.resize(static_cast<size_t>(sk));
+      const int64_t base = b * a.mask_strides[0] + h0 * a.mask_strides[1], js = a.mask_strides[3];
+      if (a.mask_dtype == DType::boolean) {
+        const uint8_t* m = static_cast<const uint8_t*>(a.mask) + base;
+        for (int64_t j = 0; j < sk; ++j) mask_row[j] = m[j * js] ? 0.f : -std::numeric_limits<float>::infinity();
+      } else {
+        const float* m = static_cast<const float*>(a.mask) + base;
+        for (int64_t j = 0; j < sk; ++j) mask_row[j] = m[j * js];
+      }
+    }
+    // Causality, then the mask and causality, on the scaled scores of task row i.
+    auto causal_row_scores = [&](float* row, int64_t i) {
+      const int64_t qi = grouped ? q0 : q0 + i;
+      if (a.causal)
+        for (int64_t j = std::max<int64_t>(0, qi + shift + 1); j < sk; ++j) row[j] = -std::numeric_limits<float>::infinity();
+    };
+    auto mask_row_scores = [&](float* row, int64_t i) {
+      const int64_t qi = grouped ? q0 : q0 + i, h = grouped ? h0 + i : h0;
+      if (shared_mask) {
+        const float* mr = mask_row.data();
+        for (int64_t j = 0; j < sk; ++j) row[j] += mr[j];
+      } else if (a.mask) {
+        const int64_t base = b * a.mask_strides[0] + h * a.mask_strides[1] + qi * a.mask_strides[2];
+        const int64_t js = a.mask_strides[3];
+        if (a.mask_dtype == DType::boolean) {
+          const uint8_t* m = static_cast<const uint8_t*>(a.mask) + base;
+          for (int64_t j = 0; j < sk; ++j)
+            if (!m[j * js]) row[j] = -std::numeric_limits<float>::infinity();
+        } else {
+          const float* m = static_cast<const float*>(a.mask) + base;
+          for (int64_t j = 0; j < sk; ++j) row[j] += m[j * js];
+        }
+      }
+      causal_row_scores(row, i);
+    };
+    if (direct && rows >= kDirectMinRows && d <= kDirectMaxHeadDim && dv <= kDirectMaxHeadDim) {
+      // K^T [D, ldkt] zero-padded, and V copied to contiguous rows: in the bshd layout the rows
+      // of one head are H*D apart, and with 12 heads of 32 that stride maps a head's 128 rows
+      // onto a few L1 sets, which the value product would otherwise miss on every row
+      // (a row stride of a multiple of 1 KiB would put K^T's column writes in few L1 sets)
+      int64_t ldkt = (sk + 15) / 16 * 16;
+      if (ldkt % 256 == 0) ldkt += 16;
+      thread_local std::vector<float> kt_buf, v_buf, inv_sum;
+      if (kt_buf.size() < static_cast<size_t>(d * ldkt)) kt_buf.resize(static_cast<size_t>(d * ldkt));
+      if (v_buf.size() < static_cast<size_t>(sk * dv)) v_buf.resize(static_cast<size_t>(sk * dv));
+      if (scratch.size() < static_cast<size_t>(8 * ldkt)) scratch.resize(static_cast<size_t>(8 * ldkt));
+      inv_sum.resize(8);
+      float* kt = kt_buf.data();
+      float* vc = v_buf.data();
+      float* s = scratch.data();
+      gather_head(k, ks[2], v, vs[2], q, q_row, sk, d, dv, rows, kt, ldkt, vc);
+      for (int64_t c = 0; c < d; ++c)
+        for (int64_t j = sk; j < ldkt; ++j) kt[c * ldkt + j] = 0.f;
+      for (int64_t r0 = 0; r0 < rows; r0 += 8) {
+        const int64_t nr = std::min<int64_t>(8, rows - r0);
+        qk_block(nr, q + r0 * q_row, q_row, kt, ldkt, d, a.scale, s);
+        if (!shared_mask)
+          for (int64_t i = 0; i < nr; ++i) mask_row_scores(s + i * ldkt, r0 + i);
+        else if (a.causal)  // the shared row is added by the softmax; causality still per row
+          for (int64_t i = 0; i < nr; ++i) causal_row_scores(s + i * ldkt, r0 + i);
+        softmax_exp_rows_avx512(s, ldkt, nr, sk, shared_mask ? mask_row.data() : nullptr, inv_sum.data());
+        pv_block(nr, s, ldkt, inv_sum.data(), vc, dv, sk, dv, o + r0 * o_row, o_row);
+      }
+      return;
+    }
+    if (scratch.size() < static_cast<size_t>(rows * sk)) scratch.resize(static_cast<size_t>(rows * sk));
+    float* s = scratch.data();
     GemmArgs g;
     g.m = rows;
     g.n = sk;
@@ -170,43 +476,9 @@ Status attention_f32(const AttentionArgs& a) {
       fail(st);
       return;
     }
-    const int64_t shift = sk - a.seq_q;
-    // A mask that is the same for every row of the task (a padding mask [B, 1, 1, Sk]) becomes
-    // one additive row (0 or -inf for bool), added with a vector loop.
-    const bool shared_mask = a.mask && a.mask_strides[2] == 0 && (!grouped || a.mask_strides[1] == 0);
-    thread_local std::vector<float> mask_row;
-    if (shared_mask) {
-      if (mask_row.size() < static_cast<size_t>(sk)) mask_row.resize(static_cast<size_t>(sk));
-      const int64_t base = b * a.mask_strides[0] + h0 * a.mask_strides[1], js = a.mask_strides[3];
-      if (a.mask_dtype == DType::boolean) {
-        const uint8_t* m = static_cast<const uint8_t*>(a.mask) + base;
-        for (int64_t j = 0; j < sk; ++j) mask_row[j] = m[j * js] ? 0.f : -std::numeric_limits<float>::infinity();
-      } else {
-        const float* m = static_cast<const float*>(a.mask) + base;
-        for (int64_t j = 0; j < sk; ++j) mask_row[j] = m[j * js];
-      }
-    }
     for (int64_t i = 0; i < rows; ++i) {
-      float* row = s + i * sk;
-      const int64_t qi = grouped ? q0 : q0 + i, h = grouped ? h0 + i : h0;
-      if (shared_mask) {
-        const float* mr = mask_row.data();
-        for (int64_t j = 0; j < sk; ++j) row[j] += mr[j];
-      } else if (a.mask) {
-        const int64_t base = b * a.mask_strides[0] + h * a.mask_strides[1] + qi * a.mask_strides[2];
-        const int64_t js = a.mask_strides[3];
-        if (a.mask_dtype == DType::boolean) {
-          const uint8_t* m = static_cast<const uint8_t*>(a.mask) + base;
-          for (int64_t j = 0; j < sk; ++j)
-            if (!m[j * js]) row[j] = -std::numeric_limits<float>::infinity();
-        } else {
-          const float* m = static_cast<const float*>(a.mask) + base;
-          for (int64_t j = 0; j < sk; ++j) row[j] += m[j * js];
-        }
-      }
-      if (a.causal)
-        for (int64_t j = std::max<int64_t>(0, qi + shift + 1); j < sk; ++j) row[j] = -std::numeric_limits<float>::infinity();
-      softmax_row(row, sk);
+      mask_row_scores(s + i * sk, i);
+      softmax_row(s + i * sk, sk);
     }
     GemmArgs pv;
     pv.m = rows;

@@ -1,9 +1,13 @@
 // cpu/kernels/attention.h: fused scaled dot-product attention for f32 on the CPU.
 //
 // For each (batch, query head, block of query rows) one pool task computes the block's
-// scores against every key with the GEMM kernel, applies scale, mask and causality, takes a
-// numerically stable softmax in place, and multiplies by V into the output. Only one tile of
-// scores per thread exists at a time: the [B, H, Sq, Sk] score tensor is never materialized.
+// scores against every key, applies scale, mask and causality, takes a numerically stable
+// softmax, and multiplies by V into the output. With AVX-512 and at least 8 rows per task
+// (encoders, prefill, grouped decode with 8 query heads per key head) a direct kernel does
+// this in groups of 8 rows with K transposed and V copied contiguous per task, and the
+// softmax's 1/sum applied to the output rows; otherwise the GEMM kernel computes the two
+// products of the whole block. Only a tile of scores per thread exists at a time: the
+// [B, H, Sq, Sk] score tensor is never materialized.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +34,8 @@ struct AttentionArgs {
   int64_t mask_strides[4] = {0, 0, 0, 0};
   bool causal = false;  // key j is visible to query i when j <= i + (Sk - Sq)
   float scale = 1.f;
+  // false forces the GEMM path where the direct kernel would run (benchmarks compare them).
+  bool direct_kernel = true;
 };
 
 // Runs attention over rlx::ThreadPool::global(). With one query position and grouped heads
