@@ -42,36 +42,6 @@ __attribute__((target("avx512f"))) __m512 exp512(__m512 x) {
   return _mm512_mask_blend_ps(under, y, _mm512_setzero_ps());
 }
 
-// exp(s[j] - max) in place for one row of scores (already scaled and masked; -inf = masked);
-// returns 1 / their sum. A row with every key masked becomes NaN (and so does the result).
-__attribute__((target("avx512f"))) float softmax_exp_row_avx512(float* s, int64_t n) {
-  __m512 vmax = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(s + j));
-  float m = _mm512_reduce_max_ps(vmax);
-  for (; j < n; ++j) m = std::max(m, s[j]);
-  if (m == -std::numeric_limits<float>::infinity()) {
-    for (j = 0; j < n; ++j) s[j] = std::numeric_limits<float>::quiet_NaN();
-    return std::numeric_limits<float>::quiet_NaN();
-  }
-  const __m512 vm = _mm512_set1_ps(m);
-  __m512 vsum = _mm512_setzero_ps();
-  for (j = 0; j + 16 <= n; j += 16) {
-    __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm));
-    _mm512_storeu_ps(s + j, e);
-    vsum = _mm512_add_ps(vsum, e);
-  }
-  if (j < n) {
-    __mmask16 mk = static_cast<__mmask16>((1u << (n - j)) - 1);
-    __m512 x = _mm512_mask_loadu_ps(vm, mk, s + j);
-    __m512 e = exp512(_mm512_sub_ps(x, vm));
-    e = _mm512_maskz_mov_ps(mk, e);
-    _mm512_mask_storeu_ps(s + j, mk, e);
-    vsum = _mm512_add_ps(vsum, e);
-  }
-  return 1.0f / _mm512_reduce_add_ps(vsum);
-}
-
 // s[j] (+ add[j]) for the keys in mk, -inf for the others.
 __attribute__((target("avx512f"))) inline __m512 load_scores(const float* add, const float* s, int64_t j,
                                                             __mmask16 mk) {
@@ -125,7 +95,8 @@ __attribute__((target("avx512f"))) void softmax_exp_rows_avx512(float* s, int64_
 
 // Softmax of one row in place.
 __attribute__((target("avx512f"))) void softmax_row_avx512(float* s, int64_t n) {
-  const float inv_sum = softmax_exp_row_avx512(s, n);
+  float inv_sum;
+  softmax_exp_rows_avx512(s, n, 1, n, nullptr, &inv_sum);
   if (inv_sum != inv_sum) return;
   const __m512 inv = _mm512_set1_ps(inv_sum);
   int64_t j = 0;
@@ -434,11 +405,11 @@ Status attention_f32(const AttentionArgs& a) {
       // (a row stride of a multiple of 1 KiB would put K^T's column writes in few L1 sets)
       int64_t ldkt = (sk + 15) / 16 * 16;
       if (ldkt % 256 == 0) ldkt += 16;
-      thread_local std::vector<float> kt_buf, v_buf, inv_sum;
+      thread_local std::vector<float> kt_buf, v_buf;
+      float inv_sum[8];
       if (kt_buf.size() < static_cast<size_t>(d * ldkt)) kt_buf.resize(static_cast<size_t>(d * ldkt));
       if (v_buf.size() < static_cast<size_t>(sk * dv)) v_buf.resize(static_cast<size_t>(sk * dv));
       if (scratch.size() < static_cast<size_t>(8 * ldkt)) scratch.resize(static_cast<size_t>(8 * ldkt));
-      inv_sum.resize(8);
       float* kt = kt_buf.data();
       float* vc = v_buf.data();
       float* s = scratch.data();
@@ -452,8 +423,8 @@ Status attention_f32(const AttentionArgs& a) {
           for (int64_t i = 0; i < nr; ++i) mask_row_scores(s + i * ldkt, r0 + i);
         else if (a.causal)  // the shared row is added by the softmax; causality still per row
           for (int64_t i = 0; i < nr; ++i) causal_row_scores(s + i * ldkt, r0 + i);
-        softmax_exp_rows_avx512(s, ldkt, nr, sk, shared_mask ? mask_row.data() : nullptr, inv_sum.data());
-        pv_block(nr, s, ldkt, inv_sum.data(), vc, dv, sk, dv, o + r0 * o_row, o_row);
+        softmax_exp_rows_avx512(s, ldkt, nr, sk, shared_mask ? mask_row.data() : nullptr, inv_sum);
+        pv_block(nr, s, ldkt, inv_sum, vc, dv, sk, dv, o + r0 * o_row, o_row);
       }
       return;
     }
