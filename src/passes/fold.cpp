@@ -117,6 +117,7 @@ Status simplify(Graph& g) {
     int changed = eliminate_common_subexpressions(g);
     RLX_ASSIGN_OR_RETURN(int folded, fold_constants(g));
     changed += folded;
+    changed += fuse_attention(g);
     changed += eliminate_dead_code(g);
     if (changed == 0) break;
   }

@@ -13,6 +13,12 @@ int eliminate_common_subexpressions(Graph& g);
 // Evaluates nodes whose inputs are all constants or weights (up to `max_elements` output
 // elements each) with the reference interpreter and replaces them by constants.
 Expected<int> fold_constants(Graph& g, int64_t max_elements = int64_t{1} << 24);
+// Replaces attention written out op by op (transposes to heads first, MatMul(Q, K^T), a
+// scalar Div or Mul, an optional additive f32 mask, Softmax over the keys, MatMul by V; the
+// form of exported BERT-family models) by one `attention` node in the bshd layout; returns the
+// number replaced. Graph level only; the match is exact or the graph is left as it is
+// (attention_fusion.cpp lists the conditions).
+int fuse_attention(Graph& g);
 // All of the above until nothing changes.
 Status simplify(Graph& g);
 
