@@ -188,12 +188,8 @@ int fuse_attention(Graph& g) {
     ++found;
   }
   if (!found) return 0;
-  Graph out;
-  out.name = g.name;
-  out.level = g.level;
-  out.weights = g.weights;
-  std::vector<ValueId> map(g.values.size(), kNoValue);
-  for (ValueId in : g.inputs) map[in] = out.add_input(g.values[in].name, g.values[in].type);
+  std::vector<ValueId> map;
+  Graph out = start_rebuild(g, map);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (at[i]) {

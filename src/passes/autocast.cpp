@@ -141,12 +141,8 @@ Expected<std::vector<ValueId>> AutocastBuilder::emit(Op op, std::vector<ValueId>
 Expected<int> autocast(Graph& g, const AutocastOptions& options) {
   RLX_TRY(check_options(options));
   if (g.level != IrLevel::graph) return error(ErrorCode::invalid_argument, "autocast runs on graph-level IR");
-  Graph out;
-  out.name = g.name;
-  out.level = g.level;
-  out.weights = g.weights;
-  std::vector<ValueId> map(g.values.size(), kNoValue);
-  for (ValueId in : g.inputs) map[in] = out.add_input(g.values[in].name, g.values[in].type);
+  std::vector<ValueId> map;
+  Graph out = start_rebuild(g, map);
   GraphBuilder gb(out);
   int converted = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {

@@ -84,12 +84,8 @@ Expected<int> fold_constants(Graph& g, int64_t max_elements) {
   }
   if (folded.empty()) return 0;
   // Rebuild: folded nodes become constant nodes in place (keeping SSA order).
-  Graph out;
-  out.name = g.name;
-  out.level = g.level;
-  out.weights = g.weights;
-  std::vector<ValueId> map(g.values.size(), kNoValue);
-  for (ValueId in : g.inputs) map[in] = out.add_input(g.values[in].name, g.values[in].type);
+  std::vector<ValueId> map;
+  Graph out = start_rebuild(g, map);
   size_t f = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];

@@ -22,14 +22,23 @@ inline void copy_node(const Graph& g, const Node& n, const std::vector<ValueId>&
   }
 }
 
-// A copy of g keeping the nodes `keep` accepts; uses of a value in `replace` read its
-// replacement instead (replacements must be defined before their uses).
-inline Graph rebuild(const Graph& g, const std::function<bool(size_t)>& keep, const std::map<ValueId, ValueId>& replace) {
+// A graph with g's name, level, weights and inputs and no nodes yet, for a pass that copies
+// g's nodes into it; map (sized to g's values) holds the new input for each of g's inputs.
+inline Graph start_rebuild(const Graph& g, std::vector<ValueId>& map) {
   Graph out;
   out.name = g.name;
   out.level = g.level;
   out.weights = g.weights;
-  std::vector<ValueId> map(g.values.size(), kNoValue);
+  map.assign(g.values.size(), kNoValue);
+  for (ValueId in : g.inputs) map[in] = out.add_input(g.values[in].name, g.values[in].type);
+  return out;
+}
+
+// A copy of g keeping the nodes `keep` accepts; uses of a value in `replace` read its
+// replacement instead (replacements must be defined before their uses).
+inline Graph rebuild(const Graph& g, const std::function<bool(size_t)>& keep, const std::map<ValueId, ValueId>& replace) {
+  std::vector<ValueId> map;
+  Graph out = start_rebuild(g, map);
   auto resolve = [&](ValueId v) {
     for (int guard = 0; guard < 64; ++guard) {
       auto it = replace.find(v);
@@ -38,7 +47,6 @@ inline Graph rebuild(const Graph& g, const std::function<bool(size_t)>& keep, co
     }
     return map[v];
   };
-  for (ValueId in : g.inputs) map[in] = out.add_input(g.values[in].name, g.values[in].type);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (!keep(i)) continue;
     const Node& n = g.nodes[i];
