@@ -20,9 +20,11 @@ ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
 
 if [ "${RLX_SKIP_SANITIZERS:-0}" != "1" ]; then
   # -O1: at -O2, GCC 12 takes minutes per file on instrumented intrinsics and big switches
-  # (a SIMD kernel: over 9 minutes at -O2, 23 s at -O1)
-  cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g" \
-        -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" -DRLX_SANITIZE=address,undefined -DRLX_BUILD_BENCH=OFF
+  # (a SIMD kernel: over 9 minutes at -O2, 23 s at -O1). -g1: line tables are all the
+  # sanitizers' reports use, and full debug information made some files 4x slower to build
+  # (src/splat/project.cpp: 70 s with -g, 16 s with -g1).
+  cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O1 -g1" \
+        -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DRLX_SANITIZE=address,undefined -DRLX_BUILD_BENCH=OFF
   # only the programs of the labels run below: the sanitized build is the slow half of CI
   cmake --build build-san -j "$jobs" --target rlx_tests_unit rlx_tests_ir rlx_tests_io rlx_tests_train rlx_fuzz_replay
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
