@@ -424,6 +424,7 @@ TEST(CpuGemm, EveryStrategy) {
       {4, 40, 600, 600, false, true, false},     // (depends on the thread count)
       {0, 100, 600, 600, false, false, false},   // items one after the other (batch: threads + 1)
       {1, 300, 200, 500, true, false, true},     // pre-packed B
+      {1, 1030, 130, 300, false, false, false},  // B fits L2 but many rows use it: packed
   };
   std::set<std::string> seen;
   for (const S& sh : shapes) {
@@ -446,6 +447,8 @@ TEST(CpuGemm, EveryStrategy) {
     g.batch_stride_b = cs.broadcast_b ? 0 : 1;
     const std::string how = describe_sgemm(g, cs.packed);
     SCOPED_TRACE(how);
+    if (sh.m == 1030 && ThreadPool::global().size() < 8)
+      EXPECT_EQ(how.find("B read in place"), std::string::npos) << "a small B used by many rows should be packed";
     for (const char* mode : {"B read in place", "B packed per block", "B packed once", "B pre-packed", "items spread",
                              "one after the other"})
       if (how.find(mode) != std::string::npos) seen.insert(mode);

@@ -13,7 +13,7 @@
 // A micro-panels are packed k-major into a thread-local buffer when the sweep over columns is
 // long enough to repay it (or A is transposed, where packing is a copy); otherwise the kernels
 // read row-major A in place. B is read in place when it is row-major and either few rows of C
-// use it or it fits in L2; otherwise it is packed once per call into 32-column panels shared
+// use it, or it fits in L2 and a moderate number do; otherwise it is packed once per call into 32-column panels shared
 // by all threads (or was pre-packed by pack_b).
 //
 // 16-bit operands: A is always packed (widened to f32 as it is packed). B keeps its type in
@@ -112,8 +112,11 @@ constexpr int64_t kL2BlockBytes = 1 << 20;
 // Row-major B is read in place (not packed) when each thread has at most this many rows of
 // C, so that packing would cost more than it saves...
 constexpr int64_t kDirectBMaxRows = 32;
-// ... or when B is small enough to stay in L2 anyway.
+// ... or when B is small enough to stay in L2 anyway, and each thread has at most this many
+// rows: beyond them the packed panels' contiguous reads repay packing (1024 x 784 x 128, the
+// MNIST MLP's layer, ran 1.17-1.22x faster on pre-packed B in bench/gemm_bench.cpp's train group).
 constexpr int64_t kDirectBMaxBytes = 512 << 10;
+constexpr int64_t kDirectBSmallMaxRows = 64;
 // Row-major A micro-panels are packed when a tile spans at least this many columns.
 constexpr int64_t kPackAMinCols = 256;
 // Products with fewer multiply-adds than this run on one thread.
@@ -490,7 +493,8 @@ Strategy decide(const GemmArgs& g, bool pre, int64_t kc, int threads, const Kern
   // share columns (no work is repeated, and the block stays in L2), or else once for all
   // tiles (and all items, when B is broadcast) into a shared buffer.
   const int64_t rows_per_thread = st.items_parallel ? g.m : ceil_div(g.m, threads);
-  if (!g.trans_b && (rows_per_thread <= kDirectBMaxRows || g.k * g.n * b_es <= kDirectBMaxBytes)) {
+  if (!g.trans_b && (rows_per_thread <= kDirectBMaxRows ||
+                     (g.k * g.n * b_es <= kDirectBMaxBytes && rows_per_thread <= kDirectBSmallMaxRows))) {
     st.mode = BMode::in_place;
     return st;
   }
