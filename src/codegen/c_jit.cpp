@@ -21,7 +21,18 @@
 namespace rlx::codegen {
 namespace {
 
-constexpr const char* kFlags = "-O3 -march=native -fPIC -shared -std=gnu11 -fwrapv -fno-math-errno -fopenmp-simd -w";
+// -mprefer-vector-width=512: with -march=native on an AVX-512 Intel CPU, GCC vectorizes with
+// 256-bit registers by default (to spare the clock on mostly scalar code); the generated
+// kernels are all vector loops, and the GEMMs they run beside already use 512-bit registers.
+// MiniLM's GELU epilogue went from 7.0% to 4.9% of the model's time with it. The flag only
+// states a preference, so CPUs without AVX-512 are unaffected; it is x86-only.
+#if defined(__x86_64__) || defined(__i386__)
+constexpr const char* kCodeFlags =
+    "-O3 -march=native -mprefer-vector-width=512 -std=gnu11 -fwrapv -fno-math-errno -fopenmp-simd";
+#else
+constexpr const char* kCodeFlags = "-O3 -march=native -std=gnu11 -fwrapv -fno-math-errno -fopenmp-simd";
+#endif
+const std::string kFlags = std::string(kCodeFlags) + " -fPIC -shared -w";
 
 uint64_t fnv1a(const std::string& s, uint64_t h) {
   for (unsigned char c : s) {
@@ -32,6 +43,8 @@ uint64_t fnv1a(const std::string& s, uint64_t h) {
 }
 
 }  // namespace
+
+const char* c_code_flags() { return kCodeFlags; }
 
 // hex_key and make_dirs are shared with the other kernel caches (the cuda device's NVRTC cache).
 std::string hex_key(const std::string& s) {

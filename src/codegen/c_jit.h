@@ -30,6 +30,9 @@ class JitModule {
 
 // The compiler command prefix: $RLX_CC, else the compiler CMake found, else "cc".
 std::string c_compiler();
+// The flags that decide the generated code (optimization, ISA, language, math): compile_c adds
+// -fPIC -shared -w to them. Tests compile drivers of the C prelude with the same ones.
+const char* c_code_flags();
 // The cache folder: $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx/kernels, else ~/.cache/rlx/kernels.
 std::string kernel_cache_dir();
 // A 128-bit hex key of `s` (two FNV-1a hashes), for naming cached files.

@@ -19,6 +19,7 @@
 //  * sin/cos are held to their ulp bound for |x| <= 2^20*pi/2; beyond, only |y| <= 1.
 // The test prints the measured maximum error of every function.
 
+#include "codegen/c_jit.h"
 #include "codegen/c_prelude.h"
 
 #include <gtest/gtest.h>
@@ -49,7 +50,7 @@ namespace fs = std::filesystem;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 // As src/codegen/c_jit.cpp compiles kernels (less -fPIC -shared -w). With -fno-math-errno
 // rlx_sqrt_f32/rlx_rsqrt_f32 use sqrt; the portable flags test their Newton versions.
-constexpr char kNativeFlags[] = "-O3 -march=native -std=gnu11 -fwrapv -fno-math-errno -fopenmp-simd";
+const char* const kNativeFlags = rlx::codegen::c_code_flags();
 constexpr char kPortableFlags[] = "-O2 -std=c99 -pedantic -Wall -Wextra -Werror";
 // Without -fno-math-errno (vectorization only).
 constexpr char kNativeErrnoFlags[] = "-O3 -march=native -fopenmp-simd";
