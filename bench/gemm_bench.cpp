@@ -89,8 +89,8 @@ std::vector<Shape> shapes(bool quick) {
   s.push_back({"attention", 96, 128, 64, 128, false});
   s.push_back({"attention", 96, 128, 64, 128, true});
   s.push_back({"attention", 96, 128, 128, 64, false});
-  // The MNIST MLP's first layer at batch 1024 (x W1), the product its training step spends
-  // half its time in.
+  // The MNIST MLP's first layer at batch 1024 (x W1, half its training step), then other
+  // products whose B fits in L2 but is used by many rows (where packing B pays) or few.
   s.push_back({"train", 1, 1024, 784, 128, false});
   s.push_back({"train", 1, 4096, 128, 128, false});
   s.push_back({"train", 1, 1024, 256, 256, false});

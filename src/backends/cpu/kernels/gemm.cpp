@@ -13,8 +13,8 @@
 // A micro-panels are packed k-major into a thread-local buffer when the sweep over columns is
 // long enough to repay it (or A is transposed, where packing is a copy); otherwise the kernels
 // read row-major A in place. B is read in place when it is row-major and either few rows of C
-// use it, or it fits in L2 and a moderate number do; otherwise it is packed once per call into 32-column panels shared
-// by all threads (or was pre-packed by pack_b).
+// use it, or it fits in L2 and a moderate number do; otherwise it is packed once per call into
+// 32-column panels shared by all threads (or was pre-packed by pack_b).
 //
 // 16-bit operands: A is always packed (widened to f32 as it is packed). B keeps its type in
 // place and in its panels, and the kernels widen it as they load it. (Widening each tile's
