@@ -27,12 +27,13 @@ namespace {
 // MiniLM's GELU epilogue went from 7.0% to 4.9% of the model's time with it. The flag only
 // states a preference, so CPUs without AVX-512 are unaffected; it is x86-only.
 #if defined(__x86_64__) || defined(__i386__)
-constexpr const char* kCodeFlags =
-    "-O3 -march=native -mprefer-vector-width=512 -std=gnu11 -fwrapv -fno-math-errno -fopenmp-simd";
+#define RLX_JIT_VECTOR_WIDTH " -mprefer-vector-width=512"
 #else
-constexpr const char* kCodeFlags = "-O3 -march=native -std=gnu11 -fwrapv -fno-math-errno -fopenmp-simd";
+#define RLX_JIT_VECTOR_WIDTH ""
 #endif
-const std::string kFlags = std::string(kCodeFlags) + " -fPIC -shared -w";
+#define RLX_JIT_CODE_FLAGS "-O3 -march=native" RLX_JIT_VECTOR_WIDTH " -std=gnu11 -fwrapv -fno-math-errno -fopenmp-simd"
+constexpr const char* kCodeFlags = RLX_JIT_CODE_FLAGS;
+constexpr const char* kFlags = RLX_JIT_CODE_FLAGS " -fPIC -shared -w";
 
 uint64_t fnv1a(const std::string& s, uint64_t h) {
   for (unsigned char c : s) {
