@@ -121,6 +121,14 @@ constexpr int64_t kDirectBSmallMaxRows = 64;
 constexpr int64_t kPackAMinCols = 256;
 // Products with fewer multiply-adds than this run on one thread.
 constexpr double kSerialMaxFma = 1 << 18;
+// Tiles per thread wanted when each would still have at least kMinTileFma multiply-adds.
+// Tiles are claimed dynamically, so a core that runs slower for a while (another process, a
+// virtual CPU's neighbours) takes fewer of them instead of holding the others up at the end
+// of the call. On the 2-vCPU Xeon host the two cores' single-thread speeds differed by up to
+// 12% from minute to minute, and 4 tiles per thread instead of 1 made MiniLM at batch 8
+// 6-9% faster (batch 32 4%, batch 1 unchanged; runs alternated, see docs/benchmarks.md).
+constexpr int64_t kTilesPerThread = 4;
+constexpr double kMinTileFma = 1 << 20;
 // Largest packed-B scratch per call (in elements); wider products are processed in column
 // chunks.
 constexpr int64_t kMaxScratchFloats = int64_t{1} << 23;
@@ -372,7 +380,8 @@ struct Plan {
 // time = (rounds of tasks) x (cost of the largest tile), where a tile of r rows and c columns
 // costs r*c*k multiply-adds plus loading its (r + c) x k operands from L3, which takes about
 // as long as 8 multiply-adds per element on one core; plus a slight cost per task and per
-// extra split of N (which reloads A micro-panels). Tiny products get one task.
+// extra split of N (which reloads A micro-panels). Tiny products get one task; large ones at
+// least kTilesPerThread per thread (see there).
 Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int64_t b_es, int threads, const KernelFamily& f) {
   Plan pl;
   pl.mu = ceil_div(m, f.mr_max);
@@ -386,10 +395,13 @@ Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int64_t b_es, int th
     pl.tn = tn_min;
     return pl;
   }
-  // Candidates: at least one task per thread (unless the product has fewer units), at most
-  // 4 per thread (or what the L2 blocking needs); a few dozen for 2 threads.
-  const int64_t min_tasks = threads;
-  const int64_t max_tasks = std::max<int64_t>(4 * threads, tn_min);
+  // Candidates: at least one task per thread (unless the product has fewer units), up to
+  // kTilesPerThread per thread when the tiles stay large enough; at most twice that (or what
+  // the L2 blocking needs): a few dozen for 2 threads.
+  const int64_t per_thread =
+      std::clamp<int64_t>(static_cast<int64_t>(fma / (kMinTileFma * threads)), 1, kTilesPerThread);
+  const int64_t min_tasks = threads * per_thread;
+  const int64_t max_tasks = std::max<int64_t>(2 * kTilesPerThread * threads, tn_min);
   double best = 1e300;
   for (int64_t tm = 1; tm <= std::min(pl.mu, max_tasks); ++tm) {
     const int64_t tn_hi = std::max(tn_min, std::min(pl.nu, max_tasks / tm));
