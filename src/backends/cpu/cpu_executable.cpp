@@ -11,6 +11,7 @@
 #include "../../codegen/c_jit.h"
 #include "../../codegen/c_prelude.h"
 #include "../../codegen/c_renderer.h"
+#include "huge_page_memory.h"
 #include "kernels/gemm.h"
 #include "kernels/qgemm.h"
 #include "kernels/attention.h"
@@ -74,7 +75,7 @@ void epilogue_trampoline(void* ctx, void* c, int64_t ldc, int64_t, int64_t, int6
 }
 
 struct ArenaFree {
-  void operator()(uint8_t* p) const { std::free(p); }
+  void operator()(uint8_t* p) const { huge_page_free(p); }
 };
 
 class CpuExecutable final : public Executable {
@@ -186,7 +187,7 @@ Status CpuExecutable::init(const Graph& g) {
   // arena
   if (prog_.arena_bytes > 0) {
     size_t bytes = (prog_.arena_bytes + 63) / 64 * 64;
-    arena_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+    arena_.reset(static_cast<uint8_t*>(huge_page_alloc(bytes)));  // see huge_page_memory.h
     if (!arena_) return error(ErrorCode::runtime_error, "cannot allocate a ", bytes, "-byte arena");
   }
   stats_.arena_bytes = prog_.arena_bytes;

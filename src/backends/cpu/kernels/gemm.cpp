@@ -35,6 +35,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cpu/huge_page_memory.h"
 #include "rlx/checked.h"
 #include "rlx/dtype.h"
 #include "rlx/thread_pool.h"
@@ -45,7 +46,7 @@ using gemm_detail::kPanel;
 using gemm_detail::MicroArgs;
 using gemm_detail::MicroKernel;
 
-void PackedB::Free::operator()(void* p) const { std::free(p); }
+void PackedB::Free::operator()(void* p) const { huge_page_free(p); }
 
 const char* gemm_type_name(GemmType t) {
   switch (t) {
@@ -694,7 +695,7 @@ PackedB pack_b(const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t 
   if (!total || *total > INT64_MAX / 8) return out;
   if (*total > 0) {
     const size_t bytes = (static_cast<size_t>(*total) * gemm_type_size(type) + 63) / 64 * 64;
-    auto* p = static_cast<unsigned char*>(std::aligned_alloc(64, bytes));
+    auto* p = static_cast<unsigned char*>(huge_page_alloc(bytes));  // see huge_page_memory.h
     if (!p) return out;
     out.data_.reset(p);
     out.bytes_ = bytes;
