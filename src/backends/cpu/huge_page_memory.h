@@ -2,13 +2,13 @@
 // arena) on transparent huge pages.
 //
 // Why: a GEMM streams every weight panel once per call, and with 4 KiB pages MiniLM's 42 MB of
-// packed weights span about 10,000 pages, several times the second-level TLB; the four
-// 576 KiB projection weights of each layer alone cross 144 pages per layer. Carving them from
-// 2 MiB-aligned slabs that the kernel is asked to back with huge pages (madvise
-// MADV_HUGEPAGE, which Debian's default THP setting "madvise" honours) made MiniLM 2-7%
-// faster at batch 8 and about 5% at batch 32 on the 2-vCPU Xeon host (runs alternated). Huge
-// pages for the buffers of 2 MiB or more alone measured no faster: the small weights are what
-// gain, and they only can when packed together.
+// packed weights span about 10,000 pages, several times the second-level TLB; each of the four
+// 576 KiB projection weights of a layer crosses 144 of them. Carving the weights from 2 MiB-
+// aligned slabs that the kernel is asked to back with huge pages (madvise MADV_HUGEPAGE, which
+// Debian's default THP setting "madvise" honours) made MiniLM at batch 8 6-8% faster on the
+// 2-vCPU Xeon host (runs alternated, docs/benchmarks.md). Huge pages for the buffers of 2 MiB
+// or more alone measured no faster: the small weights are what gain, and they only can when
+// packed together.
 //
 // Where THP is off (or not Linux) the memory is ordinary: only speed differs.
 #pragma once
