@@ -99,6 +99,10 @@ TEST(CpuAttention, MatchesReference) {
   cases.push_back({.name = "bshd plain", .layout = "bshd", .b = 3, .hq = 12, .hkv = 12, .sq = 17, .sk = 17, .d = 32, .dv = 32});
   cases.push_back({.name = "bshd bert mask", .layout = "bshd", .b = 2, .hq = 12, .hkv = 12, .sq = 40, .sk = 40, .d = 32,
                    .dv = 32, .mask = 1, .mask_shape = {2, 1, 1, 40}});
+  // a head dimension that is not a multiple of 16 and a key count that is not either: the
+  // direct path's K^T transpose covers partial blocks in both directions
+  cases.push_back({.name = "bshd partial transpose blocks", .layout = "bshd", .b = 2, .hq = 3, .hkv = 3, .sq = 33,
+                   .sk = 33, .d = 24, .dv = 24, .mask = 1, .mask_shape = {2, 1, 1, 33}});
   cases.push_back({.name = "bhsd long blocks", .b = 1, .hq = 2, .hkv = 2, .sq = 150, .sk = 150, .d = 16, .dv = 16,
                    .mask = 1, .mask_shape = {1, 1, 1, 150}});
   cases.push_back({.name = "gqa causal prefill", .layout = "bshd", .b = 2, .hq = 8, .hkv = 2, .sq = 9, .sk = 9, .d = 16,

@@ -19,6 +19,7 @@
 // a zero row of B and a zero high half in A's last pair.
 #include <cstdint>
 
+#include "backends/cpu/kernels/avx512_transpose.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "rlx/dtype.h"
 
@@ -162,37 +163,6 @@ RLX_AVX512 void kernel(const MicroArgs& m) {
   }
 }
 
-// Transposes 16 rows of 16 floats in registers: on return r[c] holds column c.
-RLX_AVX512 inline void transpose16(__m512 r[16]) {
-  __m512 t[16], u[16];
-#pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    t[2 * j] = _mm512_unpacklo_ps(r[2 * j], r[2 * j + 1]);
-    t[2 * j + 1] = _mm512_unpackhi_ps(r[2 * j], r[2 * j + 1]);
-  }
-  // u[4j + q], 128-bit lane L: rows 4j..4j+3 of column 4L + q.
-#pragma GCC unroll 8
-  for (int j = 0; j < 4; ++j) {
-    const __m512d t0 = _mm512_castps_pd(t[4 * j]), t1 = _mm512_castps_pd(t[4 * j + 1]);
-    const __m512d t2 = _mm512_castps_pd(t[4 * j + 2]), t3 = _mm512_castps_pd(t[4 * j + 3]);
-    u[4 * j + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    u[4 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    u[4 * j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    u[4 * j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-#pragma GCC unroll 8
-  for (int q = 0; q < 4; ++q) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44);
-    const __m512 v1 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xEE);
-    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44);
-    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xEE);
-    r[0 + q] = _mm512_shuffle_f32x4(v0, w0, 0x88);
-    r[4 + q] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
-    r[8 + q] = _mm512_shuffle_f32x4(v1, w1, 0x88);
-    r[12 + q] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
-  }
-}
-
 // dst[p * mr + i] = A(i, p). Row-major A goes through 16 x 16 register transposes; a
 // transposed A is already k-major, so each k-value is one masked copy of mr floats.
 RLX_AVX512 void pack_a(const void* av, int64_t lda, bool trans, int64_t mr, int64_t kc, float* dst) {
@@ -207,7 +177,7 @@ RLX_AVX512 void pack_a(const void* av, int64_t lda, bool trans, int64_t mr, int6
     __m512 r[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) r[i] = i < mr ? _mm512_loadu_ps(a + i * lda + p0) : _mm512_setzero_ps();
-    transpose16(r);
+    transpose16x16(r);
 #pragma GCC unroll 16
     for (int p = 0; p < 16; ++p) _mm512_mask_storeu_ps(dst + (p0 + p) * mr, mk, r[p]);
   }
@@ -229,7 +199,7 @@ RLX_AVX512 void pack_b_trans(const void* bv, int64_t ldb, int64_t w, int64_t kc,
         const int64_t col = 16 * half + j;
         r[j] = col < w ? _mm512_loadu_ps(b + col * ldb + p0) : _mm512_setzero_ps();
       }
-      transpose16(r);
+      transpose16x16(r);
 #pragma GCC unroll 16
       for (int p = 0; p < 16; ++p) _mm512_storeu_ps(out + (p0 + p) * 32 + 16 * half, r[p]);
     }
@@ -458,7 +428,7 @@ RLX_AVX512 void pack_a_bf16_pairs(const void* av, int64_t lda, bool trans, int64
     __m512 r[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) r[i] = i < mr ? _mm512_loadu_ps(a + i * lda + 2 * q0) : _mm512_setzero_ps();
-    transpose16(r);
+    transpose16x16(r);
 #pragma GCC unroll 16
     for (int q = 0; q < 16; ++q) _mm512_mask_storeu_ps(dstf + (q0 + q) * mr, mk, r[q]);
   }
