@@ -19,11 +19,11 @@
 //   inputs spread over all floats, with and without FMA; see tests/unit/c_prelude_test.cpp,
 //   which asserts the bounds in brackets; "ulp" is the float spacing at the exact result):
 //     rlx_exp_f32 0.97 [2], rlx_expm1_f32 1.42 [2], rlx_log_f32 0.82 [2]
-//     rlx_tanh_f32 2.42 [4], rlx_sigmoid_f32 2.31 [4], rlx_erf_f32 1.40 [4]
+//     rlx_tanh_f32 2.42 [4], rlx_sigmoid_f32 2.31 [4], rlx_erf_f32 1.33 [4]
 //     rlx_silu_f32 2.92 [4], rlx_softplus_f32 1.94 [4]
 //     rlx_sin_f32, rlx_cos_f32 0.5 [2] for |x| <= 2^20*pi/2 (~1.6e6); beyond that the result
 //       is finite and in [-1, 1] but not accurate (with FMA it stays accurate much further)
-//     rlx_gelu_erf_f32   0.5*x*(1+erf(x/sqrt(2)))                    3.1 ulp for x >= -1;
+//     rlx_gelu_erf_f32   0.5*x*(1+erf(x/sqrt(2)))                    2.7 ulp for x >= -1;
 //     rlx_gelu_tanh_f32  0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715x^3)))  3.0 ulp for x >= -1;
 //       both within 1e-6 abs + 4 ulp everywhere (for x < -1 the value is a small tail whose
 //       relative error grows with x^2, as x/sqrt2 and the exp argument are float)
