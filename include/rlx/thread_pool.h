@@ -47,6 +47,13 @@ class ThreadPool {
   // all are done. Nested calls from inside a task run serially on the calling thread.
   void run(int64_t num_tasks, FunctionRef<void(int64_t, int)> fn);
 
+  // Runs fn(begin, end, thread) over [0, n) in ranges claimed dynamically and shrinking
+  // toward the end ("guided" scheduling): each claim takes about remaining / (2 * size())
+  // items and at least one, so the first claims are large (few claims, each over contiguous
+  // items) and the last ones are single items, which keeps the threads from waiting on one
+  // another at the end of the call. Returns when all are done; nested calls run serially.
+  void run_guided(int64_t n, FunctionRef<void(int64_t, int64_t, int)> fn);
+
   // Splits [0, n) into at most size() contiguous ranges of at least `grain` items and runs
   // fn(begin, end) on each.
   void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn);
@@ -54,13 +61,15 @@ class ThreadPool {
  private:
   void worker_loop(int index);
   void work(int thread);
-  void run_job(int64_t num_tasks, FunctionRef<void(int64_t, int)>& fn);
+  using RangeFn = FunctionRef<void(int64_t, int64_t, int)>;
+  void run_ranges(int64_t num_tasks, bool guided, RangeFn fn);
+  void run_job(int64_t num_tasks, bool guided, RangeFn& fn);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<uint64_t> generation_{0};  // bumped to wake the workers
-  // The current job's id (high 32 bits) and next unclaimed task (low 32 bits): a task is
+  // The current job's id (high 32 bits) and next unclaimed task (low 32 bits): tasks are
   // claimed by a compare-exchange that also checks the job, so a worker that wakes late
   // never takes a task of a later job by mistake, and the caller waits only for tasks that
   // were claimed, not for workers that never woke up (on a loaded machine that can take a
@@ -68,8 +77,9 @@ class ThreadPool {
   std::atomic<uint64_t> claim_{0};
   std::atomic<int64_t> num_tasks_{0};
   std::atomic<int64_t> done_{0};
+  std::atomic<bool> guided_{false};  // the current job's claims shrink (else one task each)
   uint32_t job_id_ = 0;
-  std::atomic<FunctionRef<void(int64_t, int)>*> job_{nullptr};
+  std::atomic<RangeFn*> job_{nullptr};
   bool stop_ = false;
   std::mutex run_mu_;  // one job at a time
 };

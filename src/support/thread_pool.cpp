@@ -47,15 +47,21 @@ ThreadPool& ThreadPool::global() {
 void ThreadPool::work(int thread) {
   t_in_pool_task = true;
   const uint64_t job = claim_.load(std::memory_order_acquire) >> 32;
+  const bool guided = guided_.load(std::memory_order_acquire);
+  const int64_t divisor = 2 * size();
   for (;;) {
     uint64_t v = claim_.load(std::memory_order_acquire);
     if ((v >> 32) != job) break;
     const int64_t t = static_cast<int64_t>(v & 0xFFFFFFFFu);
-    if (t >= num_tasks_.load(std::memory_order_acquire)) break;
-    if (!claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) continue;
+    const int64_t n = num_tasks_.load(std::memory_order_acquire);
+    if (t >= n) break;
+    const int64_t take = guided ? std::max<int64_t>(1, (n - t) / divisor) : 1;
+    if (!claim_.compare_exchange_weak(v, v + static_cast<uint64_t>(take), std::memory_order_acq_rel,
+                                      std::memory_order_relaxed))
+      continue;
     // the job cannot change while one of its tasks is claimed and not done
-    (*job_.load(std::memory_order_acquire))(t, thread);
-    done_.fetch_add(1, std::memory_order_acq_rel);
+    (*job_.load(std::memory_order_acquire))(t, t + take, thread);
+    done_.fetch_add(take, std::memory_order_acq_rel);
   }
   t_in_pool_task = false;
 }
@@ -85,9 +91,22 @@ void ThreadPool::worker_loop(int index) {
 }
 
 void ThreadPool::run(int64_t num_tasks, FunctionRef<void(int64_t, int)> fn) {
+  auto each = [&](int64_t b, int64_t e, int thread) {
+    for (int64_t t = b; t < e; ++t) fn(t, thread);
+  };
+  run_ranges(num_tasks, false, each);
+}
+
+void ThreadPool::run_guided(int64_t n, FunctionRef<void(int64_t, int64_t, int)> fn) { run_ranges(n, true, fn); }
+
+void ThreadPool::run_ranges(int64_t num_tasks, bool guided, RangeFn fn) {
   if (num_tasks <= 0) return;
   if (workers_.empty() || num_tasks == 1 || t_in_pool_task) {
-    for (int64_t t = 0; t < num_tasks; ++t) fn(t, 0);
+    if (guided) {
+      fn(0, num_tasks, 0);
+    } else {
+      for (int64_t t = 0; t < num_tasks; ++t) fn(t, t + 1, 0);
+    }
     return;
   }
   std::lock_guard<std::mutex> run_lock(run_mu_);
@@ -96,16 +115,16 @@ void ThreadPool::run(int64_t num_tasks, FunctionRef<void(int64_t, int)> fn) {
   for (int64_t base = 0; base < num_tasks; base += kSlice) {
     const int64_t n = std::min(kSlice, num_tasks - base);
     if (base == 0) {
-      run_job(n, fn);
+      run_job(n, guided, fn);
     } else {
-      auto shifted = [&](int64_t t, int thread) { fn(base + t, thread); };
-      FunctionRef<void(int64_t, int)> f(shifted);
-      run_job(n, f);
+      auto shifted = [&](int64_t b, int64_t e, int thread) { fn(base + b, base + e, thread); };
+      RangeFn f(shifted);
+      run_job(n, guided, f);
     }
   }
 }
 
-void ThreadPool::run_job(int64_t num_tasks, FunctionRef<void(int64_t, int)>& fn) {
+void ThreadPool::run_job(int64_t num_tasks, bool guided, RangeFn& fn) {
   const uint64_t next = static_cast<uint64_t>(job_id_ + 1) << 32;
   // Close the previous job first. A worker late in work() may hold a stale claim value of the
   // previous job (all its tasks taken) and read the new num_tasks_: without this store its
@@ -114,6 +133,7 @@ void ThreadPool::run_job(int64_t num_tasks, FunctionRef<void(int64_t, int)>& fn)
   // new num_tasks_ (released below) its stale compare-exchange fails.
   claim_.store(next | 0xFFFFFFFFu, std::memory_order_relaxed);
   job_.store(&fn, std::memory_order_relaxed);
+  guided_.store(guided, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
   num_tasks_.store(num_tasks, std::memory_order_release);
   ++job_id_;

@@ -30,6 +30,58 @@ TEST(ThreadPool, EveryTaskOnceAcrossManyJobs) {
   }
 }
 
+// Guided jobs alternate with plain ones, so a worker waking late meets a job of the other
+// kind. Every item is covered exactly once, the ranges shrink toward the end (the first claim
+// takes about n / (2 * threads) items, the last ones a single item) and a nested guided call
+// runs as one range on the calling thread.
+TEST(ThreadPool, GuidedRangesCoverEveryItemOnceAndShrink) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (int job = 0; job < 2000; ++job) {
+      const int64_t n = 1 + (job * 37) % 200;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int64_t> largest{0}, last_size{0}, last_begin{-1};
+      auto body = [&](int64_t b, int64_t e, int thread) {
+        ASSERT_LE(0, b);
+        ASSERT_LT(b, e);
+        ASSERT_LE(e, n);
+        EXPECT_LT(thread, threads);
+        int64_t l = largest.load();
+        while (e - b > l && !largest.compare_exchange_weak(l, e - b)) {
+        }
+        if (e == n) {
+          last_size = e - b;
+          last_begin = b;
+        }
+        if (job % 89 == 0 && b == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+      };
+      if (job % 2) {
+        pool.run_guided(n, body);
+      } else {
+        pool.run(n, [&](int64_t t, int thread) { body(t, t + 1, thread); });
+      }
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "job " << job << " item " << i;
+      if (n > 1) {
+        EXPECT_EQ(last_size.load(), 1) << "job " << job << ": the last claim should be one item";
+        EXPECT_LE(largest.load(), std::max<int64_t>(1, n / (2 * threads))) << "job " << job;
+      }
+      if (job % 2 && n >= 8 * threads)
+        EXPECT_EQ(largest.load(), n / (2 * threads)) << "job " << job << ": the first claim should be the largest";
+    }
+  }
+  ThreadPool pool(2);
+  std::atomic<int> calls{0};
+  pool.run(2, [&](int64_t, int) {
+    pool.run_guided(50, [&](int64_t b, int64_t e, int) {
+      EXPECT_EQ(b, 0);
+      EXPECT_EQ(e, 50);
+      calls.fetch_add(1);
+    });
+  });
+  EXPECT_EQ(calls.load(), 2);
+}
+
 TEST(ThreadPool, NestedRunsSeriallyAndParallelForCovers) {
   ThreadPool pool(2);
   std::atomic<int64_t> sum{0};

@@ -123,14 +123,9 @@ constexpr int64_t kDirectBSmallMaxRows = 64;
 constexpr int64_t kPackAMinCols = 256;
 // Products with fewer multiply-adds than this run on one thread.
 constexpr double kSerialMaxFma = 1 << 18;
-// Tiles per thread wanted when each would still have at least kMinTileFma multiply-adds.
-// Tiles are claimed dynamically, so a core that runs slower for a while (another process, a
-// virtual CPU's neighbours) takes fewer of them instead of holding the others up at the end
-// of the call. On the 2-vCPU Xeon host the two cores' single-thread speeds differed by up to
-// 12% from minute to minute, and 4 tiles per thread instead of 1 made MiniLM at batch 8
-// 6-9% faster (batch 32 4%, batch 1 unchanged; runs alternated, see docs/benchmarks.md).
-constexpr int64_t kTilesPerThread = 4;
-constexpr double kMinTileFma = 1 << 20;
+// Work units per thread wanted at least (the units are claimed in shrinking ranges, see
+// make_plan): fewer rows than that make the planner split the columns further.
+constexpr int64_t kMinUnitsPerThread = 4;
 // Largest packed-B scratch per call (in elements); wider products are processed in column
 // chunks.
 constexpr int64_t kMaxScratchFloats = int64_t{1} << 23;
@@ -381,69 +376,44 @@ void compute_tile(const Problem& P, const KernelFamily& f, const void* a, const 
   for (int64_t r = m0; r < m1; r += rows) compute_block(P, f, a, bv, c, r, std::min(m1, r + rows), n0, n1);
 }
 
-// How the columns [n0, n1) and all rows of one item are cut into pool tasks.
+// How the columns [n0, n1) and all rows of one item are cut into work units: tn column tiles
+// (each tile's B block stays in L2) times pu row units (micro-panels of nearly equal height),
+// numbered tile by tile. The threads claim units in ranges that shrink toward the end of the
+// call (ThreadPool::run_guided): one claim first covers many micro-panels of a tile, and the
+// last claims are single micro-panels, so no thread waits long for another at the end. With
+// 8 fixed tiles per call at batch 1 of MiniLM (128 rows), the calling thread spent about 10% of
+// its time in the products waiting for the last tile of the other.
 struct Plan {
-  int64_t tm = 1, tn = 1;  // tiles along M and N
-  int64_t mu = 0, nu = 0;  // M in units of mr_max rows, N in 32-column panels
+  int64_t pu = 1, tn = 1;  // row units per column tile, column tiles
+  int64_t nu = 0;          // N in 32-column panels
+  bool serial = false;     // the product is too small to share
 };
 
-// Picks tm x tn tiles that keep each B block within L2 and balance the threads. The model:
-// time = (rounds of tasks) x (cost of the largest tile), where a tile of r rows and c columns
-// costs r*c*k multiply-adds plus loading its (r + c) x k operands from L3, which takes about
-// as long as 8 multiply-adds per element on one core; plus a slight cost per task and per
-// extra split of N (which reloads A micro-panels). Tiny products get one task; large ones at
-// least kTilesPerThread per thread (see there).
 Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int64_t b_es, int threads, const KernelFamily& f) {
   Plan pl;
-  pl.mu = ceil_div(m, f.mr_max);
   pl.nu = ceil_div(n, kPanel);
   const int64_t nb_units = std::max<int64_t>(1, kL2BlockBytes / (kc * b_es * kPanel));
-  const int64_t tn_min = ceil_div(pl.nu, nb_units);
-  const double fma = static_cast<double>(m) * n * k;
+  pl.tn = ceil_div(pl.nu, nb_units);
   // Waking a second core costs about as much as a tiny product, and much more when that
   // core is busy with another process.
-  if (threads <= 1 || fma < kSerialMaxFma) {
-    pl.tn = tn_min;
+  if (threads <= 1 || static_cast<double>(m) * n * k < kSerialMaxFma) {
+    pl.serial = true;
     return pl;
   }
-  // Candidates: at least one task per thread (unless the product has fewer units), up to
-  // kTilesPerThread per thread when the tiles stay large enough; at most twice that (or what
-  // the L2 blocking needs): a few dozen for 2 threads.
-  const int64_t per_thread =
-      std::clamp<int64_t>(static_cast<int64_t>(fma / (kMinTileFma * threads)), 1, kTilesPerThread);
-  const int64_t min_tasks = threads * per_thread;
-  const int64_t max_tasks = std::max<int64_t>(2 * kTilesPerThread * threads, tn_min);
-  double best = 1e300;
-  for (int64_t tm = 1; tm <= std::min(pl.mu, max_tasks); ++tm) {
-    const int64_t tn_hi = std::max(tn_min, std::min(pl.nu, max_tasks / tm));
-    for (int64_t tn = tn_min; tn <= tn_hi; ++tn) {
-      const int64_t tasks = tm * tn;
-      if (tasks < min_tasks && !(tm == pl.mu && tn >= pl.nu)) continue;
-      const int64_t units_m = ceil_div(pl.mu, tm);
-      const int64_t rows = std::min(m, units_m * f.mr_max);
-      const int64_t units_n = ceil_div(pl.nu, tn);
-      const int64_t cols = std::min(ceil_div(n, 16) * 16, units_n * kPanel);
-      const double rounds = static_cast<double>(ceil_div(tasks, threads));
-      const double tile = static_cast<double>(rows) * cols + 8.0 * (rows + cols);
-      const double t = rounds * tile * (1.0 + 0.01 * tasks / threads + 0.03 * (tn - tn_min));
-      if (t < best) {
-        best = t;
-        pl.tm = tm;
-        pl.tn = tn;
-      }
-    }
-  }
+  pl.pu = ceil_div(m, f.mr_max);
+  // Few rows (a product of a few tokens): more column tiles, so every thread gets some units.
+  const int64_t want = kMinUnitsPerThread * threads;
+  if (pl.pu * pl.tn < want) pl.tn = std::min(pl.nu, std::max(pl.tn, ceil_div(want, pl.pu)));
   return pl;
 }
 
-void tile_range(const Plan& pl, const KernelFamily& f, int64_t m, int64_t n0, int64_t n1, int64_t t, int64_t* m0,
-                int64_t* m1, int64_t* j0, int64_t* j1) {
-  const int64_t ti = t % pl.tm, tj = t / pl.tm;
-  *m0 = std::min(m, pl.mu * ti / pl.tm * f.mr_max);
-  *m1 = std::min(m, pl.mu * (ti + 1) / pl.tm * f.mr_max);
-  const int64_t nu = ceil_div(n1 - n0, kPanel);
-  *j0 = std::min(n1, n0 + nu * tj / pl.tn * kPanel);
-  *j1 = std::min(n1, n0 + nu * (tj + 1) / pl.tn * kPanel);
+// Rows [*m0, *m1) and columns [*j0, *j1) of row unit p of column tile tj.
+void unit_range(const Plan& pl, int64_t m, int64_t n0, int64_t n1, int64_t p, int64_t tj, int64_t* m0, int64_t* m1,
+                int64_t* j0, int64_t* j1) {
+  *m0 = m * p / pl.pu;
+  *m1 = m * (p + 1) / pl.pu;
+  *j0 = std::min(n1, n0 + pl.nu * tj / pl.tn * kPanel);
+  *j1 = std::min(n1, n0 + pl.nu * (tj + 1) / pl.tn * kPanel);
 }
 
 // Runs columns [n0, n1) of one item on the calling thread alone, in L2-sized column blocks.
@@ -453,13 +423,20 @@ void run_item_serial(const Problem& P, const KernelFamily& f, const void* a, con
   for (int64_t j = n0; j < n1; j += nb) compute_tile(P, f, a, bv, c, 0, P.m, j, std::min(n1, j + nb));
 }
 
-// Runs columns [n0, n1) of one item over the pool with the given plan.
+// Runs columns [n0, n1) of one item over the pool with the given plan (serially when the plan
+// says so): each claimed range of units runs as one tile per column tile it touches.
 void run_item_parallel(const Problem& P, const KernelFamily& f, const Plan& pl, const void* a, const BView& bv,
                        void* c, int64_t n0, int64_t n1, ThreadPool& pool) {
-  pool.run(pl.tm * pl.tn, [&](int64_t t, int) {
-    int64_t m0, m1, j0, j1;
-    tile_range(pl, f, P.m, n0, n1, t, &m0, &m1, &j0, &j1);
-    if (m0 < m1 && j0 < j1) compute_tile(P, f, a, bv, c, m0, m1, j0, j1);
+  if (pl.serial) return run_item_serial(P, f, a, bv, c, n0, n1);
+  pool.run_guided(pl.pu * pl.tn, [&](int64_t u0, int64_t u1, int) {
+    while (u0 < u1) {
+      const int64_t tj = u0 / pl.pu, p0 = u0 % pl.pu, p1 = std::min(pl.pu, p0 + (u1 - u0));
+      int64_t m0, m1, j0, j1, unused0, unused1;
+      unit_range(pl, P.m, n0, n1, p0, tj, &m0, &unused0, &j0, &j1);
+      unit_range(pl, P.m, n0, n1, p1 - 1, tj, &unused1, &m1, &j0, &j1);
+      if (m0 < m1 && j0 < j1) compute_tile(P, f, a, bv, c, m0, m1, j0, j1);
+      u0 += p1 - p0;
+    }
   });
 }
 
@@ -523,7 +500,7 @@ Strategy decide(const GemmArgs& g, bool pre, int64_t kc, int threads, const Kern
   }
   st.chunk = std::min(npad, std::max<int64_t>(4 * kPanel, kMaxScratchFloats / g.k / kPanel * kPanel));
   const bool shared_across_items = g.batch_stride_b == 0 && g.batch > 1 && st.chunk == npad;
-  if (st.items_parallel ? !shared_across_items : st.plan.tm == 1) st.mode = BMode::pack_per_block;
+  if (st.items_parallel ? !shared_across_items : st.plan.pu == 1) st.mode = BMode::pack_per_block;
   return st;
 }
 
@@ -762,9 +739,11 @@ std::string describe_sgemm(const GemmArgs& g, bool packed_b) {
                                               : "; B packed once, shared";
   if (st.items_parallel)
     out += cat("; ", g.batch, " items spread over ", threads, " threads");
+  else if (st.plan.serial)
+    out += cat("; ", st.plan.tn, " column tiles on one thread (too small to share)");
   else
-    out += cat("; ", st.plan.tm, "x", st.plan.tn, " tiles (M x N) over ", threads, " threads",
-               g.batch > 1 ? cat(", items one after the other") : std::string());
+    out += cat("; ", st.plan.pu, "x", st.plan.tn, " units (row panels x column tiles) claimed by ", threads,
+               " threads in shrinking ranges", g.batch > 1 ? cat(", items one after the other") : std::string());
   return out;
 }
 

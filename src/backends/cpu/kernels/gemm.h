@@ -165,8 +165,8 @@ std::string gemm_kernel_name(GemmType a, GemmType b, GemmType c);
 
 // How sgemm (or sgemm_packed, if packed_b) would run `args` here, for the dispatch report and
 // tests: kernel family, how B is read, and how the work is split, e.g.
-// "avx512 14x32; B packed per block in each tile; 1x2 tiles (M x N) over 2 threads" (the
-// kernel part as gemm_kernel_name(types) says it).
+// "avx512 14x32; B pre-packed; 10x1 units (row panels x column tiles) claimed by 2 threads in
+// shrinking ranges" (the kernel part as gemm_kernel_name(types) says it).
 // Does not check the arguments.
 std::string describe_sgemm(const GemmArgs& args, bool packed_b = false);
 
