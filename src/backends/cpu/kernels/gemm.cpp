@@ -407,11 +407,11 @@ Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int64_t b_es, int th
   return pl;
 }
 
-// Rows [*m0, *m1) and columns [*j0, *j1) of row unit p of column tile tj.
-void unit_range(const Plan& pl, int64_t m, int64_t n0, int64_t n1, int64_t p, int64_t tj, int64_t* m0, int64_t* m1,
-                int64_t* j0, int64_t* j1) {
-  *m0 = m * p / pl.pu;
-  *m1 = m * (p + 1) / pl.pu;
+// The first row of row unit p (p == pu: one past the last row).
+int64_t unit_row(const Plan& pl, int64_t m, int64_t p) { return m * p / pl.pu; }
+
+// Columns [*j0, *j1) of column tile tj of columns [n0, n1).
+void tile_columns(const Plan& pl, int64_t n0, int64_t n1, int64_t tj, int64_t* j0, int64_t* j1) {
   *j0 = std::min(n1, n0 + pl.nu * tj / pl.tn * kPanel);
   *j1 = std::min(n1, n0 + pl.nu * (tj + 1) / pl.tn * kPanel);
 }
@@ -431,9 +431,9 @@ void run_item_parallel(const Problem& P, const KernelFamily& f, const Plan& pl, 
   pool.run_guided(pl.pu * pl.tn, [&](int64_t u0, int64_t u1, int) {
     while (u0 < u1) {
       const int64_t tj = u0 / pl.pu, p0 = u0 % pl.pu, p1 = std::min(pl.pu, p0 + (u1 - u0));
-      int64_t m0, m1, j0, j1, unused0, unused1;
-      unit_range(pl, P.m, n0, n1, p0, tj, &m0, &unused0, &j0, &j1);
-      unit_range(pl, P.m, n0, n1, p1 - 1, tj, &unused1, &m1, &j0, &j1);
+      const int64_t m0 = unit_row(pl, P.m, p0), m1 = unit_row(pl, P.m, p1);
+      int64_t j0, j1;
+      tile_columns(pl, n0, n1, tj, &j0, &j1);
       if (m0 < m1 && j0 < j1) compute_tile(P, f, a, bv, c, m0, m1, j0, j1);
       u0 += p1 - p0;
     }
