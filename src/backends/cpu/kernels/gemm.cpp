@@ -5,7 +5,7 @@
 //
 // Loop structure (per batch item), BLIS style with the roles of A and B suited to row-major C
 // and vectors along N:
-//   tile of C (rows m0..m1, columns n0..n1, one pool task)
+//   tile of C (rows m0..m1, columns n0..n1: one claim of micro-panels in a column tile)
 //     for each K block of kc rows               B block kc x (n1-n0) stays in L2
 //       for each MR rows of the tile            A micro-panel (MR x kc) stays in L1
 //         for each 32 (or 64) columns           B micro-panel streams from L2
