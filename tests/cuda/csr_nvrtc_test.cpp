@@ -1,4 +1,4 @@
-// The cuda device's native CSR kernels (backends/csr_spmv.h) checked without a GPU: their CUDA
+// The cuda device's native CSR kernels (kernels/csr_spmv.h) checked without a GPU: their CUDA
 // C++ (the kernel bodies shared with OpenCL C, under the CUDA prelude) compiles with NVRTC for
 // sm_90 and sm_80, every kernel an unmangled entry point; and the legalizer, asked as a GPU
 // of a given capability would answer (cuda::make_codegen_device), claims spmv_csr and
@@ -11,7 +11,7 @@
 #include <regex>
 #include <set>
 
-#include "backends/csr_spmv.h"
+#include "kernels/csr_spmv.h"
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/cuda_nvrtc.h"
 #include "cuda/nvrtc_symbols.h"
@@ -60,16 +60,16 @@ class CudaCsrNvrtc : public ::testing::TestWithParam<std::string> {};
 // for the architecture, and PTX (whose .entry lines name the kernels) for its compute_XY.
 TEST_P(CudaCsrNvrtc, EveryKernelCompiles) {
   const std::string arch = GetParam();
-  const std::string source = backends::csr_spmv_cuda_source(/*f64_scatter=*/true);
+  const std::string source = kernels::csr_spmv_cuda_source(/*f64_scatter=*/true);
   const std::set<std::string> names = instantiated(source);
   // SpMV and SDDMM in f32/f64 x i32/i64, and the transposed SpMV in both value dtypes
   ASSERT_EQ(names.size(), 12u) << source;
   for (DType v : {DType::f32, DType::f64})
     for (DType i : {DType::i32, DType::i64})
       for (auto [sddmm, transposed] : {std::pair{false, false}, {false, true}, {true, false}})
-        EXPECT_EQ(names.count(backends::csr_kernel_name(sddmm, transposed, v, i)), 1u)
-            << backends::csr_kernel_name(sddmm, transposed, v, i);
-  EXPECT_EQ(instantiated(backends::csr_spmv_cuda_source(false)).size(), 10u) << "no f64 scatter without f64 atomics";
+        EXPECT_EQ(names.count(kernels::csr_kernel_name(sddmm, transposed, v, i)), 1u)
+            << kernels::csr_kernel_name(sddmm, transposed, v, i);
+  EXPECT_EQ(instantiated(kernels::csr_spmv_cuda_source(false)).size(), 10u) << "no f64 scatter without f64 atomics";
 
   auto cubin = cuda::nvrtc_compile(source, arch);
   ASSERT_TRUE(cubin.has_value()) << arch << ": " << cubin.status().to_string();
@@ -91,12 +91,12 @@ INSTANTIATE_TEST_SUITE_P(Archs, CudaCsrNvrtc, ::testing::Values("sm_90", "sm_80"
 // The OpenCL source is the same bodies under the OpenCL prelude: its kernels are the CUDA
 // ones less the f64 scatter (no portable 64-bit float atomics), and it has no CUDA in it.
 TEST(CudaCsr, OpenclSourceSharesTheKernels) {
-  const std::string cl = backends::csr_spmv_opencl_source(/*fp64=*/true);
-  EXPECT_EQ(instantiated(cl), instantiated(backends::csr_spmv_cuda_source(false)));
+  const std::string cl = kernels::csr_spmv_opencl_source(/*fp64=*/true);
+  EXPECT_EQ(instantiated(cl), instantiated(kernels::csr_spmv_cuda_source(false)));
   EXPECT_EQ(cl.find("__global__"), std::string::npos);
   EXPECT_EQ(cl.find("atomicAdd"), std::string::npos);
   EXPECT_NE(cl.find("atomic_cmpxchg"), std::string::npos);
-  EXPECT_EQ(instantiated(backends::csr_spmv_opencl_source(false)).size(), 6u);
+  EXPECT_EQ(instantiated(kernels::csr_spmv_opencl_source(false)).size(), 6u);
 }
 
 // The legalizer claims the CSR ops natively on cuda with the CSR kernels, in f32 and f64 and
@@ -104,7 +104,7 @@ TEST(CudaCsr, OpenclSourceSharesTheKernels) {
 // device compiles (and NVRTC emits them).
 TEST(CudaCsr, ClaimedNativelyAndScheduled) {
   auto dev = cuda::make_codegen_device(90);
-  const std::string source = backends::csr_spmv_cuda_source(cuda::has_f64_atomic_add(90));
+  const std::string source = kernels::csr_spmv_cuda_source(cuda::has_f64_atomic_add(90));
   auto ptx = cuda::nvrtc_compile(source, "compute_90");
   ASSERT_TRUE(ptx.has_value()) << ptx.status().to_string();
   const std::set<std::string> entries = ptx_entries((*ptx)->bytes);
@@ -128,7 +128,7 @@ TEST(CudaCsr, ClaimedNativelyAndScheduled) {
       ASSERT_EQ(prog->natives.size(), 3u) << prog->listing();
       for (const kir::NativeKernel& nk : prog->natives) {
         NodeDesc nd{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-        auto p = backends::plan_csr_spmv(nd, cuda::has_f64_atomic_add(90));
+        auto p = kernels::plan_csr_spmv(nd, cuda::has_f64_atomic_add(90));
         ASSERT_TRUE(p.has_value()) << nk.name << ": " << p.status().to_string();
         EXPECT_EQ(entries.count(p->kernel), 1u) << p->kernel << " is not in the compiled CSR program";
       }

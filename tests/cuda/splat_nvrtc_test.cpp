@@ -1,4 +1,4 @@
-// The cuda device's native splatting kernels (backends/splat_source.h, cuda_splat.cpp) checked
+// The cuda device's native splatting kernels (kernels/splat_source.h, cuda_splat.cpp) checked
 // without a GPU: their CUDA C++ (the kernel text the opencl device runs as OpenCL C, under the
 // CUDA prelude) compiles with NVRTC for sm_90 and sm_80 in f32 and f64, every kernel an
 // unmangled entry point; and the legalizer, asked as a GPU of a given capability would answer
@@ -14,7 +14,7 @@
 
 #include "backends/cuda/cuda_codegen.h"
 #include "backends/cuda/cuda_nvrtc.h"
-#include "backends/splat_source.h"
+#include "kernels/splat_source.h"
 #include "cuda/nvrtc_symbols.h"
 #include "rlx/compile.h"
 #include "rlx/dispatch.h"
@@ -28,7 +28,7 @@ using nvrtc_test::cubin_has_symbol;
 using nvrtc_test::ptx_entries;
 
 std::set<std::string> names_of(Op op) {
-  const std::vector<std::string> v = backends::splat_kernel_names(op);
+  const std::vector<std::string> v = kernels::splat_kernel_names(op);
   return {v.begin(), v.end()};
 }
 
@@ -49,7 +49,7 @@ TEST_P(CudaSplatNvrtc, EveryKernelCompiles) {
   const std::string compute = "compute_" + arch.substr(arch.find('_') + 1);
   for (Op op : kSourceOps) {
     SCOPED_TRACE(cat(op_name(op), " ", dtype_name(dt), " ", arch));
-    const std::string source = backends::splat_cuda_source(op, dt);
+    const std::string source = kernels::splat_cuda_source(op, dt);
     const std::set<std::string> names = names_of(op);
     ASSERT_EQ(names.size(), op == Op::SplatProject ? 2u : op == Op::SplatRasterize ? 3u : 6u);
     auto cubin = cuda::nvrtc_compile(source, arch);
@@ -76,23 +76,23 @@ INSTANTIATE_TEST_SUITE_P(Archs, CudaSplatNvrtc,
 TEST(CudaSplat, OpenclAndCudaShareTheKernels) {
   for (Op op : kSourceOps) {
     SCOPED_TRACE(op_name(op));
-    const std::string cu = backends::splat_cuda_source(op, DType::f64);
-    const std::string cl = backends::splat_opencl_source(op, DType::f64, 8);
+    const std::string cu = kernels::splat_cuda_source(op, DType::f64);
+    const std::string cl = kernels::splat_opencl_source(op, DType::f64, 8);
     for (const std::string& k : names_of(op)) {
       EXPECT_NE(cu.find(" " + k + "("), std::string::npos) << k;
       EXPECT_NE(cl.find(" " + k + "("), std::string::npos) << k;
     }
     EXPECT_NE(cu.find("#define T double\n#define BLK 16\n"), std::string::npos);
     EXPECT_NE(cl.find("#define T double\n#define BLK 8\n"), std::string::npos);
-    EXPECT_NE(backends::splat_cuda_source(op, DType::f32).find("#define T float\n"), std::string::npos);
+    EXPECT_NE(kernels::splat_cuda_source(op, DType::f32).find("#define T float\n"), std::string::npos);
     for (const char* opencl_only : {"__global ", "__local", "__kernel", "get_global_id", "barrier(", "(int4)(", "#pragma"})
       EXPECT_EQ(cu.find(opencl_only), std::string::npos) << opencl_only << " in the CUDA source";
     for (const char* cuda_only : {"__global__", "__shared__", "__syncthreads", "threadIdx", "make_int4", "extern \"C\""})
       EXPECT_EQ(cl.find(cuda_only), std::string::npos) << cuda_only << " in the OpenCL source";
   }
-  EXPECT_NE(backends::splat_opencl_source(Op::SplatRasterizeBackward, DType::f32, 16).find("cl_khr_int64_base_atomics"),
+  EXPECT_NE(kernels::splat_opencl_source(Op::SplatRasterizeBackward, DType::f32, 16).find("cl_khr_int64_base_atomics"),
             std::string::npos);
-  EXPECT_EQ(backends::splat_opencl_source(Op::SplatRasterize, DType::f32, 16).find("cl_khr_int64_base_atomics"),
+  EXPECT_EQ(kernels::splat_opencl_source(Op::SplatRasterize, DType::f32, 16).find("cl_khr_int64_base_atomics"),
             std::string::npos);
 }
 

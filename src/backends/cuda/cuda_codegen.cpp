@@ -4,13 +4,14 @@
 
 #include "../../codegen/c_prelude.h"
 #include "../../codegen/c_renderer.h"
+#include "codegen/device_modules.h"
 #include "../../passes/schedule.h"
-#include "backends/csr_spmv.h"
-#include "backends/splat_source.h"
+#include "kernels/csr_spmv.h"
+#include "kernels/splat_source.h"
 
 namespace rlx::cuda {
 
-Expected<backends::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc) {
+Expected<kernels::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc) {
   if (n.op != Op::Dot) return error(ErrorCode::unsupported, "only dot is native (cuBLAS)");
   if (n.inputs.size() != 2 || n.outputs.size() != 1) return error(ErrorCode::unsupported, "dot needs two inputs");
   const DType t = n.inputs[0].dtype;
@@ -27,7 +28,7 @@ Expected<backends::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc) 
   }
   for (const TensorType& x : n.inputs)
     if (!static_sizes(x.shape)) return error(ErrorCode::unsupported, "the cuBLAS GEMM needs static shapes");
-  RLX_ASSIGN_OR_RETURN(backends::GemmPlan p, backends::plan_contraction(n.op, n.attrs, n.inputs, n.outputs));
+  RLX_ASSIGN_OR_RETURN(kernels::GemmPlan p, kernels::plan_contraction(n.op, n.attrs, n.inputs, n.outputs));
   // cuBLAS takes 32-bit sizes and leading dimensions
   const int64_t lim = INT32_MAX;
   if (p.m > lim || p.n > lim || p.k > lim || p.batch > lim || p.lda > lim || p.ldb > lim || p.ldc > lim)
@@ -35,7 +36,7 @@ Expected<backends::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc) 
   return p;
 }
 
-ColumnMajorGemm column_major_gemm(const backends::GemmPlan& p) {
+ColumnMajorGemm column_major_gemm(const kernels::GemmPlan& p) {
   ColumnMajorGemm g;
   g.trans_first = p.trans_b;
   g.trans_second = p.trans_a;
@@ -54,9 +55,9 @@ ColumnMajorGemm column_major_gemm(const backends::GemmPlan& p) {
 
 Claim claim_native(const NodeDesc& n, ComputeCapability cc) {
   if (op_info(n.op).family == OpFamily::sparse)
-    return backends::claim_csr_spmv(n, "cuda", /*fp64=*/true, has_f64_atomic_add(cc));
+    return kernels::claim_csr_spmv(n, "cuda", /*fp64=*/true, has_f64_atomic_add(cc));
   if (op_info(n.op).family == OpFamily::splat) {
-    Claim c = backends::claim_splat_kernels(n, "CUDA");
+    Claim c = kernels::claim_splat_kernels(n, "CUDA");
     if (c.ok && n.op == Op::SplatRasterizeBackward && !has_f64_atomic_add(cc))
       return Claim::no(cat("splat_rasterize_backward adds gradients with atomicAdd on double, which needs sm_60 or "
                            "newer; this GPU is sm_", cc));
@@ -97,13 +98,7 @@ Expected<std::string> render_kernels(const kir::KernelProgram& prog, const std::
   return src;
 }
 
-std::string translation_unit(std::string_view kernels) {
-  std::string src = "#define RLX_CUDA 1\n";
-  src += codegen::c_prelude();
-  src += codegen::c_runtime_helpers();
-  src += kernels;
-  return src;
-}
+std::string translation_unit(std::string_view kernels) { return codegen::cuda_translation_unit(kernels); }
 
 namespace {
 

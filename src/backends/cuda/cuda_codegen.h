@@ -1,6 +1,6 @@
 // The cuda device's code generation, which needs no GPU and no CUDA headers: which nodes the
-// device claims (cuBLAS GEMMs, the CSR kernels of backends/csr_spmv.h, the splatting kernels of
-// backends/splat_source.h) or renders, the scheduled kernel program, and the CUDA C++
+// device claims (cuBLAS GEMMs, the CSR kernels of kernels/csr_spmv.h, the splatting kernels of
+// kernels/splat_source.h) or renders, the scheduled kernel program, and the CUDA C++
 // translation unit that NVRTC compiles. The runtime (cuda_device.cpp) and the NVRTC check of
 // every conformance case (tests/cuda/) both build their programs through these functions, so
 // the test compiles exactly what a GPU would run.
@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "backends/gemm_plan.h"
+#include "kernels/gemm_plan.h"
 #include "rlx/compile.h"
 #include "rlx/device.h"
 #include "rlx/kernel_ir.h"
@@ -23,7 +23,7 @@ using ComputeCapability = int;
 // The cuBLAS plan for a `dot` node: the CPU's contraction planner decides the GEMM layout
 // (its plan is device-independent); cuBLAS computes f32, f64 and f16 (f32 accumulation), and
 // bf16 (f32 accumulation) from sm_80 on. An error says why the node is not one cuBLAS call.
-Expected<backends::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc);
+Expected<kernels::GemmPlan> gemm_plan(const NodeDesc& n, ComputeCapability cc);
 
 // One column-major GEMM call (cuBLAS's convention) computing a row-major plan: row-major
 // C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so B is the first operand and A the
@@ -34,7 +34,7 @@ struct ColumnMajorGemm {
   int64_t ld_first = 0, ld_second = 0, ldc = 0;
   int64_t stride_first = 0, stride_second = 0, stride_c = 0, batch = 1;
 };
-ColumnMajorGemm column_major_gemm(const backends::GemmPlan& p);
+ColumnMajorGemm column_major_gemm(const kernels::GemmPlan& p);
 
 // Whether a GPU of capability `cc` has atomicAdd on double (sm_60 on): the CSR kernels'
 // transposed SpMV in f64 (a scatter) needs it.
@@ -42,7 +42,7 @@ inline bool has_f64_atomic_add(ComputeCapability cc) { return cc >= 60; }
 
 // The device's answer to the legalizer's two questions for a GPU of capability `cc`: native
 // are the cuBLAS GEMM (dot), the CSR kernels (spmv_csr, sddmm_csr; f32 and f64) and the
-// splatting kernels of backends/splat_source.h (the four splat ops, f32 and f64 tensors
+// splatting kernels of kernels/splat_source.h (the four splat ops, f32 and f64 tensors
 // computed in double; splat_rasterize_backward from sm_60, for atomicAdd on double).
 Claim claim_native(const NodeDesc& n, ComputeCapability cc);
 Claim supports_primitive(const NodeDesc& n);

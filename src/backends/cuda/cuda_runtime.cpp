@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "cuda_nvrtc.h"
 
@@ -120,6 +122,83 @@ Expected<cudaKernel_t> Runtime::kernel(const std::string& source, const std::str
   cudaKernel_t k = nullptr;
   RLX_TRY(cuda_check(cudaLibraryGetKernel(&k, it->second, name.c_str()), "cudaLibraryGetKernel " + name));
   return k;
+}
+
+}  // namespace rlx::cuda
+
+// ---- the device runtime layer (hal.h) ----
+
+namespace rlx::cuda {
+namespace {
+void* ptr(const hal::BufferRange& r) { return reinterpret_cast<char*>(r.buffer.id) + r.offset; }
+}  // namespace
+
+Expected<hal::Buffer> Runtime::allocate(uint64_t bytes, const std::string& what) {
+  void* p = nullptr;
+  RLX_TRY(cuda_check(cudaMalloc(&p, bytes), cat("cudaMalloc of ", bytes, " bytes for ", what)));
+  return hal::Buffer{reinterpret_cast<uint64_t>(p), bytes};
+}
+
+void Runtime::release(hal::Buffer b) {
+  if (b.id) cudaFree(reinterpret_cast<void*>(b.id));
+}
+
+Status Runtime::upload(const hal::BufferRange& r, const void* data, uint64_t bytes) {
+  return cuda_check(cudaMemcpy(ptr(r), data, bytes, cudaMemcpyHostToDevice), cat("cudaMemcpy uploading ", bytes, " bytes"));
+}
+
+Status Runtime::download(const hal::BufferRange& r, void* data, uint64_t bytes) {
+  return cuda_check(cudaMemcpy(data, ptr(r), bytes, cudaMemcpyDeviceToHost), cat("cudaMemcpy downloading ", bytes, " bytes"));
+}
+
+Expected<std::vector<hal::Kernel>> Runtime::build(const hal::KernelModule& module) {
+  std::vector<hal::Kernel> out;
+  for (const hal::KernelEntry& e : module.entries) {
+    RLX_ASSIGN_OR_RETURN(cudaKernel_t k, kernel(module.source, e.name));
+    out.push_back({reinterpret_cast<uint64_t>(k)});
+  }
+  return out;
+}
+
+Status Runtime::check_dispatch(const hal::Dispatch& d) const {
+  if (d.items > 0 && (d.items + kThreadsPerBlock - 1) / kThreadsPerBlock > INT32_MAX)
+    return error(ErrorCode::unsupported, "cuda: kernel ", d.name, " has ", d.items, " work items, more than one launch covers");
+  return Status::ok();
+}
+
+Status Runtime::write(const hal::BufferRange& r, const void* data, uint64_t bytes) {
+  return cuda_check(cudaMemcpyAsync(ptr(r), data, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync writing an input");
+}
+
+Status Runtime::read(const hal::BufferRange& r, void* data, uint64_t bytes) {
+  return cuda_check(cudaMemcpyAsync(data, ptr(r), bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync reading an output");
+}
+
+Status Runtime::finish() {
+  // a fault in any kernel surfaces here, named by the CUDA error
+  return cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize after running the program");
+}
+
+Status Runtime::enqueue(const hal::Command& c) {
+  if (c.kind == hal::Command::Kind::zero)
+    return cuda_check(cudaMemsetAsync(ptr(c.range), 0, c.range.bytes, stream_), "cudaMemsetAsync " + c.name);
+  const hal::Dispatch& d = c.dispatch;
+  // cudaLaunchKernel reads each argument through a pointer to it
+  std::vector<void*> ptrs;
+  std::vector<long long> scalars(d.scalars.begin(), d.scalars.end());
+  std::vector<void*> args;
+  ptrs.reserve(d.buffers.size());
+  for (const hal::BufferRange& b : d.buffers) ptrs.push_back(ptr(b));
+  for (void*& p : ptrs) args.push_back(&p);
+  for (long long& v : scalars) args.push_back(&v);
+  dim3 grid(d.groups[0], d.groups[1], d.groups[2]), block(d.local[0], d.local[1], d.local[2]);
+  if (d.items > 0) {
+    block = dim3(static_cast<unsigned>(std::min<int64_t>(kThreadsPerBlock, d.items)));
+    grid = dim3(static_cast<unsigned>((d.items + block.x - 1) / block.x));
+  }
+  return cuda_check(cudaLaunchKernel(reinterpret_cast<const void*>(reinterpret_cast<cudaKernel_t>(d.kernel.id)), grid, block,
+                                     args.data(), 0, stream_),
+                    "cudaLaunchKernel " + d.name);
 }
 
 }  // namespace rlx::cuda

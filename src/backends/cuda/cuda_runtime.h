@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cuda_codegen.h"
+#include "hal/hal.h"
 #include "rlx/status.h"
 
 namespace rlx::cuda {
@@ -47,8 +48,10 @@ struct GpuInfo {
   int max_threads_per_block = 0;
 };
 
-// Device 0 (CUDA_VISIBLE_DEVICES selects which GPU that is), created once per process.
-class Runtime {
+// Device 0 (CUDA_VISIBLE_DEVICES selects which GPU that is), created once per process; the
+// device runtime layer's runtime (hal.h) for the cuda device: a hal::Buffer is a device
+// pointer, a kernel a cudaKernel_t, the queue the runtime's stream.
+class Runtime final : public hal::StreamRuntime {
  public:
   // Fails, with the CUDA error text, when there is no driver or no GPU (error 35,
   // cudaErrorInsufficientDriver, and 100, cudaErrorNoDevice, on machines without one).
@@ -71,6 +74,22 @@ class Runtime {
   // (NVRTC output also on disk, see cuda_nvrtc.h).
   Expected<cudaKernel_t> kernel(const std::string& source, const std::string& name);
 
+  // hal::Runtime
+  std::string_view name() const override { return "cuda"; }
+  const hal::Limits& limits() const override { return limits_; }
+  Expected<hal::Buffer> allocate(uint64_t bytes, const std::string& what) override;
+  void release(hal::Buffer b) override;
+  Status upload(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
+  Status download(const hal::BufferRange& range, void* data, uint64_t bytes) override;
+  Expected<std::vector<hal::Kernel>> build(const hal::KernelModule& module) override;
+  Status check_dispatch(const hal::Dispatch& d) const override;
+
+ protected:
+  Status write(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
+  Status enqueue(const hal::Command& c) override;
+  Status read(const hal::BufferRange& range, void* data, uint64_t bytes) override;
+  Status finish() override;
+
  private:
   Runtime() = default;
   GpuInfo gpu_;
@@ -79,6 +98,7 @@ class Runtime {
   cublasHandle_t cublas_ = nullptr;
   std::mutex mu_;
   std::map<std::string, cudaLibrary_t> libraries_;
+  hal::Limits limits_;
 };
 
 }  // namespace rlx::cuda

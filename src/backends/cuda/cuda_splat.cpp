@@ -1,11 +1,11 @@
 // The cuda device's splatting launches (cuda_splat.h). The kernels' arguments and launch sizes
-// are those of backends/splat_source.h, as the opencl device binds them (opencl_splat.cpp).
+// are those of kernels/splat_source.h, as the opencl device binds them (opencl_splat.cpp).
 #include "cuda_splat.h"
 
 #include <algorithm>
 #include <array>
 
-#include "backends/splat_source.h"
+#include "kernels/splat_source.h"
 
 namespace rlx::cuda {
 
@@ -60,10 +60,10 @@ Expected<std::unique_ptr<SplatLaunches>> SplatLaunches::create(Runtime& rt, cons
 
 Status SplatLaunches::build(Runtime& rt, const NodeDesc& node, const std::vector<void*>& in,
                             const std::vector<void*>& out) {
-  const std::string source = backends::splat_cuda_source(node.op, node.inputs[0].dtype);
+  const std::string source = kernels::splat_cuda_source(node.op, node.inputs[0].dtype);
   const int n = static_cast<int>(static_sizes(node.inputs[0].shape)->at(0));  // at most 2^30 (the claim)
   if (node.op == Op::SplatProject || node.op == Op::SplatProjectBackward) {
-    const std::array<double, 22> cam = backends::splat_camera_buffer(node.attrs);
+    const std::array<double, 22> cam = kernels::splat_camera_buffer(node.attrs);
     RLX_ASSIGN_OR_RETURN(void* cm, scratch(sizeof cam));
     RLX_TRY(cuda_check(cudaMemcpy(cm, cam.data(), sizeof cam, cudaMemcpyHostToDevice),
                        "cudaMemcpy of the camera of " + name_));
@@ -82,14 +82,14 @@ Status SplatLaunches::build(Runtime& rt, const NodeDesc& node, const std::vector
 
   const int64_t width = node.attrs.i("width"), height = node.attrs.i("height"), tile = node.attrs.i("tile", 16);
   const int tiles_x = static_cast<int>((width + tile - 1) / tile), tiles_y = static_cast<int>((height + tile - 1) / tile);
-  const int64_t blk = backends::kSplatCudaBlock;
+  const int64_t blk = kernels::kSplatCudaBlock;
   const int64_t blocks_x = (width + blk - 1) / blk, blocks_y = (height + blk - 1) / blk;
   if (blocks_x > INT32_MAX || blocks_y > 65535)
     return error(ErrorCode::unsupported, name_, ": a ", width, "x", height, " image needs more blocks than one CUDA launch has");
 
   // prep and sort. inputs: means2d 0, conics 1, colors 2, opacities 3, depths 4, radii 5,
   // background 6 (and the backward's g_image 7)
-  const int padded = backends::splat_sort_length(n);
+  const int padded = kernels::splat_sort_length(n);
   const size_t gaussians = static_cast<size_t>(std::max(n, 1));
   RLX_ASSIGN_OR_RETURN(void* rect, scratch(4 * sizeof(int) * gaussians));  // an int4 each
   RLX_ASSIGN_OR_RETURN(void* skip, scratch(sizeof(double) * gaussians));
@@ -129,7 +129,7 @@ Status SplatLaunches::build(Runtime& rt, const NodeDesc& node, const std::vector
   RLX_ASSIGN_OR_RETURN(cudaKernel_t gout, rt.kernel(source, "rlx_splat_gradients_out"));
   if (n > 0) add_1d(gout, n).mem(zero_).num(n).mem(out[0]).mem(out[1]).mem(out[2]).mem(out[3]);
   RLX_ASSIGN_OR_RETURN(cudaKernel_t bsum, rt.kernel(source, "rlx_splat_background_sum"));
-  Launch& b = add_1d(bsum, backends::kSplatBackgroundItems);  // one block: the kernel sums in a fixed order
+  Launch& b = add_1d(bsum, kernels::kSplatBackgroundItems);  // one block: the kernel sums in a fixed order
   b.mem(terms).num(width * height).mem(out[4]);
   return Status::ok();
 }

@@ -1,5 +1,5 @@
 // The cuda device's native 3D Gaussian splatting kernels (docs/splatting.md): the CUDA C++ of
-// backends/splat_source.h (the same kernel text the opencl device runs as OpenCL C), compiled
+// kernels/splat_source.h (the same kernel text the opencl device runs as OpenCL C), compiled
 // with NVRTC and launched in the OpenCL launches' shapes: one thread per Gaussian (blocks of
 // 128) for the projection and the gradients, the sort's padded length for the prep kernel and
 // each bitonic step, 16 x 16 blocks over the image for the compositing kernels, one block of 64

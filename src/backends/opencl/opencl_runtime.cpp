@@ -105,6 +105,7 @@ Expected<std::shared_ptr<Runtime>> Runtime::create() {
 }
 
 Runtime::~Runtime() {
+  for (auto& [key, k] : kernels_) clReleaseKernel(k);
   for (auto& [src, p] : programs_) clReleaseProgram(p);
   if (queue_) clReleaseCommandQueue(queue_);
   if (context_) clReleaseContext(context_);
@@ -132,6 +133,94 @@ Expected<cl_program> Runtime::program(const std::string& source) {
   }
   programs_.emplace(source, p);
   return p;
+}
+
+}  // namespace rlx::opencl
+
+namespace rlx::opencl {
+namespace {
+cl_mem mem(const hal::BufferRange& r) { return reinterpret_cast<cl_mem>(r.buffer.id); }
+}  // namespace
+
+Expected<hal::Buffer> Runtime::allocate(uint64_t bytes, const std::string& what) {
+  cl_int err = CL_SUCCESS;
+  cl_mem m = clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+  RLX_TRY(cl_check(err, cat("allocating ", bytes, " bytes for ", what)));
+  return hal::Buffer{reinterpret_cast<uint64_t>(m), bytes};
+}
+
+void Runtime::release(hal::Buffer b) {
+  if (b.id) clReleaseMemObject(reinterpret_cast<cl_mem>(b.id));
+}
+
+Status Runtime::upload(const hal::BufferRange& r, const void* data, uint64_t bytes) {
+  return cl_check(clEnqueueWriteBuffer(queue_, mem(r), CL_TRUE, r.offset, bytes, data, 0, nullptr, nullptr), "uploading");
+}
+
+Status Runtime::download(const hal::BufferRange& r, void* data, uint64_t bytes) {
+  return cl_check(clEnqueueReadBuffer(queue_, mem(r), CL_TRUE, r.offset, bytes, data, 0, nullptr, nullptr), "downloading");
+}
+
+Expected<std::vector<hal::Kernel>> Runtime::build(const hal::KernelModule& module) {
+  RLX_ASSIGN_OR_RETURN(cl_program p, program(module.source));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<hal::Kernel> out;
+  for (const hal::KernelEntry& e : module.entries) {
+    cl_kernel& k = kernels_[{p, e.name}];
+    if (!k) {
+      cl_int err = CL_SUCCESS;
+      k = clCreateKernel(p, e.name.c_str(), &err);
+      RLX_TRY(cl_check(err, "clCreateKernel " + e.name));
+    }
+    out.push_back({reinterpret_cast<uint64_t>(k)});
+  }
+  return out;
+}
+
+Status Runtime::write(const hal::BufferRange& r, const void* data, uint64_t bytes) {
+  return cl_check(clEnqueueWriteBuffer(queue_, mem(r), CL_FALSE, r.offset, bytes, data, 0, nullptr, nullptr), "writing an input");
+}
+
+Status Runtime::read(const hal::BufferRange& r, void* data, uint64_t bytes) {
+  return cl_check(clEnqueueReadBuffer(queue_, mem(r), CL_FALSE, r.offset, bytes, data, 0, nullptr, nullptr), "reading an output");
+}
+
+Status Runtime::finish() { return cl_check(clFinish(queue_), "waiting for the queue"); }
+
+Status Runtime::enqueue(const hal::Command& c) {
+  if (c.kind == hal::Command::Kind::zero) {
+    const cl_int zero = 0;
+    return cl_check(clEnqueueFillBuffer(queue_, mem(c.range), &zero, sizeof zero, c.range.offset, c.range.bytes, 0, nullptr, nullptr),
+                    c.name);
+  }
+  const hal::Dispatch& d = c.dispatch;
+  cl_kernel k = reinterpret_cast<cl_kernel>(d.kernel.id);
+  std::lock_guard<std::mutex> lock(launch_mu_);
+  cl_uint a = 0;
+  for (const hal::BufferRange& r : d.buffers) {
+    if (r.offset) return error(ErrorCode::internal, "opencl: kernel ", d.name, " binds a buffer at an offset");
+    const cl_mem m = mem(r);
+    RLX_TRY(cl_check(clSetKernelArg(k, a, sizeof m, &m), cat("binding argument ", a, " of ", d.name)));
+    ++a;
+  }
+  for (int64_t v : d.scalars) {
+    const cl_long x = v;
+    RLX_TRY(cl_check(clSetKernelArg(k, a, sizeof x, &x), cat("binding argument ", a, " of ", d.name)));
+    ++a;
+  }
+  if (d.items > 0) {
+    // Work-groups of up to 64 items, but at least four groups per compute unit when the
+    // domain allows (a group runs on one unit); the kernel ignores the items past its domain.
+    // Left to itself, a driver given a global size with no good divisor may pick groups of one.
+    const size_t global = static_cast<size_t>(d.items);
+    size_t local = 64;
+    while (local > 1 && global / local < 4 * units_) local /= 2;
+    const size_t padded = (global + local - 1) / local * local;
+    return cl_check(clEnqueueNDRangeKernel(queue_, k, 1, nullptr, &padded, &local, 0, nullptr, nullptr), "running kernel " + d.name);
+  }
+  const size_t global[3] = {size_t{d.groups[0]} * d.local[0], size_t{d.groups[1]} * d.local[1], size_t{d.groups[2]} * d.local[2]};
+  const size_t local[3] = {d.local[0], d.local[1], d.local[2]};
+  return cl_check(clEnqueueNDRangeKernel(queue_, k, 3, nullptr, global, local, 0, nullptr, nullptr), "running native kernel " + d.name);
 }
 
 }  // namespace rlx::opencl

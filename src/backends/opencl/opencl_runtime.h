@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "hal/hal.h"
 #include "rlx/status.h"
 
 namespace rlx::opencl {
@@ -20,8 +21,9 @@ std::string cl_error_name(cl_int code);
 // Returns an rlx error for a failed OpenCL call: "<what>: <CL error>".
 Status cl_check(cl_int code, const std::string& what);
 
-// One OpenCL device with its context and in-order queue, created once per process.
-class Runtime {
+// One OpenCL device with its context and in-order queue, created once per process; the
+// device runtime layer's runtime (hal.h) for the opencl device.
+class Runtime final : public hal::StreamRuntime {
  public:
   // The first GPU, else the first device of any type, on the first platform that has one;
   // an error saying why when there is none (no ICD installed, no platform, no device).
@@ -45,6 +47,21 @@ class Runtime {
   // the compiler too.
   Expected<cl_program> program(const std::string& source);
 
+  // hal::Runtime: a buffer is a cl_mem, a kernel a cl_kernel made once per program and entry.
+  std::string_view name() const override { return "opencl"; }
+  const hal::Limits& limits() const override { return limits_; }
+  Expected<hal::Buffer> allocate(uint64_t bytes, const std::string& what) override;
+  void release(hal::Buffer b) override;
+  Status upload(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
+  Status download(const hal::BufferRange& range, void* data, uint64_t bytes) override;
+  Expected<std::vector<hal::Kernel>> build(const hal::KernelModule& module) override;
+
+ protected:
+  Status write(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
+  Status enqueue(const hal::Command& c) override;
+  Status read(const hal::BufferRange& range, void* data, uint64_t bytes) override;
+  Status finish() override;
+
  private:
   Runtime() = default;
   cl_device_id device_ = nullptr;
@@ -57,6 +74,9 @@ class Runtime {
   std::string description_;
   std::mutex mu_;
   std::map<std::string, cl_program> programs_;
+  std::map<std::pair<cl_program, std::string>, cl_kernel> kernels_;
+  std::mutex launch_mu_;  // a kernel's arguments are set and it is enqueued as one step
+  hal::Limits limits_;
 };
 
 }  // namespace rlx::opencl

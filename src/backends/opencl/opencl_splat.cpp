@@ -6,7 +6,7 @@
 #include <array>
 #include <string>
 
-#include "backends/splat_source.h"
+#include "kernels/splat_source.h"
 
 namespace rlx::opencl {
 namespace {
@@ -17,14 +17,14 @@ int block_side(const Runtime& rt) { return rt.max_work_group() >= 256 ? 16 : 8; 
 }  // namespace
 
 Claim claim_splat(const NodeDesc& n, const Runtime& rt) {
-  Claim c = backends::claim_splat_kernels(n, "OpenCL");
+  Claim c = kernels::claim_splat_kernels(n, "OpenCL");
   if (!c.ok) return c;
   if (!rt.fp64()) return Claim::no("the OpenCL splatting kernels compute in double (as the cpu's do); this device has no fp64");
   if (n.op == Op::SplatRasterizeBackward && !rt.int64_atomics())
     return Claim::no("splat_rasterize_backward adds gradients with 64-bit compare-and-swap; this OpenCL device lacks "
                      "cl_khr_int64_base_atomics");
-  if (rt.max_work_group() < backends::kSplatBackgroundItems)
-    return Claim::no(cat("the OpenCL splatting kernels need work-groups of ", backends::kSplatBackgroundItems, " items"));
+  if (rt.max_work_group() < kernels::kSplatBackgroundItems)
+    return Claim::no(cat("the OpenCL splatting kernels need work-groups of ", kernels::kSplatBackgroundItems, " items"));
   return c;
 }
 
@@ -76,7 +76,7 @@ size_t round_up(int64_t v, int64_t m) { return static_cast<size_t>((v + m - 1) /
 
 Status SplatLaunches::prep_and_sort(cl_program p, const std::vector<cl_mem>& in, int n, int tile, int tiles_x,
                                     int tiles_y, cl_mem& rect, cl_mem& skip, cl_mem& order) {
-  const int padded = backends::splat_sort_length(n);
+  const int padded = kernels::splat_sort_length(n);
   RLX_ASSIGN_OR_RETURN(rect, scratch(*rt_, sizeof(cl_int4) * static_cast<size_t>(std::max(n, 1))));
   RLX_ASSIGN_OR_RETURN(skip, scratch(*rt_, sizeof(double) * static_cast<size_t>(std::max(n, 1))));
   RLX_ASSIGN_OR_RETURN(cl_mem keys, scratch(*rt_, sizeof(double) * static_cast<size_t>(padded)));
@@ -104,10 +104,10 @@ Expected<std::unique_ptr<SplatLaunches>> SplatLaunches::create(Runtime& rt, cons
   s->rt_ = &rt;
   s->name_ = node.name;
   const DType dt = node.inputs[0].dtype;
-  RLX_ASSIGN_OR_RETURN(cl_program p, rt.program(backends::splat_opencl_source(node.op, dt, block_side(rt))));
+  RLX_ASSIGN_OR_RETURN(cl_program p, rt.program(kernels::splat_opencl_source(node.op, dt, block_side(rt))));
   const int n = static_cast<int>(static_sizes(node.inputs[0].shape)->at(0));
   if (node.op == Op::SplatProject || node.op == Op::SplatProjectBackward) {
-    const std::array<double, 22> cam = backends::splat_camera_buffer(node.attrs);
+    const std::array<double, 22> cam = kernels::splat_camera_buffer(node.attrs);
     RLX_ASSIGN_OR_RETURN(cl_mem cm, s->scratch(rt, sizeof cam, cam.data()));
     const int k = static_cast<int>(static_sizes(node.inputs[3].shape)->at(1));
     const bool fwd = node.op == Op::SplatProject;
@@ -161,7 +161,7 @@ Expected<std::unique_ptr<SplatLaunches>> SplatLaunches::create(Runtime& rt, cons
   Args c{bsum};
   c.mem(terms).num(width * height).mem(out[4]);
   RLX_TRY(c.status);
-  constexpr size_t items = backends::kSplatBackgroundItems;
+  constexpr size_t items = kernels::kSplatBackgroundItems;
   s->launches_.push_back(Launch{bsum, 1, {items, 1}, {items, 1}, 0, 0});
   return s;
 }

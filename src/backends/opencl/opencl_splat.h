@@ -3,7 +3,7 @@
 // binning, ordering and compositing rules, so an image or a gradient differs from the cpu's
 // only by rounding (the order of the gradient sums, the device's exp and log). The kernels
 // (projection, prep, bitonic sort, compositing, backward) are described in
-// backends/splat_source.h, whose one text is their OpenCL C and the cuda device's CUDA C++.
+// kernels/splat_source.h, whose one text is their OpenCL C and the cuda device's CUDA C++.
 //
 // The device needs fp64 (every kernel) and cl_khr_int64_base_atomics (the backward); a node
 // on a device without them is refused with that reason.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../../codegen/c_jit.h"
+#include "codegen/c_renderer.h"
 
 namespace rlx::opengl {
 namespace {
@@ -172,6 +173,9 @@ Expected<std::shared_ptr<Runtime>> Runtime::create() {
   r->binaries_ = formats > 0 && !std::getenv("RLX_GL_NO_BINARY_CACHE");
   r->description_ = cat(str(GL_RENDERER), ", OpenGL ", str(GL_VERSION), " through ", how, ", ", c.max_storage_blocks,
                         " storage blocks per shader of up to ", c.max_block_bytes >> 20, " MiB", c.fp64 ? ", fp64" : "", ", int64, 8/16-bit types packed in 32-bit words, generated GLSL compute");
+  r->limits_.max_bindings = c.max_storage_blocks;
+  r->limits_.max_binding_bytes = c.max_block_bytes;
+  r->limits_.arena_align = c.storage_align;
   return r;
 }
 
@@ -273,6 +277,128 @@ Expected<GLuint> Runtime::program(const std::string& glsl) {
     }
   }
   return prog;
+}
+
+}  // namespace rlx::opengl
+
+// ---- the device runtime layer (hal.h) ----
+
+namespace rlx::opengl {
+
+Expected<hal::Buffer> Runtime::allocate(uint64_t bytes, const std::string& what) {
+  Lock lock(*this);
+  RLX_TRY(lock.status());
+  GLuint name = 0;
+  gl_.CreateBuffers(1, &name);
+  gl_.NamedBufferStorage(name, static_cast<GLsizeiptr>(bytes), nullptr, GL_DYNAMIC_STORAGE_BIT);
+  Status s = check("allocating " + what);
+  if (!s) {
+    gl_.DeleteBuffers(1, &name);
+    return s;
+  }
+  return hal::Buffer{name, bytes};
+}
+
+void Runtime::release(hal::Buffer b) {
+  Lock lock(*this);
+  if (!lock.status()) return;  // no context: the buffers go with the process
+  const GLuint name = static_cast<GLuint>(b.id);
+  if (name) gl_.DeleteBuffers(1, &name);
+}
+
+Status Runtime::upload(const hal::BufferRange& r, const void* data, uint64_t bytes) {
+  Lock lock(*this);
+  RLX_TRY(lock.status());
+  RLX_TRY(write(r, data, bytes));
+  return check("uploading");
+}
+
+Status Runtime::download(const hal::BufferRange& r, void* data, uint64_t bytes) {
+  Lock lock(*this);
+  RLX_TRY(lock.status());
+  RLX_TRY(read(r, data, bytes));
+  return check("downloading");
+}
+
+Expected<std::vector<hal::Kernel>> Runtime::build(const hal::KernelModule& module) {
+  Lock lock(*this);
+  RLX_TRY(lock.status());
+  std::vector<hal::Kernel> out;
+  for (const hal::KernelEntry& e : module.entries) {
+    RLX_ASSIGN_OR_RETURN(GLuint p, program(module.source));
+    std::unique_ptr<Kernel>& k = kernels_[{p, e.scalars}];
+    if (!k) {
+      k = std::make_unique<Kernel>();
+      k->program = p;
+      for (const std::string& u : e.scalars) k->uniforms.push_back(gl_.GetUniformLocation(p, u.c_str()));
+    }
+    out.push_back({reinterpret_cast<uint64_t>(k.get())});
+  }
+  return out;
+}
+
+void Runtime::groups_for(const hal::Dispatch& d, GLuint out[3]) const {
+  if (d.items > 0) return hal::grid_2d(d.items, codegen::kGlslWorkgroupSize, caps_.max_groups[0], out);
+  std::copy(d.groups, d.groups + 3, out);
+}
+
+Status Runtime::check_dispatch(const hal::Dispatch& d) const {
+  GLuint g[3];
+  groups_for(d, g);
+  for (int i = 0; i < 3; ++i)
+    if (g[i] > static_cast<GLuint>(caps_.max_groups[i]))
+      return error(ErrorCode::unsupported, "opengl: ", d.name, " needs ", g[0], "x", g[1], "x", g[2],
+                   " work groups, more than this driver dispatches");
+  return Status::ok();
+}
+
+Status Runtime::replay(hal::Recording& r, std::span<const void* const> inputs, std::span<void* const> outputs) {
+  Lock lock(*this);
+  RLX_TRY(lock.status());
+  return StreamRuntime::replay(r, inputs, outputs);
+}
+
+Status Runtime::write(const hal::BufferRange& r, const void* data, uint64_t bytes) {
+  gl_.NamedBufferSubData(static_cast<GLuint>(r.buffer.id), static_cast<GLintptr>(r.offset), static_cast<GLsizeiptr>(bytes), data);
+  return Status::ok();
+}
+
+Status Runtime::read(const hal::BufferRange& r, void* data, uint64_t bytes) {
+  // the read (and the next run's input writes) see every shader write before it
+  gl_.MemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+  gl_.GetNamedBufferSubData(static_cast<GLuint>(r.buffer.id), static_cast<GLintptr>(r.offset), static_cast<GLsizeiptr>(bytes), data);
+  return Status::ok();
+}
+
+Status Runtime::finish() {
+  gl_.UseProgram(0);
+  return check("running the program");
+}
+
+Status Runtime::enqueue(const hal::Command& c) {
+  if (c.kind == hal::Command::Kind::zero) {
+    const std::vector<uint8_t> zeros(c.range.bytes, 0);
+    RLX_TRY(write(c.range, zeros.data(), c.range.bytes));
+    gl_.MemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    return Status::ok();
+  }
+  const hal::Dispatch& d = c.dispatch;
+  const Kernel& k = *reinterpret_cast<const Kernel*>(d.kernel.id);
+  gl_.UseProgram(k.program);
+  for (size_t i = 0; i < d.buffers.size(); ++i) {
+    const hal::BufferRange& b = d.buffers[i];
+    const GLuint name = static_cast<GLuint>(b.buffer.id);
+    if (b.offset == 0 && b.bytes >= b.buffer.bytes) gl_.BindBufferBase(GL_SHADER_STORAGE_BUFFER, static_cast<GLuint>(i), name);
+    else gl_.BindBufferRange(GL_SHADER_STORAGE_BUFFER, static_cast<GLuint>(i), name, static_cast<GLintptr>(b.offset),
+                             static_cast<GLsizeiptr>(b.bytes));
+  }
+  for (size_t i = 0; i < k.uniforms.size() && i < d.scalars.size(); ++i)
+    if (k.uniforms[i] >= 0) gl_.Uniform1i64ARB(k.uniforms[i], d.scalars[i]);
+  GLuint g[3];
+  groups_for(d, g);
+  gl_.DispatchCompute(g[0], g[1], g[2]);
+  gl_.MemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+  return Status::ok();
 }
 
 }  // namespace rlx::opengl

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "hal/hal.h"
 #include "rlx/status.h"
 
 namespace rlx::opengl {
@@ -52,7 +53,10 @@ struct Caps {
   int max_groups[3] = {0, 0, 0};   // GL_MAX_COMPUTE_WORK_GROUP_COUNT
 };
 
-class Runtime {
+// The device runtime layer's runtime (hal.h) for the opengl device: a hal::Buffer is a GL
+// buffer name, a kernel a linked program with its uniform locations; every call takes the
+// Lock, a replay holds it throughout.
+class Runtime final : public hal::StreamRuntime {
  public:
   // The display and context, made once per process; an error saying why when there is no
   // EGL, no display, no OpenGL 4.5 core context, or no GL_ARB_gpu_shader_int64.
@@ -96,6 +100,23 @@ class Runtime {
   // Call with a Lock held.
   Status check(const std::string& what) const;
 
+  // hal::Runtime
+  std::string_view name() const override { return "opengl"; }
+  const hal::Limits& limits() const override { return limits_; }
+  Expected<hal::Buffer> allocate(uint64_t bytes, const std::string& what) override;
+  void release(hal::Buffer b) override;
+  Status upload(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
+  Status download(const hal::BufferRange& range, void* data, uint64_t bytes) override;
+  Expected<std::vector<hal::Kernel>> build(const hal::KernelModule& module) override;
+  Status check_dispatch(const hal::Dispatch& d) const override;
+  Status replay(hal::Recording& r, std::span<const void* const> inputs, std::span<void* const> outputs) override;
+
+ protected:
+  Status write(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
+  Status enqueue(const hal::Command& c) override;
+  Status read(const hal::BufferRange& range, void* data, uint64_t bytes) override;
+  Status finish() override;
+
  private:
   Runtime() = default;
 
@@ -109,6 +130,15 @@ class Runtime {
   std::recursive_mutex mu_;
   int depth_ = 0;  // nesting of Locks on the owning thread
   std::map<std::string, GLuint> programs_;
+  // A built kernel: its program and the locations of its scalar uniforms (-1: dropped by the
+  // driver as unused).
+  struct Kernel {
+    GLuint program = 0;
+    std::vector<GLint> uniforms;
+  };
+  std::map<std::pair<GLuint, std::vector<std::string>>, std::unique_ptr<Kernel>> kernels_;
+  hal::Limits limits_;
+  void groups_for(const hal::Dispatch& d, GLuint out[3]) const;
 };
 
 }  // namespace rlx::opengl

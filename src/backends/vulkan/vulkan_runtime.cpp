@@ -3,12 +3,14 @@
 #include <shaderc/shaderc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "../../codegen/c_jit.h"
+#include "codegen/c_renderer.h"
 
 namespace rlx::vulkan {
 
@@ -422,6 +424,233 @@ Status Runtime::submit_and_wait(VkCommandBuffer cb) {
   RLX_TRY(vk_check(vkResetFences(device_, 1, &fence_), "vkResetFences"));
   RLX_TRY(vk_check(vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit"));
   return vk_check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "waiting for the queue");
+}
+
+}  // namespace rlx::vulkan
+
+// ---- the device runtime layer (hal.h) ----
+
+namespace rlx::vulkan {
+namespace {
+
+Buffer& buf(const hal::BufferRange& r) { return *reinterpret_cast<Buffer*>(r.buffer.id); }
+
+void barrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
+             VkAccessFlags dst_access) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = src_access;
+  mb.dstAccessMask = dst_access;
+  vkCmdPipelineBarrier(cb, src, dst, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+// A command pool with one primary command buffer.
+struct Commands {
+  VkDevice device = VK_NULL_HANDLE;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  ~Commands() {
+    if (pool) vkDestroyCommandPool(device, pool, nullptr);
+  }
+  Status create(VkDevice d, uint32_t family) {
+    device = d;
+    VkCommandPoolCreateInfo cpi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    cpi.queueFamilyIndex = family;
+    RLX_TRY(vk_check(vkCreateCommandPool(d, &cpi, nullptr, &pool), "vkCreateCommandPool"));
+    VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    cai.commandPool = pool;
+    cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cai.commandBufferCount = 1;
+    return vk_check(vkAllocateCommandBuffers(d, &cai, &cmd), "vkAllocateCommandBuffers");
+  }
+};
+
+// A recorded program: its command buffer, descriptor sets and staging buffers.
+class VulkanRecording final : public hal::Recording {
+ public:
+  explicit VulkanRecording(Runtime& rt) : rt(rt) {}
+  ~VulkanRecording() override {
+    if (desc_pool) vkDestroyDescriptorPool(rt.device(), desc_pool, nullptr);
+    for (Buffer& b : stage_in) rt.destroy_buffer(b);
+    for (Buffer& b : stage_out) rt.destroy_buffer(b);
+  }
+  Runtime& rt;
+  hal::CommandList list;
+  Commands commands;
+  VkDescriptorPool desc_pool = VK_NULL_HANDLE;
+  std::vector<Buffer> stage_in, stage_out;
+};
+
+}  // namespace
+
+Expected<hal::Buffer> Runtime::allocate(uint64_t bytes, const std::string& what) {
+  RLX_ASSIGN_OR_RETURN(Buffer b, create_buffer(bytes, false, what));
+  return hal::Buffer{reinterpret_cast<uint64_t>(new Buffer(b)), bytes};
+}
+
+void Runtime::release(hal::Buffer b) {
+  if (!b.id) return;
+  Buffer* p = reinterpret_cast<Buffer*>(b.id);
+  destroy_buffer(*p);
+  delete p;
+}
+
+Status Runtime::transfer(const hal::BufferRange& r, void* data, uint64_t bytes, bool to_device) {
+  if (bytes == 0) return Status::ok();
+  RLX_ASSIGN_OR_RETURN(Buffer staging, create_buffer(bytes, true, to_device ? "an upload" : "a download"));
+  Commands c;
+  Status s = c.create(device_, family_);
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  if (s) s = vk_check(vkBeginCommandBuffer(c.cmd, &bi), "vkBeginCommandBuffer");
+  if (s) {
+    if (to_device) std::memcpy(staging.map, data, bytes);
+    const VkBufferCopy copy = to_device ? VkBufferCopy{0, r.offset, bytes} : VkBufferCopy{r.offset, 0, bytes};
+    vkCmdCopyBuffer(c.cmd, to_device ? staging.buffer : buf(r).buffer, to_device ? buf(r).buffer : staging.buffer, 1, &copy);
+    barrier(c.cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+            VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT);
+    s = vk_check(vkEndCommandBuffer(c.cmd), "vkEndCommandBuffer");
+  }
+  if (s) s = submit_and_wait(c.cmd);
+  if (s && !to_device) std::memcpy(data, staging.map, bytes);
+  destroy_buffer(staging);
+  return s;
+}
+
+Status Runtime::upload(const hal::BufferRange& r, const void* data, uint64_t bytes) {
+  return transfer(r, const_cast<void*>(data), bytes, true);
+}
+
+Status Runtime::download(const hal::BufferRange& r, void* data, uint64_t bytes) { return transfer(r, data, bytes, false); }
+
+Expected<std::vector<hal::Kernel>> Runtime::build(const hal::KernelModule& module) {
+  std::vector<hal::Kernel> out;
+  for (const hal::KernelEntry& e : module.entries) {
+    RLX_ASSIGN_OR_RETURN(const Pipeline* p, pipeline(module.source, static_cast<uint32_t>(e.buffers),
+                                                     static_cast<uint32_t>(e.scalars.size() * sizeof(int64_t))));
+    out.push_back({reinterpret_cast<uint64_t>(p)});
+  }
+  return out;
+}
+
+void Runtime::groups_for(const hal::Dispatch& d, uint32_t out[3]) const {
+  if (d.items > 0) return hal::grid_2d(d.items, codegen::kGlslWorkgroupSize, caps_.max_groups[0], out);
+  std::copy(d.groups, d.groups + 3, out);
+}
+
+Status Runtime::check_dispatch(const hal::Dispatch& d) const {
+  uint32_t g[3];
+  groups_for(d, g);
+  for (int i = 0; i < 3; ++i)
+    if (g[i] > caps_.max_groups[i])
+      return error(ErrorCode::unsupported, "vulkan: ", d.name, " needs ", g[0], "x", g[1], "x", g[2],
+                   " work groups, more than this device dispatches");
+  return Status::ok();
+}
+
+Expected<std::unique_ptr<hal::Recording>> Runtime::record(hal::CommandList list) {
+  save_pipeline_cache();  // the program's pipelines are built by now
+  auto rec = std::make_unique<VulkanRecording>(*this);
+  rec->list = std::move(list);
+  const hal::CommandList& l = rec->list;
+  RLX_TRY(rec->commands.create(device_, family_));
+  for (size_t i = 0; i < l.inputs.size(); ++i) {
+    RLX_ASSIGN_OR_RETURN(Buffer s, create_buffer(std::max<uint64_t>(l.inputs[i].bytes, 4), true, cat("input ", i)));
+    rec->stage_in.push_back(s);
+  }
+  for (size_t i = 0; i < l.outputs.size(); ++i) {
+    RLX_ASSIGN_OR_RETURN(Buffer s, create_buffer(std::max<uint64_t>(l.outputs[i].bytes, 4), true, cat("output ", i)));
+    rec->stage_out.push_back(s);
+  }
+  uint32_t sets = 0, descriptors = 0;
+  for (const hal::Command& c : l.commands) {
+    if (c.kind == hal::Command::Kind::call)
+      return error(ErrorCode::unsupported, "vulkan: ", c.name, " is a library call; vulkan records commands only");
+    if (c.kind == hal::Command::Kind::dispatch && !c.dispatch.empty()) {
+      ++sets;
+      descriptors += static_cast<uint32_t>(c.dispatch.buffers.size());
+    }
+  }
+  if (sets) {
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, std::max<uint32_t>(descriptors, 1)};
+    VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    dpi.maxSets = sets;
+    dpi.poolSizeCount = 1;
+    dpi.pPoolSizes = &size;
+    RLX_TRY(vk_check(vkCreateDescriptorPool(device_, &dpi, nullptr, &rec->desc_pool), "vkCreateDescriptorPool"));
+  }
+  VkCommandBuffer cb = rec->commands.cmd;
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  RLX_TRY(vk_check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer"));
+  const VkAccessFlags shader_rw = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  // Inputs are copied in before any kernel runs and outputs copied out after the last, so an
+  // output may share host memory with an input (a donated cache) safely.
+  for (size_t i = 0; i < l.inputs.size(); ++i) {
+    if (l.inputs[i].bytes == 0) continue;
+    const VkBufferCopy c{0, l.inputs[i].range.offset, l.inputs[i].bytes};
+    vkCmdCopyBuffer(cb, rec->stage_in[i].buffer, buf(l.inputs[i].range).buffer, 1, &c);
+  }
+  barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+          shader_rw | VK_ACCESS_TRANSFER_WRITE_BIT);
+  for (const hal::Command& c : l.commands) {
+    if (c.kind == hal::Command::Kind::zero) {
+      vkCmdFillBuffer(cb, buf(c.range).buffer, c.range.offset, c.range.bytes, 0);
+      barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, shader_rw);
+      continue;
+    }
+    const hal::Dispatch& d = c.dispatch;
+    if (d.empty()) continue;
+    const Pipeline* p = reinterpret_cast<const Pipeline*>(d.kernel.id);
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = rec->desc_pool;
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &p->set_layout;
+    RLX_TRY(vk_check(vkAllocateDescriptorSets(device_, &ai, &set), "vkAllocateDescriptorSets"));
+    std::vector<VkDescriptorBufferInfo> infos(d.buffers.size());
+    std::vector<VkWriteDescriptorSet> writes(d.buffers.size());
+    for (size_t a = 0; a < d.buffers.size(); ++a) {
+      infos[a] = {buf(d.buffers[a]).buffer, d.buffers[a].offset, d.buffers[a].bytes};
+      writes[a] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      writes[a].dstSet = set;
+      writes[a].dstBinding = static_cast<uint32_t>(a);
+      writes[a].descriptorCount = 1;
+      writes[a].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[a].pBufferInfo = &infos[a];
+    }
+    vkUpdateDescriptorSets(device_, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+    uint32_t g[3];
+    groups_for(d, g);
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+    vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0, nullptr);
+    if (p->push_bytes)
+      vkCmdPushConstants(cb, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_bytes, d.scalars.data());
+    vkCmdDispatch(cb, g[0], g[1], g[2]);
+    barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, shader_rw | VK_ACCESS_TRANSFER_WRITE_BIT);
+  }
+  barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+          VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
+  for (size_t i = 0; i < l.outputs.size(); ++i) {
+    if (l.outputs[i].bytes == 0) continue;
+    const VkBufferCopy c{l.outputs[i].range.offset, 0, l.outputs[i].bytes};
+    vkCmdCopyBuffer(cb, buf(l.outputs[i].range).buffer, rec->stage_out[i].buffer, 1, &c);
+  }
+  barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+          VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  RLX_TRY(vk_check(vkEndCommandBuffer(cb), "vkEndCommandBuffer"));
+  return std::unique_ptr<hal::Recording>(std::move(rec));
+}
+
+Status Runtime::replay(hal::Recording& r, std::span<const void* const> inputs, std::span<void* const> outputs) {
+  auto& rec = static_cast<VulkanRecording&>(r);
+  if (inputs.size() != rec.stage_in.size() || outputs.size() != rec.stage_out.size())
+    return error(ErrorCode::internal, "vulkan: replay with ", inputs.size(), " inputs and ", outputs.size(), " outputs");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (rec.list.inputs[i].bytes) std::memcpy(rec.stage_in[i].map, inputs[i], rec.list.inputs[i].bytes);
+  RLX_TRY(submit_and_wait(rec.commands.cmd));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (rec.list.outputs[i].bytes) std::memcpy(outputs[i], rec.stage_out[i].map, rec.list.outputs[i].bytes);
+  return Status::ok();
 }
 
 }  // namespace rlx::vulkan

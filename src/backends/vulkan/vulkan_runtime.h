@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "hal/hal.h"
 #include "rlx/status.h"
 
 namespace rlx::vulkan {
@@ -53,7 +54,11 @@ struct Pipeline {
   uint32_t push_bytes = 0;
 };
 
-class Runtime {
+// The device runtime layer's runtime (hal.h) for the vulkan device: a hal::Buffer is a
+// Buffer record of this runtime, a kernel a Pipeline, and a recording one command buffer
+// (copies in from per-input staging buffers, every command with a compute->compute barrier
+// after it, copies out to per-output staging buffers) that a replay submits.
+class Runtime final : public hal::Runtime {
  public:
   // The instance and logical device, created once per process; an error saying why when there
   // is no Vulkan driver, no device, or the device lacks what rlx needs (shaderInt64).
@@ -88,9 +93,24 @@ class Runtime {
   // Writes the driver's pipeline cache to disk if pipelines were built since the last save.
   void save_pipeline_cache();
 
+  // hal::Runtime
+  std::string_view name() const override { return "vulkan"; }
+  const hal::Limits& limits() const override { return limits_; }
+  Expected<hal::Buffer> allocate(uint64_t bytes, const std::string& what) override;
+  void release(hal::Buffer b) override;
+  Status upload(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
+  Status download(const hal::BufferRange& range, void* data, uint64_t bytes) override;
+  Expected<std::vector<hal::Kernel>> build(const hal::KernelModule& module) override;
+  Status check_dispatch(const hal::Dispatch& d) const override;
+  Expected<std::unique_ptr<hal::Recording>> record(hal::CommandList list) override;
+  Status replay(hal::Recording& r, std::span<const void* const> inputs, std::span<void* const> outputs) override;
+
  private:
   Runtime() = default;
   Expected<uint32_t> memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) const;
+  // A blocking copy between host memory and a device buffer through a staging buffer.
+  Status transfer(const hal::BufferRange& range, void* data, uint64_t bytes, bool to_device);
+  void groups_for(const hal::Dispatch& d, uint32_t out[3]) const;
 
   VkInstance instance_ = VK_NULL_HANDLE;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
@@ -108,6 +128,7 @@ class Runtime {
   std::mutex queue_mu_;  // queue_ and fence_
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
   std::map<std::string, std::vector<uint32_t>> spirv_;
+  hal::Limits limits_;
 };
 
 }  // namespace rlx::vulkan

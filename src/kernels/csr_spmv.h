@@ -19,7 +19,7 @@
 
 #include "rlx/device.h"
 
-namespace rlx::backends {
+namespace rlx::kernels {
 
 struct CsrSpmvPlan {
   // spmv_csr: A is n x m with nnz entries; x [m, k], y [n, k]. sddmm_csr: a [n, k], b [m, k],
@@ -65,4 +65,4 @@ std::string csr_spmv_glsl_source(const CsrSpmvPlan& p, bool opengl);
 // The error for a nonzero flags word of node `name` (op `op`).
 Status csr_spmv_flag_error(int flags, std::string_view name, Op op = Op::SpmvCsr);
 
-}  // namespace rlx::backends
+}  // namespace rlx::kernels

@@ -4,13 +4,13 @@
 // multiply-adds) and, in the backward, by the order of the sums. It is one text for OpenCL C
 // and CUDA C++: the language preludes at the end define its qualifiers, ids, barriers and
 // atomics.
-#include "backends/splat_source.h"
+#include "kernels/splat_source.h"
 
 #include <algorithm>
 
 #include "splat/kernels_internal.h"
 
-namespace rlx::backends {
+namespace rlx::kernels {
 namespace {
 
 // The projection of one Gaussian, generic in the scalar type S through macros (FN names the
@@ -700,4 +700,4 @@ Claim claim_splat_kernels(const NodeDesc& n, std::string_view language) {
                         ")"));
 }
 
-}  // namespace rlx::backends
+}  // namespace rlx::kernels

@@ -1,10 +1,10 @@
 // How a contraction node (matmul, dot, gemm) maps onto one batched, strided GEMM call, shared
 // by every device with a native GEMM (cpu's kernels, cuBLAS, the OpenCL and GLSL tiled GEMMs).
-#include "backends/gemm_plan.h"
+#include "kernels/gemm_plan.h"
 
 #include <algorithm>
 
-namespace rlx::backends {
+namespace rlx::kernels {
 namespace {
 
 
@@ -154,4 +154,4 @@ Claim claim_tiled_gemm(const NodeDesc& n, std::string_view device) {
   return Claim::yes(cat("tiled gemm 16x16 m=", p->m, " n=", p->n, " k=", p->k, p->batch > 1 ? cat(" batch=", p->batch) : ""));
 }
 
-}  // namespace rlx::backends
+}  // namespace rlx::kernels

@@ -9,7 +9,7 @@
 #include "rlx/device.h"
 #include "rlx/graph.h"
 
-namespace rlx::backends {
+namespace rlx::kernels {
 
 // How one contraction maps onto sgemm: sizes, transposes, strides in elements, and how the
 // optional third gemm operand is applied.
@@ -33,4 +33,4 @@ Expected<GemmPlan> plan_tiled_gemm(const NodeDesc& n);
 // Those devices' claim: the tiled GEMM for dot nodes it plans, else the reason, naming `device`.
 Claim claim_tiled_gemm(const NodeDesc& n, std::string_view device);
 
-}  // namespace rlx::backends
+}  // namespace rlx::kernels

@@ -29,7 +29,7 @@
 
 #include "rlx/device.h"
 
-namespace rlx::backends {
+namespace rlx::kernels {
 
 // The raster kernels' work-group side on cuda (16 x 16 threads per block); the opencl device
 // picks 16 or 8 by its work-group limit.
@@ -80,4 +80,4 @@ int splat_sort_length(int n);
 // the device)". The device adds its own conditions (fp64, atomics, work-group sizes).
 Claim claim_splat_kernels(const NodeDesc& n, std::string_view language);
 
-}  // namespace rlx::backends
+}  // namespace rlx::kernels

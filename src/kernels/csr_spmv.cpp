@@ -1,7 +1,7 @@
 // The GPU devices' native CSR SpMV/SpMM (csr_spmv.h).
-#include "backends/csr_spmv.h"
+#include "kernels/csr_spmv.h"
 
-namespace rlx::backends {
+namespace rlx::kernels {
 
 Expected<CsrSpmvPlan> plan_csr_spmv(const NodeDesc& n, bool f64_scatter) {
   if (!csr_kernel_op(n.op))
@@ -300,4 +300,4 @@ Status csr_spmv_flag_error(int flags, std::string_view name, Op op) {
                op == Op::SddmmCsr ? "b's rows" : "x's rows", " (checked on the device; the cpu names the entry)");
 }
 
-}  // namespace rlx::backends
+}  // namespace rlx::kernels

@@ -1,0 +1,73 @@
+// The one program executor of every GPU-class device: a scheduled kernel program becomes
+// device buffers, built kernels and one recorded command list on a hal::Runtime, and a run
+// replays it. What the devices used to repeat lives here once:
+// - buffers: one allocation per root buffer (views share their target's), intermediates in one
+//   arena where the runtime binds ranges (hal::Limits::arena_align), weights checked against
+//   the graph and uploaded once with the constants;
+// - generated kernels: rendered for the device's dialect (codegen/device_modules.h), with a
+//   kernel's arguments packed into fewer bindings where it has more than the runtime allows;
+// - native kernels: planned by the device's NativePlanner (the families of src/kernels/) into
+//   commands on the same list, with the words they set checked after each run;
+// - the launch list, run and run_into, and the stats the dispatch report reads.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "codegen/c_renderer.h"
+#include "hal.h"
+#include "rlx/device.h"
+#include "rlx/kernel_ir.h"
+
+namespace rlx::hal {
+
+// What a native kernel family sees of the executable while it plans one node.
+class NativeBuilder {
+ public:
+  virtual ~NativeBuilder() = default;
+  virtual Runtime& runtime() = 0;
+  // Where kernel-level buffer `b` (a node's input or output) lives.
+  virtual BufferRange range(int b) const = 0;
+  // Device memory the executable owns for as long as it lives: `bytes` (> 0), filled with
+  // `init` when given; the error names `what`.
+  virtual Expected<BufferRange> scratch(uint64_t bytes, const std::string& what, const void* init = nullptr) = 0;
+  // Appends a command to the program's list (in the node's place in the step order).
+  virtual void add(Command c) = 0;
+  // A 32-bit word the node's kernels set: read after every run, and `check` turns a nonzero
+  // value into the run's error.
+  virtual void check_word(const BufferRange& word, std::function<Status(int32_t)> check) = 0;
+};
+
+// One family of native kernels as a device runs it (src/kernels/gpu_natives.h has the
+// common ones; a device may add its own, such as cuBLAS calls): the ops it answers for, its
+// claim of a node, and the commands of a claimed node.
+struct NativeFamily {
+  std::string name;
+  std::function<bool(Op)> takes;
+  std::function<Claim(const NodeDesc&)> claim;
+  std::function<Status(NativeBuilder&, const kir::NativeKernel&)> plan;
+};
+// A device's native kernels: one family per op family it runs natively.
+using NativeTable = std::vector<NativeFamily>;
+
+// A device's claim through its table: the first family that takes the node's op decides; a
+// node no family takes is answered by the first family (the device's general native kernel),
+// whose refusal says what it runs; an empty table has no native kernels.
+Claim claim_native(const NativeTable& table, const NodeDesc& n, std::string_view device);
+
+// A device as the executor sees it besides its runtime.
+struct Target {
+  codegen::CTarget dialect = codegen::CTarget::opencl;  // generated kernels' language
+  NativeTable natives;
+};
+
+// The executable of a scheduled, verified kernel program on `rt`, with `g`'s weights uploaded.
+Expected<std::unique_ptr<Executable>> make_executable(std::shared_ptr<Runtime> rt, const Target& target,
+                                                      kir::KernelProgram prog, const Graph& g);
+
+// Schedules a legalized primitive graph (sched::schedule), applies the requested donations (a
+// donated output shares its input's buffer), verifies the program and makes its executable.
+Expected<std::unique_ptr<Executable>> compile_program(std::shared_ptr<Runtime> rt, const Target& target, const Graph& g,
+                                                      const CompileOptions& options);
+
+}  // namespace rlx::hal
