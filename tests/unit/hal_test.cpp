@@ -11,6 +11,7 @@
 #include "backends/null/null_runtime.h"
 #include "hal/program_executable.h"
 #include "rlx/compile.h"
+#include "rlx/dispatch.h"
 #include "rlx/ir_text.h"
 
 namespace rlx {
@@ -57,22 +58,51 @@ Graph parse(const char* text) {
   return g ? *g : Graph{};
 }
 
-TEST(NullDevice, RunsAProgramWithoutKernelsThroughTheExecutor) {
-  Graph g = parse(R"(graph @id(%x: f32[3], %y: i32[2]) -> (i32[2], f32[3]) {
-  return %y, %x
+// The legalized primitive graph of `text`, as the ref device (primitives only) legalizes it.
+Graph primitive(const char* text) {
+  Graph g = parse(text);
+  auto ref = get_device("ref");
+  EXPECT_TRUE(ref.has_value());
+  auto lr = legalize(g, **ref, DispatchPolicy{});
+  EXPECT_TRUE(lr.has_value()) << lr.status().to_string();
+  return lr ? lr->graph : Graph{};
+}
+
+TEST(ProgramExecutable, UploadsWeightsAndMovesInputsAndOutputs) {
+  Graph g = primitive(R"(graph @w(%x: f32[4]) -> (f32[4]) {
+  %w = param "w" : f32[4]
+  %y = add(%x, %w)
+  return %y
 })");
-  auto model = Model::compile(g, {.device = "null"});
-  ASSERT_TRUE(model.has_value()) << model.status().to_string();
-  Tensor x = Tensor::zeros(DType::f32, {3}), y = Tensor::zeros(DType::i32, {2});
-  for (int i = 0; i < 3; ++i) x.data<float>()[i] = 0.5f * static_cast<float>(i) - 1.f;
-  y.data<int32_t>()[0] = -7;
-  y.data<int32_t>()[1] = 1 << 30;
-  std::vector<Tensor> in{x, y};
-  auto out = (*model)->run(in);
-  ASSERT_TRUE(out.has_value()) << out.status().to_string();
-  ASSERT_EQ(out->size(), 2u);
-  EXPECT_EQ(std::memcmp((*out)[0].bytes(), y.bytes(), 8), 0);
-  EXPECT_EQ(std::memcmp((*out)[1].bytes(), x.bytes(), 12), 0);
+  Tensor w = Tensor::zeros(DType::f32, {4});
+  for (int i = 0; i < 4; ++i) w.data<float>()[i] = 10.f + static_cast<float>(i);
+  g.weights["w"] = w;
+  auto rt = std::make_shared<RecordingRuntime>(hal::Limits{});
+  auto exe = hal::compile_program(rt, {codegen::CTarget::opencl, {}}, g, {});
+  ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
+  EXPECT_EQ((*exe)->stats().weight_bytes, 16u);
+  Tensor x = Tensor::zeros(DType::f32, {4});
+  for (int i = 0; i < 4; ++i) x.data<float>()[i] = -static_cast<float>(i);
+  std::vector<Tensor> in{x};
+  ASSERT_TRUE((*exe)->run(in).has_value());
+  ASSERT_EQ(rt->ran.size(), 1u);
+  const hal::Dispatch& d = rt->ran[0].dispatch;
+  ASSERT_EQ(d.buffers.size(), 3u);
+  EXPECT_EQ(d.scalars, (std::vector<int64_t>{1, 4}));
+  // the kernel's bindings hold the input (written by the run) and the weight (uploaded once)
+  int seen = 0;
+  for (const hal::BufferRange& r : d.buffers) {
+    float v[4];
+    ASSERT_TRUE(rt->download(r, v, sizeof v).is_ok());
+    if (std::memcmp(v, x.bytes(), 16) == 0) seen |= 1;
+    if (std::memcmp(v, w.bytes(), 16) == 0) seen |= 2;
+  }
+  EXPECT_EQ(seen, 3);
+  // a weight of another type is refused, naming it
+  g.weights["w"] = Tensor::zeros(DType::f32, {5});
+  auto bad = hal::compile_program(rt, {codegen::CTarget::opencl, {}}, g, {});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.status().message().find("weight 'w' is f32[5]"), std::string::npos) << bad.status().message();
 }
 
 TEST(NullDevice, RefusesANodeWithTheReason) {
@@ -140,33 +170,43 @@ TEST(ProgramExecutable, RefusesTooManyBuffersWhereTheDialectCannotPack) {
 }
 
 TEST(ProgramExecutable, IntermediatesShareTheArenaAtAlignedOffsets) {
-  // a reduction between two elementwise kernels keeps intermediates alive across kernels
-  Graph g = parse(R"(graph @r(%x: f32[8, 16]) -> (f32[8, 16]) {
-  %e = exp(%x)
+  // three kernels (a softmax's two reductions, then a column reduction of its transpose), the
+  // first two kernels' results alive together in the third
+  constexpr const char* kThreeKernels = R"(graph @r(%x: f32[8, 16]) -> (f32[8, 16]) {
+  %m = reduce_max(%x) {axes = [1], keepdims = 1}
+  %t = sub(%x, %m)
+  %e = exp(%t)
   %s = reduce_sum(%e) {axes = [1], keepdims = 1}
   %y = div(%e, %s)
-  return %y
-})");
-  hal::Limits lim;
-  lim.arena_align = 64;
-  auto rt = std::make_shared<RecordingRuntime>(lim);
-  auto exe = hal::compile_program(rt, {codegen::CTarget::glsl_vulkan, {}}, g, {});
-  ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
-  Tensor x = Tensor::zeros(DType::f32, {8, 16});
-  std::vector<Tensor> in{x};
-  ASSERT_TRUE((*exe)->run(in).has_value());
-  EXPECT_GE(rt->ran.size(), 2u);
-  // the intermediates live in one allocation that kernels bind at aligned offsets
-  std::map<uint64_t, std::set<uint64_t>> offsets;
-  for (const hal::Command& c : rt->ran)
-    for (const hal::BufferRange& r : c.dispatch.buffers) {
-      EXPECT_EQ(r.offset % 64, 0u);
-      offsets[r.buffer.id].insert(r.offset);
-    }
-  size_t most = 0;
-  for (auto& [id, o] : offsets) most = std::max(most, o.size());
-  EXPECT_GE(most, 2u) << "no allocation is bound at two offsets";
-  EXPECT_GT((*exe)->stats().arena_bytes, 0u);
+  %z = transpose(%y) {perm = [1, 0]}
+  %q = reduce_sum(%z) {axes = [1], keepdims = 1}
+  %w = mul(%z, %q)
+  %v = transpose(%w) {perm = [1, 0]}
+  return %v
+})";
+  for (int64_t align : {0, 4}) {
+    SCOPED_TRACE(align);
+    hal::Limits lim;
+    lim.arena_align = align;
+    auto rt = std::make_shared<RecordingRuntime>(lim);
+    auto exe = hal::compile_program(rt, {codegen::CTarget::glsl_vulkan, {}}, primitive(kThreeKernels), {});
+    ASSERT_TRUE(exe.has_value()) << exe.status().to_string();
+    Tensor x = Tensor::zeros(DType::f32, {8, 16});
+    std::vector<Tensor> in{x};
+    ASSERT_TRUE((*exe)->run(in).has_value());
+    EXPECT_GE(rt->ran.size(), 3u);
+    std::map<uint64_t, std::set<uint64_t>> offsets;
+    for (const hal::Command& c : rt->ran)
+      for (const hal::BufferRange& r : c.dispatch.buffers) {
+        if (align) EXPECT_EQ(r.offset % align, 0u);
+        offsets[r.buffer.id].insert(r.offset);
+      }
+    size_t most = 0;
+    for (auto& [id, o] : offsets) most = std::max(most, o.size());
+    // with an arena the two intermediates are one allocation at two offsets; without, each its own
+    EXPECT_EQ(most, align ? 2u : 1u);
+    EXPECT_GT((*exe)->stats().arena_bytes, 0u);
+  }
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // available and runs on the device runtime layer like every GPU-class device, through its
 // skeleton runtime (null_runtime.h), but it claims nothing and renders nothing, so every node
 // on it is illegal with a reason for each path (tests use it to exercise the illegal-node
-// report), and only programs without kernels (outputs that are inputs or weights) run.
+// report) and a program never gets as far as its runtime.
 #include "null_device.h"
 
 #include "hal/program_executable.h"

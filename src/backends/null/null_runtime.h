@@ -1,6 +1,6 @@
 // The null device's runtime: the skeleton of a hal::Runtime (hal/hal.h) to copy when adding a
-// device. Its memory is host memory, so transfers work and a program without kernels (outputs
-// that are inputs or weights) runs; it has no compiler, so build() refuses with a note of what
+// device. Its memory is host memory, so allocation and transfers work (tests/unit/hal_test.cpp
+// runs the program executor on it); it has no compiler, so build() refuses with a note of what
 // a real device does there. Each method says what a real runtime puts in its place.
 #pragma once
 
