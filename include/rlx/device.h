@@ -33,8 +33,15 @@ struct Claim {
   static Claim no(std::string why) { return Claim{false, std::move(why)}; }
 };
 
+// What runs a device's programs: the host's own executor (cpu), the reference interpreter
+// (ref), the device runtime layer of the GPU-class devices (src/hal/: opencl, vulkan, opengl,
+// cuda), or nothing (null, the skeleton). Tests that compare a device with the cpu select by it.
+enum class DeviceKind : uint8_t { host, reference, gpu, skeleton };
+std::string_view device_kind_name(DeviceKind k);
+
 struct DeviceInfo {
   std::string name;
+  DeviceKind kind = DeviceKind::gpu;
   bool available = false;
   std::string reason;       // why it is unavailable; empty when available
   std::string description;  // e.g. "x86-64, 2 threads, avx512"
@@ -85,6 +92,8 @@ class Device {
 
 // All devices rlx was built with, available or not (with the reason).
 std::vector<DeviceInfo> list_devices();
+// Their names, in the same order, without making the devices.
+std::vector<std::string> device_names();
 // The device called `name`; error if unknown or unavailable (with the reason).
 Expected<std::shared_ptr<const Device>> get_device(const std::string& name);
 // The default device: "cpu".

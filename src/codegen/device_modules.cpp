@@ -17,13 +17,13 @@ std::string cuda_translation_unit(std::string_view kernels) {
   return src;
 }
 
-Expected<std::vector<hal::KernelModule>> render_device_modules(const kir::KernelProgram& prog, CTarget target,
+Expected<std::vector<KernelModule>> render_device_modules(const kir::KernelProgram& prog, CTarget target,
                                                               const std::vector<std::vector<GlslArgPlace>>& places) {
   if (target == CTarget::host) return error(ErrorCode::internal, "render_device_modules: host C is not a device dialect");
   const bool glsl = target == CTarget::glsl_vulkan || target == CTarget::glsl_gl;
   const bool dump = glsl && std::getenv("RLX_DUMP_GLSL");
   if (dump) std::fprintf(stderr, "%s\n", prog.to_text().c_str());
-  std::vector<hal::KernelModule> modules;
+  std::vector<KernelModule> modules;
   std::string unit;  // OpenCL C / CUDA: every kernel in one
   const std::string prelude = glsl ? glsl_prelude(target) : std::string();
   for (size_t i = 0; i < prog.generated.size(); ++i) {
@@ -33,7 +33,7 @@ Expected<std::vector<hal::KernelModule>> render_device_modules(const kir::Kernel
     const std::vector<GlslArgPlace> none;
     const std::vector<GlslArgPlace>& at = i < places.size() ? places[i] : none;
     RLX_ASSIGN_OR_RETURN(std::string fn, render_c_kernel(k, dts, "rlx_" + k.name, target, at));
-    hal::KernelEntry e{"rlx_" + k.name, static_cast<int>(k.args.size()), {"rlx_rows", "rlx_cols"}};
+    KernelEntry e{"rlx_" + k.name, static_cast<int>(k.args.size()), {"rlx_rows", "rlx_cols"}};
     if (!at.empty()) {
       int bindings = 0;
       for (const GlslArgPlace& p : at) bindings = std::max(bindings, p.binding + 1);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "c_renderer.h"
-#include "hal/hal.h"
+#include "kernel_module.h"
 #include "rlx/kernel_ir.h"
 
 namespace rlx::codegen {
@@ -18,7 +18,7 @@ namespace rlx::codegen {
 // an entry per kernel (OpenCL, CUDA), or module i for kernel i (GLSL). `places[i]`, when given
 // (GLSL only), says where kernel i's arguments live; a kernel without one binds argument j at
 // binding j, and its entry's buffer count is then its argument count, else the bindings used.
-Expected<std::vector<hal::KernelModule>> render_device_modules(const kir::KernelProgram& prog, CTarget target,
+Expected<std::vector<KernelModule>> render_device_modules(const kir::KernelProgram& prog, CTarget target,
                                                               const std::vector<std::vector<GlslArgPlace>>& places = {});
 
 // The CUDA C++ translation unit around `kernels` (the C prelude and runtime helpers first).

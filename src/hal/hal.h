@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "codegen/kernel_module.h"
 #include "rlx/status.h"
 
 namespace rlx::hal {
@@ -48,21 +49,9 @@ struct Kernel {
   uint64_t id = 0;
 };
 
-// One entry point of a module to build: its name in the source (GLSL modules have one entry,
-// `main`, and the name only labels errors), how many buffers it binds (bindings 0..n-1, or
-// the first n arguments), and its scalar parameters in order, which follow the buffers as
-// arguments (OpenCL, CUDA), push constants (Vulkan) or uniforms of these names (OpenGL).
-struct KernelEntry {
-  std::string name;
-  int buffers = 0;
-  std::vector<std::string> scalars;  // int64 each
-};
-
-// A translation unit (OpenCL C, CUDA C++, one GLSL shader, ...) and the entries to take from it.
-struct KernelModule {
-  std::string source;
-  std::vector<KernelEntry> entries;
-};
+// What a runtime builds: a translation unit and its entry points (codegen/kernel_module.h).
+using codegen::KernelEntry;
+using codegen::KernelModule;
 
 // One kernel launch. A launch over `items` work items (> 0) is shaped by the runtime the way
 // its dialect's generated kernels expect (work-groups of its choosing, the items past `items`

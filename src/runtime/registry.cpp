@@ -85,6 +85,22 @@ std::shared_ptr<const Device> instance(const Entry& e) {
 
 }  // namespace
 
+std::string_view device_kind_name(DeviceKind k) {
+  switch (k) {
+    case DeviceKind::host: return "host";
+    case DeviceKind::reference: return "reference";
+    case DeviceKind::gpu: return "gpu";
+    case DeviceKind::skeleton: return "skeleton";
+  }
+  return "?";
+}
+
+std::vector<std::string> device_names() {
+  std::vector<std::string> r;
+  for (const Entry& e : entries()) r.push_back(e.name);
+  return r;
+}
+
 std::vector<DeviceInfo> list_devices() {
   std::vector<DeviceInfo> r;
   for (const Entry& e : entries()) r.push_back(instance(e)->info());

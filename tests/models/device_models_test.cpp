@@ -1,7 +1,8 @@
 // Models on the other devices give the CPU's results: a small BERT (the MiniLM builder with a
 // reduced configuration, random weights), a small Qwen3 decoding greedily and a few Adam
-// steps of the MNIST MLP, one test body instantiated per device (opencl,
-// vulkan, opengl); a device that is not available here skips with its reason. The op-by-op
+// steps of the MNIST MLP, one test body instantiated for every registered device
+// (tests/device_fixture.h): the GPU-class ones run it, the others and any device not available
+// here skip with the reason. The op-by-op
 // check against the reference interpreter is the conformance suite; this one checks whole
 // graphs end to end.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <random>
 
+#include "device_fixture.h"
 #include "models/bert.h"
 #include "models/qwen3.h"
 #include "train/models.h"
@@ -20,12 +22,6 @@
 namespace rlx {
 namespace {
 
-std::string unavailable(const std::string& device) {
-  for (const DeviceInfo& d : list_devices())
-    if (d.name == device) return d.available ? "" : d.reason;
-  return "rlx was built without the " + device + " device";
-}
-
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.sizes(), b.sizes());
   double worst = 0;
@@ -34,11 +30,11 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return worst;
 }
 
-class DeviceModels : public ::testing::TestWithParam<std::string> {};
+class DeviceModels : public device_tests::DeviceTest {};
 
 TEST_P(DeviceModels, SmallBertMatchesCpu) {
   const std::string device = GetParam();
-  if (auto why = unavailable(device); !why.empty()) GTEST_SKIP() << device << " is not available: " << why;
+  RLX_REQUIRE_DEVICE_KIND(DeviceKind::gpu);
   const std::string dir = std::string(RLX_BINARY_DIR) + "/test-models/bert-small-" + device;
   models::BertConfig c;
   c.vocab_size = 1000;
@@ -70,7 +66,7 @@ TEST_P(DeviceModels, SmallBertMatchesCpu) {
 // cache on the device: logits within tolerance of the cpu's at every step, same tokens.
 TEST_P(DeviceModels, SmallQwen3GreedyMatchesCpu) {
   const std::string device = GetParam();
-  if (auto why = unavailable(device); !why.empty()) GTEST_SKIP() << device << " is not available: " << why;
+  RLX_REQUIRE_DEVICE_KIND(DeviceKind::gpu);
   const std::string dir = std::string(RLX_BINARY_DIR) + "/test-models/qwen3-small-" + device;
   models::Qwen3Config c;
   c.vocab_size = 512;
@@ -114,7 +110,7 @@ TEST_P(DeviceModels, SmallQwen3GreedyMatchesCpu) {
 // same parameters after the last step, within tolerance.
 TEST_P(DeviceModels, MnistMlpTrainingMatchesCpu) {
   const std::string device = GetParam();
-  if (auto why = unavailable(device); !why.empty()) GTEST_SKIP() << device << " is not available: " << why;
+  RLX_REQUIRE_DEVICE_KIND(DeviceKind::gpu);
   train::TrainConfig cfg;
   cfg.optimizer.kind = train::OptimizerKind::adam;
   auto m_cpu = train::mnist_model("mlp", 3);
@@ -145,8 +141,7 @@ TEST_P(DeviceModels, MnistMlpTrainingMatchesCpu) {
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_LT(max_abs_diff(pa[i].second, pb[i].second), 1e-4) << pa[i].first;
 }
 
-INSTANTIATE_TEST_SUITE_P(Devices, DeviceModels, ::testing::Values("opencl", "vulkan", "opengl"),
-                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+RLX_INSTANTIATE_FOR_DEVICES(DeviceModels);
 
 }  // namespace
 }  // namespace rlx

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "device_fixture.h"
 #include "rlx/compile.h"
 #include "rlx/dispatch.h"
 #include "rlx/op_builder.h"
@@ -74,6 +75,14 @@ CsrInputs<V, I> add_csr(Graph& g, const Csr<V, I>& a) {
   r.va = g.add_input("values", TensorType{vt, {a.nnz()}});
   r.tensors = {Tensor::from_f64(it, {a.rows + 1}, as_double(a.row_ptr)), Tensor::from_f64(it, {a.nnz()}, as_double(a.col_idx)),
                Tensor::from_f64(vt, {a.nnz()}, as_double(a.values))};
+  return r;
+}
+
+// Every registered device but the two that run every op (cpu, ref): the GPU-class ones and the
+// null skeleton, whose refusals some tests check.
+std::vector<std::string> not_cpu_or_ref() {
+  std::vector<std::string> r = device_tests::devices_of_kind(DeviceKind::gpu);
+  for (const std::string& s : device_tests::devices_of_kind(DeviceKind::skeleton)) r.push_back(s);
   return r;
 }
 
@@ -346,7 +355,7 @@ TEST(GraphSparse, GpuSpmvMatchesCpuAndReportsBadIndices) {
   std::mt19937_64 rng(seed);
   Csr<float, int32_t> a = random_sparse<float, int32_t>(rng, 300, 200, 0.05);
   int ran = 0;
-  for (const char* dev : {"opencl", "vulkan", "opengl", "cuda"}) {
+  for (const std::string& dev : device_tests::devices_of_kind(DeviceKind::gpu)) {
     Graph g;
     GraphBuilder gb(g);
     OpBuilder o(gb);
@@ -356,7 +365,7 @@ TEST(GraphSparse, GpuSpmvMatchesCpuAndReportsBadIndices) {
     ASSERT_TRUE(o.ok()) << o.status().to_string();
     auto model = Model::compile(g, {.device = dev});
     if (!model.has_value()) {
-      std::printf("%s not checked: %s\n", dev, model.status().to_string().c_str());
+      std::printf("%s not checked: %s\n", dev.c_str(), model.status().to_string().c_str());
       continue;
     }
     ++ran;
@@ -410,10 +419,10 @@ TEST(GraphSparse, GpuTransposedSpmvMatchesCpu) {
     ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
     auto want = (*cpu)->run(in);
     ASSERT_TRUE(want.has_value()) << want.status().to_string();
-    for (const char* dev : {"opencl", "vulkan", "opengl", "cuda"}) {
+    for (const std::string& dev : device_tests::devices_of_kind(DeviceKind::gpu)) {
       auto model = Model::compile(g, {.device = dev});
       if (!model.has_value()) {
-        std::printf("%s not checked: %s\n", dev, model.status().to_string().c_str());
+        std::printf("%s not checked: %s\n", dev.c_str(), model.status().to_string().c_str());
         continue;
       }
       ++ran;
@@ -452,7 +461,9 @@ TEST(GraphSparse, GpuTransposedSpmvMatchesCpu) {
                                     Tensor::from_f64(DType::f32, {0}, std::vector<double>{}),
                                     Tensor::from_f64(DType::f32, {0}, std::vector<double>{}),
                                     Tensor::from_f64(DType::f32, {m}, random_vector(rng, m))};
-    for (const char* dev : {"cpu", "opencl", "vulkan", "opengl", "cuda"}) {
+    std::vector<std::string> devices = device_tests::devices_of_kind(DeviceKind::gpu);
+    devices.insert(devices.begin(), "cpu");
+    for (const std::string& dev : devices) {
       auto model = Model::compile(g, {.device = dev});
       if (!model.has_value()) continue;  // said above
       for (int round = 0; round < 2; ++round) {
@@ -474,7 +485,7 @@ TEST(GraphSparse, GpuTransposedSpmvMatchesCpu) {
   CsrInputs<double, int32_t> c = add_csr(g, ad);
   ValueId x = g.add_input("x", TensorType{DType::f64, {20}});
   g.outputs = {o.op(Op::SpmvCsr, {c.rp, c.ci, c.va, x}, Attrs{{"transpose", int64_t{1}}, {"cols", int64_t{10}}})};
-  for (const char* dev : {"opencl", "vulkan", "opengl"}) {
+  for (const std::string& dev : device_tests::devices_of_kind(DeviceKind::gpu)) {
     auto rep = explain(g, dev, {});
     if (!rep.has_value()) continue;  // the device is not here
     EXPECT_NE(rep->to_text().find("needs float atomics"), std::string::npos) << dev << "\n" << rep->to_text();
@@ -510,10 +521,10 @@ TEST(GraphSparse, GpuSddmmMatchesCpuAndReportsBadIndices) {
     ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
     auto want = (*cpu)->run(in);
     ASSERT_TRUE(want.has_value()) << want.status().to_string();
-    for (const char* dev : {"opencl", "vulkan", "opengl", "cuda"}) {
+    for (const std::string& dev : device_tests::devices_of_kind(DeviceKind::gpu)) {
       auto model = Model::compile(g, {.device = dev});
       if (!model.has_value()) {
-        std::printf("%s %s not checked: %s\n", dev, dtype_name(vt).data(), model.status().to_string().c_str());
+        std::printf("%s %s not checked: %s\n", dev.c_str(), dtype_name(vt).data(), model.status().to_string().c_str());
         continue;
       }
       ++ran;
@@ -674,10 +685,10 @@ TEST(GraphSparse, OtherDevicesRefuseWithTheReason) {
   g.outputs = {sparse_solve(o, rp, ci, va, b)};
   ASSERT_TRUE(o.ok()) << o.status().to_string();
   int checked = 0;
-  for (const char* dev : {"null", "opencl", "vulkan", "opengl"}) {
+  for (const std::string& dev : not_cpu_or_ref()) {
     auto rep = explain(g, dev, DispatchPolicy{});
     if (!rep.has_value()) {
-      std::printf("sparse_solve dispatch on %s not checked: %s\n", dev, rep.status().to_string().c_str());
+      std::printf("sparse_solve dispatch on %s not checked: %s\n", dev.c_str(), rep.status().to_string().c_str());
       continue;
     }
     EXPECT_FALSE(rep->ok()) << dev;
@@ -694,7 +705,7 @@ TEST(GraphSparse, OtherDevicesRefuseWithTheReason) {
                                  h.add_input("v", TensorType{DType::f32, {7}}), 4, 4);
   h.outputs = {a.row_ptr, a.col_idx, a.values};
   ASSERT_TRUE(ho.ok()) << ho.status().to_string();
-  for (const char* dev : {"null", "opencl", "vulkan", "opengl", "cuda"}) {
+  for (const std::string& dev : not_cpu_or_ref()) {
     auto rep = explain(h, dev, DispatchPolicy{});
     if (!rep.has_value()) continue;  // said above
     EXPECT_FALSE(rep->ok()) << dev;

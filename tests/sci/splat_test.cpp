@@ -15,6 +15,7 @@
 #include <fstream>
 #include <random>
 
+#include "device_fixture.h"
 #include "rlx/compile.h"
 #include "rlx/dispatch.h"
 #include "rlx/npy.h"
@@ -313,7 +314,7 @@ TEST(Splat, NativeOnHostDevicesIllegalElsewhereWithTheReason) {
 // an image of partial tiles and blocks. Skipped, saying why, where there is no OpenCL device.
 uint64_t fresh_seed() { return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}(); }
 
-std::unique_ptr<Model> gpu_or_skip_reason(const Graph& g, const char* device, std::string& why) {
+std::unique_ptr<Model> gpu_or_skip_reason(const Graph& g, const std::string& device, std::string& why) {
   auto m = Model::compile(g, {.device = device});
   if (!m.has_value()) {
     why = m.status().to_string();
@@ -322,11 +323,11 @@ std::unique_ptr<Model> gpu_or_skip_reason(const Graph& g, const char* device, st
   return std::move(*m);
 }
 
-// The GPU devices with splatting kernels (opencl here on PoCL; cuda where there is a GPU: its
-// kernels are compiled from the same text, tests/cuda/splat_nvrtc_test.cpp).
-class SplatGpu : public ::testing::TestWithParam<const char*> {};
-INSTANTIATE_TEST_SUITE_P(Devices, SplatGpu, ::testing::Values("opencl", "cuda"),
-                         [](const ::testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
+// Every GPU-class device (tests/device_fixture.h); those with splatting kernels run the bodies
+// (opencl here on PoCL; cuda where there is a GPU: its kernels are compiled from the same text,
+// tests/cuda/splat_nvrtc_test.cpp), the others skip with the reason their compile gives.
+class SplatGpu : public device_tests::DeviceTest {};
+RLX_INSTANTIATE_FOR_DEVICES(SplatGpu);
 
 // Every 7th Gaussian repeats the geometry of the one before with other colours and opacity,
 // so that equal depths are ordered by index; tiles of 16 and of 2 pixels (with small tiles a
@@ -344,6 +345,7 @@ HostScene scene_with_ties(uint64_t seed, int64_t n, int k) {
 }
 
 TEST_P(SplatGpu, ImageMatchesCpu) {
+  RLX_REQUIRE_DEVICE_KIND(DeviceKind::gpu);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(cat("seed ", seed));
   const HostScene s = scene_with_ties(seed, 300, 16);
@@ -374,6 +376,7 @@ TEST_P(SplatGpu, ImageMatchesCpu) {
 }
 
 TEST_P(SplatGpu, GradientsMatchCpu) {
+  RLX_REQUIRE_DEVICE_KIND(DeviceKind::gpu);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(cat("seed ", seed));
   const HostScene s = scene_with_ties(seed, 280, 9);
@@ -419,6 +422,7 @@ TEST_P(SplatGpu, GradientsMatchCpu) {
 // the conformance cases do), so that tile rectangles often cut through Gaussians: which
 // Gaussians a pixel composites is then decided by the rectangles, forward and backward.
 TEST_P(SplatGpu, RasterizeWithNarrowRectanglesMatchesCpu) {
+  RLX_REQUIRE_DEVICE_KIND(DeviceKind::gpu);
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(cat("seed ", seed));
   std::mt19937_64 rng(seed);

@@ -22,6 +22,7 @@ class CpuDevice final : public Device {
   CpuDevice() {
     info_.name = "cpu";
     info_.available = true;
+    info_.kind = DeviceKind::host;
     std::string isa = __builtin_cpu_supports("avx512f") ? "avx512" : __builtin_cpu_supports("avx2") ? "avx2" : "baseline";
     info_.description = cat("x86-64 ", isa, ", ", ThreadPool::global().size(), " threads, gemm ", gemm_kernel_name(),
                             ", generated C");

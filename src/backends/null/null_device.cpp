@@ -15,6 +15,7 @@ class NullDevice final : public Device {
  public:
   NullDevice() : rt_(std::make_shared<NullRuntime>()) {
     info_.name = "null";
+    info_.kind = DeviceKind::skeleton;
     info_.available = true;
     info_.description = "skeleton device: no kernels, no renderer (every node is illegal)";
     // A real device names the dialect its generated kernels are rendered in (its row in
@@ -22,7 +23,7 @@ class NullDevice final : public Device {
     // and its own), e.g. {kernels::tiled_gemm_family(t), kernels::csr_family(t)}.
     target_.dialect = codegen::CTarget::opencl;
   }
-  // A stand-in for a device rlx was built without: listed, unavailable, with the reason.
+  // A stand-in for a GPU-class device rlx was built without: listed, unavailable, with the reason.
   NullDevice(std::string name, std::string reason) {
     info_.name = std::move(name);
     info_.available = false;

@@ -43,6 +43,7 @@ class RefDevice final : public Device {
   RefDevice() {
     info_.name = "ref";
     info_.available = true;
+    info_.kind = DeviceKind::reference;
     info_.description = "scalar reference interpreter, f64 accumulation (ground truth)";
     info_.dtypes = {DType::f32, DType::f16, DType::bf16, DType::f64, DType::c64, DType::i8, DType::u8, DType::i16,
                     DType::u16, DType::i32, DType::u32, DType::i64, DType::u64, DType::boolean};
