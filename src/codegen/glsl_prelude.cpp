@@ -480,34 +480,6 @@ int8_t rlx_f64_to_i8_sat(double x) { return isnan(x) ? int8_t(0) : int8_t(int(cl
 uint8_t rlx_f64_to_u8_sat(double x) { return isnan(x) ? uint8_t(0) : uint8_t(int(clamp(x, 0.0lf, 255.0lf))); }
 )GLSL";
 
-constexpr const char* kGemmBody = R"GLSL(
-layout(local_size_x = 16, local_size_y = 16) in;
-layout(std430, binding = 0) readonly buffer RlxA { float A[]; };
-layout(std430, binding = 1) readonly buffer RlxB { float B[]; };
-layout(std430, binding = 2) writeonly buffer RlxC { float C[]; };
-shared float as_[16][16];
-shared float bs_[16][17];
-void main() {
-  const int lm = int(gl_LocalInvocationID.y), ln = int(gl_LocalInvocationID.x);
-  int64_t m = int64_t(gl_WorkGroupID.y) * 16l + int64_t(lm), n = int64_t(gl_WorkGroupID.x) * 16l + int64_t(ln);
-  int64_t b = int64_t(gl_WorkGroupID.z);
-  int64_t a0 = b * P_SAB, b0 = b * P_SBB;
-  float acc = 0.0;
-  for (int64_t k0 = 0l; k0 < P_K; k0 += 16l) {
-    int64_t ka = k0 + int64_t(ln), kb = k0 + int64_t(lm);
-    float av = 0.0, bv = 0.0;
-    if (m < P_M && ka < P_K) av = A[int(a0 + m * P_SAM + ka * P_SAK)];
-    if (kb < P_K && n < P_N) bv = B[int(b0 + kb * P_SBK + n * P_SBN)];
-    as_[lm][ln] = av;
-    bs_[lm][ln] = bv;
-    barrier();
-    for (int kk = 0; kk < 16; ++kk) acc = fma(as_[lm][kk], bs_[kk][ln], acc);
-    barrier();
-  }
-  if (m < P_M && n < P_N) C[int(b * P_SCB + m * P_N + n)] = acc;
-}
-)GLSL";
-
 }  // namespace
 
 Claim glsl_supports(const NodeDesc& n, const GlslCaps& caps) {
@@ -540,20 +512,18 @@ std::string glsl_prelude(CTarget target) {
   return std::string(kVulkanHeader) + kPreludeBody + kSmallTypes;
 }
 
-std::string glsl_gemm_source(CTarget target) {
-  static const char* names[] = {"M", "N", "K", "SAB", "SAM", "SAK", "SBB", "SBK", "SBN", "SCB"};
-  std::string s;
-  if (target == CTarget::glsl_gl) {
-    s = kGlHeader;
-    for (int i = 0; i < 10; ++i)
-      s += "layout(location = " + std::to_string(i) + ") uniform int64_t rlx_p" + std::to_string(i) + ";\n#define P_" +
-           names[i] + " rlx_p" + std::to_string(i) + "\n";
-  } else {
-    s = kVulkanHeader;
-    s += "layout(push_constant) uniform RlxGemm { int64_t v[10]; } rlx_p;\n";
-    for (int i = 0; i < 10; ++i) s += "#define P_" + std::string(names[i]) + " rlx_p.v[" + std::to_string(i) + "]\n";
+std::string glsl_native_header(CTarget target, int params) {
+  const bool gl = target == CTarget::glsl_gl;
+  std::string s = std::string("#version 450\n") +
+                  (gl ? "#extension GL_ARB_gpu_shader_int64 : require\n"
+                      : "#extension GL_EXT_shader_explicit_arithmetic_types : require\n");
+  if (gl) {
+    for (int i = 0; i < params; ++i)
+      s += "layout(location = " + std::to_string(i) + ") uniform int64_t rlx_p" + std::to_string(i) + ";\n";
+    return s + "#define P(i) rlx_p##i\n";
   }
-  return s + kGemmBody;
+  if (params > 0) s += "layout(push_constant) uniform RlxParams { int64_t v[" + std::to_string(params) + "]; } rlx_p;\n";
+  return s + "#define P(i) rlx_p.v[i]\n";
 }
 
 }  // namespace rlx::codegen

@@ -1,6 +1,6 @@
 // The GLSL prelude that starts every compute shader the vulkan and opengl devices generate
-// (the C renderer's glsl_vulkan / glsl_gl dialects render the kernel after it), and the native
-// tiled f32 matrix product both devices run for `dot`.
+// (the C renderer's glsl_vulkan / glsl_gl dialects render the kernel after it), and the header
+// of their native kernels' shaders (src/kernels/).
 //
 // The prelude defines, in GLSL 4.50, what rendered kernels call (the same names as the C
 // prelude, c_prelude.h, and c_runtime_helpers()):
@@ -33,13 +33,10 @@ namespace rlx::codegen {
 /// #version line.
 std::string glsl_prelude(CTarget target);
 
-/// The native f32 product as a complete compute shader for `target`: 16x16 output tiles
-/// staged through shared memory. Bindings 0, 1, 2 hold A, B, C; parameters (int64 each, in
-/// this order: M, N, K, sab, sam, sak, sbb, sbk, sbn, scb) are push constants (Vulkan) or
-/// uniforms at locations 0..9 (OpenGL). Element (b, m, k) of A is at b*sab + m*sam + k*sak
-/// (likewise B), C is dense [b][m][n] with batch stride scb. Dispatch ceil(N/16) x ceil(M/16)
-/// x batch work groups.
-std::string glsl_gemm_source(CTarget target);
+// The start of a native kernel's shader for `target` (glsl_vulkan or glsl_gl): the #version
+// line, the int64 extension, and `params` int64 parameters read as P(0)..P(params-1): push
+// constants (Vulkan) or uniforms rlx_p0.. at locations 0.. (OpenGL).
+std::string glsl_native_header(CTarget target, int params);
 
 // What a GLSL device's driver offers beyond GLSL 4.50 (see glsl_supports).
 struct GlslCaps {

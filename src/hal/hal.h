@@ -113,10 +113,11 @@ struct Limits {
 
 class Runtime {
  public:
+  explicit Runtime(std::string name) : name_(std::move(name)) {}
   virtual ~Runtime() = default;
   // The device's name ("opencl"), for errors.
-  virtual std::string_view name() const = 0;
-  virtual const Limits& limits() const = 0;
+  std::string_view name() const { return name_; }
+  const Limits& limits() const { return limits_; }
 
   // Device memory of `bytes` (> 0) bytes; the error names `what`.
   virtual Expected<Buffer> allocate(uint64_t bytes, const std::string& what) = 0;
@@ -137,6 +138,12 @@ class Runtime {
   // (`outputs[i]` for list.outputs[i]), and waits. Calls on one recording are serialized by
   // the caller.
   virtual Status replay(Recording& r, std::span<const void* const> inputs, std::span<void* const> outputs) = 0;
+
+ protected:
+  Limits limits_;  // set by the runtime when it opens its device
+
+ private:
+  std::string name_;
 };
 
 // A runtime over an immediate-mode queue: recording keeps the list, replay enqueues it.
@@ -144,6 +151,7 @@ class Runtime {
 // it ends.
 class StreamRuntime : public Runtime {
  public:
+  using Runtime::Runtime;
   Expected<std::unique_ptr<Recording>> record(CommandList list) override;
   Status replay(Recording& r, std::span<const void* const> inputs, std::span<void* const> outputs) override;
 
@@ -156,6 +164,21 @@ class StreamRuntime : public Runtime {
   virtual Status read(const BufferRange& range, void* data, uint64_t bytes) = 0;
   virtual Status finish() = 0;
 };
+
+// The Runtime methods every runtime defines, for its public section.
+#define RLX_HAL_RUNTIME_METHODS                                                                     \
+  Expected<::rlx::hal::Buffer> allocate(uint64_t bytes, const std::string& what) override;          \
+  void release(::rlx::hal::Buffer b) override;                                                      \
+  Status upload(const ::rlx::hal::BufferRange& range, const void* data, uint64_t bytes) override;   \
+  Status download(const ::rlx::hal::BufferRange& range, void* data, uint64_t bytes) override;       \
+  Expected<std::vector<::rlx::hal::Kernel>> build(const ::rlx::hal::KernelModule& module) override
+
+// The queue primitives every StreamRuntime defines, for its protected section.
+#define RLX_HAL_STREAM_METHODS                                                                      \
+  Status write(const ::rlx::hal::BufferRange& range, const void* data, uint64_t bytes) override;    \
+  Status enqueue(const ::rlx::hal::Command& c) override;                                            \
+  Status read(const ::rlx::hal::BufferRange& range, void* data, uint64_t bytes) override;           \
+  Status finish() override
 
 // Work-groups of `size` over a 2D grid (x up to `max_x`, numbered x + y * groups_x) covering
 // `items`: the shape the GLSL (and WGSL) dialects' generated kernels expect.

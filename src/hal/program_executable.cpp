@@ -301,6 +301,11 @@ Claim claim_native(const NativeTable& table, const NodeDesc& n, std::string_view
   return table.front().claim(n);
 }
 
+Expected<std::unique_ptr<Executable>> RuntimeDevice::compile(const Graph& g, const CompileOptions& options) const {
+  if (!runtime_) return error(ErrorCode::unavailable, info_.name, ": ", info_.reason);
+  return compile_program(runtime_, target_, g, options);
+}
+
 Expected<std::unique_ptr<Executable>> make_executable(std::shared_ptr<Runtime> rt, const Target& target,
                                                       kir::KernelProgram prog, const Graph& g) {
   auto e = std::make_unique<ProgramExecutable>(std::move(rt), target, std::move(prog));

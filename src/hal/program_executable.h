@@ -65,6 +65,50 @@ struct Target {
 Expected<std::unique_ptr<Executable>> make_executable(std::shared_ptr<Runtime> rt, const Target& target,
                                                       kir::KernelProgram prog, const Graph& g);
 
+// A GPU-class device on the device runtime layer: what every such Device is besides its claims
+// of generated code. The device opens its runtime and sets its info and target in its
+// constructor; native claims go through the target's native table, compile() through the one
+// program executor.
+class RuntimeDevice : public Device {
+ public:
+  const DeviceInfo& info() const override { return info_; }
+  Claim claim_native(const NodeDesc& n) const override { return hal::claim_native(target_.natives, n, info_.name); }
+  Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions& options) const override;
+
+ protected:
+  // Names the device (a GPU-class one) and keeps its runtime, or says why there is none (the
+  // device is then listed as unavailable with that reason). Returns the runtime, or null.
+  template <class R>
+  std::shared_ptr<R> open(std::string name, Expected<std::shared_ptr<R>> rt) {
+    info_.name = std::move(name);
+    info_.kind = DeviceKind::gpu;
+    info_.available = rt.has_value();
+    if (!rt) {
+      info_.reason = rt.status().message();
+      return nullptr;
+    }
+    runtime_ = *rt;
+    return *rt;
+  }
+
+  DeviceInfo info_;
+  std::shared_ptr<Runtime> runtime_;
+  Target target_;
+};
+
+// The NodeDesc of a native kernel (what claims and plans judge).
+inline NodeDesc node_desc(const kir::NativeKernel& nk) { return {nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name}; }
+
+// A command that runs `fn` in queue order: library work the runtime cannot see into (a cuBLAS
+// call, a device's own launch sequence), named `name` in errors and profiles.
+inline Command call_command(std::string name, std::function<Status()> fn) {
+  Command c;
+  c.kind = Command::Kind::call;
+  c.name = std::move(name);
+  c.call = std::move(fn);
+  return c;
+}
+
 // Schedules a legalized primitive graph (sched::schedule), applies the requested donations (a
 // donated output shares its input's buffer), verifies the program and makes its executable.
 Expected<std::unique_ptr<Executable>> compile_program(std::shared_ptr<Runtime> rt, const Target& target, const Graph& g,

@@ -1,6 +1,8 @@
 // The GPU devices' native CSR SpMV/SpMM (csr_spmv.h).
 #include "kernels/csr_spmv.h"
 
+#include "codegen/glsl_prelude.h"
+
 namespace rlx::kernels {
 
 Expected<CsrSpmvPlan> plan_csr_spmv(const NodeDesc& n, bool f64_scatter) {
@@ -198,15 +200,8 @@ std::string csr_spmv_cuda_source(bool f64_scatter) {
 
 std::string csr_spmv_glsl_source(const CsrSpmvPlan& p, bool opengl) {
   const std::string v = p.value == DType::f64 ? "double" : "float", i = p.index == DType::i64 ? "int64_t" : "int";
-  const std::string params =
-      opengl ? "layout(location = 0) uniform int64_t rlx_p0;\nlayout(location = 1) uniform int64_t rlx_p1;\n"
-               "layout(location = 2) uniform int64_t rlx_p2;\nlayout(location = 3) uniform int64_t rlx_p3;\n"
-               "#define P(i) rlx_p##i\n"
-             : "layout(push_constant) uniform RlxSpmv { int64_t v[4]; } rlx_p;\n#define P(i) rlx_p.v[i]\n";
-  return std::string("#version 450\n") +
-         (opengl ? "#extension GL_ARB_gpu_shader_int64 : require\n"
-                 : "#extension GL_EXT_shader_explicit_arithmetic_types : require\n") +
-         "layout(local_size_x = 64) in;\n#define V " + v + "\n#define I " + i + "\n" + params + R"GLSL(
+  return codegen::glsl_native_header(opengl ? codegen::CTarget::glsl_gl : codegen::CTarget::glsl_vulkan, 4) +
+         "layout(local_size_x = 64) in;\n#define V " + v + "\n#define I " + i + "\n" + R"GLSL(
 layout(std430, binding = 0) readonly buffer RlxRp { I rp[]; };
 layout(std430, binding = 1) readonly buffer RlxCi { I ci[]; };
 layout(std430, binding = 2) readonly buffer RlxVa { V va[]; };

@@ -7,33 +7,82 @@
 namespace rlx::kernels {
 namespace {
 
-// Element (b, m, k) of A is at b*sab + m*sam + k*sak (and likewise for B), so transposed
-// operands need no copy.
-constexpr const char* kGemmOpenclSource = R"CL(
-#define RLX_TS 16
-__kernel void rlx_native_gemm_f32(__global const float* A, __global const float* B, __global float* C,
-                                  const long M, const long N, const long K,
-                                  const long sab, const long sam, const long sak,
-                                  const long sbb, const long sbk, const long sbn, const long scb) {
-  __local float as[RLX_TS][RLX_TS];
-  __local float bs[RLX_TS][RLX_TS + 1];
-  const int lm = (int)get_local_id(1), ln = (int)get_local_id(0);
-  const long m = (long)get_group_id(1) * RLX_TS + lm, n = (long)get_group_id(0) * RLX_TS + ln;
-  const long b = (long)get_global_id(2);
-  A += b * sab;
-  B += b * sbb;
+// The tiled f32 product, written once: 16x16 output tiles, A and B staged through local
+// (shared) memory a 16-wide slice of K at a time. Element (b, m, k) of A is at
+// b*P_SAB + m*P_SAM + k*P_SAK (and likewise for B), so transposed operands need no copy; C is
+// dense [b][m][n] with batch stride P_SCB. A dialect prelude below makes it OpenCL C or GLSL.
+constexpr const char* kTiledGemm = R"SRC(
+RLX_TILES_OUTSIDE
+RLX_GEMM_SIGNATURE {
+  RLX_TILES_INSIDE
+  const int lm = RLX_LOCAL_Y, ln = RLX_LOCAL_X;
+  const RLX_LONG m = RLX_LONG_OF(RLX_GROUP_Y) * 16 + lm, n = RLX_LONG_OF(RLX_GROUP_X) * 16 + ln;
+  const RLX_LONG b = RLX_LONG_OF(RLX_GROUP_Z);
+  const RLX_LONG a0 = b * P_SAB, b0 = b * P_SBB;
   float acc = 0.0f;
-  for (long k0 = 0; k0 < K; k0 += RLX_TS) {
-    const long ka = k0 + ln, kb = k0 + lm;
-    as[lm][ln] = (m < M && ka < K) ? A[m * sam + ka * sak] : 0.0f;
-    bs[lm][ln] = (kb < K && n < N) ? B[kb * sbk + n * sbn] : 0.0f;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int kk = 0; kk < RLX_TS; ++kk) acc = fma(as[lm][kk], bs[kk][ln], acc);
-    barrier(CLK_LOCAL_MEM_FENCE);
+  for (RLX_LONG k0 = 0; k0 < P_K; k0 += 16) {
+    const RLX_LONG ka = k0 + ln, kb = k0 + lm;
+    float av = 0.0f, bv = 0.0f;
+    if (m < P_M && ka < P_K) av = A[RLX_INDEX(a0 + m * P_SAM + ka * P_SAK)];
+    if (kb < P_K && n < P_N) bv = B[RLX_INDEX(b0 + kb * P_SBK + n * P_SBN)];
+    as_[lm][ln] = av;
+    bs_[lm][ln] = bv;
+    RLX_BARRIER;
+    for (int kk = 0; kk < 16; ++kk) acc = fma(as_[lm][kk], bs_[kk][ln], acc);
+    RLX_BARRIER;
   }
-  if (m < M && n < N) C[b * scb + m * N + n] = acc;
+  if (m < P_M && n < P_N) C[RLX_INDEX(b * P_SCB + m * P_N + n)] = acc;
 }
-)CL";
+)SRC";
+
+// OpenCL C: a kernel with the ten parameters as arguments, the tiles in kernel scope.
+constexpr const char* kTiledGemmOpencl = R"SRC(
+#define RLX_GEMM_SIGNATURE __kernel void rlx_native_gemm_f32(__global const float* A, __global const float* B, \
+    __global float* C, const long P_M, const long P_N, const long P_K, const long P_SAB, const long P_SAM, \
+    const long P_SAK, const long P_SBB, const long P_SBK, const long P_SBN, const long P_SCB)
+#define RLX_TILES_OUTSIDE
+#define RLX_TILES_INSIDE __local float as_[16][16]; __local float bs_[16][17];
+#define RLX_LOCAL_X ((int)get_local_id(0))
+#define RLX_LOCAL_Y ((int)get_local_id(1))
+#define RLX_GROUP_X get_group_id(0)
+#define RLX_GROUP_Y get_group_id(1)
+#define RLX_GROUP_Z get_group_id(2)
+#define RLX_LONG long
+#define RLX_LONG_OF(x) ((long)(x))
+#define RLX_INDEX(i) (i)
+#define RLX_BARRIER barrier(CLK_LOCAL_MEM_FENCE)
+)SRC";
+
+// GLSL (after glsl_native_header): storage buffers 0..2, the parameters P(0)..P(9), the tiles
+// as shared variables at global scope, 16x16 invocations a work group.
+constexpr const char* kTiledGemmGlsl = R"SRC(
+#define P_M P(0)
+#define P_N P(1)
+#define P_K P(2)
+#define P_SAB P(3)
+#define P_SAM P(4)
+#define P_SAK P(5)
+#define P_SBB P(6)
+#define P_SBK P(7)
+#define P_SBN P(8)
+#define P_SCB P(9)
+layout(local_size_x = 16, local_size_y = 16) in;
+layout(std430, binding = 0) readonly buffer RlxA { float A[]; };
+layout(std430, binding = 1) readonly buffer RlxB { float B[]; };
+layout(std430, binding = 2) writeonly buffer RlxC { float C[]; };
+#define RLX_GEMM_SIGNATURE void main()
+#define RLX_TILES_OUTSIDE shared float as_[16][16]; shared float bs_[16][17];
+#define RLX_TILES_INSIDE
+#define RLX_LOCAL_X int(gl_LocalInvocationID.x)
+#define RLX_LOCAL_Y int(gl_LocalInvocationID.y)
+#define RLX_GROUP_X gl_WorkGroupID.x
+#define RLX_GROUP_Y gl_WorkGroupID.y
+#define RLX_GROUP_Z gl_WorkGroupID.z
+#define RLX_LONG int64_t
+#define RLX_LONG_OF(x) int64_t(x)
+#define RLX_INDEX(i) int(i)
+#define RLX_BARRIER barrier()
+)SRC";
 
 bool glsl(codegen::CTarget d) { return d == codegen::CTarget::glsl_vulkan || d == codegen::CTarget::glsl_gl; }
 
@@ -50,7 +99,7 @@ Expected<hal::Kernel> build_one(hal::Runtime& rt, std::string source, std::strin
 }
 
 Status plan_tiled_gemm_node(hal::NativeBuilder& b, const kir::NativeKernel& nk, const GpuTarget& t) {
-  NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
+  const NodeDesc d = hal::node_desc(nk);
   RLX_ASSIGN_OR_RETURN(GemmPlan p, plan_tiled_gemm(d));
   hal::Command c;
   hal::Dispatch& g = c.dispatch;
@@ -70,7 +119,7 @@ Status plan_tiled_gemm_node(hal::NativeBuilder& b, const kir::NativeKernel& nk, 
 }
 
 Status plan_csr_node(hal::NativeBuilder& b, const kir::NativeKernel& nk, const GpuTarget& t) {
-  NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
+  const NodeDesc d = hal::node_desc(nk);
   RLX_ASSIGN_OR_RETURN(CsrSpmvPlan p, plan_csr_spmv(d, t.f64_scatter));
   std::string source;
   switch (t.dialect) {
@@ -113,7 +162,8 @@ Status plan_csr_node(hal::NativeBuilder& b, const kir::NativeKernel& nk, const G
 }  // namespace
 
 std::string tiled_gemm_source(codegen::CTarget dialect) {
-  return glsl(dialect) ? codegen::glsl_gemm_source(dialect) : std::string(kGemmOpenclSource);
+  if (glsl(dialect)) return codegen::glsl_native_header(dialect, 10) + kTiledGemmGlsl + kTiledGemm;
+  return std::string(kTiledGemmOpencl) + kTiledGemm;
 }
 
 hal::NativeFamily tiled_gemm_family(const GpuTarget& t) {
@@ -127,5 +177,7 @@ hal::NativeFamily csr_family(const GpuTarget& t) {
           [t](const NodeDesc& n) { return claim_csr_spmv(n, t.device, t.fp64, t.f64_scatter); },
           [t](hal::NativeBuilder& b, const kir::NativeKernel& nk) { return plan_csr_node(b, nk, t); }};
 }
+
+hal::Target common_target(const GpuTarget& t) { return {t.dialect, {tiled_gemm_family(t), csr_family(t)}}; }
 
 }  // namespace rlx::kernels

@@ -315,6 +315,12 @@ TEST(Splat, NativeOnHostDevicesIllegalElsewhereWithTheReason) {
 uint64_t fresh_seed() { return (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}(); }
 
 std::unique_ptr<Model> gpu_or_skip_reason(const Graph& g, const std::string& device, std::string& why) {
+  // a device without splatting kernels refuses the nodes (the reason is the dispatch report's)
+  auto rep = explain(g, device, DispatchPolicy{});
+  if (!rep.has_value() || !rep->ok()) {
+    why = rep.has_value() ? rep->illegal_error().to_string() : rep.status().to_string();
+    return nullptr;
+  }
   auto m = Model::compile(g, {.device = device});
   if (!m.has_value()) {
     why = m.status().to_string();

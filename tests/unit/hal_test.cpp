@@ -21,9 +21,7 @@ namespace {
 // entries) and keeps every command it is asked to run instead of running it.
 class RecordingRuntime final : public hal::StreamRuntime {
  public:
-  explicit RecordingRuntime(hal::Limits limits) : limits_(limits) {}
-  std::string_view name() const override { return "recording"; }
-  const hal::Limits& limits() const override { return limits_; }
+  explicit RecordingRuntime(hal::Limits limits) : hal::StreamRuntime("recording") { limits_ = limits; }
   Expected<hal::Buffer> allocate(uint64_t bytes, const std::string& what) override { return null_.allocate(bytes, what); }
   void release(hal::Buffer b) override { null_.release(b); }
   Status upload(const hal::BufferRange& r, const void* d, uint64_t n) override { return null_.upload(r, d, n); }
@@ -48,7 +46,6 @@ class RecordingRuntime final : public hal::StreamRuntime {
 
  private:
   null_device::NullRuntime null_;
-  hal::Limits limits_;
   uint64_t next_kernel_ = 0;
 };
 
@@ -198,7 +195,9 @@ TEST(ProgramExecutable, IntermediatesShareTheArenaAtAlignedOffsets) {
     std::map<uint64_t, std::set<uint64_t>> offsets;
     for (const hal::Command& c : rt->ran)
       for (const hal::BufferRange& r : c.dispatch.buffers) {
-        if (align) EXPECT_EQ(r.offset % align, 0u);
+        if (align) {
+          EXPECT_EQ(r.offset % align, 0u);
+        }
         offsets[r.buffer.id].insert(r.offset);
       }
     size_t most = 0;

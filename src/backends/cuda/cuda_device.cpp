@@ -51,51 +51,37 @@ Status gemm(Runtime& rt, const std::string& name, const kernels::GemmPlan& p, DT
 // (cuda_splat.h), each run as one command on the runtime's stream. Claims go through
 // cuda::claim_native, which needs no GPU.
 hal::NativeFamily cublas_family(std::shared_ptr<Runtime> rt) {
+  auto plan = [rt](hal::NativeBuilder& b, const kir::NativeKernel& nk) -> Status {
+    RLX_ASSIGN_OR_RETURN(kernels::GemmPlan p, gemm_plan(hal::node_desc(nk), rt->gpu().cc));
+    const void *x = device_ptr(b.range(nk.inputs[0])), *y = device_ptr(b.range(nk.inputs[1]));
+    void* out = device_ptr(b.range(nk.outputs[0]));
+    b.add(hal::call_command(nk.name, [rt, p, name = nk.name, t = nk.output_types[0].dtype, x, y, out]() {
+      return gemm(*rt, name, p, t, x, y, out);
+    }));
+    return Status::ok();
+  };
   return {"cublas", [](Op op) { return op == Op::Dot; }, [rt](const NodeDesc& n) { return claim_native(n, rt->gpu().cc); },
-          [rt](hal::NativeBuilder& b, const kir::NativeKernel& nk) -> Status {
-            NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-            RLX_ASSIGN_OR_RETURN(kernels::GemmPlan p, gemm_plan(d, rt->gpu().cc));
-            hal::Command c;
-            c.kind = hal::Command::Kind::call;
-            c.name = nk.name;
-            c.call = [rt, p, name = nk.name, t = nk.output_types[0].dtype, a = device_ptr(b.range(nk.inputs[0])),
-                      bb = device_ptr(b.range(nk.inputs[1])), out = device_ptr(b.range(nk.outputs[0]))]() {
-              return gemm(*rt, name, p, t, a, bb, out);
-            };
-            b.add(std::move(c));
-            return Status::ok();
-          }};
+          plan};
 }
 
 hal::NativeFamily splat_family(std::shared_ptr<Runtime> rt) {
-  return {"splat", [](Op op) { return op_info(op).family == OpFamily::splat; }, [rt](const NodeDesc& n) { return claim_native(n, rt->gpu().cc); },
-          [rt](hal::NativeBuilder& b, const kir::NativeKernel& nk) -> Status {
-            NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-            std::vector<void*> in, out;
-            for (int i : nk.inputs) in.push_back(device_ptr(b.range(i)));
-            for (int o : nk.outputs) out.push_back(device_ptr(b.range(o)));
-            RLX_ASSIGN_OR_RETURN(std::shared_ptr<SplatLaunches> s, SplatLaunches::create(*rt, d, in, out));
-            hal::Command c;
-            c.kind = hal::Command::Kind::call;
-            c.name = nk.name;
-            c.call = [rt, s]() { return s->enqueue(rt->stream()); };
-            b.add(std::move(c));
-            return Status::ok();
-          }};
+  auto plan = [rt](hal::NativeBuilder& b, const kir::NativeKernel& nk) -> Status {
+    std::vector<void*> in, out;
+    for (int i : nk.inputs) in.push_back(device_ptr(b.range(i)));
+    for (int o : nk.outputs) out.push_back(device_ptr(b.range(o)));
+    RLX_ASSIGN_OR_RETURN(std::shared_ptr<SplatLaunches> s, SplatLaunches::create(*rt, hal::node_desc(nk), in, out));
+    b.add(hal::call_command(nk.name, [rt, s]() { return s->enqueue(rt->stream()); }));
+    return Status::ok();
+  };
+  return {"splat", [](Op op) { return op_info(op).family == OpFamily::splat; },
+          [rt](const NodeDesc& n) { return claim_native(n, rt->gpu().cc); }, plan};
 }
 
-class CudaDevice final : public Device {
+class CudaDevice final : public hal::RuntimeDevice {
  public:
   CudaDevice() {
-    info_.name = "cuda";
-    auto rt = Runtime::create();
-    if (!rt) {
-      info_.available = false;
-      info_.reason = rt.status().message();
-      return;
-    }
-    rt_ = *rt;
-    info_.available = true;
+    rt_ = open("cuda", Runtime::create());
+    if (!rt_) return;
     info_.description = rt_->description();
     info_.dtypes = {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i8,  DType::u8,  DType::i16,
                     DType::u16, DType::i32, DType::u32,  DType::i64, DType::u64, DType::boolean};
@@ -104,10 +90,10 @@ class CudaDevice final : public Device {
     target_.natives = {cublas_family(rt_), kernels::csr_family({"cuda", codegen::CTarget::cuda, true, has_f64_atomic_add(cc)}),
                        splat_family(rt_)};
   }
-  const DeviceInfo& info() const override { return info_; }
   Claim claim_native(const NodeDesc& n) const override { return cuda::claim_native(n, rt_ ? rt_->gpu().cc : 0); }
   Claim supports_primitive(const NodeDesc& n) const override { return cuda::supports_primitive(n); }
 
+  // the scheduled program of cuda_codegen.h, the one the NVRTC check of tests/cuda/ renders
   Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions& options) const override {
     if (!rt_) return error(ErrorCode::unavailable, "cuda: ", info_.reason);
     RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, schedule_program(g, options));
@@ -115,9 +101,7 @@ class CudaDevice final : public Device {
   }
 
  private:
-  DeviceInfo info_;
   std::shared_ptr<Runtime> rt_;
-  hal::Target target_;
 };
 
 }  // namespace

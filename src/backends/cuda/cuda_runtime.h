@@ -75,30 +75,20 @@ class Runtime final : public hal::StreamRuntime {
   Expected<cudaKernel_t> kernel(const std::string& source, const std::string& name);
 
   // hal::Runtime
-  std::string_view name() const override { return "cuda"; }
-  const hal::Limits& limits() const override { return limits_; }
-  Expected<hal::Buffer> allocate(uint64_t bytes, const std::string& what) override;
-  void release(hal::Buffer b) override;
-  Status upload(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
-  Status download(const hal::BufferRange& range, void* data, uint64_t bytes) override;
-  Expected<std::vector<hal::Kernel>> build(const hal::KernelModule& module) override;
+  RLX_HAL_RUNTIME_METHODS;
   Status check_dispatch(const hal::Dispatch& d) const override;
 
  protected:
-  Status write(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
-  Status enqueue(const hal::Command& c) override;
-  Status read(const hal::BufferRange& range, void* data, uint64_t bytes) override;
-  Status finish() override;
+  RLX_HAL_STREAM_METHODS;
 
  private:
-  Runtime() = default;
+  Runtime() : hal::StreamRuntime("cuda") {}
   GpuInfo gpu_;
   std::string arch_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::mutex mu_;
   std::map<std::string, cudaLibrary_t> libraries_;
-  hal::Limits limits_;
 };
 
 }  // namespace rlx::cuda

@@ -10,10 +10,12 @@ namespace rlx::null_device {
 
 class NullRuntime final : public hal::StreamRuntime {
  public:
-  std::string_view name() const override { return "null"; }
-  // A real runtime reports its device's limits here: storage buffers per kernel, bytes per
+  // A real runtime opens its device in a static create() (an error saying why it cannot)
+  // and sets limits_ from what the driver reports: storage buffers per kernel, bytes per
   // binding, and the offset alignment at which intermediates may share one arena buffer.
-  const hal::Limits& limits() const override { return limits_; }
+  // Its header may declare the methods below with RLX_HAL_RUNTIME_METHODS and
+  // RLX_HAL_STREAM_METHODS (hal.h).
+  NullRuntime() : hal::StreamRuntime("null") {}
   // Device memory: clCreateBuffer, vkCreateBuffer + vkAllocateMemory, glNamedBufferStorage,
   // cudaMalloc, wgpuDeviceCreateBuffer. The id is whatever names the allocation.
   Expected<hal::Buffer> allocate(uint64_t bytes, const std::string& what) override;
@@ -33,9 +35,6 @@ class NullRuntime final : public hal::StreamRuntime {
   Status enqueue(const hal::Command& c) override;
   Status read(const hal::BufferRange& range, void* data, uint64_t bytes) override;
   Status finish() override { return Status::ok(); }
-
- private:
-  hal::Limits limits_;
 };
 
 }  // namespace rlx::null_device

@@ -13,35 +13,23 @@ namespace {
 
 // The splatting kernels (opencl_splat.h): one node's launch sequence, run as one command.
 hal::NativeFamily splat_family(std::shared_ptr<Runtime> rt) {
+  auto plan = [rt](hal::NativeBuilder& b, const kir::NativeKernel& nk) -> Status {
+    std::vector<cl_mem> in, out;
+    for (int i : nk.inputs) in.push_back(reinterpret_cast<cl_mem>(b.range(i).buffer.id));
+    for (int o : nk.outputs) out.push_back(reinterpret_cast<cl_mem>(b.range(o).buffer.id));
+    RLX_ASSIGN_OR_RETURN(std::shared_ptr<SplatLaunches> s, SplatLaunches::create(*rt, hal::node_desc(nk), in, out));
+    b.add(hal::call_command(nk.name, [rt, s]() { return s->enqueue(rt->queue()); }));
+    return Status::ok();
+  };
   return {"splat", [](Op op) { return op_info(op).family == OpFamily::splat; },
-          [rt](const NodeDesc& n) { return claim_splat(n, *rt); },
-          [rt](hal::NativeBuilder& b, const kir::NativeKernel& nk) -> Status {
-            NodeDesc d{nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name};
-            std::vector<cl_mem> in, out;
-            for (int i : nk.inputs) in.push_back(reinterpret_cast<cl_mem>(b.range(i).buffer.id));
-            for (int o : nk.outputs) out.push_back(reinterpret_cast<cl_mem>(b.range(o).buffer.id));
-            RLX_ASSIGN_OR_RETURN(std::shared_ptr<SplatLaunches> s, SplatLaunches::create(*rt, d, in, out));
-            hal::Command c;
-            c.kind = hal::Command::Kind::call;
-            c.name = nk.name;
-            c.call = [rt, s]() { return s->enqueue(rt->queue()); };
-            b.add(std::move(c));
-            return Status::ok();
-          }};
+          [rt](const NodeDesc& n) { return claim_splat(n, *rt); }, plan};
 }
 
-class OpenclDevice final : public Device {
+class OpenclDevice final : public hal::RuntimeDevice {
  public:
   OpenclDevice() {
-    info_.name = "opencl";
-    auto rt = Runtime::create();
-    if (!rt) {
-      info_.available = false;
-      info_.reason = rt.status().message();
-      return;
-    }
-    rt_ = *rt;
-    info_.available = true;
+    rt_ = open("opencl", Runtime::create());
+    if (!rt_) return;
     info_.description = rt_->description();
     info_.dtypes = {DType::f32, DType::f16, DType::bf16, DType::i8, DType::u8, DType::i16, DType::u16,
                     DType::i32, DType::u32, DType::i64, DType::u64, DType::boolean};
@@ -50,9 +38,6 @@ class OpenclDevice final : public Device {
     target_.dialect = t.dialect;
     target_.natives = {kernels::tiled_gemm_family(t), kernels::csr_family(t), splat_family(rt_)};
   }
-  const DeviceInfo& info() const override { return info_; }
-
-  Claim claim_native(const NodeDesc& n) const override { return hal::claim_native(target_.natives, n, "opencl"); }
 
   Claim supports_primitive(const NodeDesc& n) const override {
     if (!rt_->fp64()) {
@@ -65,14 +50,8 @@ class OpenclDevice final : public Device {
     return c;
   }
 
-  Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions& options) const override {
-    return hal::compile_program(rt_, target_, g, options);
-  }
-
  private:
-  DeviceInfo info_;
   std::shared_ptr<Runtime> rt_;
-  hal::Target target_;
 };
 
 }  // namespace

@@ -48,22 +48,13 @@ class Runtime final : public hal::StreamRuntime {
   Expected<cl_program> program(const std::string& source);
 
   // hal::Runtime: a buffer is a cl_mem, a kernel a cl_kernel made once per program and entry.
-  std::string_view name() const override { return "opencl"; }
-  const hal::Limits& limits() const override { return limits_; }
-  Expected<hal::Buffer> allocate(uint64_t bytes, const std::string& what) override;
-  void release(hal::Buffer b) override;
-  Status upload(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
-  Status download(const hal::BufferRange& range, void* data, uint64_t bytes) override;
-  Expected<std::vector<hal::Kernel>> build(const hal::KernelModule& module) override;
+  RLX_HAL_RUNTIME_METHODS;
 
  protected:
-  Status write(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
-  Status enqueue(const hal::Command& c) override;
-  Status read(const hal::BufferRange& range, void* data, uint64_t bytes) override;
-  Status finish() override;
+  RLX_HAL_STREAM_METHODS;
 
  private:
-  Runtime() = default;
+  Runtime() : hal::StreamRuntime("opencl") {}
   cl_device_id device_ = nullptr;
   cl_context context_ = nullptr;
   cl_command_queue queue_ = nullptr;
@@ -76,7 +67,6 @@ class Runtime final : public hal::StreamRuntime {
   std::map<std::string, cl_program> programs_;
   std::map<std::pair<cl_program, std::string>, cl_kernel> kernels_;
   std::mutex launch_mu_;  // a kernel's arguments are set and it is enqueued as one step
-  hal::Limits limits_;
 };
 
 }  // namespace rlx::opencl

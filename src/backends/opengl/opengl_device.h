@@ -2,7 +2,7 @@
 // IR (the C renderer's glsl_gl dialect), compiled by the driver, buffers resident on the device
 // as shader storage buffers, one glDispatchCompute per kernel with a storage barrier between
 // them. dot runs as the native tiled f32 matrix product shared with the Vulkan device
-// (codegen::glsl_gemm_source). Runs headless through EGL (no window system): here on Mesa's
+// (kernels::tiled_gemm_source). Runs headless through EGL (no window system): here on Mesa's
 // llvmpipe (the CPU as an OpenGL 4.5 device), and on any OpenGL 4.5 core driver with
 // GL_ARB_gpu_shader_int64. OpenGL 4.5 GLSL has no 8/16-bit types: buffers of bool, i8, u8, i16,
 // u16, f16 and bf16 are packed in 32-bit words by the renderer (see c_renderer.cpp).

@@ -101,24 +101,15 @@ class Runtime final : public hal::StreamRuntime {
   Status check(const std::string& what) const;
 
   // hal::Runtime
-  std::string_view name() const override { return "opengl"; }
-  const hal::Limits& limits() const override { return limits_; }
-  Expected<hal::Buffer> allocate(uint64_t bytes, const std::string& what) override;
-  void release(hal::Buffer b) override;
-  Status upload(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
-  Status download(const hal::BufferRange& range, void* data, uint64_t bytes) override;
-  Expected<std::vector<hal::Kernel>> build(const hal::KernelModule& module) override;
+  RLX_HAL_RUNTIME_METHODS;
   Status check_dispatch(const hal::Dispatch& d) const override;
   Status replay(hal::Recording& r, std::span<const void* const> inputs, std::span<void* const> outputs) override;
 
  protected:
-  Status write(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
-  Status enqueue(const hal::Command& c) override;
-  Status read(const hal::BufferRange& range, void* data, uint64_t bytes) override;
-  Status finish() override;
+  RLX_HAL_STREAM_METHODS;
 
  private:
-  Runtime() = default;
+  Runtime() : hal::StreamRuntime("opengl") {}
 
   EGLDisplay display_ = EGL_NO_DISPLAY;
   EGLContext context_ = EGL_NO_CONTEXT;
@@ -137,7 +128,6 @@ class Runtime final : public hal::StreamRuntime {
     std::vector<GLint> uniforms;
   };
   std::map<std::pair<GLuint, std::vector<std::string>>, std::unique_ptr<Kernel>> kernels_;
-  hal::Limits limits_;
   void groups_for(const hal::Dispatch& d, GLuint out[3]) const;
 };
 

@@ -94,19 +94,13 @@ class Runtime final : public hal::Runtime {
   void save_pipeline_cache();
 
   // hal::Runtime
-  std::string_view name() const override { return "vulkan"; }
-  const hal::Limits& limits() const override { return limits_; }
-  Expected<hal::Buffer> allocate(uint64_t bytes, const std::string& what) override;
-  void release(hal::Buffer b) override;
-  Status upload(const hal::BufferRange& range, const void* data, uint64_t bytes) override;
-  Status download(const hal::BufferRange& range, void* data, uint64_t bytes) override;
-  Expected<std::vector<hal::Kernel>> build(const hal::KernelModule& module) override;
+  RLX_HAL_RUNTIME_METHODS;
   Status check_dispatch(const hal::Dispatch& d) const override;
   Expected<std::unique_ptr<hal::Recording>> record(hal::CommandList list) override;
   Status replay(hal::Recording& r, std::span<const void* const> inputs, std::span<void* const> outputs) override;
 
  private:
-  Runtime() = default;
+  Runtime() : hal::Runtime("vulkan") {}
   Expected<uint32_t> memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) const;
   // A blocking copy between host memory and a device buffer through a staging buffer.
   Status transfer(const hal::BufferRange& range, void* data, uint64_t bytes, bool to_device);
@@ -128,7 +122,6 @@ class Runtime final : public hal::Runtime {
   std::mutex queue_mu_;  // queue_ and fence_
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
   std::map<std::string, std::vector<uint32_t>> spirv_;
-  hal::Limits limits_;
 };
 
 }  // namespace rlx::vulkan
