@@ -74,4 +74,15 @@ void grid_2d(int64_t items, int size, int64_t max_x, uint32_t out[3]) {
   out[2] = 1;
 }
 
+Status dispatch_groups(const Dispatch& d, int group_size, const uint32_t max_groups[3], std::string_view device,
+                       uint32_t out[3]) {
+  if (d.items > 0) grid_2d(d.items, group_size, max_groups[0], out);
+  else std::copy(d.groups, d.groups + 3, out);
+  for (int i = 0; i < 3; ++i)
+    if (out[i] > max_groups[i])
+      return error(ErrorCode::unsupported, device, ": ", d.name, " needs ", out[0], "x", out[1], "x", out[2],
+                   " work groups, more than this device dispatches");
+  return Status::ok();
+}
+
 }  // namespace rlx::hal

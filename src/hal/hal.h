@@ -184,4 +184,10 @@ class StreamRuntime : public Runtime {
 // `items`: the shape the GLSL (and WGSL) dialects' generated kernels expect.
 void grid_2d(int64_t items, int size, int64_t max_x, uint32_t out[3]);
 
+// The work-group counts of `d` on a device that runs launches over items in groups of
+// `group_size` on a 2D grid (grid_2d), and explicit launches as given; an error naming the
+// dispatch where a count passes the device's `max_groups`.
+Status dispatch_groups(const Dispatch& d, int group_size, const uint32_t max_groups[3], std::string_view device,
+                       uint32_t out[3]);
+
 }  // namespace rlx::hal

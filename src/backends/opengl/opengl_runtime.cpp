@@ -337,19 +337,15 @@ Expected<std::vector<hal::Kernel>> Runtime::build(const hal::KernelModule& modul
   return out;
 }
 
-void Runtime::groups_for(const hal::Dispatch& d, GLuint out[3]) const {
-  if (d.items > 0) return hal::grid_2d(d.items, codegen::kGlslWorkgroupSize, caps_.max_groups[0], out);
-  std::copy(d.groups, d.groups + 3, out);
+Status Runtime::dispatch_groups(const hal::Dispatch& d, GLuint out[3]) const {
+  const uint32_t max[3] = {static_cast<uint32_t>(caps_.max_groups[0]), static_cast<uint32_t>(caps_.max_groups[1]),
+                           static_cast<uint32_t>(caps_.max_groups[2])};
+  return hal::dispatch_groups(d, codegen::kGlslWorkgroupSize, max, "opengl", out);
 }
 
 Status Runtime::check_dispatch(const hal::Dispatch& d) const {
   GLuint g[3];
-  groups_for(d, g);
-  for (int i = 0; i < 3; ++i)
-    if (g[i] > static_cast<GLuint>(caps_.max_groups[i]))
-      return error(ErrorCode::unsupported, "opengl: ", d.name, " needs ", g[0], "x", g[1], "x", g[2],
-                   " work groups, more than this driver dispatches");
-  return Status::ok();
+  return dispatch_groups(d, g);
 }
 
 Status Runtime::replay(hal::Recording& r, std::span<const void* const> inputs, std::span<void* const> outputs) {
@@ -395,7 +391,7 @@ Status Runtime::enqueue(const hal::Command& c) {
   for (size_t i = 0; i < k.uniforms.size() && i < d.scalars.size(); ++i)
     if (k.uniforms[i] >= 0) gl_.Uniform1i64ARB(k.uniforms[i], d.scalars[i]);
   GLuint g[3];
-  groups_for(d, g);
+  RLX_TRY(dispatch_groups(d, g));
   gl_.DispatchCompute(g[0], g[1], g[2]);
   gl_.MemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
   return Status::ok();

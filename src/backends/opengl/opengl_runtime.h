@@ -128,7 +128,8 @@ class Runtime final : public hal::StreamRuntime {
     std::vector<GLint> uniforms;
   };
   std::map<std::pair<GLuint, std::vector<std::string>>, std::unique_ptr<Kernel>> kernels_;
-  void groups_for(const hal::Dispatch& d, GLuint out[3]) const;
+  // the work groups of `d` (hal::dispatch_groups with this driver's limits)
+  Status dispatch_groups(const hal::Dispatch& d, GLuint out[3]) const;
 };
 
 }  // namespace rlx::opengl

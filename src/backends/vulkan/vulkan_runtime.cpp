@@ -532,19 +532,9 @@ Expected<std::vector<hal::Kernel>> Runtime::build(const hal::KernelModule& modul
   return out;
 }
 
-void Runtime::groups_for(const hal::Dispatch& d, uint32_t out[3]) const {
-  if (d.items > 0) return hal::grid_2d(d.items, codegen::kGlslWorkgroupSize, caps_.max_groups[0], out);
-  std::copy(d.groups, d.groups + 3, out);
-}
-
 Status Runtime::check_dispatch(const hal::Dispatch& d) const {
   uint32_t g[3];
-  groups_for(d, g);
-  for (int i = 0; i < 3; ++i)
-    if (g[i] > caps_.max_groups[i])
-      return error(ErrorCode::unsupported, "vulkan: ", d.name, " needs ", g[0], "x", g[1], "x", g[2],
-                   " work groups, more than this device dispatches");
-  return Status::ok();
+  return hal::dispatch_groups(d, codegen::kGlslWorkgroupSize, caps_.max_groups, "vulkan", g);
 }
 
 Expected<std::unique_ptr<hal::Recording>> Runtime::record(hal::CommandList list) {
@@ -619,7 +609,7 @@ Expected<std::unique_ptr<hal::Recording>> Runtime::record(hal::CommandList list)
     }
     vkUpdateDescriptorSets(device_, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
     uint32_t g[3];
-    groups_for(d, g);
+    RLX_TRY(hal::dispatch_groups(d, codegen::kGlslWorkgroupSize, caps_.max_groups, "vulkan", g));
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0, nullptr);
     if (p->push_bytes)

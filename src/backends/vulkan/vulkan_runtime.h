@@ -104,7 +104,6 @@ class Runtime final : public hal::Runtime {
   Expected<uint32_t> memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) const;
   // A blocking copy between host memory and a device buffer through a staging buffer.
   Status transfer(const hal::BufferRange& range, void* data, uint64_t bytes, bool to_device);
-  void groups_for(const hal::Dispatch& d, uint32_t out[3]) const;
 
   VkInstance instance_ = VK_NULL_HANDLE;
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
