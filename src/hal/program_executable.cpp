@@ -111,13 +111,7 @@ Status ProgramExecutable::create_buffers(const Graph& g) {
                    lim.max_binding_bytes, " one kernel binding may cover on this device");
     const Tensor* data = nullptr;
     if (b.kind == kir::BufferKind::weight) {
-      auto it = g.weights.find(b.name);
-      if (it == g.weights.end() || !it->second.storage())
-        return error(ErrorCode::invalid_argument, "weight '", b.name, "' has no data");
-      if (it->second.dtype() != b.dtype || it->second.sizes() != b.sizes)
-        return error(ErrorCode::shape_error, "weight '", b.name, "' is ", it->second.type().to_string(),
-                     ", the graph expects ", dtype_name(b.dtype), sizes_to_string(b.sizes));
-      data = &it->second;
+      RLX_ASSIGN_OR_RETURN(data, bound_weight(g, b));
       stats_.weight_bytes += b.bytes();
     } else if (b.kind == kir::BufferKind::constant) {
       data = &b.data;
@@ -262,12 +256,7 @@ Status ProgramExecutable::init(const Graph& g) {
   for (const Check& c : checks_) list_.outputs.push_back({c.word, 4});
   check_values_.assign(checks_.size(), 0);
   RLX_ASSIGN_OR_RETURN(recording_, rt_->record(list_));
-  stats_.generated_kernels = static_cast<int>(prog_.generated.size());
-  stats_.native_kernels = static_cast<int>(prog_.natives.size());
-  stats_.kernel_listing = prog_.listing();
-  for (const kir::Step& s : prog_.steps)
-    stats_.kernel_origins.push_back(s.native ? std::make_pair(prog_.natives[s.index].name, prog_.natives[s.index].origins)
-                                             : std::make_pair(prog_.generated[s.index].name, prog_.generated[s.index].origins));
+  describe_program(prog_, stats_);
   return Status::ok();
 }
 
@@ -293,6 +282,26 @@ Expected<std::vector<Tensor>> ProgramExecutable::run(std::span<const Tensor> inp
 }
 
 }  // namespace
+
+Expected<const Tensor*> bound_weight(const Graph& g, const kir::Buffer& b) {
+  auto it = g.weights.find(b.name);
+  if (it == g.weights.end() || !it->second.storage())
+    return error(ErrorCode::invalid_argument, "weight '", b.name, "' has no data");
+  if (it->second.dtype() != b.dtype || it->second.sizes() != b.sizes)
+    return error(ErrorCode::shape_error, "weight '", b.name, "' is ", it->second.type().to_string(), ", the graph expects ",
+                 dtype_name(b.dtype), sizes_to_string(b.sizes));
+  return &it->second;
+}
+
+void describe_program(const kir::KernelProgram& prog, ExecStats& stats) {
+  stats.generated_kernels = static_cast<int>(prog.generated.size());
+  stats.native_kernels = static_cast<int>(prog.natives.size());
+  stats.kernel_listing = prog.listing();
+  stats.kernel_origins.clear();
+  for (const kir::Step& s : prog.steps)
+    stats.kernel_origins.push_back(s.native ? std::make_pair(prog.natives[s.index].name, prog.natives[s.index].origins)
+                                            : std::make_pair(prog.generated[s.index].name, prog.generated[s.index].origins));
+}
 
 Claim claim_native(const NativeTable& table, const NodeDesc& n, std::string_view device) {
   if (table.empty()) return Claim::no(cat(device, " has no native kernels"));

@@ -96,6 +96,14 @@ class RuntimeDevice : public Device {
   Target target_;
 };
 
+// The weight a graph binds to kernel-level buffer `b`, checked against the program's type: what
+// every executor uploads or points at (the cpu's too).
+Expected<const Tensor*> bound_weight(const Graph& g, const kir::Buffer& b);
+
+// The stats every executor reports of its program (the cpu's too): kernel counts, the listing,
+// and each step's kernel with the graph nodes fused into it.
+void describe_program(const kir::KernelProgram& prog, ExecStats& stats);
+
 // The NodeDesc of a native kernel (what claims and plans judge).
 inline NodeDesc node_desc(const kir::NativeKernel& nk) { return {nk.op, nk.attrs, nk.input_types, nk.output_types, nk.name}; }
 

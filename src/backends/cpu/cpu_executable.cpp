@@ -11,6 +11,7 @@
 #include "../../codegen/c_jit.h"
 #include "../../codegen/c_prelude.h"
 #include "../../codegen/c_renderer.h"
+#include "hal/program_executable.h"
 #include "huge_page_memory.h"
 #include "kernels/gemm.h"
 #include "kernels/qgemm.h"
@@ -169,13 +170,8 @@ Status CpuExecutable::init(const Graph& g) {
   for (size_t i = 0; i < nb; ++i) {
     kir::Buffer& b = prog_.buffers[i];
     if (b.kind == kir::BufferKind::weight) {
-      auto it = g.weights.find(b.name);
-      if (it == g.weights.end() || !it->second.storage())
-        return error(ErrorCode::invalid_argument, "weight '", b.name, "' has no data");
-      const Tensor& t = it->second;
-      if (t.dtype() != b.dtype || t.sizes() != b.sizes)
-        return error(ErrorCode::shape_error, "weight '", b.name, "' is ", t.type().to_string(), ", the graph expects ",
-                     dtype_name(b.dtype), sizes_to_string(b.sizes));
+      RLX_ASSIGN_OR_RETURN(const Tensor* w, hal::bound_weight(g, b));
+      const Tensor& t = *w;
       keep_.push_back(t);
       ptrs_[i] = const_cast<uint8_t*>(t.bytes());
       stats_.weight_bytes += t.nbytes();
@@ -283,16 +279,7 @@ Status CpuExecutable::init(const Graph& g) {
     natives_.push_back(std::move(st));
   }
   plan_async_collectives();
-  stats_.native_kernels = static_cast<int>(prog_.natives.size());
-  stats_.generated_kernels = static_cast<int>(prog_.generated.size());
-  stats_.kernel_listing = prog_.listing();
-  for (const kir::Step& s : prog_.steps) {
-    if (s.native) {
-      stats_.kernel_origins.push_back({prog_.natives[s.index].name, prog_.natives[s.index].origins});
-    } else {
-      stats_.kernel_origins.push_back({prog_.generated[s.index].name, prog_.generated[s.index].origins});
-    }
-  }
+  hal::describe_program(prog_, stats_);
   return Status::ok();
 }
 
