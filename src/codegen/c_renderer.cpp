@@ -124,7 +124,7 @@ class Renderer {
   // Dialect spellings. GLSL casts with constructors, marks 64-bit literals with `l`, computes
   // comparisons in bool and converts nothing implicitly to a narrower type, so these places
   // go through the helpers below; for C they give the C spelling.
-  bool glsl() const { return target_ == CTarget::glsl_vulkan || target_ == CTarget::glsl_gl; }
+  bool glsl() const { return is_glsl(target_); }
   std::string ct(DType t) const { return compute_type(t, glsl()); }
   std::string conv(const std::string& type, const std::string& v) const {
     return glsl() ? type + "(" + v + ")" : "(" + type + ")(" + v + ")";

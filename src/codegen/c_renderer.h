@@ -30,6 +30,9 @@ namespace rlx::codegen {
 // other invocations), and such values are computed in int/uint and wrapped to their width.
 enum class CTarget { host, opencl, cuda, glsl_vulkan, glsl_gl };
 
+// Whether `t` is one of the GLSL dialects (a shader per kernel, bindings, the GLSL prelude).
+inline bool is_glsl(CTarget t) { return t == CTarget::glsl_vulkan || t == CTarget::glsl_gl; }
+
 // Work-group size (local_size_x) of shaders in the GLSL dialects.
 inline constexpr int kGlslWorkgroupSize = 64;
 

@@ -20,7 +20,7 @@ std::string cuda_translation_unit(std::string_view kernels) {
 Expected<std::vector<KernelModule>> render_device_modules(const kir::KernelProgram& prog, CTarget target,
                                                               const std::vector<std::vector<GlslArgPlace>>& places) {
   if (target == CTarget::host) return error(ErrorCode::internal, "render_device_modules: host C is not a device dialect");
-  const bool glsl = target == CTarget::glsl_vulkan || target == CTarget::glsl_gl;
+  const bool glsl = is_glsl(target);
   const bool dump = glsl && std::getenv("RLX_DUMP_GLSL");
   if (dump) std::fprintf(stderr, "%s\n", prog.to_text().c_str());
   std::vector<KernelModule> modules;

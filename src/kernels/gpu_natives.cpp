@@ -84,8 +84,6 @@ layout(std430, binding = 2) writeonly buffer RlxC { float C[]; };
 #define RLX_BARRIER barrier()
 )SRC";
 
-bool glsl(codegen::CTarget d) { return d == codegen::CTarget::glsl_vulkan || d == codegen::CTarget::glsl_gl; }
-
 std::vector<std::string> param_names(int n) {
   std::vector<std::string> r;
   for (int i = 0; i < n; ++i) r.push_back(cat("rlx_p", i));
@@ -162,7 +160,7 @@ Status plan_csr_node(hal::NativeBuilder& b, const kir::NativeKernel& nk, const G
 }  // namespace
 
 std::string tiled_gemm_source(codegen::CTarget dialect) {
-  if (glsl(dialect)) return codegen::glsl_native_header(dialect, 10) + kTiledGemmGlsl + kTiledGemm;
+  if (codegen::is_glsl(dialect)) return codegen::glsl_native_header(dialect, 10) + kTiledGemmGlsl + kTiledGemm;
   return std::string(kTiledGemmOpencl) + kTiledGemm;
 }
 
