@@ -50,6 +50,9 @@ struct DeviceInfo {
   // widened onto the f32 ones (so autocast's narrow form pays for inference there; e.g. bf16
   // on a CPU with AVX-512 BF16). Empty where only the widened form is fast.
   std::vector<DType> fast_narrow_products;
+  // Whether f32 arithmetic may read and write subnormal values as zero (WGSL allows it, and
+  // SwiftShader does it): results then match the op on inputs with subnormals flushed.
+  bool flushes_subnormals = false;
 };
 
 struct ExecStats {

@@ -58,7 +58,18 @@ bool is_f64(DType t) { return t == DType::f64; }
 std::string sfx(DType t) { return is_f64(t) ? "_f64" : "_f32"; }
 
 // GLSL: NAN and INFINITY are macros of the GLSL prelude, `lf` marks a double literal.
-std::string float_lit(double v, DType t, bool glsl = false) {
+// WGSL: an abstract float; NaN and infinity are run-time values of the prelude (a constant may
+// not be either), and so is an f32 constant past f32's range (C rounds it to infinity).
+std::string float_lit(double v, DType t, bool glsl = false, bool wgsl = false) {
+  if (wgsl) {
+    if (std::isnan(v)) return "rlx_nan()";
+    if (std::isinf(v) || std::fabs(v) > 3.4028234663852886e38) return v > 0 ? "rlx_inf()" : "(-rlx_inf())";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(static_cast<float>(v)));
+    std::string s(buf);
+    if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+    return s;
+  }
   if (glsl && !std::isfinite(v)) {
     std::string s = std::isnan(v) ? "NAN" : "INFINITY";
     if (is_f64(t)) s = "double(" + s + ")";
@@ -75,9 +86,13 @@ std::string float_lit(double v, DType t, bool glsl = false) {
 }
 
 // GLSL: `l`/`ul` mark 64-bit literals, casts are constructors, a bool constant is true/false.
-std::string int_lit(int64_t v, DType t, bool glsl = false) {
+std::string int_lit(int64_t v, DType t, bool glsl = false, bool wgsl = false) {
   if (v == INT64_MIN) return "INT64_MIN";
   std::string s = std::to_string(v);
+  if (wgsl) {  // an abstract integer, converted
+    if (t == DType::boolean) return v ? "true" : "false";
+    return compute_type(t, true) + "(" + s + ")";
+  }
   if (glsl) {
     if (t == DType::u64) return s + "ul";
     if (t == DType::boolean) return v ? "true" : "false";
@@ -120,18 +135,44 @@ class Renderer {
   std::string pad(int n) const { return std::string(static_cast<size_t>(n) * 2, ' '); }
   std::string cast_expr(const std::string& v, DType from, DType to);
   Status emit_glsl_signature(const std::string& symbol);
+  Status emit_wgsl_signature(const std::string& symbol);
 
   // Dialect spellings. GLSL casts with constructors, marks 64-bit literals with `l`, computes
   // comparisons in bool and converts nothing implicitly to a narrower type, so these places
   // go through the helpers below; for C they give the C spelling.
-  bool glsl() const { return is_glsl(target_); }
+  // glsl(): the strict typing GLSL and WGSL share; wgsl(): WGSL's own syntax.
+  bool glsl() const { return is_shader(target_); }
+  bool wgsl() const { return target_ == CTarget::wgsl; }
   std::string ct(DType t) const { return compute_type(t, glsl()); }
+  // `type name = value;` (WGSL: `var name: type = value;`)
+  std::string decl(const std::string& type, const std::string& name, const std::string& value) const {
+    return wgsl() ? "var " + name + ": " + type + " = " + value + ";" : type + " " + name + " = " + value + ";";
+  }
+  // `c ? a : b`, in parentheses unless `bare` (WGSL: select(b, a, c), which evaluates both)
+  std::string sel(const std::string& c, const std::string& a, const std::string& b, bool bare = false) const {
+    if (wgsl()) return "select(" + b + ", " + a + ", " + c + ")";
+    const std::string e = c + " ? " + a + " : " + b;
+    return bare ? e : "(" + e + ")";
+  }
+  // the head of a counted loop over `var` (index type) from `from` while below `to`
+  std::string loop(const std::string& var, const std::string& from, const std::string& to) const {
+    if (wgsl()) return "for (var " + var + ": i32 = " + from + "; " + var + " < " + to + "; " + var + "++) {";
+    return "for (int64_t " + var + " = " + from + "; " + var + " < " + to + "; ++" + var + ") {";
+  }
+  std::string inc(const std::string& var) const { return wgsl() ? var + "++;" : "++" + var + ";"; }
+  // NaN as a value of float type `t`
+  std::string nan(DType t) const { return wgsl() ? "rlx_nan()" : "NAN"; }
+  // a field of `bits` bits at `offset` of int (signed) or uint `v` (GLSL's bitfieldExtract)
+  std::string extract(const std::string& v, const std::string& offset, int bits, bool is_signed) const {
+    if (wgsl()) return std::string(is_signed ? "rlx_extract_i(" : "rlx_extract_u(") + v + ", " + offset + ", " + std::to_string(bits) + ")";
+    return "bitfieldExtract(" + v + ", " + offset + ", " + std::to_string(bits) + ")";
+  }
   std::string conv(const std::string& type, const std::string& v) const {
     return glsl() ? type + "(" + v + ")" : "(" + type + ")(" + v + ")";
   }
-  std::string flit(double v, DType t) const { return float_lit(v, t, glsl()); }
-  std::string ilit(int64_t v, DType t) const { return int_lit(v, t, glsl()); }
-  std::string i64lit(int64_t v) const { return std::to_string(v) + (glsl() ? "l" : "LL"); }
+  std::string flit(double v, DType t) const { return float_lit(v, t, glsl(), wgsl()); }
+  std::string ilit(int64_t v, DType t) const { return int_lit(v, t, glsl(), wgsl()); }
+  std::string i64lit(int64_t v) const { return std::to_string(v) + (wgsl() ? "" : glsl() ? "l" : "LL"); }
   std::string zero(DType t) const { return glsl() ? ct(t) + "(0)" : "0"; }
   std::string nan_test(const std::string& a) const { return glsl() ? "isnan(" + a + ")" : "(" + a + " != " + a + ")"; }
   // an operand of a 64-bit integer helper (GLSL widens only explicitly)
@@ -144,7 +185,7 @@ class Renderer {
   // prelude #defines int8_t to int and so on) and wraps each value to its width like C's
   // assignment to a narrow type.
   bool packed(DType t) const {
-    if (target_ != CTarget::glsl_gl) return false;
+    if (target_ != CTarget::glsl_gl && !wgsl()) return false;
     switch (t) {
       case DType::boolean: case DType::i8: case DType::u8: case DType::i16: case DType::u16: case DType::f16: case DType::bf16:
         return true;
@@ -156,16 +197,17 @@ class Renderer {
   std::string arr(int a) const { return "b" + std::to_string(places_.empty() ? a : places_[a].binding); }
   std::string placed(int a, const std::string& index) const {
     if (places_.empty() || places_[a].offset == 0) return index;
-    return "(" + index + " + " + std::to_string(places_[a].offset) + "l)";
+    return "(" + index + " + " + i64lit(places_[a].offset) + ")";
   }
   // the packed element `index` of `buffer` as int (i8, i16: sign-extended) or uint
   std::string packed_load(int buffer, const std::string& index, DType t) const {
     const int bits = packed_bits(t), per = 32 / bits;
     const std::string at = placed(buffer, index);
-    const std::string word = arr(buffer) + "[int((" + at + ") / " + std::to_string(per) + "l)]";
-    const std::string off = "int((" + at + ") % " + std::to_string(per) + "l) * " + std::to_string(bits);
-    if (t == DType::i8 || t == DType::i16) return "bitfieldExtract(int(" + word + "), " + off + ", " + std::to_string(bits) + ")";
-    return "bitfieldExtract(" + word + ", " + off + ", " + std::to_string(bits) + ")";
+    std::string word = arr(buffer) + "[int((" + at + ") / " + i64lit(per) + ")]";
+    if (wgsl()) word = "atomicLoad(&" + word + ")";  // a packed WGSL buffer is atomic<u32>
+    const std::string off = "int((" + at + ") % " + i64lit(per) + ") * " + std::to_string(bits);
+    if (t == DType::i8 || t == DType::i16) return extract("int(" + word + ")", off, bits, true);
+    return extract(word, off, bits, false);
   }
   // a statement storing `value` (int or uint) into packed element `index`: the other elements
   // of the word belong to other invocations, so its bits are cleared and set atomically
@@ -174,6 +216,10 @@ class Renderer {
     const std::string mask = bits == 8 ? "0xffu" : "0xffffu";
     const std::string b = arr(buffer);
     // the value first: it may read the element (an accumulating store), which the atomicAnd clears
+    if (wgsl())
+      return "{ let rlx_v = u32(" + value + ") & " + mask + "; let rlx_w = i32((" + index + ") / " + std::to_string(per) +
+             "); let rlx_s = u32((" + index + ") % " + std::to_string(per) + ") * " + std::to_string(bits) + "u; atomicAnd(&" +
+             b + "[rlx_w], ~(" + mask + " << rlx_s)); atomicOr(&" + b + "[rlx_w], rlx_v << rlx_s); }";
     return "{ uint rlx_v = uint(" + value + ") & " + mask + "; int rlx_w = int((" + index + ") / " + std::to_string(per) +
            "l); uint rlx_s = uint((" + index + ") % " + std::to_string(per) + "l) * " + std::to_string(bits) + "u; atomicAnd(" +
            b + "[rlx_w], ~(" + mask + " << rlx_s)); atomicOr(" + b + "[rlx_w], rlx_v << rlx_s); }";
@@ -181,8 +227,8 @@ class Renderer {
   // a value of small integer type `t` wrapped to its width (glsl_gl)
   std::string wrap_small(const std::string& v, DType t) const {
     switch (t) {
-      case DType::i8: return "bitfieldExtract(int(" + v + "), 0, 8)";
-      case DType::i16: return "bitfieldExtract(int(" + v + "), 0, 16)";
+      case DType::i8: return extract("int(" + v + ")", "0", 8, true);
+      case DType::i16: return extract("int(" + v + ")", "0", 16, true);
       case DType::u8: return "(uint(" + v + ") & 0xffu)";
       case DType::u16: return "(uint(" + v + ") & 0xffffu)";
       default: return v;
@@ -268,6 +314,8 @@ std::string Renderer::ref(int e) {
 
 std::string Renderer::cast_expr(const std::string& v_in, DType from, DType to) {
   if (from == to) return v_in;
+  // WGSL compilers may compare NaN as ordered (NaN != 0 false): a float is true unless equal to 0
+  if (to == DType::boolean && wgsl() && is_float(from)) return "(!((" + v_in + ") == " + zero(from) + "))";
   if (to == DType::boolean) return "((" + v_in + ") != " + zero(from) + ")";  // c64: re != 0 || im != 0
   std::string v = v_in;
   if (to == DType::c64) {
@@ -280,7 +328,7 @@ std::string Renderer::cast_expr(const std::string& v_in, DType from, DType to) {
     from = DType::f64;
   }
   // GLSL converts a bool by selecting
-  if (glsl() && from == DType::boolean) return "((" + v + ") ? " + ct(to) + "(1) : " + ct(to) + "(0))";
+  if (glsl() && from == DType::boolean) return sel("(" + v + ")", ct(to) + "(1)", ct(to) + "(0)");
   // f16 and bf16 values are computed in float registers, so a cast to them must round here:
   // otherwise cast(cast(x, bf16), f32) fused into one kernel would leave x unchanged (mixed
   // precision relies on it, passes/autocast.h). Stores round again, which changes nothing.
@@ -290,6 +338,10 @@ std::string Renderer::cast_expr(const std::string& v_in, DType from, DType to) {
     if (!glsl()) return "rlx_round_" + n + "(" + conv("float", v) + ")";
     return "rlx_" + n + "_to_f32(rlx_f32_to_" + n + "(" + conv("float", v) + "))";
   }
+  // WGSL leaves the rounding of 32-bit integer -> f32 to the implementation (SwiftShader
+  // truncates): the prelude converts in two exact halves and one rounded add
+  if (wgsl() && to == DType::f32 && (from == DType::i32 || from == DType::u32))
+    return std::string(from == DType::i32 ? "rlx_i32_to_f32(" : "rlx_u32_to_f32(") + v + ")";
   if (is_float(to)) return conv(ct(to), v);
   // to an integer type
   if (is_float(from)) {
@@ -300,11 +352,13 @@ std::string Renderer::cast_expr(const std::string& v_in, DType from, DType to) {
       case DType::i32: return "rlx_" + f + "_to_i32_sat(" + v + ")";
       case DType::i64: return "rlx_" + f + "_to_i64_sat(" + v + ")";
       case DType::u64: return "rlx_f64_to_u64_sat(" + conv("double", v) + ")";
+      // WGSL's own conversion clamps to the largest f32 below 2^32 (4294967040)
+      case DType::u32: if (wgsl()) return "rlx_f32_to_u32_sat(" + v + ")"; [[fallthrough]];
       default: {
         IntRange r = int_range(to);
         // double literals: in GLSL a bare 4294967295.0 is a float (4294967296.0f), whose
         // conversion to uint overflows (0 on llvmpipe's OpenGL)
-        const std::string d = glsl() ? "lf" : "";
+        const std::string d = glsl() && !wgsl() ? "lf" : "";
         return conv(ct(to), "rlx_f64_to_range_sat(" + conv("double", v) + ", " + r.lo + d + ", " + r.hi + d + ")");
       }
     }
@@ -332,11 +386,13 @@ Expected<std::string> Renderer::unary(const Expr& e) {
     }
   }
   switch (e.op) {
-    case Op::Neg: return "(-" + a + ")";
+    case Op::Neg:
+      if (wgsl() && is_unsigned_int(t)) return "(" + zero(t) + " - " + a + ")";  // WGSL negates signed types only
+      return "(-" + a + ")";
     case Op::Abs:
       if (fl) return std::string(is_f64(t) ? "fabs(" : "fabsf(") + a + ")";
       if (is_unsigned_int(t)) return a;
-      return "(" + a + " < " + zero(t) + " ? -" + a + " : " + a + ")";
+      return sel(a + " < " + zero(t), "-" + a, a);
     case Op::Exp: return "rlx_exp" + s + "(" + a + ")";
     case Op::Log: return "rlx_log" + s + "(" + a + ")";
     case Op::Sqrt: return "rlx_sqrt" + s + "(" + a + ")";
@@ -352,8 +408,8 @@ Expected<std::string> Renderer::unary(const Expr& e) {
     case Op::Round: return "rlx_round" + s + "(" + a + ")";
     case Op::Sign:
       if (fl) return "rlx_sign" + s + "(" + a + ")";
-      if (glsl())
-        return "(" + a + " > " + zero(t) + " ? " + ct(t) + "(1) : (" + a + " < " + zero(t) + " ? " + ct(t) + "(-1) : " + zero(t) + "))";
+      if (wgsl() && is_unsigned_int(t)) return sel(a + " > " + zero(t), ct(t) + "(1)", zero(t));
+      if (glsl()) return sel(a + " > " + zero(t), ct(t) + "(1)", sel(a + " < " + zero(t), ct(t) + "(-1)", zero(t)));
       return "((" + a + " > 0) - (" + a + " < 0))";
     case Op::Not: return "(!" + a + ")";
     case Op::IsNan: return nan_test(a);
@@ -404,29 +460,31 @@ Expected<std::string> Renderer::binary(const Expr& e) {
     case Op::Mul: return "(" + a + " * " + b + ")";
     case Op::Div:
       if (fl) return "(" + a + " / " + b + ")";
-      if (is_unsigned_int(t)) return "(" + b + " == " + zero(t) + " ? " + conv(ct, "0") + " : " + conv(ct, a + " / " + b) + ")";
+      if (is_unsigned_int(t)) return sel(b + " == " + zero(t), conv(ct, "0"), conv(ct, a + " / " + b));
       return conv(ct, "rlx_tdiv_i64(" + wide(a, t) + ", " + wide(b, t) + ")");
     case Op::Pow:
       if (fl) return "rlx_pow" + sfx(t) + "(" + a + ", " + b + ")";
       if (is_unsigned_int(t)) return conv(ct, "rlx_ipow_u64(" + wide(a, t) + ", " + wide(b, t) + ")");
       return conv(ct, "rlx_ipow_i64(" + wide(a, t) + ", " + wide(b, t) + ")");
     case Op::Max:
-      if (fl) return "((" + a + " > " + b + " || " + nan_test(a) + ") ? " + a + " : " + b + ")";
-      return "(" + a + " > " + b + " ? " + a + " : " + b + ")";
+      if (fl) return sel("(" + a + " > " + b + " || " + nan_test(a) + ")", a, b);
+      return sel(a + " > " + b, a, b);
     case Op::Min:
-      if (fl) return "((" + a + " < " + b + " || " + nan_test(a) + ") ? " + a + " : " + b + ")";
-      return "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+      if (fl) return sel("(" + a + " < " + b + " || " + nan_test(a) + ")", a, b);
+      return sel(a + " < " + b, a, b);
     case Op::Mod:
       if (fl) {
         std::string f = is_f64(t) ? "fmod(" : "fmodf(";
         if (!e.ival) return f + a + ", " + b + ")";
         return "rlx_fmod_floor" + sfx(t) + "(" + a + ", " + b + ")";
       }
-      if (is_unsigned_int(t)) return "(" + b + " == " + zero(t) + " ? " + conv(ct, "0") + " : " + conv(ct, a + " % " + b) + ")";
+      if (is_unsigned_int(t)) return sel(b + " == " + zero(t), conv(ct, "0"), conv(ct, a + " % " + b));
       if (e.ival) return conv(ct, "rlx_mod_i64(" + wide(a, t) + ", " + wide(b, t) + ")");
       return conv(ct, "rlx_trem_i64(" + wide(a, t) + ", " + wide(b, t) + ")");
     case Op::Equal: return "(" + a + " == " + b + ")";
-    case Op::NotEqual: return "(" + a + " != " + b + ")";
+    case Op::NotEqual:
+      if (wgsl() && fl) return "(!(" + a + " == " + b + "))";  // NaN != x must be true (see cast_expr)
+      return "(" + a + " != " + b + ")";
     case Op::Less: return "(" + a + " < " + b + ")";
     case Op::LessEqual: return "(" + a + " <= " + b + ")";
     case Op::Greater: return "(" + a + " > " + b + ")";
@@ -454,14 +512,13 @@ Expected<std::string> Renderer::value_of(int i) {
     }
     case ExprKind::unary: return unary(e);
     case ExprKind::binary: return binary(e);
-    case ExprKind::select: return "(" + ref(e.a) + " ? " + ref(e.b) + " : " + ref(e.c) + ")";
+    case ExprKind::select: return sel(ref(e.a), ref(e.b), ref(e.c));
     case ExprKind::cast: return cast_expr(ref(e.a), k_.exprs[e.a].dtype, e.dtype);
     case ExprKind::idiv: return "(" + ref(e.a) + " / " + ref(e.b) + ")";
     case ExprKind::imod: return "(" + ref(e.a) + " % " + ref(e.b) + ")";
     case ExprKind::clamp: {
       std::string a = ref(e.a);
-      return "(" + a + " < " + i64lit(e.ival) + " ? " + i64lit(e.ival) + " : (" + a + " > " + i64lit(e.ival2) + " ? " +
-             i64lit(e.ival2) + " : " + a + "))";
+      return sel(a + " < " + i64lit(e.ival), i64lit(e.ival), sel(a + " > " + i64lit(e.ival2), i64lit(e.ival2), a));
     }
     case ExprKind::random: {
       std::string seed = std::to_string(static_cast<uint64_t>(e.ival)) + (glsl() ? "ul" : "ULL");
@@ -505,10 +562,11 @@ Status Renderer::emit_reduce(int i, int indent) {
     if (k_.exprs[j].kind == ExprKind::reduce) nested = true;
   const bool float_minmax = fl && (e.op == Op::ReduceMax || e.op == Op::ReduceMin);
   if (arg) {
-    out_ << pad(indent) << at << " " << acc << " = " << (glsl() ? at + "(0)" : "0") << "; int64_t " << acc << "_i = -1; int64_t " << acc << "_k = 0;\n";
+    out_ << pad(indent) << decl(at, acc, glsl() ? at + "(0)" : "0") << " " << decl("int64_t", acc + "_i", "-1") << " "
+         << decl("int64_t", acc + "_k", "0") << "\n";
   } else {
-    out_ << pad(indent) << at << " " << acc << " = " << init << ";\n";
-    if (float_minmax) out_ << pad(indent) << (glsl() ? "bool " : "int ") << acc << (glsl() ? "_nan = false;\n" : "_nan = 0;\n");
+    out_ << pad(indent) << decl(at, acc, init) << "\n";
+    if (float_minmax) out_ << pad(indent) << decl(glsl() ? "bool" : "int", acc + "_nan", glsl() ? "false" : "0") << "\n";
   }
   int depth = indent;
   for (size_t li = 0; li < e.loops.size(); ++li) {
@@ -527,24 +585,23 @@ Status Renderer::emit_reduce(int i, int indent) {
       if (float_minmax) red += " reduction(|:" + acc + "_nan)";
       out_ << pad(depth) << simd(red);
     }
-    out_ << pad(depth) << "for (int64_t i" << l << " = 0; i" << l << " < " << k_.loops[l].extent << "; ++i" << l
-         << ") {\n";
+    out_ << pad(depth) << loop("i" + std::to_string(l), "0", std::to_string(k_.loops[l].extent)) << "\n";
     ++depth;
   }
   RLX_TRY(emit_region(3 + i, depth));
   std::string x = ref(e.a);
   if (glsl() && !arg && ct(bt) != at)
-    x = bt == DType::boolean ? "(" + x + " ? " + at + "(1) : " + at + "(0))" : conv(at, bt == DType::i32 ? wide(x, bt) : x);
+    x = bt == DType::boolean ? sel(x, at + "(1)", at + "(0)") : conv(at, bt == DType::i32 ? wide(x, bt) : x);
   const std::string nan_or = glsl() ? " = " + acc + "_nan || isnan(" + x + ");\n" : " |= " + x + " != " + x + ";\n";
   switch (e.op) {
     case Op::ReduceSum: out_ << pad(depth) << acc << " += " << x << ";\n"; break;
     case Op::ReduceProd: out_ << pad(depth) << acc << " *= " << x << ";\n"; break;
     case Op::ReduceMax:
-      out_ << pad(depth) << acc << " = " << x << " > " << acc << " ? " << x << " : " << acc << ";\n";
+      out_ << pad(depth) << acc << " = " << sel(x + " > " + acc, x, acc, true) << ";\n";
       if (float_minmax) out_ << pad(depth) << acc << "_nan" << nan_or;
       break;
     case Op::ReduceMin:
-      out_ << pad(depth) << acc << " = " << x << " < " << acc << " ? " << x << " : " << acc << ";\n";
+      out_ << pad(depth) << acc << " = " << sel(x + " < " + acc, x, acc, true) << ";\n";
       if (float_minmax) out_ << pad(depth) << acc << "_nan" << nan_or;
       break;
     case Op::ArgMax:
@@ -557,7 +614,7 @@ Status Renderer::emit_reduce(int i, int indent) {
       std::string stop = is_float(bt) ? "(" + acc + "_i >= 0 && " + nan_test(acc) + ")" : (glsl() ? "false" : "0");
       out_ << pad(depth) << "if (" << acc << "_i < 0 || (!" << stop << " && " << better << ")) { " << acc << " = " << x
            << "; " << acc << "_i = " << acc << "_k; }\n";
-      out_ << pad(depth) << "++" << acc << "_k;\n";
+      out_ << pad(depth) << inc(acc + "_k") << "\n";
       break;
     }
     default: return error(ErrorCode::unsupported, "C renderer: reduction ", op_name(e.op));
@@ -566,10 +623,10 @@ Status Renderer::emit_reduce(int i, int indent) {
     --depth;
     out_ << pad(depth) << "}\n";
   }
-  if (float_minmax) out_ << pad(indent) << "if (" << acc << "_nan) " << acc << " = NAN;\n";
+  if (float_minmax) out_ << pad(indent) << "if (" << acc << "_nan) " << (wgsl() ? "{ " : "") << acc << " = " << nan(t) << ";" << (wgsl() ? " }" : "") << "\n";
   const std::string result = arg ? acc + "_i" : acc;
   const std::string value = glsl() && t == DType::boolean ? "(" + result + " != int64_t(0))" : conv(ct(t), result);
-  out_ << pad(indent) << ct(t) << " e" << i << " = " << (packed(t) ? wrap_small(value, t) : value) << ";\n";
+  out_ << pad(indent) << decl(ct(t), "e" + std::to_string(i), packed(t) ? wrap_small(value, t) : value) << "\n";
   return Status::ok();
 }
 
@@ -579,7 +636,7 @@ Status Renderer::emit_expr(int i, int indent) {
   if (e.kind == ExprKind::reduce) return emit_reduce(i, indent);
   RLX_ASSIGN_OR_RETURN(std::string v, value_of(i));
   if (packed(e.dtype) && e.kind != ExprKind::load) v = wrap_small(v, e.dtype);
-  out_ << pad(indent) << ct(e.dtype) << " e" << i << " = " << v << ";\n";
+  out_ << pad(indent) << decl(ct(e.dtype), "e" + std::to_string(i), v) << "\n";
   return Status::ok();
 }
 
@@ -623,7 +680,47 @@ Status Renderer::emit_glsl_signature(const std::string& symbol) {
   return Status::ok();
 }
 
+// WGSL compute: as glsl_gl, with the domain size as i32 in a uniform buffer after the storage
+// buffers, and packed (8/16-bit, bool) buffers as atomic<u32> words.
+Status Renderer::emit_wgsl_signature(const std::string& symbol) {
+  out_ << "// kernel " << symbol << "\n";
+  std::vector<char> declared(args_.size(), 0);
+  int bindings = 0;
+  for (size_t a = 0; a < args_.size(); ++a) {
+    const int bind = places_.empty() ? static_cast<int>(a) : places_[a].binding;
+    if (bind < 0 || bind >= static_cast<int>(args_.size()))
+      return error(ErrorCode::internal, "WGSL renderer: argument ", a, " placed at binding ", bind);
+    bindings = std::max(bindings, bind + 1);
+    if (declared[bind]) continue;  // arguments sharing a binding share its dtype
+    declared[bind] = 1;
+    std::string st;
+    switch (args_[a]) {
+      case DType::f32: st = "f32"; break;
+      case DType::i32: st = "i32"; break;
+      case DType::u32: st = "u32"; break;
+      default:
+        if (!packed(args_[a]))
+          return error(ErrorCode::unsupported, "WGSL has no ", dtype_name(args_[a]), " values (no 64-bit types)");
+        st = "atomic<u32>";
+    }
+    out_ << "@group(0) @binding(" << bind << ") var<storage, read_write> b" << bind << ": array<" << st << ">;\n";
+  }
+  out_ << "@group(0) @binding(" << bindings << ") var<uniform> rlx_domain: array<vec4<i32>, 1>;\n";
+  out_ << "@compute @workgroup_size(" << kGlslWorkgroupSize << ")\n";
+  out_ << "fn " << symbol << "(@builtin(global_invocation_id) rlx_id: vec3<u32>, @builtin(num_workgroups) rlx_groups: vec3<u32>) {\n";
+  out_ << "  let rows = rlx_domain[0][0];\n  let cols = rlx_domain[0][1];\n";
+  out_ << "  let gid = i32(rlx_id.x + rlx_id.y * rlx_groups.x * " << kGlslWorkgroupSize << "u);\n";
+  if (k_.serial) {
+    out_ << "  if (gid != 0) { return; }\n  let r0 = 0;\n  let r1 = rows;\n  let c0 = 0;\n  let c1 = cols;\n";
+  } else {
+    out_ << "  if (gid >= rows * cols) { return; }\n  let r0 = gid / cols;\n  let r1 = r0 + 1;\n  let c0 = gid % cols;\n"
+            "  let c1 = c0 + 1;\n";
+  }
+  return Status::ok();
+}
+
 Status Renderer::emit_signature(const std::string& symbol) {
+  if (wgsl()) return emit_wgsl_signature(symbol);
   if (glsl()) return emit_glsl_signature(symbol);
   if (target_ == CTarget::host) {
     out_ << "void " << symbol << "(void* const* restrict bufs, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {\n";
@@ -670,12 +767,12 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
       RLX_TRY(storage_type(e.dtype).status());
   RLX_TRY(emit_region(0, 1));
   const int dr = k_.domain_rank;
-  out_ << "  for (int64_t r = r0; r < r1; ++r) {\n";
+  out_ << "  " << loop("r", "r0", "r1") << "\n";
   // unravel the row index into the outer domain loops
   int64_t stride = 1;
   for (int l = dr - 2; l >= 0; --l) {
-    out_ << (glsl() ? "    int64_t i" : "    const int64_t i") << l << " = (r / " << i64lit(stride) << ") % "
-         << i64lit(k_.loops[l].extent) << ";\n";
+    const std::string v = "(r / " + i64lit(stride) + ") % " + i64lit(k_.loops[l].extent);
+    out_ << "    " << (glsl() ? decl("int64_t", "i" + std::to_string(l), v) : "const int64_t i" + std::to_string(l) + " = " + v + ";") << "\n";
     stride *= k_.loops[l].extent;
   }
   if (!glsl()) out_ << "    (void)r;\n";
@@ -689,7 +786,7 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
   // (__muldc3, __divdc3) on special values, and the simd clauses are for real scalars
   if (!col_has_reduce && !accumulate && !cplx) out_ << "    " << simd();
   const int col = dr - 1;
-  out_ << "    for (int64_t i" << col << " = c0; i" << col << " < c1; ++i" << col << ") {\n";
+  out_ << "    " << loop("i" + std::to_string(col), "c0", "c1") << "\n";
   RLX_TRY(emit_region(2, 3));
   for (const kir::Store& s : k_.stores) {
     const DType t = args_[s.buffer];
@@ -703,7 +800,7 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
       std::string nv;
       if (t == DType::f16) nv = s.accumulate ? "rlx_f32_to_f16(rlx_f16_to_f32(" + old + ") + " + v + ")" : "rlx_f32_to_f16(" + v + ")";
       else if (t == DType::bf16) nv = s.accumulate ? "rlx_f32_to_bf16(rlx_bf16_to_f32(" + old + ") + " + v + ")" : "rlx_f32_to_bf16(" + v + ")";
-      else if (t == DType::boolean) nv = s.accumulate ? "(((" + old + ") != 0u) || (" + v + ") ? 1u : 0u)" : "((" + v + ") ? 1u : 0u)";
+      else if (t == DType::boolean) nv = s.accumulate ? sel("((" + old + ") != 0u) || (" + v + ")", "1u", "0u") : sel("(" + v + ")", "1u", "0u");
       else nv = s.accumulate ? "(" + old + " + " + v + ")" : v;
       out_ << "      " << packed_store(s.buffer, idx, t, nv) << "\n";
       continue;

@@ -28,10 +28,21 @@ namespace rlx::codegen {
 // f16 and bf16 as uint arrays with 4 (or 2) elements a word: loads use bitfieldExtract,
 // stores clear and set their bits with atomicAnd/atomicOr (neighbouring elements belong to
 // other invocations), and such values are computed in int/uint and wrapped to their width.
-enum class CTarget { host, opencl, cuda, glsl_vulkan, glsl_gl };
+//
+// The WGSL dialect renders a WebGPU compute shader after the WGSL prelude (wgsl_prelude.h),
+// shaped like glsl_gl: storage buffers at bindings 0..n-1 (8/16-bit values and bools packed in
+// u32 words, stored with atomics), the domain size (rows, cols) as i32 in a uniform buffer at
+// binding n, work groups of kGlslWorkgroupSize over a 2D grid, the GLSL dialects' strict
+// typing (bool comparisons, explicit conversions), and WGSL's own syntax for declarations,
+// selects, loops and atomics. WGSL has no 64-bit types: index arithmetic is 32-bit, and
+// f64/i64/u64 values are refused (wgsl_supports).
+enum class CTarget { host, opencl, cuda, glsl_vulkan, glsl_gl, wgsl };
 
 // Whether `t` is one of the GLSL dialects (a shader per kernel, bindings, the GLSL prelude).
 inline bool is_glsl(CTarget t) { return t == CTarget::glsl_vulkan || t == CTarget::glsl_gl; }
+// Whether `t` renders one shader per kernel with its buffers at numbered bindings (GLSL, WGSL),
+// so that a device with few bindings may pack a kernel's arguments (GlslArgPlace).
+inline bool is_shader(CTarget t) { return is_glsl(t) || t == CTarget::wgsl; }
 
 // Work-group size (local_size_x) of shaders in the GLSL dialects.
 inline constexpr int kGlslWorkgroupSize = 64;

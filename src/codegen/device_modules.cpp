@@ -6,6 +6,7 @@
 
 #include "c_prelude.h"
 #include "glsl_prelude.h"
+#include "wgsl_prelude.h"
 
 namespace rlx::codegen {
 
@@ -20,12 +21,12 @@ std::string cuda_translation_unit(std::string_view kernels) {
 Expected<std::vector<KernelModule>> render_device_modules(const kir::KernelProgram& prog, CTarget target,
                                                               const std::vector<std::vector<GlslArgPlace>>& places) {
   if (target == CTarget::host) return error(ErrorCode::internal, "render_device_modules: host C is not a device dialect");
-  const bool glsl = is_glsl(target);
+  const bool glsl = is_shader(target);  // a module per kernel (GLSL, WGSL)
   const bool dump = glsl && std::getenv("RLX_DUMP_GLSL");
   if (dump) std::fprintf(stderr, "%s\n", prog.to_text().c_str());
   std::vector<KernelModule> modules;
   std::string unit;  // OpenCL C / CUDA: every kernel in one
-  const std::string prelude = glsl ? glsl_prelude(target) : std::string();
+  const std::string prelude = target == CTarget::wgsl ? std::string(wgsl_prelude()) : glsl ? glsl_prelude(target) : std::string();
   for (size_t i = 0; i < prog.generated.size(); ++i) {
     const kir::GeneratedKernel& k = prog.generated[i];
     std::vector<DType> dts;

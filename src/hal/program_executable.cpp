@@ -189,7 +189,7 @@ Expected<std::vector<codegen::GlslArgPlace>> ProgramExecutable::place_arguments(
 }
 
 Status ProgramExecutable::build_generated(std::vector<Kernel>& kernels, std::vector<std::vector<BufferRange>>& bindings) {
-  const bool glsl = codegen::is_glsl(target_.dialect);
+  const bool glsl = codegen::is_shader(target_.dialect);
   std::vector<std::vector<codegen::GlslArgPlace>> places(prog_.generated.size());
   bindings.resize(prog_.generated.size());
   for (size_t i = 0; i < prog_.generated.size(); ++i) {

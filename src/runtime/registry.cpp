@@ -19,6 +19,7 @@
 #ifdef RLX_HAVE_OPENGL
 #include "../backends/opengl/opengl_device.h"
 #endif
+#include "../backends/webgpu/webgpu_device.h"
 #include "rlx/device.h"
 
 namespace rlx {
@@ -68,6 +69,7 @@ const std::vector<Entry>& entries() {
       {"opencl", make_opencl},
       {"vulkan", make_vulkan},
       {"opengl", make_opengl},
+      {"webgpu", webgpu::make_webgpu_device},
       {"cuda", make_cuda},
       {"null", null_device::make_null_device},
   };

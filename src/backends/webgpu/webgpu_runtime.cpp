@@ -88,18 +88,20 @@ class WebGpuRecording final : public hal::Recording {
 }  // namespace
 
 Expected<std::shared_ptr<Runtime>> Runtime::create() {
+  // One per process, never destroyed: Dawn's own static state goes away at exit in an order
+  // rlx does not control, so releasing its objects then would call into freed memory.
   static std::mutex mu;
-  static std::weak_ptr<Runtime> cached;
+  static auto* cached = new std::shared_ptr<Runtime>();
   static std::string failure;
   std::lock_guard<std::mutex> lock(mu);
-  if (auto rt = cached.lock()) return rt;
+  if (*cached) return *cached;
   if (!failure.empty()) return error(ErrorCode::unavailable, failure);
   std::shared_ptr<Runtime> rt(new Runtime());
   if (Status s = rt->open(); !s) {
     failure = s.message();
     return s;
   }
-  cached = rt;
+  *cached = rt;
   return rt;
 }
 
@@ -319,6 +321,7 @@ Status Runtime::read_back(const std::vector<std::pair<hal::BufferRange, uint64_t
   std::vector<api::Buffer> staging;
   auto cleanup = [&] {
     for (api::Buffer b : staging) {
+      if (!b) continue;  // a range of no bytes
       fn_.BufferDestroy(b);
       fn_.BufferRelease(b);
     }
