@@ -53,6 +53,9 @@ struct DeviceInfo {
   // Whether f32 arithmetic may read and write subnormal values as zero (WGSL allows it, and
   // SwiftShader does it): results then match the op on inputs with subnormals flushed.
   bool flushes_subnormals = false;
+  // Whether i64/u64 values are computed in 32 bits (WGSL has no 64-bit integers): a value past
+  // them stops the run with an out_of_range error instead of a wrong answer.
+  bool int64_in_32_bits = false;
 };
 
 struct ExecStats {

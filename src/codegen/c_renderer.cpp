@@ -3,6 +3,8 @@
 // construction), reductions become their own loops with OpenMP simd reductions.
 #include "c_renderer.h"
 
+#include "wgsl_prelude.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -87,7 +89,8 @@ std::string float_lit(double v, DType t, bool glsl = false, bool wgsl = false) {
 
 // GLSL: `l`/`ul` mark 64-bit literals, casts are constructors, a bool constant is true/false.
 std::string int_lit(int64_t v, DType t, bool glsl = false, bool wgsl = false) {
-  if (v == INT64_MIN) return "INT64_MIN";
+  // (WGSL's INT64_MIN is the 32-bit one: the digits make such a constant a compile error there)
+  if (v == INT64_MIN && !wgsl) return "INT64_MIN";
   std::string s = std::to_string(v);
   if (wgsl) {  // an abstract integer, converted
     if (t == DType::boolean) return v ? "true" : "false";
@@ -124,6 +127,11 @@ class Renderer {
            const std::vector<GlslArgPlace>& places)
       : k_(k), args_(args), target_(target), places_(places) {}
   Expected<std::string> render(const std::string& symbol);
+  // WGSL: whether the kernel binds the range-check word (see wgsl_range_checked)
+  bool range_checked() {
+    analyze();
+    return range_checked_;
+  }
 
  private:
   void analyze();
@@ -171,7 +179,15 @@ class Renderer {
     return glsl() ? type + "(" + v + ")" : "(" + type + ")(" + v + ")";
   }
   std::string flit(double v, DType t) const { return float_lit(v, t, glsl(), wgsl()); }
-  std::string ilit(int64_t v, DType t) const { return int_lit(v, t, glsl(), wgsl()); }
+  std::string ilit(int64_t v, DType t) const {
+    if (wgsl() && past_32_bits(v, t)) return t == DType::u64 ? "rlx_const_out_of_range_u64()" : "rlx_const_out_of_range_i64()";
+    return int_lit(v, t, glsl(), wgsl());
+  }
+  // WGSL: a 64-bit integer constant that 32 bits do not hold (it sets the range-check word)
+  static bool past_32_bits(int64_t v, DType t) {
+    if (t == DType::u64) return v < 0 || v > int64_t{UINT32_MAX};
+    return t == DType::i64 && (v < INT32_MIN || v > INT32_MAX);
+  }
   std::string i64lit(int64_t v) const { return std::to_string(v) + (wgsl() ? "" : glsl() ? "l" : "LL"); }
   std::string zero(DType t) const { return glsl() ? ct(t) + "(0)" : "0"; }
   std::string nan_test(const std::string& a) const { return glsl() ? "isnan(" + a + ")" : "(" + a + " != " + a + ")"; }
@@ -259,10 +275,29 @@ class Renderer {
   std::vector<std::vector<int>> loops_;  // per expr: loops it depends on
   std::vector<int> owner_;               // loop -> reduce expr owning it (-1 for domain loops)
   std::vector<int> depth_;               // per reduce expr: nesting depth
+  // per expr: computed from tensor data (a load, reduce or random below it), not index math only
+  std::vector<char> data_;
+  bool range_checked_ = false;  // WGSL: 64-bit integer data, computed in 32 bits with checks
+  bool analyzed_ = false;
+  // WGSL: a 64-bit integer value of tensor data (checked arithmetic, narrowed loads)
+  bool wide_data(int e, DType t) const { return wgsl() && data_[e] && (t == DType::i64 || t == DType::u64); }
 };
 
 void Renderer::analyze() {
+  if (analyzed_) return;
+  analyzed_ = true;
   const int n = static_cast<int>(k_.exprs.size());
+  data_.assign(n, 0);
+  auto wide = [](DType t) { return t == DType::i64 || t == DType::u64; };
+  for (DType t : args_) range_checked_ |= wgsl() && wide(t);
+  for (int i = 0; i < n; ++i) {
+    const Expr& e = k_.exprs[i];
+    data_[i] = e.kind == ExprKind::load || e.kind == ExprKind::reduce || e.kind == ExprKind::random;
+    for (int o : {e.a, e.b, e.c})
+      if (o >= 0 && data_[o]) data_[i] = 1;
+    if (wgsl() && wide(e.dtype) && (e.kind == ExprKind::cast || (data_[i] && e.kind != ExprKind::select))) range_checked_ = true;
+    if (wgsl() && e.kind == ExprKind::iconst && past_32_bits(e.ival, e.dtype)) range_checked_ = true;
+  }
   owner_.assign(k_.loops.size(), -1);
   for (int i = 0; i < n; ++i)
     if (k_.exprs[i].kind == ExprKind::reduce)
@@ -304,7 +339,8 @@ std::string Renderer::ref(int e) {
   const Expr& x = k_.exprs[e];
   switch (x.kind) {
     case ExprKind::loop_var: return "i" + std::to_string(x.loop);
-    case ExprKind::iconst: return x.dtype == DType::i64 ? i64lit(x.ival) : ilit(x.ival, x.dtype);
+    case ExprKind::iconst:
+      return x.dtype == DType::i64 && !(wgsl() && past_32_bits(x.ival, x.dtype)) ? i64lit(x.ival) : ilit(x.ival, x.dtype);
     case ExprKind::fconst:
       if (is_complex(x.dtype)) return "rlx_cplx(" + flit(x.fval, DType::f64) + ", " + flit(x.fval2, DType::f64) + ")";
       return flit(x.fval, x.dtype);
@@ -340,8 +376,13 @@ std::string Renderer::cast_expr(const std::string& v_in, DType from, DType to) {
   }
   // WGSL leaves the rounding of 32-bit integer -> f32 to the implementation (SwiftShader
   // truncates): the prelude converts in two exact halves and one rounded add
-  if (wgsl() && to == DType::f32 && (from == DType::i32 || from == DType::u32))
-    return std::string(from == DType::i32 ? "rlx_i32_to_f32(" : "rlx_u32_to_f32(") + v + ")";
+  if (wgsl() && to == DType::f32 && (from == DType::i32 || from == DType::u32 || from == DType::i64 || from == DType::u64))
+    return std::string(is_unsigned_int(from) ? "rlx_u32_to_f32(" : "rlx_i32_to_f32(") + v + ")";
+  if (wgsl() && (to == DType::i64 || to == DType::u64)) {  // a value that does not fit 32 bits is flagged
+    if (is_float(from)) return std::string(to == DType::i64 ? "rlx_f32_to_i64c(" : "rlx_f32_to_u64c(") + v + ")";
+    if (to == DType::i64 && is_unsigned_int(from)) return "rlx_u32_to_i64c(" + conv("uint", v) + ")";
+    if (to == DType::u64 && !is_unsigned_int(from)) return "rlx_i32_to_u64c(" + conv("int", v) + ")";
+  }
   if (is_float(to)) return conv(ct(to), v);
   // to an integer type
   if (is_float(from)) {
@@ -387,11 +428,13 @@ Expected<std::string> Renderer::unary(const Expr& e) {
   }
   switch (e.op) {
     case Op::Neg:
+      if (wide_data(e.a, t)) return std::string(t == DType::i64 ? "rlx_sub_i64(0, " : "rlx_sub_u64(0u, ") + a + ")";
       if (wgsl() && is_unsigned_int(t)) return "(" + zero(t) + " - " + a + ")";  // WGSL negates signed types only
       return "(-" + a + ")";
     case Op::Abs:
       if (fl) return std::string(is_f64(t) ? "fabs(" : "fabsf(") + a + ")";
       if (is_unsigned_int(t)) return a;
+      if (wide_data(e.a, t)) return sel(a + " < " + zero(t), "rlx_sub_i64(0, " + a + ")", a);
       return sel(a + " < " + zero(t), "-" + a, a);
     case Op::Exp: return "rlx_exp" + s + "(" + a + ")";
     case Op::Log: return "rlx_log" + s + "(" + a + ")";
@@ -454,6 +497,17 @@ Expected<std::string> Renderer::binary(const Expr& e) {
       default: break;
     }
   }
+  if (wide_data(e.a, t) || wide_data(e.b, t)) {  // WGSL: 64-bit data in 32 bits, overflow checked
+    const std::string w = t == DType::i64 ? "_i64(" : "_u64(";
+    switch (e.op) {
+      case Op::Add: return "rlx_add" + w + a + ", " + b + ")";
+      case Op::Sub: return "rlx_sub" + w + a + ", " + b + ")";
+      case Op::Mul: return "rlx_mul" + w + a + ", " + b + ")";
+      case Op::Div: if (t == DType::i64) return "rlx_div_i64c(" + a + ", " + b + ")"; break;
+      case Op::Pow: return "rlx_ipow" + std::string(t == DType::i64 ? "_i64c(" : "_u64c(") + a + ", " + b + ")";
+      default: break;
+    }
+  }
   switch (e.op) {
     case Op::Add: return "(" + a + " + " + b + ")";
     case Op::Sub: return "(" + a + " - " + b + ")";
@@ -508,6 +562,8 @@ Expected<std::string> Renderer::value_of(int i) {
       if (t == DType::f16) return "rlx_f16_to_f32(" + acc + ")";
       if (t == DType::bf16) return "rlx_bf16_to_f32(" + acc + ")";
       if (t == DType::boolean) return glsl() ? "(" + acc + " != uint8_t(0))" : "(int)" + acc;
+      if (wgsl() && t == DType::i64) return "rlx_narrow_i64(" + acc + ")";
+      if (wgsl() && t == DType::u64) return "rlx_narrow_u64(" + acc + ")";
       return acc;
     }
     case ExprKind::unary: return unary(e);
@@ -593,9 +649,17 @@ Status Renderer::emit_reduce(int i, int indent) {
   if (glsl() && !arg && ct(bt) != at)
     x = bt == DType::boolean ? sel(x, at + "(1)", at + "(0)") : conv(at, bt == DType::i32 ? wide(x, bt) : x);
   const std::string nan_or = glsl() ? " = " + acc + "_nan || isnan(" + x + ");\n" : " |= " + x + " != " + x + ";\n";
+  const bool wide_acc = wgsl() && !arg && (t == DType::i64 || t == DType::u64);
+  const std::string w = t == DType::i64 ? "_i64(" : "_u64(";
   switch (e.op) {
-    case Op::ReduceSum: out_ << pad(depth) << acc << " += " << x << ";\n"; break;
-    case Op::ReduceProd: out_ << pad(depth) << acc << " *= " << x << ";\n"; break;
+    case Op::ReduceSum:
+      if (wide_acc) out_ << pad(depth) << acc << " = rlx_add" << w << acc << ", " << x << ");\n";
+      else out_ << pad(depth) << acc << " += " << x << ";\n";
+      break;
+    case Op::ReduceProd:
+      if (wide_acc) out_ << pad(depth) << acc << " = rlx_mul" << w << acc << ", " << x << ");\n";
+      else out_ << pad(depth) << acc << " *= " << x << ";\n";
+      break;
     case Op::ReduceMax:
       out_ << pad(depth) << acc << " = " << sel(x + " > " + acc, x, acc, true) << ";\n";
       if (float_minmax) out_ << pad(depth) << acc << "_nan" << nan_or;
@@ -698,12 +762,18 @@ Status Renderer::emit_wgsl_signature(const std::string& symbol) {
       case DType::f32: st = "f32"; break;
       case DType::i32: st = "i32"; break;
       case DType::u32: st = "u32"; break;
+      case DType::i64: st = "vec2<i32>"; break;  // (low, high) words
+      case DType::u64: st = "vec2<u32>"; break;
       default:
         if (!packed(args_[a]))
-          return error(ErrorCode::unsupported, "WGSL has no ", dtype_name(args_[a]), " values (no 64-bit types)");
+          return error(ErrorCode::unsupported, "WGSL has no ", dtype_name(args_[a]), " values (no 64-bit floats)");
         st = "atomic<u32>";
     }
     out_ << "@group(0) @binding(" << bind << ") var<storage, read_write> b" << bind << ": array<" << st << ">;\n";
+  }
+  if (range_checked_) {
+    out_ << "@group(0) @binding(" << bindings++ << ") var<storage, read_write> rlx_check: array<atomic<u32>>;\n";
+    out_ << wgsl_range_check_helpers();
   }
   out_ << "@group(0) @binding(" << bindings << ") var<uniform> rlx_domain: array<vec4<i32>, 1>;\n";
   out_ << "@compute @workgroup_size(" << kGlslWorkgroupSize << ")\n";
@@ -805,6 +875,12 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
       out_ << "      " << packed_store(s.buffer, idx, t, nv) << "\n";
       continue;
     }
+    if (wgsl() && (t == DType::i64 || t == DType::u64)) {  // two words: the value, its sign extension
+      const std::string w = t == DType::i64 ? "_i64(" : "_u64(";
+      if (s.accumulate) v = "rlx_add" + w + "rlx_narrow" + w + target + "), " + v + ")";
+      out_ << "      " << target << " = rlx_widen" << w << v << ");\n";
+      continue;
+    }
     if (s.accumulate) {
       if (t == DType::f16) {
         out_ << "      " << target << " = rlx_f32_to_f16(rlx_f16_to_f32(" << target << ") + " << v << ");\n";
@@ -831,6 +907,10 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
 }
 
 }  // namespace
+
+bool wgsl_range_checked(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes) {
+  return Renderer(k, arg_dtypes, CTarget::wgsl, {}).range_checked();
+}
 
 Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes,
                                       const std::string& symbol, CTarget target,

@@ -35,7 +35,8 @@ namespace rlx::codegen {
 // binding n, work groups of kGlslWorkgroupSize over a 2D grid, the GLSL dialects' strict
 // typing (bool comparisons, explicit conversions), and WGSL's own syntax for declarations,
 // selects, loops and atomics. WGSL has no 64-bit types: index arithmetic is 32-bit, and
-// f64/i64/u64 values are refused (wgsl_supports).
+// f64 values are refused and i64/u64 values computed in 32 bits with range checks
+// (wgsl_supports, wgsl_range_checked).
 enum class CTarget { host, opencl, cuda, glsl_vulkan, glsl_gl, wgsl };
 
 // Whether `t` is one of the GLSL dialects (a shader per kernel, bindings, the GLSL prelude).
@@ -64,6 +65,12 @@ struct GlslArgPlace {
 Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes,
                                       const std::string& symbol, CTarget target = CTarget::host,
                                       const std::vector<GlslArgPlace>& places = {});
+
+// Whether a kernel rendered in CTarget::wgsl binds the range-check word: one more storage
+// buffer after its arguments (and before its uniform), a u32 the kernel sets to nonzero when a
+// 64-bit integer value it loads or computes does not fit the 32 bits WGSL computes in. True
+// for kernels with i64/u64 data (wgsl_prelude.h).
+bool wgsl_range_checked(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes);
 
 // Whether generated code in the device dialects (OpenCL C, CUDA, GLSL) computes strict
 // primitive `n`: every dtype but c64 (complex arithmetic is host C only) and packed i4/u4

@@ -343,16 +343,62 @@ fn rlx_f32_to_bf16(f: f32) -> u32 {
 }
 )WGSL";
 
+// After the kernel's `rlx_check` binding: 64-bit integers as 32-bit values, every narrowing
+// and every operation whose exact (64-bit) result does not fit setting the word.
+constexpr const char* kRangeChecks = R"WGSL(fn rlx_range_error() { atomicOr(&rlx_check[0], 1u); }
+fn rlx_const_out_of_range_i64() -> i32 { rlx_range_error(); return 0; }
+fn rlx_const_out_of_range_u64() -> u32 { rlx_range_error(); return 0u; }
+fn rlx_narrow_i64(v: vec2<i32>) -> i32 { if (v.y != (v.x >> 31u)) { rlx_range_error(); } return v.x; }
+fn rlx_narrow_u64(v: vec2<u32>) -> u32 { if (v.y != 0u) { rlx_range_error(); } return v.x; }
+fn rlx_widen_i64(v: i32) -> vec2<i32> { return vec2<i32>(v, v >> 31u); }
+fn rlx_widen_u64(v: u32) -> vec2<u32> { return vec2<u32>(v, 0u); }
+fn rlx_add_i64(a: i32, b: i32) -> i32 { let r = a + b; if (((a ^ r) & (b ^ r)) < 0) { rlx_range_error(); } return r; }
+fn rlx_sub_i64(a: i32, b: i32) -> i32 { let r = a - b; if (((a ^ b) & (a ^ r)) < 0) { rlx_range_error(); } return r; }
+fn rlx_mul_i64(a: i32, b: i32) -> i32 {
+  let r = a * b;
+  if (a != 0 && (r / a != b || (a == -1 && b == INT64_MIN))) { rlx_range_error(); }
+  return r;
+}
+fn rlx_add_u64(a: u32, b: u32) -> u32 { let r = a + b; if (r < a) { rlx_range_error(); } return r; }
+fn rlx_sub_u64(a: u32, b: u32) -> u32 { if (b > a) { rlx_range_error(); } return a - b; }
+fn rlx_mul_u64(a: u32, b: u32) -> u32 { let r = a * b; if (a != 0u && r / a != b) { rlx_range_error(); } return r; }
+fn rlx_div_i64c(a: i32, b: i32) -> i32 { if (a == INT64_MIN && b == -1) { rlx_range_error(); } return rlx_tdiv_i64(a, b); }
+/* |base| >= 2 passes 32 bits within 32 steps, which rlx_mul_* flags */
+fn rlx_ipow_i64c(base: i32, e: i32) -> i32 {
+  if (e < 0 || base == 0 || base == 1) { return rlx_ipow_i64(base, e); }
+  if (base == -1) { return select(-1, 1, (e & 1) == 0); }
+  var r = 1;
+  for (var i = 0; i < min(e, 32); i++) { r = rlx_mul_i64(r, base); }
+  return r;
+}
+fn rlx_ipow_u64c(base: u32, e: u32) -> u32 {
+  if (base <= 1u) { return rlx_ipow_u64(base, e); }
+  var r = 1u;
+  for (var i = 0u; i < min(e, 33u); i++) { r = rlx_mul_u64(r, base); }
+  return r;
+}
+fn rlx_f32_to_i64c(x: f32) -> i32 {
+  if (!isnan(x) && (x >= 2147483648.0 || x < -2147483648.0)) { rlx_range_error(); }
+  return rlx_f32_to_i32_sat(x);
+}
+fn rlx_f32_to_u64c(x: f32) -> u32 {
+  if (!isnan(x) && x >= 4294967296.0) { rlx_range_error(); }
+  return rlx_f32_to_u32_sat(x);
+}
+fn rlx_u32_to_i64c(x: u32) -> i32 { if (x > 2147483647u) { rlx_range_error(); } return i32(x); }
+fn rlx_i32_to_u64c(x: i32) -> u32 { if (x < 0) { rlx_range_error(); } return u32(x); }
+)WGSL";
+
 }  // namespace
 
 std::string_view wgsl_prelude() { return kPrelude; }
+
+std::string_view wgsl_range_check_helpers() { return kRangeChecks; }
 
 Claim wgsl_supports(const NodeDesc& n) {
   auto check = [&](const TensorType& t) -> std::string {
     switch (t.dtype) {
       case DType::f64: return "WGSL has no 64-bit floats";
-      case DType::i64:
-      case DType::u64: return "WGSL has no 64-bit integers (rlx does not emulate them yet)";
       default: return "";
     }
   };

@@ -19,9 +19,18 @@ namespace rlx::codegen {
 // The prelude text (it needs no version line or extension).
 std::string_view wgsl_prelude();
 
+// Helpers of kernels with 64-bit integer data (wgsl_range_checked in c_renderer.h), placed
+// after their `rlx_check` binding: WGSL has no 64-bit integers, so such values are computed
+// in 32 bits, and every load of a value past 32 bits and every operation whose exact result
+// does not fit sets the check word (the device's run then fails saying so), never a silent
+// wrap: rlx_narrow_i64/u64 (loads), rlx_widen_i64/u64 (stores), checked add, sub, mul, div,
+// pow, and the casts into 64-bit types.
+std::string_view wgsl_range_check_helpers();
+
 // Whether generated WGSL computes strict primitive `n`: what the C renderer handles in the
-// device dialects (c_renderer_supports), without f64, i64 and u64 values (WGSL has no 64-bit
-// types) and without random numbers (rlx's generator is 64-bit).
+// device dialects (c_renderer_supports), without f64 values (WGSL has no 64-bit floats) and
+// without random numbers (rlx's generator is 64-bit). i64 and u64 values are computed in 32
+// bits with range checks (wgsl_range_check_helpers).
 Claim wgsl_supports(const NodeDesc& n);
 
 }  // namespace rlx::codegen

@@ -43,7 +43,8 @@ class ProgramExecutable final : public Executable, NativeBuilder {
   }
   Status create_buffers(const Graph& g);
   Expected<std::vector<codegen::GlslArgPlace>> place_arguments(const kir::GeneratedKernel& k,
-                                                               std::vector<BufferRange>& bindings);
+                                                               std::vector<BufferRange>& bindings, int max_bindings);
+  Expected<BufferRange> range_check_word();
   Status build_generated(std::vector<Kernel>& kernels, std::vector<std::vector<BufferRange>>& bindings);
   Status build_commands();
   std::string device() const { return std::string(rt_->name()); }
@@ -58,6 +59,7 @@ class ProgramExecutable final : public Executable, NativeBuilder {
   std::vector<BufferRange> range_;  // per kernel-level buffer (a view: its root's)
   std::vector<int64_t> arena_off_;  // byte offset of an intermediate in the arena; -1: its own buffer
   BufferRange arena_;
+  BufferRange range_word_;  // see range_check_word()
   std::vector<Buffer> owned_;
   CommandList list_;
   std::vector<Check> checks_;
@@ -133,7 +135,8 @@ Status ProgramExecutable::create_buffers(const Graph& g) {
 // each argument at its own element offset. `bindings` receives the range of each binding;
 // the result is where each argument lives. GLSL dialects only (the renderer's places).
 Expected<std::vector<codegen::GlslArgPlace>> ProgramExecutable::place_arguments(const kir::GeneratedKernel& k,
-                                                                                std::vector<BufferRange>& bindings) {
+                                                                                std::vector<BufferRange>& bindings,
+                                                                                int max_bindings) {
   const Limits& lim = rt_->limits();
   std::vector<codegen::GlslArgPlace> places(k.args.size());
   std::vector<char> placed(k.args.size(), 0);
@@ -181,11 +184,27 @@ Expected<std::vector<codegen::GlslArgPlace>> ProgramExecutable::place_arguments(
     places[a] = {static_cast<int>(bindings.size()), 0};
     bindings.push_back(range(k.args[a]));
   }
-  if (static_cast<int>(bindings.size()) > lim.max_bindings)
+  if (static_cast<int>(bindings.size()) > max_bindings)
     return error(ErrorCode::unsupported, device(), ": kernel ", k.name, " reads and writes ", k.args.size(), " buffers (",
-                 bindings.size(), " with its intermediates and constants packed together), more than the ", lim.max_bindings,
-                 " storage buffers a kernel may bind on this device");
+                 bindings.size(), " with its intermediates and constants packed together), more than the ", max_bindings,
+                 " storage buffers a kernel may bind on this device", max_bindings < lim.max_bindings ? " besides its check word" : "");
   return places;
+}
+
+// The word WGSL kernels with 64-bit integer data set when a value does not fit the 32 bits they
+// compute in (codegen::wgsl_range_checked): one per program, zeroed before the first kernel.
+Expected<BufferRange> ProgramExecutable::range_check_word() {
+  if (range_word_.buffer.id) return range_word_;
+  RLX_ASSIGN_OR_RETURN(range_word_, scratch(4, "the range-check word", nullptr));
+  Command zero;
+  zero.kind = Command::Kind::zero;
+  zero.range = range_word_;
+  list_.commands.insert(list_.commands.begin(), zero);
+  check_word(range_word_, [dev = device()](int32_t) {
+    return error(ErrorCode::out_of_range, dev, ": a 64-bit integer value of this program does not fit the 32 bits ", dev,
+                 " computes in (WGSL has no 64-bit integers); run it on another device");
+  });
+  return range_word_;
 }
 
 Status ProgramExecutable::build_generated(std::vector<Kernel>& kernels, std::vector<std::vector<BufferRange>>& bindings) {
@@ -194,13 +213,24 @@ Status ProgramExecutable::build_generated(std::vector<Kernel>& kernels, std::vec
   bindings.resize(prog_.generated.size());
   for (size_t i = 0; i < prog_.generated.size(); ++i) {
     const kir::GeneratedKernel& k = prog_.generated[i];
-    if (static_cast<int>(k.args.size()) <= rt_->limits().max_bindings) {
+    bool checked = false;
+    if (target_.dialect == codegen::CTarget::wgsl) {
+      std::vector<DType> dts;
+      for (int b : k.args) dts.push_back(prog_.buffers[b].dtype);
+      checked = codegen::wgsl_range_checked(k, dts);
+    }
+    const int limit = rt_->limits().max_bindings - (checked ? 1 : 0);
+    if (static_cast<int>(k.args.size()) <= limit) {
       for (int b : k.args) bindings[i].push_back(range(b));
     } else if (glsl) {
-      RLX_ASSIGN_OR_RETURN(places[i], place_arguments(k, bindings[i]));
+      RLX_ASSIGN_OR_RETURN(places[i], place_arguments(k, bindings[i], limit));
     } else {
       return error(ErrorCode::unsupported, device(), ": kernel ", k.name, " binds ", k.args.size(), " buffers, more than the ",
                    rt_->limits().max_bindings, " this device allows");
+    }
+    if (checked) {
+      RLX_ASSIGN_OR_RETURN(BufferRange w, range_check_word());
+      bindings[i].push_back(w);
     }
   }
   RLX_ASSIGN_OR_RETURN(std::vector<KernelModule> modules, codegen::render_device_modules(prog_, target_.dialect, places));

@@ -15,9 +15,11 @@ class WebGpuDevice final : public hal::RuntimeDevice {
     const api::Limits& l = rt->device_limits();
     info_.description = cat(rt->description(), ", ", l.max_storage_buffers_per_shader_stage, " storage buffers per kernel of up to ",
                             l.max_storage_buffer_binding_size >> 20, " MiB, 32-bit sizes, generated WGSL");
-    info_.dtypes = {DType::f32, DType::i32, DType::u32, DType::f16, DType::bf16, DType::i16,
-                    DType::u16, DType::i8,  DType::u8,  DType::boolean};
+    // i64/u64 are computed in 32 bits with range checks (a value past them fails the run)
+    info_.dtypes = {DType::f32, DType::i32, DType::u32, DType::i64, DType::u64, DType::f16,
+                    DType::bf16, DType::i16, DType::u16, DType::i8, DType::u8, DType::boolean};
     info_.flushes_subnormals = true;  // WGSL allows it, SwiftShader does it
+    info_.int64_in_32_bits = true;
     target_.dialect = codegen::CTarget::wgsl;  // no native kernels yet: everything is generated WGSL
   }
   Claim supports_primitive(const NodeDesc& n) const override { return codegen::wgsl_supports(n); }
