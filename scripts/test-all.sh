@@ -13,6 +13,8 @@ scripts/install-deps.sh
 # peers some tests compare against (ONNX Runtime, an independent GGUF reader); without
 # network they are missing and those tests skip, saying why
 scripts/install-npm.sh build/npm || echo "test-all: npm peers not installed; the tests that need them will skip"
+# Dawn and SwiftShader for the webgpu device (its tests fail in CI when they are missing)
+scripts/install-webgpu.sh build/webgpu || echo "test-all: webgpu not installed; its tests will fail in CI and skip elsewhere"
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$jobs"

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "rlx/device.h"
 #include "rlx/onnx.h"
 
 namespace rlx {
@@ -155,13 +156,21 @@ TEST(OnnxNodeManifest, CoversAtMostFifteenPercent) {
   EXPECT_LE(m.size() * 100, tests.size() * 15) << m.size() << " expected failures of " << tests.size();
 }
 
-// The node tests that pass on the CPU, run on the opencl device. Each builds an OpenCL program
-// (about a second on PoCL with a cold cache), so this runs only on request:
+// The node tests that pass on the CPU, run on another device. Each builds an OpenCL program
+// (about a second on PoCL with a cold cache), Vulkan pipelines or WGSL shaders, so this runs on
+// request, except for webgpu, which CI runs (tests/CMakeLists.txt):
 //   RLX_ONNX_NODE_DEVICE=opencl build/bin/rlx_tests_onnx --gtest_filter='OnnxNodeOtherDevice.*'
-// It prints every failure and the count (recorded in docs/onnx.md).
+// A test the device does not pass must be refused with a reason (a node illegal there, a value
+// it cannot hold), never answered wrongly, and at least 90% must pass. It prints every
+// failure and the count (recorded in docs/onnx.md).
 TEST(OnnxNodeOtherDevice, PassesWhatTheCpuPasses) {
   const char* device = std::getenv("RLX_ONNX_NODE_DEVICE");
   if (!device) GTEST_SKIP() << "set RLX_ONNX_NODE_DEVICE=opencl to run the node tests on another device (minutes)";
+  auto dev = get_device(device);
+  if (!dev) {
+    if (std::getenv("CI")) FAIL() << "CI runs the node tests on " << device << ", but: " << dev.status().message();
+    GTEST_SKIP() << dev.status().message();
+  }
   const auto m = manifest();
   int run = 0, passed = 0;
   for (const std::string& name : node_tests()) {
@@ -170,12 +179,14 @@ TEST(OnnxNodeOtherDevice, PassesWhatTheCpuPasses) {
     const std::string why = run_node_test(name, device);
     if (why.empty()) {
       ++passed;
-    } else {
-      std::printf("%s on %s: %s\n", name.c_str(), device, why.substr(0, 300).c_str());
+      continue;
     }
+    std::printf("%s on %s: %s\n", name.c_str(), device, why.substr(0, 300).c_str());
+    const bool refused = why.rfind("illegal:", 0) == 0 || why.rfind("unsupported:", 0) == 0 || why.rfind("out of range:", 0) == 0;
+    EXPECT_TRUE(refused) << name << " on " << device << " is not a refusal with a reason: " << why;
   }
   std::printf("node tests on %s: %d of the %d that pass on the cpu\n", device, passed, run);
-  EXPECT_EQ(passed, run);
+  EXPECT_GE(passed * 10, run * 9) << "fewer than 90% of the node tests that pass on the cpu pass on " << device;
 }
 
 }  // namespace
