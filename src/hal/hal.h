@@ -10,8 +10,9 @@
 //   queue primitives (write, enqueue, read, finish); StreamRuntime records by keeping the
 //   list and replays it by enqueueing it in order.
 // - APIs with command buffers (Vulkan, WebGPU, D3D12, Metal) derive from Runtime and record
-//   the list into their own command buffer once; a replay copies inputs into staging memory,
-//   submits, waits and copies outputs out.
+//   the list into their own command buffer once (Vulkan), or prepare what a submission needs
+//   once and encode per replay where command buffers are single-use (WebGPU); a replay copies
+//   inputs in, submits, waits and copies outputs out.
 // The null device (src/backends/null/) is the skeleton to start from.
 #pragma once
 
