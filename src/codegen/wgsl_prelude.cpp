@@ -39,19 +39,47 @@ fn rlx_extract_i(v: i32, offset: i32, bits: i32) -> i32 { return extractBits(v, 
 fn rlx_extract_u(v: u32, offset: i32, bits: i32) -> u32 { return extractBits(v, u32(offset), u32(bits)); }
 
 /* ---------------------------------------------------------------- f32 math */
+/* exp and log in f32 arithmetic to about 1 ulp: WGSL's built-ins may be far less accurate
+   (SwiftShader's exp is off by 1e-6 relative), which Adam's updates of tiny gradients amplify.
+   exp: x = k ln2 + r with ln2 in two parts (the first with 16 significant bits, so k times it
+   is exact), e^r by its Taylor series through r^7 (|r| <= ln2/2: relative error below 6e-9),
+   2^k applied in two exact steps. */
 fn rlx_exp_f32(x: f32) -> f32 {
   if (isnan(x)) { return x; }
   if (x > 88.7228394) { return rlx_inf(); }
   if (x < -103.972084) { return 0.0; }
-  return exp(x);
+  let k = round(x * 1.44269504088896341);
+  let r = (x - k * 0.693145751953125) - k * 1.428606765330187045e-06;
+  let p = 1.0 + r * (1.0 + r * (0.5 + r * (0.16666666666666666 + r * (0.041666666666666664 +
+          r * (0.008333333333333333 + r * (0.001388888888888889 + r * 0.0001984126984126984))))));
+  let k1 = i32(k) / 2;
+  let k2 = i32(k) - k1;
+  return p * bitcast<f32>(u32(k1 + 127) << 23u) * bitcast<f32>(u32(k2 + 127) << 23u);
 }
+/* log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) with s = (m-1)/(m+1),
+   |s| <= 0.1716, by its odd series through s^11 */
 fn rlx_log_f32(x: f32) -> f32 {
   if (isnan(x) || x == rlx_inf()) { return x; }
   if (x < 0.0) { return rlx_nan(); }
   if (x == 0.0) { return -rlx_inf(); }
-  /* subnormals scaled into the normal range first */
-  if (x < 1.17549435e-38) { return log(x * 8388608.0) - 15.942385152878742; }
-  return log(x);
+  var v = x;
+  var e = 0;
+  if (v < 1.17549435e-38) {  /* subnormal: scale into the normal range first */
+    v = v * 16777216.0;
+    e = -24;
+  }
+  let bits = bitcast<u32>(v);
+  e = e + i32((bits >> 23u) & 0xffu) - 127;
+  var m = bitcast<f32>((bits & 0x007fffffu) | 0x3f800000u);
+  if (m > 1.41421356) {
+    m = m * 0.5;
+    e = e + 1;
+  }
+  let s = (m - 1.0) / (m + 1.0);
+  let s2 = s * s;
+  let t = s2 * (0.3333333333333333 + s2 * (0.2 + s2 * (0.14285714285714285 + s2 * (0.1111111111111111 + s2 * 0.09090909090909091))));
+  let lm = 2.0 * s + 2.0 * s * t;
+  return f32(e) * 0.693145751953125 + (lm + f32(e) * 1.428606765330187045e-06);
 }
 fn rlx_sqrt_f32(x: f32) -> f32 {
   if (x < 0.0) { return rlx_nan(); }
@@ -80,7 +108,7 @@ fn rlx_tanh_f32(x: f32) -> f32 {
     p = p * s - 1.0 / 3.0;
     r = a + a * s * p;
   } else {
-    r = 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
+    r = 1.0 - 2.0 / (rlx_exp_f32(2.0 * a) + 1.0);
   }
   return select(r, -r, x < 0.0);
 }

@@ -248,16 +248,7 @@ Status Runtime::take_error(const std::string& what) {
   return error(ErrorCode::runtime_error, "webgpu: ", what, ": ", e);
 }
 
-Expected<api::Buffer> Runtime::make_buffer(uint64_t bytes, api::Flags usage, const std::string& what) {
-  bytes = std::max<uint64_t>(round4(bytes), 4);
-  if (bytes > dev_limits_.max_buffer_size)
-    return error(ErrorCode::runtime_error, "webgpu: ", what, " needs ", bytes, " bytes, more than the ",
-                 dev_limits_.max_buffer_size, " one buffer may hold on this device (maxBufferSize)");
-  api::BufferDescriptor d;
-  d.usage = usage;
-  d.size = bytes;
-  fn_.DevicePushErrorScope(device_, api::kErrorFilterOutOfMemory);
-  api::Buffer b = fn_.DeviceCreateBuffer(device_, &d);
+Status Runtime::pop_error_scope(const std::string& what) {
   struct Pop {
     bool done = false;
     uint32_t type = 0;
@@ -272,9 +263,22 @@ Expected<api::Buffer> Runtime::make_buffer(uint64_t bytes, api::Flags usage, con
   };
   cb.userdata1 = &pop;
   fn_.DevicePopErrorScope(device_, cb);
-  Status s = wait(pop.done, "allocating " + what);
-  if (s && pop.type != api::kErrorTypeNoError && pop.type != 0)
-    s = error(ErrorCode::runtime_error, "webgpu: allocating ", bytes, " bytes for ", what, ": ", pop.message);
+  RLX_TRY(wait(pop.done, what));
+  if (pop.type != api::kErrorTypeNoError && pop.type != 0) return error(ErrorCode::runtime_error, "webgpu: ", what, ": ", pop.message);
+  return Status::ok();
+}
+
+Expected<api::Buffer> Runtime::make_buffer(uint64_t bytes, api::Flags usage, const std::string& what) {
+  bytes = std::max<uint64_t>(round4(bytes), 4);
+  if (bytes > dev_limits_.max_buffer_size)
+    return error(ErrorCode::runtime_error, "webgpu: ", what, " needs ", bytes, " bytes, more than the ",
+                 dev_limits_.max_buffer_size, " one buffer may hold on this device (maxBufferSize)");
+  api::BufferDescriptor d;
+  d.usage = usage;
+  d.size = bytes;
+  fn_.DevicePushErrorScope(device_, api::kErrorFilterOutOfMemory);
+  api::Buffer b = fn_.DeviceCreateBuffer(device_, &d);
+  Status s = pop_error_scope(cat("allocating ", bytes, " bytes for ", what));
   if (!s || !b) {
     if (b) fn_.BufferRelease(b);
     return s ? error(ErrorCode::runtime_error, "webgpu: allocating ", bytes, " bytes for ", what, " failed") : s;
@@ -438,26 +442,9 @@ Expected<std::vector<hal::Kernel>> Runtime::build(const hal::KernelModule& modul
       ps.push_back(std::move(p));
     }
     fn_.ShaderModuleRelease(sm);
-    struct Pop {
-      bool done = false;
-      uint32_t type = 0;
-      std::string message;
-    } pop;
-    api::CallbackInfo<api::PopErrorScopeCallback> cb;
-    cb.callback = [](uint32_t, uint32_t type, api::StringView msg, void* u1, void*) {
-      auto* p = static_cast<Pop*>(u1);
-      p->type = type;
-      p->message = text(msg);
-      p->done = true;
-    };
-    cb.userdata1 = &pop;
-    fn_.DevicePopErrorScope(device_, cb);
-    Status s = wait(pop.done, "building kernels");
-    if (s && pop.type != api::kErrorTypeNoError && pop.type != 0) {
-      std::string names;
-      for (const hal::KernelEntry& e : module.entries) names += (names.empty() ? "" : ", ") + e.name;
-      s = error(ErrorCode::runtime_error, "webgpu: WGSL of ", names, " does not compile: ", pop.message);
-    }
+    std::string names;
+    for (const hal::KernelEntry& e : module.entries) names += (names.empty() ? "" : ", ") + e.name;
+    Status s = pop_error_scope("WGSL of " + names + " does not compile");
     if (!s) {
       for (auto& p : ps) {
         if (p->pipeline) fn_.ComputePipelineRelease(p->pipeline);

@@ -65,6 +65,8 @@ class Runtime final : public hal::Runtime {
   // The first error Dawn reported since the last call (validation, out of memory, device
   // lost), as an rlx error naming `what`; ok when there was none.
   Status take_error(const std::string& what);
+  // Pops the error scope pushed before the calls `what` names: ok, or Dawn's error about them.
+  Status pop_error_scope(const std::string& what);
   Expected<api::Buffer> make_buffer(uint64_t bytes, api::Flags usage, const std::string& what);
   // Copies `bytes` from `range` into host memory through a mapped read-back buffer.
   Status read_back(const std::vector<std::pair<hal::BufferRange, uint64_t>>& ranges, std::span<void* const> out,
