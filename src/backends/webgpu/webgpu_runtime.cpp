@@ -15,11 +15,21 @@
 #ifndef RLX_WEBGPU_DEFAULT_DIR
 #define RLX_WEBGPU_DEFAULT_DIR ""
 #endif
+#ifndef RLX_WEBGPU_SOURCE_DIR
+#define RLX_WEBGPU_SOURCE_DIR ""
+#endif
 
 namespace rlx::webgpu {
+namespace {
+constexpr const char* kDawnLib = "npm/node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so";
+}  // namespace
 
 std::string install_dir() {
   if (const char* d = std::getenv("RLX_WEBGPU_DIR"); d && *d) return d;
+  // this build's folder, else build/webgpu of the source tree (where test-all.sh installs it,
+  // which a second build folder, such as the sanitized one, shares)
+  for (const char* d : {RLX_WEBGPU_DEFAULT_DIR, RLX_WEBGPU_SOURCE_DIR})
+    if (*d && std::filesystem::exists(std::filesystem::path(d) / kDawnLib)) return d;
   return RLX_WEBGPU_DEFAULT_DIR;
 }
 
@@ -30,8 +40,7 @@ void on_device_error(Runtime* rt, const std::string& message) {
 
 namespace {
 
-// Where install-webgpu.sh puts the pinned Dawn library and SwiftShader's Vulkan driver.
-constexpr const char* kDawnLib = "npm/node_modules/bun-webgpu-linux-x64/libwebgpu_wrapper.so";
+// Where install-webgpu.sh puts SwiftShader's Vulkan driver (and Dawn: kDawnLib above).
 constexpr const char* kSwiftShaderIcd = "swiftshader/usr/lib/chromium/vk_swiftshader_icd.json";
 
 std::string text(api::StringView s) {

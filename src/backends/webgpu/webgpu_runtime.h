@@ -22,8 +22,9 @@
 
 namespace rlx::webgpu {
 
-// Where the runtime looks for Dawn and SwiftShader: $RLX_WEBGPU_DIR, else the folder the build
-// was configured with (<build>/webgpu, where scripts/install-webgpu.sh puts them).
+// Where the runtime looks for Dawn and SwiftShader: $RLX_WEBGPU_DIR, else <build>/webgpu of the
+// build it was compiled in, else build/webgpu of the source tree (scripts/install-webgpu.sh
+// installs into build/webgpu by default).
 std::string install_dir();
 
 class Runtime final : public hal::Runtime {
