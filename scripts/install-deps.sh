@@ -28,8 +28,6 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # model formats
   libprotobuf-dev protobuf-compiler libonnx-dev
-  # npm: the peers and the WebGPU runtime that Debian does not package (install-npm.sh, install-webgpu.sh)
-  nodejs npm
   # peers and test oracles (run with /usr/bin/python3)
   python3 python3-numpy python3-onnx python3-torch python3-sklearn python3-scipy
 )
