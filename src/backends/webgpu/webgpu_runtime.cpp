@@ -74,6 +74,28 @@ class ScopedEnv {
   std::string old_;
 };
 
+// The result of requesting an adapter or a device, filled in by its callback.
+template <class Handle>
+struct Request {
+  bool done = false;
+  uint32_t status = 0;
+  Handle handle = nullptr;
+  std::string message;
+  template <class Fn>
+  api::CallbackInfo<Fn> info() {
+    api::CallbackInfo<Fn> cb;
+    cb.callback = [](uint32_t status, Handle h, api::StringView msg, void* u1, void*) {
+      auto* r = static_cast<Request*>(u1);
+      r->status = status;
+      r->handle = h;
+      r->message = text(msg);
+      r->done = true;
+    };
+    cb.userdata1 = this;
+    return cb;
+  }
+};
+
 // A recorded program: per dispatch its pipeline and bind group, the uniform buffers holding
 // dispatch scalars, and one read-back buffer per output.
 class WebGpuRecording final : public hal::Recording {
@@ -147,28 +169,14 @@ Status Runtime::open() {
   instance_ = fn_.CreateInstance(nullptr);
   if (!instance_) return error(ErrorCode::unavailable, "wgpuCreateInstance failed");
 
-  struct AdapterResult {
-    bool done = false;
-    uint32_t status = 0;
-    api::Adapter adapter = nullptr;
-    std::string message;
-  } ar;
+  Request<api::Adapter> ar;
   api::RequestAdapterOptions opts;
   opts.feature_level = api::kFeatureLevelCore;
-  api::CallbackInfo<api::RequestAdapterCallback> acb;
-  acb.callback = [](uint32_t status, api::Adapter a, api::StringView msg, void* u1, void*) {
-    auto* r = static_cast<AdapterResult*>(u1);
-    r->status = status;
-    r->adapter = a;
-    r->message = text(msg);
-    r->done = true;
-  };
-  acb.userdata1 = &ar;
-  fn_.InstanceRequestAdapter(instance_, &opts, acb);
+  fn_.InstanceRequestAdapter(instance_, &opts, ar.info<api::RequestAdapterCallback>());
   RLX_TRY(wait(ar.done, "requesting an adapter"));
-  if (ar.status != api::kStatusSuccess || !ar.adapter)
+  if (ar.status != api::kStatusSuccess || !ar.handle)
     return error(ErrorCode::unavailable, "no WebGPU adapter: ", ar.message.empty() ? "Dawn found none" : ar.message);
-  adapter_ = ar.adapter;
+  adapter_ = ar.handle;
 
   api::AdapterInfo info{};
   if (fn_.AdapterGetInfo(adapter_, &info) == api::kStatusSuccess) {
@@ -183,12 +191,7 @@ Status Runtime::open() {
   if (fn_.AdapterGetLimits(adapter_, &limits) != api::kStatusSuccess)
     return error(ErrorCode::unavailable, "wgpuAdapterGetLimits failed");
 
-  struct DeviceResult {
-    bool done = false;
-    uint32_t status = 0;
-    api::Device device = nullptr;
-    std::string message;
-  } dr;
+  Request<api::Device> dr;
   api::DeviceDescriptor dd;
   dd.required_limits = &limits;  // all the adapter offers: more storage buffers, bigger buffers
   dd.uncaptured_error.callback = [](const api::Device*, uint32_t type, api::StringView msg, void* u1, void*) {
@@ -200,20 +203,11 @@ Status Runtime::open() {
       on_device_error(static_cast<Runtime*>(u1), "device lost: " + text(msg));
   };
   dd.device_lost.userdata1 = this;
-  api::CallbackInfo<api::RequestDeviceCallback> dcb;
-  dcb.callback = [](uint32_t status, api::Device d, api::StringView msg, void* u1, void*) {
-    auto* r = static_cast<DeviceResult*>(u1);
-    r->status = status;
-    r->device = d;
-    r->message = text(msg);
-    r->done = true;
-  };
-  dcb.userdata1 = &dr;
-  fn_.AdapterRequestDevice(adapter_, &dd, dcb);
+  fn_.AdapterRequestDevice(adapter_, &dd, dr.info<api::RequestDeviceCallback>());
   RLX_TRY(wait(dr.done, "requesting a device"));
-  if (dr.status != api::kStatusSuccess || !dr.device)
+  if (dr.status != api::kStatusSuccess || !dr.handle)
     return error(ErrorCode::unavailable, "WebGPU adapter '", description_, "' gave no device: ", dr.message);
-  device_ = dr.device;
+  device_ = dr.handle;
   queue_ = fn_.DeviceGetQueue(device_);
   dev_limits_ = limits;
   limits_.max_bindings = static_cast<int>(limits.max_storage_buffers_per_shader_stage);
