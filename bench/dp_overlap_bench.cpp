@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "dist/collective_ops.h"
-#include "dist/pipeline.h"
+#include "runtime/pipeline.h"
 #include "rlx/comm.h"
 #include "train/init.h"
 #include "train/trainer.h"

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "quant/ggml_quants.h"
+#include "kernels/ggml_quants.h"
 #include "rlx/gguf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -13,29 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "rlx/compile_options.h"
 #include "rlx/device.h"
 #include "rlx/dispatch.h"
 #include "rlx/graph.h"
 #include "rlx/tensor.h"
 
 namespace rlx {
-
-namespace dist {
-class Communicator;
-}
-
-struct CompileOptions {
-  std::string device = "cpu";
-  DispatchPolicy policy;
-  // Sizes for symbolic dimensions known ahead of time (others are bound from inputs).
-  DimBindings dims;
-  // (output index, input index) pairs: the output may be written into the input's memory,
-  // so a caller can pass the same tensor as both (parameters updated in place).
-  std::vector<std::pair<int, int>> donate;
-  // The group the graph's collectives (all_reduce, all_gather, ...) run over; null: this
-  // process alone (rlx/comm.h). Devices that run collectives keep a reference.
-  std::shared_ptr<dist::Communicator> comm;
-};
 
 // Substitutes bindings for symbolic dims and re-infers every type; the result has static
 // shapes wherever the bindings and the inputs determine them. Errors name the node.

@@ -146,7 +146,7 @@ struct KeyValue {
 
 // GGML tensor types (GGML_TYPE_*). Values missing from the list were removed from ggml and
 // are rejected in files. The two rlx_* types are rlx's own 4-bit formats in groups of 128
-// (quant/ggml_quants.h: int4_g128, int4_g128_asym), written by `rlx quantize --scheme
+// (kernels/ggml_quants.h: int4_g128, int4_g128_asym), written by `rlx quantize --scheme
 // int4-g128[-asym]` together with the key "rlx.quantization"; their ids ("RL" 0x0001 / 0x0002)
 // lie far outside ggml's, so llama.cpp and other GGUF readers refuse them as unknown types.
 enum class GgmlType : uint32_t {

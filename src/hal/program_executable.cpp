@@ -7,7 +7,7 @@
 
 #include "codegen/device_modules.h"
 #include "passes/schedule.h"
-#include "rlx/compile.h"
+#include "rlx/compile_options.h"
 
 namespace rlx::hal {
 namespace {

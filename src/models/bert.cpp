@@ -254,7 +254,7 @@ Expected<Graph> build_bert(const BertConfig& c, const std::map<std::string, Tens
     }
     ValueId out = b.linear_partial(inter, p + "output.dense", c.intermediate, h, tp);
     x = b.layer_norm(o.add(out, x), p + "output.LayerNorm", h, c.layer_norm_eps);
-    // where pipeline parallelism may cut the model (src/dist/pipeline.h)
+    // where pipeline parallelism may cut the model (src/runtime/pipeline.h)
     if (l + 1 < c.layers && x != kNoValue) g.values[x].name = "layer." + std::to_string(l) + ".out";
   }
   if (output == BertOutput::last_hidden_state) {

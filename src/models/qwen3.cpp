@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dist/pipeline.h"
+#include "runtime/pipeline.h"
 #include "models/text/bpe.h"
 #include "passes/weight_of.h"
-#include "quant/ggml_quants.h"
+#include "kernels/ggml_quants.h"
 #include "rlx/gguf.h"
 #include "json_file.h"
 #include "rlx/op_builder.h"
@@ -444,7 +444,7 @@ Expected<Graph> build_qwen3(const Qwen3Weights& w, const Qwen3GraphOptions& opt)
     ValueId up = b.linear(h, p + "mlp.up_proj.weight", H, c.intermediate);
     x = o.add(x, tp_all_reduce(o, tp, b.linear(o.mul(o.silu(gate), up), p + "mlp.down_proj.weight",
                                                  c.intermediate, H)));
-    // where pipeline parallelism may cut the model (src/dist/pipeline.h)
+    // where pipeline parallelism may cut the model (src/runtime/pipeline.h)
     if (l + 1 < c.layers && x != kNoValue) g.values[x].name = "layer." + std::to_string(l) + ".out";
   }
   if (!opt.all_logits && !opt.decode)

@@ -1,12 +1,10 @@
 // Constant folding: a node whose inputs are all known at compile time (constants, weights,
-// or values folded before) is evaluated once with the reference interpreter. Composite
-// nodes are folded through their decomposition on the reference device.
+// or values folded before) is evaluated once by the caller's evaluator (the runtime gives
+// the reference device's, which folds composite nodes through their decomposition).
 #include <map>
 
-#include "../backends/ref/interpreter.h"
 #include "graph_passes.h"
 #include "rewrite_util.h"
-#include "rlx/compile.h"
 
 namespace rlx::passes {
 namespace {
@@ -28,24 +26,15 @@ Tensor narrowed(const Tensor& t, DType to) {
   return r;
 }
 
-// Evaluates one node on known inputs through the reference device.
-Expected<std::vector<Tensor>> evaluate(const Node& n, const std::vector<Tensor>& ins, const std::vector<TensorType>& outs) {
-  if (n.op == Op::Cast && ins.size() == 1 && ins[0].dtype() == DType::f32 && outs.size() == 1 &&
-      (outs[0].dtype == DType::f16 || outs[0].dtype == DType::bf16) && ins[0].storage())
-    return std::vector<Tensor>{narrowed(ins[0], outs[0].dtype)};
-  Graph sub;
-  std::vector<ValueId> in_ids;
-  for (size_t i = 0; i < ins.size(); ++i) in_ids.push_back(sub.add_input(cat("in", i), ins[i].type()));
-  auto o = sub.add_node(n.op, in_ids, n.attrs);
-  if (!o) return o.status();
-  sub.outputs = *o;
-  RLX_ASSIGN_OR_RETURN(auto model, Model::compile(std::move(sub), {.device = "ref"}));
-  return model->run(ins);
+// Whether `n` is the f32 -> f16/bf16 cast of a known tensor, which `narrowed` folds here.
+bool narrows_weight(const Node& n, const std::vector<Tensor>& ins, const std::vector<TensorType>& outs) {
+  return n.op == Op::Cast && ins.size() == 1 && ins[0].dtype() == DType::f32 && outs.size() == 1 &&
+         (outs[0].dtype == DType::f16 || outs[0].dtype == DType::bf16) && ins[0].storage();
 }
 
 }  // namespace
 
-Expected<int> fold_constants(Graph& g, int64_t max_elements) {
+Expected<int> fold_constants(Graph& g, const NodeEvaluator& evaluate, int64_t max_elements) {
   std::map<ValueId, Tensor> known;
   for (const Node& n : g.nodes) {
     if (n.op == Op::Constant) known[n.outputs[0]] = *n.attrs.tensor("value");
@@ -76,8 +65,10 @@ Expected<int> fold_constants(Graph& g, int64_t max_elements) {
     if (!small) continue;
     std::vector<Tensor> ins;
     for (ValueId v : n.inputs) ins.push_back(known[v]);
-    auto r = evaluate(n, ins, out_types);
-    if (!r) continue;  // not evaluable on ref (e.g. no decomposition): leave it to the device
+    Expected<std::vector<Tensor>> r = narrows_weight(n, ins, out_types)
+                                          ? Expected<std::vector<Tensor>>(std::vector<Tensor>{narrowed(ins[0], out_types[0].dtype)})
+                                          : evaluate(n, ins, out_types);
+    if (!r) continue;  // not evaluable (e.g. no decomposition on ref): leave it to the device
     for (size_t k = 0; k < n.outputs.size(); ++k) known[n.outputs[k]] = (*r)[k];
     keep[i] = 0;
     folded.push_back({i, std::move(*r)});
@@ -108,10 +99,10 @@ Expected<int> fold_constants(Graph& g, int64_t max_elements) {
   return static_cast<int>(folded.size());
 }
 
-Status simplify(Graph& g) {
+Status simplify(Graph& g, const NodeEvaluator& evaluate) {
   for (int round = 0; round < 8; ++round) {
     int changed = eliminate_common_subexpressions(g);
-    RLX_ASSIGN_OR_RETURN(int folded, fold_constants(g));
+    RLX_ASSIGN_OR_RETURN(int folded, fold_constants(g, evaluate));
     changed += folded;
     changed += fuse_attention(g);
     changed += eliminate_dead_code(g);

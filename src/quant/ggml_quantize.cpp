@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "ggml_quants.h"
+#include "kernels/ggml_quants.h"
 #include "rlx/dtype.h"
 
 namespace rlx::quant {

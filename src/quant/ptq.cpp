@@ -7,7 +7,7 @@
 
 #include "models/bert.h"
 #include "models/qwen3.h"
-#include "quant/ggml_quants.h"
+#include "kernels/ggml_quants.h"
 #include "quant/int8_weights.h"
 #include "rlx/ops.h"
 #include "rlx/safetensors.h"

@@ -3,8 +3,9 @@
 
 #include <algorithm>
 
-#include "../passes/graph_passes.h"
-#include "../passes/schedule.h"
+#include "passes/graph_passes.h"
+#include "runtime/reference_eval.h"
+#include "passes/schedule.h"
 #include "rlx/verify.h"
 
 namespace rlx {
@@ -98,7 +99,7 @@ Expected<DispatchReport> explain(const Graph& g, const std::string& device, cons
   DimBindings all = dims;
   collect_symbols(g, all);
   RLX_ASSIGN_OR_RETURN(Graph bound, bind_graph(g, all));
-  RLX_TRY(passes::simplify(bound));
+  RLX_TRY(passes::simplify(bound, runtime::evaluate_on_reference));
   RLX_ASSIGN_OR_RETURN(LegalizeResult lr, legalize(bound, *dev, policy));
   lr.report.bindings = all;
   if (lr.report.ok()) {
@@ -130,7 +131,7 @@ Expected<CompiledVariant*> Model::prepare(const DimBindings& dims) {
     if (!is_static(v.type.shape))
       return error(ErrorCode::shape_error, "value ", v.name.empty() ? "?" : v.name, " is still ", v.type.to_string(),
                    " after binding; give sizes for every symbolic dimension");
-  RLX_TRY(passes::simplify(bound));
+  RLX_TRY(passes::simplify(bound, runtime::evaluate_on_reference));
   RLX_ASSIGN_OR_RETURN(LegalizeResult lr, legalize(bound, *device_, options_.policy));
   lr.report.bindings = dims;
   if (!lr.report.ok()) return lr.report.illegal_error();

@@ -4,22 +4,22 @@
 #include <map>
 #include <mutex>
 
-#include "../backends/cpu/cpu_device.h"
-#include "../backends/null/null_device.h"
+#include "backends/cpu/cpu_device.h"
+#include "backends/null/null_device.h"
 #ifdef RLX_HAVE_OPENCL
-#include "../backends/opencl/opencl_device.h"
+#include "backends/opencl/opencl_device.h"
 #endif
 #ifdef RLX_HAVE_CUDA
-#include "../backends/cuda/cuda_device.h"
+#include "backends/cuda/cuda_device.h"
 #endif
-#include "../backends/ref/ref_device.h"
+#include "backends/ref/ref_device.h"
 #ifdef RLX_HAVE_VULKAN
-#include "../backends/vulkan/vulkan_device.h"
+#include "backends/vulkan/vulkan_device.h"
 #endif
 #ifdef RLX_HAVE_OPENGL
-#include "../backends/opengl/opengl_device.h"
+#include "backends/opengl/opengl_device.h"
 #endif
-#include "../backends/webgpu/webgpu_device.h"
+#include "backends/webgpu/webgpu_device.h"
 #include "rlx/device.h"
 
 namespace rlx {

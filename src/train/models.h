@@ -30,7 +30,7 @@ struct ModelDef {
   std::vector<ParamSpec> params;
   // logits [B, classes] from images [B, example_shape...] and the parameters (params order).
   // When `layer_ends` is given, the output of every layer but the last is appended to it: the
-  // points where pipeline parallelism may cut the model into stages (src/dist/pipeline.h).
+  // points where pipeline parallelism may cut the model into stages (src/runtime/pipeline.h).
   std::function<ValueId(OpBuilder& o, ValueId images, std::span<const ValueId> params, std::vector<ValueId>* layer_ends)>
       forward;
 };

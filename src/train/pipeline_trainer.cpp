@@ -8,7 +8,7 @@
 #include <cstring>
 #include <map>
 
-#include "dist/pipeline.h"
+#include "runtime/pipeline.h"
 #include "train/autodiff.h"
 #include "train/losses.h"
 

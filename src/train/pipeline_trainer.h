@@ -1,6 +1,6 @@
 // Pipeline-parallel training (docs/distributed.md): rank k of the communicator runs stage k of
 // the model, cut at its layer ends (ModelDef::forward's layer_ends) into as many stages as
-// ranks with the stage-split pass (src/dist/pipeline.h). Each global batch is split into
+// ranks with the stage-split pass (src/runtime/pipeline.h). Each global batch is split into
 // micro-batches that flow through the stages in one of two schedules:
 //   gpipe  every micro-batch forward, then every micro-batch backward;
 //   1f1b   (PipeDream-flush) a warm-up of forwards, then one forward and one backward in turn,

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "quant/ggml_quants.h"
+#include "kernels/ggml_quants.h"
 #include "rlx/gguf.h"
 #include "rlx/mapped_file.h"
 #include "rlx/model_io.h"

@@ -1,11 +1,11 @@
-// The stage-split pass of pipeline parallelism (src/dist/pipeline.h), on text IR: the stages
+// The stage-split pass of pipeline parallelism (src/runtime/pipeline.h), on text IR: the stages
 // chained together compute what the whole graph computes, and a cut that does not separate
 // the graph is an error naming the node that reaches across it.
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "dist/pipeline.h"
+#include "runtime/pipeline.h"
 #include "rlx/compile.h"
 #include "rlx/ir_text.h"
 #include "rlx/verify.h"

@@ -1,4 +1,4 @@
-// rlx's 4-bit weight formats in groups of 128 along K (quant/ggml_quants.h: int4_g128, symmetric,
+// rlx's 4-bit weight formats in groups of 128 along K (kernels/ggml_quants.h: int4_g128, symmetric,
 // f16 scale; int4_g128_asym, f16 scale and min), as `rlx quantize --scheme int4-g128[-asym]`
 // writes them: the encoders' error bounds, the CPU kernels (every kernel family this CPU runs)
 // against dequantize-then-matmul in double precision on fresh random inputs and odd shapes, the
@@ -15,7 +15,7 @@
 
 #include "backends/cpu/kernels/qgemm.h"
 #include "models/qwen3.h"
-#include "quant/ggml_quants.h"
+#include "kernels/ggml_quants.h"
 #include "quant/ptq.h"
 #include "rlx/compile.h"
 #include "rlx/dtype.h"

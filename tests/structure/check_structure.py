@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The code's conventions as a test (CTest label `structure`): file and function size budgets,
-no include that goes up the layer order of docs/architecture.md beyond the ones recorded
-below, and every repository path and C++ symbol that the documentation quotes exists.
+no include that goes up the layer order (cmake/RlxLayers.cmake, docs/architecture.md) and none
+relative to the file ("../"), and every repository path and C++ symbol that the documentation
+quotes exists.
 Usage: check_structure.py REPO_ROOT   (exit 1 with one line per problem)"""
 import os
 import re
@@ -10,30 +11,20 @@ import sys
 FILE_LINES = 1500       # docs: "files under about 1,500 lines"
 FUNCTION_LINES = 300    # a function (top-level or member, brace to brace) in src/ and tools/
 
-# The layer of each src/ folder, bottom up (docs/architecture.md, "Layers"); a folder may
-# include its own layer and those below.
-LAYERS = [
-    ["support"],
-    ["ir"],
-    ["dispatch", "passes", "codegen"],
-    ["hal"],
-    ["kernels"],
-    ["backends"],
-    ["runtime"],
-    ["io", "models", "train", "quant", "dist", "targets", "linalg", "sparse", "splat"],
-]
-# Upward includes that exist today, each to be removed by moving the piece to its layer
-# (issue "One device layer ...", part 5). A new one fails this test; one that disappears
-# must be removed from here too.
-KNOWN_UPWARD = {
-    ("passes", "backends"),    # the folding evaluator runs the reference interpreter
-    ("kernels", "splat"),      # the splatting kernel text shares the cpu kernels' constants
-    ("backends", "dist"),      # cpu and ref run the collectives
-    ("backends", "linalg"),    # cpu and ref run the LAPACK factorizations
-    ("backends", "quant"),     # cpu runs quantized products
-    ("backends", "sparse"),    # cpu runs the sparse kernels
-    ("backends", "splat"),     # cpu and ref run the splatting kernels
-}
+
+def read_named_layers(root):
+    """The layers of src/, bottom up, as cmake/RlxLayers.cmake lists them (the build's include
+    paths enforce the same order): (name, [folder, ...]) pairs."""
+    text = open(os.path.join(root, "cmake", "RlxLayers.cmake")).read()
+    names = re.search(r"^set\(RLX_LAYERS ([^)]*)\)", text, re.M).group(1).split()
+    return [(n, re.search(rf"^set\(RLX_LAYER_{n} ([^)]*)\)", text, re.M).group(1).split()) for n in names]
+
+
+def read_layers(root):
+    return [folders for _, folders in read_named_layers(root)]
+
+
+LAYERS = []  # set in main()
 
 SOURCE_EXT = (".h", ".cpp")
 
@@ -76,7 +67,6 @@ def check_sizes(root, problems):
 
 
 def check_includes(root, problems):
-    found = set()
     for path in src_files(root, "src"):
         rel = os.path.relpath(path, os.path.join(root, "src"))
         folder = rel.split(os.sep)[0]
@@ -89,6 +79,10 @@ def check_includes(root, problems):
             if not m:
                 continue
             inc = m.group(1)
+            if inc.startswith("../"):
+                # relative to the file, it would step around the layer's include path
+                problems.append(f"src/{rel}:{n}: includes {inc}; name it from src/ instead")
+                continue
             near = os.path.normpath(os.path.join(os.path.dirname(path), inc))
             target = near if os.path.exists(near) else os.path.join(root, "src", inc)
             if not os.path.exists(target):
@@ -97,11 +91,7 @@ def check_includes(root, problems):
             theirs = layer_of(tfolder)
             if theirs is None or theirs <= mine:
                 continue
-            found.add((folder, tfolder))
-            if (folder, tfolder) not in KNOWN_UPWARD:
-                problems.append(f"src/{rel}:{n}: includes {inc} (src/{tfolder}), a layer above src/{folder}")
-    for edge in sorted(KNOWN_UPWARD - found):
-        problems.append(f"check_structure.py: the upward include {edge[0]} -> {edge[1]} is gone; remove it from KNOWN_UPWARD")
+            problems.append(f"src/{rel}:{n}: includes {inc} (src/{tfolder}), a layer above src/{folder}")
 
 
 PATH_RE = re.compile(r"`((?:src|include|tests|tools|scripts|bench|docs|cmake|python|fuzz|examples|\.ci)/[^`\s]*)`")
@@ -147,6 +137,7 @@ def check_docs(root, problems):
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
     problems = []
+    LAYERS[:] = read_layers(root)
     check_sizes(root, problems)
     check_includes(root, problems)
     check_docs(root, problems)

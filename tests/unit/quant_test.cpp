@@ -14,7 +14,7 @@
 #include <random>
 
 #include "backends/cpu/kernels/qgemm.h"
-#include "quant/ggml_quants.h"
+#include "kernels/ggml_quants.h"
 #include "rlx/compile.h"
 #include "rlx/dtype.h"
 #include "rlx/op_builder.h"

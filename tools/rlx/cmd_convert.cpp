@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
-#include "quant/ggml_quants.h"
+#include "kernels/ggml_quants.h"
 #include "rlx/gguf.h"
 #include "rlx/safetensors.h"
 

@@ -8,7 +8,7 @@
 #include "cli.h"
 #include "entry.h"
 #include "precision.h"
-#include "dist/pipeline.h"
+#include "runtime/pipeline.h"
 #include "models/bert.h"
 #include "rlx/npy.h"
 

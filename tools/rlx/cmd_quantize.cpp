@@ -17,7 +17,7 @@
 //   U8 block rows (weight-only, quantize_bert_blocks_folder in quant/ptq.h) run with qmatmul; K
 //   must be a multiple of the block (32, 128, 256 for q4_k), else nothing is written.
 //   int4-g128[-asym] Qwen3-family folders: a GGUF file with rlx's own 4-bit types in groups of
-//                   128 along K (f16 scale, + f16 min for -asym; quant/ggml_quants.h, type ids
+//                   128 along K (f16 scale, + f16 min for -asym; kernels/ggml_quants.h, type ids
 //                   outside ggml's range, rlx/gguf.h); matrices whose K is not a multiple of
 //                   128 are written as q4_0 / q4_1 and named in the summary.
 #include <cstdio>

@@ -17,7 +17,7 @@
 #include <filesystem>
 
 #include "cli.h"
-#include "dist/pipeline.h"
+#include "runtime/pipeline.h"
 #include "models/bert.h"
 #include "models/qwen3.h"
 #include "rlx/model_io.h"

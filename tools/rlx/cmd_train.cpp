@@ -14,7 +14,7 @@
 #include "entry.h"
 #include "rlx/safetensors.h"
 #include "train/data.h"
-#include "dist/pipeline.h"
+#include "runtime/pipeline.h"
 #include "train/pipeline_trainer.h"
 #include "train/tensor_parallel_models.h"
 #include "train/trainer.h"

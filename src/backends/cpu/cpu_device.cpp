@@ -2,8 +2,8 @@
 
 #include <thread>
 
-#include "../../codegen/c_renderer.h"
-#include "../../passes/schedule.h"
+#include "codegen/c_renderer.h"
+#include "passes/schedule.h"
 #include "cpu_executable.h"
 #include "dist/collective_ops.h"
 #include "linalg/lapack_kernels.h"
@@ -11,7 +11,7 @@
 #include "sparse/sparse_kernels.h"
 #include "kernels/gemm.h"
 #include "native_contraction.h"
-#include "rlx/compile.h"
+#include "rlx/compile_options.h"
 #include "rlx/thread_pool.h"
 
 namespace rlx::cpu {

@@ -8,9 +8,9 @@
 #include <functional>
 #include <mutex>
 
-#include "../../codegen/c_jit.h"
-#include "../../codegen/c_prelude.h"
-#include "../../codegen/c_renderer.h"
+#include "codegen/c_jit.h"
+#include "codegen/c_prelude.h"
+#include "codegen/c_renderer.h"
 #include "hal/program_executable.h"
 #include "huge_page_memory.h"
 #include "kernels/gemm.h"

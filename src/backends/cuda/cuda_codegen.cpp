@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "../../codegen/c_prelude.h"
-#include "../../codegen/c_renderer.h"
+#include "codegen/c_prelude.h"
+#include "codegen/c_renderer.h"
 #include "codegen/device_modules.h"
-#include "../../passes/schedule.h"
+#include "passes/schedule.h"
 #include "kernels/csr_spmv.h"
 #include "kernels/splat_source.h"
 

@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "kernels/gemm_plan.h"
-#include "rlx/compile.h"
+#include "rlx/compile_options.h"
 #include "rlx/device.h"
 #include "rlx/kernel_ir.h"
 

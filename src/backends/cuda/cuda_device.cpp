@@ -5,7 +5,7 @@
 #include "cuda_codegen.h"
 #include "cuda_runtime.h"
 #include "cuda_splat.h"
-#include "rlx/compile.h"
+#include "rlx/compile_options.h"
 
 namespace rlx::cuda {
 namespace {

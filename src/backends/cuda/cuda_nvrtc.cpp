@@ -10,7 +10,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "../../codegen/c_jit.h"
+#include "codegen/c_jit.h"
 
 namespace rlx::cuda {
 namespace {

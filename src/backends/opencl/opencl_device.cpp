@@ -6,7 +6,7 @@
 #include "kernels/gpu_natives.h"
 #include "opencl_runtime.h"
 #include "opencl_splat.h"
-#include "rlx/compile.h"
+#include "rlx/compile_options.h"
 
 namespace rlx::opencl {
 namespace {

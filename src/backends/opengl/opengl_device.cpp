@@ -4,7 +4,7 @@
 #include "hal/program_executable.h"
 #include "kernels/gpu_natives.h"
 #include "opengl_runtime.h"
-#include "rlx/compile.h"
+#include "rlx/compile_options.h"
 
 namespace rlx::opengl {
 namespace {

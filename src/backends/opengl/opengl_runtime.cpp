@@ -11,7 +11,7 @@
 #include <sstream>
 #include <vector>
 
-#include "../../codegen/c_jit.h"
+#include "codegen/c_jit.h"
 #include "codegen/c_renderer.h"
 
 namespace rlx::opengl {

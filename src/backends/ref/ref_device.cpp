@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "interpreter.h"
-#include "rlx/compile.h"
+#include "rlx/compile_options.h"
 #include "splat/splat_kernels.h"
 
 namespace rlx::ref {

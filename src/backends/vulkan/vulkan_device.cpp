@@ -3,7 +3,7 @@
 #include "codegen/glsl_prelude.h"
 #include "hal/program_executable.h"
 #include "kernels/gpu_natives.h"
-#include "rlx/compile.h"
+#include "rlx/compile_options.h"
 #include "vulkan_runtime.h"
 
 namespace rlx::vulkan {

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "../../codegen/c_jit.h"
+#include "codegen/c_jit.h"
 #include "codegen/c_renderer.h"
 
 namespace rlx::vulkan {

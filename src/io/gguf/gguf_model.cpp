@@ -10,7 +10,7 @@
 //                                      dequantize / qmatmul ops name it ("q4_k", "iq4_xs", ...)
 //   graph.weights[<t>]                 typed tensors for f32/f16/bf16/f64/i8..i64; u8
 //                                      [rows..., row_bytes] for block formats
-#include "../loaders.h"
+#include "io/loaders.h"
 #include "rlx/gguf.h"
 
 namespace rlx::io {

@@ -8,7 +8,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
-#include "../loaders.h"
+#include "io/loaders.h"
 #include "onnx_internal.h"
 #include "rlx/compile.h"
 #include "rlx/verify.h"

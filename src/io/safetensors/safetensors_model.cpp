@@ -1,6 +1,6 @@
 // rlx info / load_model for safetensors: a weight-only model (no nodes), one graph weight per
 // tensor, viewing the mapped file.
-#include "../loaders.h"
+#include "io/loaders.h"
 #include "rlx/safetensors.h"
 
 namespace rlx::io {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "../text/lexer.h"
-#include "../text/text_format.h"
-#include "../text/text_parse.h"
+#include "ir/text/lexer.h"
+#include "ir/text/text_format.h"
+#include "ir/text/text_parse.h"
 #include "rlx/kernel_ir.h"
 
 namespace rlx::kir {

@@ -8,7 +8,7 @@ namespace rlx {
 
 std::optional<QuantFormat> quant_format(std::string_view name) {
   // block sizes as llama.cpp's ggml defines them, and rlx's own 4-bit groups of 128
-  // (quant/ggml_quants.h)
+  // (kernels/ggml_quants.h)
   static constexpr std::array<QuantFormat, 16> kFormats = {{
       {"q4_0", 32, 18},   {"q4_1", 32, 20},   {"q5_0", 32, 22},   {"q5_1", 32, 24},  {"q8_0", 32, 34},
       {"q2_k", 256, 84},  {"q3_k", 256, 110}, {"q4_k", 256, 144}, {"q5_k", 256, 176}, {"q6_k", 256, 210},

@@ -19,7 +19,7 @@
 #include <string_view>
 
 #include "backends/cpu/kernels/gemm.h"
-#include "quant/ggml_quants.h"
+#include "kernels/ggml_quants.h"
 #include "rlx/status.h"
 
 namespace rlx::cpu {

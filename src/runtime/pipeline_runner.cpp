@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "dist/pipeline.h"
+#include "runtime/pipeline.h"
 
 namespace rlx::dist {
 namespace {

@@ -1,4 +1,4 @@
-// quant/ggml_quants.h: llama.cpp's (ggml's) weight formats, block by block: decoders for every
+// kernels/ggml_quants.h: llama.cpp's (ggml's) weight formats, block by block: decoders for every
 // format rlx reads from GGUF files and encoders for the common ones.
 //
 // The block layouts, scales and rounding follow ggml-quants.c / ggml-common.h (written anew

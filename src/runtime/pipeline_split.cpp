@@ -4,7 +4,7 @@
 // computed from graph inputs and sources alone that a later stage reads is recomputed there.
 #include <algorithm>
 
-#include "dist/pipeline.h"
+#include "runtime/pipeline.h"
 
 namespace rlx::dist {
 
