@@ -3,6 +3,7 @@
 // construction), reductions become their own loops with OpenMP simd reductions.
 #include "c_renderer.h"
 
+#include "dialect.h"
 #include "wgsl_prelude.h"
 
 #include <algorithm>
@@ -17,93 +18,8 @@ namespace {
 using kir::Expr;
 using kir::ExprKind;
 
-Expected<std::string> storage_type(DType t) {
-  switch (t) {
-    case DType::f32: return std::string("float");
-    case DType::f64: return std::string("double");
-    case DType::f16:
-    case DType::bf16: return std::string("uint16_t");
-    case DType::i8: return std::string("int8_t");
-    case DType::u8:
-    case DType::boolean: return std::string("uint8_t");
-    case DType::i16: return std::string("int16_t");
-    case DType::u16: return std::string("uint16_t");
-    case DType::i32: return std::string("int32_t");
-    case DType::u32: return std::string("uint32_t");
-    case DType::i64: return std::string("int64_t");
-    case DType::u64: return std::string("uint64_t");
-    // host C only (Renderer::render refuses c64 in the other dialects): the 8 bytes (re, im)
-    // of rlx's c64 tensors are exactly a C99 float _Complex
-    case DType::c64: return std::string("float _Complex");
-    default: break;
-  }
-  return error(ErrorCode::unsupported, "the C renderer does not handle ", dtype_name(t));
-}
-
-// Type a value is computed in.
-// GLSL computes comparisons and logic in bool (C in int).
-std::string compute_type(DType t, bool glsl = false) {
-  switch (t) {
-    case DType::f32:
-    case DType::f16:
-    case DType::bf16: return "float";
-    case DType::f64: return "double";
-    // c64 computes in double _Complex, as the reference interpreter's complex<double>: products
-    // of f32 parts are exact there, so results round once, when stored (as f16 computes in float)
-    case DType::c64: return "double _Complex";
-    case DType::boolean: return glsl ? "bool" : "int";
-    default: return *storage_type(t);
-  }
-}
-
 bool is_f64(DType t) { return t == DType::f64; }
 std::string sfx(DType t) { return is_f64(t) ? "_f64" : "_f32"; }
-
-// GLSL: NAN and INFINITY are macros of the GLSL prelude, `lf` marks a double literal.
-// WGSL: an abstract float; NaN and infinity are run-time values of the prelude (a constant may
-// not be either), and so is an f32 constant past f32's range (C rounds it to infinity).
-std::string float_lit(double v, DType t, bool glsl = false, bool wgsl = false) {
-  if (wgsl) {
-    if (std::isnan(v)) return "rlx_nan()";
-    if (std::isinf(v) || std::fabs(v) > 3.4028234663852886e38) return v > 0 ? "rlx_inf()" : "(-rlx_inf())";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(static_cast<float>(v)));
-    std::string s(buf);
-    if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-    return s;
-  }
-  if (glsl && !std::isfinite(v)) {
-    std::string s = std::isnan(v) ? "NAN" : "INFINITY";
-    if (is_f64(t)) s = "double(" + s + ")";
-    return std::isinf(v) && v < 0 ? "(-" + s + ")" : s;
-  }
-  if (std::isnan(v)) return is_f64(t) ? "((double)NAN)" : "NAN";
-  if (std::isinf(v)) return v > 0 ? (is_f64(t) ? "((double)INFINITY)" : "INFINITY") : (is_f64(t) ? "(-(double)INFINITY)" : "(-INFINITY)");
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  std::string s(buf);
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-  if (glsl) return is_f64(t) ? s + "lf" : s;
-  return is_f64(t) ? s : "(float)" + s;
-}
-
-// GLSL: `l`/`ul` mark 64-bit literals, casts are constructors, a bool constant is true/false.
-std::string int_lit(int64_t v, DType t, bool glsl = false, bool wgsl = false) {
-  // (WGSL's INT64_MIN is the 32-bit one: the digits make such a constant a compile error there)
-  if (v == INT64_MIN && !wgsl) return "INT64_MIN";
-  std::string s = std::to_string(v);
-  if (wgsl) {  // an abstract integer, converted
-    if (t == DType::boolean) return v ? "true" : "false";
-    return compute_type(t, true) + "(" + s + ")";
-  }
-  if (glsl) {
-    if (t == DType::u64) return s + "ul";
-    if (t == DType::boolean) return v ? "true" : "false";
-    return compute_type(t, true) + "(" + s + "l)";
-  }
-  if (t == DType::u64) return s + "ULL";
-  return "(" + compute_type(t) + ")" + s + "LL";
-}
 
 struct IntRange {
   const char* lo;
@@ -125,7 +41,7 @@ class Renderer {
  public:
   Renderer(const kir::GeneratedKernel& k, const std::vector<DType>& args, CTarget target,
            const std::vector<GlslArgPlace>& places)
-      : k_(k), args_(args), target_(target), places_(places) {}
+      : k_(k), args_(args), d_(dialect(target)), places_(places) {}
   Expected<std::string> render(const std::string& symbol);
   // WGSL: whether the kernel binds the range-check word (see wgsl_range_checked)
   bool range_checked() {
@@ -145,63 +61,61 @@ class Renderer {
   Status emit_glsl_signature(const std::string& symbol);
   Status emit_wgsl_signature(const std::string& symbol);
 
-  // Dialect spellings. GLSL casts with constructors, marks 64-bit literals with `l`, computes
-  // comparisons in bool and converts nothing implicitly to a narrower type, so these places
-  // go through the helpers below; for C they give the C spelling.
-  // glsl(): the strict typing GLSL and WGSL share; wgsl(): WGSL's own syntax.
-  bool glsl() const { return is_shader(target_); }
-  bool wgsl() const { return target_ == CTarget::wgsl; }
-  std::string ct(DType t) const { return compute_type(t, glsl()); }
-  // `type name = value;` (WGSL: `var name: type = value;`)
+  // Spellings: each helper writes one construct as the dialect (d_) says.
+  std::string ct(DType t) const { return c_compute_type(t, d_.strict_types); }
+  // `type name = value;` (or `var name: type = value;`)
   std::string decl(const std::string& type, const std::string& name, const std::string& value) const {
-    return wgsl() ? "var " + name + ": " + type + " = " + value + ";" : type + " " + name + " = " + value + ";";
+    return d_.var_declarations ? "var " + name + ": " + type + " = " + value + ";" : type + " " + name + " = " + value + ";";
   }
-  // `c ? a : b`, in parentheses unless `bare` (WGSL: select(b, a, c), which evaluates both)
+  // `c ? a : b`, in parentheses unless `bare` (or select(b, a, c), which evaluates both)
   std::string sel(const std::string& c, const std::string& a, const std::string& b, bool bare = false) const {
-    if (wgsl()) return "select(" + b + ", " + a + ", " + c + ")";
+    if (d_.select_function) return "select(" + b + ", " + a + ", " + c + ")";
     const std::string e = c + " ? " + a + " : " + b;
     return bare ? e : "(" + e + ")";
   }
   // the head of a counted loop over `var` (index type) from `from` while below `to`
   std::string loop(const std::string& var, const std::string& from, const std::string& to) const {
-    if (wgsl()) return "for (var " + var + ": i32 = " + from + "; " + var + " < " + to + "; " + var + "++) {";
-    return "for (int64_t " + var + " = " + from + "; " + var + " < " + to + "; ++" + var + ") {";
+    const std::string init = d_.var_declarations ? "var " + var + ": " + d_.loop_index + " = " + from
+                                                 : d_.loop_index + std::string(" ") + var + " = " + from;
+    return "for (" + init + "; " + var + " < " + to + "; " + (d_.postfix_increment ? var + "++" : "++" + var) + ") {";
   }
-  std::string inc(const std::string& var) const { return wgsl() ? var + "++;" : "++" + var + ";"; }
+  std::string inc(const std::string& var) const { return d_.postfix_increment ? var + "++;" : "++" + var + ";"; }
   // NaN as a value of float type `t`
-  std::string nan(DType t) const { return wgsl() ? "rlx_nan()" : "NAN"; }
+  std::string nan(DType) const { return d_.nan; }
   // a field of `bits` bits at `offset` of int (signed) or uint `v` (GLSL's bitfieldExtract)
   std::string extract(const std::string& v, const std::string& offset, int bits, bool is_signed) const {
-    if (wgsl()) return std::string(is_signed ? "rlx_extract_i(" : "rlx_extract_u(") + v + ", " + offset + ", " + std::to_string(bits) + ")";
+    if (!d_.builtin_bitfield_extract)
+      return std::string(is_signed ? "rlx_extract_i(" : "rlx_extract_u(") + v + ", " + offset + ", " + std::to_string(bits) + ")";
     return "bitfieldExtract(" + v + ", " + offset + ", " + std::to_string(bits) + ")";
   }
   std::string conv(const std::string& type, const std::string& v) const {
-    return glsl() ? type + "(" + v + ")" : "(" + type + ")(" + v + ")";
+    return d_.strict_types ? type + "(" + v + ")" : "(" + type + ")(" + v + ")";
   }
-  std::string flit(double v, DType t) const { return float_lit(v, t, glsl(), wgsl()); }
+  std::string flit(double v, DType t) const { return d_.float_literal(v, t); }
   std::string ilit(int64_t v, DType t) const {
-    if (wgsl() && past_32_bits(v, t)) return t == DType::u64 ? "rlx_const_out_of_range_u64()" : "rlx_const_out_of_range_i64()";
-    return int_lit(v, t, glsl(), wgsl());
+    if (d_.emulates_int64 && past_32_bits(v, t)) return t == DType::u64 ? "rlx_const_out_of_range_u64()" : "rlx_const_out_of_range_i64()";
+    return d_.int_literal(v, t);
   }
-  // WGSL: a 64-bit integer constant that 32 bits do not hold (it sets the range-check word)
+  // emulates_int64: a 64-bit integer constant that 32 bits do not hold (it sets the check word)
   static bool past_32_bits(int64_t v, DType t) {
     if (t == DType::u64) return v < 0 || v > int64_t{UINT32_MAX};
     return t == DType::i64 && (v < INT32_MIN || v > INT32_MAX);
   }
-  std::string i64lit(int64_t v) const { return std::to_string(v) + (wgsl() ? "" : glsl() ? "l" : "LL"); }
-  std::string zero(DType t) const { return glsl() ? ct(t) + "(0)" : "0"; }
-  std::string nan_test(const std::string& a) const { return glsl() ? "isnan(" + a + ")" : "(" + a + " != " + a + ")"; }
-  // an operand of a 64-bit integer helper (GLSL widens only explicitly)
+  std::string i64lit(int64_t v) const { return std::to_string(v) + d_.i64_suffix; }
+  std::string zero(DType t) const { return d_.strict_types ? ct(t) + "(0)" : "0"; }
+  std::string nan_test(const std::string& a) const { return d_.builtin_isnan ? "isnan(" + a + ")" : "(" + a + " != " + a + ")"; }
+  // an operand of a 64-bit integer helper (strict typing widens only explicitly)
   std::string wide(const std::string& a, DType t) const {
-    if (glsl() && (t == DType::i32 || (packed(t) && (t == DType::i8 || t == DType::i16)))) return "rlx_i32_to_i64(" + a + ")";
-    return glsl() ? std::string(is_unsigned_int(t) ? "uint64_t(" : "int64_t(") + a + ")" : a;
+    if (!d_.strict_types) return a;
+    if (t == DType::i32 || (packed(t) && (t == DType::i8 || t == DType::i16))) return "rlx_i32_to_i64(" + a + ")";
+    return std::string(is_unsigned_int(t) ? "uint64_t(" : "int64_t(") + a + ")";
   }
-  // OpenGL 4.5 GLSL has no 8/16-bit types: glsl_gl keeps bool, i8, u8 (4 a word) and i16,
-  // u16, f16, bf16 (2 a word) packed in uint buffers, computes them in int/uint (the gl
-  // prelude #defines int8_t to int and so on) and wraps each value to its width like C's
+  // A dialect without 8/16-bit types (packs_narrow_types) keeps bool, i8, u8 (4 a word) and
+  // i16, u16, f16, bf16 (2 a word) packed in 32-bit words, computes them in int/uint (the
+  // prelude names int8_t as int and so on) and wraps each value to its width like C's
   // assignment to a narrow type.
   bool packed(DType t) const {
-    if (target_ != CTarget::glsl_gl && !wgsl()) return false;
+    if (!d_.packs_narrow_types) return false;
     switch (t) {
       case DType::boolean: case DType::i8: case DType::u8: case DType::i16: case DType::u16: case DType::f16: case DType::bf16:
         return true;
@@ -220,25 +134,14 @@ class Renderer {
     const int bits = packed_bits(t), per = 32 / bits;
     const std::string at = placed(buffer, index);
     std::string word = arr(buffer) + "[int((" + at + ") / " + i64lit(per) + ")]";
-    if (wgsl()) word = "atomicLoad(&" + word + ")";  // a packed WGSL buffer is atomic<u32>
+    if (d_.explicit_atomic_loads) word = "atomicLoad(&" + word + ")";  // the words are atomics
     const std::string off = "int((" + at + ") % " + i64lit(per) + ") * " + std::to_string(bits);
     if (t == DType::i8 || t == DType::i16) return extract("int(" + word + ")", off, bits, true);
     return extract(word, off, bits, false);
   }
-  // a statement storing `value` (int or uint) into packed element `index`: the other elements
-  // of the word belong to other invocations, so its bits are cleared and set atomically
+  // a statement storing `value` (int or uint) into packed element `index` (Dialect::packed_store)
   std::string packed_store(int buffer, const std::string& index, DType t, const std::string& value) const {
-    const int bits = packed_bits(t), per = 32 / bits;
-    const std::string mask = bits == 8 ? "0xffu" : "0xffffu";
-    const std::string b = arr(buffer);
-    // the value first: it may read the element (an accumulating store), which the atomicAnd clears
-    if (wgsl())
-      return "{ let rlx_v = u32(" + value + ") & " + mask + "; let rlx_w = i32((" + index + ") / " + std::to_string(per) +
-             "); let rlx_s = u32((" + index + ") % " + std::to_string(per) + ") * " + std::to_string(bits) + "u; atomicAnd(&" +
-             b + "[rlx_w], ~(" + mask + " << rlx_s)); atomicOr(&" + b + "[rlx_w], rlx_v << rlx_s); }";
-    return "{ uint rlx_v = uint(" + value + ") & " + mask + "; int rlx_w = int((" + index + ") / " + std::to_string(per) +
-           "l); uint rlx_s = uint((" + index + ") % " + std::to_string(per) + "l) * " + std::to_string(bits) + "u; atomicAnd(" +
-           b + "[rlx_w], ~(" + mask + " << rlx_s)); atomicOr(" + b + "[rlx_w], rlx_v << rlx_s); }";
+    return d_.packed_store(arr(buffer), index, packed_bits(t), value);
   }
   // a value of small integer type `t` wrapped to its width (glsl_gl)
   std::string wrap_small(const std::string& v, DType t) const {
@@ -250,9 +153,9 @@ class Renderer {
       default: return v;
     }
   }
-  // a buffer element: GLSL indexes with int
+  // a buffer element: strict typing indexes with int (no implicit narrowing of the index)
   std::string element(int buffer, int index) {
-    if (!glsl()) return "b" + std::to_string(buffer) + "[" + ref(index) + "]";
+    if (!d_.strict_types) return "b" + std::to_string(buffer) + "[" + ref(index) + "]";
     return arr(buffer) + "[int(" + placed(buffer, ref(index)) + ")]";
   }
   Expected<std::string> unary(const Expr& e);
@@ -261,12 +164,12 @@ class Renderer {
   Status emit_signature(const std::string& symbol);
   // `#pragma omp simd` for the host compiler; OpenCL runs one work item per element instead
   std::string simd(const std::string& clauses = "") const {
-    return target_ == CTarget::host ? "#pragma omp simd" + (clauses.empty() ? "" : " " + clauses) + "\n" : "\n";
+    return d_.omp_simd ? "#pragma omp simd" + (clauses.empty() ? "" : " " + clauses) + "\n" : "\n";
   }
 
   const kir::GeneratedKernel& k_;
   const std::vector<DType>& args_;
-  const CTarget target_;
+  const Dialect& d_;  // the language rendered in: every spelling below reads it
   const std::vector<GlslArgPlace>& places_;  // GLSL: where each argument lives (empty: a at binding a)
   std::ostringstream out_;
   // Regions: 0 = function top, 1 = row, 2 = column, 3 + r = inside reduce expr r's loops.
@@ -280,7 +183,7 @@ class Renderer {
   bool range_checked_ = false;  // WGSL: 64-bit integer data, computed in 32 bits with checks
   bool analyzed_ = false;
   // WGSL: a 64-bit integer value of tensor data (checked arithmetic, narrowed loads)
-  bool wide_data(int e, DType t) const { return wgsl() && data_[e] && (t == DType::i64 || t == DType::u64); }
+  bool wide_data(int e, DType t) const { return d_.emulates_int64 && data_[e] && (t == DType::i64 || t == DType::u64); }
 };
 
 void Renderer::analyze() {
@@ -289,14 +192,14 @@ void Renderer::analyze() {
   const int n = static_cast<int>(k_.exprs.size());
   data_.assign(n, 0);
   auto wide = [](DType t) { return t == DType::i64 || t == DType::u64; };
-  for (DType t : args_) range_checked_ |= wgsl() && wide(t);
+  for (DType t : args_) range_checked_ |= d_.emulates_int64 && wide(t);
   for (int i = 0; i < n; ++i) {
     const Expr& e = k_.exprs[i];
     data_[i] = e.kind == ExprKind::load || e.kind == ExprKind::reduce || e.kind == ExprKind::random;
     for (int o : {e.a, e.b, e.c})
       if (o >= 0 && data_[o]) data_[i] = 1;
-    if (wgsl() && wide(e.dtype) && (e.kind == ExprKind::cast || (data_[i] && e.kind != ExprKind::select))) range_checked_ = true;
-    if (wgsl() && e.kind == ExprKind::iconst && past_32_bits(e.ival, e.dtype)) range_checked_ = true;
+    if (d_.emulates_int64 && wide(e.dtype) && (e.kind == ExprKind::cast || (data_[i] && e.kind != ExprKind::select))) range_checked_ = true;
+    if (d_.emulates_int64 && e.kind == ExprKind::iconst && past_32_bits(e.ival, e.dtype)) range_checked_ = true;
   }
   owner_.assign(k_.loops.size(), -1);
   for (int i = 0; i < n; ++i)
@@ -340,7 +243,7 @@ std::string Renderer::ref(int e) {
   switch (x.kind) {
     case ExprKind::loop_var: return "i" + std::to_string(x.loop);
     case ExprKind::iconst:
-      return x.dtype == DType::i64 && !(wgsl() && past_32_bits(x.ival, x.dtype)) ? i64lit(x.ival) : ilit(x.ival, x.dtype);
+      return x.dtype == DType::i64 && !(d_.emulates_int64 && past_32_bits(x.ival, x.dtype)) ? i64lit(x.ival) : ilit(x.ival, x.dtype);
     case ExprKind::fconst:
       if (is_complex(x.dtype)) return "rlx_cplx(" + flit(x.fval, DType::f64) + ", " + flit(x.fval2, DType::f64) + ")";
       return flit(x.fval, x.dtype);
@@ -350,8 +253,8 @@ std::string Renderer::ref(int e) {
 
 std::string Renderer::cast_expr(const std::string& v_in, DType from, DType to) {
   if (from == to) return v_in;
-  // WGSL compilers may compare NaN as ordered (NaN != 0 false): a float is true unless equal to 0
-  if (to == DType::boolean && wgsl() && is_float(from)) return "(!((" + v_in + ") == " + zero(from) + "))";
+  // where NaN may compare as ordered (NaN != 0 false), a float is true unless equal to 0
+  if (to == DType::boolean && d_.ordered_not_equal && is_float(from)) return "(!((" + v_in + ") == " + zero(from) + "))";
   if (to == DType::boolean) return "((" + v_in + ") != " + zero(from) + ")";  // c64: re != 0 || im != 0
   std::string v = v_in;
   if (to == DType::c64) {
@@ -363,22 +266,22 @@ std::string Renderer::cast_expr(const std::string& v_in, DType from, DType to) {
     v = "rlx_creal(" + v + ")";
     from = DType::f64;
   }
-  // GLSL converts a bool by selecting
-  if (glsl() && from == DType::boolean) return sel("(" + v + ")", ct(to) + "(1)", ct(to) + "(0)");
+  // strict typing converts a bool by selecting
+  if (d_.strict_types && from == DType::boolean) return sel("(" + v + ")", ct(to) + "(1)", ct(to) + "(0)");
   // f16 and bf16 values are computed in float registers, so a cast to them must round here:
   // otherwise cast(cast(x, bf16), f32) fused into one kernel would leave x unchanged (mixed
   // precision relies on it, passes/autocast.h). Stores round again, which changes nothing.
   if (to == DType::f16 || to == DType::bf16) {
     const std::string n = to == DType::f16 ? "f16" : "bf16";
     // C: the prelude's rounding in 32-bit lanes, which vectorizes (c_prelude.cpp)
-    if (!glsl()) return "rlx_round_" + n + "(" + conv("float", v) + ")";
+    if (d_.narrow_rounding_helpers) return "rlx_round_" + n + "(" + conv("float", v) + ")";
     return "rlx_" + n + "_to_f32(rlx_f32_to_" + n + "(" + conv("float", v) + "))";
   }
-  // WGSL leaves the rounding of 32-bit integer -> f32 to the implementation (SwiftShader
-  // truncates): the prelude converts in two exact halves and one rounded add
-  if (wgsl() && to == DType::f32 && (from == DType::i32 || from == DType::u32 || from == DType::i64 || from == DType::u64))
+  // where integer -> f32 may not round (SwiftShader truncates), the prelude converts in two
+  // exact halves and one rounded add
+  if (!d_.exact_int_to_f32 && to == DType::f32 && (from == DType::i32 || from == DType::u32 || from == DType::i64 || from == DType::u64))
     return std::string(is_unsigned_int(from) ? "rlx_u32_to_f32(" : "rlx_i32_to_f32(") + v + ")";
-  if (wgsl() && (to == DType::i64 || to == DType::u64)) {  // a value that does not fit 32 bits is flagged
+  if (d_.emulates_int64 && (to == DType::i64 || to == DType::u64)) {  // a value past 32 bits is flagged
     if (is_float(from)) return std::string(to == DType::i64 ? "rlx_f32_to_i64c(" : "rlx_f32_to_u64c(") + v + ")";
     if (to == DType::i64 && is_unsigned_int(from)) return "rlx_u32_to_i64c(" + conv("uint", v) + ")";
     if (to == DType::u64 && !is_unsigned_int(from)) return "rlx_i32_to_u64c(" + conv("int", v) + ")";
@@ -393,18 +296,18 @@ std::string Renderer::cast_expr(const std::string& v_in, DType from, DType to) {
       case DType::i32: return "rlx_" + f + "_to_i32_sat(" + v + ")";
       case DType::i64: return "rlx_" + f + "_to_i64_sat(" + v + ")";
       case DType::u64: return "rlx_f64_to_u64_sat(" + conv("double", v) + ")";
-      // WGSL's own conversion clamps to the largest f32 below 2^32 (4294967040)
-      case DType::u32: if (wgsl()) return "rlx_f32_to_u32_sat(" + v + ")"; [[fallthrough]];
+      // (WGSL's own conversion clamps to the largest f32 below 2^32, 4294967040)
+      case DType::u32: if (d_.own_f32_to_u32) return "rlx_f32_to_u32_sat(" + v + ")"; [[fallthrough]];
       default: {
         IntRange r = int_range(to);
         // double literals: in GLSL a bare 4294967295.0 is a float (4294967296.0f), whose
         // conversion to uint overflows (0 on llvmpipe's OpenGL)
-        const std::string d = glsl() && !wgsl() ? "lf" : "";
+        const std::string d = d_.f64_suffix;
         return conv(ct(to), "rlx_f64_to_range_sat(" + conv("double", v) + ", " + r.lo + d + ", " + r.hi + d + ")");
       }
     }
   }
-  if (glsl() && (from == DType::i32 || (packed(from) && (from == DType::i8 || from == DType::i16))) &&
+  if (d_.strict_types && (from == DType::i32 || (packed(from) && (from == DType::i8 || from == DType::i16))) &&
       (to == DType::i64 || to == DType::u64))
     return conv(ct(to), "rlx_i32_to_i64(" + v + ")");
   return conv(ct(to), v);
@@ -429,7 +332,7 @@ Expected<std::string> Renderer::unary(const Expr& e) {
   switch (e.op) {
     case Op::Neg:
       if (wide_data(e.a, t)) return std::string(t == DType::i64 ? "rlx_sub_i64(0, " : "rlx_sub_u64(0u, ") + a + ")";
-      if (wgsl() && is_unsigned_int(t)) return "(" + zero(t) + " - " + a + ")";  // WGSL negates signed types only
+      if (!d_.negates_unsigned && is_unsigned_int(t)) return "(" + zero(t) + " - " + a + ")";
       return "(-" + a + ")";
     case Op::Abs:
       if (fl) return std::string(is_f64(t) ? "fabs(" : "fabsf(") + a + ")";
@@ -451,18 +354,18 @@ Expected<std::string> Renderer::unary(const Expr& e) {
     case Op::Round: return "rlx_round" + s + "(" + a + ")";
     case Op::Sign:
       if (fl) return "rlx_sign" + s + "(" + a + ")";
-      if (wgsl() && is_unsigned_int(t)) return sel(a + " > " + zero(t), ct(t) + "(1)", zero(t));
-      if (glsl()) return sel(a + " > " + zero(t), ct(t) + "(1)", sel(a + " < " + zero(t), ct(t) + "(-1)", zero(t)));
+      if (!d_.negates_unsigned && is_unsigned_int(t)) return sel(a + " > " + zero(t), ct(t) + "(1)", zero(t));
+      if (d_.strict_types) return sel(a + " > " + zero(t), ct(t) + "(1)", sel(a + " < " + zero(t), ct(t) + "(-1)", zero(t)));
       return "((" + a + " > 0) - (" + a + " < 0))";
     case Op::Not: return "(!" + a + ")";
     case Op::IsNan: return nan_test(a);
     case Op::IsInf: {
-      std::string inf = glsl() ? flit(INFINITY, t) : (is_f64(t) ? "(double)INFINITY" : "INFINITY");
+      std::string inf = d_.strict_types ? flit(INFINITY, t) : (is_f64(t) ? "(double)INFINITY" : "INFINITY");
       std::string pos = "(" + a + " == " + inf + ")", neg = "(" + a + " == -" + inf + ")";
       if (e.ival && e.ival2) return "(" + pos + " || " + neg + ")";
       if (e.ival) return pos;
       if (e.ival2) return neg;
-      return std::string(glsl() ? "false" : "0");
+      return std::string(d_.strict_types ? "false" : "0");
     }
     default: break;
   }
@@ -473,7 +376,7 @@ Expected<std::string> Renderer::binary(const Expr& e) {
   const DType t = k_.exprs[e.a].dtype;
   const std::string a = ref(e.a), b = ref(e.b);
   const bool fl = is_float(t);
-  const std::string ct = compute_type(t, glsl());
+  const std::string ct = this->ct(t);
   if (e.op == Op::Complex) return "rlx_cplx(" + a + ", " + b + ")";  // f32 parts, widened exactly
   if (is_complex(t)) {
     switch (e.op) {
@@ -486,7 +389,7 @@ Expected<std::string> Renderer::binary(const Expr& e) {
       default: return error(ErrorCode::unsupported, "C renderer: binary ", op_name(e.op), " on c64");
     }
   }
-  if (glsl() && t == DType::boolean) {  // GLSL orders no bools: as ints, false < true
+  if (d_.strict_types && t == DType::boolean) {  // strict typing orders no bools: as ints, false < true
     switch (e.op) {
       case Op::Max: return "(" + a + " || " + b + ")";
       case Op::Min: return "(" + a + " && " + b + ")";
@@ -497,7 +400,7 @@ Expected<std::string> Renderer::binary(const Expr& e) {
       default: break;
     }
   }
-  if (wide_data(e.a, t) || wide_data(e.b, t)) {  // WGSL: 64-bit data in 32 bits, overflow checked
+  if (wide_data(e.a, t) || wide_data(e.b, t)) {  // emulated 64-bit data: in 32 bits, overflow checked
     const std::string w = t == DType::i64 ? "_i64(" : "_u64(";
     switch (e.op) {
       case Op::Add: return "rlx_add" + w + a + ", " + b + ")";
@@ -537,7 +440,7 @@ Expected<std::string> Renderer::binary(const Expr& e) {
       return conv(ct, "rlx_trem_i64(" + wide(a, t) + ", " + wide(b, t) + ")");
     case Op::Equal: return "(" + a + " == " + b + ")";
     case Op::NotEqual:
-      if (wgsl() && fl) return "(!(" + a + " == " + b + "))";  // NaN != x must be true (see cast_expr)
+      if (d_.ordered_not_equal && fl) return "(!(" + a + " == " + b + "))";  // NaN != x must be true
       return "(" + a + " != " + b + ")";
     case Op::Less: return "(" + a + " < " + b + ")";
     case Op::LessEqual: return "(" + a + " <= " + b + ")";
@@ -546,7 +449,7 @@ Expected<std::string> Renderer::binary(const Expr& e) {
     case Op::And: return "(" + a + " && " + b + ")";
     case Op::Or: return "(" + a + " || " + b + ")";
     case Op::Xor:
-      if (glsl() && t == DType::boolean) return "(" + a + " != " + b + ")";
+      if (d_.strict_types && t == DType::boolean) return "(" + a + " != " + b + ")";
       return "((" + a + " != " + zero(t) + ") != (" + b + " != " + zero(t) + "))";
     default: break;
   }
@@ -561,9 +464,9 @@ Expected<std::string> Renderer::value_of(int i) {
       std::string acc = packed(t) ? packed_load(e.buffer, ref(e.a), t) : element(e.buffer, e.a);
       if (t == DType::f16) return "rlx_f16_to_f32(" + acc + ")";
       if (t == DType::bf16) return "rlx_bf16_to_f32(" + acc + ")";
-      if (t == DType::boolean) return glsl() ? "(" + acc + " != uint8_t(0))" : "(int)" + acc;
-      if (wgsl() && t == DType::i64) return "rlx_narrow_i64(" + acc + ")";
-      if (wgsl() && t == DType::u64) return "rlx_narrow_u64(" + acc + ")";
+      if (t == DType::boolean) return d_.strict_types ? "(" + acc + " != uint8_t(0))" : "(int)" + acc;
+      if (d_.emulates_int64 && t == DType::i64) return "rlx_narrow_i64(" + acc + ")";
+      if (d_.emulates_int64 && t == DType::u64) return "rlx_narrow_u64(" + acc + ")";
       return acc;
     }
     case ExprKind::unary: return unary(e);
@@ -577,7 +480,7 @@ Expected<std::string> Renderer::value_of(int i) {
       return sel(a + " < " + i64lit(e.ival), i64lit(e.ival), sel(a + " > " + i64lit(e.ival2), i64lit(e.ival2), a));
     }
     case ExprKind::random: {
-      std::string seed = std::to_string(static_cast<uint64_t>(e.ival)) + (glsl() ? "ul" : "ULL");
+      std::string seed = std::to_string(static_cast<uint64_t>(e.ival)) + d_.u64_suffix;
       std::string args = seed + ", " + conv("uint64_t", ref(e.a)) + ", " + flit(e.fval, DType::f64) + ", " + flit(e.fval2, DType::f64) + ")";
       std::string v = e.op == Op::Mul ? "rlx_random_normal(" + args : "rlx_random_uniform(" + args;
       return conv(ct(e.dtype), v);
@@ -598,8 +501,8 @@ Status Renderer::emit_reduce(int i, int indent) {
   if (cplx && e.op != Op::ReduceSum && e.op != Op::ReduceProd)
     return error(ErrorCode::unsupported, "C renderer: ", op_name(e.op), " on c64 (complex values have no order)");
   std::string at = ct(arg ? bt : t);
-  // GLSL has no arithmetic on bool: a bool reduction accumulates in int64_t
-  if (!arg && !fl && !cplx && (t != DType::boolean || glsl())) at = is_unsigned_int(t) ? "uint64_t" : "int64_t";
+  // strict typing has no arithmetic on bool: a bool reduction accumulates in int64_t
+  if (!arg && !fl && !cplx && (t != DType::boolean || d_.strict_types)) at = is_unsigned_int(t) ? "uint64_t" : "int64_t";
   std::string init;
   switch (e.op) {
     case Op::ReduceSum: init = fl ? flit(0.0, t) : "0"; break;
@@ -618,11 +521,11 @@ Status Renderer::emit_reduce(int i, int indent) {
     if (k_.exprs[j].kind == ExprKind::reduce) nested = true;
   const bool float_minmax = fl && (e.op == Op::ReduceMax || e.op == Op::ReduceMin);
   if (arg) {
-    out_ << pad(indent) << decl(at, acc, glsl() ? at + "(0)" : "0") << " " << decl("int64_t", acc + "_i", "-1") << " "
+    out_ << pad(indent) << decl(at, acc, d_.strict_types ? at + "(0)" : "0") << " " << decl("int64_t", acc + "_i", "-1") << " "
          << decl("int64_t", acc + "_k", "0") << "\n";
   } else {
     out_ << pad(indent) << decl(at, acc, init) << "\n";
-    if (float_minmax) out_ << pad(indent) << decl(glsl() ? "bool" : "int", acc + "_nan", glsl() ? "false" : "0") << "\n";
+    if (float_minmax) out_ << pad(indent) << decl(ct(DType::boolean), acc + "_nan", d_.strict_types ? "false" : "0") << "\n";
   }
   int depth = indent;
   for (size_t li = 0; li < e.loops.size(); ++li) {
@@ -646,10 +549,10 @@ Status Renderer::emit_reduce(int i, int indent) {
   }
   RLX_TRY(emit_region(3 + i, depth));
   std::string x = ref(e.a);
-  if (glsl() && !arg && ct(bt) != at)
+  if (d_.strict_types && !arg && ct(bt) != at)
     x = bt == DType::boolean ? sel(x, at + "(1)", at + "(0)") : conv(at, bt == DType::i32 ? wide(x, bt) : x);
-  const std::string nan_or = glsl() ? " = " + acc + "_nan || isnan(" + x + ");\n" : " |= " + x + " != " + x + ";\n";
-  const bool wide_acc = wgsl() && !arg && (t == DType::i64 || t == DType::u64);
+  const std::string nan_or = d_.strict_types ? " = " + acc + "_nan || isnan(" + x + ");\n" : " |= " + x + " != " + x + ";\n";
+  const bool wide_acc = d_.emulates_int64 && !arg && (t == DType::i64 || t == DType::u64);
   const std::string w = t == DType::i64 ? "_i64(" : "_u64(";
   switch (e.op) {
     case Op::ReduceSum:
@@ -675,7 +578,7 @@ Status Renderer::emit_reduce(int i, int indent) {
       std::string better = "(" + x + cmp + acc + ")";
       if (is_float(bt)) better = "(" + nan_test(x) + " || " + better + ")";
       if (e.ival) better = "(" + better + " || " + x + " == " + acc + ")";
-      std::string stop = is_float(bt) ? "(" + acc + "_i >= 0 && " + nan_test(acc) + ")" : (glsl() ? "false" : "0");
+      std::string stop = is_float(bt) ? "(" + acc + "_i >= 0 && " + nan_test(acc) + ")" : (d_.strict_types ? "false" : "0");
       out_ << pad(depth) << "if (" << acc << "_i < 0 || (!" << stop << " && " << better << ")) { " << acc << " = " << x
            << "; " << acc << "_i = " << acc << "_k; }\n";
       out_ << pad(depth) << inc(acc + "_k") << "\n";
@@ -687,9 +590,9 @@ Status Renderer::emit_reduce(int i, int indent) {
     --depth;
     out_ << pad(depth) << "}\n";
   }
-  if (float_minmax) out_ << pad(indent) << "if (" << acc << "_nan) " << (wgsl() ? "{ " : "") << acc << " = " << nan(t) << ";" << (wgsl() ? " }" : "") << "\n";
+  if (float_minmax) out_ << pad(indent) << "if (" << acc << "_nan) " << (d_.braced_if_bodies ? "{ " : "") << acc << " = " << nan(t) << ";" << (d_.braced_if_bodies ? " }" : "") << "\n";
   const std::string result = arg ? acc + "_i" : acc;
-  const std::string value = glsl() && t == DType::boolean ? "(" + result + " != int64_t(0))" : conv(ct(t), result);
+  const std::string value = d_.strict_types && t == DType::boolean ? "(" + result + " != int64_t(0))" : conv(ct(t), result);
   out_ << pad(indent) << decl(ct(t), "e" + std::to_string(i), packed(t) ? wrap_small(value, t) : value) << "\n";
   return Status::ok();
 }
@@ -717,7 +620,7 @@ Status Renderer::emit_region(int region, int indent) {
 // Invocations are numbered over a 2D grid of work groups (x fastest), so a big domain is not
 // held to the 65535 groups one dimension guarantees.
 Status Renderer::emit_glsl_signature(const std::string& symbol) {
-  const bool vk = target_ == CTarget::glsl_vulkan;
+  const bool vk = d_.push_constants;
   out_ << "// kernel " << symbol << "\nlayout(local_size_x = " << kGlslWorkgroupSize << ") in;\n";
   std::vector<char> declared(args_.size(), 0);
   for (size_t a = 0; a < args_.size(); ++a) {
@@ -726,7 +629,7 @@ Status Renderer::emit_glsl_signature(const std::string& symbol) {
       return error(ErrorCode::internal, "GLSL renderer: argument ", a, " placed at binding ", bind);
     if (declared[bind]) continue;  // arguments sharing a binding share its dtype
     declared[bind] = 1;
-    RLX_ASSIGN_OR_RETURN(std::string st, storage_type(args_[a]));
+    RLX_ASSIGN_OR_RETURN(std::string st, c_storage_type(args_[a]));
     if (packed(args_[a])) st = "uint";
     out_ << "layout(std430, binding = " << bind << ") buffer RlxBuf" << bind << " { " << st << " b" << bind << "[]; };\n";
   }
@@ -790,22 +693,22 @@ Status Renderer::emit_wgsl_signature(const std::string& symbol) {
 }
 
 Status Renderer::emit_signature(const std::string& symbol) {
-  if (wgsl()) return emit_wgsl_signature(symbol);
-  if (glsl()) return emit_glsl_signature(symbol);
-  if (target_ == CTarget::host) {
+  if (d_.frame == KernelFrame::wgsl_shader) return emit_wgsl_signature(symbol);
+  if (d_.frame == KernelFrame::glsl_shader) return emit_glsl_signature(symbol);
+  if (d_.frame == KernelFrame::host_function) {
     out_ << "void " << symbol << "(void* const* restrict bufs, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {\n";
     for (size_t a = 0; a < args_.size(); ++a) {
-      RLX_ASSIGN_OR_RETURN(std::string st, storage_type(args_[a]));
+      RLX_ASSIGN_OR_RETURN(std::string st, c_storage_type(args_[a]));
       out_ << "  " << st << "* restrict b" << a << " = (" << st << "*)bufs[" << a << "];\n";
     }
     return Status::ok();
   }
   // OpenCL and CUDA: buffers are kernel arguments; a work item (CUDA thread) computes one
   // (row, column) element, a serial kernel runs its whole domain in one work item.
-  const bool cuda = target_ == CTarget::cuda;
+  const bool cuda = d_.frame == KernelFrame::cuda_kernel;
   out_ << (cuda ? "extern \"C\" __global__ void " : "__kernel void ") << symbol << "(";
   for (size_t a = 0; a < args_.size(); ++a) {
-    RLX_ASSIGN_OR_RETURN(std::string st, storage_type(args_[a]));
+    RLX_ASSIGN_OR_RETURN(std::string st, c_storage_type(args_[a]));
     out_ << (cuda ? st + "* __restrict__ b" : "__global " + st + "* restrict b") << a << ", ";
   }
   out_ << (cuda ? "const long long rows, const long long cols) {\n" : "const long rows, const long cols) {\n");
@@ -828,13 +731,13 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
   bool cplx = false;
   for (DType t : args_) cplx |= is_complex(t);
   for (const Expr& e : k_.exprs) cplx |= is_complex(e.dtype);
-  if (cplx && target_ != CTarget::host)
+  if (cplx && !d_.complex_values)
     return error(ErrorCode::unsupported, "C renderer: complex (c64) values are rendered in the host C dialect only");
   analyze();
   RLX_TRY(emit_signature(symbol));
   for (const Expr& e : k_.exprs)
     if (e.kind == ExprKind::cast || e.kind == ExprKind::load || e.kind == ExprKind::reduce)
-      RLX_TRY(storage_type(e.dtype).status());
+      RLX_TRY(c_storage_type(e.dtype).status());
   RLX_TRY(emit_region(0, 1));
   const int dr = k_.domain_rank;
   out_ << "  " << loop("r", "r0", "r1") << "\n";
@@ -842,10 +745,10 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
   int64_t stride = 1;
   for (int l = dr - 2; l >= 0; --l) {
     const std::string v = "(r / " + i64lit(stride) + ") % " + i64lit(k_.loops[l].extent);
-    out_ << "    " << (glsl() ? decl("int64_t", "i" + std::to_string(l), v) : "const int64_t i" + std::to_string(l) + " = " + v + ";") << "\n";
+    out_ << "    " << (!d_.const_locals ? decl("int64_t", "i" + std::to_string(l), v) : "const int64_t i" + std::to_string(l) + " = " + v + ";") << "\n";
     stride *= k_.loops[l].extent;
   }
-  if (!glsl()) out_ << "    (void)r;\n";
+  if (d_.const_locals) out_ << "    (void)r;\n";
   RLX_TRY(emit_region(1, 2));
   bool col_has_reduce = false;
   for (int i : region_exprs_[2])
@@ -864,8 +767,8 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
     std::string v = ref(s.value);
     if (vt != t && !(is_float(vt) && is_float(t))) v = cast_expr(v, vt, t);
     std::string target = element(s.buffer, s.index);
-    if (glsl() && is_float(vt) && is_float(t) && ct(vt) != ct(t)) v = conv(ct(t), v);
-    if (packed(t)) {  // glsl_gl: read-modify-write of the packed element
+    if (d_.strict_types && is_float(vt) && is_float(t) && ct(vt) != ct(t)) v = conv(ct(t), v);
+    if (packed(t)) {  // read-modify-write of the packed element
       const std::string idx = ref(s.index), old = packed_load(s.buffer, idx, t);
       std::string nv;
       if (t == DType::f16) nv = s.accumulate ? "rlx_f32_to_f16(rlx_f16_to_f32(" + old + ") + " + v + ")" : "rlx_f32_to_f16(" + v + ")";
@@ -875,7 +778,7 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
       out_ << "      " << packed_store(s.buffer, idx, t, nv) << "\n";
       continue;
     }
-    if (wgsl() && (t == DType::i64 || t == DType::u64)) {  // two words: the value, its sign extension
+    if (d_.emulates_int64 && (t == DType::i64 || t == DType::u64)) {  // two words: the value, its sign extension
       const std::string w = t == DType::i64 ? "_i64(" : "_u64(";
       if (s.accumulate) v = "rlx_add" + w + "rlx_narrow" + w + target + "), " + v + ")";
       out_ << "      " << target << " = rlx_widen" << w << v << ");\n";
@@ -887,7 +790,7 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
       } else if (t == DType::bf16) {
         out_ << "      " << target << " = rlx_f32_to_bf16(rlx_bf16_to_f32(" << target << ") + " << v << ");\n";
       } else if (t == DType::boolean) {  // a bool sum is a logical or
-        if (glsl())
+        if (d_.strict_types)
           out_ << "      " << target << " = ((" << target << " != uint8_t(0)) || (" << v << ")) ? uint8_t(1) : uint8_t(0);\n";
         else
           out_ << "      " << target << " = (uint8_t)(" << target << " | ((" << v << ") != 0));\n";
@@ -898,7 +801,7 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
     }
     if (t == DType::f16) v = "rlx_f32_to_f16(" + v + ")";
     else if (t == DType::bf16) v = "rlx_f32_to_bf16(" + v + ")";
-    else if (t == DType::boolean) v = glsl() ? "((" + v + ") ? uint8_t(1) : uint8_t(0))" : "(uint8_t)((" + v + ") != 0)";
+    else if (t == DType::boolean) v = d_.strict_types ? "((" + v + ") ? uint8_t(1) : uint8_t(0))" : "(uint8_t)((" + v + ") != 0)";
     else if (t == DType::f32 && vt == DType::f64) v = conv("float", v);
     out_ << "      " << target << " = " << v << ";\n";
   }

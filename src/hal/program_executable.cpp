@@ -208,13 +208,13 @@ Expected<BufferRange> ProgramExecutable::range_check_word() {
 }
 
 Status ProgramExecutable::build_generated(std::vector<Kernel>& kernels, std::vector<std::vector<BufferRange>>& bindings) {
-  const bool glsl = codegen::is_shader(target_.dialect);
+  const codegen::Dialect& dialect = codegen::dialect(target_.dialect);
   std::vector<std::vector<codegen::GlslArgPlace>> places(prog_.generated.size());
   bindings.resize(prog_.generated.size());
   for (size_t i = 0; i < prog_.generated.size(); ++i) {
     const kir::GeneratedKernel& k = prog_.generated[i];
     bool checked = false;
-    if (target_.dialect == codegen::CTarget::wgsl) {
+    if (dialect.emulates_int64) {
       std::vector<DType> dts;
       for (int b : k.args) dts.push_back(prog_.buffers[b].dtype);
       checked = codegen::wgsl_range_checked(k, dts);
@@ -222,7 +222,7 @@ Status ProgramExecutable::build_generated(std::vector<Kernel>& kernels, std::vec
     const int limit = rt_->limits().max_bindings - (checked ? 1 : 0);
     if (static_cast<int>(k.args.size()) <= limit) {
       for (int b : k.args) bindings[i].push_back(range(b));
-    } else if (glsl) {
+    } else if (dialect.binds_buffers) {
       RLX_ASSIGN_OR_RETURN(places[i], place_arguments(k, bindings[i], limit));
     } else {
       return error(ErrorCode::unsupported, device(), ": kernel ", k.name, " binds ", k.args.size(), " buffers, more than the ",
@@ -238,7 +238,7 @@ Status ProgramExecutable::build_generated(std::vector<Kernel>& kernels, std::vec
     auto built = rt_->build(m);
     if (!built) {
       // a shader per kernel: name the kernel it was
-      if (glsl && m.entries.size() == 1)
+      if (dialect.module_per_kernel && m.entries.size() == 1)
         return error(built.status().code(), "kernel ", m.entries[0].name.substr(4), ": ", built.status().message());
       return built.status();
     }

@@ -188,8 +188,7 @@ Status CpuExecutable::init(const Graph& g) {
   }
   stats_.arena_bytes = prog_.arena_bytes;
   // generated kernels: one C file for the whole program
-  std::string src(codegen::c_prelude());
-  src += codegen::c_runtime_helpers();
+  std::string src = codegen::dialect(codegen::CTarget::host).prelude();
   for (const kir::GeneratedKernel& k : prog_.generated) {
     std::vector<DType> dts;
     for (int b : k.args) dts.push_back(prog_.buffers[b].dtype);
