@@ -10,6 +10,7 @@
 #include "rlx/op_builder.h"
 #include "rlx/verify.h"
 #include "train/autodiff.h"
+#include "rlx/unary_math.h"
 
 namespace rlx::py_bind {
 
@@ -327,13 +328,13 @@ void bind_graph(py::module_& m) {
       },
       py::arg("name"), py::arg("inputs"),
       "Any op of the ops table by name (docs/ir.md), attributes as keywords: op('softmax', [x], axis=1).");
-  for (auto [name, op] : std::initializer_list<std::pair<const char*, Op>>{
-           {"neg", Op::Neg}, {"abs", Op::Abs}, {"exp", Op::Exp}, {"log", Op::Log}, {"sqrt", Op::Sqrt},
-           {"rsqrt", Op::Rsqrt}, {"reciprocal", Op::Reciprocal}, {"tanh", Op::Tanh}, {"sigmoid", Op::Sigmoid},
-           {"erf", Op::Erf}, {"relu", Op::Relu}, {"silu", Op::Silu}}) {
-    const Op o = op;
-    m.def(name, [o](const LazyTensor& x) { return unary(o, x); }, py::arg("x"),
-          keep_doc(cat("Elementwise ", name, " (the ", op_name(op), " op): a new lazy tensor.")));
+  // every math function of rlx/unary_math.h, and these
+  std::vector<Op> unary_ops = {Op::Neg, Op::Abs, Op::Relu, Op::Silu};
+  for (const UnaryMathOp& row : unary_math_ops()) unary_ops.push_back(row.op);
+  for (Op op : unary_ops) {
+    const std::string name(op_name(op));
+    m.def(keep_doc(name), [op](const LazyTensor& x) { return unary(op, x); }, py::arg("x"),
+          keep_doc(cat("Elementwise ", name, " (the ", name, " op): a new lazy tensor.")));
   }
   for (auto [name, op] : std::initializer_list<std::pair<const char*, Op>>{{"add", Op::Add},
                                                                           {"sub", Op::Sub},

@@ -4,6 +4,7 @@
 #include "c_renderer.h"
 
 #include "dialect.h"
+#include "rlx/unary_math.h"
 #include "wgsl_prelude.h"
 
 #include <algorithm>
@@ -329,6 +330,7 @@ Expected<std::string> Renderer::unary(const Expr& e) {
       default: return error(ErrorCode::unsupported, "C renderer: unary ", op_name(e.op), " on c64");
     }
   }
+  if (const UnaryMathOp* row = unary_math(e.op)) return unary_math_call(*row, t, a);  // rlx/unary_math.h
   switch (e.op) {
     case Op::Neg:
       if (wide_data(e.a, t)) return std::string(t == DType::i64 ? "rlx_sub_i64(0, " : "rlx_sub_u64(0u, ") + a + ")";
@@ -339,19 +341,6 @@ Expected<std::string> Renderer::unary(const Expr& e) {
       if (is_unsigned_int(t)) return a;
       if (wide_data(e.a, t)) return sel(a + " < " + zero(t), "rlx_sub_i64(0, " + a + ")", a);
       return sel(a + " < " + zero(t), "-" + a, a);
-    case Op::Exp: return "rlx_exp" + s + "(" + a + ")";
-    case Op::Log: return "rlx_log" + s + "(" + a + ")";
-    case Op::Sqrt: return "rlx_sqrt" + s + "(" + a + ")";
-    case Op::Rsqrt: return "rlx_rsqrt" + s + "(" + a + ")";
-    case Op::Reciprocal: return std::string(is_f64(t) ? "(1.0 / " : "(1.0f / ") + a + ")";
-    case Op::Tanh: return "rlx_tanh" + s + "(" + a + ")";
-    case Op::Sigmoid: return "rlx_sigmoid" + s + "(" + a + ")";
-    case Op::Erf: return "rlx_erf" + s + "(" + a + ")";
-    case Op::Sin: return "rlx_sin" + s + "(" + a + ")";
-    case Op::Cos: return "rlx_cos" + s + "(" + a + ")";
-    case Op::Floor: return std::string(is_f64(t) ? "floor(" : "floorf(") + a + ")";
-    case Op::Ceil: return std::string(is_f64(t) ? "ceil(" : "ceilf(") + a + ")";
-    case Op::Round: return "rlx_round" + s + "(" + a + ")";
     case Op::Sign:
       if (fl) return "rlx_sign" + s + "(" + a + ")";
       if (!d_.negates_unsigned && is_unsigned_int(t)) return sel(a + " > " + zero(t), ct(t) + "(1)", zero(t));

@@ -1,4 +1,5 @@
 #include "codegen/glsl_prelude.h"
+#include "rlx/unary_math.h"
 
 // Why the GLSL looks the way it does:
 //  * GLSL leaves exp/log/sqrt/pow undefined at special values and for negative arguments, so
@@ -487,12 +488,10 @@ Claim glsl_supports(const NodeDesc& n, const GlslCaps& caps) {
     switch (t.dtype) {
       case DType::f64:
         if (!caps.fp64) return "this device has no fp64 (shaderFloat64)";
-        switch (n.op) {
-          case Op::Erf: case Op::Sin: case Op::Cos:
-            return cat("GLSL has no double-precision ", op_name(n.op),
-                       " (its transcendental built-ins are float-only; rlx emulates f64 exp, log, tanh, sigmoid, pow and normal random numbers only)");
-          default: return "";
-        }
+        if (const UnaryMathOp* row = unary_math(n.op); row && !row->glsl_f64)
+          return cat("GLSL has no double-precision ", op_name(n.op),
+                     " (its transcendental built-ins are float-only; rlx emulates f64 exp, log, tanh, sigmoid, pow and normal random numbers only)");
+        return "";
       case DType::i8: case DType::u8: case DType::boolean: return caps.int8 ? "" : caps.why_no_int8;
       case DType::f16: case DType::bf16: case DType::i16: case DType::u16: return caps.int16 ? "" : caps.why_no_int16;
       default: return "";

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "kernel_builder.h"
+#include "rlx/unary_math.h"
 
 namespace rlx::sched {
 namespace {
@@ -167,11 +168,9 @@ int Lowering::elem(ValueId v, const std::vector<Ix>& idx) {
 bool Lowering::broadcast_transcendental(ValueId v) const {
   const Value& val = S.g.values[v];
   if (val.producer < 0) return false;
-  switch (S.g.nodes[val.producer].op) {
-    case Op::Exp: case Op::Log: case Op::Tanh: case Op::Sigmoid: case Op::Erf: case Op::Sin: case Op::Cos:
-    case Op::Pow: break;
-    default: return false;
-  }
+  const Op op = S.g.nodes[val.producer].op;
+  const UnaryMathOp* row = unary_math(op);
+  if (op != Op::Pow && !(row && row->transcendental)) return false;
   // Inside a reduction the count depends on which domain loops the reduction is hoisted out
   // of (decided later); softmax's exp in its sum, for one, runs once per element.
   if (!active_loops_.empty()) return false;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "vjp_internal.h"
+#include "rlx/unary_math.h"
 
 namespace rlx::train::vjp {
 namespace {
@@ -18,23 +19,15 @@ Status unary(Ctx& c, std::vector<ValueId>& out) {
   OpBuilder& o = c.o;
   const ValueId g = c.g(), x = c.in(0), y = c.out();
   ValueId r = kNoValue;
+  if (const UnaryMathOp* row = unary_math(c.node.op)) {  // rlx/unary_math.h
+    // no derivative: piecewise constant, zero almost everywhere (as PyTorch and JAX define them)
+    out[0] = row->vjp ? row->vjp(o, g, x, y, c.in_types[0].dtype) : zeros(o, c.dtype(), sizes_of(c.in_types[0]));
+    return o.status();
+  }
   switch (c.node.op) {
     case Op::Neg: r = o.neg(g); break;
     case Op::Abs: r = o.mul(g, o.op(Op::Sign, {x})); break;
-    case Op::Exp: r = o.mul(g, y); break;
-    case Op::Log: r = o.div(g, x); break;
-    case Op::Sqrt: r = o.div(g, o.mul(y, c.c(2.0))); break;
-    case Op::Rsqrt: r = o.mul(g, o.mul(c.c(-0.5), o.mul(y, o.mul(y, y)))); break;
-    case Op::Reciprocal: r = o.neg(o.mul(g, o.mul(y, y))); break;
-    case Op::Tanh: r = o.mul(g, o.sub(c.c(1.0), o.mul(y, y))); break;
-    case Op::Sigmoid: r = o.mul(g, o.mul(y, o.sub(c.c(1.0), y))); break;
-    case Op::Erf: r = o.mul(g, o.mul(c.c(2.0 / std::sqrt(M_PI)), o.exp(o.neg(o.mul(x, x))))); break;
-    case Op::Sin: r = o.mul(g, o.op(Op::Cos, {x})); break;
-    case Op::Cos: r = o.neg(o.mul(g, o.op(Op::Sin, {x}))); break;
     // piecewise constant: zero almost everywhere (as PyTorch and JAX define them)
-    case Op::Floor:
-    case Op::Ceil:
-    case Op::Round:
     case Op::Sign: r = zeros(o, c.dtype(), sizes_of(c.in_types[0])); break;
     default: return error(ErrorCode::internal, "no unary rule for ", op_name(c.node.op));
   }
@@ -152,9 +145,8 @@ Status cast(Ctx& c, std::vector<ValueId>& out) {
 
 void register_elementwise_vjps(std::vector<Rule>& t) {
   auto set_rule = [&](Op op, Rule r) { t[static_cast<size_t>(op)] = r; };
-  for (Op op : {Op::Neg, Op::Abs, Op::Exp, Op::Log, Op::Sqrt, Op::Rsqrt, Op::Reciprocal, Op::Tanh, Op::Sigmoid,
-                Op::Erf, Op::Sin, Op::Cos, Op::Floor, Op::Ceil, Op::Round, Op::Sign})
-    set_rule(op, unary);
+  for (Op op : {Op::Neg, Op::Abs, Op::Sign}) set_rule(op, unary);
+  for (const UnaryMathOp& row : unary_math_ops()) set_rule(row.op, unary);
   for (Op op : {Op::Relu, Op::LeakyRelu, Op::Gelu, Op::Silu, Op::Softplus}) set_rule(op, activation);
   for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Max, Op::Min, Op::Mod}) set_rule(op, binary);
   set_rule(Op::Where, where);

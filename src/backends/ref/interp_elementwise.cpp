@@ -4,27 +4,12 @@
 #include <limits>
 
 #include "backends/ref/interp_internal.h"
+#include "rlx/unary_math.h"
 
 namespace rlx::ref::detail {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Round half to even without depending on the floating-point environment's rounding mode.
-double round_half_even(double x) {
-  if (!std::isfinite(x)) return x;
-  const double fl = std::floor(x);
-  const double diff = x - fl;  // exact for |x| < 2^52; 0 beyond (x is integral there)
-  double r;
-  if (diff > 0.5) {
-    r = fl + 1.0;
-  } else if (diff < 0.5) {
-    r = fl;
-  } else {
-    r = std::fmod(fl, 2.0) == 0.0 ? fl : fl + 1.0;
-  }
-  return r == 0.0 ? std::copysign(0.0, x) : r;
-}
 
 struct UnaryParams {
   bool detect_pos = true;
@@ -32,22 +17,10 @@ struct UnaryParams {
 };
 
 double unary_f(Op op, double x, const UnaryParams& p) {
+  if (const UnaryMathOp* row = unary_math(op)) return row->reference(x);  // rlx/unary_math.h
   switch (op) {
     case Op::Neg: return -x;
     case Op::Abs: return std::fabs(x);
-    case Op::Exp: return std::exp(x);
-    case Op::Log: return std::log(x);
-    case Op::Sqrt: return std::sqrt(x);
-    case Op::Rsqrt: return 1.0 / std::sqrt(x);
-    case Op::Reciprocal: return 1.0 / x;
-    case Op::Tanh: return std::tanh(x);
-    case Op::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-    case Op::Erf: return std::erf(x);
-    case Op::Sin: return std::sin(x);
-    case Op::Cos: return std::cos(x);
-    case Op::Floor: return std::floor(x);
-    case Op::Ceil: return std::ceil(x);
-    case Op::Round: return round_half_even(x);
     case Op::Sign: return std::isnan(x) ? x : (x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0));
     case Op::IsNan: return std::isnan(x) ? 1.0 : 0.0;
     case Op::IsInf:

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "onnx_internal.h"
+#include "rlx/unary_math.h"
 
 namespace rlx::onnx_import {
 namespace {
@@ -181,20 +182,10 @@ ValueId asin_of(OpBuilder& o, ValueId x) {
 }  // namespace
 
 void register_elementwise_ops(OpTable& t) {
+  for (const UnaryMathOp& row : unary_math_ops())  // rlx/unary_math.h: the one-to-one imports
+    if (row.onnx) t[row.onnx] = {unary(row.op)};
   t["Abs"] = {unary(Op::Abs)};
   t["Neg"] = {unary(Op::Neg)};
-  t["Exp"] = {unary(Op::Exp)};
-  t["Log"] = {unary(Op::Log)};
-  t["Sqrt"] = {unary(Op::Sqrt)};
-  t["Reciprocal"] = {unary(Op::Reciprocal)};
-  t["Tanh"] = {unary(Op::Tanh)};
-  t["Sigmoid"] = {unary(Op::Sigmoid)};
-  t["Erf"] = {unary(Op::Erf)};
-  t["Sin"] = {unary(Op::Sin)};
-  t["Cos"] = {unary(Op::Cos)};
-  t["Floor"] = {unary(Op::Floor)};
-  t["Ceil"] = {unary(Op::Ceil)};
-  t["Round"] = {unary(Op::Round)};
   t["Sign"] = {unary(Op::Sign)};
   t["Not"] = {unary(Op::Not)};
   t["IsNaN"] = {unary(Op::IsNan)};
