@@ -6,9 +6,7 @@
 #include "passes/schedule.h"
 #include "cpu_executable.h"
 #include "dist/collective_ops.h"
-#include "linalg/lapack_kernels.h"
-#include "splat/splat_kernels.h"
-#include "sparse/sparse_kernels.h"
+#include "kernels/host_families.h"
 #include "kernels/gemm.h"
 #include "native_contraction.h"
 #include "rlx/compile_options.h"
@@ -35,12 +33,8 @@ class CpuDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
 
   Claim claim_native(const NodeDesc& n) const override {
-    // dense factorizations and solves: LAPACK (src/linalg/lapack_kernels.cpp)
-    if (op_info(n.op).family == OpFamily::linalg) return linalg::claim_lapack(n);
-    // 3D Gaussian splatting: host kernels (src/splat/)
-    if (op_info(n.op).family == OpFamily::splat) return splat::claim_splat(n);
-    // CSR SpMV/SpMM (thread pool) and sparse direct solves (SuiteSparse): src/sparse/
-    if (op_info(n.op).family == OpFamily::sparse) return sparse::claim_sparse(n);
+    // the host families: LAPACK, CSR kernels and sparse solvers, splatting (kernels/host_families.h)
+    if (const kernels::HostFamily* h = kernels::host_family(op_info(n.op).family)) return h->claim(n);
     // collectives: the compiled model's communicator on host memory (src/dist/collective_ops.h)
     if (op_info(n.op).family == OpFamily::collective) {
       if (!is_static(n.inputs[0].shape)) return Claim::no("collectives need static shapes");

@@ -19,9 +19,7 @@
 #include "native_attention.h"
 #include "native_contraction.h"
 #include "dist/collective_ops.h"
-#include "linalg/lapack_kernels.h"
-#include "splat/splat_kernels.h"
-#include "sparse/sparse_kernels.h"
+#include "kernels/host_families.h"
 #include "rlx/thread_pool.h"
 
 namespace rlx::cpu {
@@ -31,7 +29,8 @@ using KernelFn = void (*)(void* const*, int64_t, int64_t, int64_t, int64_t);
 
 struct NativeState {
   // What the native runs: the GEMM (matmul, dot, gemm) or a quantized-weight kernel.
-  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention, linalg, splat, sparse, int8, collective } kind = Kind::gemm;
+  enum class Kind : uint8_t { gemm, qmatmul, dequantize, attention, host_family, int8, collective } kind = Kind::gemm;
+  const kernels::HostFamily* host = nullptr;  // host_family: the library that runs the node
   GemmPlan plan;
   PackedB packed;  // when B is a weight
   GemmType a_type = GemmType::f32, b_type = GemmType::f32, c_type = GemmType::f32;
@@ -214,24 +213,12 @@ Status CpuExecutable::init(const Graph& g) {
       natives_.push_back(std::move(st));
       continue;
     }
-    if (op_info(n.op).family == OpFamily::linalg) {  // LAPACK (src/linalg/lapack_kernels.h)
+    // linalg, sparse, splat: a library of the kernels layer runs the whole node
+    if (const kernels::HostFamily* h = kernels::host_family(op_info(n.op).family)) {
       if (n.epilogue >= 0) return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
-      st.kind = NativeState::Kind::linalg;
-      n.how = linalg::claim_lapack(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
-      natives_.push_back(std::move(st));
-      continue;
-    }
-    if (op_info(n.op).family == OpFamily::sparse) {  // CSR ops (src/sparse/sparse_kernels.h)
-      if (n.epilogue >= 0) return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
-      st.kind = NativeState::Kind::sparse;
-      n.how = sparse::claim_sparse(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
-      natives_.push_back(std::move(st));
-      continue;
-    }
-    if (op_info(n.op).family == OpFamily::splat) {  // Gaussian splatting (src/splat/splat_kernels.h)
-      if (n.epilogue >= 0) return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
-      st.kind = NativeState::Kind::splat;
-      n.how = splat::claim_splat(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
+      st.kind = NativeState::Kind::host_family;
+      st.host = h;
+      n.how = h->claim(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
       natives_.push_back(std::move(st));
       continue;
     }
@@ -324,26 +311,12 @@ Status CpuExecutable::run_native(int index) {
     if (st.attention.has_mask) a.mask = ptrs_[n.inputs[3]];
     return attention_f32(a);
   }
-  if (st.kind == NativeState::Kind::linalg) {
+  if (st.kind == NativeState::Kind::host_family) {
     std::vector<const void*> in;
     std::vector<void*> out;
     for (int b : n.inputs) in.push_back(ptrs_[b]);
     for (int b : n.outputs) out.push_back(ptrs_[b]);
-    return linalg::run_lapack(n.op, n.attrs, n.input_types, in, n.output_types, out);
-  }
-  if (st.kind == NativeState::Kind::sparse) {
-    std::vector<const void*> in;
-    std::vector<void*> out;
-    for (int b : n.inputs) in.push_back(ptrs_[b]);
-    for (int b : n.outputs) out.push_back(ptrs_[b]);
-    return sparse::run_sparse(n.op, n.attrs, n.input_types, in, n.output_types, out);
-  }
-  if (st.kind == NativeState::Kind::splat) {
-    std::vector<const void*> in;
-    std::vector<void*> out;
-    for (int b : n.inputs) in.push_back(ptrs_[b]);
-    for (int b : n.outputs) out.push_back(ptrs_[b]);
-    return splat::run_splat(n.op, n.attrs, n.input_types, in, n.output_types, out);
+    return st.host->run(n.op, n.attrs, n.input_types, in, n.output_types, out);
   }
   if (st.kind == NativeState::Kind::collective) return run_collective(index);
   if (st.kind != NativeState::Kind::gemm) return run_quant(n, st);
