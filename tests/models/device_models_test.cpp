@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "device_fixture.h"
@@ -111,11 +112,13 @@ TEST_P(DeviceModels, SmallQwen3GreedyMatchesCpu) {
 TEST_P(DeviceModels, MnistMlpTrainingMatchesCpu) {
   const std::string device = GetParam();
   RLX_REQUIRE_DEVICE_KIND(DeviceKind::gpu);
-  // A known gap, not yet understood: on webgpu (SwiftShader) about 1 run in 10 ends with a loss
-  // up to 1e-3 and parameters up to 6e-4 away from the cpu's (the other runs agree within
-  // 1e-5); until it is explained the check would fail CI at random. docs/webgpu.md.
+  // A known gap: on webgpu (SwiftShader) about 1 seed in 20 ends with one hidden unit's weights
+  // up to 3e-3 from the cpu's (loss up to 3e-3). It is deterministic per seed (RLX_TEST_SEED
+  // replays one), specific to Adam (SGD, even at lr 0.5, agrees within 2.4e-7 in 150 of 150
+  // runs), and absent on opengl (150 of 150). docs/webgpu.md has what is known.
   if (device == "webgpu")
-    GTEST_SKIP() << "webgpu: Adam steps differ from the cpu's in about 1 run in 10 (up to 1e-3 in the loss), not yet explained";
+    GTEST_SKIP() << "webgpu: Adam steps differ from the cpu's for about 1 seed in 20 (one hidden unit, up to 3e-3), "
+                    "not yet explained (docs/webgpu.md)";
   train::TrainConfig cfg;
   cfg.optimizer.kind = train::OptimizerKind::adam;
   auto m_cpu = train::mnist_model("mlp", 3);
@@ -126,7 +129,11 @@ TEST_P(DeviceModels, MnistMlpTrainingMatchesCpu) {
   auto on_dev = train::Trainer::create(*m_dev, cfg);
   ASSERT_TRUE(on_cpu.has_value()) << on_cpu.status().to_string();
   ASSERT_TRUE(on_dev.has_value()) << on_dev.status().to_string();
-  std::mt19937 rng(std::random_device{}());
+  // fresh inputs each run; RLX_TEST_SEED=<seed> replays the run that printed it
+  const char* replay = std::getenv("RLX_TEST_SEED");
+  const unsigned seed = replay ? static_cast<unsigned>(std::strtoul(replay, nullptr, 10)) : std::random_device{}();
+  std::printf("MNIST MLP, %s: seed %u\n", device.c_str(), seed);
+  std::mt19937 rng(seed);
   const int64_t B = 32;
   for (int step = 0; step < 4; ++step) {
     std::vector<float> px(B * 784);
