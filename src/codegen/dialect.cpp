@@ -139,30 +139,35 @@ Dialect c_family(CTarget target, const char* name, KernelFrame frame, std::strin
   return d;
 }
 
-Dialect glsl(CTarget target, const char* name, bool vulkan) {
-  Dialect d{target, name, KernelFrame::glsl_shader, vulkan};
+// What the shading languages share: strict typing, no const run-time locals, isnan, and a
+// shader per kernel with its buffers at numbered bindings.
+Dialect shader(CTarget target, const char* name, KernelFrame frame, std::string (*prelude)()) {
+  Dialect d{target, name, frame};
   d.strict_types = true;
   d.const_locals = false;
   d.narrow_rounding_helpers = false;
-  d.packs_narrow_types = !vulkan;  // OpenGL 4.5 GLSL has no 8/16-bit types
   d.builtin_isnan = true;
-  d.i64_suffix = "l";
   d.u64_suffix = "ul";
-  d.f64_suffix = "lf";
-  d.float_literal = glsl_float_literal;
-  d.int_literal = glsl_int_literal;
-  d.packed_store = glsl_packed_store;
-  d.prelude = vulkan ? vulkan_prelude : gl_prelude;
+  d.prelude = prelude;
   d.module_per_kernel = true;
   d.binds_buffers = true;
   return d;
 }
 
+Dialect glsl(CTarget target, const char* name, bool vulkan) {
+  Dialect d = shader(target, name, KernelFrame::glsl_shader, vulkan ? vulkan_prelude : gl_prelude);
+  d.push_constants = vulkan;
+  d.packs_narrow_types = !vulkan;  // OpenGL 4.5 GLSL has no 8/16-bit types
+  d.i64_suffix = "l";
+  d.f64_suffix = "lf";
+  d.float_literal = glsl_float_literal;
+  d.int_literal = glsl_int_literal;
+  d.packed_store = glsl_packed_store;
+  return d;
+}
+
 Dialect wgsl() {
-  Dialect d{CTarget::wgsl, "WGSL", KernelFrame::wgsl_shader};
-  d.strict_types = true;
-  d.const_locals = false;
-  d.narrow_rounding_helpers = false;
+  Dialect d = shader(CTarget::wgsl, "WGSL", KernelFrame::wgsl_shader, webgpu_prelude);
   d.packs_narrow_types = true;
   d.emulates_int64 = true;
   // SwiftShader truncates integer -> f32, compares NaN as ordered in !=, and WGSL's own
@@ -176,18 +181,13 @@ Dialect wgsl() {
   d.postfix_increment = true;
   d.braced_if_bodies = true;
   d.explicit_atomic_loads = true;
-  d.builtin_isnan = true;
   d.builtin_bitfield_extract = false;
   d.loop_index = "i32";
   d.i64_suffix = "";
-  d.u64_suffix = "ul";
   d.nan = "rlx_nan()";
   d.float_literal = wgsl_float_literal;
   d.int_literal = wgsl_int_literal;
   d.packed_store = wgsl_packed_store;
-  d.prelude = webgpu_prelude;
-  d.module_per_kernel = true;
-  d.binds_buffers = true;
   return d;
 }
 
