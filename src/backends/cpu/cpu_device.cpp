@@ -6,7 +6,6 @@
 #include "passes/schedule.h"
 #include "cpu_executable.h"
 #include "dist/collective_ops.h"
-#include "kernels/host_families.h"
 #include "kernels/gemm.h"
 #include "native_contraction.h"
 #include "rlx/compile_options.h"
@@ -33,14 +32,7 @@ class CpuDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
 
   Claim claim_native(const NodeDesc& n) const override {
-    // the host families: LAPACK, CSR kernels and sparse solvers, splatting (kernels/host_families.h)
-    if (const kernels::HostFamily* h = kernels::host_family(op_info(n.op).family)) return h->claim(n);
-    // collectives: the compiled model's communicator on host memory (src/dist/collective_ops.h)
-    if (op_info(n.op).family == OpFamily::collective) {
-      if (!is_static(n.inputs[0].shape)) return Claim::no("collectives need static shapes");
-      return Claim::yes("the compiled model's communicator (MPI or a single process)");
-    }
-    return claim_cpu_native(n);
+    return claim_cpu_native(n);  // the cpu's native families (native_contraction.h)
   }
 
   Claim supports_primitive(const NodeDesc& n) const override { return codegen::c_host_renderer_supports(n); }

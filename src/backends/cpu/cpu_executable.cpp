@@ -96,6 +96,7 @@ class CpuExecutable final : public Executable {
   void plan_async_collectives();
   Status run_quant(const kir::NativeKernel& n, const NativeState& st);
   Expected<NativeState> plan_quant(kir::NativeKernel& n) const;
+  Expected<NativeState> plan_gemm(kir::NativeKernel& n);
   void print_profile() const;
 
   kir::KernelProgram prog_;
@@ -205,68 +206,76 @@ Status CpuExecutable::init(const Graph& g) {
       argv_.emplace_back(k.args.size(), nullptr);
     }
   }
-  // natives
+  // natives: each planned by its family (native_contraction.h)
   for (kir::NativeKernel& n : prog_.natives) {
+    const CpuFamily* family = cpu_family(n.op);
+    if (!family) return error(ErrorCode::internal, "cpu: no native family runs ", op_name(n.op));
+    const CpuNativeKind kind = family->kind;
+    if (n.epilogue >= 0 && kind != CpuNativeKind::gemm && kind != CpuNativeKind::quant && kind != CpuNativeKind::int8)
+      return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
     NativeState st;
-    if (n.op == Op::QMatMul || n.op == Op::Dequantize || n.op == Op::Int8MatMul) {
-      RLX_ASSIGN_OR_RETURN(st, plan_quant(n));
-      natives_.push_back(std::move(st));
-      continue;
-    }
-    // linalg, sparse, splat: a library of the kernels layer runs the whole node
-    if (const kernels::HostFamily* h = kernels::host_family(op_info(n.op).family)) {
-      if (n.epilogue >= 0) return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
-      st.kind = NativeState::Kind::host_family;
-      st.host = h;
-      n.how = h->claim(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
-      natives_.push_back(std::move(st));
-      continue;
-    }
-    if (op_info(n.op).family == OpFamily::collective) {  // over comm_ (src/dist/collective_ops.h)
-      if (n.epilogue >= 0) return error(ErrorCode::internal, op_name(n.op), " has a fused epilogue; only GEMMs take one");
-      st.kind = NativeState::Kind::collective;
-      n.how = cat(op_name(n.op), " over ", comm_ ? comm_->backend() : dist::default_communicator().backend());
-      natives_.push_back(std::move(st));
-      continue;
-    }
-    if (n.op == Op::Attention) {
-      if (n.epilogue >= 0) return error(ErrorCode::internal, "attention has a fused epilogue; only GEMMs take one");
-      st.kind = NativeState::Kind::attention;
-      RLX_ASSIGN_OR_RETURN(st.attention, plan_attention(n.attrs, n.input_types, n.output_types));
-      n.how = claim_cpu_attention(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
-      natives_.push_back(std::move(st));
-      continue;
-    }
-    RLX_ASSIGN_OR_RETURN(st.plan, plan_contraction(n.op, n.attrs, n.input_types, n.output_types));
-    {
-      auto ta = gemm_type_of(prog_.buffers[n.inputs[0]].dtype), tb = gemm_type_of(prog_.buffers[n.inputs[1]].dtype);
-      auto tc = gemm_type_of(prog_.buffers[n.outputs[0]].dtype);
-      if (!ta || !tb || !tc) return error(ErrorCode::internal, n.name, ": the native GEMM takes f32, f16 and bf16 only");
-      st.a_type = *ta;
-      st.b_type = *tb;
-      st.c_type = *tc;
-      if (st.plan.c_mode != GemmPlan::CMode::none) {
-        auto tbias = gemm_type_of(prog_.buffers[n.inputs[2]].dtype);
-        if (!tbias) return error(ErrorCode::internal, n.name, ": gemm's C must be f32, f16 or bf16");
-        st.bias_type = *tbias;
-        if (st.plan.c_mode == GemmPlan::CMode::bias_row) st.bias32.resize(static_cast<size_t>(st.plan.n));
+    switch (family->kind) {
+      case CpuNativeKind::gemm: {
+        RLX_ASSIGN_OR_RETURN(st, plan_gemm(n));
+        break;
       }
-    }
-    n.how = cat("gemm ", gemm_kernel_name(st.a_type, st.b_type, st.c_type), " m=", st.plan.m, " n=", st.plan.n,
-                " k=", st.plan.k, st.plan.batch > 1 ? cat(" batch=", st.plan.batch) : std::string());
-    const kir::Buffer& bb = prog_.buffers[n.inputs[1]];
-    const bool fixed_b = bb.kind == kir::BufferKind::weight || bb.kind == kir::BufferKind::constant;
-    if (fixed_b && (st.plan.batch == 1 || st.plan.stride_b == 0)) {
-      // weights and folded constants (e.g. a weight cast to bf16 by autocast's narrow form) are
-      // packed once; 16-bit ones stay 16-bit in their panels (half the bytes to stream)
-      st.packed = pack_b(ptrs_[n.inputs[1]], st.b_type, st.plan.ldb, st.plan.trans_b, st.plan.k, st.plan.n);
-      if (st.packed.valid()) stats_.weight_bytes += st.packed.bytes();
+      case CpuNativeKind::quant:
+      case CpuNativeKind::int8: {
+        RLX_ASSIGN_OR_RETURN(st, plan_quant(n));
+        break;
+      }
+      case CpuNativeKind::attention: {
+        st.kind = NativeState::Kind::attention;
+        RLX_ASSIGN_OR_RETURN(st.attention, plan_attention(n.attrs, n.input_types, n.output_types));
+        n.how = family->claim(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
+        break;
+      }
+      case CpuNativeKind::host_family:  // linalg, sparse, splat: a library runs the whole node
+        st.kind = NativeState::Kind::host_family;
+        st.host = kernels::host_family(op_info(n.op).family);
+        n.how = family->claim(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
+        break;
+      case CpuNativeKind::collective:  // over comm_ (src/dist/collective_ops.h)
+        st.kind = NativeState::Kind::collective;
+        n.how = cat(op_name(n.op), " over ", comm_ ? comm_->backend() : dist::default_communicator().backend());
+        break;
     }
     natives_.push_back(std::move(st));
   }
   plan_async_collectives();
   hal::describe_program(prog_, stats_);
   return Status::ok();
+}
+
+// matmul, dot, gemm: one GEMM call (its plan, element types, and B packed once when it is fixed)
+Expected<NativeState> CpuExecutable::plan_gemm(kir::NativeKernel& n) {
+  NativeState st;
+  RLX_ASSIGN_OR_RETURN(st.plan, plan_contraction(n.op, n.attrs, n.input_types, n.output_types));
+  {
+    auto ta = gemm_type_of(prog_.buffers[n.inputs[0]].dtype), tb = gemm_type_of(prog_.buffers[n.inputs[1]].dtype);
+    auto tc = gemm_type_of(prog_.buffers[n.outputs[0]].dtype);
+    if (!ta || !tb || !tc) return error(ErrorCode::internal, n.name, ": the native GEMM takes f32, f16 and bf16 only");
+    st.a_type = *ta;
+    st.b_type = *tb;
+    st.c_type = *tc;
+    if (st.plan.c_mode != GemmPlan::CMode::none) {
+      auto tbias = gemm_type_of(prog_.buffers[n.inputs[2]].dtype);
+      if (!tbias) return error(ErrorCode::internal, n.name, ": gemm's C must be f32, f16 or bf16");
+      st.bias_type = *tbias;
+      if (st.plan.c_mode == GemmPlan::CMode::bias_row) st.bias32.resize(static_cast<size_t>(st.plan.n));
+    }
+  }
+  n.how = cat("gemm ", gemm_kernel_name(st.a_type, st.b_type, st.c_type), " m=", st.plan.m, " n=", st.plan.n,
+              " k=", st.plan.k, st.plan.batch > 1 ? cat(" batch=", st.plan.batch) : std::string());
+  const kir::Buffer& bb = prog_.buffers[n.inputs[1]];
+  const bool fixed_b = bb.kind == kir::BufferKind::weight || bb.kind == kir::BufferKind::constant;
+  if (fixed_b && (st.plan.batch == 1 || st.plan.stride_b == 0)) {
+    // weights and folded constants (e.g. a weight cast to bf16 by autocast's narrow form) are
+    // packed once; 16-bit ones stay 16-bit in their panels (half the bytes to stream)
+    st.packed = pack_b(ptrs_[n.inputs[1]], st.b_type, st.plan.ldb, st.plan.trans_b, st.plan.k, st.plan.n);
+    if (st.packed.valid()) stats_.weight_bytes += st.packed.bytes();
+  }
+  return st;
 }
 
 Status CpuExecutable::run_generated(int index) {

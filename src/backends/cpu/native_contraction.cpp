@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/host_families.h"
 #include "kernels/qgemm.h"
 #include "native_attention.h"
 
@@ -55,12 +56,10 @@ std::optional<GemmType> gemm_type_of(DType t) {
   }
 }
 
-Claim claim_cpu_native(const NodeDesc& n) {
-  if (n.op == Op::Int8MatMul) return claim_int8(n);
-  if (n.op == Op::Dequantize || n.op == Op::QMatMul) return claim_quant(n);
-  if (n.op == Op::Attention) return claim_cpu_attention(n);
-  if (n.op != Op::MatMul && n.op != Op::Dot && n.op != Op::Gemm)
-    return Claim::no(cat("cpu has no native ", op_name(n.op), " kernel"));
+namespace {
+
+// matmul, dot and gemm that map onto one GEMM call
+Claim claim_gemm(const NodeDesc& n) {
   // f32, f16 and bf16 in any mix: 16-bit operands are widened in the kernels, products are
   // accumulated in f32 and a 16-bit output is rounded once, when its block is stored
   for (const auto* ts : {&n.inputs, &n.outputs})
@@ -79,6 +78,45 @@ Claim claim_cpu_native(const NodeDesc& n) {
   std::string how = cat("gemm ", kernel, " m=", plan->m, " n=", plan->n, " k=", plan->k);
   if (plan->batch > 1) how += cat(" batch=", plan->batch);
   return Claim::yes(how);
+}
+
+Claim claim_host_family(const NodeDesc& n) { return kernels::host_family(op_info(n.op).family)->claim(n); }
+
+Claim claim_collective(const NodeDesc& n) {
+  if (!is_static(n.inputs[0].shape)) return Claim::no("collectives need static shapes");
+  return Claim::yes("the compiled model's communicator (MPI or a single process)");
+}
+
+bool is_gemm(Op op) { return op == Op::MatMul || op == Op::Dot || op == Op::Gemm; }
+bool is_quant(Op op) { return op == Op::Dequantize || op == Op::QMatMul; }
+bool is_int8(Op op) { return op == Op::Int8MatMul; }
+bool is_attention(Op op) { return op == Op::Attention; }
+bool in_host_family(Op op) { return kernels::host_family(op_info(op).family) != nullptr; }
+bool is_collective(Op op) { return op_info(op).family == OpFamily::collective; }
+
+constexpr CpuFamily kFamilies[] = {
+    {CpuNativeKind::gemm, is_gemm, claim_gemm},
+    {CpuNativeKind::quant, is_quant, claim_quant},
+    {CpuNativeKind::int8, is_int8, claim_int8},
+    {CpuNativeKind::attention, is_attention, claim_cpu_attention},
+    {CpuNativeKind::host_family, in_host_family, claim_host_family},
+    {CpuNativeKind::collective, is_collective, claim_collective},
+};
+
+}  // namespace
+
+std::span<const CpuFamily> cpu_families() { return kFamilies; }
+
+const CpuFamily* cpu_family(Op op) {
+  for (const CpuFamily& f : kFamilies)
+    if (f.takes(op)) return &f;
+  return nullptr;
+}
+
+Claim claim_cpu_native(const NodeDesc& n) {
+  const CpuFamily* f = cpu_family(n.op);
+  if (!f) return Claim::no(cat("cpu has no native ", op_name(n.op), " kernel"));
+  return f->claim(n);
 }
 
 }  // namespace rlx::cpu
