@@ -1,5 +1,8 @@
 #include "gpu_natives.h"
 
+#include <cctype>
+#include <map>
+
 #include "codegen/glsl_prelude.h"
 #include "kernels/csr_spmv.h"
 #include "kernels/gemm_plan.h"
@@ -7,82 +10,140 @@
 namespace rlx::kernels {
 namespace {
 
-// The tiled f32 product, written once: 16x16 output tiles, A and B staged through local
-// (shared) memory a 16-wide slice of K at a time. Element (b, m, k) of A is at
-// b*P_SAB + m*P_SAM + k*P_SAK (and likewise for B), so transposed operands need no copy; C is
-// dense [b][m][n] with batch stride P_SCB. A dialect prelude below makes it OpenCL C or GLSL.
-constexpr const char* kTiledGemm = R"SRC(
-RLX_TILES_OUTSIDE
-RLX_GEMM_SIGNATURE {
-  RLX_TILES_INSIDE
-  const int lm = RLX_LOCAL_Y, ln = RLX_LOCAL_X;
-  const RLX_LONG m = RLX_LONG_OF(RLX_GROUP_Y) * 16 + lm, n = RLX_LONG_OF(RLX_GROUP_X) * 16 + ln;
-  const RLX_LONG b = RLX_LONG_OF(RLX_GROUP_Z);
-  const RLX_LONG a0 = b * P_SAB, b0 = b * P_SBB;
-  float acc = 0.0f;
-  for (RLX_LONG k0 = 0; k0 < P_K; k0 += 16) {
-    const RLX_LONG ka = k0 + ln, kb = k0 + lm;
-    float av = 0.0f, bv = 0.0f;
-    if (m < P_M && ka < P_K) av = A[RLX_INDEX(a0 + m * P_SAM + ka * P_SAK)];
-    if (kb < P_K && n < P_N) bv = B[RLX_INDEX(b0 + kb * P_SBK + n * P_SBN)];
+// The tiled f32 product, written once for every GPU dialect: 16x16 output tiles, A and B staged
+// through local (shared, workgroup) memory a 16-wide slice of K at a time. Element (b, m, k) of
+// A is at b*P_SAB + m*P_SAM + k*P_SAK (and likewise for B), so transposed operands need no copy;
+// C is dense [b][m][n] with batch stride P_SCB. The RLX_ words are replaced per dialect
+// (gemm_words): WGSL has no preprocessor, so the text is expanded here rather than by the
+// compiler, and keeps to what OpenCL C, GLSL and WGSL all parse (one declaration a statement,
+// braced if bodies, postfix increments).
+constexpr const char* kTiledGemm = R"SRC(RLX_HEAD
+RLX_SIGNATURE {
+  RLX_ENTRY
+  RLX_CONST_INT lm = RLX_LOCAL_Y;
+  RLX_CONST_INT ln = RLX_LOCAL_X;
+  RLX_CONST_LONG m = RLX_GROUP_Y * 16 + lm;
+  RLX_CONST_LONG n = RLX_GROUP_X * 16 + ln;
+  RLX_CONST_LONG b = RLX_GROUP_Z;
+  RLX_CONST_LONG a0 = b * P_SAB;
+  RLX_CONST_LONG b0 = b * P_SBB;
+  RLX_VAR_FLOAT acc = 0.0f;
+  for (RLX_VAR_LONG k0 = 0; k0 < P_K; k0 += 16) {
+    RLX_CONST_LONG ka = k0 + ln;
+    RLX_CONST_LONG kb = k0 + lm;
+    RLX_VAR_FLOAT av = 0.0f;
+    RLX_VAR_FLOAT bv = 0.0f;
+    if (m < P_M && ka < P_K) { av = A[RLX_INDEX(a0 + m * P_SAM + ka * P_SAK)]; }
+    if (kb < P_K && n < P_N) { bv = RLX_B[RLX_INDEX(b0 + kb * P_SBK + n * P_SBN)]; }
     as_[lm][ln] = av;
     bs_[lm][ln] = bv;
     RLX_BARRIER;
-    for (int kk = 0; kk < 16; ++kk) acc = fma(as_[lm][kk], bs_[kk][ln], acc);
+    for (RLX_VAR_INT kk = 0; kk < 16; kk++) { acc = fma(as_[lm][kk], bs_[kk][ln], acc); }
     RLX_BARRIER;
   }
-  if (m < P_M && n < P_N) C[RLX_INDEX(b * P_SCB + m * P_N + n)] = acc;
+  if (m < P_M && n < P_N) { C[RLX_INDEX(b * P_SCB + m * P_N + n)] = acc; }
 }
 )SRC";
 
-// OpenCL C: a kernel with the ten parameters as arguments, the tiles in kernel scope.
-constexpr const char* kTiledGemmOpencl = R"SRC(
-#define RLX_GEMM_SIGNATURE __kernel void rlx_native_gemm_f32(__global const float* A, __global const float* B, \
-    __global float* C, const long P_M, const long P_N, const long P_K, const long P_SAB, const long P_SAM, \
-    const long P_SAK, const long P_SBB, const long P_SBK, const long P_SBN, const long P_SCB)
-#define RLX_TILES_OUTSIDE
-#define RLX_TILES_INSIDE __local float as_[16][16]; __local float bs_[16][17];
-#define RLX_LOCAL_X ((int)get_local_id(0))
-#define RLX_LOCAL_Y ((int)get_local_id(1))
-#define RLX_GROUP_X get_group_id(0)
-#define RLX_GROUP_Y get_group_id(1)
-#define RLX_GROUP_Z get_group_id(2)
-#define RLX_LONG long
-#define RLX_LONG_OF(x) ((long)(x))
-#define RLX_INDEX(i) (i)
-#define RLX_BARRIER barrier(CLK_LOCAL_MEM_FENCE)
-)SRC";
+// The ten parameters, in launch order.
+constexpr const char* kGemmParams[] = {"P_M", "P_N", "P_K", "P_SAB", "P_SAM", "P_SAK", "P_SBB", "P_SBK", "P_SBN", "P_SCB"};
 
-// GLSL (after glsl_native_header): storage buffers 0..2, the parameters P(0)..P(9), the tiles
-// as shared variables at global scope, 16x16 invocations a work group.
-constexpr const char* kTiledGemmGlsl = R"SRC(
-#define P_M P(0)
-#define P_N P(1)
-#define P_K P(2)
-#define P_SAB P(3)
-#define P_SAM P(4)
-#define P_SAK P(5)
-#define P_SBB P(6)
-#define P_SBK P(7)
-#define P_SBN P(8)
-#define P_SCB P(9)
-layout(local_size_x = 16, local_size_y = 16) in;
-layout(std430, binding = 0) readonly buffer RlxA { float A[]; };
-layout(std430, binding = 1) readonly buffer RlxB { float B[]; };
-layout(std430, binding = 2) writeonly buffer RlxC { float C[]; };
-#define RLX_GEMM_SIGNATURE void main()
-#define RLX_TILES_OUTSIDE shared float as_[16][16]; shared float bs_[16][17];
-#define RLX_TILES_INSIDE
-#define RLX_LOCAL_X int(gl_LocalInvocationID.x)
-#define RLX_LOCAL_Y int(gl_LocalInvocationID.y)
-#define RLX_GROUP_X gl_WorkGroupID.x
-#define RLX_GROUP_Y gl_WorkGroupID.y
-#define RLX_GROUP_Z gl_WorkGroupID.z
-#define RLX_LONG int64_t
-#define RLX_LONG_OF(x) int64_t(x)
-#define RLX_INDEX(i) int(i)
-#define RLX_BARRIER barrier()
-)SRC";
+using Words = std::map<std::string, std::string, std::less<>>;
+
+// What each RLX_ word of kTiledGemm is in `dialect`. With `shared_ab` A and B are one buffer
+// (a matrix times itself): bound once, because WebGPU refuses two writable bindings of one
+// range in a dispatch.
+Words gemm_words(codegen::CTarget dialect, bool shared_ab) {
+  Words w;
+  w["RLX_B"] = shared_ab ? "A" : "B";
+  const std::vector<std::string> bufs = shared_ab ? std::vector<std::string>{"A", "C"} : std::vector<std::string>{"A", "B", "C"};
+  if (codegen::is_glsl(dialect)) {
+    // after glsl_native_header: the parameters as P(0)..P(9), the tiles as shared variables
+    std::string head = "layout(local_size_x = 16, local_size_y = 16) in;\n";
+    for (int i = 0; i < 10; ++i) head += cat("#define ", kGemmParams[i], " P(", i, ")\n");
+    for (size_t i = 0; i < bufs.size(); ++i)
+      head += cat("layout(std430, binding = ", i, ") ", bufs[i] == "C" ? "writeonly" : "readonly", " buffer Rlx", bufs[i],
+                  " { float ", bufs[i], "[]; };\n");
+    w["RLX_HEAD"] = head + "shared float as_[16][16];\nshared float bs_[16][17];";
+    w["RLX_SIGNATURE"] = "void main()";
+    w["RLX_ENTRY"] = "";
+    w["RLX_CONST_INT"] = "const int";
+    w["RLX_CONST_LONG"] = "const int64_t";
+    w["RLX_VAR_INT"] = "int";
+    w["RLX_VAR_LONG"] = "int64_t";
+    w["RLX_VAR_FLOAT"] = "float";
+    w["RLX_LOCAL_X"] = "int(gl_LocalInvocationID.x)";
+    w["RLX_LOCAL_Y"] = "int(gl_LocalInvocationID.y)";
+    w["RLX_GROUP_X"] = "int64_t(gl_WorkGroupID.x)";
+    w["RLX_GROUP_Y"] = "int64_t(gl_WorkGroupID.y)";
+    w["RLX_GROUP_Z"] = "int64_t(gl_WorkGroupID.z)";
+    w["RLX_INDEX"] = "int";
+    w["RLX_BARRIER"] = "barrier()";
+  } else if (dialect == codegen::CTarget::wgsl) {
+    // the webgpu runtime's layout: storage buffers at bindings 0..n-1, the parameters as i32
+    // in a uniform array of vec4 after them
+    std::string head;
+    for (size_t i = 0; i < bufs.size(); ++i)
+      head += cat("@group(0) @binding(", i, ") var<storage, read_write> ", bufs[i], ": array<f32>;\n");
+    head += cat("@group(0) @binding(", bufs.size(), ") var<uniform> rlx_p: array<vec4<i32>, 3>;\n");
+    w["RLX_HEAD"] = head +
+                    "var<workgroup> as_: array<array<f32, 16>, 16>;\nvar<workgroup> bs_: array<array<f32, 17>, 16>;\n"
+                    "@compute @workgroup_size(16, 16)";
+    w["RLX_SIGNATURE"] =
+        "fn rlx_native_gemm_f32(@builtin(local_invocation_id) rlx_lid: vec3<u32>, @builtin(workgroup_id) rlx_wg: vec3<u32>)";
+    std::string lets;
+    for (int i = 0; i < 10; ++i) lets += cat(i ? "\n  " : "", "let ", kGemmParams[i], " = rlx_p[", i / 4, "][", i % 4, "];");
+    w["RLX_ENTRY"] = lets;
+    w["RLX_CONST_INT"] = w["RLX_CONST_LONG"] = "let";
+    w["RLX_VAR_INT"] = w["RLX_VAR_LONG"] = w["RLX_VAR_FLOAT"] = "var";
+    w["RLX_LOCAL_X"] = "i32(rlx_lid.x)";
+    w["RLX_LOCAL_Y"] = "i32(rlx_lid.y)";
+    w["RLX_GROUP_X"] = "i32(rlx_wg.x)";
+    w["RLX_GROUP_Y"] = "i32(rlx_wg.y)";
+    w["RLX_GROUP_Z"] = "i32(rlx_wg.z)";
+    w["RLX_INDEX"] = "";
+    w["RLX_BARRIER"] = "workgroupBarrier()";
+  } else {
+    // OpenCL C: the buffers and parameters as kernel arguments, the tiles in kernel scope
+    std::string sig = "__kernel void rlx_native_gemm_f32(";
+    for (const std::string& b : bufs) sig += cat(b == "C" ? "__global float* " : "__global const float* ", b, ", ");
+    for (int i = 0; i < 10; ++i) sig += cat("const long ", kGemmParams[i], i < 9 ? ", " : ")");
+    w["RLX_HEAD"] = "";
+    w["RLX_SIGNATURE"] = sig;
+    w["RLX_ENTRY"] = "__local float as_[16][16];\n  __local float bs_[16][17];";
+    w["RLX_CONST_INT"] = "const int";
+    w["RLX_CONST_LONG"] = "const long";
+    w["RLX_VAR_INT"] = "int";
+    w["RLX_VAR_LONG"] = "long";
+    w["RLX_VAR_FLOAT"] = "float";
+    w["RLX_LOCAL_X"] = "((int)get_local_id(0))";
+    w["RLX_LOCAL_Y"] = "((int)get_local_id(1))";
+    w["RLX_GROUP_X"] = "((long)get_group_id(0))";
+    w["RLX_GROUP_Y"] = "((long)get_group_id(1))";
+    w["RLX_GROUP_Z"] = "((long)get_group_id(2))";
+    w["RLX_INDEX"] = "";
+    w["RLX_BARRIER"] = "barrier(CLK_LOCAL_MEM_FENCE)";
+  }
+  return w;
+}
+
+// `text` with every identifier that is a key of `words` replaced by its value.
+std::string expand_words(std::string_view text, const Words& words) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (std::isalpha(static_cast<unsigned char>(text[i])) || text[i] == '_') {
+      size_t j = i;
+      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
+      const auto it = words.find(text.substr(i, j - i));
+      out += it == words.end() ? text.substr(i, j - i) : std::string_view(it->second);
+      i = j;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
 
 std::vector<std::string> param_names(int n) {
   std::vector<std::string> r;
@@ -101,9 +162,13 @@ Status plan_tiled_gemm_node(hal::NativeBuilder& b, const kir::NativeKernel& nk, 
   RLX_ASSIGN_OR_RETURN(GemmPlan p, plan_tiled_gemm(d));
   hal::Command c;
   hal::Dispatch& g = c.dispatch;
-  RLX_ASSIGN_OR_RETURN(g.kernel, build_one(b.runtime(), tiled_gemm_source(t.dialect), "rlx_native_gemm_f32", 3, 10));
+  const hal::BufferRange a = b.range(nk.inputs[0]), bb = b.range(nk.inputs[1]);
+  const bool shared_ab = a == bb && a.bytes == bb.bytes;
+  RLX_ASSIGN_OR_RETURN(g.kernel, build_one(b.runtime(), tiled_gemm_source(t.dialect, shared_ab), "rlx_native_gemm_f32",
+                                           shared_ab ? 2 : 3, 10));
   g.name = nk.name;
-  g.buffers = {b.range(nk.inputs[0]), b.range(nk.inputs[1]), b.range(nk.outputs[0])};
+  g.buffers = shared_ab ? std::vector<hal::BufferRange>{a, b.range(nk.outputs[0])}
+                        : std::vector<hal::BufferRange>{a, bb, b.range(nk.outputs[0])};
   g.scalars = {p.m, p.n, p.k, p.stride_a, p.trans_a ? 1 : p.lda, p.trans_a ? p.lda : 1,
                p.stride_b, p.trans_b ? 1 : p.ldb, p.trans_b ? p.ldb : 1, p.stride_c};
   if (p.m * p.n * p.batch > 0) {
@@ -159,9 +224,9 @@ Status plan_csr_node(hal::NativeBuilder& b, const kir::NativeKernel& nk, const G
 
 }  // namespace
 
-std::string tiled_gemm_source(codegen::CTarget dialect) {
-  if (codegen::is_glsl(dialect)) return codegen::glsl_native_header(dialect, 10) + kTiledGemmGlsl + kTiledGemm;
-  return std::string(kTiledGemmOpencl) + kTiledGemm;
+std::string tiled_gemm_source(codegen::CTarget dialect, bool shared_ab) {
+  const std::string body = expand_words(kTiledGemm, gemm_words(dialect, shared_ab));
+  return codegen::is_glsl(dialect) ? codegen::glsl_native_header(dialect, 10) + body : body;
 }
 
 hal::NativeFamily tiled_gemm_family(const GpuTarget& t) {

@@ -106,19 +106,43 @@ TEST_P(DeviceModels, SmallQwen3GreedyMatchesCpu) {
   }
 }
 
+// Whether some hidden unit of the MNIST MLP has its pre-activation within `margin` of zero, on
+// `params` (fc1.weight [784, H], fc1.bias [H]) and some image of `px` ([B, 784]); computed in
+// double on the host.
+bool near_relu_kink(const std::vector<std::pair<std::string, Tensor>>& params, const std::vector<float>& px,
+                    int64_t B, double margin) {
+  const Tensor *w = nullptr, *b = nullptr;
+  for (const auto& [name, t] : params) {
+    if (name == "fc1.weight") w = &t;
+    if (name == "fc1.bias") b = &t;
+  }
+  if (!w || !b || w->sizes().size() != 2 || w->sizes()[0] != 784) {
+    ADD_FAILURE() << "the MNIST MLP has no fc1.weight [784, H] and fc1.bias";
+    return false;
+  }
+  const int64_t H = w->sizes()[1];
+  for (int64_t s = 0; s < B; ++s)
+    for (int64_t j = 0; j < H; ++j) {
+      double z = b->get_f64(j);
+      for (int64_t i = 0; i < 784; ++i) z += static_cast<double>(px[s * 784 + i]) * w->get_f64(i * H + j);
+      if (std::fabs(z) < margin) return true;
+    }
+  return false;
+}
+
 // The MNIST MLP trains with Adam on the device (forward, backward and update in one compiled
 // step, parameters updated in place there) as on the cpu: the same losses step by step and the
-// same parameters after the last step, within tolerance.
+// same parameters after the last step, within tolerance. A batch that brings some hidden unit's
+// pre-activation within 1e-4 of zero is drawn again: such a ReLU may be on for one device and
+// off for the other from rounding noise alone (about 1e-6 after a few steps), and Adam's first
+// steps move every weight with a nonzero gradient by about lr whatever its size, so the whole
+// unit's weights would part by lr per step and the losses after it by about 1e-3. That is the
+// function's kink, not a device's error: before the redraw it happened for about 1 seed in 20 on
+// webgpu, whose rounding (SwiftShader's) differs most from the cpu's, and the unit that parted
+// was always one within 1e-5 of zero.
 TEST_P(DeviceModels, MnistMlpTrainingMatchesCpu) {
   const std::string device = GetParam();
   RLX_REQUIRE_DEVICE_KIND(DeviceKind::gpu);
-  // A known gap: on webgpu (SwiftShader) about 1 seed in 20 ends with one hidden unit's weights
-  // up to 3e-3 from the cpu's (loss up to 3e-3). It is deterministic per seed (RLX_TEST_SEED
-  // replays one), specific to Adam (SGD, even at lr 0.5, agrees within 2.4e-7 in 150 of 150
-  // runs), and absent on opengl (150 of 150). docs/webgpu.md has what is known.
-  if (device == "webgpu")
-    GTEST_SKIP() << "webgpu: Adam steps differ from the cpu's for about 1 seed in 20 (one hidden unit, up to 3e-3), "
-                    "not yet explained (docs/webgpu.md)";
   train::TrainConfig cfg;
   cfg.optimizer.kind = train::OptimizerKind::adam;
   auto m_cpu = train::mnist_model("mlp", 3);
@@ -135,22 +159,30 @@ TEST_P(DeviceModels, MnistMlpTrainingMatchesCpu) {
   std::printf("MNIST MLP, %s: seed %u\n", device.c_str(), seed);
   std::mt19937 rng(seed);
   const int64_t B = 32;
+  int redrawn = 0;
   for (int step = 0; step < 4; ++step) {
     std::vector<float> px(B * 784);
     std::vector<int32_t> py(B);
-    for (float& v : px) v = std::uniform_real_distribution<float>(0.f, 1.f)(rng);
-    for (int32_t& v : py) v = std::uniform_int_distribution<int32_t>(0, 9)(rng);
+    for (int draw = 0;; ++draw) {
+      ASSERT_LT(draw, 50) << "every batch drawn puts some unit near the ReLU kink";
+      for (float& v : px) v = std::uniform_real_distribution<float>(0.f, 1.f)(rng);
+      for (int32_t& v : py) v = std::uniform_int_distribution<int32_t>(0, 9)(rng);
+      if (!near_relu_kink((*on_cpu)->named_parameters(), px, B, 1e-4)) break;
+      ++redrawn;
+    }
     Tensor x = Tensor::from_vector(DType::f32, {B, 784}, px), y = Tensor::from_vector(DType::i32, {B}, py);
     auto la = (*on_cpu)->step(x, y, 1e-3);
     auto lb = (*on_dev)->step(x, y, 1e-3);
     ASSERT_TRUE(la.has_value()) << la.status().to_string();
     ASSERT_TRUE(lb.has_value()) << lb.status().to_string();
     std::printf("MNIST MLP, %s vs cpu, step %d: loss %.6f / %.6f\n", device.c_str(), step, *la, *lb);
-    EXPECT_NEAR(*la, *lb, 1e-4 * std::max(1.f, std::fabs(*la))) << "step " << step;
+    EXPECT_NEAR(*la, *lb, 1e-4 * std::max(1.f, std::fabs(*la))) << "step " << step << ", seed " << seed;
   }
+  std::printf("MNIST MLP, %s: %d batch(es) drawn again for a unit near the ReLU kink\n", device.c_str(), redrawn);
   auto pa = (*on_cpu)->named_parameters(), pb = (*on_dev)->named_parameters();
   ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i) EXPECT_LT(max_abs_diff(pa[i].second, pb[i].second), 1e-4) << pa[i].first;
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_LT(max_abs_diff(pa[i].second, pb[i].second), 1e-4) << pa[i].first << ", seed " << seed;
 }
 
 RLX_INSTANTIATE_FOR_DEVICES(DeviceModels);
