@@ -1,6 +1,8 @@
-// rlx/mapped_file.h: files mapped into memory, as tensor storage that costs no copy.
+// rlx/mapped_file.h: files mapped into memory, as tensor storage that costs no copy, and the
+// checked opening every loader of model files goes through.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -12,5 +14,19 @@ namespace rlx {
 // changes only this process's copy, never the file). An empty file maps to an empty storage.
 // Errors name the path.
 Expected<std::shared_ptr<Storage>> map_file(const std::string& path);
+
+// Opens `path` for reading and returns the descriptor (O_CLOEXEC), or an io_error naming the
+// path when it is missing or not a regular file. The open does not block: a FIFO where a model
+// file belongs would otherwise wait forever for a writer. The caller closes the descriptor.
+Expected<int> open_regular_file(const std::string& path);
+
+// OK when `path` is a regular file that can be opened for reading; the error of
+// open_regular_file otherwise. For readers that go on to open the file their own way.
+Status require_regular_file(const std::string& path);
+
+// The whole content of the regular file at `path`, refused (format_error) when it is larger
+// than `max_bytes`; errors name the path. For the text files of models (JSON, vocab.txt, text
+// IR), read whole.
+Expected<std::string> read_regular_file(const std::string& path, uint64_t max_bytes);
 
 }  // namespace rlx

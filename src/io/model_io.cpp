@@ -2,13 +2,16 @@
 
 #include <sys/stat.h>
 
+#include <unistd.h>
+
 #include <cstring>
-#include <fstream>
 
 #include "loaders.h"
 #include "models/bert.h"
 #include "models/qwen3.h"
 #include "rlx/ir_text.h"
+#include "rlx/mapped_file.h"
+#include "support/json_fields.h"
 #include "rlx/verify.h"
 
 namespace rlx {
@@ -18,11 +21,13 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string first_bytes(const std::string& path, size_t n) {
-  std::ifstream f(path, std::ios::binary);
+// The first n bytes of the regular file at `path` (fewer when it is shorter).
+Expected<std::string> first_bytes(const std::string& path, size_t n) {
+  RLX_ASSIGN_OR_RETURN(int fd, open_regular_file(path));
   std::string b(n, '\0');
-  f.read(b.data(), static_cast<std::streamsize>(n));
-  b.resize(static_cast<size_t>(f.gcount()));
+  const ssize_t got = ::read(fd, b.data(), n);
+  ::close(fd);
+  b.resize(got > 0 ? static_cast<size_t>(got) : 0);
   return b;
 }
 
@@ -54,8 +59,12 @@ Expected<LoadedModel> load_model(const std::string& path) {
       m.metadata["vocab_size"] = std::to_string(w.config.vocab_size);
       return m;
     }
+    // say why config.json did not do, when it is there but not a readable JSON object
+    struct stat cs;
+    if (stat((path + "/config.json").c_str(), &cs) == 0) RLX_TRY(json::read_object_file(path + "/config.json").status());
     return error(ErrorCode::unsupported, path, ": not a model folder rlx knows (config.json of a BERT or Qwen3 model)");
   }
+  if (!S_ISREG(st.st_mode)) return error(ErrorCode::io_error, path, ": not a regular file; rlx reads models only from regular files");
   if (ends_with(path, ".rlx")) {
     LoadedModel m;
     RLX_ASSIGN_OR_RETURN(m.graph, parse_graph_file(path));
@@ -63,7 +72,7 @@ Expected<LoadedModel> load_model(const std::string& path) {
     RLX_TRY(verify_graph(m.graph).with_context(path));
     return m;
   }
-  const std::string head = first_bytes(path, 8);
+  RLX_ASSIGN_OR_RETURN(const std::string head, first_bytes(path, 8));
   if (head.size() >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0) return io::load_gguf_model(path);
   if (ends_with(path, ".gguf")) return io::load_gguf_model(path);
   if (ends_with(path, ".safetensors") || ends_with(path, ".safetensors.index.json"))

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "rlx/mapped_file.h"
 #include "rlx/checked.h"
 
 namespace rlx {
@@ -96,11 +97,7 @@ Expected<Tensor> parse_npy(std::string_view b, const std::string& name) {
 }
 
 Expected<Tensor> read_npy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return error(ErrorCode::io_error, "cannot open ", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string data = ss.str();
+  RLX_ASSIGN_OR_RETURN(std::string data, read_regular_file(path, uint64_t{1} << 40));
   return parse_npy(data, path);
 }
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "json_file.h"
+#include "support/json_fields.h"
 #include "models/tensor_parallel.h"
 #include "rlx/op_builder.h"
 #include "rlx/ops.h"
@@ -161,27 +161,20 @@ class Builder {
 }  // namespace
 
 Expected<BertConfig> BertConfig::from_json_file(const std::string& path) {
-  RLX_ASSIGN_OR_RETURN(nlohmann::json j, read_json_object(path));
+  RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::read_object_file(path));
+  const json::Fields f(j, path);
   BertConfig c;
-  auto get = [&](const char* key, int64_t& v) -> Status {
-    if (!j.contains(key)) return Status::ok();
-    if (!j[key].is_number_integer() || j[key].get<int64_t>() <= 0)
-      return error(ErrorCode::format_error, path, ": '", key, "' must be a positive integer");
-    v = j[key].get<int64_t>();
-    return Status::ok();
-  };
-  RLX_TRY(get("vocab_size", c.vocab_size));
-  RLX_TRY(get("hidden_size", c.hidden));
-  RLX_TRY(get("num_hidden_layers", c.layers));
-  RLX_TRY(get("num_attention_heads", c.heads));
-  RLX_TRY(get("intermediate_size", c.intermediate));
-  RLX_TRY(get("max_position_embeddings", c.max_positions));
-  RLX_TRY(get("type_vocab_size", c.type_vocab));
-  if (j.contains("layer_norm_eps")) {
-    if (!j["layer_norm_eps"].is_number()) return error(ErrorCode::format_error, path, ": 'layer_norm_eps' must be a number");
-    c.layer_norm_eps = j["layer_norm_eps"].get<double>();
-  }
-  if (j.contains("hidden_act")) c.hidden_act = j.value("hidden_act", "gelu");
+  // sizes a real BERT stays far below; the bound keeps every product of them in range
+  constexpr int64_t kMaxSize = int64_t{1} << 24;
+  RLX_TRY(f.read("vocab_size", c.vocab_size, 1, kMaxSize));
+  RLX_TRY(f.read("hidden_size", c.hidden, 1, kMaxSize));
+  RLX_TRY(f.read("num_hidden_layers", c.layers, 1, 4096));
+  RLX_TRY(f.read("num_attention_heads", c.heads, 1, kMaxSize));
+  RLX_TRY(f.read("intermediate_size", c.intermediate, 1, kMaxSize));
+  RLX_TRY(f.read("max_position_embeddings", c.max_positions, 1, kMaxSize));
+  RLX_TRY(f.read("type_vocab_size", c.type_vocab, 1, kMaxSize));
+  RLX_TRY(f.read("layer_norm_eps", c.layer_norm_eps));
+  RLX_TRY(f.read("hidden_act", c.hidden_act));
   if (c.hidden % c.heads != 0)
     return error(ErrorCode::format_error, path, ": hidden_size ", c.hidden, " is not a multiple of num_attention_heads ",
                  c.heads);
@@ -276,10 +269,10 @@ Expected<Graph> build_bert(const BertConfig& c, const std::map<std::string, Tens
 }
 
 bool is_bert_folder(const std::string& dir) {
-  auto j = read_json_object(dir + "/config.json");
+  auto j = json::read_object_file(dir + "/config.json");
   if (!j) return false;
-  std::string type = j->value("model_type", "");
-  if (type == "bert") return true;
+  const nlohmann::json* type = j->contains("model_type") ? &(*j)["model_type"] : nullptr;
+  if (type && type->is_string() && type->get<std::string>() == "bert") return true;
   if (j->contains("architectures") && (*j)["architectures"].is_array())
     for (const auto& a : (*j)["architectures"])
       if (a.is_string() && a.get<std::string>().rfind("Bert", 0) == 0) return true;
@@ -290,7 +283,8 @@ Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output, 
   BertModel m;
   RLX_ASSIGN_OR_RETURN(m.config, BertConfig::from_json_file(dir + "/config.json"));
   std::string weights = dir + "/model.safetensors";
-  if (!std::ifstream(weights)) weights = dir + "/model.safetensors.index.json";
+  struct stat st;
+  if (stat(weights.c_str(), &st) != 0) weights = dir + "/model.safetensors.index.json";
   RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(weights));
   auto fmt = f.metadata.find(std::string(kBlockWeightFormatKey));
   const std::string weight_format = fmt == f.metadata.end() ? std::string() : fmt->second;

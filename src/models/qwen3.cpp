@@ -14,7 +14,7 @@
 #include "passes/weight_of.h"
 #include "kernels/ggml_quants.h"
 #include "rlx/gguf.h"
-#include "json_file.h"
+#include "support/json_fields.h"
 #include "rlx/op_builder.h"
 #include "rlx/safetensors.h"
 
@@ -194,48 +194,38 @@ Status Qwen3Config::validate(const std::string& where) const {
 }
 
 Expected<Qwen3Config> Qwen3Config::from_json_file(const std::string& path) {
-  RLX_ASSIGN_OR_RETURN(nlohmann::json j, read_json_object(path));
+  RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::read_object_file(path));
+  const json::Fields f(j, path);
   Qwen3Config c;
-  auto get = [&](const char* key, int64_t& v) -> Status {
-    if (!j.contains(key) || j[key].is_null()) return Status::ok();
-    if (!j[key].is_number_integer()) return error(ErrorCode::format_error, path, ": '", key, "' must be an integer");
-    v = j[key].get<int64_t>();
-    return Status::ok();
-  };
-  auto getf = [&](const char* key, double& v) -> Status {
-    if (!j.contains(key) || j[key].is_null()) return Status::ok();
-    if (!j[key].is_number()) return error(ErrorCode::format_error, path, ": '", key, "' must be a number");
-    v = j[key].get<double>();
-    return Status::ok();
-  };
-  RLX_TRY(get("vocab_size", c.vocab_size));
-  RLX_TRY(get("hidden_size", c.hidden));
-  RLX_TRY(get("num_hidden_layers", c.layers));
-  RLX_TRY(get("num_attention_heads", c.heads));
+  RLX_TRY(f.read("vocab_size", c.vocab_size));
+  RLX_TRY(f.read("hidden_size", c.hidden));
+  RLX_TRY(f.read("num_hidden_layers", c.layers));
+  RLX_TRY(f.read("num_attention_heads", c.heads));
   c.kv_heads = c.heads;
-  RLX_TRY(get("num_key_value_heads", c.kv_heads));
+  RLX_TRY(f.read("num_key_value_heads", c.kv_heads));
   c.head_dim = c.hidden / std::max<int64_t>(1, c.heads);
-  RLX_TRY(get("head_dim", c.head_dim));
-  RLX_TRY(get("intermediate_size", c.intermediate));
-  RLX_TRY(get("max_position_embeddings", c.max_positions));
-  RLX_TRY(getf("rms_norm_eps", c.rms_eps));
-  RLX_TRY(getf("rope_theta", c.rope_theta));
-  if (j.contains("tie_word_embeddings")) {
-    if (!j["tie_word_embeddings"].is_boolean())
-      return error(ErrorCode::format_error, path, ": 'tie_word_embeddings' must be true or false");
-    c.tie_embeddings = j["tie_word_embeddings"].get<bool>();
+  RLX_TRY(f.read("head_dim", c.head_dim));
+  RLX_TRY(f.read("intermediate_size", c.intermediate));
+  RLX_TRY(f.read("max_position_embeddings", c.max_positions));
+  RLX_TRY(f.read("rms_norm_eps", c.rms_eps));
+  RLX_TRY(f.read("rope_theta", c.rope_theta));
+  RLX_TRY(f.read("tie_word_embeddings", c.tie_embeddings));
+  if (f.has("rope_scaling")) return error(ErrorCode::unsupported, path, ": rope_scaling is not supported");
+  bool sliding = false, bias = false;
+  RLX_TRY(f.read("use_sliding_window", sliding));
+  if (sliding) return error(ErrorCode::unsupported, path, ": use_sliding_window is not supported");
+  RLX_TRY(f.read("attention_bias", bias));
+  if (bias) return error(ErrorCode::unsupported, path, ": attention_bias is not supported (Qwen3 has none)");
+  RLX_TRY(f.read("bos_token_id", c.bos_token_id, 0, INT64_MAX));
+  // eos_token_id: one id, or a list whose first is taken
+  if (f.has("eos_token_id") && j["eos_token_id"].is_array()) {
+    const nlohmann::json& e = j["eos_token_id"];
+    if (!e.empty() && !e[0].is_number_integer())
+      return error(ErrorCode::format_error, path, ": 'eos_token_id' must be an integer or a list of integers");
+    if (!e.empty()) c.eos_token_id = e[0].get<int64_t>();
+  } else {
+    RLX_TRY(f.read("eos_token_id", c.eos_token_id, 0, INT64_MAX));
   }
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    return error(ErrorCode::unsupported, path, ": rope_scaling is not supported");
-  if (j.contains("use_sliding_window") && j["use_sliding_window"].is_boolean() && j["use_sliding_window"].get<bool>())
-    return error(ErrorCode::unsupported, path, ": use_sliding_window is not supported");
-  if (j.contains("attention_bias") && j["attention_bias"].is_boolean() && j["attention_bias"].get<bool>())
-    return error(ErrorCode::unsupported, path, ": attention_bias is not supported (Qwen3 has none)");
-  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int64_t>();
-  if (j.contains("eos_token_id") && j["eos_token_id"].is_number_integer()) c.eos_token_id = j["eos_token_id"].get<int64_t>();
-  if (j.contains("eos_token_id") && j["eos_token_id"].is_array() && !j["eos_token_id"].empty() &&
-      j["eos_token_id"][0].is_number_integer())
-    c.eos_token_id = j["eos_token_id"][0].get<int64_t>();
   RLX_TRY(c.validate(path));
   return c;
 }
@@ -270,9 +260,10 @@ bool is_qwen3_model(const std::string& path) {
     auto arch = f->get_string("general.architecture");
     return arch && *arch == "qwen3";
   }
-  auto j = read_json_object(path + "/config.json");
+  auto j = json::read_object_file(path + "/config.json");
   if (!j) return false;
-  if (j->value("model_type", "") == "qwen3") return true;
+  if (j->contains("model_type") && (*j)["model_type"].is_string() && (*j)["model_type"].get<std::string>() == "qwen3")
+    return true;
   if (j->contains("architectures") && (*j)["architectures"].is_array())
     for (const auto& a : (*j)["architectures"])
       if (a.is_string() && a.get<std::string>().rfind("Qwen3", 0) == 0) return true;
@@ -283,7 +274,8 @@ Expected<Qwen3Weights> load_qwen3_folder(const std::string& dir) {
   Qwen3Weights w;
   RLX_ASSIGN_OR_RETURN(w.config, Qwen3Config::from_json_file(dir + "/config.json"));
   std::string file = dir + "/model.safetensors";
-  if (!std::ifstream(file)) file = dir + "/model.safetensors.index.json";
+  struct stat st;
+  if (stat(file.c_str(), &st) != 0) file = dir + "/model.safetensors.index.json";
   RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(file));
   w.source = file;
   for (auto& [name, t] : f.tensors) w.tensors[name] = Qwen3Weight{t, ""};

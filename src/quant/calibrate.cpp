@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "rlx/mapped_file.h"
 #include "models/bert.h"
 #include "rlx/compile.h"
 
@@ -39,6 +40,7 @@ std::string input_scale_name(const std::string& weight_name) {
 }
 
 Expected<std::vector<std::string>> read_calibration_sentences(const std::string& path) {
+  RLX_TRY(require_regular_file(path));
   std::ifstream in(path);
   if (!in) return error(ErrorCode::io_error, path, ": cannot read the calibration data");
   std::vector<std::string> out;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "rlx/checked.h"
+#include "rlx/mapped_file.h"
 #include "sparse_internal.h"
 
 namespace rlx::sparse {
@@ -151,6 +152,7 @@ Expected<Coo<double, int64_t>> parse_matrix_market(std::string_view text, std::s
 }
 
 Expected<Coo<double, int64_t>> read_matrix_market(const std::string& path) {
+  RLX_TRY(require_regular_file(path));
   std::ifstream in(path, std::ios::binary);
   if (!in) return error(ErrorCode::io_error, path, ": cannot open");
   std::ostringstream ss;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "rlx/checked.h"
+#include "rlx/mapped_file.h"
 #include "rlx/splat.h"
 
 namespace rlx::splat {
@@ -33,6 +34,7 @@ std::vector<std::string> words(const std::string& line) {
 }  // namespace
 
 Expected<Scene> load_ply(const std::string& path) {
+  RLX_TRY(require_regular_file(path));
   std::ifstream f(path, std::ios::binary);
   if (!f) return error(ErrorCode::io_error, path, ": cannot open the file");
   std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -27,18 +27,68 @@ class MappedStorage final : public Storage {
 
 }  // namespace
 
-Expected<std::shared_ptr<Storage>> map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+Expected<int> open_regular_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return error(ErrorCode::io_error, "cannot open ", path, ": ", std::strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {
-    int e = errno;
+    const int e = errno;
     ::close(fd);
     return error(ErrorCode::io_error, "cannot stat ", path, ": ", std::strerror(e));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return error(ErrorCode::io_error, path, " is not a regular file");
+    return error(ErrorCode::io_error, path, " is not a regular file (",
+                 S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket",
+                 "); rlx reads models only from regular files");
+  }
+  // back to blocking reads (O_NONBLOCK has no effect on a regular file's reads, but a later
+  // fcntl user should see the usual flags)
+  (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+Status require_regular_file(const std::string& path) {
+  RLX_ASSIGN_OR_RETURN(int fd, open_regular_file(path));
+  ::close(fd);
+  return Status::ok();
+}
+
+Expected<std::string> read_regular_file(const std::string& path, uint64_t max_bytes) {
+  RLX_ASSIGN_OR_RETURN(int fd, open_regular_file(path));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return error(ErrorCode::format_error, path, ": ", st.st_size, " bytes, more than the ", max_bytes, " rlx reads from such a file");
+  }
+  std::string data;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int e = errno;
+      ::close(fd);
+      return error(ErrorCode::io_error, "cannot read ", path, ": ", std::strerror(e));
+    }
+    if (got == 0) break;
+    if (data.size() + static_cast<uint64_t>(got) > max_bytes) {
+      ::close(fd);
+      return error(ErrorCode::format_error, path, ": more than the ", max_bytes, " bytes rlx reads from such a file");
+    }
+    data.append(buf, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return data;
+}
+
+Expected<std::shared_ptr<Storage>> map_file(const std::string& path) {
+  RLX_ASSIGN_OR_RETURN(int fd, open_regular_file(path));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return error(ErrorCode::io_error, "cannot stat ", path, ": ", std::strerror(e));
   }
   const size_t n = static_cast<size_t>(st.st_size);
   if (n == 0) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "rlx/mapped_file.h"
 #include "rlx/checked.h"
 #include "rlx/thread_pool.h"
 
@@ -55,6 +56,7 @@ const Zlib& zlib() {
 }
 
 Expected<std::vector<uint8_t>> read_file(const std::string& path) {
+  RLX_TRY(require_regular_file(path));
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return error(ErrorCode::io_error, path, ": cannot open: ", std::strerror(errno));
   const std::streamoff n = f.tellg();

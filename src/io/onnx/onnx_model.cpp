@@ -8,6 +8,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include "rlx/mapped_file.h"
 #include "io/loaders.h"
 #include "onnx_internal.h"
 #include "rlx/compile.h"
@@ -567,9 +568,7 @@ Expected<std::string> read_model_bytes(const std::string& path) {
   if (!S_ISREG(st.st_mode)) return error(ErrorCode::io_error, path, ": not a regular file");
   if (static_cast<uint64_t>(st.st_size) > static_cast<uint64_t>(INT_MAX))
     return error(ErrorCode::format_error, path, ": ", st.st_size, " bytes is over protobuf's 2 GiB limit");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return error(ErrorCode::io_error, "cannot open ", path);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return read_regular_file(path, static_cast<uint64_t>(INT_MAX));
 }
 
 }  // namespace

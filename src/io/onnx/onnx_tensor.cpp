@@ -12,6 +12,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include "rlx/mapped_file.h"
 #include "onnx_internal.h"
 #include "rlx/checked.h"
 
@@ -120,7 +121,7 @@ Expected<Tensor> read_external(const TensorProto& t, DType dt, const Sizes& size
   if (rp.compare(0, rf.size(), rf) != 0)
     return error(ErrorCode::format_error, what, ": external data location '", location,
                  "' resolves outside the model's folder (", rp, ")");
-  int fd = ::open(real_file, O_RDONLY | O_CLOEXEC);
+  int fd = ::open(real_file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block the open
   if (fd < 0) return error(ErrorCode::io_error, what, ": cannot open external data ", rp, ": ", std::strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -264,9 +265,7 @@ Expected<Tensor> parse_tensor(std::string_view bytes, const std::string& what, s
 }
 
 Expected<Tensor> read_tensor_file(const std::string& path, std::string* name_out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return error(ErrorCode::io_error, "cannot open ", path);
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  RLX_ASSIGN_OR_RETURN(std::string bytes, read_regular_file(path, static_cast<uint64_t>(INT_MAX)));
   return parse_tensor(bytes, path, name_out);
 }
 

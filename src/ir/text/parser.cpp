@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "rlx/mapped_file.h"
 #include "lexer.h"
 #include "rlx/ir_text.h"
 #include "rlx/verify.h"
@@ -311,19 +312,8 @@ Expected<Graph> parse_graph(std::string_view text, std::string_view source_name)
 }
 
 Expected<Graph> parse_graph_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return error(ErrorCode::io_error, "cannot open '", path, "': ", std::strerror(errno));
-  std::string data;
-  char buf[1 << 16];
-  for (;;) {
-    size_t n = std::fread(buf, 1, sizeof buf, f);
-    data.append(buf, n);
-    if (n < sizeof buf) break;
-  }
-  bool failed = std::ferror(f) != 0;
-  int err = errno;
-  std::fclose(f);
-  if (failed) return error(ErrorCode::io_error, "cannot read '", path, "': ", std::strerror(err));
+  // text IR of a million nodes is some tens of MiB
+  RLX_ASSIGN_OR_RETURN(std::string data, read_regular_file(path, uint64_t{1} << 30));
   return parse_graph(data, path);
 }
 

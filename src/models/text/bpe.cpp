@@ -10,6 +10,9 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "rlx/mapped_file.h"
+#include "support/json_fields.h"
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
@@ -128,19 +131,33 @@ Expected<PreTokenizer> pre_from_pattern(const std::string& pattern, const std::s
                "' is not one rlx implements (qwen2, llama-bpe, gpt2)");
 }
 
-// Finds the Split regex (or a ByteLevel with use_regex) inside a pre_tokenizer object.
-void find_pattern(const nlohmann::json& j, std::string& pattern, bool& byte_level_regex) {
-  if (j.is_array()) {
-    for (const auto& e : j) find_pattern(e, pattern, byte_level_regex);
-    return;
+// Finds the Split regex (or a ByteLevel with use_regex) inside a pre_tokenizer object, walking
+// nested Sequences with an explicit stack (a file may nest them arbitrarily deep).
+Status find_pattern(const nlohmann::json& root, const std::string& name, std::string& pattern, bool& byte_level_regex) {
+  std::vector<const nlohmann::json*> todo{&root};
+  int visited = 0;
+  while (!todo.empty()) {
+    const nlohmann::json& j = *todo.back();
+    todo.pop_back();
+    if (++visited > 4096) return error(ErrorCode::format_error, name, ": pre_tokenizer has more than 4096 parts");
+    if (j.is_array()) {
+      for (auto it = j.rbegin(); it != j.rend(); ++it) todo.push_back(&*it);
+      continue;
+    }
+    if (!j.is_object()) continue;
+    const json::Fields f(j, name + ": pre_tokenizer");
+    std::string type;
+    RLX_TRY(f.read("type", type));
+    if (type == "Split") {
+      RLX_ASSIGN_OR_RETURN(std::optional<json::Fields> p, f.object("pattern"));
+      if (p) RLX_TRY(p->read("Regex", pattern));
+    }
+    bool use_regex = true;
+    RLX_TRY(f.read("use_regex", use_regex));
+    if (type == "ByteLevel" && use_regex) byte_level_regex = true;
+    if (f.has("pretokenizers")) todo.push_back(&j["pretokenizers"]);
   }
-  if (!j.is_object()) return;
-  const std::string type = j.value("type", "");
-  if (type == "Split" && j.contains("pattern") && j["pattern"].is_object() && j["pattern"].contains("Regex") &&
-      j["pattern"]["Regex"].is_string())
-    pattern = j["pattern"]["Regex"].get<std::string>();
-  if (type == "ByteLevel" && j.value("use_regex", true)) byte_level_regex = true;
-  if (j.contains("pretokenizers")) find_pattern(j["pretokenizers"], pattern, byte_level_regex);
+  return Status::ok();
 }
 
 }  // namespace
@@ -181,21 +198,21 @@ Status BpeTokenizer::finish(const std::string& name) {
 }
 
 Expected<BpeTokenizer> BpeTokenizer::from_json_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return error(ErrorCode::io_error, "cannot open ", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return from_json(ss.str(), path);
+  RLX_ASSIGN_OR_RETURN(std::string text, read_regular_file(path, uint64_t{1} << 30));
+  return from_json(text, path);
 }
 
 Expected<BpeTokenizer> BpeTokenizer::from_json(std::string_view text, const std::string& name) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return error(ErrorCode::format_error, name, ": not a JSON object");
-  if (!j.contains("model") || !j["model"].is_object()) return error(ErrorCode::format_error, name, ": no 'model' object");
-  const auto& m = j["model"];
-  if (m.value("type", "BPE") != "BPE")
-    return error(ErrorCode::unsupported, name, ": model.type is '", m.value("type", ""), "', expected BPE");
-  if (!m.contains("vocab") || !m["vocab"].is_object()) return error(ErrorCode::format_error, name, ": model.vocab must be an object");
+  RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::parse_object(text, name));
+  const json::Fields file(j, name);
+  RLX_ASSIGN_OR_RETURN(std::optional<json::Fields> model, file.object("model"));
+  if (!model) return error(ErrorCode::format_error, name, ": no 'model' object");
+  const auto& m = model->json();
+  std::string type = "BPE";
+  RLX_TRY(model->read("type", type));
+  if (type != "BPE") return error(ErrorCode::unsupported, name, ": model.type is '", type.substr(0, 40), "', expected BPE");
+  RLX_ASSIGN_OR_RETURN(std::optional<json::Fields> vocab, model->object("vocab"));
+  if (!vocab) return error(ErrorCode::format_error, name, ": model.vocab must be an object");
   BpeTokenizer t;
   int64_t max_id = -1;
   for (const auto& [tok, id] : m["vocab"].items()) {
@@ -204,8 +221,9 @@ Expected<BpeTokenizer> BpeTokenizer::from_json(std::string_view text, const std:
     max_id = std::max(max_id, id.get<int64_t>());
   }
   std::vector<std::pair<std::string, int64_t>> added;
-  if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
-    for (const auto& a : j["added_tokens"]) {
+  RLX_ASSIGN_OR_RETURN(const nlohmann::json* added_tokens, file.array("added_tokens"));
+  if (added_tokens) {
+    for (const auto& a : *added_tokens) {
       if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
           !a["content"].is_string() || a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > (int64_t{1} << 24))
         return error(ErrorCode::format_error, name, ": an added_tokens entry lacks a valid id or content");
@@ -221,9 +239,9 @@ Expected<BpeTokenizer> BpeTokenizer::from_json(std::string_view text, const std:
     t.types_[id] = 3;
     if (!content.empty()) t.specials_.emplace_back(content, id);
   }
-  if (m.contains("merges")) {
-    if (!m["merges"].is_array()) return error(ErrorCode::format_error, name, ": model.merges must be an array");
-    for (const auto& e : m["merges"]) {
+  RLX_ASSIGN_OR_RETURN(const nlohmann::json* merges, model->array("merges"));
+  if (merges) {
+    for (const auto& e : *merges) {
       if (e.is_string()) {
         const std::string s = e.get<std::string>();
         const size_t sp = s.find(' ');
@@ -237,10 +255,10 @@ Expected<BpeTokenizer> BpeTokenizer::from_json(std::string_view text, const std:
       }
     }
   }
-  t.ignore_merges_ = m.value("ignore_merges", false);
+  RLX_TRY(model->read("ignore_merges", t.ignore_merges_));
   std::string pattern;
   bool byte_level_regex = false;
-  if (j.contains("pre_tokenizer")) find_pattern(j["pre_tokenizer"], pattern, byte_level_regex);
+  if (file.has("pre_tokenizer")) RLX_TRY(find_pattern(j["pre_tokenizer"], name, pattern, byte_level_regex));
   if (!pattern.empty()) {
     RLX_ASSIGN_OR_RETURN(t.pre_, pre_from_pattern(pattern, name));
   } else if (byte_level_regex) {
@@ -248,12 +266,20 @@ Expected<BpeTokenizer> BpeTokenizer::from_json(std::string_view text, const std:
   } else {
     return error(ErrorCode::unsupported, name, ": the pre_tokenizer has no Split pattern nor a ByteLevel regex");
   }
-  if (j.contains("normalizer") && j["normalizer"].is_object()) {
-    const auto& n = j["normalizer"];
-    if (n.value("type", "") == "NFC") t.nfc_ = true;
-    if (n.contains("normalizers") && n["normalizers"].is_array())
-      for (const auto& e : n["normalizers"])
-        if (e.is_object() && e.value("type", "") == "NFC") t.nfc_ = true;
+  // NFC, alone or inside a Sequence's normalizers
+  RLX_ASSIGN_OR_RETURN(std::optional<json::Fields> norm, file.object("normalizer"));
+  if (norm) {
+    std::string ntype;
+    RLX_TRY(norm->read("type", ntype));
+    if (ntype == "NFC") t.nfc_ = true;
+    RLX_ASSIGN_OR_RETURN(const nlohmann::json* parts, norm->array("normalizers"));
+    if (parts)
+      for (const auto& e : *parts) {
+        if (!e.is_object()) continue;
+        std::string ptype;
+        RLX_TRY(json::Fields(e, name + ": normalizer").read("type", ptype));
+        if (ptype == "NFC") t.nfc_ = true;
+      }
   }
   RLX_TRY(t.finish(name));
   return t;

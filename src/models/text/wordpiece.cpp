@@ -1,10 +1,13 @@
 #include "wordpiece.h"
 
-#include <fstream>
+#include <sys/stat.h>
+
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "rlx/mapped_file.h"
+#include "support/json_fields.h"
 #include "unicode.h"
 
 namespace rlx::text {
@@ -31,8 +34,9 @@ Expected<WordPieceTokenizer> WordPieceTokenizer::from_tokens(std::vector<std::st
 }
 
 Expected<WordPieceTokenizer> WordPieceTokenizer::from_vocab_file(const std::string& path, WordPieceOptions o) {
-  std::ifstream f(path);
-  if (!f) return error(ErrorCode::io_error, "cannot open ", path);
+  // a vocabulary of millions of tokens is a few tens of MiB
+  RLX_ASSIGN_OR_RETURN(std::string text, read_regular_file(path, uint64_t{1} << 30));
+  std::istringstream f(text);
   std::vector<std::string> tokens;
   std::string line;
   while (std::getline(f, line)) {
@@ -45,30 +49,31 @@ Expected<WordPieceTokenizer> WordPieceTokenizer::from_vocab_file(const std::stri
 }
 
 Expected<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return error(ErrorCode::io_error, "cannot open ", path);
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return error(ErrorCode::format_error, path, ": not a JSON object");
-  const auto& model = j["model"];
-  if (!model.is_object() || model.value("type", "") != "WordPiece" || !model["vocab"].is_object())
+  RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::read_object_file(path));
+  const json::Fields file(j, path);
+  RLX_ASSIGN_OR_RETURN(std::optional<json::Fields> model, file.object("model"));
+  std::string type;
+  if (model) RLX_TRY(model->read("type", type));
+  if (!model || type != "WordPiece")
     return error(ErrorCode::format_error, path, ": not a WordPiece tokenizer (model.type must be WordPiece)");
-  std::vector<std::string> tokens(model["vocab"].size());
-  for (const auto& [tok, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<size_t>() >= tokens.size())
-      return error(ErrorCode::format_error, path, ": token '", tok, "' has a bad id");
+  RLX_ASSIGN_OR_RETURN(std::optional<json::Fields> vocab, model->object("vocab"));
+  if (!vocab) return error(ErrorCode::format_error, path, ": model.vocab must be an object");
+  std::vector<std::string> tokens(vocab->json().size());
+  for (const auto& [tok, id] : vocab->json().items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<uint64_t>() >= tokens.size())
+      return error(ErrorCode::format_error, path, ": token '", tok.substr(0, 40), "' has a bad id");
     tokens[id.get<size_t>()] = tok;
   }
   WordPieceOptions o;
-  o.unk = model.value("unk_token", "[UNK]");
-  o.continuation_prefix = model.value("continuing_subword_prefix", "##");
-  o.max_chars_per_word = model.value("max_input_chars_per_word", 100);
-  const auto& norm = j["normalizer"];
-  if (norm.is_object()) {
-    o.lower_case = norm.value("lowercase", true);
-    o.handle_chinese_chars = norm.value("handle_chinese_chars", true);
-    o.strip_accents = norm.contains("strip_accents") && !norm["strip_accents"].is_null()
-                          ? norm["strip_accents"].get<bool>()
-                          : o.lower_case;
+  RLX_TRY(model->read("unk_token", o.unk));
+  RLX_TRY(model->read("continuing_subword_prefix", o.continuation_prefix));
+  RLX_TRY(model->read("max_input_chars_per_word", o.max_chars_per_word, 1, 1 << 20));
+  RLX_ASSIGN_OR_RETURN(std::optional<json::Fields> norm, file.object("normalizer"));
+  if (norm) {
+    RLX_TRY(norm->read("lowercase", o.lower_case));
+    RLX_TRY(norm->read("handle_chinese_chars", o.handle_chinese_chars));
+    o.strip_accents = o.lower_case;  // BertNormalizer's default: strip accents when lowercasing
+    RLX_TRY(norm->read("strip_accents", o.strip_accents));
   }
   auto t = from_tokens(std::move(tokens), std::move(o));
   if (!t) return t.status().with_context(path);
@@ -76,16 +81,16 @@ Expected<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(const std::
 }
 
 Expected<WordPieceTokenizer> WordPieceTokenizer::from_folder(const std::string& dir) {
-  if (std::ifstream(dir + "/tokenizer.json")) return from_tokenizer_json(dir + "/tokenizer.json");
+  struct stat st;
+  if (stat((dir + "/tokenizer.json").c_str(), &st) == 0) return from_tokenizer_json(dir + "/tokenizer.json");
   WordPieceOptions o;
-  std::ifstream cfg(dir + "/tokenizer_config.json");
-  if (cfg) {
-    nlohmann::json j = nlohmann::json::parse(cfg, nullptr, false);
-    if (j.is_object()) {
-      o.lower_case = j.value("do_lower_case", true);
-      o.strip_accents = j.contains("strip_accents") && j["strip_accents"].is_boolean() ? j["strip_accents"].get<bool>()
-                                                                                      : o.lower_case;
-    }
+  const std::string cfg = dir + "/tokenizer_config.json";
+  if (stat(cfg.c_str(), &st) == 0) {
+    RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::read_object_file(cfg));
+    const json::Fields f(j, cfg);
+    RLX_TRY(f.read("do_lower_case", o.lower_case));
+    o.strip_accents = o.lower_case;
+    RLX_TRY(f.read("strip_accents", o.strip_accents));
   }
   return from_vocab_file(dir + "/vocab.txt", std::move(o));
 }
