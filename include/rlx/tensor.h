@@ -22,8 +22,13 @@ class Storage {
   virtual size_t size() const = 0;
 };
 
-// Allocates `bytes` zero-initialized bytes aligned to 64.
+// Allocates `bytes` zero-initialized bytes aligned to 64; null when the memory is not there.
 std::shared_ptr<Storage> allocate_storage(size_t bytes);
+// The most bytes one allocation of sizes from outside may take: the machine's physical memory.
+uint64_t allocation_limit();
+// OK when a tensor of `dtype` and `sizes` can be allocated: no overflow, within
+// allocation_limit(); otherwise an error naming `what` and the bytes it needs.
+Status check_allocation(DType dtype, const Sizes& sizes, std::string_view what);
 // Wraps caller memory; `keep_alive` (may be null) is held as long as the storage lives.
 std::shared_ptr<Storage> borrow_storage(void* data, size_t bytes, std::shared_ptr<void> keep_alive);
 
@@ -33,8 +38,14 @@ class Tensor {
   // A view of `storage` starting at `byte_offset`; the caller guarantees it is large enough.
   Tensor(DType dtype, Sizes sizes, std::shared_ptr<Storage> storage, size_t byte_offset = 0);
 
-  // A new zero-filled tensor.
+  // A new zero-filled tensor. For sizes the program chose; sizes that come from a file, a
+  // flag or a graph go through allocate(). Throws std::bad_alloc when memory runs out (rather
+  // than returning a tensor without storage).
   static Tensor zeros(DType dtype, Sizes sizes);
+  // A new zero-filled tensor whose sizes come from outside (a graph, a file, a flag): checked
+  // before anything is allocated. The element count and byte size must not overflow, and the
+  // bytes must fit in this machine's memory (allocation_limit()); errors name `what`.
+  static Expected<Tensor> allocate(DType dtype, Sizes sizes, std::string_view what);
   // A new tensor holding `values` converted to `dtype` (used by tests and builders).
   static Tensor from_f64(DType dtype, Sizes sizes, std::span<const double> values);
   template <class T>

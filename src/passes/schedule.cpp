@@ -34,6 +34,11 @@ class Scheduler;
 constexpr int kMaxRecomputeExprs = 32;
 // See Lowering::broadcast_transcendental.
 constexpr int64_t kMaxBroadcastRecompute = 4;
+// The longest chain of nodes one generated kernel inlines. Lowering inlines a value's
+// producers recursively, so without a bound a valid chain of 100,000 elementwise nodes was one
+// kernel whose lowering recursed once per node and overflowed the stack (and whose source no
+// compiler wants); every kMaxFusionDepth-th link of a longer chain is materialized instead.
+constexpr int kMaxFusionDepth = 128;
 
 // Builds one generated kernel by inlining the expression of a value at loop indices.
 class Lowering {
@@ -447,11 +452,20 @@ void Scheduler::init_forced() {
       for (ValueId v : n.outputs) forced[v] = 1;
     }
   }
-  // A reduction read by several consumers is materialized once rather than recomputed.
-  for (size_t v = 0; v < nv; ++v) {
-    const Value& val = g.values[v];
-    if (val.producer >= 0 && is_reduce_like(g.nodes[val.producer].op) && consumers_[v].size() > 1) {
-      // consumers all elementwise of one chain are common (softmax): decided by kernel building
+  // Bounded fusion depth (kMaxFusionDepth): the longest chain of values not yet materialized
+  // that ends at each value, nodes in topological order; a value at the bound is materialized
+  // and starts the count again. Values materialized later only shorten the chains.
+  std::vector<int> depth(nv, 0);
+  for (const Node& n : g.nodes) {
+    int d = 0;
+    for (ValueId v : n.inputs)
+      if (!forced[v]) d = std::max(d, depth[v]);
+    for (ValueId v : n.outputs) {
+      depth[v] = forced[v] ? 0 : d + 1;
+      if (depth[v] >= kMaxFusionDepth) {
+        forced[v] = 1;
+        depth[v] = 0;
+      }
     }
   }
 }

@@ -127,10 +127,18 @@ Expected<CompiledVariant*> Model::prepare(const DimBindings& dims) {
   auto it = variants_.find(dims);
   if (it != variants_.end()) return it->second.get();
   RLX_ASSIGN_OR_RETURN(Graph bound, bind_graph(graph_, dims));
-  for (const Value& v : bound.values)
+  for (const Value& v : bound.values) {
     if (!is_static(v.type.shape))
       return error(ErrorCode::shape_error, "value ", v.name.empty() ? "?" : v.name, " is still ", v.type.to_string(),
                    " after binding; give sizes for every symbolic dimension");
+    // every value must fit in memory before anything is compiled or allocated for it
+    if (Status s = check_allocation(v.type.dtype, *static_sizes(v.type.shape), ""); !s) {
+      const Node* p = v.producer >= 0 ? &bound.nodes[v.producer] : nullptr;
+      return error(ErrorCode::out_of_range, "value '", v.name, "'",
+                   p ? cat(" (output of ", op_name(p->op), p->name.empty() ? "" : cat(" node '", p->name, "'"), ")") : "",
+                   s.message());
+    }
+  }
   RLX_TRY(passes::simplify(bound, runtime::evaluate_on_reference));
   RLX_ASSIGN_OR_RETURN(LegalizeResult lr, legalize(bound, *device_, options_.policy));
   lr.report.bindings = dims;

@@ -1,8 +1,13 @@
 #include "rlx/tensor.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <sstream>
+
+#include "rlx/checked.h"
 
 namespace rlx {
 namespace {
@@ -63,9 +68,45 @@ std::shared_ptr<Storage> borrow_storage(void* data, size_t bytes, std::shared_pt
 Tensor::Tensor(DType dtype, Sizes sizes, std::shared_ptr<Storage> storage, size_t byte_offset)
     : dtype_(dtype), sizes_(std::move(sizes)), storage_(std::move(storage)), offset_(byte_offset) {}
 
+uint64_t allocation_limit() {
+  static const uint64_t limit = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : uint64_t{1} << 40;
+  }();
+  return limit;
+}
+
+Status check_allocation(DType dtype, const Sizes& sizes, std::string_view what) {
+  uint64_t n = 1;
+  for (int64_t s : sizes) {
+    if (s < 0) return error(ErrorCode::invalid_argument, what, ": negative size ", s);
+    const auto m = checked_mul(n, static_cast<uint64_t>(s));
+    if (!m) return error(ErrorCode::overflow, what, ": ", sizes_to_string(sizes), " has more elements than 64 bits count");
+    n = *m;
+  }
+  // bytes of n elements, rounded up to a group of 8 (sub-byte dtypes pack several a byte)
+  const uint64_t per8 = dtype_bytes(dtype, 8);
+  const auto bytes = checked_mul(n / 8 + 1, per8);
+  if (!bytes) return error(ErrorCode::overflow, what, ": ", dtype_name(dtype), sizes_to_string(sizes), " overflows 64-bit byte counts");
+  if (*bytes > allocation_limit())
+    return error(ErrorCode::out_of_range, what, ": ", dtype_name(dtype), sizes_to_string(sizes), " needs ", *bytes,
+                 " bytes, more than this machine's ", allocation_limit(), " bytes of memory");
+  return Status::ok();
+}
+
 Tensor Tensor::zeros(DType dtype, Sizes sizes) {
   size_t bytes = dtype_bytes(dtype, static_cast<size_t>(rlx::numel(sizes)));
-  return Tensor(dtype, std::move(sizes), allocate_storage(bytes));
+  std::shared_ptr<Storage> s = allocate_storage(bytes);
+  if (!s) throw std::bad_alloc();
+  return Tensor(dtype, std::move(sizes), std::move(s));
+}
+
+Expected<Tensor> Tensor::allocate(DType dtype, Sizes sizes, std::string_view what) {
+  RLX_TRY(check_allocation(dtype, sizes, what));
+  const size_t bytes = dtype_bytes(dtype, static_cast<size_t>(rlx::numel(sizes)));
+  std::shared_ptr<Storage> s = allocate_storage(bytes);
+  if (!s) return error(ErrorCode::out_of_range, what, ": cannot allocate ", bytes, " bytes");
+  return Tensor(dtype, std::move(sizes), std::move(s));
 }
 
 Tensor Tensor::from_f64(DType dtype, Sizes sizes, std::span<const double> values) {

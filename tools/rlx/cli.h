@@ -96,8 +96,9 @@ int cmd_make_qwen3_tiny(int argc, char** argv);
 // from `dims` (batch-like and sequence-like dims recognised by name or position).
 Expected<std::vector<Tensor>> synthesize_inputs(const Graph& g, const DimBindings& dims, uint64_t seed);
 // Gives every weight the graph references but lacks a seeded random value (uniform in
-// +-1/sqrt(fan_in)), so text-IR examples run; returns how many were synthesized.
-int synthesize_missing_weights(Graph& g, uint64_t seed);
+// +-1/sqrt(fan_in)), so text-IR examples run; returns how many were synthesized, or the error
+// of a weight too large to allocate (naming it).
+Expected<int> synthesize_missing_weights(Graph& g, uint64_t seed);
 // Binds `batch` and `seq` to the graph's symbolic input dims whatever they are named: the
 // first dim of each input is the batch, the second dim of integer (token) or rank-2+ inputs
 // the sequence; explicit --dims entries win.

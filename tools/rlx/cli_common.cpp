@@ -122,7 +122,7 @@ DimBindings batch_seq_bindings(const Graph& g, int64_t batch, int64_t seq, const
   return b;
 }
 
-int synthesize_missing_weights(Graph& g, uint64_t seed) {
+Expected<int> synthesize_missing_weights(Graph& g, uint64_t seed) {
   std::mt19937_64 rng(seed);
   int made = 0;
   for (const Node& n : g.nodes) {
@@ -132,7 +132,7 @@ int synthesize_missing_weights(Graph& g, uint64_t seed) {
     const TensorType& t = g.type(n.outputs[0]);
     auto sizes = static_sizes(t.shape);
     if (!sizes) continue;
-    Tensor w = Tensor::zeros(t.dtype, *sizes);
+    RLX_ASSIGN_OR_RETURN(Tensor w, Tensor::allocate(t.dtype, *sizes, "weight '" + name + "' (synthesized: the model has no data for it)"));
     double fan_in = sizes->empty() ? 1.0 : static_cast<double>(sizes->front());
     std::uniform_real_distribution<double> u(-1.0 / std::sqrt(fan_in), 1.0 / std::sqrt(fan_in));
     for (int64_t i = 0; i < w.numel(); ++i) w.set_f64(i, u(rng));
@@ -150,7 +150,7 @@ Expected<std::vector<Tensor>> synthesize_inputs(const Graph& g, const DimBinding
     Shape s = bind_shape(v.type.shape, dims);
     auto sizes = static_sizes(s, "input '" + v.name + "'");
     if (!sizes) return sizes.status();
-    Tensor t = Tensor::zeros(v.type.dtype, *sizes);
+    RLX_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(v.type.dtype, *sizes, "input '" + v.name + "'"));
     const bool mask = v.name.find("mask") != std::string::npos;
     const bool type_ids = v.name.find("type") != std::string::npos;
     std::uniform_real_distribution<double> u(-1.0, 1.0);

@@ -93,7 +93,7 @@ int cmd_explain(int argc, char** argv) {
     if (!f) return report_error(error(ErrorCode::io_error, "cannot write ", *j));
   }
   if (args->has("kernels") && report->ok()) {
-    synthesize_missing_weights(m->graph, 7);
+    if (auto w = synthesize_missing_weights(m->graph, 7); !w) return report_error(w.status());
     auto model = Model::compile(m->graph, {.device = device, .policy = *policy, .dims = report->bindings});
     if (!model) return report_error(model.status());
     auto var = (*model)->prepare(report->bindings);

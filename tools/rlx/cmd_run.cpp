@@ -138,7 +138,9 @@ int cmd_run(int argc, char** argv) {
   auto l = load_common(*args);
   if (!l) return report_error(l.status());
   Graph& g = l->model.graph;
-  int synthesized = synthesize_missing_weights(g, 7);
+  auto synthesized_or = synthesize_missing_weights(g, 7);
+  if (!synthesized_or) return report_error(synthesized_or.status());
+  const int synthesized = *synthesized_or;
   auto narrowed = apply_precision(g, args->get("precision"), l->device);  // after the weights exist, so they fold
   if (!narrowed) return report_error(narrowed.status());
   // inputs: given by name as .npy, the rest synthesized
@@ -231,7 +233,7 @@ int cmd_bench(int argc, char** argv) {
   if (format != "md" && format != "json" && format != "csv")
     return report_error(error(ErrorCode::invalid_argument, "--format must be md, json or csv"));
   Graph& g = l->model.graph;
-  synthesize_missing_weights(g, 7);
+  if (auto w = synthesize_missing_weights(g, 7); !w) return report_error(w.status());
   if (auto narrowed = apply_precision(g, args->get("precision"), l->device); !narrowed)
     return report_error(narrowed.status());
   auto model = Model::compile(g, {.device = l->device, .policy = l->policy, .dims = l->dims});

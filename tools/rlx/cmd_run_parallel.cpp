@@ -116,7 +116,7 @@ int run_parallel(const Args& a) {
     } else {
       RLX_ASSIGN_OR_RETURN(LoadedModel m, load_model(path));
       whole = std::move(m.graph);
-      synthesize_missing_weights(whole, 7);  // as rlx run does, the same on every rank
+      RLX_TRY(synthesize_missing_weights(whole, 7).status());  // as rlx run does, the same on every rank
       format = m.format;
     }
     if (!shard.active()) mine = whole;
