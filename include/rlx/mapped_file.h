@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,5 +30,12 @@ Status require_regular_file(const std::string& path);
 // than `max_bytes`; errors name the path. For the text files of models (JSON, vocab.txt, text
 // IR), read whole.
 Expected<std::string> read_regular_file(const std::string& path, uint64_t max_bytes);
+
+// Writes a file by calling `write` on a temporary file beside `path` and renaming it over
+// `path` once it is complete: a reader that has the old file mapped keeps its pages (truncating
+// a mapped file in place makes them fault: `rlx convert m.gguf m.gguf` lost its input so), and
+// a failed write leaves the old file as it was. `write` returns the error of a failed write;
+// errors name the file.
+Status write_file_via_rename(const std::string& path, const std::function<Status(std::FILE*, const std::string& tmp)>& write);
 
 }  // namespace rlx

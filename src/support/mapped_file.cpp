@@ -82,6 +82,19 @@ Expected<std::string> read_regular_file(const std::string& path, uint64_t max_by
   return data;
 }
 
+Status write_file_via_rename(const std::string& path, const std::function<Status(std::FILE*, const std::string& tmp)>& write) {
+  const std::string tmp = cat(path, ".tmp-", ::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return error(ErrorCode::io_error, "cannot create ", tmp, ": ", std::strerror(errno));
+  Status s = write(f, tmp);
+  const int e = errno;
+  if (std::fclose(f) != 0 && s) s = error(ErrorCode::io_error, "cannot write ", tmp, ": ", std::strerror(e));
+  if (s && std::rename(tmp.c_str(), path.c_str()) != 0)
+    s = error(ErrorCode::io_error, "cannot rename ", tmp, " to ", path, ": ", std::strerror(errno));
+  if (!s) std::remove(tmp.c_str());
+  return s;
+}
+
 Expected<std::shared_ptr<Storage>> map_file(const std::string& path) {
   RLX_ASSIGN_OR_RETURN(int fd, open_regular_file(path));
   struct stat st;

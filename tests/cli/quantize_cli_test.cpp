@@ -64,10 +64,10 @@ TEST(QuantizeCli, BadArgumentsExitTwo) {
   const std::string out = temp("never-written");
   struct Case { std::string args, says; };
   for (const Case& c : {Case{"--scheme int8 --percentile 99", "--calib-method and --percentile need --calib DATA"},
-                        Case{"--scheme int8 --calib " + temp("no-such.txt"), "no-such.txt: cannot read the calibration data"},
+                        Case{"--scheme int8 --calib " + temp("no-such.txt"), "cannot open " + temp("no-such.txt")},
                         Case{"--scheme int8 --calib " + kSentences + " --calib-method entropy", "expected minmax or percentile"},
                         Case{"--scheme int8 --calib " + kSentences + " --calib-method percentile --percentile abc",
-                             "--percentile 'abc' is not a number"},
+                             "--percentile expects a number from 0 to 100, got 'abc'"},
                         Case{"--scheme int8 --calib " + kSentences + " --calib-method percentile --percentile 0", "(0, 100]"},
                         Case{"--scheme int4-g128 --calib " + kSentences, "--calib applies to --scheme int8"},
                         Case{"--scheme int4-g64", "unknown scheme 'int4-g64'"}}) {

@@ -22,6 +22,13 @@ struct Args {
   std::optional<std::string> get(const std::string& name) const;
   std::vector<std::string> all(const std::string& name) const;
   bool has(const std::string& name) const { return options.count(name) > 0; }
+  // The value of --name as a whole decimal integer in [min, max], or `def` when absent; an error
+  // naming the flag when it is not one (trailing text, out of range, overflow).
+  Expected<int64_t> integer(const std::string& name, int64_t def, int64_t min, int64_t max) const;
+  // A non-negative integer up to 2^64-1 (seeds).
+  Expected<uint64_t> seed(const std::string& name, uint64_t def) const;
+  // A finite number in [min, max] (NaN and infinities refused), or `def` when absent.
+  Expected<double> number(const std::string& name, double def, double min, double max) const;
 };
 Expected<Args> parse_args(int argc, char** argv, int first, const std::vector<std::string>& switches,
                           const std::vector<std::string>& valued);

@@ -1,3 +1,5 @@
+#include <cerrno>
+#include <cstdlib>
 #include <algorithm>
 #include <cstdio>
 #include <cmath>
@@ -11,6 +13,45 @@ std::optional<std::string> Args::get(const std::string& name) const {
   auto it = options.find(name);
   if (it == options.end() || it->second.empty()) return std::nullopt;
   return it->second.back();
+}
+
+namespace {
+// How the user spelled the flag: -n for one letter, --name otherwise.
+std::string flag_name(const std::string& name) { return (name.size() == 1 ? "-" : "--") + name; }
+}  // namespace
+
+Expected<int64_t> Args::integer(const std::string& name, int64_t def, int64_t min, int64_t max) const {
+  auto v = get(name);
+  if (!v) return def;
+  errno = 0;
+  char* end = nullptr;
+  const long long x = std::strtoll(v->c_str(), &end, 10);
+  if (v->empty() || *end != '\0' || errno == ERANGE || x < min || x > max)
+    return error(ErrorCode::invalid_argument, flag_name(name), " expects an integer from ", min, " to ", max, ", got '",
+                 v->substr(0, 40), "'");
+  return static_cast<int64_t>(x);
+}
+
+Expected<uint64_t> Args::seed(const std::string& name, uint64_t def) const {
+  auto v = get(name);
+  if (!v) return def;
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long x = std::strtoull(v->c_str(), &end, 10);
+  if (v->empty() || (*v)[0] == '-' || *end != '\0' || errno == ERANGE)
+    return error(ErrorCode::invalid_argument, flag_name(name), " expects an integer from 0 to 2^64-1, got '", v->substr(0, 40), "'");
+  return static_cast<uint64_t>(x);
+}
+
+Expected<double> Args::number(const std::string& name, double def, double min, double max) const {
+  auto v = get(name);
+  if (!v) return def;
+  char* end = nullptr;
+  const double x = std::strtod(v->c_str(), &end);
+  if (v->empty() || *end != '\0' || !std::isfinite(x) || x < min || x > max)
+    return error(ErrorCode::invalid_argument, flag_name(name), " expects a number from ", min, " to ", max, ", got '",
+                 v->substr(0, 40), "'");
+  return x;
 }
 
 std::vector<std::string> Args::all(const std::string& name) const {

@@ -29,16 +29,6 @@ namespace {
 
 using namespace rlx::targets::cortex_m;
 
-Expected<int64_t> int_opt(const Args& a, const std::string& name, int64_t def, int64_t min) {
-  auto v = a.get(name);
-  if (!v) return def;
-  char* end = nullptr;
-  const long long x = std::strtoll(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0' || x < min)
-    return error(ErrorCode::invalid_argument, "--", name, " expects an integer >= ", min, ", got '", *v, "'");
-  return static_cast<int64_t>(x);
-}
-
 Tensor first_flat(const train::Dataset& d, int64_t n, int64_t features) {
   n = std::min(n, d.size());
   Tensor t = Tensor::zeros(DType::f32, {n, features});
@@ -57,10 +47,10 @@ struct Prepared {
 
 Expected<Prepared> prepare(const Args& a, bool fpga) {
   const std::string model_path = a.positional[1];
-  RLX_ASSIGN_OR_RETURN(int64_t n_calib, int_opt(a, "calib", 500, 1));
-  RLX_ASSIGN_OR_RETURN(int64_t n_eval, int_opt(a, "eval", 1000, 0));
-  RLX_ASSIGN_OR_RETURN(int64_t n_inputs, int_opt(a, "inputs", 8, 1));
-  RLX_ASSIGN_OR_RETURN(int64_t seed, int_opt(a, "seed", 1, 0));
+  RLX_ASSIGN_OR_RETURN(int64_t n_calib, a.integer("calib", 500, 1, INT32_MAX));
+  RLX_ASSIGN_OR_RETURN(int64_t n_eval, a.integer("eval", 1000, 0, INT32_MAX));
+  RLX_ASSIGN_OR_RETURN(int64_t n_inputs, a.integer("inputs", 8, 1, INT32_MAX));
+  RLX_ASSIGN_OR_RETURN(int64_t seed, a.integer("seed", 1, 0, INT64_MAX));
   if (n_inputs > 256) return error(ErrorCode::invalid_argument, "--inputs is at most 256 (they are stored in flash)");
   RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(model_path));
   std::string arch = a.get("arch").value_or("");
@@ -187,7 +177,7 @@ Status codegen_cortex_m(const Args& a) {
 
 Status codegen_fpga(const Args& a) {
   const std::string out = *a.get("out");
-  RLX_ASSIGN_OR_RETURN(int64_t lanes, int_opt(a, "lanes", 8, 1));
+  RLX_ASSIGN_OR_RETURN(int64_t lanes, a.integer("lanes", 8, 1, INT32_MAX));
   targets::fpga::Options o;
   o.lanes = static_cast<int32_t>(std::min<int64_t>(lanes, 1 << 20));
   RLX_ASSIGN_OR_RETURN(Prepared pr, prepare(a, true));

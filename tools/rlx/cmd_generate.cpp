@@ -68,10 +68,15 @@ int cmd_make_qwen3_tiny(int argc, char** argv) {
     return report_error(error(ErrorCode::invalid_argument,
                               "usage: rlx make-model qwen3-tiny --out DIR [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k] [--seed S]"));
   const std::string dir = *args->get("out");
-  const uint64_t seed = std::strtoull(args->get("seed").value_or("0").c_str(), nullptr, 10);
+  auto seed = args->seed("seed", 0);
+  if (!seed) return report_error(seed.status());
   models::Qwen3Config c;  // hidden 512, 8 layers, 8 / 4 heads of 64, intermediate 1408, vocab 32000
-  if (args->get("vocab")) c.vocab_size = std::strtoll(args->get("vocab")->c_str(), nullptr, 10);
-  if (args->get("layers")) c.layers = std::strtoll(args->get("layers")->c_str(), nullptr, 10);
+  auto vocab = args->integer("vocab", c.vocab_size, 16, int64_t{1} << 24);
+  auto layers = args->integer("layers", c.layers, 1, 1024);
+  if (!vocab) return report_error(vocab.status());
+  if (!layers) return report_error(layers.status());
+  c.vocab_size = *vocab;
+  c.layers = *layers;
   const std::string type = args->get("gguf-type").value_or("f16");
   std::string gguf;
   if (args->has("gguf") || args->get("gguf-type")) {
@@ -79,14 +84,14 @@ int cmd_make_qwen3_tiny(int argc, char** argv) {
     while (base.size() > 1 && base.back() == '/') base.pop_back();
     gguf = base + "/model-" + type + ".gguf";
   }
-  Status s = models::write_random_qwen3(dir, c, seed, gguf, type);
+  Status s = models::write_random_qwen3(dir, c, *seed, gguf, type);
   if (!s.is_ok()) return report_error(s);
   std::printf("wrote %s: Qwen3 (vocab %lld, hidden %lld, %lld layers, %lld query / %lld KV heads of %lld, intermediate %lld), "
               "seed %llu%s%s\n",
               dir.c_str(), static_cast<long long>(c.vocab_size), static_cast<long long>(c.hidden),
               static_cast<long long>(c.layers), static_cast<long long>(c.heads), static_cast<long long>(c.kv_heads),
               static_cast<long long>(c.head_dim), static_cast<long long>(c.intermediate),
-              static_cast<unsigned long long>(seed), gguf.empty() ? "" : "; GGUF: ", gguf.c_str());
+              static_cast<unsigned long long>(*seed), gguf.empty() ? "" : "; GGUF: ", gguf.c_str());
   return kOk;
 }
 
@@ -242,29 +247,31 @@ int cmd_generate(int argc, char** argv) {
   if (o.prompts.empty() == prompts_ids.empty())
     return report_error(error(ErrorCode::invalid_argument, "give prompts with --prompt or with --tokens (not both); ", usage));
   Sampling& sp = o.sampling;
-  try {
-    if (args->get("runs")) o.runs = std::stoll(*args->get("runs"));
-    if (args->get("n")) o.n = std::stoll(*args->get("n"));
-    if (args->get("temp")) sp.temp = std::stod(*args->get("temp"));
-    if (args->get("top-k")) sp.top_k = std::stoll(*args->get("top-k"));
-    if (args->get("top-p")) sp.top_p = std::stod(*args->get("top-p"));
-    if (args->get("seed")) o.seed = std::stoull(*args->get("seed"));
-    if (args->get("tp")) o.tp = std::stoi(*args->get("tp"));
-    if (args->get("pp")) o.pp = std::stoi(*args->get("pp"));
-    if (args->get("micro-batches")) o.micro_batches = std::stoi(*args->get("micro-batches"));
-    if (args->get("precision")) o.precision = *args->get("precision");
-  } catch (const std::exception&) {
-    return report_error(error(ErrorCode::invalid_argument, "a number option has a value that is not a number"));
-  }
+  // every count is bounded so that sums of them (prompt + n, the KV cache) cannot overflow
+  constexpr int64_t kMaxTokens = int64_t{1} << 24;
+  auto flags = [&]() -> Status {
+    RLX_ASSIGN_OR_RETURN(o.runs, args->integer("runs", o.runs, 1, 1000000));
+    RLX_ASSIGN_OR_RETURN(o.n, args->integer("n", o.n, 1, kMaxTokens));
+    RLX_ASSIGN_OR_RETURN(sp.temp, args->number("temp", sp.temp, 0, 1e6));
+    RLX_ASSIGN_OR_RETURN(sp.top_k, args->integer("top-k", sp.top_k, 0, kMaxTokens));
+    RLX_ASSIGN_OR_RETURN(sp.top_p, args->number("top-p", sp.top_p, 0, 1));
+    if (!(sp.top_p > 0)) return error(ErrorCode::invalid_argument, "--top-p must be above 0");
+    RLX_ASSIGN_OR_RETURN(o.seed, args->seed("seed", o.seed));
+    RLX_ASSIGN_OR_RETURN(int64_t tp, args->integer("tp", o.tp, 1, 4096));
+    RLX_ASSIGN_OR_RETURN(int64_t pp, args->integer("pp", o.pp, 1, 4096));
+    RLX_ASSIGN_OR_RETURN(int64_t mb, args->integer("micro-batches", o.micro_batches, 1, 4096));
+    o.tp = static_cast<int>(tp);
+    o.pp = static_cast<int>(pp);
+    o.micro_batches = static_cast<int>(mb);
+    RLX_ASSIGN_OR_RETURN(o.context, args->integer("context", o.context, 1, kMaxTokens));
+    return Status::ok();
+  };
+  if (Status s = flags(); !s) return report_error(s);
+  if (args->get("precision")) o.precision = *args->get("precision");
   for (const auto& t : prompts_ids) {
     auto ids = parse_int_list(t);
     if (!ids) return report_error(ids.status());
     o.prompt_tokens.push_back(*ids);
-  }
-  if (args->get("context")) {
-    o.context = std::strtoll(args->get("context")->c_str(), nullptr, 10);
-    if (o.context <= 0)
-      return report_error(error(ErrorCode::invalid_argument, "--context ", o.context, " is shorter than the prompt plus -n"));
   }
   o.device = args->get("device").value_or("cpu");
   o.ignore_eos = args->has("ignore-eos");

@@ -101,12 +101,19 @@ int cmd_embed(int argc, char** argv) {
   if (!policy) return report_error(policy.status());
   EmbedOptions eo;
   eo.policy = *policy;
-  eo.batch = std::atoll(args->get("batch").value_or("32").c_str());
-  if (auto ml = args->get("max-length")) eo.max_length = std::atoll(ml->c_str());
+  auto flags = [&]() -> Status {
+    RLX_ASSIGN_OR_RETURN(eo.batch, args->integer("batch", 32, 1, 1 << 20));
+    RLX_ASSIGN_OR_RETURN(eo.max_length, args->integer("max-length", eo.max_length, 1, 1 << 20));
+    RLX_ASSIGN_OR_RETURN(int64_t tp, args->integer("tp", 1, 1, 4096));
+    RLX_ASSIGN_OR_RETURN(int64_t pp, args->integer("pp", 1, 1, 4096));
+    RLX_ASSIGN_OR_RETURN(int64_t mb, args->integer("micro-batches", 1, 1, 4096));
+    eo.tp = static_cast<int>(tp);
+    eo.pp = static_cast<int>(pp);
+    eo.micro_batches = static_cast<int>(mb);
+    return Status::ok();
+  };
+  if (Status s = flags(); !s) return report_error(s);
   eo.device = args->get("device").value_or(default_device_name());
-  eo.tp = std::atoi(args->get("tp").value_or("1").c_str());
-  eo.pp = std::atoi(args->get("pp").value_or("1").c_str());
-  eo.micro_batches = std::atoi(args->get("micro-batches").value_or("1").c_str());
   eo.precision = args->get("precision").value_or("f32");
   auto r = embed_texts(dir, texts, eo);
   if (!r) return report_error(r.status());
@@ -147,7 +154,9 @@ int cmd_make_model(int argc, char** argv) {
   if (args->positional.size() != 1 || !args->get("out"))
     return report_error(error(ErrorCode::invalid_argument, "usage: rlx make-model KIND --out DIR [--seed S]"));
   const std::string kind = args->positional[0];
-  const uint64_t seed = std::strtoull(args->get("seed").value_or("0").c_str(), nullptr, 10);
+  auto seed_or = args->seed("seed", 0);
+  if (!seed_or) return report_error(seed_or.status());
+  const uint64_t seed = *seed_or;
   const std::string dir = *args->get("out");
   if (kind == "minilm") {
     models::BertConfig c;  // all-MiniLM-L6-v2's configuration is the default

@@ -55,11 +55,10 @@ int cmd_quantize(int argc, char** argv) {
         return report_error(error(ErrorCode::unsupported, in, ": --calib calibrates BERT-family folders so far (sentences as samples)"));
       quant::CalibrationOptions co;
       co.method = args->get("calib-method").value_or("minmax");
-      if (auto p = args->get("percentile")) {
-        char* end = nullptr;
-        co.percentile = std::strtod(p->c_str(), &end);
-        if (end == p->c_str() || *end != '\0')
-          return report_error(error(ErrorCode::invalid_argument, "--percentile '", *p, "' is not a number"));
+      if (args->get("percentile")) {
+        auto p = args->number("percentile", 0, 0, 100);
+        if (!p) return report_error(p.status());
+        co.percentile = *p;
         if (co.method != "percentile")
           return report_error(error(ErrorCode::invalid_argument, "--percentile needs --calib-method percentile"));
       }

@@ -169,9 +169,9 @@ int cmd_run(int argc, char** argv) {
   for (ValueId v : g.inputs)
     for (const Dim& d : g.values[v].type.shape)
       if (d.is_symbol()) dims.emplace(d.symbol_name(), 1);
-  uint64_t seed = 1;
-  if (auto s = args->get("seed")) seed = std::strtoull(s->c_str(), nullptr, 10);
-  auto inputs = synthesize_inputs(g, dims, seed);
+  auto seed = args->seed("seed", 1);
+  if (!seed) return report_error(seed.status());
+  auto inputs = synthesize_inputs(g, dims, *seed);
   if (!inputs) return report_error(inputs.status());
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     auto it = given.find(g.values[g.inputs[i]].name);
@@ -226,10 +226,12 @@ int cmd_bench(int argc, char** argv) {
   if (!batches) return report_error(batches.status());
   auto seqs = parse_int_list(args->get("seq").value_or("128"));
   if (!seqs) return report_error(seqs.status());
-  int runs = std::atoi(args->get("runs").value_or("20").c_str());
-  int warmup = std::atoi(args->get("warmup").value_or("3").c_str());
+  auto runs_or = args->integer("runs", 20, 1, 1000000);
+  if (!runs_or) return report_error(runs_or.status());
+  auto warmup_or = args->integer("warmup", 3, 0, 1000000);
+  if (!warmup_or) return report_error(warmup_or.status());
+  const int runs = static_cast<int>(*runs_or), warmup = static_cast<int>(*warmup_or);
   std::string format = args->get("format").value_or("md");
-  if (runs <= 0 || warmup < 0) return report_error(error(ErrorCode::invalid_argument, "--runs must be positive"));
   if (format != "md" && format != "json" && format != "csv")
     return report_error(error(ErrorCode::invalid_argument, "--format must be md, json or csv"));
   Graph& g = l->model.graph;

@@ -63,11 +63,9 @@ int run_parallel(const Args& a) {
   auto run = [&]() -> Status {
     if (a.positional.size() != 1) return error(ErrorCode::invalid_argument, "expected one MODEL argument");
     const std::string path = a.positional[0];
-    const int tp = std::atoi(a.get("tp").value_or("1").c_str());
-    const int pp = std::atoi(a.get("pp").value_or("1").c_str());
-    const int micro = std::atoi(a.get("micro-batches").value_or("1").c_str());
-    if (tp < 1 || pp < 1 || micro < 1)
-      return error(ErrorCode::invalid_argument, "--tp, --pp and --micro-batches must be positive integers");
+    RLX_ASSIGN_OR_RETURN(const int64_t tp, a.integer("tp", 1, 1, 4096));
+    RLX_ASSIGN_OR_RETURN(const int64_t pp, a.integer("pp", 1, 1, 4096));
+    RLX_ASSIGN_OR_RETURN(const int64_t micro, a.integer("micro-batches", 1, 1, 4096));
     if (!a.all("input").empty() || a.get("inputs") || a.get("precision"))
       return error(ErrorCode::invalid_argument, "rlx run --tp/--pp synthesizes the inputs from --seed; --input, "
                    "--inputs and --precision are not supported with them yet");
@@ -128,8 +126,7 @@ int run_parallel(const Args& a) {
     for (ValueId v : whole.inputs)
       for (const Dim& d : whole.values[v].type.shape)
         if (d.is_symbol()) dims.emplace(d.symbol_name(), 1);
-    uint64_t seed = 1;
-    if (auto s = a.get("seed")) seed = std::strtoull(s->c_str(), nullptr, 10);
+    RLX_ASSIGN_OR_RETURN(const uint64_t seed, a.seed("seed", 1));
     RLX_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, synthesize_inputs(whole, dims, seed));
     if (shard.active())
       for (size_t i = 0; i < mine.inputs.size(); ++i) {

@@ -56,26 +56,6 @@ std::string fmt_rate(double r) {
 
 using Options = TrainOptions;
 
-Expected<int64_t> to_int(const Args& a, const std::string& name, int64_t def, int64_t min) {
-  auto v = a.get(name);
-  if (!v) return def;
-  char* end = nullptr;
-  long long x = std::strtoll(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0') return error(ErrorCode::invalid_argument, "--", name, " expects an integer, got '", *v, "'");
-  if (x < min) return error(ErrorCode::invalid_argument, "--", name, " must be at least ", min, ", got ", x);
-  return static_cast<int64_t>(x);
-}
-
-Expected<double> to_double(const Args& a, const std::string& name, double def) {
-  auto v = a.get(name);
-  if (!v) return def;
-  char* end = nullptr;
-  double x = std::strtod(v->c_str(), &end);
-  if (v->empty() || *end != '\0' || !std::isfinite(x))
-    return error(ErrorCode::invalid_argument, "--", name, " expects a number, got '", *v, "'");
-  return x;
-}
-
 Expected<Options> parse(int argc, char** argv, int first) {
   RLX_ASSIGN_OR_RETURN(Args a, parse_args(argc, argv, first, {"synthetic", "quiet", "gzip", "nesterov"},
                                           {"arch", "epochs", "batch", "lr", "optimizer", "momentum", "weight-decay",
@@ -89,30 +69,31 @@ Expected<Options> parse(int argc, char** argv, int first) {
   o.arch = a.get("arch").value_or("mlp");
   if (o.arch != "mlp" && o.arch != "tinyconv" && o.arch != "dsconv")
     return error(ErrorCode::invalid_argument, "--arch must be mlp, tinyconv or dsconv, got '", o.arch, "'");
-  RLX_ASSIGN_OR_RETURN(o.epochs, to_int(a, "epochs", 1, 0));
-  RLX_ASSIGN_OR_RETURN(o.batch, to_int(a, "batch", 128, 1));
-  RLX_ASSIGN_OR_RETURN(o.eval_batch, to_int(a, "eval-batch", 1000, 1));
-  RLX_ASSIGN_OR_RETURN(o.train_size, to_int(a, "train-size", 60000, 1));
-  RLX_ASSIGN_OR_RETURN(o.test_size, to_int(a, "test-size", 10000, 1));
+  RLX_ASSIGN_OR_RETURN(o.epochs, a.integer("epochs", 1, 0, INT32_MAX));
+  RLX_ASSIGN_OR_RETURN(o.batch, a.integer("batch", 128, 1, INT32_MAX));
+  RLX_ASSIGN_OR_RETURN(o.eval_batch, a.integer("eval-batch", 1000, 1, INT32_MAX));
+  RLX_ASSIGN_OR_RETURN(o.train_size, a.integer("train-size", 60000, 1, INT32_MAX));
+  RLX_ASSIGN_OR_RETURN(o.test_size, a.integer("test-size", 10000, 1, INT32_MAX));
   o.limit_train = a.has("train-size");
   o.limit_test = a.has("test-size");
-  RLX_ASSIGN_OR_RETURN(int64_t seed, to_int(a, "seed", 1, 0));
+  RLX_ASSIGN_OR_RETURN(int64_t seed, a.integer("seed", 1, 0, INT64_MAX));
   o.seed = static_cast<uint64_t>(seed);
   RLX_ASSIGN_OR_RETURN(o.opt.kind, parse_optimizer(a.get("optimizer").value_or("sgd")));
   const bool adam = o.opt.kind != OptimizerKind::sgd;
-  RLX_ASSIGN_OR_RETURN(o.lr, to_double(a, "lr", adam ? 1e-3 : 0.05));
+  RLX_ASSIGN_OR_RETURN(o.lr, a.number("lr", adam ? 1e-3 : 0.05, -1e30, 1e30));
   if (o.lr <= 0) return error(ErrorCode::invalid_argument, "--lr must be positive");
-  RLX_ASSIGN_OR_RETURN(o.opt.momentum, to_double(a, "momentum", 0.0));
+  RLX_ASSIGN_OR_RETURN(o.opt.momentum, a.number("momentum", 0.0, -1e30, 1e30));
   if (o.opt.momentum != 0.0 && adam) return error(ErrorCode::invalid_argument, "--momentum applies to sgd only");
   o.opt.nesterov = a.has("nesterov");
-  RLX_ASSIGN_OR_RETURN(o.opt.weight_decay, to_double(a, "weight-decay", o.opt.kind == OptimizerKind::adamw ? 0.01 : 0.0));
-  RLX_ASSIGN_OR_RETURN(o.opt.beta1, to_double(a, "beta1", 0.9));
-  RLX_ASSIGN_OR_RETURN(o.opt.beta2, to_double(a, "beta2", 0.999));
-  RLX_ASSIGN_OR_RETURN(o.opt.eps, to_double(a, "eps", 1e-8));
+  RLX_ASSIGN_OR_RETURN(o.opt.weight_decay,
+                       a.number("weight-decay", o.opt.kind == OptimizerKind::adamw ? 0.01 : 0.0, -1e30, 1e30));
+  RLX_ASSIGN_OR_RETURN(o.opt.beta1, a.number("beta1", 0.9, -1e30, 1e30));
+  RLX_ASSIGN_OR_RETURN(o.opt.beta2, a.number("beta2", 0.999, -1e30, 1e30));
+  RLX_ASSIGN_OR_RETURN(o.opt.eps, a.number("eps", 1e-8, -1e30, 1e30));
   RLX_ASSIGN_OR_RETURN(o.sched.kind, parse_schedule(a.get("schedule").value_or("constant")));
-  RLX_ASSIGN_OR_RETURN(o.step_epochs, to_double(a, "step-epochs", 1.0));
-  RLX_ASSIGN_OR_RETURN(o.sched.gamma, to_double(a, "gamma", 0.1));
-  RLX_ASSIGN_OR_RETURN(o.sched.warmup_steps, to_int(a, "warmup-steps", 0, 0));
+  RLX_ASSIGN_OR_RETURN(o.step_epochs, a.number("step-epochs", 1.0, -1e30, 1e30));
+  RLX_ASSIGN_OR_RETURN(o.sched.gamma, a.number("gamma", 0.1, -1e30, 1e30));
+  RLX_ASSIGN_OR_RETURN(o.sched.warmup_steps, a.integer("warmup-steps", 0, 0, INT32_MAX));
   o.data = a.get("data").value_or("");
   o.synthetic = a.has("synthetic");
   if (o.synthetic == !o.data.empty())
@@ -123,14 +104,14 @@ Expected<Options> parse(int argc, char** argv, int first) {
   o.gzip = a.has("gzip");
   o.device = a.get("device").value_or(default_device_name());
   o.quiet = a.has("quiet");
-  RLX_ASSIGN_OR_RETURN(int64_t dp, to_int(a, "dp", 1, 1));
+  RLX_ASSIGN_OR_RETURN(int64_t dp, a.integer("dp", 1, 1, INT32_MAX));
   o.dp = static_cast<int>(dp);
-  RLX_ASSIGN_OR_RETURN(o.bucket_kb, to_int(a, "bucket-kb", 25 * 1024, 1));
-  RLX_ASSIGN_OR_RETURN(int64_t tp, to_int(a, "tp", 1, 1));
+  RLX_ASSIGN_OR_RETURN(o.bucket_kb, a.integer("bucket-kb", 25 * 1024, 1, INT32_MAX));
+  RLX_ASSIGN_OR_RETURN(int64_t tp, a.integer("tp", 1, 1, INT32_MAX));
   o.tp = static_cast<int>(tp);
-  RLX_ASSIGN_OR_RETURN(int64_t pp, to_int(a, "pp", 1, 1));
+  RLX_ASSIGN_OR_RETURN(int64_t pp, a.integer("pp", 1, 1, INT32_MAX));
   o.pp = static_cast<int>(pp);
-  RLX_ASSIGN_OR_RETURN(int64_t mb, to_int(a, "micro-batches", 4, 1));
+  RLX_ASSIGN_OR_RETURN(int64_t mb, a.integer("micro-batches", 4, 1, INT32_MAX));
   o.micro_batches = static_cast<int>(mb);
   o.schedule = a.get("pp-schedule").value_or("1f1b");
   RLX_TRY(parse_pipeline_schedule(o.schedule).status());

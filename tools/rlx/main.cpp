@@ -1,6 +1,8 @@
 // rlx: the command-line program. `rlx help VERB` documents each verb.
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 
 #include "cli.h"
 
@@ -89,7 +91,16 @@ int main(int argc, char** argv) {
     if (std::strcmp(v.name, argv[1]) == 0) {
       for (int i = 2; i < argc; ++i)
         if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return help(v.name);
-      return v.run(argc, argv);
+      // The verbs return errors as values; an exception reaching here is a bug or memory
+      // running out inside a library. Say so on one line rather than abort.
+      try {
+        return v.run(argc, argv);
+      } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "error: rlx %s: out of memory\n", v.name);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "error: rlx %s: internal error (please report): %.300s\n", v.name, e.what());
+      }
+      return 1;
     }
   std::fprintf(stderr, "rlx: unknown verb '%s' (see `rlx help`)\n", argv[1]);
   return kUsage;

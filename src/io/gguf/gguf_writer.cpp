@@ -7,6 +7,7 @@
 #include <memory>
 #include <unordered_set>
 
+#include "rlx/mapped_file.h"
 #include "gguf_internal.h"
 #include "rlx/checked.h"
 
@@ -166,12 +167,6 @@ Expected<Plan> plan(const std::vector<KeyValue>& metadata, const std::vector<Ten
   return p;
 }
 
-struct FileClose {
-  void operator()(std::FILE* f) const {
-    if (f) std::fclose(f);
-  }
-};
-
 }  // namespace
 
 Expected<std::vector<uint8_t>> serialize(const std::vector<KeyValue>& metadata, const std::vector<TensorToWrite>& tensors,
@@ -191,32 +186,30 @@ Expected<std::vector<uint8_t>> serialize(const std::vector<KeyValue>& metadata, 
 Status save(const std::string& path, const std::vector<KeyValue>& metadata, const std::vector<TensorToWrite>& tensors,
             const WriteOptions& options) {
   RLX_ASSIGN_OR_RETURN(Plan p, plan(metadata, tensors, options));
-  std::unique_ptr<std::FILE, FileClose> f(std::fopen(path.c_str(), "wb"));
-  if (!f) return error(ErrorCode::io_error, "cannot create ", path, ": ", std::strerror(errno));
-  auto put = [&](const void* d, size_t n) -> Status {
-    if (n && std::fwrite(d, 1, n, f.get()) != n) return error(ErrorCode::io_error, "cannot write ", path, ": ", std::strerror(errno));
-    return Status::ok();
-  };
-  RLX_TRY(put(p.header.data(), p.header.size()));
-  static const uint8_t zeros[256] = {};
-  uint64_t at = 0;
-  auto pad = [&](uint64_t to) -> Status {
-    while (at < to) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(to - at, sizeof(zeros)));
-      RLX_TRY(put(zeros, n));
-      at += n;
+  return write_file_via_rename(path, [&](std::FILE* f, const std::string& tmp) -> Status {
+    auto put = [&](const void* d, size_t n) -> Status {
+      if (n && std::fwrite(d, 1, n, f) != n) return error(ErrorCode::io_error, "cannot write ", tmp, ": ", std::strerror(errno));
+      return Status::ok();
+    };
+    RLX_TRY(put(p.header.data(), p.header.size()));
+    static const uint8_t zeros[256] = {};
+    uint64_t at = 0;
+    auto pad = [&](uint64_t to) -> Status {
+      while (at < to) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(to - at, sizeof(zeros)));
+        RLX_TRY(put(zeros, n));
+        at += n;
+      }
+      return Status::ok();
+    };
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      RLX_TRY(pad(p.offsets[i]));
+      RLX_TRY(put(tensors[i].data.bytes(), static_cast<size_t>(p.sizes[i])));
+      at += p.sizes[i];
     }
+    if (!tensors.empty()) RLX_TRY(pad(pad_to(at, p.alignment)));
     return Status::ok();
-  };
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    RLX_TRY(pad(p.offsets[i]));
-    RLX_TRY(put(tensors[i].data.bytes(), static_cast<size_t>(p.sizes[i])));
-    at += p.sizes[i];
-  }
-  if (!tensors.empty()) RLX_TRY(pad(pad_to(at, p.alignment)));
-  std::FILE* raw = f.release();
-  if (std::fclose(raw) != 0) return error(ErrorCode::io_error, "cannot write ", path, ": ", std::strerror(errno));
-  return Status::ok();
+  });
 }
 
 }  // namespace rlx::gguf

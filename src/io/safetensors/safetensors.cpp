@@ -1002,31 +1002,18 @@ Status save(const std::string& path, const std::vector<std::pair<std::string, Te
     return error(ErrorCode::invalid_argument, path, ": the header would be ", header.size(), " bytes, over the ",
                  kMaxHeaderBytes, "-byte limit readers enforce");
 
-  // Written beside the target and renamed over it: a reader that has the old file mapped keeps
-  // its pages (truncating a mapped file in place would make them fault).
-  const std::string tmp = cat(path, ".tmp-", ::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return error(ErrorCode::io_error, "cannot create ", tmp, ": ", std::strerror(errno));
-  uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
-  bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  for (const auto& [name, t] : tensors) {
-    if (!ok) break;
-    const size_t nb = t.nbytes();
-    if (nb) ok = std::fwrite(t.bytes(), 1, nb, f) == nb;
-  }
-  const int write_errno = errno;
-  if (std::fclose(f) != 0) ok = false;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    return error(ErrorCode::io_error, "cannot write ", tmp, ": ", std::strerror(write_errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    return error(ErrorCode::io_error, "cannot rename ", tmp, " to ", path, ": ", std::strerror(e));
-  }
-  return Status::ok();
+  return write_file_via_rename(path, [&](std::FILE* f, const std::string& tmp) -> Status {
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
+    bool ok = std::fwrite(len, 1, 8, f) == 8 && std::fwrite(header.data(), 1, header.size(), f) == header.size();
+    for (const auto& [name, t] : tensors) {
+      if (!ok) break;
+      const size_t nb = t.nbytes();
+      if (nb) ok = std::fwrite(t.bytes(), 1, nb, f) == nb;
+    }
+    if (!ok) return error(ErrorCode::io_error, "cannot write ", tmp, ": ", std::strerror(errno));
+    return Status::ok();
+  });
 }
 
 }  // namespace rlx::safetensors
