@@ -37,6 +37,16 @@ Expected<LoadedModel> load_model(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return error(ErrorCode::io_error, "no such file or folder: ", path);
   if (S_ISDIR(st.st_mode)) {
+    // the keys that say what the folder is must have their types (transformers refuses others)
+    struct stat cs;
+    const std::string config = path + "/config.json";
+    if (stat(config.c_str(), &cs) == 0) {
+      RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::read_object_file(config));
+      const json::Fields f(j, config);
+      std::vector<std::string> architectures;
+      RLX_TRY(json::require_string(f, "model_type"));
+      RLX_TRY(f.read("architectures", architectures));
+    }
     if (models::is_bert_folder(path)) {
       RLX_ASSIGN_OR_RETURN(models::BertModel b, models::load_bert_folder(path));
       LoadedModel m;
@@ -59,9 +69,6 @@ Expected<LoadedModel> load_model(const std::string& path) {
       m.metadata["vocab_size"] = std::to_string(w.config.vocab_size);
       return m;
     }
-    // say why config.json did not do, when it is there but not a readable JSON object
-    struct stat cs;
-    if (stat((path + "/config.json").c_str(), &cs) == 0) RLX_TRY(json::read_object_file(path + "/config.json").status());
     return error(ErrorCode::unsupported, path, ": not a model folder rlx knows (config.json of a BERT or Qwen3 model)");
   }
   if (!S_ISREG(st.st_mode)) return error(ErrorCode::io_error, path, ": not a regular file; rlx reads models only from regular files");

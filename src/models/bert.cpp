@@ -164,6 +164,7 @@ Expected<BertConfig> BertConfig::from_json_file(const std::string& path) {
   RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::read_object_file(path));
   const json::Fields f(j, path);
   BertConfig c;
+  RLX_TRY(json::require_string(f, "model_type"));
   // sizes a real BERT stays far below; the bound keeps every product of them in range
   constexpr int64_t kMaxSize = int64_t{1} << 24;
   RLX_TRY(f.read("vocab_size", c.vocab_size, 1, kMaxSize));

@@ -184,7 +184,8 @@ Status Qwen3Config::validate(const std::string& where) const {
   for (auto [name, v] : {std::pair{"vocab_size", vocab_size}, {"hidden_size", hidden}, {"num_hidden_layers", layers},
                          {"num_attention_heads", heads}, {"num_key_value_heads", kv_heads}, {"head_dim", head_dim},
                          {"intermediate_size", intermediate}, {"max_position_embeddings", max_positions}})
-    if (v <= 0 || v > (int64_t{1} << 31)) return error(ErrorCode::format_error, where, ": ", name, " = ", v, " is out of range");
+    if (v <= 0 || v > (int64_t{1} << 24)) return error(ErrorCode::format_error, where, ": ", name, " = ", v, " is out of range (1 to 2^24)");
+  if (layers > 4096) return error(ErrorCode::format_error, where, ": num_hidden_layers = ", layers, " is out of range (1 to 4096)");
   if (heads % kv_heads != 0)
     return error(ErrorCode::format_error, where, ": num_attention_heads ", heads, " is not a multiple of num_key_value_heads ",
                  kv_heads);
@@ -197,6 +198,7 @@ Expected<Qwen3Config> Qwen3Config::from_json_file(const std::string& path) {
   RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::read_object_file(path));
   const json::Fields f(j, path);
   Qwen3Config c;
+  RLX_TRY(json::require_string(f, "model_type"));
   RLX_TRY(f.read("vocab_size", c.vocab_size));
   RLX_TRY(f.read("hidden_size", c.hidden));
   RLX_TRY(f.read("num_hidden_layers", c.layers));
@@ -210,6 +212,9 @@ Expected<Qwen3Config> Qwen3Config::from_json_file(const std::string& path) {
   RLX_TRY(f.read("rms_norm_eps", c.rms_eps));
   RLX_TRY(f.read("rope_theta", c.rope_theta));
   RLX_TRY(f.read("tie_word_embeddings", c.tie_embeddings));
+  std::string act = "silu";
+  RLX_TRY(f.read("hidden_act", act));
+  if (act != "silu") return error(ErrorCode::unsupported, path, ": hidden_act '", act.substr(0, 40), "' is not supported (Qwen3 uses silu)");
   if (f.has("rope_scaling")) return error(ErrorCode::unsupported, path, ": rope_scaling is not supported");
   bool sliding = false, bias = false;
   RLX_TRY(f.read("use_sliding_window", sliding));

@@ -120,4 +120,11 @@ Expected<const nlohmann::json*> Fields::array(std::string_view key) const {
   return v;
 }
 
+Status require_string(const Fields& f, std::string_view key) {
+  if (!f.json().is_object()) return Status::ok();
+  auto it = f.json().find(key);
+  if (it == f.json().end() || it->is_string()) return Status::ok();
+  return error(ErrorCode::format_error, f.where(), ": '", key, "' must be a string, got ", type_phrase(*it));
+}
+
 }  // namespace rlx::json

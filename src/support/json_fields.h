@@ -66,4 +66,8 @@ class Fields {
   std::string where_;
 };
 
+// When the object has `key` (even null), it must be a string: for keys that say what a file is
+// (config.json's model_type), where a null is as wrong as a number.
+Status require_string(const Fields& f, std::string_view key);
+
 }  // namespace rlx::json

@@ -36,7 +36,11 @@ Expected<Args> parse_args(int argc, char** argv, int first, const std::vector<st
 // Prints an error and returns the exit code for it (2 for bad input, 1 otherwise).
 int report_error(const Status& s);
 // "1,8,32" -> {1, 8, 32}
-Expected<std::vector<int64_t>> parse_int_list(const std::string& s);
+// Creates the folder `dir` given to `flag` (and its parents) when it does not exist, as other
+// tools do with an output folder; an error naming the flag when it cannot, or when `dir` is a file.
+Status make_output_dir(const std::string& dir, const std::string& flag);
+// `flag` ("--batch") names the flag in the error.
+Expected<std::vector<int64_t>> parse_int_list(const std::string& s, const std::string& flag = "");
 // "batch=8,seq=128" -> bindings
 Expected<DimBindings> parse_dims(const std::string& s);
 // Policy from --policy, default prefer-native.

@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <cmath>
 #include <random>
 
@@ -13,6 +14,15 @@ std::optional<std::string> Args::get(const std::string& name) const {
   auto it = options.find(name);
   if (it == options.end() || it->second.empty()) return std::nullopt;
   return it->second.back();
+}
+
+Status make_output_dir(const std::string& dir, const std::string& flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir, ec))
+    return error(ErrorCode::io_error, flag, " ", dir, ": cannot create the folder",
+                 ec ? ": " + ec.message() : std::string(" (a file of that name is there)"));
+  return Status::ok();
 }
 
 namespace {
@@ -86,9 +96,12 @@ Expected<Args> parse_args(int argc, char** argv, int first, const std::vector<st
         if (i + 1 >= argc) return error(ErrorCode::invalid_argument, "--", name, " needs a value");
         value = argv[++i];
       }
+      // an empty file name, device or number is a mistake (an unset shell variable); a prompt
+      // may be empty
+      if (value.empty() && name != "prompt") return error(ErrorCode::invalid_argument, "--", name, " needs a value, got an empty one");
       a.options[name].push_back(value);
     } else {
-      return error(ErrorCode::invalid_argument, "unknown option --", name);
+      return error(ErrorCode::invalid_argument, "unknown option --", name.substr(0, 60));
     }
   }
   return a;
@@ -105,7 +118,7 @@ int report_error(const Status& s) {
   }
 }
 
-Expected<std::vector<int64_t>> parse_int_list(const std::string& s) {
+Expected<std::vector<int64_t>> parse_int_list(const std::string& s, const std::string& flag) {
   std::vector<int64_t> r;
   size_t p = 0;
   while (p <= s.size()) {
@@ -113,8 +126,9 @@ Expected<std::vector<int64_t>> parse_int_list(const std::string& s) {
     std::string item = s.substr(p, c == std::string::npos ? std::string::npos : c - p);
     char* end = nullptr;
     long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v <= 0)
-      return error(ErrorCode::invalid_argument, "expected a list of positive integers, got '", s, "'");
+    if (item.empty() || *end != '\0' || v <= 0 || v >= (int64_t{1} << 40))
+      return error(ErrorCode::invalid_argument, flag.empty() ? "" : flag + ": ", "expected a list of positive integers, got '",
+                   s.substr(0, 60), "'");
     r.push_back(v);
     if (c == std::string::npos) break;
     p = c + 1;

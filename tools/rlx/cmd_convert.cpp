@@ -7,6 +7,8 @@
 //                         __metadata__ entries become GGUF string keys.
 //   GGUF -> safetensors   typed tensors are copied, block-quantized ones are dequantized to f32
 //                         (said so in the output); metadata is written as text (arrays as JSON).
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -16,6 +18,7 @@
 #include "cli.h"
 #include "kernels/ggml_quants.h"
 #include "rlx/gguf.h"
+#include "rlx/mapped_file.h"
 #include "rlx/safetensors.h"
 
 namespace rlx::cli {
@@ -25,11 +28,15 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// By its magic or its name; a path that is not a regular file is left to the loader to refuse.
 bool is_gguf_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+  if (ends_with(path, ".gguf")) return true;
+  auto fd = open_regular_file(path);
+  if (!fd) return false;
   char m[4] = {};
-  f.read(m, 4);
-  return (f.gcount() == 4 && std::memcmp(m, "GGUF", 4) == 0) || ends_with(path, ".gguf");
+  const bool magic = ::read(*fd, m, 4) == 4 && std::memcmp(m, "GGUF", 4) == 0;
+  ::close(*fd);
+  return magic;
 }
 
 // One tensor of the input: a typed tensor, or the raw rows of a GGUF block format.

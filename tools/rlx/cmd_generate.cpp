@@ -269,7 +269,7 @@ int cmd_generate(int argc, char** argv) {
   if (Status s = flags(); !s) return report_error(s);
   if (args->get("precision")) o.precision = *args->get("precision");
   for (const auto& t : prompts_ids) {
-    auto ids = parse_int_list(t);
+    auto ids = parse_int_list(t, "--tokens");
     if (!ids) return report_error(ids.status());
     o.prompt_tokens.push_back(*ids);
   }

@@ -113,6 +113,8 @@ int cmd_embed(int argc, char** argv) {
     return Status::ok();
   };
   if (Status s = flags(); !s) return report_error(s);
+  if (auto out = args->get("out"); out && !ends_with(*out, ".npy") && !ends_with(*out, ".json"))
+    return report_error(error(ErrorCode::invalid_argument, "--out ", *out, ": expected a file name ending in .npy or .json"));
   eo.device = args->get("device").value_or(default_device_name());
   eo.precision = args->get("precision").value_or("f32");
   auto r = embed_texts(dir, texts, eo);

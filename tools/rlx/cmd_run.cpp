@@ -131,6 +131,9 @@ int run_onnx(const Args& a) {
 int cmd_run(int argc, char** argv) {
   auto args = parse_args(argc, argv, 2, {}, {"device", "policy", "dims", "input", "inputs", "out", "seed", "tp", "pp", "micro-batches", "precision"});
   if (!args) return report_error(args.status());
+  if (auto dir = args->get("out"); dir) {
+    if (Status s = make_output_dir(*dir, "--out"); !s) return report_error(s);
+  }
   if (args->has("tp") || args->has("pp")) return run_parallel(*args);  // cmd_run_parallel.cpp
   if (args->positional.size() == 1 && ends_with(args->positional[0], ".onnx") &&
       (args->get("inputs") || !args->all("input").empty()))
@@ -222,9 +225,9 @@ int cmd_bench(int argc, char** argv) {
   if (!args) return report_error(args.status());
   auto l = load_common(*args);
   if (!l) return report_error(l.status());
-  auto batches = parse_int_list(args->get("batch").value_or("1"));
+  auto batches = parse_int_list(args->get("batch").value_or("1"), "--batch");
   if (!batches) return report_error(batches.status());
-  auto seqs = parse_int_list(args->get("seq").value_or("128"));
+  auto seqs = parse_int_list(args->get("seq").value_or("128"), "--seq");
   if (!seqs) return report_error(seqs.status());
   auto runs_or = args->integer("runs", 20, 1, 1000000);
   if (!runs_or) return report_error(runs_or.status());

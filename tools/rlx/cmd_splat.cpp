@@ -79,10 +79,7 @@ int render_verb(int argc, char** argv) {
   auto num = [&](const char* k, int64_t def) -> Expected<int64_t> {
     auto v = a->get(k);
     if (!v) return def;
-    RLX_ASSIGN_OR_RETURN(std::vector<int64_t> l, parse_int_list(*v));
-    if (l.size() != 1 || l[0] < 1 || l[0] > 16384)
-      return error(ErrorCode::invalid_argument, "--", k, " must be one size in [1, 16384], got '", *v, "'");
-    return l[0];
+    return a->integer(k, def, 1, 16384);
   };
   auto w = num("width", 512), h = num("height", 512);
   if (!w) return report_error(w.status());
@@ -124,24 +121,16 @@ int fit_verb(int argc, char** argv) {
   o.quiet = a->has("quiet");
   for (auto [key, dst, lo, hi] : {std::tuple<const char*, int64_t*, int64_t, int64_t>{"gaussians", &o.gaussians, 1, 1000000},
                                   {"size", &o.size, 8, 4096}}) {
-    if (auto v = a->get(key)) {
-      auto l = parse_int_list(*v);
-      if (!l || l->size() != 1 || (*l)[0] < lo || (*l)[0] > hi)
-        return report_error(error(ErrorCode::invalid_argument, "--", key, " must be one number in [", lo, ", ", hi, "]"));
-      *dst = (*l)[0];
-    }
+    auto v = a->integer(key, *dst, lo, hi);
+    if (!v) return report_error(v.status());
+    *dst = *v;
   }
-  if (auto v = a->get("steps")) {
-    auto l = parse_int_list(*v);
-    if (!l || l->size() != 1 || (*l)[0] < 1 || (*l)[0] > 100000)
-      return report_error(error(ErrorCode::invalid_argument, "--steps must be in [1, 100000]"));
-    o.steps = static_cast<int>((*l)[0]);
-  }
-  if (auto v = a->get("seed")) {
-    auto l = parse_int_list(*v);
-    if (!l || l->size() != 1) return report_error(error(ErrorCode::invalid_argument, "--seed must be a number"));
-    o.seed = static_cast<uint64_t>((*l)[0]);
-  }
+  auto steps = a->integer("steps", o.steps, 1, 100000);
+  if (!steps) return report_error(steps.status());
+  o.steps = static_cast<int>(*steps);
+  auto seed = a->seed("seed", o.seed);
+  if (!seed) return report_error(seed.status());
+  o.seed = *seed;
   if (auto v = a->get("lr")) {
     char* end = nullptr;
     o.lr = std::strtod(v->c_str(), &end);
@@ -224,7 +213,8 @@ Expected<SplatFitResult> splat_fit(const SplatFitOptions& o) {
 int cmd_splat(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[2]) == "render") return render_verb(argc, argv);
   if (argc >= 3 && std::string(argv[2]) == "fit") return fit_verb(argc, argv);
-  std::fprintf(stderr, "rlx splat: expected 'render' or 'fit' (see rlx help splat)\n");
+  std::fprintf(stderr, "error: rlx splat: expected 'render' or 'fit', got '%.40s' (see rlx help splat)\n",
+               argc > 2 ? argv[2] : "");
   return kUsage;
 }
 

@@ -102,6 +102,6 @@ int main(int argc, char** argv) {
       }
       return 1;
     }
-  std::fprintf(stderr, "rlx: unknown verb '%s' (see `rlx help`)\n", argv[1]);
+  std::fprintf(stderr, "error: unknown verb '%.60s' (see `rlx help`)\n", argv[1]);
   return kUsage;
 }

@@ -93,7 +93,8 @@ class Importer {
   Expected<std::vector<int64_t>> ints(int i);
   Expected<std::vector<double>> floats(int i);
 
-  // attributes
+  // attributes: an attribute of another type than the accessor reads is an error naming the
+  // node and the attribute, reported when the node's mapping returns (attr_error_)
   bool has_attr(const std::string& name) const;
   const ::onnx::AttributeProto* attr(const std::string& name) const;
   int64_t ai(const std::string& name, int64_t def) const;
@@ -133,6 +134,10 @@ class Importer {
   Status import_graph(const ::onnx::GraphProto& gp, const std::string& folder);
 
  private:
+  // The attribute `name` when it holds `type` (or declares no type, as some old exporters
+  // write); null, recording attr_error_, when it holds another.
+  const ::onnx::AttributeProto* typed_attr(const std::string& name, int type, const char* what) const;
+  mutable Status attr_error_;
   friend struct FoldScope;
   Status import_node(const ::onnx::NodeProto& n, int index);
   Status run_mapping(const OpMapping& m);

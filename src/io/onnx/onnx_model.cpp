@@ -211,26 +211,36 @@ const AttributeProto* Importer::attr(const std::string& name) const {
   return nullptr;
 }
 bool Importer::has_attr(const std::string& name) const { return attr(name) != nullptr; }
-int64_t Importer::ai(const std::string& name, int64_t def) const {
+const AttributeProto* Importer::typed_attr(const std::string& name, int type, const char* what) const {
   const AttributeProto* a = attr(name);
+  if (!a || a->type() == AttributeProto::UNDEFINED || a->type() == type) return a;
+  if (attr_error_.is_ok())
+    attr_error_ = fail(ErrorCode::format_error, "attribute '", name, "' must be ", what, ", got type ",
+                       AttributeProto::AttributeType_Name(a->type()));
+  return nullptr;
+}
+int64_t Importer::ai(const std::string& name, int64_t def) const {
+  const AttributeProto* a = typed_attr(name, AttributeProto::INT, "an integer (INT)");
   return a ? a->i() : def;
 }
 double Importer::af(const std::string& name, double def) const {
+  // an integer where a float is read is exact, and some exporters write one
   const AttributeProto* a = attr(name);
-  if (!a) return def;
-  return a->type() == AttributeProto::INT ? static_cast<double>(a->i()) : a->f();
+  if (a && a->type() == AttributeProto::INT) return static_cast<double>(a->i());
+  a = typed_attr(name, AttributeProto::FLOAT, "a float (FLOAT)");
+  return a ? a->f() : def;
 }
 std::string Importer::as(const std::string& name, const std::string& def) const {
-  const AttributeProto* a = attr(name);
+  const AttributeProto* a = typed_attr(name, AttributeProto::STRING, "a string (STRING)");
   return a ? a->s() : def;
 }
 std::vector<int64_t> Importer::aints(const std::string& name, std::vector<int64_t> def) const {
-  const AttributeProto* a = attr(name);
+  const AttributeProto* a = typed_attr(name, AttributeProto::INTS, "a list of integers (INTS)");
   if (!a) return def;
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
 }
 std::vector<double> Importer::afloats(const std::string& name, std::vector<double> def) const {
-  const AttributeProto* a = attr(name);
+  const AttributeProto* a = typed_attr(name, AttributeProto::FLOATS, "a list of floats (FLOATS)");
   if (!a) return def;
   return std::vector<double>(a->floats().begin(), a->floats().end());
 }
@@ -288,7 +298,9 @@ std::vector<int64_t> static_dims(const TensorType& t) {
 
 Status Importer::run_mapping(const OpMapping& m) {
   ob_ = std::make_unique<OpBuilder>(*gb_);
+  attr_error_ = Status::ok();
   Status s = m.fn(*this);
+  if (!attr_error_.is_ok()) return attr_error_;
   if (!s.is_ok()) return s;
   if (!ob_->ok()) return ob_->status().with_context(where());
   return Status::ok();
@@ -516,16 +528,28 @@ Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& f
 }  // namespace rlx::onnx_import
 
 namespace rlx::onnx {
+namespace {
+
+// Parses with protobuf's recursion limit at 64 messages, so that nested subgraphs cannot
+// overflow the stack; protobuf does not say which failure it met, so the error names both.
+Status parse_model_proto(std::string_view bytes, const std::string& name, ::onnx::ModelProto& mp) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
+  in.SetRecursionLimit(64);
+  if (!mp.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    return error(ErrorCode::format_error, name,
+                 ": not a valid ONNX ModelProto: truncated or malformed protobuf, or subgraphs (If, Loop, Scan bodies) "
+                 "nested deeper than rlx reads (64 protobuf messages, about 20 levels)");
+  return Status::ok();
+}
+
+}  // namespace
 
 Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, const std::string& folder,
                             const LoadOptions& options) {
   if (bytes.size() > static_cast<size_t>(INT_MAX))
     return error(ErrorCode::format_error, name, ": larger than protobuf's 2 GiB limit");
   ::onnx::ModelProto mp;
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
-  in.SetRecursionLimit(64);
-  if (!mp.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-    return error(ErrorCode::format_error, name, ": not a valid ONNX ModelProto (truncated or malformed protobuf)");
+  RLX_TRY(parse_model_proto(bytes, name, mp));
   if (!mp.has_graph()) return error(ErrorCode::format_error, name, ": the model has no graph");
   int64_t opset = -1;
   for (const auto& o : mp.opset_import())
@@ -576,10 +600,7 @@ Expected<std::string> read_model_bytes(const std::string& path) {
 Expected<Signature> read_signature(const std::string& path) {
   RLX_ASSIGN_OR_RETURN(std::string bytes, read_model_bytes(path));
   ::onnx::ModelProto mp;
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
-  in.SetRecursionLimit(64);
-  if (!mp.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-    return error(ErrorCode::format_error, path, ": not a valid ONNX ModelProto (truncated or malformed protobuf)");
+  RLX_TRY(parse_model_proto(bytes, path, mp));
   std::set<std::string> inits;
   for (const auto& t : mp.graph().initializer()) inits.insert(t.name());
   Signature s;

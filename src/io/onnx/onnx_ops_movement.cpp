@@ -181,7 +181,22 @@ ValueId norm_index(OpBuilder& o, ValueId idx, int64_t dim) {
 Status map_gather(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   RLX_ASSIGN_OR_RETURN(ValueId idx, m.in(1));
-  return m.out(0, m.o().gather(x, m.o().cast(idx, DType::i64), m.ai("axis", 0)));
+  // Constant indices are checked here: ONNX makes an index outside [-n, n) an error, and rlx's
+  // gather clamps (what a run-time index that is out of range gets on every device).
+  const TensorType& xt = m.o().type(x);
+  const int64_t axis = m.ai("axis", 0);
+  const int rank = static_cast<int>(xt.shape.size());
+  if (m.is_konst(1) && axis >= -rank && axis < rank && xt.shape[axis < 0 ? axis + rank : axis].is_static()) {
+    const int64_t n = xt.shape[axis < 0 ? axis + rank : axis].size();
+    RLX_ASSIGN_OR_RETURN(Tensor k, m.konst(1));
+    for (int64_t i = 0; i < k.numel(); ++i) {
+      const double v = k.get_f64(i);
+      if (v < static_cast<double>(-n) || v >= static_cast<double>(n))
+        return m.fail(ErrorCode::out_of_range, "index ", static_cast<int64_t>(v), " (entry ", i, " of indices) is outside [", -n,
+                      ", ", n, ") on axis ", axis);
+    }
+  }
+  return m.out(0, m.o().gather(x, m.o().cast(idx, DType::i64), axis));
 }
 
 // Flat offsets into data (row-major over data's shape) of every position of `ishape`, leaving

@@ -213,6 +213,16 @@ Expected<BpeTokenizer> BpeTokenizer::from_json(std::string_view text, const std:
   if (type != "BPE") return error(ErrorCode::unsupported, name, ": model.type is '", type.substr(0, 40), "', expected BPE");
   RLX_ASSIGN_OR_RETURN(std::optional<json::Fields> vocab, model->object("vocab"));
   if (!vocab) return error(ErrorCode::format_error, name, ": model.vocab must be an object");
+  {
+    // fields of a BPE model that rlx does not use, checked as Hugging Face's tokenizers check
+    // them: a file that library refuses is refused here too
+    std::string text_field;
+    bool flag = false;
+    double number = 0;
+    for (const char* k : {"unk_token", "continuing_subword_prefix", "end_of_word_suffix"}) RLX_TRY(model->read(k, text_field));
+    for (const char* k : {"fuse_unk", "byte_fallback"}) RLX_TRY(model->read(k, flag));
+    RLX_TRY(model->read("dropout", number));
+  }
   BpeTokenizer t;
   int64_t max_id = -1;
   for (const auto& [tok, id] : m["vocab"].items()) {

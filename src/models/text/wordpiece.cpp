@@ -89,6 +89,10 @@ Expected<WordPieceTokenizer> WordPieceTokenizer::from_folder(const std::string& 
     RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::read_object_file(cfg));
     const json::Fields f(j, cfg);
     RLX_TRY(f.read("do_lower_case", o.lower_case));
+    // not used (the model's max_position_embeddings bounds a sequence), but typed; a number,
+    // since files without a limit write 1e30
+    double max_length = 0;
+    RLX_TRY(f.read("model_max_length", max_length));
     o.strip_accents = o.lower_case;
     RLX_TRY(f.read("strip_accents", o.strip_accents));
   }
