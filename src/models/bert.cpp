@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rlx/mapped_file.h"
 #include "support/json_fields.h"
 #include "models/tensor_parallel.h"
 #include "rlx/op_builder.h"
@@ -161,7 +162,12 @@ class Builder {
 }  // namespace
 
 Expected<BertConfig> BertConfig::from_json_file(const std::string& path) {
-  RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::read_object_file(path));
+  RLX_ASSIGN_OR_RETURN(std::string text, read_regular_file(path, uint64_t{1} << 24));
+  return from_json(text, path);
+}
+
+Expected<BertConfig> BertConfig::from_json(std::string_view text, const std::string& path) {
+  RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::parse_object(text, path));
   const json::Fields f(j, path);
   BertConfig c;
   RLX_TRY(json::require_string(f, "model_type"));

@@ -21,6 +21,8 @@ struct BertConfig {
   std::string hidden_act = "gelu";
   // From a Hugging Face config.json; errors name the file and the field.
   static Expected<BertConfig> from_json_file(const std::string& path);
+  // The same from the file's text; `name` labels errors.
+  static Expected<BertConfig> from_json(std::string_view text, const std::string& name);
   std::string to_json() const;
 };
 

@@ -14,6 +14,7 @@
 #include "passes/weight_of.h"
 #include "kernels/ggml_quants.h"
 #include "rlx/gguf.h"
+#include "rlx/mapped_file.h"
 #include "support/json_fields.h"
 #include "rlx/op_builder.h"
 #include "rlx/safetensors.h"
@@ -195,7 +196,12 @@ Status Qwen3Config::validate(const std::string& where) const {
 }
 
 Expected<Qwen3Config> Qwen3Config::from_json_file(const std::string& path) {
-  RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::read_object_file(path));
+  RLX_ASSIGN_OR_RETURN(std::string text, read_regular_file(path, uint64_t{1} << 24));
+  return from_json(text, path);
+}
+
+Expected<Qwen3Config> Qwen3Config::from_json(std::string_view text, const std::string& path) {
+  RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::parse_object(text, path));
   const json::Fields f(j, path);
   Qwen3Config c;
   RLX_TRY(json::require_string(f, "model_type"));

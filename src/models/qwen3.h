@@ -48,6 +48,8 @@ struct Qwen3Config {
 
   // From a Hugging Face config.json; errors name the file and the field.
   static Expected<Qwen3Config> from_json_file(const std::string& path);
+  // The same from the file's text; `name` labels errors.
+  static Expected<Qwen3Config> from_json(std::string_view text, const std::string& name);
   std::string to_json() const;
   // Checks sizes (positive, heads a multiple of kv_heads, even head_dim); `where` names the source.
   Status validate(const std::string& where) const;

@@ -49,7 +49,12 @@ Expected<WordPieceTokenizer> WordPieceTokenizer::from_vocab_file(const std::stri
 }
 
 Expected<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json(const std::string& path) {
-  RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::read_object_file(path));
+  RLX_ASSIGN_OR_RETURN(std::string text, read_regular_file(path, uint64_t{1} << 30));
+  return from_tokenizer_json_text(text, path);
+}
+
+Expected<WordPieceTokenizer> WordPieceTokenizer::from_tokenizer_json_text(std::string_view text, const std::string& path) {
+  RLX_ASSIGN_OR_RETURN(nlohmann::json j, json::parse_object(text, path));
   const json::Fields file(j, path);
   RLX_ASSIGN_OR_RETURN(std::optional<json::Fields> model, file.object("model"));
   std::string type;

@@ -42,6 +42,8 @@ class WordPieceTokenizer {
   // From a Hugging Face tokenizer.json whose model is WordPiece (reads vocab, normalizer flags,
   // special tokens).
   static Expected<WordPieceTokenizer> from_tokenizer_json(const std::string& path);
+  // The same from the file's text; `name` labels errors.
+  static Expected<WordPieceTokenizer> from_tokenizer_json_text(std::string_view text, const std::string& name);
   // From a folder: tokenizer.json if present, else vocab.txt (+ tokenizer_config.json for
   // do_lower_case).
   static Expected<WordPieceTokenizer> from_folder(const std::string& dir);
