@@ -304,7 +304,9 @@ Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output, 
     if (!shard) return shard.status().with_context(dir);
     RLX_ASSIGN_OR_RETURN(m.graph, build_bert(shard->first, shard->second, output, tp));
   } else {
-    RLX_ASSIGN_OR_RETURN(m.graph, build_bert(m.config, f.tensors, output, {}, weight_format));
+    auto g = build_bert(m.config, f.tensors, output, {}, weight_format);
+    if (!g) return g.status().with_context(weights);
+    m.graph = std::move(*g);
   }
   RLX_ASSIGN_OR_RETURN(m.tokenizer, text::WordPieceTokenizer::from_folder(dir));
   if (m.tokenizer.vocab_size() > m.config.vocab_size)
