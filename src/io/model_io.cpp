@@ -48,7 +48,8 @@ Expected<LoadedModel> load_model(const std::string& path) {
       RLX_TRY(f.read("architectures", architectures));
     }
     if (models::is_bert_folder(path)) {
-      RLX_ASSIGN_OR_RETURN(models::BertModel b, models::load_bert_folder(path));
+      // the graph only: info, explain, run and bench never tokenize
+      RLX_ASSIGN_OR_RETURN(models::BertModel b, models::load_bert_folder(path, models::BertOutput::sentence_embedding, {}, false));
       LoadedModel m;
       m.graph = std::move(b.graph);
       m.format = "Hugging Face folder (BERT, sentence embeddings)";

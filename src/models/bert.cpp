@@ -286,7 +286,7 @@ bool is_bert_folder(const std::string& dir) {
   return false;
 }
 
-Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output, const TensorParallel& tp) {
+Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output, const TensorParallel& tp, bool tokenizer) {
   BertModel m;
   RLX_ASSIGN_OR_RETURN(m.config, BertConfig::from_json_file(dir + "/config.json"));
   std::string weights = dir + "/model.safetensors";
@@ -308,6 +308,7 @@ Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output, 
     if (!g) return g.status().with_context(weights);
     m.graph = std::move(*g);
   }
+  if (!tokenizer) return m;
   RLX_ASSIGN_OR_RETURN(m.tokenizer, text::WordPieceTokenizer::from_folder(dir));
   if (m.tokenizer.vocab_size() > m.config.vocab_size)
     return error(ErrorCode::format_error, dir, ": the tokenizer has ", m.tokenizer.vocab_size(),

@@ -67,10 +67,11 @@ struct BertModel {
 };
 
 // Loads a Hugging Face folder (config.json, model.safetensors or its sharded index, and the
-// tokenizer files).
+// tokenizer files unless `tokenizer` is false: for the verbs that never tokenize, which then
+// work on a folder without vocab.txt).
 // With tp.size > 1 the graph is rank tp.rank's tensor-parallel shard (config stays the full one).
 Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output = BertOutput::sentence_embedding,
-                                     const TensorParallel& tp = {});
+                                     const TensorParallel& tp = {}, bool tokenizer = true);
 
 // Whether `dir` looks like a BERT-family Hugging Face folder (config.json with a BERT
 // model_type or architecture).

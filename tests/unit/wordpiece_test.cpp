@@ -41,6 +41,20 @@ TEST(WordPiece, ControlCharactersAndLongWords) {
   EXPECT_TRUE(t.tokenize("\xff\xfe").empty());  // invalid UTF-8 is dropped like U+FFFD
 }
 
+// As Hugging Face's tokenizers do: special tokens typed in the text are those tokens (matched
+// as written, before lowercasing), private-use and unassigned characters are dropped, and
+// U+2028 / U+2029 (Unicode White_Space) separate words.
+TEST(WordPiece, SpecialTokensInTextAndUnicodeSeparators) {
+  auto t = make();
+  EXPECT_EQ(t.tokenize("hello [SEP] world"), (V{"hello", "[SEP]", "world"}));
+  EXPECT_EQ(t.tokenize("hello[SEP]world[CLS]"), (V{"hello", "[SEP]", "world", "[CLS]"}));
+  EXPECT_EQ(t.tokenize("[sep]"), (V{"[UNK]", "[UNK]", "[UNK]"}));  // "[", "sep", "]": not the token
+  EXPECT_EQ(t.tokenize("hel\xee\x80\x80lo"), (V{"hello"}));        // U+E000, private use
+  EXPECT_EQ(t.tokenize("hello\xe2\x80\xa8world"), (V{"hello", "world"}));  // U+2028
+  EXPECT_EQ(t.tokenize("hello\xe2\x80\xa9world"), (V{"hello", "world"}));  // U+2029
+  EXPECT_EQ(t.ids_of(t.tokenize("[SEP]")), (std::vector<int64_t>{3}));
+}
+
 TEST(WordPiece, CasedKeepsCase) {
   WordPieceOptions o;
   o.lower_case = false;

@@ -107,8 +107,30 @@ Expected<Args> parse_args(int argc, char** argv, int first, const std::vector<st
   return a;
 }
 
+namespace {
+// `msg` with every line over 400 characters cut in its middle: an error quotes input (a token,
+// a line of text IR, a key) and must not echo a megabyte of it.
+std::string clip_lines(const std::string& msg) {
+  constexpr size_t kMax = 400, kHead = 250, kTail = 100;
+  std::string out;
+  size_t p = 0;
+  while (p <= msg.size()) {
+    size_t e = msg.find('\n', p);
+    if (e == std::string::npos) e = msg.size();
+    const std::string line = msg.substr(p, e - p);
+    out += line.size() <= kMax ? line
+                               : cat(line.substr(0, kHead), " [... ", line.size() - kHead - kTail, " characters ...] ",
+                                     line.substr(line.size() - kTail));
+    if (e == msg.size()) break;
+    out += '\n';
+    p = e + 1;
+  }
+  return out;
+}
+}  // namespace
+
 int report_error(const Status& s) {
-  std::fprintf(stderr, "error: %s\n", s.message().c_str());
+  std::fprintf(stderr, "error: %s\n", clip_lines(s.message()).c_str());
   switch (s.code()) {
     case ErrorCode::illegal:
     case ErrorCode::runtime_error:

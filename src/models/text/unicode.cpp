@@ -67,15 +67,25 @@ std::string utf8_encode(const std::vector<char32_t>& cps) {
   return s;
 }
 
+// As Hugging Face's tokenizers (BertNormalizer, BertPreTokenizer) define them: whitespace is
+// Unicode's White_Space property (so U+2028 and U+2029 separate words), and "control" is every
+// character of the Other categories (control, format, surrogate, private use, unassigned), which
+// the normalizer removes, except tab and the line ends.
 bool is_whitespace(char32_t c) {
   if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
-  return u_charType(static_cast<UChar32>(c)) == U_SPACE_SEPARATOR;
+  return u_isUWhiteSpace(static_cast<UChar32>(c)) != 0;
 }
 
 bool is_control(char32_t c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
-  int8_t t = u_charType(static_cast<UChar32>(c));
-  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR;
+  switch (u_charType(static_cast<UChar32>(c))) {
+    case U_CONTROL_CHAR:
+    case U_FORMAT_CHAR:
+    case U_SURROGATE:
+    case U_PRIVATE_USE_CHAR:
+    case U_UNASSIGNED: return true;
+    default: return false;
+  }
 }
 
 bool is_punctuation(char32_t c) {

@@ -194,8 +194,29 @@ void WordPieceTokenizer::word_pieces(const std::string& word, std::vector<std::s
 }
 
 std::vector<std::string> WordPieceTokenizer::tokenize(const std::string& text) const {
+  // Special tokens typed in the text ("[SEP]") are those tokens, as in Hugging Face's
+  // tokenizers, which match them in the raw text (case and all) before normalizing the rest.
+  std::vector<std::string> specials;
+  for (const std::string* s : {&opt_.unk, &opt_.cls, &opt_.sep, &opt_.pad})
+    if (!s->empty()) specials.push_back(*s);
+  if (id_of("[MASK]") >= 0) specials.push_back("[MASK]");
   std::vector<std::string> out;
-  for (const std::string& w : basic_split(text)) word_pieces(w, out);
+  size_t p = 0;
+  while (p <= text.size()) {
+    size_t at = std::string::npos, len = 0;
+    for (const std::string& s : specials) {
+      const size_t f = text.find(s, p);
+      if (f < at || (f == at && s.size() > len)) {
+        at = f;
+        len = s.size();
+      }
+    }
+    for (const std::string& w : basic_split(text.substr(p, at == std::string::npos ? std::string::npos : at - p)))
+      word_pieces(w, out);
+    if (at == std::string::npos) break;
+    out.push_back(text.substr(at, len));
+    p = at + len;
+  }
   return out;
 }
 
