@@ -40,6 +40,7 @@ import concurrent.futures
 import dataclasses
 import fnmatch
 import functools
+import io
 import json
 import os
 import re
@@ -667,7 +668,34 @@ def run_out_dir(c):
                check=lambda: None if os.path.exists(os.path.join(out, "z.npy")) else "no z.npy written")]
 
 
-FAMILIES = [controls, hf_folders, huge_sizes, long_deep, non_regular, same_file_convert, bad_flags, onnx_attrs,
+def npy_inputs(c):
+    """Hostile .npy inputs given with `run --input`: truncated data, a header that declares 2^40
+    elements, a malformed header, a FIFO and a directory. The error names the file."""
+    F, cases = "npy", []
+    good = np.ones(4, np.float32)
+
+    def make(name, data):
+        path = c.p("npy", name + ".npy")
+        return path, (lambda: write(path, data, "wb"))
+
+    buf = io.BytesIO()
+    np.save(buf, good)
+    raw = buf.getvalue()
+    huge = raw.replace(b"(4,)", b"(1099511627776,)")
+    for name, data in [("truncated", raw[:-5]), ("huge_shape", huge), ("bad_header", raw[:10] + b"{nope" + raw[15:]),
+                       ("empty", b"")]:
+        path, setup = make(name, data)
+        cases.append(E(F, name, ["run", "@graph", "--device", "cpu", "--input", "x=" + path], name + ".npy", setup=setup))
+    fifo = c.p("npy", "fifo.npy")
+    cases.append(E(F, "fifo", ["run", "@graph", "--device", "cpu", "--input", "x=" + fifo], "fifo.npy",
+                   setup=lambda: mkfifo(fifo), timeout=FIFO_TIMEOUT))
+    d = c.p("npy", "dir.npy")
+    cases.append(E(F, "directory", ["run", "@graph", "--device", "cpu", "--input", "x=" + d], "dir.npy",
+                   setup=lambda: mkdir(d)))
+    return cases
+
+
+FAMILIES = [controls, hf_folders, huge_sizes, long_deep, non_regular, same_file_convert, bad_flags, onnx_attrs, npy_inputs,
             run_out_dir]
 
 
