@@ -11,6 +11,7 @@
 #include <fstream>
 #include <random>
 
+#include "rlx/compile.h"
 #include "rlx/npy.h"
 #include "rlx/onnx.h"
 #include "rlx/safetensors.h"
@@ -110,6 +111,47 @@ TEST(OnnxBertExport, MatchesPyTorchAtOtherShapes) {
   double worst = 0;
   for (int64_t i = 0; i < got.numel(); ++i) worst = std::max(worst, std::fabs(got.get_f64(i) - want->get_f64(i)));
   EXPECT_LT(worst, 1e-5) << "max abs difference from PyTorch";
+}
+
+// Hugging Face's BERT exports slice position ids from a buffer up to the sequence length
+// (position_ids[:, :seq], a Slice whose end comes from Shape -> Gather -> Unsqueeze). Imported
+// without inputs, the graph keeps the sequence symbolic (rlx info, explain and bench work on
+// it) and, bound at run time, gives PyTorch's output.
+TEST(OnnxBertExport, PositionIdsSlicedToASymbolicLength) {
+  if (!have_torch()) GTEST_SKIP() << "python3-torch is not installed (scripts/install-deps.sh installs it)";
+  TinyBert t;
+  const std::string script = t.dir + "/export.py";
+  std::ofstream(script) << R"PY(import sys, numpy as np, torch
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("position_ids", torch.arange(64).expand((1, -1)))
+        torch.manual_seed(3)
+        self.emb = torch.nn.Embedding(64, 8)
+    def forward(self, input_ids):
+        pos = self.position_ids[:, :input_ids.shape[1]]
+        return self.emb(pos) + input_ids.unsqueeze(-1).float()
+m = M().eval()
+torch.onnx.export(m, (torch.zeros(2, 7, dtype=torch.long),), sys.argv[1] + "/m.onnx", input_names=["input_ids"],
+                  output_names=["out"], dynamic_axes={"input_ids": {0: "batch", 1: "seq"}}, opset_version=14)
+ids = torch.arange(15, dtype=torch.long).reshape(3, 5) % 11
+np.save(sys.argv[1] + "/want.npy", m(ids).detach().numpy())
+)PY";
+  const std::string cmd = "OMP_NUM_THREADS=1 /usr/bin/python3 " + script + " " + t.dir + " > " + t.dir + "/export.log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "export failed, see " << t.dir << "/export.log";
+  auto sym = onnx::load(t.dir + "/m.onnx");
+  ASSERT_TRUE(sym.has_value()) << sym.status().to_string();
+  ASSERT_TRUE(sym->graph.type(sym->graph.inputs[0]).shape[1].is_symbol());
+  auto model = Model::compile(sym->graph, {.device = "cpu"});
+  ASSERT_TRUE(model.has_value()) << model.status().to_string();
+  std::vector<double> ids(15);
+  for (int i = 0; i < 15; ++i) ids[i] = i % 11;
+  auto got = (*model)->run(std::vector<Tensor>{Tensor::from_f64(DType::i64, {3, 5}, ids)});
+  ASSERT_TRUE(got.has_value()) << got.status().to_string();
+  auto want = read_npy(t.dir + "/want.npy");
+  ASSERT_TRUE(want.has_value()) << want.status().to_string();
+  ASSERT_EQ((*got)[0].sizes(), want->sizes());
+  for (int64_t i = 0; i < want->numel(); ++i) EXPECT_EQ((*got)[0].get_f64(i), want->get_f64(i)) << i;
 }
 
 }  // namespace

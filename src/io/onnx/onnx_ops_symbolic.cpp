@@ -68,6 +68,33 @@ Status sym_slice(Importer& m) {
   return m.out_dims(0, out, false);
 }
 
+// Slice of a data tensor (not a shape value) up to a symbolic dim: x[:, :seq], as exporters
+// write position ids sliced from a buffer. It is a gather of positions 0..D-1 along the axis,
+// D taken from a graph input that has it, so the result keeps the symbolic dim. Only a start
+// of 0, a step of 1 and one axis are taken this way; the end must be at most the axis's size
+// at run time, as it is for such buffers (a longer sequence would read the last position
+// again, where ONNX would make the output shorter).
+Status sym_slice_data(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  if (!m.is_konst(1) || !m.is_sym(2) || (m.has(3) && !m.is_konst(3)) || (m.has(4) && !m.is_konst(4)))
+    return m.fail(ErrorCode::unsupported, "Slice with symbolic bounds: only the end may be symbolic");
+  RLX_ASSIGN_OR_RETURN(auto starts, m.ints(1));
+  RLX_ASSIGN_OR_RETURN(auto ends, m.dims_in(2));
+  std::vector<int64_t> axes{0}, steps{1};
+  if (m.has(3)) { RLX_ASSIGN_OR_RETURN(axes, m.ints(3)); }
+  if (m.has(4)) { RLX_ASSIGN_OR_RETURN(steps, m.ints(4)); }
+  if (starts.size() != 1 || ends.size() != 1 || axes.size() != 1 || steps.size() != 1)
+    return m.fail(ErrorCode::unsupported, "Slice with a symbolic end: one axis only");
+  if (starts[0] != 0 || steps[0] != 1 || ends[0].is_static())
+    return m.fail(ErrorCode::unsupported, "Slice with a symbolic end needs start 0 and step 1, got start ", starts[0], " and step ",
+                  steps[0]);
+  const int rank = m.o().rank(x);
+  RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, axes[0], rank));
+  RLX_ASSIGN_OR_RETURN(ValueId like, m.value_with_dim(ends[0]));
+  ValueId positions = m.o().op(Op::Iota, {like}, Attrs{{"dtype", DType::i64}, {"axis", int64_t{0}}});
+  return m.out(0, m.o().gather(x, positions, axis));
+}
+
 Status sym_identity(Importer& m) {
   RLX_ASSIGN_OR_RETURN(auto d, m.dims_in(0));
   return m.out_dims(0, d, m.type(0).rank() == 0);
@@ -104,7 +131,7 @@ Status map_symbolic(Importer& m) {
   if (op == "Unsqueeze") return sym_unsqueeze(m);
   if (op == "Squeeze") return sym_squeeze(m);
   if (op == "Concat") return sym_concat(m);
-  if (op == "Slice") return sym_slice(m);
+  if (op == "Slice") return m.is_sym(0) ? sym_slice(m) : sym_slice_data(m);
   if (op == "Identity") return sym_identity(m);
   if (op == "Range") return sym_range(m);
   return m.fail(ErrorCode::internal, "not a symbolic shape op");
