@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the npm packages some tests use as independent peers (node must be installed):
 #   @huggingface/gguf   an independent GGUF reader (tests/io/gguf_test.cpp reads our files with it)
+#   tokenizers          Hugging Face's tokenizers (the Rust library's official Node binding), the
+#                       oracle of tests/unit/wordpiece_test.cpp
 #   onnxruntime-node    ONNX Runtime's CPU build, the peer of bench/minilm and the MiniLM ONNX
 #                       parity test; its install step would fetch GPU binaries from outside, so
 #                       it is skipped (ONNXRUNTIME_NODE_INSTALL=skip): the CPU binary is inside
@@ -16,5 +18,6 @@ if ! command -v npm > /dev/null; then
 fi
 mkdir -p "$dir"
 npm install --prefix "$dir" --no-audit --no-fund @huggingface/gguf
+npm install --prefix "$dir" --no-audit --no-fund tokenizers@0.23.2
 ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix "$dir" --no-audit --no-fund onnxruntime-node
 echo "install-npm: installed into $dir"

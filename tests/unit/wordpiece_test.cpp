@@ -1,6 +1,16 @@
 // WordPiece tokenization as BERT's uncased tokenizer behaves, on a small vocabulary whose
-// expected pieces are worked out by hand from the BertTokenizer algorithm.
+// expected pieces are worked out by hand from the BertTokenizer algorithm, and compared with
+// Hugging Face's tokenizers library itself (its Node binding, installed by
+// scripts/install-npm.sh) on texts that probe the edges.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "models/text/wordpiece.h"
 
@@ -53,6 +63,65 @@ TEST(WordPiece, SpecialTokensInTextAndUnicodeSeparators) {
   EXPECT_EQ(t.tokenize("hello\xe2\x80\xa8world"), (V{"hello", "world"}));  // U+2028
   EXPECT_EQ(t.tokenize("hello\xe2\x80\xa9world"), (V{"hello", "world"}));  // U+2029
   EXPECT_EQ(t.ids_of(t.tokenize("[SEP]")), (std::vector<int64_t>{3}));
+}
+
+// The folder holding node_modules/tokenizers, or "" with the reason.
+std::string tokenizers_dir(std::string* why) {
+  if (std::system("node --version > /dev/null 2>&1") != 0) {
+    *why = "node is not installed";
+    return "";
+  }
+  std::vector<std::string> candidates;
+  if (const char* e = std::getenv("RLX_NPM_DIR")) candidates.push_back(e);
+  candidates.push_back(std::string(RLX_BINARY_DIR) + "/npm");
+  candidates.push_back(std::string(RLX_SOURCE_DIR) + "/build/npm");
+  struct stat st;
+  for (const std::string& c : candidates)
+    if (::stat((c + "/node_modules/tokenizers/package.json").c_str(), &st) == 0) return c;
+  *why = "the npm package tokenizers is not installed (run scripts/install-npm.sh)";
+  return "";
+}
+
+TEST(WordPiecePeer, MatchesHuggingFaceTokenizers) {
+  std::string why;
+  const std::string dir = tokenizers_dir(&why);
+  if (dir.empty()) {
+    // in CI the oracle must be there: a missing one is a failure, not a skip
+    if (std::getenv("CI")) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
+  const std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "un", "##aff",
+                                          "##able", ",", "!", "the", "cafe", "中", "国", "a", "##b", "naive", ".", "'",
+                                          "s", "[", "]", "sep", "-", "x"};
+  const std::vector<std::string> texts = {
+      "Hello, WORLD!", "  Café\tnaïve\n", "unaffable", "the world's", "中国", "zzz", "abb", "abz",
+      "hello [SEP] world", "hello[SEP]world[CLS]", "[sep]", "[MASK]hello[MASK]", "[UNK][PAD]",
+      "hel\xee\x80\x80lo",          // U+E000, private use: dropped
+      "hello\xe2\x80\xa8world",      // U+2028 line separator: a space
+      "hello\xe2\x80\xa9world",      // U+2029 paragraph separator
+      "a\xc2\x85" "b",                 // U+0085 NEL: a control (dropped), though White_Space
+      "hel\xcd\xb8lo",                // U+0378, unassigned: kept
+      "a\xc2\xa0" "b",                 // U+00A0 no-break space
+      "x\xe2\x80\x8bx",              // U+200B zero-width space (format): dropped
+      "x\xef\xbb\xbfx",              // U+FEFF byte order mark (format)
+      "x\xe3\x80\x80x",              // U+3000 ideographic space
+      "hello\x01world", "-x-", "\xe2\x80\x94", std::string(120, 'a'), "a" + std::string(99, 'b'), ""};
+  const std::string in = std::string(RLX_BINARY_DIR) + "/wordpiece_peer_input.json";
+  std::ofstream(in) << nlohmann::json{{"vocab", vocab}, {"texts", texts}}.dump();
+  const std::string cmd = "NODE_PATH='" + dir + "/node_modules' node '" + std::string(RLX_SOURCE_DIR) +
+                          "/tests/unit/wordpiece_peer.cjs' '" + in + "' 2>&1";
+  std::string out;
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::array<char, 4096> buf{};
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  ASSERT_EQ(::pclose(p), 0) << out;
+  auto peer = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(peer.is_array() && peer.size() == texts.size()) << out;
+  auto t = WordPieceTokenizer::from_tokens(vocab, {});
+  ASSERT_TRUE(t.has_value()) << t.status().to_string();
+  for (size_t i = 0; i < texts.size(); ++i)
+    EXPECT_EQ(t->tokenize(texts[i]), peer[i].get<std::vector<std::string>>()) << "text " << i << ": '" << texts[i] << "'";
 }
 
 TEST(WordPiece, CasedKeepsCase) {

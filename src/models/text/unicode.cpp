@@ -68,9 +68,10 @@ std::string utf8_encode(const std::vector<char32_t>& cps) {
 }
 
 // As Hugging Face's tokenizers (BertNormalizer, BertPreTokenizer) define them: whitespace is
-// Unicode's White_Space property (so U+2028 and U+2029 separate words), and "control" is every
-// character of the Other categories (control, format, surrogate, private use, unassigned), which
-// the normalizer removes, except tab and the line ends.
+// Unicode's White_Space property (so U+2028 and U+2029 separate words), and "control" is a
+// character of the control, format, surrogate or private-use categories, which the normalizer
+// removes, except tab and the line ends. (Unassigned code points are kept, as the tokenizers
+// library keeps them: checked against its Node binding, tests/unit/wordpiece_test.cpp.)
 bool is_whitespace(char32_t c) {
   if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
   return u_isUWhiteSpace(static_cast<UChar32>(c)) != 0;
@@ -82,8 +83,7 @@ bool is_control(char32_t c) {
     case U_CONTROL_CHAR:
     case U_FORMAT_CHAR:
     case U_SURROGATE:
-    case U_PRIVATE_USE_CHAR:
-    case U_UNASSIGNED: return true;
+    case U_PRIVATE_USE_CHAR: return true;
     default: return false;
   }
 }

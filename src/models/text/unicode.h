@@ -15,7 +15,7 @@ std::string utf8_encode(const std::vector<char32_t>& cps);
 void utf8_append(std::string& out, char32_t cp);
 
 bool is_whitespace(char32_t c);    // \t \n \r space, and Unicode White_Space (U+2028 too)
-bool is_control(char32_t c);       // the Other categories (Cc Cf Cs Co Cn) except \t \n \r
+bool is_control(char32_t c);       // Cc Cf Cs Co except \t \n \r
 bool is_punctuation(char32_t c);   // ASCII symbol ranges (as BERT) and Unicode P*
 bool is_cjk(char32_t c);           // CJK unified ideograph blocks (as BERT)
 bool is_letter(char32_t c);        // \p{L}
