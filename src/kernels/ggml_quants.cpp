@@ -33,16 +33,6 @@ inline float h2f(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
-// The 6-bit scale and min of sub-block j (0..7) of a q4_k / q5_k block.
-inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 
 void dq_q4_0(const uint8_t* b, float* y) {
   const float d = h2f(b);

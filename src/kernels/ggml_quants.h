@@ -80,6 +80,18 @@ std::optional<int64_t> row_bytes(QType t, int64_t n);
 // The 16 levels of iq4_nl / iq4_xs.
 extern const int8_t kIq4nlValues[16];
 
+// The 6-bit scale `sc` and min `m` of sub-block j (0..7) of a q4_k / q5_k block's 12 scale
+// bytes `q` (the packing llama.cpp's get_scale_min_k4 reads).
+inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 // Decodes one block (block_elems values) at `blk` into dst.
 void dequantize_block(QType t, const uint8_t* blk, float* dst);
 // Decodes n values (n a multiple of the block size; the caller checks) from src into dst.

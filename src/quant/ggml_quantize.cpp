@@ -303,15 +303,7 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
   return scale;
 }
 
-inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
+
 
 // q4_k (nmax 15) and q5_k (nmax 31): 8 sub-blocks of 32 with 6-bit scales and mins. Writes
 // d, dmin and the packed scales at y[0..16) and returns the levels in L.
