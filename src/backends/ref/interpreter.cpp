@@ -50,10 +50,7 @@ Expected<Tensor> allocate(const TensorType& t, std::string_view label) {
   RLX_ASSIGN_OR_RETURN(int64_t n, checked_numel(sizes));
   if (!checked_mul(static_cast<uint64_t>(n), static_cast<uint64_t>(dtype_bits(t.dtype))))
     return error(ErrorCode::overflow, label, ": output of ", n, " elements is too large");
-  Tensor out = Tensor::zeros(t.dtype, std::move(sizes));
-  if (n > 0 && !out.storage())
-    return error(ErrorCode::runtime_error, label, ": cannot allocate ", out.nbytes(), " bytes");
-  return out;
+  return Tensor::allocate(t.dtype, std::move(sizes), label);
 }
 
 Expected<Tensor> run_source(const Node& n, std::string_view label, const TensorType& type) {

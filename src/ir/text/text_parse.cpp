@@ -274,8 +274,9 @@ Expected<Tensor> TokenParser::build_tensor(const DenseLit& d, const TensorType& 
       return fail(*d.start, "dense literal has shape ", sizes_to_string(d.list_shape), " but its type is ",
                   format_type(ty));
   }
-  Tensor t = Tensor::zeros(ty.dtype, *sizes);
-  if (t.nbytes() > 0 && !t.bytes()) return fail(*d.start, "cannot allocate ", t.nbytes(), " bytes for a constant");
+  auto allocated = Tensor::allocate(ty.dtype, *sizes, "a constant");
+  if (!allocated) return fail(*d.start, allocated.status().message());
+  Tensor t = std::move(*allocated);
   if (!d.is_list) {
     if (*n == 0) return t;
     RLX_TRY(store_element(t, 0, d.elems[0]));
