@@ -386,6 +386,46 @@ TEST(OnnxCorrupt, UnsupportedAttribute) {
   expect_error("unsupported_attribute", m, ErrorCode::unsupported, "attribute 'fancy' is not supported");
 }
 
+// Every attribute a mapping does not read is refused (an exporter's newer attribute, a
+// misspelling), not only those of the ops that list theirs; one of the wrong type is an error
+// naming it; constant Gather indices out of range are an error, as ONNX says.
+TEST(OnnxCorrupt, UnreadWrongTypedAndOutOfRangeAttributes) {
+  {
+    ModelProto m = base_model();
+    add_input(m, "a", TensorProto::FLOAT, {2, 2});
+    auto* at = add_node(m, "Relu", {"a"}, {"y"}, "relu")->add_attribute();
+    at->set_name("alpha");
+    at->set_type(::onnx::AttributeProto::FLOAT);
+    at->set_f(0.1f);
+    add_output(m, "y");
+    expect_error("unread_attribute", m, ErrorCode::unsupported, "node 'relu' (#0) Relu: attribute 'alpha' is not supported");
+  }
+  {
+    ModelProto m = base_model();
+    add_input(m, "a", TensorProto::FLOAT, {2, 3});
+    auto* at = add_node(m, "Transpose", {"a"}, {"y"}, "tr")->add_attribute();
+    at->set_name("perm");
+    at->set_type(::onnx::AttributeProto::FLOATS);
+    at->add_floats(1);
+    at->add_floats(0);
+    add_output(m, "y");
+    expect_error("wrong_typed_attribute", m, ErrorCode::format_error,
+                 "node 'tr' (#0) Transpose: attribute 'perm' must be a list of integers (INTS), got type FLOATS");
+  }
+  {
+    ModelProto m = base_model();
+    add_input(m, "a", TensorProto::FLOAT, {2, 3});
+    auto* idx = m.mutable_graph()->add_initializer();
+    idx->set_name("i");
+    idx->set_data_type(TensorProto::INT64);
+    idx->add_dims(1);
+    idx->add_int64_data(7);
+    add_node(m, "Gather", {"a", "i"}, {"y"}, "ga");
+    add_output(m, "y");
+    expect_error("gather_out_of_range", m, ErrorCode::out_of_range, "node 'ga' (#0) Gather: index 7 (entry 0 of indices) is outside [-2, 2)");
+  }
+}
+
 TEST(OnnxCorrupt, DeeplyNestedSubgraphs) {
   // subgraphs nested past protobuf's recursion limit must be refused, not overflow the stack
   ModelProto m = add_model();

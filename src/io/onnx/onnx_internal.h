@@ -138,6 +138,8 @@ class Importer {
   // write); null, recording attr_error_, when it holds another.
   const ::onnx::AttributeProto* typed_attr(const std::string& name, int type, const char* what) const;
   mutable Status attr_error_;
+  // The attributes the current node's mapping looked at (see run_mapping).
+  mutable std::set<std::string> attrs_read_;
   friend struct FoldScope;
   Status import_node(const ::onnx::NodeProto& n, int index);
   Status run_mapping(const OpMapping& m);

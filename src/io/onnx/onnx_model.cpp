@@ -206,6 +206,7 @@ Expected<std::vector<double>> Importer::floats(int i) {
 
 const AttributeProto* Importer::attr(const std::string& name) const {
   if (!node) return nullptr;
+  attrs_read_.insert(name);
   for (const AttributeProto& a : node->attribute())
     if (a.name() == name) return &a;
   return nullptr;
@@ -250,6 +251,7 @@ Expected<Tensor> Importer::atensor(const std::string& name) const {
   return tensor_from_proto(a->t(), folder_, cat(where(), ": attribute '", name, "'"));
 }
 Status Importer::only_attrs(std::initializer_list<const char*> known) const {
+  for (const char* k : known) attrs_read_.insert(k);
   for (const AttributeProto& a : node->attribute()) {
     bool ok = false;
     for (const char* k : known) ok |= a.name() == k;
@@ -299,9 +301,16 @@ std::vector<int64_t> static_dims(const TensorType& t) {
 Status Importer::run_mapping(const OpMapping& m) {
   ob_ = std::make_unique<OpBuilder>(*gb_);
   attr_error_ = Status::ok();
+  attrs_read_.clear();
   Status s = m.fn(*this);
   if (!attr_error_.is_ok()) return attr_error_;
   if (!s.is_ok()) return s;
+  // An attribute the mapping never looked at would be silently ignored: a wrong answer when it
+  // changes the op's meaning (an exporter's newer attribute, a misspelling). It is refused.
+  for (const AttributeProto& a : node->attribute())
+    if (!attrs_read_.count(a.name()))
+      return fail(ErrorCode::unsupported, "attribute '", a.name(), "' is not supported (rlx's ", node->op_type(),
+                  " does not read it)");
   if (!ob_->ok()) return ob_->status().with_context(where());
   return Status::ok();
 }

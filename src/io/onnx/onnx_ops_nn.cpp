@@ -457,6 +457,10 @@ MapFn global_pool(Op op) {
 Status map_dropout(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   OpBuilder& o = m.o();
+  // inference is the identity: the ratio attribute (opsets before 12) and the seed do not
+  // change it, and random training-mode dropout is refused below
+  (void)m.has_attr("ratio");
+  (void)m.has_attr("seed");
   if (m.has(2)) {
     RLX_ASSIGN_OR_RETURN(Tensor t, m.konst(2));
     if (t.numel() == 1 && t.get_f64(0) != 0) {

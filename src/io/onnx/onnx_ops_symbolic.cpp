@@ -44,6 +44,8 @@ Status sym_squeeze(Importer& m) {
 }
 
 Status sym_concat(Importer& m) {
+  const int64_t axis = m.ai("axis", 0);
+  if (axis != 0 && axis != -1) return m.fail(ErrorCode::unsupported, "Concat of shape values needs axis 0, got ", axis);
   std::vector<Dim> out;
   for (int i = 0; i < m.num_inputs(); ++i) {
     if (!m.has(i)) continue;
