@@ -2,7 +2,8 @@
 // OpenCL C, GLSL and WGSL: products on each such device equal the reference interpreter's on
 // fresh random inputs, including a matrix times itself (A and B one buffer, which WebGPU must
 // bind once) and shapes that are no multiple of the 16x16 tile. The conformance suite covers
-// the dot attributes; this covers the operand sharing it cannot express.
+// the dot attributes; this covers the operand sharing it cannot express. (In the models label,
+// beside the other tests that run every GPU-class device.)
 #include <gtest/gtest.h>
 
 #include <cmath>
