@@ -57,7 +57,12 @@ Status require_regular_file(const std::string& path) {
 Expected<std::string> read_regular_file(const std::string& path, uint64_t max_bytes) {
   RLX_ASSIGN_OR_RETURN(int fd, open_regular_file(path));
   struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) > max_bytes) {
+  if (fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return error(ErrorCode::io_error, "cannot stat ", path, ": ", std::strerror(e));
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);
     return error(ErrorCode::format_error, path, ": ", st.st_size, " bytes, more than the ", max_bytes, " rlx reads from such a file");
   }
