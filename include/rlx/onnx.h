@@ -1,4 +1,4 @@
-// rlx/onnx.h: importing ONNX models (ModelProto, opsets 7 to 17) into the graph level, and
+// rlx/onnx.h: importing ONNX models (ModelProto, opsets 7 to 23) into the graph level, and
 // reading/writing TensorProto files as in ONNX's test_data_set folders.
 //
 // Security promise (what the importer guarantees on untrusted input)

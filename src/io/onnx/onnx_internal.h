@@ -17,6 +17,9 @@
 #include "rlx/op_builder.h"
 
 namespace rlx::onnx_import {
+// The newest default-domain opset imported: every op whose inputs, attributes or meaning changed
+// up to it is mapped at the version the model declares (docs/onnx.md, "Opsets").
+inline constexpr int64_t kMaxOpset = 23;
 
 // ONNX TensorProto.DataType to rlx; nullopt for types rlx has no dtype for (string, c128...).
 std::optional<DType> dtype_from_onnx(int32_t t);
@@ -57,6 +60,7 @@ void register_nn_ops(OpTable& t);
 void register_misc_ops(OpTable& t);
 void register_resize_ops(OpTable& t);
 void register_rnn_ops(OpTable& t);
+void register_attention_ops(OpTable& t);
 // Ops over symbolic shape values; returns false (and does nothing) if `op` is not one.
 bool is_symbolic_op(const std::string& op);
 Status map_symbolic(Importer& m);
@@ -79,6 +83,9 @@ class Importer {
   int num_inputs() const;
   // Input i is present (not past the end, not an empty name).
   bool has(int i) const;
+  // Marks input i as deliberately unread: every present input must be read (in, konst, ints,
+  // floats, dims_in, type) or ignored with a reason at the call site, else the node is refused.
+  void ignore_input(int i) const;
   // Input i as a graph value (constants are materialized as constant/param nodes).
   Expected<ValueId> in(int i);
   // Input i's value, which must be known at import time.
@@ -140,6 +147,8 @@ class Importer {
   mutable Status attr_error_;
   // The attributes the current node's mapping looked at (see run_mapping).
   mutable std::set<std::string> attrs_read_;
+  // The inputs it read (see run_mapping).
+  mutable std::set<int> inputs_read_;
   friend struct FoldScope;
   Status import_node(const ::onnx::NodeProto& n, int index);
   Status run_mapping(const OpMapping& m);

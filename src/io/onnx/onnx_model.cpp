@@ -36,6 +36,7 @@ const OpTable& op_table() {
     register_misc_ops(r);
     register_resize_ops(r);
     register_rnn_ops(r);
+    register_attention_ops(r);
     return r;
   }();
   return t;
@@ -68,6 +69,7 @@ bool Importer::is_konst(int i) const {
 const TensorType& Importer::type(int i) const {
   static const TensorType none;
   if (!has(i)) return none;
+  inputs_read_.insert(i);
   if (folding_) return fold_inputs_[i].type;
   return values_.at(node->input(i)).type;
 }
@@ -95,7 +97,10 @@ bool Importer::is_sym(int i) const {
 }
 
 Expected<std::vector<Dim>> Importer::dims_in(int i) {
-  if (is_sym(i)) return *values_.at(node->input(i)).sym;
+  if (is_sym(i)) {
+    inputs_read_.insert(i);
+    return *values_.at(node->input(i)).sym;
+  }
   RLX_ASSIGN_OR_RETURN(auto v, ints(i));
   return std::vector<Dim>(v.begin(), v.end());
 }
@@ -139,6 +144,7 @@ Expected<ValueId> Importer::value_with_dim(const Dim& d) {
 
 Expected<ValueId> Importer::in(int i) {
   if (!has(i)) return fail(ErrorCode::format_error, "input ", i, " is missing");
+  inputs_read_.insert(i);
   if (folding_) return fold_inputs_[i].id;
   OValue& v = values_.at(node->input(i));
   if (v.sym) {
@@ -169,6 +175,7 @@ void Importer::note_needed(const std::string& value_name) {
 
 Expected<Tensor> Importer::konst(int i) {
   if (!has(i)) return fail(ErrorCode::format_error, "input ", i, " is missing");
+  inputs_read_.insert(i);
   if (is_konst(i)) return folding_ ? *fold_inputs_[i].konst : *values_.at(node->input(i)).konst;
   note_needed(node->input(i));
   if (is_sym(i))
@@ -212,6 +219,7 @@ const AttributeProto* Importer::attr(const std::string& name) const {
   return nullptr;
 }
 bool Importer::has_attr(const std::string& name) const { return attr(name) != nullptr; }
+void Importer::ignore_input(int i) const { inputs_read_.insert(i); }
 const AttributeProto* Importer::typed_attr(const std::string& name, int type, const char* what) const {
   const AttributeProto* a = attr(name);
   if (!a || a->type() == AttributeProto::UNDEFINED || a->type() == type) return a;
@@ -302,9 +310,16 @@ Status Importer::run_mapping(const OpMapping& m) {
   ob_ = std::make_unique<OpBuilder>(*gb_);
   attr_error_ = Status::ok();
   attrs_read_.clear();
+  inputs_read_.clear();
   Status s = m.fn(*this);
   if (!attr_error_.is_ok()) return attr_error_;
   if (!s.is_ok()) return s;
+  // Likewise an input: newer opsets moved attributes into inputs (Pad's axes, DFT's axis) and
+  // added optional ones; a mapping that does not know one must not drop it.
+  for (int i = 0; i < node->input_size(); ++i)
+    if (has(i) && !inputs_read_.count(i))
+      return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') is not supported (rlx's ",
+                  node->op_type(), " does not read it)");
   // An attribute the mapping never looked at would be silently ignored: a wrong answer when it
   // changes the op's meaning (an exporter's newer attribute, a misspelling). It is refused.
   for (const AttributeProto& a : node->attribute())
@@ -396,7 +411,7 @@ Status Importer::import_node(const ::onnx::NodeProto& n, int index) {
         "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Relu", "Sigmoid", "Tanh", "ArgMax", "ArgMin"};
     if (!unchanged.count(n.op_type()))
       return fail(ErrorCode::unsupported, "opset ", opset, " is not supported for ", n.op_type(),
-                  " (rlx imports opsets 7 to 17; older models only with ops unchanged since)");
+                  " (rlx imports opsets 7 to 23; older models only with ops unchanged since)");
   }
   const OpTable& table = op_table();
   auto it = table.find(n.op_type());
@@ -568,8 +583,8 @@ Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, con
       return error(ErrorCode::format_error, name, ": the model imports no version of the default ONNX opset");
     opset = 1;
   }
-  if (opset < 1 || opset > 17)
-    return error(ErrorCode::unsupported, name, ": opset ", opset, " is not supported (rlx imports opsets 7 to 17)");
+  if (opset < 1 || opset > onnx_import::kMaxOpset)
+    return error(ErrorCode::unsupported, name, ": opset ", opset, " is not supported (rlx imports opsets 7 to ", onnx_import::kMaxOpset, ")");
   std::set<std::string> consts;
   for (int attempt = 0;; ++attempt) {
     LoadedModel m;

@@ -54,12 +54,17 @@ MapFn variadic(Op op, bool mean) {
 Status map_cast(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   auto to = dtype_from_onnx(static_cast<int32_t>(m.ai("to", 0)));
-  if (!to) return m.fail(ErrorCode::unsupported, "cast to ", onnx_dtype_name(static_cast<int32_t>(m.ai("to", 0))), " is not supported");
+  (void)m.ai("saturate", 1);  // opset 19: applies to float8 targets only, which rlx has not
+  // ONNX saturates a cast to 4 bits (rlx's cast wraps); QuantizeLinear is the way to make them
+  if (!to || is_packed(*to))
+    return m.fail(ErrorCode::unsupported, "cast to ", onnx_dtype_name(static_cast<int32_t>(m.ai("to", 0))), " is not supported");
   return m.out(0, m.o().cast(x, *to));
 }
 
 Status map_cast_like(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  (void)m.ai("saturate", 1);  // as Cast's
+  if (is_packed(m.type(1).dtype)) return m.fail(ErrorCode::unsupported, "cast to ", dtype_name(m.type(1).dtype), " is not supported");
   return m.out(0, m.o().cast(x, m.type(1).dtype));
 }
 
@@ -251,6 +256,13 @@ void register_elementwise_ops(OpTable& t) {
   t["Mish"] = {unary_body([](Importer&, OpBuilder& o, ValueId x) {
     return o.mul(x, o.tanh(o.log(o.add(o.exp(x), k(o, 1, x)))));
   })};
+  t["Gelu"] = {[](Importer& m) -> Status {  // opset 20
+    RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+    const std::string approximate = m.as("approximate", "none");
+    if (approximate != "none" && approximate != "tanh")
+      return m.fail(ErrorCode::invalid_argument, "approximate must be none or tanh, got '", approximate, "'");
+    return m.out(0, m.o().gelu(x, approximate));
+  }};
   t["PRelu"] = {map_prelu};
   t["Add"] = {binary(Op::Add)};
   t["Sub"] = {binary(Op::Sub)};

@@ -71,55 +71,120 @@ Status map_sce(Importer& m) {
   return Status::ok();
 }
 
-// [C] scale/zero point to broadcast along `axis` of x (a bad axis is an error).
-ValueId along(Importer& m, ValueId p, ValueId x, int64_t axis_attr) {
+// A scale or zero point made to broadcast against x: a scalar as is, a [C] vector along `axis`
+// of x, or (opset 21, block_size > 0) a tensor of x's rank whose `axis` holds ceil(n / block)
+// entries, each repeated over its block of x. A bad axis or shape is an error.
+ValueId along(Importer& m, ValueId p, ValueId x, int64_t axis_attr, int64_t block = 0) {
   OpBuilder& o = m.o();
   if (!o.ok() || p == kNoValue || x == kNoValue) return kNoValue;
-  if (o.rank(p) == 0 || o.rank(x) == 0) return p;
+  if (block < 0) return o.fail(m.fail(ErrorCode::invalid_argument, "block_size ", block, " is negative"));
+  if ((o.rank(p) == 0 && block == 0) || o.rank(x) == 0) return p;
   int r = o.rank(x);
   auto axis = axis_of(m, axis_attr, r);
   if (!axis) return o.fail(axis.status());
-  std::vector<int64_t> s(r, 1);
-  s[*axis] = -1;
-  return o.reshape(p, s);
+  if (block == 0) {
+    std::vector<int64_t> s(r, 1);
+    s[*axis] = -1;
+    return o.reshape(p, s);
+  }
+  auto xs = static_sizes(o.shape(x));
+  auto ps = static_sizes(o.shape(p));
+  if (!xs || !ps) return o.fail(m.fail(ErrorCode::unsupported, "blocked quantization needs static shapes"));
+  const int64_t n = (*xs)[*axis], nb = (n + block - 1) / block;
+  Sizes want = *xs;
+  want[*axis] = nb;
+  if (*ps != want)
+    return o.fail(m.fail(ErrorCode::shape_error, "a blocked scale or zero point of x ", sizes_to_string(*xs),
+                         " with block_size ", block, " on axis ", *axis, " must be ", sizes_to_string(want), ", got ",
+                         sizes_to_string(*ps)));
+  std::vector<int64_t> with_block(ps->begin(), ps->end()), rep(ps->begin(), ps->end()), merged(ps->begin(), ps->end());
+  with_block.insert(with_block.begin() + *axis + 1, 1);
+  rep.insert(rep.begin() + *axis + 1, block);
+  merged[*axis] = nb * block;
+  ValueId v = o.reshape(o.broadcast_to(o.reshape(p, with_block), Sizes(rep.begin(), rep.end())), merged);
+  if (nb * block != n) v = o.slice(v, {0}, {n}, {*axis});
+  return v;
 }
 
+// Saturating conversion of rounded values to an integer type (4-bit ones included).
 ValueId saturate_cast(OpBuilder& o, ValueId v, DType dt) {
-  double lo = dt == DType::u8 ? 0 : dt == DType::i8 ? -128 : dt == DType::u16 ? 0 : -32768;
-  double hi = dt == DType::u8 ? 255 : dt == DType::i8 ? 127 : dt == DType::u16 ? 65535 : 32767;
-  if (dt == DType::i32) { lo = -2147483648.0; hi = 2147483647.0; }
+  double lo = 0, hi = 0;
+  switch (dt) {
+    case DType::u8: hi = 255; break;
+    case DType::i8: lo = -128, hi = 127; break;
+    case DType::u16: hi = 65535; break;
+    case DType::i16: lo = -32768, hi = 32767; break;
+    case DType::i32: lo = -2147483648.0, hi = 2147483647.0; break;
+    default: break;
+  }
   return o.cast(o.min(o.max(v, o.scalar_like(lo, v)), o.scalar_like(hi, v)), dt);
+}
+
+// The ONNX element type an attribute names, as an rlx dtype (0: none given).
+Expected<std::optional<DType>> dtype_attr(Importer& m, const char* name) {
+  const int64_t t = m.ai(name, 0);
+  if (t == 0) return std::optional<DType>{};
+  auto dt = dtype_from_onnx(static_cast<int32_t>(t));
+  if (!dt) return m.fail(ErrorCode::unsupported, name, " ", onnx_dtype_name(static_cast<int32_t>(t)), " is not supported");
+  return std::optional<DType>{*dt};
 }
 
 Status map_quantize(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   RLX_ASSIGN_OR_RETURN(ValueId scale, m.in(1));
   OpBuilder& o = m.o();
-  DType out = DType::u8;
+  (void)m.ai("saturate", 1);  // opset 19: applies to float8 outputs only, which rlx refuses below
+  RLX_ASSIGN_OR_RETURN(auto out_attr, dtype_attr(m, "output_dtype"));
+  RLX_ASSIGN_OR_RETURN(auto precision, dtype_attr(m, "precision"));
+  if (precision && *precision != DType::f32)  // opset 23: rlx divides in f32
+    return m.fail(ErrorCode::unsupported, "precision ", dtype_name(*precision), " (rlx computes x / scale in f32)");
+  DType out = out_attr.value_or(DType::u8);
   ValueId zp = kNoValue;
   if (m.has(2)) {
     RLX_ASSIGN_OR_RETURN(zp, m.in(2));
+    if (out_attr && *out_attr != o.dtype(zp))
+      return m.fail(ErrorCode::dtype_error, "output_dtype ", dtype_name(*out_attr), " differs from the zero point's ",
+                    dtype_name(o.dtype(zp)));
     out = o.dtype(zp);
   }
-  if (out != DType::u8 && out != DType::i8) return m.fail(ErrorCode::unsupported, "output type ", dtype_name(out));
-  int64_t axis = m.ai("axis", 1);
+  // 4-bit results would need a packing op; rlx's packed types are storage for weights only
+  if (out != DType::u8 && out != DType::i8 && out != DType::u16 && out != DType::i16)
+    return m.fail(ErrorCode::unsupported, "output type ", dtype_name(out));
+  const int64_t axis = m.ai("axis", 1), block = m.ai("block_size", 0);
   ValueId xf = o.cast(x, DType::f32);
-  ValueId v = o.op(Op::Round, {o.div(xf, along(m, o.cast(scale, DType::f32), x, axis))});
-  if (zp != kNoValue) v = o.add(v, along(m, o.cast(zp, DType::f32), x, axis));
+  ValueId v = o.op(Op::Round, {o.div(xf, along(m, o.cast(scale, DType::f32), x, axis, block))});
+  if (zp != kNoValue) v = o.add(v, along(m, o.cast(zp, DType::f32), x, axis, block));
   return m.out(0, saturate_cast(o, v, out));
 }
 
+// Input i as a graph value, with 4-bit constants (opset 21's INT4/UINT4 weights) widened to
+// 8 bits at import: rlx's packed types are storage that only its quantized matmuls read.
+Expected<ValueId> unpacked_in(Importer& m, int i) {
+  if (!is_packed(m.type(i).dtype)) return m.in(i);
+  if (!m.is_konst(i))
+    return m.fail(ErrorCode::unsupported, "input ", i, " is ", dtype_name(m.type(i).dtype),
+                  " computed at run time (rlx reads 4-bit values from initializers only)");
+  RLX_ASSIGN_OR_RETURN(Tensor t, m.konst(i));
+  Tensor w = Tensor::zeros(t.dtype() == DType::i4 ? DType::i8 : DType::u8, t.sizes());
+  for (int64_t k = 0; k < t.numel(); ++k) w.set_f64(k, t.get_f64(k));
+  return m.c(std::move(w));
+}
+
+// (x - zero point) * scale in f32, given as the scale's type (or opset 23's output_dtype).
 Status map_dequantize(Importer& m) {
-  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId x, unpacked_in(m, 0));
   RLX_ASSIGN_OR_RETURN(ValueId scale, m.in(1));
   OpBuilder& o = m.o();
-  int64_t axis = m.ai("axis", 1);
+  const int64_t axis = m.ai("axis", 1), block = m.ai("block_size", 0);
+  RLX_ASSIGN_OR_RETURN(auto out_attr, dtype_attr(m, "output_dtype"));
+  const DType out = out_attr.value_or(o.dtype(scale));
   ValueId v = o.cast(x, DType::f32);
   if (m.has(2)) {
-    RLX_ASSIGN_OR_RETURN(ValueId zp, m.in(2));
-    v = o.sub(v, along(m, o.cast(zp, DType::f32), x, axis));
+    RLX_ASSIGN_OR_RETURN(ValueId zp, unpacked_in(m, 2));
+    v = o.sub(v, along(m, o.cast(zp, DType::f32), x, axis, block));
   }
-  return m.out(0, o.mul(v, along(m, o.cast(scale, DType::f32), x, axis)));
+  v = o.mul(v, along(m, o.cast(scale, DType::f32), x, axis, block));
+  return m.out(0, out == DType::f32 ? v : o.cast(v, out));
 }
 
 Status map_dynamic_quantize(Importer& m) {
@@ -366,27 +431,42 @@ Status map_reverse_sequence(Importer& m) {
   return m.out(0, o.reshape(y, std::vector<int64_t>(xs->begin(), xs->end())));
 }
 
-// DFT (opset 17) as two matrix products with cos/sin tables along `axis`; the last dim holds
-// real (1) or real and imaginary (2) parts. inverse scales by 1/N; onesided keeps N/2+1 bins.
+// DFT (opsets 17 and 20) as two matrix products with cos/sin tables along `axis`; the last dim
+// holds real (1) or real and imaginary (2) parts. dft_length L zero-pads or truncates the
+// signal to L samples (rows of the table past L are zero); inverse scales by 1/L; onesided
+// keeps L/2+1 bins. Opset 20 moved axis from an attribute (default 1) to an input (default -2).
 Status map_dft(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   OpBuilder& o = m.o();
   auto xs = static_sizes(o.shape(x));
   if (!xs || xs->size() < 3) return m.fail(ErrorCode::unsupported, "needs a static input of rank >= 3");
   const int r = static_cast<int>(xs->size());
-  if (m.has(1)) return m.fail(ErrorCode::unsupported, "dft_length is not supported");
-  RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", 1), r - 1));
+  int64_t a = m.opset >= 20 ? -2 : m.ai("axis", 1);
+  if (m.opset >= 20 && m.has(2)) {
+    RLX_ASSIGN_OR_RETURN(auto av, m.ints(2));
+    if (av.size() != 1) return m.fail(ErrorCode::shape_error, "axis must be a scalar");
+    a = av[0];
+  }
+  // the last dim holds the parts, so the signal axis is in [-r, -2] or [0, r-2]
+  if (a < -r || a > r - 2 || a == -1) return m.fail(ErrorCode::out_of_range, "axis ", a, " is out of range for rank ", r);
+  const int axis = static_cast<int>(a < 0 ? a + r : a);
   const int64_t N = (*xs)[axis], C = xs->back();
+  int64_t L = N;
+  if (m.has(1)) {
+    RLX_ASSIGN_OR_RETURN(auto lv, m.ints(1));
+    if (lv.size() != 1 || lv[0] < 1) return m.fail(ErrorCode::invalid_argument, "dft_length must be a positive scalar");
+    L = lv[0];
+  }
   if (C != 1 && C != 2) return m.fail(ErrorCode::shape_error, "the last dim must be 1 or 2");
-  if (N > 2048) return m.fail(ErrorCode::unsupported, "signal longer than 2048");
+  if (N > 2048 || L > 2048) return m.fail(ErrorCode::unsupported, "signal longer than 2048");
   const bool inv = m.ai("inverse", 0) != 0, one = m.ai("onesided", 0) != 0;
-  const int64_t K = one ? N / 2 + 1 : N;
-  const double pi = 3.14159265358979323846, sgn = inv ? 1.0 : -1.0, scale = inv ? 1.0 / N : 1.0;
+  const int64_t K = one ? L / 2 + 1 : L;
+  const double pi = 3.14159265358979323846, sgn = inv ? 1.0 : -1.0, scale = inv ? 1.0 / L : 1.0;
   DType dt = o.dtype(x);
   Tensor cs = Tensor::zeros(dt, {N, K}), sn = Tensor::zeros(dt, {N, K});
-  for (int64_t n = 0; n < N; ++n)
+  for (int64_t n = 0; n < std::min(N, L); ++n)
     for (int64_t k = 0; k < K; ++k) {
-      double th = 2 * pi * static_cast<double>((k * n) % N) / N;
+      double th = 2 * pi * static_cast<double>((k * n) % L) / L;
       cs.set_f64(n * K + k, std::cos(th) * scale);
       sn.set_f64(n * K + k, sgn * std::sin(th) * scale);
     }

@@ -148,6 +148,12 @@ Status map_split(Importer& m) {
   RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", 0), r));
   std::vector<int64_t> sizes = m.aints("split");
   if (m.has(1)) { RLX_ASSIGN_OR_RETURN(sizes, m.ints(1)); }
+  if (m.has_attr("num_outputs")) {  // opset 18: chunks of ceil(size / n), the last one smaller
+    if (!sizes.empty()) return m.fail(ErrorCode::invalid_argument, "num_outputs and split are both given");
+    if (m.ai("num_outputs", 0) != m.num_outputs())
+      return m.fail(ErrorCode::shape_error, "num_outputs is ", m.ai("num_outputs", 0), " but the node has ",
+                    m.num_outputs(), " outputs");
+  }
   if (sizes.empty()) {
     const Dim& d = m.o().shape(x)[axis];
     if (!d.is_static()) return m.fail(ErrorCode::unsupported, "an even split needs a static axis");
@@ -384,11 +390,45 @@ Status map_pad(Importer& m) {
       RLX_ASSIGN_OR_RETURN(auto v, m.floats(2));
       if (!v.empty()) value = v[0];
     }
-    if (m.has(3)) return m.fail(ErrorCode::unsupported, "the axes input is not supported");
+    if (m.has(3)) {  // opset 18: pads name only these axes (begins, then ends)
+      RLX_ASSIGN_OR_RETURN(auto axes, m.ints(3));
+      const int r = m.o().rank(x);
+      if (pads.size() != 2 * axes.size())
+        return m.fail(ErrorCode::shape_error, "pads has ", pads.size(), " entries for ", axes.size(), " axes");
+      std::vector<int64_t> full(2 * static_cast<size_t>(r), 0);
+      std::vector<bool> seen(r, false);
+      for (size_t i = 0; i < axes.size(); ++i) {
+        RLX_ASSIGN_OR_RETURN(int a, axis_of(m, axes[i], r));
+        if (seen[a]) return m.fail(ErrorCode::invalid_argument, "axes repeats axis ", axes[i]);
+        seen[a] = true;
+        full[a] = pads[i];
+        full[a + r] = pads[i + axes.size()];
+      }
+      pads = full;
+    }
   }
   for (int64_t p : pads)
     if (p < -(int64_t{1} << 40) || p > (int64_t{1} << 40)) return m.fail(ErrorCode::out_of_range, "pad ", p, " out of range");
   std::string mode = m.as("mode", "constant");
+  if (mode == "wrap" && m.opset >= 19) {
+    // output position j of an axis reads input (j - begin) mod n: a gather per padded axis
+    OpBuilder& o = m.o();
+    RLX_ASSIGN_OR_RETURN(Sizes xs, need_static(m, m.type(0), "input"));
+    const int r = static_cast<int>(xs.size());
+    if (pads.size() != 2 * xs.size()) return m.fail(ErrorCode::shape_error, "pads needs ", 2 * r, " entries");
+    ValueId y = x;
+    for (int a = 0; a < r; ++a) {
+      const int64_t n = xs[a], b = pads[a], e = pads[a + r], len = n + b + e;
+      if (b == 0 && e == 0) continue;
+      if (n == 0 || len < 0) return m.fail(ErrorCode::shape_error, "wrap padding of axis ", a, " of size ", n);
+      if (len > (int64_t{1} << 30)) return m.fail(ErrorCode::out_of_range, "padded axis ", a, " is too long");
+      std::vector<int64_t> idx(static_cast<size_t>(len));
+      for (int64_t j = 0; j < len; ++j) idx[j] = (((j - b) % n) + n) % n;
+      y = o.gather(y, m.c(i64_tensor(idx, {len})), a);
+    }
+    if (y == x) y = o.reshape(x, std::vector<int64_t>(r, 0));
+    return m.out(0, y);
+  }
   return m.out(0, m.o().op(Op::Pad, {x}, Attrs{{"pads", pads}, {"value", value}, {"mode", mode}}));
 }
 

@@ -140,6 +140,74 @@ Status map_instance_norm(Importer& m) {
   return m.out(0, o.add(o.mul(y, per_channel(o, scale, r)), per_channel(o, bias, r)));
 }
 
+// Computes f(x) in f32 when stash_type asks for it (1, the default) and x is narrower, as
+// LayerNormalization, GroupNormalization and RMSNormalization specify; the result has x's type.
+template <class F>
+ValueId stashed(Importer& m, ValueId x, F f) {
+  OpBuilder& o = m.o();
+  const DType dt = o.dtype(x);
+  if (m.ai("stash_type", 1) != 1 || dt == DType::f32 || dt == DType::f64) return f(x);
+  return o.cast(f(o.cast(x, DType::f32)), dt);
+}
+
+// GroupNormalization: x [N, C, ...] normalized over each of num_groups groups of C / num_groups
+// channels (with the spatial dims). Opset 18's scale and bias have one entry per group (a
+// definition ONNX later called wrong); opset 21's one per channel.
+Status map_group_norm(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId scale, m.in(1));
+  RLX_ASSIGN_OR_RETURN(ValueId bias, m.in(2));
+  OpBuilder& o = m.o();
+  const int r = o.rank(x);
+  const int64_t groups = m.ai("num_groups", 0);
+  const double eps = m.af("epsilon", 1e-5);
+  if (r < 2 || !o.shape(x)[1].is_static()) return m.fail(ErrorCode::unsupported, "needs x [N, C, ...] with a static C");
+  const int64_t C = o.shape(x)[1].size();
+  if (groups <= 0 || C % groups != 0)
+    return m.fail(ErrorCode::invalid_argument, "num_groups ", groups, " must divide the ", C, " channels");
+  const int64_t per_param = m.opset >= 21 ? C : groups;
+  for (ValueId p : {scale, bias})
+    if (o.rank(p) != 1 || o.shape(p)[0] != Dim(per_param))
+      return m.fail(ErrorCode::shape_error, "scale and bias must be [", per_param, "] at opset ", m.opset, ", got ",
+                    shape_to_string(o.shape(p)));
+  std::vector<int64_t> back = static_dims(o.type(x));
+  back[0] = 0;  // the batch may be symbolic; the other dims must be static
+  for (int i = 1; i < r; ++i)
+    if (back[i] < 0) return m.fail(ErrorCode::unsupported, "needs static channel and spatial dims");
+  ValueId y = stashed(m, x, [&](ValueId xs) {
+    std::vector<int64_t> grouped{0, groups, -1};
+    ValueId g = o.reshape(xs, grouped);
+    ValueId mean = o.reduce_mean(g, {2}, true);
+    ValueId d = o.sub(g, mean);
+    ValueId var = o.reduce_mean(o.mul(d, d), {2}, true);
+    return o.reshape(o.mul(d, o.rsqrt(o.add(var, k(o, eps, d)))), back);
+  });
+  auto per_channel_of = [&](ValueId p) {
+    if (per_param == C) return per_channel(o, p, r);
+    // a group's entry repeated over its channels
+    ValueId rep = o.expand(o.reshape(p, {groups, 1}), {groups, C / groups});
+    return per_channel(o, o.reshape(rep, {C}), r);
+  };
+  return m.out(0, o.add(o.mul(y, per_channel_of(scale)), per_channel_of(bias)));
+}
+
+// RMSNormalization (opset 23): x / sqrt(mean(x^2 over axis..last) + epsilon) * scale.
+Status map_rms_norm(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId scale, m.in(1));
+  OpBuilder& o = m.o();
+  const int r = o.rank(x);
+  RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", -1), r));
+  const double eps = m.af("epsilon", 1e-5);
+  std::vector<int64_t> axes;
+  for (int i = axis; i < r; ++i) axes.push_back(i);
+  ValueId y = stashed(m, x, [&](ValueId xs) {
+    ValueId ms = o.reduce_mean(o.mul(xs, xs), axes, true);
+    return o.mul(xs, o.rsqrt(o.add(ms, k(o, eps, xs))));
+  });
+  return m.out(0, o.mul(y, o.dtype(scale) == o.dtype(y) ? scale : o.cast(scale, o.dtype(y))));
+}
+
 Status map_mvn(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   OpBuilder& o = m.o();
@@ -461,6 +529,7 @@ Status map_dropout(Importer& m) {
   // change it, and random training-mode dropout is refused below
   (void)m.has_attr("ratio");
   (void)m.has_attr("seed");
+  m.ignore_input(1);  // the ratio input: likewise, outside training mode
   if (m.has(2)) {
     RLX_ASSIGN_OR_RETURN(Tensor t, m.konst(2));
     if (t.numel() == 1 && t.get_f64(0) != 0) {
@@ -525,6 +594,8 @@ void register_nn_ops(OpTable& t) {
   t["LayerNormalization"] = {map_layer_norm};
   t["BatchNormalization"] = {map_batch_norm};
   t["InstanceNormalization"] = {map_instance_norm};
+  t["GroupNormalization"] = {map_group_norm};
+  t["RMSNormalization"] = {map_rms_norm};
   t["MeanVarianceNormalization"] = {map_mvn};
   t["LRN"] = {map_lrn};
   t["Conv"] = {map_conv};

@@ -17,13 +17,20 @@ MapFn reduce(Op op, Pre pre, Post post, bool logsumexp = false) {
       RLX_ASSIGN_OR_RETURN(axes, m.ints(1));
     }
     bool keep = m.ai("keepdims", 1) != 0;
-    if (axes.empty() && m.ai("noop_with_empty_axes", 0) != 0)
-      return m.out(0, o.reshape(x, std::vector<int64_t>(o.rank(x), 0)));
-    if (axes.empty())
-      for (int i = 0; i < o.rank(x); ++i) axes.push_back(i);
     ValueId v = x;
     if (pre == Pre::abs) v = o.abs(v);
     if (pre == Pre::square) v = o.mul(v, v);
+    if (axes.empty() && m.ai("noop_with_empty_axes", 0) != 0) {
+      // a reduction over no axes: each element is its own group, so the element-wise parts
+      // remain (ReduceL1 gives |x|, ReduceSumSquare x^2, ReduceLogSum log x), as ONNX
+      // Runtime computes it
+      if (post == Post::sqrt) v = o.sqrt(v);
+      if (post == Post::log) v = o.log(v);
+      if (v == x) v = o.reshape(x, std::vector<int64_t>(o.rank(x), 0));
+      return m.out(0, v);
+    }
+    if (axes.empty())
+      for (int i = 0; i < o.rank(x); ++i) axes.push_back(i);
     if (logsumexp) {
       // log(sum(exp(x - max))) + max, stable
       ValueId mx = o.reduce(Op::ReduceMax, v, axes, true);

@@ -1,8 +1,10 @@
-// ONNX Resize (opsets 10 to 17) and Upsample: nearest, linear and cubic interpolation with
+// ONNX Resize (opsets 10 to 19) and Upsample: nearest, linear and cubic interpolation with
 // every coordinate transformation mode, as separable per-axis gathers with weights computed at
 // import time from the static shapes (the weights and neighbour indices follow ONNX's
-// reference implementation, including edge clamping, exclude_outside and extrapolation).
+// reference implementation, including edge clamping, exclude_outside and extrapolation; and,
+// from opset 18, axes, keep_aspect_ratio_policy and antialiased downsampling).
 #include <cmath>
+#include <set>
 
 #include "onnx_internal.h"
 
@@ -13,7 +15,18 @@ struct ResizeSpec {
   std::string mode = "nearest", coord = "half_pixel", nearest = "round_prefer_floor";
   double cubic_a = -0.75, extrapolation = 0.0;
   bool exclude_outside = false;
+  bool antialias = false;
 };
+
+// The interpolation kernel at distance d (in input pixels): linear's triangle, cubic's Keys.
+double kernel_at(const ResizeSpec& s, double d) {
+  d = std::fabs(d);
+  if (s.mode == "linear") return d < 1 ? 1 - d : 0;
+  const double A = s.cubic_a;
+  if (d < 1) return ((A + 2) * d - (A + 3)) * d * d + 1;
+  if (d < 2) return ((A * d - 5 * A) * d + 8 * A) * d - 4 * A;
+  return 0;
+}
 
 std::vector<double> coeffs_for(const ResizeSpec& s, double ratio) {
   if (s.mode == "nearest") {
@@ -36,6 +49,36 @@ struct AxisPlan {
   std::vector<bool> outside;
 };
 
+// Antialiased downsampling (opset 18, linear and cubic): the kernel is stretched by 1/scale so
+// every input pixel under an output pixel contributes, as a low-pass filter. Taps past the
+// edges read the edge pixel, and the weights are normalized over the whole window, as ONNX
+// Runtime computes it.
+void plan_antialias(const ResizeSpec& s, AxisPlan& p, int64_t in, double xo, double scale) {
+  const double support = (s.mode == "linear" ? 1.0 : 2.0) / scale;
+  const double center = xo + 0.5;
+  const int64_t lo = static_cast<int64_t>(std::floor(center - support + 0.5));
+  const int64_t hi = static_cast<int64_t>(std::floor(center + support + 0.5));
+  std::vector<int64_t> ids;
+  std::vector<double> c;
+  double sum = 0;
+  for (int64_t i = lo; i < hi; ++i) {
+    const double w = kernel_at(s, (static_cast<double>(i) - center + 0.5) * scale);
+    if (w == 0) continue;
+    ids.push_back(std::clamp<int64_t>(i, 0, in - 1));
+    c.push_back(w);
+    sum += w;
+  }
+  if (sum != 0)
+    for (double& v : c) v /= sum;
+  if (ids.empty()) {
+    ids.push_back(0);
+    c.push_back(0);
+  }
+  p.idx.push_back(ids);
+  p.w.push_back(c);
+  p.outside.push_back(false);
+}
+
 AxisPlan plan_axis(const ResizeSpec& s, int64_t in, int64_t out, double scale, double roi_start, double roi_end) {
   AxisPlan p;
   const double out_w = scale * static_cast<double>(in);
@@ -43,6 +86,11 @@ AxisPlan plan_axis(const ResizeSpec& s, int64_t in, int64_t out, double scale, d
     const double x = static_cast<double>(j);
     double xo;
     if (s.coord == "half_pixel") xo = (x + 0.5) / scale - 0.5;
+    else if (s.coord == "half_pixel_symmetric") {
+      // opset 19: half_pixel about the centre of the input, when the output size was rounded
+      const double adjustment = static_cast<double>(out) / out_w;
+      xo = 0.5 * static_cast<double>(in) * (1 - adjustment) + (x + 0.5) / scale - 0.5;
+    }
     else if (s.coord == "pytorch_half_pixel") xo = out_w > 1 ? (x + 0.5) / scale - 0.5 : 0;
     else if (s.coord == "align_corners") xo = out_w == 1 ? 0 : x * (in - 1) / (out_w - 1);
     else if (s.coord == "asymmetric") xo = x / scale;
@@ -50,6 +98,10 @@ AxisPlan plan_axis(const ResizeSpec& s, int64_t in, int64_t out, double scale, d
     else  // tf_crop_and_resize
       xo = out_w > 1 ? roi_start * (in - 1) + x * (roi_end - roi_start) * (in - 1) / (out_w - 1)
                      : 0.5 * (roi_start + roi_end) * (in - 1);
+    if (s.antialias && scale < 1 && s.mode != "nearest") {
+      plan_antialias(s, p, in, xo, scale);
+      continue;
+    }
     bool outside = s.coord == "tf_crop_and_resize" && (xo < 0 || xo > in - 1);
     double fl = std::floor(xo);
     double ratio = xo - fl;
@@ -91,7 +143,14 @@ Status map_resize(Importer& m) {
     s.nearest = "floor";
   } else {
     s.coord = m.as("coordinate_transformation_mode", "half_pixel");
+    static const std::set<std::string> coords = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                                 "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+    if (!coords.count(s.coord) && !(s.coord == "half_pixel_symmetric" && m.opset >= 19))
+      return m.fail(ErrorCode::unsupported, "coordinate_transformation_mode '", s.coord, "' at opset ", m.opset);
     s.nearest = m.as("nearest_mode", "round_prefer_floor");
+    if (s.nearest != "round_prefer_floor" && s.nearest != "round_prefer_ceil" && s.nearest != "floor" && s.nearest != "ceil")
+      return m.fail(ErrorCode::unsupported, "nearest_mode '", s.nearest, "'");
+    s.antialias = m.ai("antialias", 0) != 0;
     s.cubic_a = m.af("cubic_coeff_a", -0.75);
     s.exclude_outside = m.ai("exclude_outside", 0) != 0;
     s.extrapolation = m.af("extrapolation_value", 0.0);
@@ -112,23 +171,60 @@ Status map_resize(Importer& m) {
     RLX_ASSIGN_OR_RETURN(Tensor t, m.konst(1));
     roi = t.to_f64();
   }
-  if (m.has_attr("axes") || m.has_attr("keep_aspect_ratio_policy"))
-    return m.fail(ErrorCode::unsupported, "axes and keep_aspect_ratio_policy (opset 18) are not supported");
-  Sizes out(r);
-  std::vector<double> sc(r);
-  if (!sizes.empty()) {
-    if (static_cast<int>(sizes.size()) != r) return m.fail(ErrorCode::shape_error, "sizes needs ", r, " entries");
-    for (int i = 0; i < r; ++i) {
-      out[i] = sizes[i];
-      sc[i] = (*xs)[i] ? static_cast<double>(sizes[i]) / (*xs)[i] : 1.0;
+  // opset 18: scales, sizes and roi may name only some axes; the others keep their size
+  std::vector<int> axes;
+  if (m.has_attr("axes")) {
+    std::vector<bool> seen(r, false);
+    for (int64_t a : m.aints("axes")) {
+      RLX_ASSIGN_OR_RETURN(int ax, axis_of(m, a, r));
+      if (seen[ax]) return m.fail(ErrorCode::invalid_argument, "axes repeats axis ", a);
+      seen[ax] = true;
+      axes.push_back(ax);
     }
   } else {
-    if (static_cast<int>(scales.size()) != r) return m.fail(ErrorCode::shape_error, "scales needs ", r, " entries");
-    for (int i = 0; i < r; ++i) {
-      if (!(scales[i] > 0) || scales[i] > 1e6) return m.fail(ErrorCode::invalid_argument, "scale ", scales[i]);
-      sc[i] = scales[i];
-      out[i] = static_cast<int64_t>(std::floor((*xs)[i] * scales[i]));
+    for (int i = 0; i < r; ++i) axes.push_back(i);
+  }
+  const size_t na = axes.size();
+  const std::string policy = m.as("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+    return m.fail(ErrorCode::unsupported, "keep_aspect_ratio_policy '", policy, "'");
+  Sizes out(*xs);
+  std::vector<double> sc(r, 1.0);
+  if (!sizes.empty()) {
+    if (sizes.size() != na) return m.fail(ErrorCode::shape_error, "sizes needs ", na, " entries");
+    if (policy != "stretch") {
+      // one scale for every named axis: the largest that fits (not_larger) or the smallest
+      // that covers (not_smaller) the sizes; the output size is that scale times the input's
+      double k = policy == "not_larger" ? INFINITY : 0;
+      for (size_t i = 0; i < na; ++i) {
+        const double f = (*xs)[axes[i]] ? static_cast<double>(sizes[i]) / (*xs)[axes[i]] : 1.0;
+        k = policy == "not_larger" ? std::min(k, f) : std::max(k, f);
+      }
+      for (size_t i = 0; i < na; ++i) {
+        sc[axes[i]] = k;
+        out[axes[i]] = static_cast<int64_t>(std::round(k * static_cast<double>((*xs)[axes[i]])));
+      }
+    } else {
+      for (size_t i = 0; i < na; ++i) {
+        if (sizes[i] < 0) return m.fail(ErrorCode::invalid_argument, "size ", sizes[i]);
+        out[axes[i]] = sizes[i];
+        sc[axes[i]] = (*xs)[axes[i]] ? static_cast<double>(sizes[i]) / (*xs)[axes[i]] : 1.0;
+      }
     }
+  } else {
+    if (scales.size() != na) return m.fail(ErrorCode::shape_error, "scales needs ", na, " entries");
+    for (size_t i = 0; i < na; ++i) {
+      if (!(scales[i] > 0) || scales[i] > 1e6) return m.fail(ErrorCode::invalid_argument, "scale ", scales[i]);
+      sc[axes[i]] = scales[i];
+      out[axes[i]] = static_cast<int64_t>(std::floor((*xs)[axes[i]] * scales[i]));
+    }
+  }
+  if (!roi.empty() && na != static_cast<size_t>(r)) {
+    if (roi.size() != 2 * na) return m.fail(ErrorCode::shape_error, "roi needs ", 2 * na, " entries");
+    std::vector<double> full(2 * r);
+    for (int i = 0; i < r; ++i) full[i] = 0, full[i + r] = 1;
+    for (size_t i = 0; i < na; ++i) full[axes[i]] = roi[i], full[axes[i] + r] = roi[i + na];
+    roi = full;
   }
   if (s.coord == "tf_crop_and_resize" && static_cast<int>(roi.size()) != 2 * r)
     return m.fail(ErrorCode::shape_error, "tf_crop_and_resize needs roi with ", 2 * r, " entries");
@@ -145,7 +241,12 @@ Status map_resize(Importer& m) {
     if (out[ax] > (int64_t{1} << 20)) return m.fail(ErrorCode::unsupported, "output axis longer than 2^20");
     if (in == 0) return m.fail(ErrorCode::shape_error, "cannot resize an empty axis");
     AxisPlan p = plan_axis(s, in, out[ax], sc[ax], crop ? roi[ax] : 0, crop ? roi[ax + r] : 1);
-    const size_t taps = p.w[0].size();
+    size_t taps = 0;
+    for (const auto& w : p.w) taps = std::max(taps, w.size());
+    for (size_t j = 0; j < p.w.size(); ++j) {  // antialiased windows differ in length: pad with zero weights
+      p.w[j].resize(taps, 0.0);
+      p.idx[j].resize(taps, p.idx[j].back());
+    }
     std::vector<int64_t> wshape(r, 1);
     wshape[ax] = out[ax];
     ValueId acc = kNoValue;

@@ -62,6 +62,11 @@ Status sym_slice(Importer& m) {
   RLX_ASSIGN_OR_RETURN(auto ends, m.ints(2));
   std::vector<int64_t> steps{1};
   if (m.has(4)) { RLX_ASSIGN_OR_RETURN(steps, m.ints(4)); }
+  if (m.has(3)) {
+    RLX_ASSIGN_OR_RETURN(auto axes, m.ints(3));
+    if (axes.size() != 1 || (axes[0] != 0 && axes[0] != -1))
+      return m.fail(ErrorCode::out_of_range, "Slice of a 1-D shape value takes axis 0");
+  }
   if (starts.size() != 1 || ends.size() != 1 || steps.size() != 1)
     return m.fail(ErrorCode::unsupported, "Slice of a shape value must be 1-D");
   SliceRange r = resolve_slice_range(starts[0], ends[0], steps[0], static_cast<int64_t>(d.size()));

@@ -20,6 +20,11 @@ namespace rlx::onnx_import {
 
 using ::onnx::TensorProto;
 
+// Data types of IR version 10 that Debian's onnx 1.12 protobuf does not name: packed two per
+// byte, the first element in the low nibble (as rlx's i4/u4).
+constexpr int32_t kOnnxUint4 = 21;
+constexpr int32_t kOnnxInt4 = 22;
+
 std::optional<DType> dtype_from_onnx(int32_t t) {
   switch (t) {
     case TensorProto::FLOAT: return DType::f32;
@@ -36,6 +41,8 @@ std::optional<DType> dtype_from_onnx(int32_t t) {
     case TensorProto::UINT64: return DType::u64;
     case TensorProto::COMPLEX64: return DType::c64;
     case TensorProto::BFLOAT16: return DType::bf16;
+    case kOnnxUint4: return DType::u4;
+    case kOnnxInt4: return DType::i4;
     default: return std::nullopt;
   }
 }
@@ -56,11 +63,15 @@ int32_t dtype_to_onnx(DType t) {
     case DType::u64: return TensorProto::UINT64;
     case DType::c64: return TensorProto::COMPLEX64;
     case DType::bf16: return TensorProto::BFLOAT16;
+    case DType::u4: return kOnnxUint4;
+    case DType::i4: return kOnnxInt4;
     default: return TensorProto::UNDEFINED;
   }
 }
 
 std::string onnx_dtype_name(int32_t t) {
+  if (t == kOnnxUint4) return "UINT4";
+  if (t == kOnnxInt4) return "INT4";
   if (TensorProto::DataType_IsValid(t)) return TensorProto::DataType_Name(static_cast<TensorProto::DataType>(t));
   return cat("unknown data type ", t);
 }
@@ -195,6 +206,8 @@ Expected<Tensor> tensor_from_proto(const TensorProto& t, const std::string& fold
     return out;
   }
   // typed fields: check the value count before allocating anything
+  if (is_packed(*dt))
+    return error(ErrorCode::unsupported, what, ": ", dtype_name(*dt), " values in int32_data (rlx reads them from raw_data)");
   int64_t have = 0;
   const char* field = "int32_data";
   switch (t.data_type()) {

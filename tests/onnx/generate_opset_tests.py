@@ -1,0 +1,332 @@
+#!/usr/bin/python3
+"""Writes node tests for ONNX opsets 18 to 23 into OUT_DIR/node, with ONNX Runtime as the oracle.
+
+Usage: /usr/bin/python3 tests/onnx/generate_opset_tests.py OUT_DIR NPM_DIR
+
+Debian's python3-onnx (1.12) knows opsets up to 17 and cannot generate ONNX's own node tests
+for the later ones, but its helper writes any node, so each case here is a small model at the
+opset where an op was added or changed, with random inputs. ONNX Runtime for Node (NPM_DIR, from
+scripts/install-npm.sh) computes the expected outputs. The layout is ONNX's node-test layout
+(model.onnx, test_data_set_0/input_N.pb and output_N.pb), run by tests/onnx/node_tests.cpp.
+
+When ONNX Runtime cannot be run, OUT_DIR/oracle_missing says why and no case is written (the
+test then fails in CI and skips elsewhere, saying so). A case ONNX Runtime refuses is an error
+of this file: generation stops, naming the case and ORT's message.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OUT, NPM = sys.argv[1], sys.argv[2]
+NODE_DIR = os.path.join(OUT, "node")
+INT4, UINT4 = 22, 21  # TensorProto.DataType values onnx 1.12 does not name
+IR_FOR_OPSET = {18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
+
+ORT_TYPES = {np.float32: "float32", np.float64: "float64", np.int8: "int8", np.uint8: "uint8",
+             np.int16: "int16", np.uint16: "uint16", np.int32: "int32", np.int64: "int64",
+             np.bool_: "bool", np.float16: "float16"}
+FROM_ORT = {v: k for k, v in ORT_TYPES.items()}
+
+rng = np.random.default_rng(2026)
+cases = []
+
+
+def f32(*shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def i64(*values):
+    return np.array(values, dtype=np.int64)
+
+
+def case(name, opset, nodes, inputs, outputs, inits=(), out_types=None):
+    """One model: `inputs` are (name, array) fed at run time, `inits` (name, array or TensorProto)."""
+    cases.append(dict(name=name, opset=opset, nodes=nodes, inputs=inputs, outputs=outputs, inits=list(inits),
+                      out_types=out_types or {}))
+
+
+def node(op, ins, outs, **attrs):
+    return helper.make_node(op, ins, outs, **attrs)
+
+
+def packed4(values, signed):
+    """An INT4/UINT4 initializer's TensorProto from small integers (two per byte, low nibble first)."""
+    v = np.asarray(values).astype(np.int64)
+    flat = (v.reshape(-1) & 0xF).astype(np.uint8)
+    if flat.size % 2:
+        flat = np.append(flat, np.uint8(0))
+    raw = (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8).tobytes()
+    t = TensorProto()
+    t.data_type = INT4 if signed else UINT4
+    t.dims.extend(v.shape)
+    t.raw_data = raw
+    return t
+
+
+# --- opset 18 ------------------------------------------------------------------------------
+x = f32(2, 3, 4)
+for op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin",
+           "ReduceProd", "ReduceSumSquare"):
+    pos = np.abs(x) + 0.1 if op == "ReduceLogSum" else x
+    case(f"{op.lower()}_axes_input", 18, [node(op, ["x", "axes"], ["y"], keepdims=0)], [("x", pos)], ["y"],
+         [("axes", i64(0, -1))])
+    case(f"{op.lower()}_noop_empty_axes", 18, [node(op, ["x"], ["y"], noop_with_empty_axes=1)], [("x", pos)], ["y"])
+case("reducemean_axes_keepdims", 18, [node("ReduceMean", ["x", "axes"], ["y"], keepdims=1)], [("x", x)], ["y"],
+     [("axes", i64(1))])
+case("split_num_outputs_even", 18, [node("Split", ["x"], ["a", "b"], axis=2, num_outputs=2)], [("x", x)], ["a", "b"])
+case("split_num_outputs_uneven", 18, [node("Split", ["x"], ["a", "b", "c"], axis=-1, num_outputs=3)],
+     [("x", f32(2, 7))], ["a", "b", "c"])
+for mode in ("constant", "reflect", "edge"):
+    case(f"pad_axes_{mode}", 18, [node("Pad", ["x", "pads", "", "axes"], ["y"], mode=mode)], [("x", f32(2, 3, 4))],
+         ["y"], [("pads", i64(1, 2, 2, 1)), ("axes", i64(1, -1))])
+case("pad_axes_constant_value", 18, [node("Pad", ["x", "pads", "v", "axes"], ["y"])], [("x", f32(3, 4))], ["y"],
+     [("pads", i64(2, 1)), ("v", np.array(1.5, np.float32)), ("axes", i64(0))])
+for red in ("max", "min"):
+    case(f"scatterelements_{red}", 18,
+         [node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction=red)],
+         [("x", f32(3, 5)), ("u", f32(3, 2))], ["y"], [("i", np.array([[0, 4], [2, 2], [1, 0]], np.int64))])
+    case(f"scatternd_{red}", 18, [node("ScatterND", ["x", "i", "u"], ["y"], reduction=red)],
+         [("x", f32(4, 3)), ("u", f32(3, 3))], ["y"], [("i", np.array([[1], [3], [1]], np.int64))])
+case("mish", 18, [node("Mish", ["x"], ["y"])], [("x", f32(3, 4, lo=-5, hi=5))], ["y"])
+a = rng.integers(-100, 100, size=(3, 4)).astype(np.int32)
+b = rng.integers(-100, 100, size=(3, 4)).astype(np.int32)
+for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
+    case(op.lower(), 18, [node(op, ["a", "b"], ["y"])], [("a", a), ("b", b)], ["y"], out_types={"y": TensorProto.INT32})
+    case(op.lower() + "_u8_broadcast", 18, [node(op, ["a", "b"], ["y"])],
+         [("a", rng.integers(0, 255, size=(2, 3), dtype=np.uint8)), ("b", rng.integers(0, 255, size=(3,), dtype=np.uint8))],
+         ["y"], out_types={"y": TensorProto.UINT8})
+case("bitwisenot", 18, [node("BitwiseNot", ["a"], ["y"])], [("a", a)], ["y"], out_types={"y": TensorProto.INT32})
+case("centercroppad_crop_and_pad", 18, [node("CenterCropPad", ["x", "s"], ["y"])], [("x", f32(5, 4, 3))], ["y"],
+     [("s", i64(3, 7, 3))])
+case("centercroppad_axes", 18, [node("CenterCropPad", ["x", "s"], ["y"], axes=[-2])], [("x", f32(2, 5, 3))], ["y"],
+     [("s", i64(2))])
+case("col2im", 18, [node("Col2Im", ["x", "image", "block"], ["y"])], [("x", f32(1, 2 * 2 * 2, 12))], ["y"],
+     [("image", i64(4, 5)), ("block", i64(2, 2))])
+case("col2im_strides_pads_dilations", 18,
+     [node("Col2Im", ["x", "image", "block"], ["y"], strides=[2, 1], pads=[1, 0, 1, 1], dilations=[1, 2])],
+     [("x", f32(2, 3 * 2 * 2, 3 * 5))], ["y"], [("image", i64(5, 6)), ("block", i64(2, 2))])
+for k, axes in ((18, None), (21, None)):
+    c = 4
+    scale = f32(2 if k == 18 else c, lo=0.5, hi=1.5)
+    bias = f32(2 if k == 18 else c)
+    case(f"groupnormalization_opset{k}", k,
+         [node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2, epsilon=1e-5)],
+         [("x", f32(2, c, 3, 3))], ["y"], [("s", scale), ("b", bias)])
+case("resize_axes_linear", 18,
+     [node("Resize", ["x", "", "scales"], ["y"], mode="linear", axes=[2, 3])], [("x", f32(1, 2, 4, 4))], ["y"],
+     [("scales", np.array([2.0, 1.5], np.float32))])
+for policy in ("not_larger", "not_smaller"):
+    case(f"resize_keep_aspect_{policy}", 18,
+         [node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest", axes=[2, 3], keep_aspect_ratio_policy=policy)],
+         [("x", f32(1, 1, 4, 6))], ["y"], [("sizes", i64(6, 6))])
+case("resize_antialias_linear_down", 18,
+     [node("Resize", ["x", "", "scales"], ["y"], mode="linear", antialias=1)], [("x", f32(1, 1, 8, 8))], ["y"],
+     [("scales", np.array([1, 1, 0.5, 0.375], np.float32))])
+
+# --- opset 19 ------------------------------------------------------------------------------
+case("pad_wrap", 19, [node("Pad", ["x", "pads"], ["y"], mode="wrap")], [("x", f32(3, 4))], ["y"],
+     [("pads", i64(1, 2, 2, 3))])
+case("averagepool_dilations", 19,
+     [node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2], strides=[1, 1])],
+     [("x", f32(1, 2, 6, 6))], ["y"])
+case("resize_half_pixel_symmetric", 19,
+     [node("Resize", ["x", "", "scales"], ["y"], mode="linear", coordinate_transformation_mode="half_pixel_symmetric")],
+     [("x", f32(1, 1, 4, 4))], ["y"], [("scales", np.array([1, 1, 2.5, 1.5], np.float32))])
+case("cast_saturate_ignored_f32_to_f16", 19, [node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16, saturate=1)],
+     [("x", f32(3, 4))], ["y"], out_types={"y": TensorProto.FLOAT16})
+case("reshape_shape_size_opset19", 19,
+     [node("Shape", ["x"], ["s"], start=1), node("Reshape", ["x", "t"], ["r"]), node("Size", ["x"], ["n"])],
+     [("x", f32(2, 3, 4))], ["s", "r", "n"], [("t", i64(6, -1))],
+     out_types={"s": TensorProto.INT64, "n": TensorProto.INT64})
+
+# --- opset 20 ------------------------------------------------------------------------------
+for approx in ("none", "tanh"):
+    case(f"gelu_{approx}", 20, [node("Gelu", ["x"], ["y"], approximate=approx)], [("x", f32(3, 5, lo=-4, hi=4))], ["y"])
+for ac in (0, 1):
+    case(f"affinegrid_2d_align{ac}", 20, [node("AffineGrid", ["theta", "size"], ["g"], align_corners=ac)],
+         [("theta", f32(2, 2, 3))], ["g"], [("size", i64(2, 3, 4, 5))])
+    case(f"affinegrid_3d_align{ac}", 20, [node("AffineGrid", ["theta", "size"], ["g"], align_corners=ac)],
+         [("theta", f32(1, 3, 4))], ["g"], [("size", i64(1, 1, 2, 3, 4))])
+for mode in ("linear", "nearest", "cubic"):
+    for pad in ("zeros", "border", "reflection"):
+        case(f"gridsample20_{mode}_{pad}", 20,
+             [node("GridSample", ["x", "g"], ["y"], mode=mode, padding_mode=pad, align_corners=0)],
+             [("x", f32(1, 2, 4, 5)), ("g", f32(1, 3, 3, 2, lo=-1.2, hi=1.2))], ["y"])
+signal = f32(2, 8, 1)
+case("dft20_axis_input", 20, [node("DFT", ["x", "", "axis"], ["y"])], [("x", signal)], ["y"],
+     [("axis", np.array(1, np.int64))])
+case("dft20_default_axis_onesided", 20, [node("DFT", ["x"], ["y"], onesided=1)], [("x", f32(3, 6, 1))], ["y"])
+case("dft20_length_inverse", 20, [node("DFT", ["x", "n", "axis"], ["y"], inverse=1)], [("x", f32(2, 5, 2))], ["y"],
+     [("n", np.array(6, np.int64)), ("axis", np.array(-2, np.int64))])
+xs = np.array([[1.0, np.inf, -np.inf], [np.nan, 0.0, -2.0]], np.float32)
+case("isinf_isnan_opset20", 20, [node("IsInf", ["x"], ["a"], detect_negative=0), node("IsNaN", ["x"], ["b"])],
+     [("x", xs)], ["a", "b"], out_types={"a": TensorProto.BOOL, "b": TensorProto.BOOL})
+case("constantofshape_opset20", 20,
+     [node("ConstantOfShape", ["s"], ["y"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [2.5]))], [], ["y"],
+     [("s", i64(2, 3))])
+
+# --- opset 21 ------------------------------------------------------------------------------
+w = rng.integers(-128, 127, size=(4, 6)).astype(np.int8)
+case("dequantizelinear_blocked", 21, [node("DequantizeLinear", ["w", "s", "z"], ["y"], axis=1, block_size=3)], [],
+     ["y"], [("w", w), ("s", f32(4, 2, lo=0.01, hi=0.1)), ("z", rng.integers(-5, 5, size=(4, 2)).astype(np.int8))])
+w4 = rng.integers(-8, 8, size=(6, 4))
+case("dequantizelinear_int4_blocked", 21, [node("DequantizeLinear", ["w", "s"], ["y"], axis=0, block_size=2)], [],
+     ["y"], [("w", packed4(w4, True)), ("s", f32(3, 4, lo=0.01, hi=0.1))])
+case("dequantizelinear_uint4_per_axis", 21, [node("DequantizeLinear", ["w", "s", "z"], ["y"], axis=1)], [], ["y"],
+     [("w", packed4(rng.integers(0, 16, size=(3, 4)), False)), ("s", f32(4, lo=0.01, hi=0.1)),
+      ("z", packed4(rng.integers(0, 16, size=(4,)), False))])
+case("quantizelinear_blocked", 21, [node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1, block_size=2)],
+     [("x", f32(3, 4, lo=-3, hi=3))], ["y"], [("s", f32(3, 2, lo=0.02, hi=0.05)), ("z", np.zeros((3, 2), np.int8))],
+     out_types={"y": TensorProto.INT8})
+case("quantizelinear_output_dtype_uint8", 21,
+     [node("QuantizeLinear", ["x", "s"], ["y"], output_dtype=TensorProto.UINT8)], [("x", f32(3, 4, lo=0, hi=3))],
+     ["y"], [("s", np.array(0.02, np.float32))], out_types={"y": TensorProto.UINT8})
+case("flatten_squeeze_transpose_opset21", 21,
+     [node("Flatten", ["x"], ["f"], axis=2), node("Transpose", ["x"], ["t"], perm=[2, 0, 1]),
+      node("Unsqueeze", ["x", "ax"], ["u"]), node("Squeeze", ["u", "ax"], ["s"])],
+     [("x", f32(2, 3, 4))], ["f", "t", "s"], [("ax", i64(0))])
+
+# --- opset 22 ------------------------------------------------------------------------------
+case("conv_opset22", 22, [node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [("x", f32(1, 2, 5, 5))], ["y"],
+     [("w", f32(3, 2, 3, 3))])
+case("activations_opset22", 22,
+     [node("Mish", ["x"], ["a"]), node("HardSwish", ["x"], ["b"]), node("Softplus", ["x"], ["c"]),
+      node("Elu", ["x"], ["d"]), node("ThresholdedRelu", ["x"], ["e"], alpha=0.2)],
+     [("x", f32(3, 4, lo=-3, hi=3))], ["a", "b", "c", "d", "e"])
+case("pools_opset22", 22,
+     [node("MaxPool", ["x"], ["a"], kernel_shape=[2, 2]), node("AveragePool", ["x"], ["b"], kernel_shape=[3, 3]),
+      node("GlobalAveragePool", ["x"], ["c"]), node("InstanceNormalization", ["x", "s", "bb"], ["d"])],
+     [("x", f32(1, 2, 5, 5))], ["a", "b", "c", "d"], [("s", f32(2)), ("bb", f32(2))])
+
+# --- opset 23 ------------------------------------------------------------------------------
+case("rmsnormalization_last_axis", 23, [node("RMSNormalization", ["x", "s"], ["y"], epsilon=1e-5)],
+     [("x", f32(2, 3, 8))], ["y"], [("s", f32(8, lo=0.5, hi=1.5))])
+case("rmsnormalization_axis1", 23, [node("RMSNormalization", ["x", "s"], ["y"], axis=1)],
+     [("x", f32(2, 3, 4))], ["y"], [("s", f32(3, 4))])
+B, S, H, D = 2, 5, 3, 8
+pos = np.tile(np.arange(S, dtype=np.int64), (B, 1))
+cos_cache = f32(S + 3, D // 2)
+sin_cache = f32(S + 3, D // 2)
+for inter in (0, 1):
+    case(f"rotaryembedding_4d_interleaved{inter}", 23,
+         [node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], interleaved=inter)],
+         [("x", f32(B, H, S, D)), ("pos", pos + 1)], ["y"], [("cos", cos_cache), ("sin", sin_cache)])
+case("rotaryembedding_3d_num_heads", 23,
+     [node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], num_heads=H)],
+     [("x", f32(B, S, H * D)), ("pos", pos)], ["y"], [("cos", cos_cache), ("sin", sin_cache)])
+case("rotaryembedding_partial_no_position_ids", 23,
+     [node("RotaryEmbedding", ["x", "cos", "sin"], ["y"], rotary_embedding_dim=4)],
+     [("x", f32(B, H, S, D)), ("cos", f32(B, S, 2)), ("sin", f32(B, S, 2))], ["y"])
+Sq, Skv, Hq, Hkv, E = 4, 6, 4, 2, 8
+q4, k4, v4 = f32(B, Hq, Sq, E), f32(B, Hkv, Skv, E), f32(B, Hkv, Skv, E)
+case("attention_4d_gqa", 23, [node("Attention", ["q", "k", "v"], ["y"])], [("q", q4), ("k", k4), ("v", v4)], ["y"])
+case("attention_4d_causal_scale", 23, [node("Attention", ["q", "k", "v"], ["y"], is_causal=1, scale=0.2)],
+     [("q", f32(B, Hq, Sq, E)), ("k", f32(B, Hq, Sq, E)), ("v", f32(B, Hq, Sq, E))], ["y"])
+case("attention_4d_float_mask_softcap", 23, [node("Attention", ["q", "k", "v", "m"], ["y"], softcap=2.0)],
+     [("q", q4), ("k", k4), ("v", v4), ("m", f32(Sq, Skv, lo=-2, hi=0))], ["y"])
+mask = rng.random((B, 1, Sq, Skv)) > 0.3
+mask[..., 0] = True
+case("attention_4d_bool_mask", 23, [node("Attention", ["q", "k", "v", "m"], ["y"])],
+     [("q", q4), ("k", k4), ("v", v4), ("m", mask)], ["y"])
+case("attention_3d_heads", 23, [node("Attention", ["q", "k", "v"], ["y"], q_num_heads=Hq, kv_num_heads=Hkv)],
+     [("q", f32(B, Sq, Hq * E)), ("k", f32(B, Skv, Hkv * E)), ("v", f32(B, Skv, Hkv * 6))], ["y"])
+case("attention_past_kv", 23,
+     [node("Attention", ["q", "k", "v", "", "pk", "pv"], ["y", "k_out", "v_out"], is_causal=1)],
+     [("q", f32(B, Hq, 2, E)), ("k", f32(B, Hq, 2, E)), ("v", f32(B, Hq, 2, E)), ("pk", f32(B, Hq, 3, E)),
+      ("pv", f32(B, Hq, 3, E))], ["y", "k_out", "v_out"])
+case("reshape_identity_opset23", 23,
+     [node("Reshape", ["x", "t"], ["r"]), node("Identity", ["r"], ["y"]), node("Cast", ["y"], ["c"], to=TensorProto.DOUBLE)],
+     [("x", f32(2, 6))], ["c"], [("t", i64(3, 4))], out_types={"c": TensorProto.DOUBLE})
+
+
+# --- writing -------------------------------------------------------------------------------
+def ort_available():
+    if not shutil.which("node"):
+        return "node is not installed"
+    if not os.path.isdir(os.path.join(NPM, "node_modules", "onnxruntime-node")):
+        return f"onnxruntime-node is not installed in {NPM}/node_modules (scripts/install-npm.sh {NPM})"
+    return None
+
+
+def elem_type(a):
+    return helper.np_dtype_to_tensor_dtype(a.dtype) if hasattr(helper, "np_dtype_to_tensor_dtype") else \
+        onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[a.dtype]
+
+
+def write_case(c, jobs):
+    d = os.path.join(NODE_DIR, "test_opset%d_%s" % (c["opset"], c["name"]))
+    data = os.path.join(d, "test_data_set_0")
+    os.makedirs(data)
+    inputs = [helper.make_tensor_value_info(n, elem_type(a), a.shape) for n, a in c["inputs"]]
+    outputs = [helper.make_tensor_value_info(n, c["out_types"].get(n, TensorProto.FLOAT), None) for n in c["outputs"]]
+    inits = [t if isinstance(t, TensorProto) else numpy_helper.from_array(t, n) for n, t in c["inits"]]
+    for (n, _), t in zip(c["inits"], inits):
+        t.name = n
+    graph = helper.make_graph(c["nodes"], c["name"], inputs, outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", c["opset"])],
+                              producer_name="rlx generate_opset_tests.py")
+    model.ir_version = IR_FOR_OPSET[c["opset"]]
+    onnx.save(model, os.path.join(d, "model.onnx"))
+    job = {"model": os.path.join(d, "model.onnx"), "inputs": [], "out_dir": data, "case": c}
+    for k, (n, a) in enumerate(c["inputs"]):
+        with open(os.path.join(data, "input_%d.pb" % k), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+        raw = os.path.join(data, "ort_in_%d.bin" % k)
+        np.ascontiguousarray(a).tofile(raw)
+        job["inputs"].append({"name": n, "type": ORT_TYPES[a.dtype.type], "dims": list(a.shape), "file": raw})
+    jobs.append(job)
+
+
+def main():
+    if os.path.exists(OUT):
+        shutil.rmtree(OUT)
+    os.makedirs(NODE_DIR)
+    why = ort_available()
+    if why:
+        for name in ("oracle_missing", "stamp"):
+            with open(os.path.join(OUT, name), "w") as f:
+                f.write(why + "\n")
+        print("generate_opset_tests: " + why)
+        return
+    jobs = []
+    for c in cases:
+        write_case(c, jobs)
+    jobs_file = os.path.join(OUT, "jobs.json")
+    with open(jobs_file, "w") as f:
+        json.dump([{k: v for k, v in j.items() if k != "case"} for j in jobs], f)
+    env = dict(os.environ, NODE_PATH=os.path.join(NPM, "node_modules"))
+    p = subprocess.run(["node", os.path.join(os.path.dirname(os.path.abspath(__file__)), "ort_run.cjs"), jobs_file],
+                       env=env, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        sys.exit("generate_opset_tests: ort_run.cjs failed: " + p.stderr[-2000:])
+    print(p.stdout.strip())
+    errors = []
+    for j in jobs:
+        d = j["out_dir"]
+        err = os.path.join(d, "ort_error.txt")
+        if os.path.exists(err):
+            errors.append("%s: %s" % (os.path.basename(os.path.dirname(d)), open(err).read().strip()[:500]))
+            continue
+        meta = json.load(open(os.path.join(d, "ort_outputs.json")))
+        for k, m in enumerate(meta):
+            raw = os.path.join(d, "ort_out_%d.bin" % k)
+            a = np.fromfile(raw, dtype=FROM_ORT[m["type"]]).reshape(m["dims"])
+            with open(os.path.join(d, "output_%d.pb" % k), "wb") as f:
+                f.write(numpy_helper.from_array(a, m["name"]).SerializeToString())
+            os.remove(raw)
+        for k in range(len(j["inputs"])):
+            os.remove(os.path.join(d, "ort_in_%d.bin" % k))
+        os.remove(os.path.join(d, "ort_outputs.json"))
+    if errors:
+        sys.exit("generate_opset_tests: ONNX Runtime refused these cases (fix the case):\n" + "\n".join(errors))
+    with open(os.path.join(OUT, "stamp"), "w") as f:
+        f.write("%d cases, onnx %s, %s\n" % (len(jobs), onnx.__version__, p.stdout.strip()))
+
+
+main()
