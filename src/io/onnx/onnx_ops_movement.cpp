@@ -241,20 +241,75 @@ Status map_gather_elements(Importer& m) {
   return m.out(0, o.gather(xf, flat, 0));
 }
 
+// ScatterElements / ScatterND with reduction max, min or mul (opsets 16 and 18), for indices
+// known at import: each destination row's updates are gathered into a row of K (padded with
+// the reduction's identity), reduced, and combined with the data. `dest` holds each update
+// row's destination row; data_rows is [R, rest...] and upd_rows [U, rest...].
+Expected<ValueId> scatter_reduce_known(Importer& m, ValueId data_rows, int64_t rows, const std::vector<int64_t>& dest,
+                                       ValueId upd_rows, const std::string& red) {
+  OpBuilder& o = m.o();
+  const int64_t U = static_cast<int64_t>(dest.size());
+  std::vector<int64_t> count(static_cast<size_t>(rows), 0);
+  int64_t K = 0;
+  for (int64_t d : dest) {
+    if (d < 0 || d >= rows) return m.fail(ErrorCode::out_of_range, "an index points outside the data");
+    K = std::max(K, ++count[d]);
+  }
+  if (K == 0) return o.reshape(data_rows, std::vector<int64_t>(o.rank(data_rows), 0));
+  RLX_TRY(bound(m, rows * K));
+  std::vector<int64_t> table(static_cast<size_t>(rows * K), U);  // U: the identity row
+  std::fill(count.begin(), count.end(), 0);
+  for (int64_t u = 0; u < U; ++u) table[dest[u] * K + count[dest[u]]++] = u;
+  const DType dt = o.dtype(upd_rows);
+  const double lowest = is_float(dt) ? -INFINITY : -std::ldexp(1.0, dtype_bits(dt) - 1);
+  const double highest = is_float(dt) ? INFINITY : std::ldexp(1.0, dtype_bits(dt) - (is_unsigned_int(dt) ? 0 : 1)) - 1;
+  const double identity = red == "max" ? lowest : red == "min" ? highest : 1.0;
+  Sizes one{1};
+  for (int i = 1; i < o.rank(upd_rows); ++i) one.push_back(o.shape(upd_rows)[i].size());
+  ValueId ext = o.concat({upd_rows, o.full(identity, dt, one)}, 0);
+  ValueId g = o.gather(ext, m.c(i64_tensor(table, {rows, K})), 0);
+  const Op rop = red == "max" ? Op::ReduceMax : red == "min" ? Op::ReduceMin : Op::ReduceProd;
+  ValueId r = o.reduce(rop, g, {1}, false);
+  return red == "max" ? o.max(data_rows, r) : red == "min" ? o.min(data_rows, r) : o.mul(data_rows, r);
+}
+
+// The reduction a Scatter node names, refused where the opset does not define it.
+Expected<std::string> scatter_reduction(Importer& m) {
+  std::string red = m.as("reduction", "none");
+  const bool known = red == "none" || red == "add" || (red == "mul" && m.opset >= 16) ||
+                     ((red == "max" || red == "min") && m.opset >= 18);
+  if (!known) return m.fail(ErrorCode::unsupported, "reduction '", red, "' at opset ", m.opset);
+  if (red != "none" && red != "add" && !m.is_konst(1))
+    return m.fail(ErrorCode::unsupported, "reduction '", red, "' needs indices known at import (rlx has no scatter-",
+                  red, " primitive)");
+  return red;
+}
+
 Status map_scatter_elements(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   RLX_ASSIGN_OR_RETURN(ValueId idx, m.in(1));
   RLX_ASSIGN_OR_RETURN(ValueId upd, m.in(2));
   OpBuilder& o = m.o();
-  std::string red = m.as("reduction", "none");
-  Op op = red == "none" ? Op::Scatter : red == "add" ? Op::ScatterAdd : Op::Constant;
-  if (op == Op::Constant) return m.fail(ErrorCode::unsupported, "reduction '", red, "' is not supported");
+  RLX_ASSIGN_OR_RETURN(std::string red, scatter_reduction(m));
+  const Op op = red == "none" ? Op::Scatter : Op::ScatterAdd;
   RLX_ASSIGN_OR_RETURN(Sizes ds, need_static(m, o.type(x), "data"));
   RLX_ASSIGN_OR_RETURN(Sizes is, need_static(m, o.type(idx), "indices"));
   if (ds.size() != is.size()) return m.fail(ErrorCode::shape_error, "data and indices differ in rank");
   RLX_TRY(bound(m, is));
   RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", 0), static_cast<int>(ds.size())));
   Sizes dstr = contiguous_strides(ds);
+  if (red != "none" && red != "add") {
+    RLX_ASSIGN_OR_RETURN(auto iv, m.konst(1));
+    Tensor base = base_offsets(is, ds, axis);
+    std::vector<int64_t> dest(static_cast<size_t>(iv.numel()));
+    for (int64_t u = 0; u < iv.numel(); ++u) {
+      int64_t i = static_cast<int64_t>(iv.get_f64(u));
+      if (i < -ds[axis] || i >= ds[axis]) return m.fail(ErrorCode::out_of_range, "index ", i, " is out of range");
+      dest[u] = base.data<int64_t>()[u] + (i < 0 ? i + ds[axis] : i) * dstr[axis];
+    }
+    RLX_ASSIGN_OR_RETURN(ValueId r, scatter_reduce_known(m, o.reshape(x, {-1}), numel(ds), dest, o.reshape(upd, {-1}), red));
+    return m.out(0, o.reshape(r, std::vector<int64_t>(ds.begin(), ds.end())));
+  }
   ValueId flat = o.add(m.c(base_offsets(is, ds, axis)),
                        o.mul(norm_index(o, idx, ds[axis]), o.scalar(static_cast<double>(dstr[axis]), DType::i64)));
   ValueId r = o.op(op, {o.reshape(x, {-1}), o.reshape(flat, {-1}), o.reshape(upd, {-1})}, Attrs{{"axis", int64_t{0}}});
@@ -319,9 +374,8 @@ Status map_scatter_nd(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId idx, m.in(1));
   RLX_ASSIGN_OR_RETURN(ValueId upd, m.in(2));
   OpBuilder& o = m.o();
-  std::string red = m.as("reduction", "none");
-  Op op = red == "none" ? Op::Scatter : red == "add" ? Op::ScatterAdd : Op::Constant;
-  if (op == Op::Constant) return m.fail(ErrorCode::unsupported, "reduction '", red, "' is not supported");
+  RLX_ASSIGN_OR_RETURN(std::string red, scatter_reduction(m));
+  const Op op = red == "none" ? Op::Scatter : Op::ScatterAdd;
   RLX_ASSIGN_OR_RETURN(Sizes ds, need_static(m, o.type(x), "data"));
   RLX_ASSIGN_OR_RETURN(Sizes is, need_static(m, o.type(idx), "indices"));
   if (is.empty()) return m.fail(ErrorCode::shape_error, "indices must have rank >= 1");
@@ -332,8 +386,109 @@ Status map_scatter_nd(Importer& m) {
   std::vector<int64_t> flat_shape{rows}, upd_shape{-1};
   flat_shape.insert(flat_shape.end(), rest.begin(), rest.end());
   upd_shape.insert(upd_shape.end(), rest.begin(), rest.end());
+  if (red != "none" && red != "add") {
+    // the destination rows on the host: the index tuples' row-major offsets over the first k dims
+    RLX_ASSIGN_OR_RETURN(auto iv, m.konst(1));
+    const int64_t k = is.back(), n = iv.numel() / std::max<int64_t>(k, 1);
+    Sizes inner(ds.begin(), ds.begin() + k);
+    Sizes istr = contiguous_strides(inner);
+    std::vector<int64_t> dest(static_cast<size_t>(n));
+    for (int64_t u = 0; u < n; ++u) {
+      int64_t off = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t i = static_cast<int64_t>(iv.get_f64(u * k + j));
+        if (i < -inner[j] || i >= inner[j]) return m.fail(ErrorCode::out_of_range, "index ", i, " is out of range");
+        off += (i < 0 ? i + inner[j] : i) * istr[j];
+      }
+      dest[u] = off;
+    }
+    RLX_ASSIGN_OR_RETURN(ValueId r, scatter_reduce_known(m, o.reshape(x, flat_shape), rows, dest, o.reshape(upd, upd_shape), red));
+    return m.out(0, o.reshape(r, std::vector<int64_t>(ds.begin(), ds.end())));
+  }
   ValueId r = o.op(op, {o.reshape(x, flat_shape), o.reshape(lin, {-1}), o.reshape(upd, upd_shape)}, Attrs{{"axis", int64_t{0}}});
   return m.out(0, o.reshape(r, std::vector<int64_t>(ds.begin(), ds.end())));
+}
+
+// CenterCropPad (opset 18): each named axis (all by default) cropped or zero-padded to its
+// target size about its centre; an odd difference leaves the extra element at the end.
+Status map_center_crop_pad(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(auto target, m.ints(1));
+  OpBuilder& o = m.o();
+  RLX_ASSIGN_OR_RETURN(Sizes xs, need_static(m, m.type(0), "input"));
+  const int r = static_cast<int>(xs.size());
+  std::vector<int64_t> axes = m.aints("axes");
+  if (axes.empty())
+    for (int i = 0; i < r; ++i) axes.push_back(i);
+  if (target.size() != axes.size())
+    return m.fail(ErrorCode::shape_error, "shape has ", target.size(), " entries for ", axes.size(), " axes");
+  std::vector<int64_t> pads(2 * static_cast<size_t>(r), 0), starts, ends, slice_axes;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    RLX_ASSIGN_OR_RETURN(int a, axis_of(m, axes[i], r));
+    const int64_t n = xs[a], t = target[i];
+    if (t < 0 || t > (int64_t{1} << 40)) return m.fail(ErrorCode::out_of_range, "target size ", t);
+    if (t < n) {
+      starts.push_back((n - t) / 2);
+      ends.push_back((n - t) / 2 + t);
+      slice_axes.push_back(a);
+    } else if (t > n) {
+      pads[a] = (t - n) / 2;
+      pads[a + r] = t - n - (t - n) / 2;
+    }
+  }
+  ValueId y = slice_axes.empty() ? x : o.slice(x, starts, ends, slice_axes);
+  bool any_pad = false;
+  for (int64_t p : pads) any_pad |= p != 0;
+  if (any_pad) y = o.pad(y, pads, 0.0);
+  if (y == x) y = o.reshape(x, std::vector<int64_t>(r, 0));
+  return m.out(0, y);
+}
+
+// Col2Im (opset 18): columns [N, C * prod(block), L] summed back into an image [N, C, H, W],
+// the inverse of im2col: a scatter-add of every column element into the padded image at a
+// position computed at import, then a crop of the padding.
+Status map_col2im(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(auto image, m.ints(1));
+  RLX_ASSIGN_OR_RETURN(auto block, m.ints(2));
+  OpBuilder& o = m.o();
+  RLX_ASSIGN_OR_RETURN(Sizes xs, need_static(m, m.type(0), "input"));
+  const size_t nd = image.size();
+  if (nd != 2 || block.size() != 2) return m.fail(ErrorCode::unsupported, "only 2-D images are supported");
+  if (xs.size() != 3) return m.fail(ErrorCode::shape_error, "input must be [N, C * prod(block_shape), L]");
+  std::vector<int64_t> dil = m.aints("dilations", {1, 1}), str = m.aints("strides", {1, 1}), pads = m.aints("pads", {0, 0, 0, 0});
+  if (dil.size() != 2 || str.size() != 2 || pads.size() != 4)
+    return m.fail(ErrorCode::shape_error, "dilations and strides need 2 entries, pads 4");
+  int64_t kk = 1, L = 1;
+  int64_t padded[2], count[2];
+  for (size_t i = 0; i < 2; ++i) {
+    if (image[i] < 1 || block[i] < 1 || dil[i] < 1 || str[i] < 1 || pads[i] < 0 || pads[i + 2] < 0 ||
+        image[i] > (int64_t{1} << 20) || block[i] > (int64_t{1} << 20))
+      return m.fail(ErrorCode::invalid_argument, "image, block, dilations, strides and pads must be positive");
+    padded[i] = image[i] + pads[i] + pads[i + 2];
+    const int64_t span = dil[i] * (block[i] - 1) + 1;
+    count[i] = padded[i] >= span ? (padded[i] - span) / str[i] + 1 : 0;
+    kk *= block[i];
+    L *= count[i];
+  }
+  if (xs[1] % kk != 0 || xs[2] != L)
+    return m.fail(ErrorCode::shape_error, "input ", sizes_to_string(xs), " does not match ", L, " blocks of ", kk,
+                  " elements per channel");
+  const int64_t N = xs[0], C = xs[1] / kk, P = padded[0] * padded[1];
+  RLX_TRY(bound(m, kk * L));
+  // destination of column element (k, l): block offset k = (bi, bj), block position l = (li, lj)
+  std::vector<int64_t> dest(static_cast<size_t>(kk * L));
+  for (int64_t k = 0; k < kk; ++k)
+    for (int64_t l = 0; l < L; ++l) {
+      const int64_t bi = k / block[1], bj = k % block[1], li = l / count[1], lj = l % count[1];
+      dest[k * L + l] = (li * str[0] + bi * dil[0]) * padded[1] + lj * str[1] + bj * dil[1];
+    }
+  ValueId cols = o.reshape(x, {N, C, kk * L});
+  ValueId idx = m.c(i64_tensor(dest, {kk * L}));  // updates: data's dims with axis 2 replaced by idx's
+  ValueId img = o.op(Op::ScatterAdd, {o.full(0, o.dtype(x), {N, C, P}), idx, cols}, Attrs{{"axis", int64_t{2}}});
+  img = o.reshape(img, {N, C, padded[0], padded[1]});
+  img = o.slice(img, {pads[0], pads[1]}, {pads[0] + image[0], pads[1] + image[1]}, {2, 3});
+  return m.out(0, img);
 }
 
 Status map_expand(Importer& m) {
@@ -637,6 +792,8 @@ void register_movement_ops(OpTable& t) {
   t["Expand"] = {map_expand};
   t["Tile"] = {map_tile};
   t["Pad"] = {map_pad};
+  t["CenterCropPad"] = {map_center_crop_pad};
+  t["Col2Im"] = {map_col2im};
   t["Shape"] = {map_shape};
   t["Size"] = {map_size};
   t["Constant"] = {map_constant};

@@ -497,8 +497,27 @@ MapFn pool(bool max) {
     else {
       bool has_dil = false;
       for (int64_t d : dil) has_dil |= d != 1;
-      if (has_dil) return m.fail(ErrorCode::unsupported, "dilated average pooling is not supported");
-      a.set("count_include_pad", m.ai("count_include_pad", 0));
+      const bool include_pad = m.ai("count_include_pad", 0) != 0;
+      if (has_dil) {
+        // opset 19: dilated windows, as a depthwise convolution with a kernel of ones divided by
+        // the count of the window's elements (inside the image, or inside image and padding)
+        if (m.ai("ceil_mode", 0) != 0) return m.fail(ErrorCode::unsupported, "dilated average pooling with ceil_mode");
+        if (!is_float(o.dtype(x))) return m.fail(ErrorCode::dtype_error, "average pooling needs a float input");
+        const auto s4 = static_sizes(o.shape(x));
+        const int64_t C = (*s4)[1], H = (*s4)[2], W = (*s4)[3];
+        Attrs ca{{"strides", strides}, {"dilations", dil}, {"pads", pads}, {"group", C}};
+        ValueId sum = o.op(Op::Conv2d, {x, o.full(1, o.dtype(x), {C, 1, kernel[0], kernel[1]})}, ca);
+        Attrs cn{{"strides", strides}, {"dilations", dil}, {"pads", include_pad ? std::vector<int64_t>{0, 0, 0, 0} : pads}};
+        Sizes ones = include_pad ? Sizes{1, 1, H + pads[0] + pads[2], W + pads[1] + pads[3]} : Sizes{1, 1, H, W};
+        ValueId count = o.op(Op::Conv2d, {o.full(1, o.dtype(x), ones), o.full(1, o.dtype(x), {1, 1, kernel[0], kernel[1]})}, cn);
+        ValueId y = o.div(sum, count);
+        if (n == 1 && o.ok()) {
+          auto ys = static_sizes(o.shape(y));
+          y = o.reshape(y, {(*ys)[0], (*ys)[1], (*ys)[3]});
+        }
+        return m.out(0, y);
+      }
+      a.set("count_include_pad", int64_t{include_pad});
     }
     if (!o.ok()) return o.status().with_context(m.where());
     DType in_dt = o.dtype(x);

@@ -292,7 +292,7 @@ Status map_resize(Importer& m) {
   return m.out(0, y);
 }
 
-// GridSample (opset 16, 4-D) as PyTorch's grid_sample computes it: the grid is unnormalized
+// GridSample (opsets 16 and 20, 4-D) as PyTorch's grid_sample computes it: the grid is unnormalized
 // (align_corners or not), clipped (border) or reflected then clipped (reflection), and every
 // tap (1 nearest, 2x2 bilinear, 4x4 bicubic with A = -0.75) is a gather from the flattened
 // input at a data-dependent index; taps outside the image contribute 0.
@@ -303,18 +303,24 @@ Status map_grid_sample(Importer& m) {
   auto xs = static_sizes(o.shape(x));
   auto gs = static_sizes(o.shape(grid));
   if (!xs || !gs || xs->size() != 4 || gs->size() != 4 || (*gs)[3] != 2 || (*gs)[0] != (*xs)[0])
-    return m.fail(ErrorCode::unsupported, "GridSample needs static 4-D input and [N, H, W, 2] grid");
+    return m.fail(ErrorCode::unsupported, "GridSample needs static 4-D input and [N, H, W, 2] grid (opset 20's "
+                  "volumetric form is not supported)");
   const int64_t N = (*xs)[0], C = (*xs)[1], H = (*xs)[2], W = (*xs)[3], Ho = (*gs)[1], Wo = (*gs)[2];
   if (N > (int64_t{1} << 20)) return m.fail(ErrorCode::unsupported, "batch larger than 2^20");
-  const std::string mode = m.as("mode", "bilinear"), pad = m.as("padding_mode", "zeros");
+  // opset 20 renamed the modes for N-D grids: linear and cubic (bilinear and bicubic before)
+  const bool v20 = m.opset >= 20;
+  std::string mode = m.as("mode", v20 ? "linear" : "bilinear");
+  const std::string pad = m.as("padding_mode", "zeros");
   const bool align = m.ai("align_corners", 0) != 0;
-  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") return m.fail(ErrorCode::unsupported, "mode '", mode, "'");
+  if (mode == (v20 ? "linear" : "bilinear")) mode = "bilinear";
+  else if (mode == (v20 ? "cubic" : "bicubic")) mode = "bicubic";
+  else if (mode != "nearest") return m.fail(ErrorCode::unsupported, "mode '", mode, "' at opset ", m.opset);
   if (pad != "zeros" && pad != "border" && pad != "reflection") return m.fail(ErrorCode::unsupported, "padding_mode '", pad, "'");
   DType dt = o.dtype(grid);
   auto k = [&](double v) { return o.scalar(v, dt); };
-  auto coord = [&](int64_t comp, int64_t size) {
-    ValueId g = o.reshape(o.slice(grid, {comp}, {comp + 1}, {3}), {N, Ho, Wo});
-    ValueId c = align ? o.mul(o.add(g, k(1)), k((size - 1) / 2.0)) : o.div(o.sub(o.mul(o.add(g, k(1)), k(double(size))), k(1)), k(2));
+  // border clips a coordinate to the image, reflection reflects it (about the edge pixels'
+  // centres with align_corners, about their outer edges without) and then clips it
+  auto bound = [&](ValueId c, int64_t size) {
     auto clip = [&](ValueId v) { return o.min(o.max(v, k(0)), k(double(size - 1))); };
     if (pad == "border") c = clip(c);
     if (pad == "reflection") {
@@ -333,31 +339,40 @@ Status map_grid_sample(Importer& m) {
     }
     return c;
   };
+  auto coord = [&](int64_t comp, int64_t size) {
+    ValueId g = o.reshape(o.slice(grid, {comp}, {comp + 1}, {3}), {N, Ho, Wo});
+    return align ? o.mul(o.add(g, k(1)), k((size - 1) / 2.0)) : o.div(o.sub(o.mul(o.add(g, k(1)), k(double(size))), k(1)), k(2));
+  };
   ValueId cx = coord(0, W), cy = coord(1, H);
-  // per-axis taps: integer positions (as floats) and weights
-  auto taps = [&](ValueId c, std::vector<ValueId>& pos, std::vector<ValueId>& wts) {
+  // per-axis taps: integer positions (as floats) and weights. Nearest and bilinear bound the
+  // coordinate; bicubic bounds each of its four taps (PyTorch's and ONNX Runtime's order).
+  auto taps = [&](ValueId c, int64_t size, std::vector<ValueId>& pos, std::vector<ValueId>& wts) {
     if (mode == "nearest") {
-      pos.push_back(o.op(Op::Round, {c}));
+      pos.push_back(o.op(Op::Round, {bound(c, size)}));
       wts.push_back(k(1));
       return;
     }
-    ValueId f = o.unary(Op::Floor, c), t = o.sub(c, f);
     if (mode == "bilinear") {
+      c = bound(c, size);
+      ValueId f = o.unary(Op::Floor, c), t = o.sub(c, f);
       pos = {f, o.add(f, k(1))};
       wts = {o.sub(k(1), t), t};
       return;
     }
+    ValueId f = o.unary(Op::Floor, c), t = o.sub(c, f);
     const double A = -0.75;
     auto cc1 = [&](ValueId v) { return o.add(o.mul(o.mul(o.sub(o.mul(k(A + 2), v), k(A + 3)), v), v), k(1)); };
     auto cc2 = [&](ValueId v) {
       return o.sub(o.mul(o.add(o.mul(o.sub(o.mul(k(A), v), k(5 * A)), v), k(8 * A)), v), k(4 * A));
     };
     pos = {o.sub(f, k(1)), f, o.add(f, k(1)), o.add(f, k(2))};
+    if (pad != "zeros")
+      for (ValueId& p : pos) p = o.op(Op::Round, {bound(p, size)});
     wts = {cc2(o.add(t, k(1))), cc1(t), cc1(o.sub(k(1), t)), cc2(o.sub(k(2), t))};
   };
   std::vector<ValueId> px, wx, py, wy;
-  taps(cx, px, wx);
-  taps(cy, py, wy);
+  taps(cx, W, px, wx);
+  taps(cy, H, py, wy);
   // rows of the flattened input: [N*H*W, C]
   ValueId flat = o.reshape(o.transpose(x, {0, 2, 3, 1}), {N * H * W, C});
   Tensor base = Tensor::zeros(DType::i64, {N, 1, 1});
@@ -380,9 +395,52 @@ Status map_grid_sample(Importer& m) {
   return m.out(0, o.transpose(acc, {0, 3, 1, 2}));
 }
 
+// AffineGrid (opset 20): the sampling grid of an affine transform, theta [N, 2, 3] for a 2-D
+// size [N, C, H, W] (grid [N, H, W, 2]) or [N, 3, 4] for 3-D [N, C, D, H, W] (grid
+// [N, D, H, W, 3]): the normalized coordinates of every output position (x fastest, in
+// [-1, 1]: pixel centres, or the corner pixels' centres with align_corners), times theta.
+Status map_affine_grid(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId theta, m.in(0));
+  RLX_ASSIGN_OR_RETURN(auto size, m.ints(1));
+  OpBuilder& o = m.o();
+  const bool align = m.ai("align_corners", 0) != 0;
+  if (size.size() != 4 && size.size() != 5) return m.fail(ErrorCode::shape_error, "size must have 4 or 5 entries");
+  const int64_t nd = static_cast<int64_t>(size.size()) - 2;
+  int64_t points = 1;
+  for (size_t i = 2; i < size.size(); ++i) {
+    if (size[i] < 1 || size[i] > (int64_t{1} << 20)) return m.fail(ErrorCode::invalid_argument, "size ", size[i]);
+    points *= size[i];
+  }
+  if (points > (int64_t{1} << 22)) return m.fail(ErrorCode::unsupported, "grid of ", points, " points (limit 2^22)");
+  auto ts = static_sizes(o.shape(theta));
+  if (!ts || *ts != Sizes{size[0], nd, nd + 1})
+    return m.fail(ErrorCode::shape_error, "theta must be [", size[0], ", ", nd, ", ", nd + 1, "]");
+  // base [points, nd + 1]: (x, y[, z], 1) with x along the last spatial dim
+  Tensor base = Tensor::zeros(o.dtype(theta), {points, nd + 1});
+  auto norm = [&](int64_t i, int64_t n) {
+    if (align) return n > 1 ? -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(n - 1) : 0.0;
+    return -1.0 + (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(n);
+  };
+  for (int64_t p = 0; p < points; ++p) {
+    int64_t rest = p;
+    for (int64_t d = nd - 1; d >= 0; --d) {  // spatial dim d of size size[2 + d]; coordinate nd-1-d
+      const int64_t n = size[2 + d], i = rest % n;
+      rest /= n;
+      base.set_f64(p * (nd + 1) + (nd - 1 - d), norm(i, n));
+    }
+    base.set_f64(p * (nd + 1) + nd, 1.0);
+  }
+  ValueId grid = o.matmul(m.c(base), o.transpose(theta, {0, 2, 1}));  // [N, points, nd]
+  std::vector<int64_t> shape{size[0]};
+  for (size_t i = 2; i < size.size(); ++i) shape.push_back(size[i]);
+  shape.push_back(nd);
+  return m.out(0, o.reshape(grid, shape));
+}
+
 }  // namespace
 
 void register_resize_ops(OpTable& t) {
+  t["AffineGrid"] = {map_affine_grid};
   t["GridSample"] = {map_grid_sample};
   t["Resize"] = {map_resize};
   t["Upsample"] = {map_resize};
