@@ -157,6 +157,8 @@ TEST(OnnxCorrupt, OpsetTooNew) {
   ModelProto m = add_model();
   m.mutable_opset_import(0)->set_version(99);
   expect_error("opset_99", m, ErrorCode::unsupported, "opset 99");
+  m.mutable_opset_import(0)->set_version(24);
+  expect_error("opset_24", m, ErrorCode::unsupported, "opset 24 is not supported (rlx imports opsets 7 to 23)");
 }
 
 TEST(OnnxCorrupt, NoDefaultOpset) {
@@ -423,6 +425,27 @@ TEST(OnnxCorrupt, UnreadWrongTypedAndOutOfRangeAttributes) {
     add_node(m, "Gather", {"a", "i"}, {"y"}, "ga");
     add_output(m, "y");
     expect_error("gather_out_of_range", m, ErrorCode::out_of_range, "node 'ga' (#0) Gather: index 7 (entry 0 of indices) is outside [-2, 2)");
+  }
+  {
+    // an input the mapping does not read (here one Relu never has) is refused, not dropped
+    ModelProto m = base_model();
+    add_input(m, "a", TensorProto::FLOAT, {2, 2});
+    add_input(m, "b", TensorProto::FLOAT, {2, 2});
+    add_node(m, "Relu", {"a", "b"}, {"y"}, "relu2");
+    add_output(m, "y");
+    expect_error("unread_input", m, ErrorCode::unsupported,
+                 "node 'relu2' (#0) Relu: input 1 ('b') is not supported (rlx's Relu does not read it)");
+  }
+  {
+    // opset 20 moved DFT's axis into an input and changed its default; the attribute is refused
+    ModelProto m = base_model(20);
+    add_input(m, "a", TensorProto::FLOAT, {1, 4, 1});
+    auto* at = add_node(m, "DFT", {"a"}, {"y"}, "dft")->add_attribute();
+    at->set_name("axis");
+    at->set_type(::onnx::AttributeProto::INT);
+    at->set_i(1);
+    add_output(m, "y");
+    expect_error("dft20_axis_attribute", m, ErrorCode::unsupported, "node 'dft' (#0) DFT: attribute 'axis' is not supported");
   }
 }
 
