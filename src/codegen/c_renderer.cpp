@@ -346,7 +346,13 @@ Expected<std::string> Renderer::unary(const Expr& e) {
       if (!d_.negates_unsigned && is_unsigned_int(t)) return sel(a + " > " + zero(t), ct(t) + "(1)", zero(t));
       if (d_.strict_types) return sel(a + " > " + zero(t), ct(t) + "(1)", sel(a + " < " + zero(t), ct(t) + "(-1)", zero(t)));
       return "((" + a + " > 0) - (" + a + " < 0))";
-    case Op::Not: return "(!" + a + ")";
+    case Op::Not:
+      if (t == DType::boolean) return "(!" + a + ")";
+      // bitwise on integers. Emulated 64-bit values hold in 32 bits, where ~, &, | and ^ agree
+      // for i64 (sign-extended); ~ of a u64 that fits in 32 bits never does: the check word
+      // reports it at run time, as for any 64-bit value past 32 bits
+      if (wide_data(e.a, t) && t == DType::u64) return "rlx_const_out_of_range_u64()";
+      return conv(ct(t), "~" + a);
     case Op::IsNan: return nan_test(a);
     case Op::IsInf: {
       std::string inf = d_.strict_types ? flit(INFINITY, t) : (is_f64(t) ? "(double)INFINITY" : "INFINITY");
@@ -435,9 +441,14 @@ Expected<std::string> Renderer::binary(const Expr& e) {
     case Op::LessEqual: return "(" + a + " <= " + b + ")";
     case Op::Greater: return "(" + a + " > " + b + ")";
     case Op::GreaterEqual: return "(" + a + " >= " + b + ")";
-    case Op::And: return "(" + a + " && " + b + ")";
-    case Op::Or: return "(" + a + " || " + b + ")";
+    case Op::And:
+      if (is_int(t)) return conv(ct, a + " & " + b);  // bitwise on integers
+      return "(" + a + " && " + b + ")";
+    case Op::Or:
+      if (is_int(t)) return conv(ct, a + " | " + b);
+      return "(" + a + " || " + b + ")";
     case Op::Xor:
+      if (is_int(t)) return conv(ct, a + " ^ " + b);
       if (d_.strict_types && t == DType::boolean) return "(" + a + " != " + b + ")";
       return "((" + a + " != " + zero(t) + ") != (" + b + " != " + zero(t) + "))";
     default: break;

@@ -184,6 +184,9 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
   t.back().variants.push_back(V("with_zeros", {T({9, 11}, Dist::with_zeros)}));
   t.back().variants.push_back(V("int_edges", {T({9, 11}, Dist::int_edges)}));
   add(t, Op::Not, TolClass::exact, unary_variants(Dist::standard, false));
+  // on integers Not is bitwise: every bit pattern, the edges included
+  t.back().variants.push_back(V("bitwise_full_range", {T({9, 11}, Dist::full_range)}));
+  t.back().variants.push_back(V("bitwise_int_edges", {T({9, 11}, Dist::int_edges)}));
   add(t, Op::IsNan, TolClass::exact, {V("7x13", {T({7, 13})}), V("scalar", {T({}, Dist::specials)}),
                                       V("specials", {T({9, 11}, Dist::specials)}), V("large", {T(kLarge, Dist::specials)})});
   add(t, Op::IsInf, TolClass::exact,
@@ -234,7 +237,11 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
     add(t, op, TolClass::exact, binary_variants(Dist::standard, Dist::standard));
     t.back().variants.push_back(V("ties", {T({9, 11}, Dist::integral), T({9, 11}, Dist::integral)}));
   }
-  for (Op op : {Op::And, Op::Or, Op::Xor}) add(t, op, TolClass::exact, binary_variants(Dist::standard, Dist::standard, false));
+  for (Op op : {Op::And, Op::Or, Op::Xor}) {  // logical on bool, bitwise on integers
+    add(t, op, TolClass::exact, binary_variants(Dist::standard, Dist::standard, false));
+    t.back().variants.push_back(V("bitwise_full_range", {T({9, 11}, Dist::full_range), T({9, 11}, Dist::full_range)}));
+    t.back().variants.push_back(V("bitwise_int_edges", {T({9, 11}, Dist::int_edges), T({9, 11}, Dist::full_range)}));
+  }
   // complex(re, im): f32 parts (broadcast) to c64, so the variants run for f32 only
   add(t, Op::Complex, TolClass::exact, binary_variants(Dist::standard, Dist::standard));
 }

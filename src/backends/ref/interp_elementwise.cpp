@@ -48,6 +48,10 @@ Status run_unary(const KernelArgs& k) {
   const DType xt = x.dtype(), ot = o.dtype();
   const int64_t n = o.numel();
   if (op == Op::Not) {
+    if (xt != DType::boolean) {  // bitwise on integers: the stored width keeps the low bits
+      for (int64_t i = 0; i < n; ++i) store_bits(p, ot, i, ~load_bits(xp, xt, i));
+      return Status::ok();
+    }
     for (int64_t i = 0; i < n; ++i) store_bits(p, ot, i, load_bits(xp, xt, i) != 0 ? 0 : 1);
     return Status::ok();
   }
@@ -304,6 +308,14 @@ Status run_logical(const KernelArgs& k) {
   const uint8_t* ap = k.in[0]->bytes();
   const uint8_t* bp = k.in[1]->bytes();
   uint8_t* p = k.out[0].bytes();
+  const DType ot = k.out[0].dtype();
+  if (ot != DType::boolean) {  // bitwise on integers
+    binary_loop(k, [&](int64_t i, int64_t ia, int64_t ib) {
+      const uint64_t a = load_bits(ap, at, ia), b = load_bits(bp, bt, ib);
+      store_bits(p, ot, i, op == Op::And ? (a & b) : op == Op::Or ? (a | b) : (a ^ b));
+    });
+    return Status::ok();
+  }
   binary_loop(k, [&](int64_t i, int64_t ia, int64_t ib) {
     const bool a = load_bits(ap, at, ia) != 0, b = load_bits(bp, bt, ib) != 0;
     p[i] = (op == Op::And ? (a && b) : op == Op::Or ? (a || b) : (a != b)) ? 1 : 0;

@@ -279,6 +279,11 @@ void register_elementwise_ops(OpTable& t) {
   t["And"] = {binary(Op::And)};
   t["Or"] = {binary(Op::Or)};
   t["Xor"] = {binary(Op::Xor)};
+  // opset 18: rlx's and/or/xor/not are bitwise on integers
+  t["BitwiseAnd"] = {binary(Op::And)};
+  t["BitwiseOr"] = {binary(Op::Or)};
+  t["BitwiseXor"] = {binary(Op::Xor)};
+  t["BitwiseNot"] = {unary(Op::Not)};
   t["Where"] = {map_where};
   t["Max"] = {variadic(Op::Max, false)};
   t["Min"] = {variadic(Op::Min, false)};

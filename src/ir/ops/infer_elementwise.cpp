@@ -58,7 +58,11 @@ Status check_unary_dtype(Op op, const NodeSig& sig) {
     case Op::Sign:
     case Op::Relu:
     case Op::LeakyRelu: return expect_numeric(op, sig, 0);
-    case Op::Not: return expect_bool(op, sig, 0);
+    case Op::Not:  // logical on bool, bitwise on integers
+      if (sig.inputs[0].dtype == DType::boolean || (is_int(sig.inputs[0].dtype) && !is_packed(sig.inputs[0].dtype)))
+        return Status::ok();
+      return fail(ErrorCode::dtype_error, op, sig, "input 0 must be bool or an integer type, got ",
+                  dtype_name(sig.inputs[0].dtype));
     case Op::Cast: return Status::ok();
     case Op::Real:
     case Op::Imag:
@@ -116,8 +120,14 @@ Expected<Types> infer_elementwise(Op op, const NodeSig& sig) {
     RLX_TRY(expect_same_dtype(op, sig, 1, 2));
     out = sig.inputs[1].dtype;
   } else if (fam == OpFamily::logical) {
-    RLX_TRY(expect_bool(op, sig, 0));
-    RLX_TRY(expect_bool(op, sig, 1));
+    // logical on bool, bitwise on two integers of one type (numpy's &, |, ^)
+    if (sig.inputs[0].dtype == DType::boolean) {
+      RLX_TRY(expect_bool(op, sig, 1));
+    } else {
+      RLX_TRY(expect_same_dtype(op, sig, 0, 1));
+      if (!is_int(out) || is_packed(out))
+        return fail(ErrorCode::dtype_error, op, sig, "inputs must be bool or an integer type, got ", dtype_name(out));
+    }
   } else {
     RLX_TRY(expect_same_dtype(op, sig, 0, 1));
     if (is_packed(out)) return fail(ErrorCode::dtype_error, op, sig, "packed types are storage only");
