@@ -2,6 +2,8 @@
 // names the file and the tensor or node at fault. The models are built with the protobuf
 // classes, then broken (truncated bytes, escaping external data, bad dims, cycles, ...).
 // Set RLX_ONNX_WRITE_CORPUS=DIR to also write every in-memory case to DIR (fuzz seeds).
+#include <chrono>
+
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <sys/stat.h>
@@ -495,6 +497,107 @@ TEST(OnnxCorrupt, TensorFileTruncated) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.status().code(), ErrorCode::format_error);
   EXPECT_NE(r.status().message().find("input_0.pb"), std::string::npos);
+}
+
+// A Loop body that passes its loop-carried value through (and its condition, true); its
+// names start with `p` (nested bodies need names of their own: ONNX values are assigned once).
+::onnx::GraphProto identity_body(const std::string& p = "") {
+  ::onnx::GraphProto b;
+  b.set_name(p + "body");
+  for (const char* n : {"i", "c", "v"}) b.add_input()->set_name(p + n);
+  auto* k = b.add_node();
+  k->set_op_type("Identity");
+  k->add_input(p + "c");
+  k->add_output(p + "c_out");
+  auto* n = b.add_node();
+  n->set_op_type("Identity");
+  n->add_input(p + "v");
+  n->add_output(p + "v_out");
+  b.add_output()->set_name(p + "c_out");
+  b.add_output()->set_name(p + "v_out");
+  return b;
+}
+
+::onnx::NodeProto* add_loop(ModelProto& m, std::vector<std::string> ins, const std::string& out, ::onnx::GraphProto body) {
+  auto* n = add_node(m, "Loop", std::move(ins), {out}, "loop");
+  auto* a = n->add_attribute();
+  a->set_name("body");
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = std::move(body);
+  return n;
+}
+
+void add_bool(ModelProto& m, const std::string& name, bool v) {
+  auto* t = m.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(TensorProto::BOOL);
+  t->add_int32_data(v);
+}
+
+void add_i64(ModelProto& m, const std::string& name, int64_t v) {
+  auto* t = m.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(TensorProto::INT64);
+  t->add_int64_data(v);
+}
+
+TEST(OnnxCorrupt, ControlFlowThatCannotBeCompiled) {
+  {  // no trip count and a condition that stays true: never ends
+    ModelProto m = base_model();
+    add_input(m, "x", TensorProto::FLOAT, {2});
+    add_bool(m, "t", true);
+    add_loop(m, {"", "t", "x"}, "y", identity_body());
+    add_output(m, "y");
+    expect_error("loop_forever", m, ErrorCode::unsupported, "more than 4096 iterations");
+  }
+  {  // a trip count that is a graph input: known only at run time
+    ModelProto m = base_model();
+    add_input(m, "x", TensorProto::FLOAT, {2});
+    add_input(m, "n", TensorProto::INT64, {});
+    add_loop(m, {"n", "", "x"}, "y", identity_body());
+    add_output(m, "y");
+    expect_error("loop_runtime_trip_count", m, ErrorCode::unsupported, "the trip count M is computed at run time");
+  }
+  {  // loops nested 4096 x 4096 deep: the unrolling budget stops it, quickly
+    ModelProto m = base_model();
+    add_input(m, "x", TensorProto::FLOAT, {2});
+    add_i64(m, "big", 4096);
+    ::onnx::GraphProto inner = identity_body("inner_");
+    ::onnx::GraphProto outer = identity_body();
+    auto* n = outer.mutable_node(1);
+    n->set_op_type("Loop");
+    n->clear_input();
+    for (const char* in : {"big", "", "v"}) n->add_input(in);
+    auto* a = n->add_attribute();
+    a->set_name("body");
+    a->set_type(::onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = inner;
+    add_loop(m, {"big", "", "x"}, "y", outer);
+    add_output(m, "y");
+    const auto t0 = std::chrono::steady_clock::now();
+    expect_error("loop_nested_budget", m, ErrorCode::unsupported, "control flow unrolls to more than");
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+  }
+  {  // If on a run-time condition whose branches differ in shape
+    ModelProto m = base_model();
+    add_input(m, "c", TensorProto::BOOL, {});
+    add_init(m, "a", {2}, 2);
+    add_init(m, "b", {3}, 3);
+    auto* n = add_node(m, "If", {"c"}, {"y"}, "branch");
+    for (const char* br : {"then_branch", "else_branch"}) {
+      auto* a = n->add_attribute();
+      a->set_name(br);
+      a->set_type(::onnx::AttributeProto::GRAPH);
+      auto* g = a->mutable_g();
+      auto* k = g->add_node();
+      k->set_op_type("Identity");
+      k->add_input(br[0] == 't' ? "a" : "b");
+      k->add_output(std::string(br) + "_out");
+      g->add_output()->set_name(std::string(br) + "_out");
+    }
+    add_output(m, "y");
+    expect_error("if_branch_shapes", m, ErrorCode::unsupported, "the branches give f32[2] and f32[3]");
+  }
 }
 
 TEST(OnnxCorrupt, TensorFileRoundTrip) {

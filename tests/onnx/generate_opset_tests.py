@@ -245,6 +245,53 @@ case("reshape_identity_opset23", 23,
      [("x", f32(2, 6))], ["c"], [("t", i64(3, 4))], out_types={"c": TensorProto.DOUBLE})
 
 
+# --- control flow (any opset; compiled by rlx: both branches selected, or unrolled) ----------
+def vi(name, elem=TensorProto.FLOAT, shape=None):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+# If on a run-time condition, branches reading outer-scope values
+then_g = helper.make_graph([node("Mul", ["x", "two"], ["t"])], "then", [], [vi("t", shape=[3, 4])])
+else_g = helper.make_graph([node("Add", ["x", "w"], ["e"])], "else", [], [vi("e", shape=[3, 4])])
+for cv in (True, False):
+    case(f"if_runtime_condition_{str(cv).lower()}", 18,
+         [node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+         [("c", np.array(cv)), ("x", f32(3, 4))], ["y"], [("two", np.array(2.0, np.float32)), ("w", f32(3, 4))])
+# Loop: a known trip count, a loop-carried value, a scan output, an outer-scope weight, and an If
+# nested in the body on the iteration number
+inner_then = helper.make_graph([node("Mul", ["s_in", "w"], ["s_odd"])], "odd", [], [vi("s_odd", shape=[2, 3])])
+inner_else = helper.make_graph([node("Add", ["s_in", "w"], ["s_even"])], "even", [], [vi("s_even", shape=[2, 3])])
+body = helper.make_graph(
+    [node("Identity", ["cond_in"], ["cond_out"]),
+     node("Mod", ["i", "two_i"], ["parity"]), node("Cast", ["parity"], ["odd"], to=TensorProto.BOOL),
+     node("If", ["odd"], ["s_next"], then_branch=inner_then, else_branch=inner_else),
+     node("ReduceSum", ["s_next"], ["total"], keepdims=0)],
+    "body", [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("s_in", shape=[2, 3])],
+    [vi("cond_out", TensorProto.BOOL, []), vi("s_next", shape=[2, 3]), vi("total", shape=[])])
+case("loop_state_scan_nested_if", 19, [node("Loop", ["M", "", "s0"], ["s", "totals"], body=body)],
+     [("s0", f32(2, 3))], ["s", "totals"], [("M", np.array(5, np.int64)), ("w", f32(2, 3)), ("two_i", np.array(2, np.int64))])
+# Loop that stops early: its condition comes from a counter known at import
+body2 = helper.make_graph(
+    [node("Add", ["k_in", "one"], ["k_out"]), node("Less", ["k_out", "three"], ["cond_out"]),
+     node("Mul", ["x_in", "half"], ["x_out"])],
+    "body2", [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("k_in", TensorProto.INT64, []),
+              vi("x_in", shape=[4])],
+    [vi("cond_out", TensorProto.BOOL, []), vi("k_out", TensorProto.INT64, []), vi("x_out", shape=[4])])
+case("loop_condition_ends_early", 21, [node("Loop", ["M", "c0", "k0", "x"], ["k", "y"], body=body2)],
+     [("x", f32(4))], ["k", "y"],
+     [("M", np.array(10, np.int64)), ("c0", np.array(True)), ("k0", np.array(0, np.int64)),
+      ("one", np.array(1, np.int64)), ("three", np.array(3, np.int64)), ("half", np.array(0.5, np.float32))],
+     out_types={"k": TensorProto.INT64})
+# Scan: a running sum over axis 1 in reverse, a second scan input forwards, outputs on axis 1
+sbody = helper.make_graph(
+    [node("Add", ["acc_in", "a_t"], ["acc_out"]), node("Mul", ["acc_out", "b_t"], ["o_t"])],
+    "sbody", [vi("acc_in", shape=[2]), vi("a_t", shape=[2]), vi("b_t", shape=[2])],
+    [vi("acc_out", shape=[2]), vi("o_t", shape=[2])])
+case("scan_reverse_axes", 21,
+     [node("Scan", ["acc0", "a", "b"], ["acc", "o"], body=sbody, num_scan_inputs=2, scan_input_axes=[1, 0],
+           scan_input_directions=[1, 0], scan_output_axes=[1], scan_output_directions=[0])],
+     [("acc0", f32(2)), ("a", f32(2, 5)), ("b", f32(5, 2))], ["acc", "o"])
+
 # --- writing -------------------------------------------------------------------------------
 def ort_available():
     if not shutil.which("node"):

@@ -61,6 +61,7 @@ void register_misc_ops(OpTable& t);
 void register_resize_ops(OpTable& t);
 void register_rnn_ops(OpTable& t);
 void register_attention_ops(OpTable& t);
+void register_control_ops(OpTable& t);
 // Ops over symbolic shape values; returns false (and does nothing) if `op` is not one.
 bool is_symbolic_op(const std::string& op);
 Status map_symbolic(Importer& m);
@@ -139,6 +140,17 @@ class Importer {
 
   // Import everything: called by load/parse.
   Status import_graph(const ::onnx::GraphProto& gp, const std::string& folder);
+  // Imports a subgraph (an If branch, a Loop or Scan body) inline, once per call: its inputs
+  // bound to `inputs`, outer-scope values visible, its names dropped again afterwards (so a
+  // body unrolled N times is imported N times). Returns its outputs. The current node's state
+  // is kept across the call.
+  Expected<std::vector<OValue>> run_subgraph(const ::onnx::GraphProto& g, std::vector<OValue> inputs, const std::string& what);
+  // The value of input i (graph value, constant or symbolic shape) as the subgraph binding.
+  Expected<OValue> input_value(int i);
+  // Sets output i to a value a subgraph produced.
+  Status out_value(int i, OValue v);
+  // A subgraph result as a graph value.
+  Expected<ValueId> value_id(OValue& v, const std::string& name) { return materialize(v, name); }
 
  private:
   // The attribute `name` when it holds `type` (or declares no type, as some old exporters
@@ -149,6 +161,9 @@ class Importer {
   mutable std::set<std::string> attrs_read_;
   // The inputs it read (see run_mapping).
   mutable std::set<int> inputs_read_;
+  // Nodes imported from subgraphs so far, against kMaxInlinedNodes.
+  static constexpr int64_t kMaxInlinedNodes = int64_t{1} << 18;
+  int64_t inlined_nodes_ = 0;
   friend struct FoldScope;
   Status import_node(const ::onnx::NodeProto& n, int index);
   Status run_mapping(const OpMapping& m);

@@ -37,6 +37,7 @@ const OpTable& op_table() {
     register_resize_ops(r);
     register_rnn_ops(r);
     register_attention_ops(r);
+    register_control_ops(r);
     return r;
   }();
   return t;
@@ -449,6 +450,96 @@ Status Importer::import_node(const ::onnx::NodeProto& n, int index) {
   for (int i = 0; i < n.output_size(); ++i)
     if (wants(i) && !values_.count(n.output(i))) return fail(ErrorCode::internal, "output ", i, " was not produced");
   return Status::ok();
+}
+
+Expected<OValue> Importer::input_value(int i) {
+  if (!has(i)) return fail(ErrorCode::format_error, "input ", i, " is missing");
+  inputs_read_.insert(i);
+  if (folding_) return fold_inputs_[i];
+  return values_.at(node->input(i));
+}
+
+Status Importer::out_value(int i, OValue v) {
+  if (!wants(i)) return Status::ok();
+  if (folding_) {
+    pending_outputs_[i] = std::move(v);
+    return Status::ok();
+  }
+  if (v.id != kNoValue && model_.values[v.id].name.empty() && model_.values[v.id].producer >= 0)
+    model_.values[v.id].name = node->output(i);
+  values_[node->output(i)] = std::move(v);
+  return Status::ok();
+}
+
+Expected<std::vector<OValue>> Importer::run_subgraph(const ::onnx::GraphProto& g, std::vector<OValue> inputs,
+                                                     const std::string& what) {
+  if (folding_) return fail(ErrorCode::internal, "a subgraph while folding");
+  if (static_cast<size_t>(g.input_size()) != inputs.size())
+    return fail(ErrorCode::format_error, what, " has ", g.input_size(), " inputs, the op gives it ", inputs.size());
+  if (g.sparse_initializer_size() > 0) return fail(ErrorCode::unsupported, what, " has sparse initializers");
+  // Unrolled and nested loops multiply: a budget on the nodes imported from subgraphs keeps a
+  // small hostile file from taking unbounded time and memory.
+  inlined_nodes_ += g.node_size() + 1;
+  if (inlined_nodes_ > kMaxInlinedNodes)
+    return fail(ErrorCode::unsupported, "control flow unrolls to more than ", kMaxInlinedNodes,
+                " subgraph nodes (rlx compiles If, Loop and Scan inline)");
+  // the outer node's state: its mapping resumes when the subgraph is in
+  const ::onnx::NodeProto* outer = node;
+  const int outer_index = node_index;
+  std::unique_ptr<OpBuilder> outer_ob = std::move(ob_);
+  Status outer_attr_error = attr_error_;
+  std::set<std::string> outer_attrs = attrs_read_;
+  std::set<int> outer_inputs = inputs_read_;
+  std::map<std::string, OValue> scope = values_;
+  auto restore = [&] {
+    node = outer;
+    node_index = outer_index;
+    ob_ = std::move(outer_ob);
+    attr_error_ = outer_attr_error;
+    attrs_read_ = outer_attrs;
+    inputs_read_ = outer_inputs;
+    // outer values the subgraph made graph values keep them (else every unrolled iteration
+    // would add another copy of a weight)
+    for (auto& [name, v] : scope)
+      if (v.id == kNoValue) {
+        auto it = values_.find(name);
+        if (it != values_.end() && it->second.id != kNoValue && it->second.konst && v.konst &&
+            it->second.konst->bytes() == v.konst->bytes())  // the same value, not a shadowing one
+          v.id = it->second.id;
+      }
+    values_ = std::move(scope);
+  };
+  Status s = [&]() -> Status {
+    for (const auto& t : g.initializer()) {
+      RLX_ASSIGN_OR_RETURN(Tensor tensor, tensor_from_proto(t, folder_, cat(where(), ": ", what, " initializer")));
+      OValue v;
+      v.type = tensor.type();
+      v.konst = std::move(tensor);
+      values_[t.name()] = std::move(v);
+    }
+    for (int i = 0; i < g.input_size(); ++i) values_[g.input(i).name()] = inputs[static_cast<size_t>(i)];
+    for (int i = 0; i < g.node_size(); ++i)
+      for (const std::string& o : g.node(i).output())
+        if (!o.empty()) producer_.emplace(o, &g.node(i));
+    for (int i = 0; i < g.node_size(); ++i) {
+      Status ns = import_node(g.node(i), i);
+      if (!ns.is_ok()) return ns.with_context(cat("in ", what, " of node '", outer->name(), "' (", outer->op_type(), ")"));
+    }
+    return Status::ok();
+  }();
+  std::vector<OValue> outs;
+  if (s.is_ok())
+    for (const auto& vi : g.output()) {
+      auto it = values_.find(vi.name());
+      if (it == values_.end()) {
+        s = error(ErrorCode::format_error, file_, ": ", what, " output '", vi.name(), "' is not produced");
+        break;
+      }
+      outs.push_back(it->second);
+    }
+  restore();
+  if (!s.is_ok()) return s;
+  return outs;
 }
 
 Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& folder) {
