@@ -375,19 +375,22 @@ Status map_grid_sample(Importer& m) {
   taps(cy, H, py, wy);
   // rows of the flattened input: [N*H*W, C]
   ValueId flat = o.reshape(o.transpose(x, {0, 2, 3, 1}), {N * H * W, C});
-  Tensor base = Tensor::zeros(DType::i64, {N, 1, 1});
-  for (int64_t n = 0; n < N; ++n) base.data<int64_t>()[n] = n * H * W;
+  // index arithmetic in i32 where it fits (it does below 2^31 input elements): devices that
+  // emulate 64-bit integers (webgpu) compile a far smaller kernel
+  const DType ix = N * H * W < (int64_t{1} << 31) ? DType::i32 : DType::i64;
+  Tensor base = Tensor::zeros(ix, {N, 1, 1});
+  for (int64_t n = 0; n < N; ++n) base.set_f64(n, static_cast<double>(n * H * W));
   ValueId basev = m.c(base);
   ValueId acc = kNoValue;
   for (size_t i = 0; i < py.size(); ++i)
     for (size_t j = 0; j < px.size(); ++j) {
-      ValueId yi = o.cast(py[i], DType::i64), xi = o.cast(px[j], DType::i64);
-      ValueId inside = o.binary(Op::And, o.binary(Op::And, o.binary(Op::GreaterEqual, xi, o.scalar(0, DType::i64)),
-                                                  o.binary(Op::Less, xi, o.scalar(double(W), DType::i64))),
-                                o.binary(Op::And, o.binary(Op::GreaterEqual, yi, o.scalar(0, DType::i64)),
-                                         o.binary(Op::Less, yi, o.scalar(double(H), DType::i64))));
-      auto clampi = [&](ValueId v, int64_t n) { return o.min(o.max(v, o.scalar(0, DType::i64)), o.scalar(double(n - 1), DType::i64)); };
-      ValueId idx = o.add(basev, o.add(o.mul(clampi(yi, H), o.scalar(double(W), DType::i64)), clampi(xi, W)));
+      ValueId yi = o.cast(py[i], ix), xi = o.cast(px[j], ix);
+      ValueId inside = o.binary(Op::And, o.binary(Op::And, o.binary(Op::GreaterEqual, xi, o.scalar(0, ix)),
+                                                  o.binary(Op::Less, xi, o.scalar(double(W), ix))),
+                                o.binary(Op::And, o.binary(Op::GreaterEqual, yi, o.scalar(0, ix)),
+                                         o.binary(Op::Less, yi, o.scalar(double(H), ix))));
+      auto clampi = [&](ValueId v, int64_t n) { return o.min(o.max(v, o.scalar(0, ix)), o.scalar(double(n - 1), ix)); };
+      ValueId idx = o.add(basev, o.add(o.mul(clampi(yi, H), o.scalar(double(W), ix)), clampi(xi, W)));
       ValueId w = o.where(inside, o.mul(wy[i], wx[j]), k(0));            // [N, Ho, Wo]
       ValueId v = o.mul(o.gather(flat, idx, 0), o.cast(o.reshape(w, {N, Ho, Wo, 1}), o.dtype(x)));  // [N, Ho, Wo, C]
       acc = acc == kNoValue ? v : o.add(acc, v);
