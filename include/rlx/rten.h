@@ -25,17 +25,22 @@
 namespace rlx::rten {
 
 // Loads a .rten file (version 1 or 2) into the graph level. Graph inputs and outputs keep their
-// rten names; constants become weights named as in the file.
+// rten names; constants become weights named as in the file. The file is mapped, and the f32,
+// i8 and u8 tensors of a version 2 file's tensor data segment reach the importer as ONNX
+// external data in the file itself (so the translated ModelProto, which protobuf limits to
+// 2 GiB, does not carry the weights).
 Expected<LoadedModel> load(const std::string& path, const onnx::LoadOptions& options = {});
-// The same for a file held in memory; `name` is used in messages.
+// The same for a file held in memory; `name` is used in messages. The translation then carries
+// every tensor's bytes, so it is limited to protobuf's 2 GiB.
 Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, const onnx::LoadOptions& options = {});
 
 // The rten file translated into a serialized ONNX ModelProto (opset 17), as parse imports it.
 Expected<std::string> to_onnx(std::string_view bytes, const std::string& name);
 
 // Writes a version 2 .rten file from a serialized ONNX ModelProto (its nodes, initializers,
-// inputs and outputs). int64 tensors narrow to rten's Int32 (refused when a value does not
-// fit, except the ±2^63 "to the end" bounds of Slice, which clamp); ops rten has no code for,
+// inputs and outputs). int64 tensors narrow to rten's Int32 (values beyond ±2^62, the "to the end"
+// bounds such as Slice's INT64_MAX, clamp to the int32 range; other values that do not fit are
+// refused); ops rten has no code for,
 // subgraphs and dtypes other than f32, i32, i64, i8, u8 and bool are refused. `name` is used
 // in messages.
 Expected<std::string> from_onnx(std::string_view onnx_bytes, const std::string& name);

@@ -131,6 +131,25 @@ TEST(RtenFixtures, LoadModelDispatchesOnTheSuffixAndMagic) {
   EXPECT_EQ(m->graph.type(m->graph.inputs[0]).to_string(), "f32[batch, 784]");
 }
 
+// load() hands the importer the weights as external data in the file itself, through the real
+// path: a link to the file from another folder loads, and gives the same outputs as parse().
+TEST(RtenFixtures, LoadThroughALinkMatchesParse) {
+  const fs::path dir = fs::temp_directory_path() / "rlx_rten_test_link";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::create_symlink(kFixtures + "/mlp.rten", dir / "linked.rten");
+  const auto in = fixture_inputs(kCases[0]);
+  auto linked = rten::load((dir / "linked.rten").string(), options_for(in));
+  ASSERT_TRUE(linked.has_value()) << linked.status().to_string();
+  auto parsed = rten::parse(read_bytes(kFixtures + "/mlp.rten"), "mlp.rten", options_for(in));
+  ASSERT_TRUE(parsed.has_value()) << parsed.status().to_string();
+  auto a = run(*linked, in), b = run(*parsed, in);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(a[0].to_f64(), b[0].to_f64());
+  fs::remove_all(dir);
+}
+
 // rlx writes each .onnx as rten version 2; reading that back gives ONNX Runtime's outputs.
 TEST(RtenWrite, RoundTripThroughOnnx) {
   for (const Fixture& f : kCases) {

@@ -1,10 +1,9 @@
 // Reading .rten files: the version 2 header and its segments (or a version 1 buffer), the
 // FlatBuffers verifier, and the translation of the rten graph into an ONNX ModelProto that the
 // ONNX importer turns into an rlx graph (so both formats share one op mapping).
-#include <sys/stat.h>
-
 #include <bit>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -118,9 +117,18 @@ int32_t onnx_type(fb::DataType t) {
 }
 
 // The translation of one rten graph: node names, then constants, inputs, operators, outputs.
+// When the file was loaded from disk: the importer reads the tensor data segment's f32, i8 and
+// u8 tensors from the file itself as ONNX external data (location = the file's name in its
+// folder), so the translated ModelProto stays small (no 2 GiB protobuf limit, no extra copy).
+struct External {
+  std::string location;        // the file's name, relative to the folder given to the importer
+  uint64_t segment_offset = 0;  // where the tensor data segment starts in the file
+};
+
 class Translator {
  public:
-  Translator(const Layout& l, const fb::Model& m, const std::string& name) : layout_(l), model_(m), file_(name) {}
+  Translator(const Layout& l, const fb::Model& m, const std::string& name, const External* ext = nullptr)
+      : layout_(l), model_(m), file_(name), ext_(ext) {}
 
   Expected<std::string> run() {
     const fb::Graph& g = *model_.graph();
@@ -277,6 +285,18 @@ class Translator {
     t.set_name(names_[i]);
     t.set_data_type(onnx_t);
     for (uint32_t d : *shape) t.add_dims(d);
+    if (ext_ && !inline_dt && *dt != fb::ConstantDataType::Int32) {
+      t.set_data_location(::onnx::TensorProto::EXTERNAL);
+      auto put = [&](const char* k, const std::string& v) {
+        auto* e = t.add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+      };
+      put("location", ext_->location);
+      put("offset", std::to_string(ext_->segment_offset + *c.data_offset()));
+      put("length", std::to_string(nbytes));
+      return Status::ok();
+    }
     std::string& raw = *t.mutable_raw_data();
     if (*dt == fb::ConstantDataType::Int32) {
       raw.resize(numel * 8);
@@ -382,6 +402,7 @@ class Translator {
   const Layout& layout_;
   const fb::Model& model_;
   const std::string file_;
+  const External* ext_;
   const flatbuffers::Vector<flatbuffers::Offset<fb::Node>>* nodes_ = nullptr;
   std::vector<std::string> names_;
 };
@@ -398,11 +419,19 @@ Expected<std::string> to_onnx(std::string_view bytes, const std::string& name) {
   return rten_io::Translator(l, *m, name).run();
 }
 
-Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, const onnx::LoadOptions& options) {
+namespace {
+
+// Translates and imports; `folder` and `location` are set when the importer reads the tensor
+// data from the file itself (see External).
+Expected<LoadedModel> import(std::string_view bytes, const std::string& name, const onnx::LoadOptions& options,
+                             const std::string& folder, const std::string& location) {
   RLX_ASSIGN_OR_RETURN(rten_io::Layout l, rten_io::split_file(bytes, name));
-  RLX_ASSIGN_OR_RETURN(std::string proto, to_onnx(bytes, name));
-  // an empty folder: the translation never refers to external data
-  RLX_ASSIGN_OR_RETURN(LoadedModel m, onnx::parse(proto, name, "", options));
+  std::vector<uint64_t> aligned;
+  RLX_ASSIGN_OR_RETURN(const rten_io::fb::Model* fm, rten_io::verify_model(l, name, aligned));
+  rten_io::External ext{location, l.version == 2 ? static_cast<uint64_t>(l.tensor_data.data() - bytes.data()) : 0};
+  RLX_ASSIGN_OR_RETURN(std::string proto,
+                       rten_io::Translator(l, *fm, name, location.empty() ? nullptr : &ext).run());
+  RLX_ASSIGN_OR_RETURN(LoadedModel m, onnx::parse(proto, name, folder, options));
   m.format = cat("rten (version ", l.version, ")");
   m.metadata.erase("ir_version");
   m.metadata.erase("producer");
@@ -411,13 +440,26 @@ Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, con
   return m;
 }
 
+}  // namespace
+
+Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, const onnx::LoadOptions& options) {
+  // no folder: the translation carries every tensor's data, and the importer refuses external data
+  return import(bytes, name, options, "", "");
+}
+
 Expected<LoadedModel> load(const std::string& path, const onnx::LoadOptions& options) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return error(ErrorCode::io_error, "no such file: ", path);
-  if (!S_ISREG(st.st_mode)) return error(ErrorCode::io_error, path, ": not a regular file");
-  // version 1 is limited to FlatBuffers' 2 GiB; version 2 to what the ONNX translation holds
-  RLX_ASSIGN_OR_RETURN(std::string bytes, read_regular_file(path, uint64_t{1} << 40));
-  return parse(bytes, path, options);
+  RLX_TRY(require_regular_file(path));
+  // the file is mapped, not read: the header and the model data are checked in place, and the
+  // importer reads the tensors it needs from the file, through the real path (so a link to the
+  // file elsewhere still lies in its folder)
+  char real[PATH_MAX];
+  if (!realpath(path.c_str(), real)) return error(ErrorCode::io_error, path, ": cannot resolve the path");
+  const std::string rp = real;
+  const size_t slash = rp.find_last_of('/');
+  const std::string folder = slash == 0 ? "/" : rp.substr(0, slash), location = rp.substr(slash + 1);
+  RLX_ASSIGN_OR_RETURN(std::shared_ptr<Storage> mapped, map_file(rp));
+  const std::string_view bytes(reinterpret_cast<const char*>(mapped->data()), mapped->size());
+  return import(bytes, path, options, folder, location);
 }
 
 }  // namespace rlx::rten

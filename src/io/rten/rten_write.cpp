@@ -6,7 +6,6 @@
 
 #include <climits>
 #include <cstring>
-#include <fstream>
 #include <map>
 
 #include "io/onnx/onnx_internal.h"
@@ -206,12 +205,11 @@ Status convert_onnx_file(const std::string& onnx_path, const std::string& rten_p
   std::string folder = onnx_path.find('/') == std::string::npos ? "." : onnx_path.substr(0, onnx_path.find_last_of('/'));
   if (folder.empty()) folder = "/";
   RLX_ASSIGN_OR_RETURN(std::string out, rten_io::write(bytes, onnx_path, folder));
-  std::ofstream f(rten_path, std::ios::binary | std::ios::trunc);
-  if (!f) return error(ErrorCode::io_error, rten_path, ": cannot open for writing");
-  f.write(out.data(), static_cast<std::streamsize>(out.size()));
-  f.close();
-  if (!f) return error(ErrorCode::io_error, rten_path, ": writing failed");
-  return Status::ok();
+  // through a temporary file renamed over the target: a reader with the old file mapped keeps it
+  return write_file_via_rename(rten_path, [&](std::FILE* f, const std::string& tmp) -> Status {
+    if (std::fwrite(out.data(), 1, out.size(), f) != out.size()) return error(ErrorCode::io_error, tmp, ": writing failed");
+    return Status::ok();
+  });
 }
 
 }  // namespace rlx::rten
