@@ -14,5 +14,7 @@ Expected<LoadedModel> load_safetensors_model(const std::string& path);
 Expected<LoadedModel> load_gguf_model(const std::string& path);
 // An ONNX ModelProto: the graph, its initializers as weights, symbolic input dims.
 Expected<LoadedModel> load_onnx_model(const std::string& path);
+// An rten file (version 1 or 2), translated to ONNX and imported (src/io/rten/, docs/rten.md).
+Expected<LoadedModel> load_rten_model(const std::string& path);
 
 }  // namespace rlx::io

@@ -86,8 +86,11 @@ Expected<LoadedModel> load_model(const std::string& path) {
   if (ends_with(path, ".safetensors") || ends_with(path, ".safetensors.index.json"))
     return io::load_safetensors_model(path);
   if (ends_with(path, ".onnx")) return io::load_onnx_model(path);
+  // version 2 starts with the magic RTEN; version 1 has only the suffix (and RTEN at bytes 4-7)
+  if (ends_with(path, ".rten") || (head.size() >= 4 && std::memcmp(head.data(), "RTEN", 4) == 0))
+    return io::load_rten_model(path);
   return error(ErrorCode::unsupported, path,
-               ": unrecognized model format (expected .rlx, .onnx, .gguf, .safetensors or a model folder)");
+               ": unrecognized model format (expected .rlx, .onnx, .rten, .gguf, .safetensors or a model folder)");
 }
 
 }  // namespace rlx

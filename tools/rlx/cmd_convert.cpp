@@ -1,5 +1,6 @@
 // rlx convert IN OUT [--quant FORMAT]: between safetensors and GGUF, either way (and GGUF to
-// GGUF to requantize). The output format follows OUT's extension.
+// GGUF to requantize), and ONNX to rten (IN.onnx OUT.rten: the graph and its weights, rten's
+// version 2 format, docs/rten.md). The output format follows OUT's extension.
 //
 //   safetensors -> GGUF   tensors keep their dtype (f32, f16, bf16, f64, i8..i64); with --quant,
 //                         2-D float weights whose rows fit the format's block are quantized with
@@ -11,6 +12,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +21,7 @@
 #include "kernels/ggml_quants.h"
 #include "rlx/gguf.h"
 #include "rlx/mapped_file.h"
+#include "rlx/rten.h"
 #include "rlx/safetensors.h"
 
 namespace rlx::cli {
@@ -252,9 +255,19 @@ int cmd_convert(int argc, char** argv) {
       return report_error(error(ErrorCode::invalid_argument, "--quant ", *name,
                                 ": rlx quantizes to q8_0, q4_0, q4_k, q6_k (and q4_1, q5_0, q5_1, q5_k, q8_k)"));
   }
+  if (ends_with(out_path, ".rten")) {
+    if (!ends_with(in_path, ".onnx") || q)
+      return report_error(error(ErrorCode::invalid_argument, "an .rten output is written from an .onnx input, without --quant"));
+    std::error_code ec;
+    if (std::filesystem::equivalent(in_path, out_path, ec))
+      return report_error(error(ErrorCode::invalid_argument, in_path, ": input and output are the same file"));
+    if (Status s = rten::convert_onnx_file(in_path, out_path); !s) return report_error(s);
+    std::printf("wrote %s (rten version 2)\n", out_path.c_str());
+    return kOk;
+  }
   const bool to_gguf = ends_with(out_path, ".gguf");
   if (!to_gguf && !ends_with(out_path, ".safetensors"))
-    return report_error(error(ErrorCode::invalid_argument, out_path, ": the output must end in .gguf or .safetensors"));
+    return report_error(error(ErrorCode::invalid_argument, out_path, ": the output must end in .gguf, .safetensors or .rten"));
   if (!to_gguf && q)
     return report_error(error(ErrorCode::invalid_argument, "--quant needs a .gguf output: safetensors has no block formats"));
   std::vector<gguf::KeyValue> gguf_md;

@@ -15,6 +15,7 @@
 #include "rlx/model_io.h"
 #include "rlx/npy.h"
 #include "rlx/onnx.h"
+#include "rlx/rten.h"
 
 namespace rlx::cli {
 namespace {
@@ -126,6 +127,59 @@ int run_onnx(const Args& a) {
   return kOk;
 }
 
+// rlx run MODEL.rten --input NAME=FILE (.npy or .pb)...: as run_onnx, the inputs are given to
+// the import (an rten file goes through the ONNX importer), so their sizes make shapes static
+// (convolutions need that); outputs to --out DIR as NAME.npy.
+int run_rten(const Args& a) {
+  const std::string path = a.positional[0];
+  onnx::LoadOptions opts;
+  for (const std::string& spec : a.all("input")) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos) return report_error(error(ErrorCode::invalid_argument, "--input expects NAME=FILE"));
+    const std::string file = spec.substr(eq + 1);
+    auto t = ends_with(file, ".npy") ? read_npy(file) : onnx::read_tensor_file(file);
+    if (!t) return report_error(t.status());
+    opts.input_values[spec.substr(0, eq)] = *t;
+  }
+  std::string device = a.get("device").value_or(default_device_name());
+  double t0 = now_ms();
+  auto m = rten::load(path, opts);
+  if (!m) return report_error(m.status());
+  const Graph& g = m->graph;
+  std::vector<Tensor> feeds;
+  for (ValueId v : g.inputs) {
+    auto it = opts.input_values.find(g.values[v].name);
+    if (it == opts.input_values.end())
+      return report_error(error(ErrorCode::invalid_argument, path, ": no value for input '", g.values[v].name,
+                                "' (give --input NAME=FILE for every input)"));
+    feeds.push_back(it->second);
+  }
+  for (const auto& [name, t] : opts.input_values) {
+    (void)t;
+    bool known = false;
+    for (ValueId v : g.inputs) known |= g.values[v].name == name;
+    if (!known && !m->metadata.count("folded_input." + name))
+      return report_error(error(ErrorCode::invalid_argument, "the model has no input named '", name, "'"));
+  }
+  auto model = Model::compile(g, {.device = device});
+  if (!model) return report_error(model.status());
+  auto outs = (*model)->run(feeds);
+  if (!outs) return report_error(outs.status());
+  double t1 = now_ms();
+  std::printf("model:    %s (%s)\ndevice:   %s\n", path.c_str(), m->format.c_str(), device.c_str());
+  for (size_t i = 0; i < outs->size(); ++i) {
+    std::string name = g.values[g.outputs[i]].name;
+    std::printf("output %s: %s\n", name.c_str(), (*outs)[i].to_string(8).c_str());
+    if (auto dir = a.get("out")) {
+      for (char& c : name)
+        if (c == '/' || c == ':') c = '_';
+      if (Status s = write_npy(*dir + "/" + name + ".npy", (*outs)[i]); !s) return report_error(s);
+    }
+  }
+  std::printf("time:     import, compile and run %.1f ms\n", t1 - t0);
+  return kOk;
+}
+
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
@@ -138,6 +192,9 @@ int cmd_run(int argc, char** argv) {
   if (args->positional.size() == 1 && ends_with(args->positional[0], ".onnx") &&
       (args->get("inputs") || !args->all("input").empty()))
     return run_onnx(*args);
+  if (args->positional.size() == 1 && ends_with(args->positional[0], ".rten") && !args->all("input").empty() &&
+      !args->has("precision"))
+    return run_rten(*args);
   auto l = load_common(*args);
   if (!l) return report_error(l.status());
   Graph& g = l->model.graph;

@@ -22,8 +22,8 @@ const std::vector<Verb>& verbs() {
        "rlx bench MODEL [--device D] [--batch 1,8,32] [--seq 128] [--runs N] [--warmup N] [--format md|json|csv] "
        "[--dims k=v,...]",
        cmd_bench},
-      {"convert", "convert weights between safetensors and GGUF, optionally quantizing 2-D weights",
-       "rlx convert IN OUT [--quant Q8_0|Q4_0|Q4_K|Q6_K]   (OUT ends in .gguf or .safetensors)", cmd_convert},
+      {"convert", "convert weights between safetensors and GGUF, optionally quantizing 2-D weights; ONNX models to rten",
+       "rlx convert IN OUT [--quant Q8_0|Q4_0|Q4_K|Q6_K]   (OUT ends in .gguf, .safetensors, or .rten from an .onnx IN)", cmd_convert},
       {"quantize", "post-training quantization: BERT folders to int8 weights (static activation scales with --calib), "
        "Qwen3 folders to GGUF q8_0/q4_0/q4_k/int4-g128, BERT folders to weight-only int4 blocks (int4-g32/int4-g128)",
        "rlx quantize IN_DIR OUT --scheme int8|q8_0|q4_0|q4_k|int4-g32[-asym]|int4-g128[-asym] "
