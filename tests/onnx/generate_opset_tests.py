@@ -292,6 +292,36 @@ case("scan_reverse_axes", 21,
            scan_input_directions=[1, 0], scan_output_axes=[1], scan_output_directions=[0])],
      [("acc0", f32(2)), ("a", f32(2, 5)), ("b", f32(5, 2))], ["acc", "o"])
 
+# --- sequences inside a graph (tensor inputs and outputs; lists compiled at import) ----------
+case("split_to_sequence_at_length", 18,
+     [node("SplitToSequence", ["x"], ["s"], axis=1, keepdims=0), node("SequenceAt", ["s", "last"], ["y"]),
+      node("SequenceLength", ["s"], ["n"])],
+     [("x", f32(2, 3, 4))], ["y", "n"], [("last", np.array(-1, np.int64))], out_types={"n": TensorProto.INT64})
+case("split_to_sequence_sizes_stack", 18,
+     [node("SplitToSequence", ["x", "sp"], ["s"], axis=-1), node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=1)],
+     [("x", f32(3, 4))], ["y"], [("sp", i64(2, 2))])
+case("sequence_construct_insert_erase_concat", 19,
+     [node("SequenceConstruct", ["a", "b", "c"], ["s0"]), node("SequenceInsert", ["s0", "d", "one"], ["s1"]),
+      node("SequenceErase", ["s1", "zero"], ["s2"]), node("ConcatFromSequence", ["s2"], ["y"], axis=1)],
+     [("a", f32(2, 3)), ("b", f32(2, 1)), ("c", f32(2, 2)), ("d", f32(2, 4))], ["y"],
+     [("one", np.array(1, np.int64)), ("zero", np.array(0, np.int64))])
+lbody = helper.make_graph(
+    [node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT), node("Mul", ["x", "fi"], ["xi"]),
+     node("SequenceInsert", ["seq_in", "xi"], ["seq_out"]), node("Identity", ["cond_in"], ["cond_out"])],
+    "lbody", [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []),
+              helper.make_tensor_sequence_value_info("seq_in", TensorProto.FLOAT, None)],
+    [vi("cond_out", TensorProto.BOOL, []), helper.make_tensor_sequence_value_info("seq_out", TensorProto.FLOAT, None)])
+case("loop_builds_a_sequence", 20,
+     [node("SequenceEmpty", [], ["e"], dtype=TensorProto.FLOAT), node("Loop", ["M", "", "e"], ["s"], body=lbody),
+      node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=1)],
+     [("x", f32(3))], ["y"], [("M", np.array(3, np.int64))])
+mbody = helper.make_graph([node("Add", ["el", "t"], ["out_el"])], "mbody", [vi("el", shape=[2, 2]), vi("t", shape=[2, 2])],
+                          [vi("out_el", shape=[2, 2])])
+case("sequence_map_add_tensor", 18,
+     [node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0), node("SequenceMap", ["s", "t"], ["m"], body=mbody),
+      node("ConcatFromSequence", ["m"], ["y"], axis=0)],
+     [("x", f32(3, 2, 2)), ("t", f32(2, 2))], ["y"])
+
 # --- writing -------------------------------------------------------------------------------
 def ort_available():
     if not shutil.which("node"):

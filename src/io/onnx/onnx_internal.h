@@ -40,6 +40,10 @@ struct OValue {
   std::optional<std::vector<Dim>> sym;
   TensorType type;  // valid when id != kNoValue or konst or sym is set
   bool initializer = false;  // an initializer of the file: becomes a named weight when used as data
+  // A sequence of tensors whose length and elements are known at import (SequenceConstruct,
+  // SplitToSequence, ... compile to list operations here); `type.dtype` is the elements'.
+  // It has no graph value: the Sequence ops read it, anything else refuses it.
+  std::shared_ptr<const std::vector<OValue>> seq;
 };
 
 class Importer;
@@ -62,6 +66,7 @@ void register_resize_ops(OpTable& t);
 void register_rnn_ops(OpTable& t);
 void register_attention_ops(OpTable& t);
 void register_control_ops(OpTable& t);
+void register_sequence_ops(OpTable& t);
 // Ops over symbolic shape values; returns false (and does nothing) if `op` is not one.
 bool is_symbolic_op(const std::string& op);
 Status map_symbolic(Importer& m);
@@ -149,6 +154,10 @@ class Importer {
   Expected<OValue> input_value(int i);
   // Sets output i to a value a subgraph produced.
   Status out_value(int i, OValue v);
+  // Input i, which must be a sequence: its elements.
+  Expected<std::vector<OValue>> seq_in(int i);
+  // Sets output i to a sequence of `elems` (of dtype `dt`).
+  Status out_seq(int i, std::vector<OValue> elems, DType dt);
   // A subgraph result as a graph value.
   Expected<ValueId> value_id(OValue& v, const std::string& name) { return materialize(v, name); }
 

@@ -38,6 +38,7 @@ const OpTable& op_table() {
     register_rnn_ops(r);
     register_attention_ops(r);
     register_control_ops(r);
+    register_sequence_ops(r);
     return r;
   }();
   return t;
@@ -148,6 +149,9 @@ Expected<ValueId> Importer::in(int i) {
   inputs_read_.insert(i);
   if (folding_) return fold_inputs_[i].id;
   OValue& v = values_.at(node->input(i));
+  if (v.seq)
+    return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') is a sequence, which rlx reads only "
+                "through the Sequence ops (SequenceAt, ConcatFromSequence, ...)");
   if (v.sym) {
     std::vector<Dim> d = *v.sym;
     return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') is a shape value with symbolic dims ",
@@ -179,6 +183,8 @@ Expected<Tensor> Importer::konst(int i) {
   inputs_read_.insert(i);
   if (is_konst(i)) return folding_ ? *fold_inputs_[i].konst : *values_.at(node->input(i)).konst;
   note_needed(node->input(i));
+  if (!folding_ && values_.at(node->input(i)).seq)
+    return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') is a sequence, not a tensor");
   if (is_sym(i))
     return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') holds symbolic dims ",
                 shape_to_string(*values_.at(node->input(i)).sym),
@@ -471,6 +477,21 @@ Status Importer::out_value(int i, OValue v) {
   return Status::ok();
 }
 
+Expected<std::vector<OValue>> Importer::seq_in(int i) {
+  if (!has(i)) return fail(ErrorCode::format_error, "input ", i, " is missing");
+  inputs_read_.insert(i);
+  const OValue* v = folding_ ? &fold_inputs_[i] : &values_.at(node->input(i));
+  if (!v->seq) return fail(ErrorCode::dtype_error, "input ", i, " ('", node->input(i), "') must be a sequence");
+  return *v->seq;
+}
+
+Status Importer::out_seq(int i, std::vector<OValue> elems, DType dt) {
+  OValue v;
+  v.type = TensorType{dt, {}};
+  v.seq = std::make_shared<const std::vector<OValue>>(std::move(elems));
+  return out_value(i, std::move(v));
+}
+
 Expected<std::vector<OValue>> Importer::run_subgraph(const ::onnx::GraphProto& g, std::vector<OValue> inputs,
                                                      const std::string& what) {
   if (folding_) return fail(ErrorCode::internal, "a subgraph while folding");
@@ -626,6 +647,9 @@ Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& f
     auto it = values_.find(vi.name());
     if (it == values_.end())
       return error(ErrorCode::format_error, file_, ": graph output '", vi.name(), "' is not produced by any node");
+    if (it->second.seq)
+      return error(ErrorCode::unsupported, file_, ": graph output '", vi.name(),
+                   "' is a sequence (rlx compiles sequences inside a graph; its inputs and outputs are tensors)");
     RLX_ASSIGN_OR_RETURN(ValueId id, materialize(it->second, vi.name()));
     bool reused = model_.values[id].producer < 0;
     for (ValueId o : model_.outputs) reused |= o == id;
