@@ -600,6 +600,33 @@ TEST(OnnxCorrupt, ControlFlowThatCannotBeCompiled) {
   }
 }
 
+TEST(OnnxCorrupt, SequencesThatCannotBeCompiled) {
+  {  // a sequence as a graph output: rlx's outputs are tensors
+    ModelProto m = base_model(18);
+    add_input(m, "a", TensorProto::FLOAT, {2});
+    add_node(m, "SequenceConstruct", {"a", "a"}, {"s"}, "construct");
+    add_output(m, "s");
+    expect_error("sequence_output", m, ErrorCode::unsupported, "graph output 's' is a sequence");
+  }
+  {  // a position past the end
+    ModelProto m = base_model(18);
+    add_input(m, "a", TensorProto::FLOAT, {2});
+    add_i64(m, "p", 2);
+    add_node(m, "SequenceConstruct", {"a", "a"}, {"s"}, "construct");
+    add_node(m, "SequenceAt", {"s", "p"}, {"y"}, "at");
+    add_output(m, "y");
+    expect_error("sequence_at_past_end", m, ErrorCode::out_of_range, "node 'at' (#1) SequenceAt: position 2 is outside [-2, 1]");
+  }
+  {  // a sequence used where a tensor is read
+    ModelProto m = base_model(18);
+    add_input(m, "a", TensorProto::FLOAT, {2});
+    add_node(m, "SequenceConstruct", {"a"}, {"s"}, "construct");
+    add_node(m, "Relu", {"s"}, {"y"}, "relu");
+    add_output(m, "y");
+    expect_error("sequence_as_tensor", m, ErrorCode::unsupported, "input 0 ('s') is a sequence");
+  }
+}
+
 TEST(OnnxCorrupt, TensorFileRoundTrip) {
   TempDir d;
   Tensor t = Tensor::from_vector<double>(DType::f32, {2, 2}, {1, 2, 3, 4});
