@@ -627,6 +627,51 @@ TEST(OnnxCorrupt, SequencesThatCannotBeCompiled) {
   }
 }
 
+TEST(OnnxCorrupt, Opset18ImportTimeTablesAreBounded) {
+  {  // Col2Im whose pads would overflow the padded image's size
+    ModelProto m = base_model(18);
+    add_input(m, "x", TensorProto::FLOAT, {1, 4, 4});
+    auto* im = m.mutable_graph()->add_initializer();
+    im->set_name("image");
+    im->set_data_type(TensorProto::INT64);
+    im->add_dims(2);
+    im->add_int64_data(3);
+    im->add_int64_data(3);
+    auto* bl = m.mutable_graph()->add_initializer();
+    bl->set_name("block");
+    bl->set_data_type(TensorProto::INT64);
+    bl->add_dims(2);
+    bl->add_int64_data(2);
+    bl->add_int64_data(2);
+    auto* at = add_node(m, "Col2Im", {"x", "image", "block"}, {"y"}, "col2im")->add_attribute();
+    at->set_name("pads");
+    at->set_type(::onnx::AttributeProto::INTS);
+    for (int k = 0; k < 4; ++k) at->add_ints(int64_t{1} << 62);
+    add_output(m, "y");
+    expect_error("col2im_huge_pads", m, ErrorCode::invalid_argument, "pads in [0, 2^20]");
+  }
+  {  // an antialiased downscale whose window would be a million gathers
+    ModelProto m = base_model(18);
+    add_input(m, "x", TensorProto::FLOAT, {1, 1, 4, 4});
+    auto* sc = m.mutable_graph()->add_initializer();
+    sc->set_name("scales");
+    sc->set_data_type(TensorProto::FLOAT);
+    sc->add_dims(4);
+    for (float v : {1.0f, 1.0f, 1e-6f, 1.0f}) sc->add_float_data(v);
+    auto* n = add_node(m, "Resize", {"x", "", "scales"}, {"y"}, "resize");
+    auto* a = n->add_attribute();
+    a->set_name("mode");
+    a->set_type(::onnx::AttributeProto::STRING);
+    a->set_s("linear");
+    auto* aa = n->add_attribute();
+    aa->set_name("antialias");
+    aa->set_type(::onnx::AttributeProto::INT);
+    aa->set_i(1);
+    add_output(m, "y");
+    expect_error("resize_antialias_tiny_scale", m, ErrorCode::unsupported, "windows over 1024 input pixels");
+  }
+}
+
 TEST(OnnxCorrupt, TensorFileRoundTrip) {
   TempDir d;
   Tensor t = Tensor::from_vector<double>(DType::f32, {2, 2}, {1, 2, 3, 4});

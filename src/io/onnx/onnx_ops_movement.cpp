@@ -249,6 +249,7 @@ Expected<ValueId> scatter_reduce_known(Importer& m, ValueId data_rows, int64_t r
                                        ValueId upd_rows, const std::string& red) {
   OpBuilder& o = m.o();
   const int64_t U = static_cast<int64_t>(dest.size());
+  RLX_TRY(bound(m, rows));
   std::vector<int64_t> count(static_cast<size_t>(rows), 0);
   int64_t K = 0;
   for (int64_t d : dest) {
@@ -256,7 +257,7 @@ Expected<ValueId> scatter_reduce_known(Importer& m, ValueId data_rows, int64_t r
     K = std::max(K, ++count[d]);
   }
   if (K == 0) return o.reshape(data_rows, std::vector<int64_t>(o.rank(data_rows), 0));
-  RLX_TRY(bound(m, rows * K));
+  RLX_TRY(bound(m, K > (int64_t{1} << 24) / std::max<int64_t>(rows, 1) ? -1 : rows * K));
   std::vector<int64_t> table(static_cast<size_t>(rows * K), U);  // U: the identity row
   std::fill(count.begin(), count.end(), 0);
   for (int64_t u = 0; u < U; ++u) table[dest[u] * K + count[dest[u]]++] = u;
@@ -462,9 +463,10 @@ Status map_col2im(Importer& m) {
   int64_t kk = 1, L = 1;
   int64_t padded[2], count[2];
   for (size_t i = 0; i < 2; ++i) {
+    const int64_t lim = int64_t{1} << 20;  // keeps every product below in int64
     if (image[i] < 1 || block[i] < 1 || dil[i] < 1 || str[i] < 1 || pads[i] < 0 || pads[i + 2] < 0 ||
-        image[i] > (int64_t{1} << 20) || block[i] > (int64_t{1} << 20))
-      return m.fail(ErrorCode::invalid_argument, "image, block, dilations, strides and pads must be positive");
+        image[i] > lim || block[i] > lim || dil[i] > lim || str[i] > lim || pads[i] > lim || pads[i + 2] > lim)
+      return m.fail(ErrorCode::invalid_argument, "image, block, dilations and strides must be in [1, 2^20], pads in [0, 2^20]");
     padded[i] = image[i] + pads[i] + pads[i + 2];
     const int64_t span = dil[i] * (block[i] - 1) + 1;
     count[i] = padded[i] >= span ? (padded[i] - span) / str[i] + 1 : 0;
@@ -475,7 +477,7 @@ Status map_col2im(Importer& m) {
     return m.fail(ErrorCode::shape_error, "input ", sizes_to_string(xs), " does not match ", L, " blocks of ", kk,
                   " elements per channel");
   const int64_t N = xs[0], C = xs[1] / kk, P = padded[0] * padded[1];
-  RLX_TRY(bound(m, kk * L));
+  RLX_TRY(bound(m, kk * L));  // no overflow: kk * L <= the input's element count (L == xs[2])
   // destination of column element (k, l): block offset k = (bi, bj), block position l = (li, lj)
   std::vector<int64_t> dest(static_cast<size_t>(kk * L));
   for (int64_t k = 0; k < kk; ++k)
@@ -576,7 +578,7 @@ Status map_pad(Importer& m) {
       const int64_t n = xs[a], b = pads[a], e = pads[a + r], len = n + b + e;
       if (b == 0 && e == 0) continue;
       if (n == 0 || len < 0) return m.fail(ErrorCode::shape_error, "wrap padding of axis ", a, " of size ", n);
-      if (len > (int64_t{1} << 30)) return m.fail(ErrorCode::out_of_range, "padded axis ", a, " is too long");
+      RLX_TRY(bound(m, len));  // the index table
       std::vector<int64_t> idx(static_cast<size_t>(len));
       for (int64_t j = 0; j < len; ++j) idx[j] = (((j - b) % n) + n) % n;
       y = o.gather(y, m.c(i64_tensor(idx, {len})), a);

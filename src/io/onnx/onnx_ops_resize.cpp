@@ -54,7 +54,7 @@ struct AxisPlan {
 // edges read the edge pixel, and the weights are normalized over the whole window, as ONNX
 // Runtime computes it.
 void plan_antialias(const ResizeSpec& s, AxisPlan& p, int64_t in, double xo, double scale) {
-  const double support = (s.mode == "linear" ? 1.0 : 2.0) / scale;
+  const double support = (s.mode == "linear" ? 1.0 : 2.0) / scale;  // scale > 0: checked by the caller
   const double center = xo + 0.5;
   const int64_t lo = static_cast<int64_t>(std::floor(center - support + 0.5));
   const int64_t hi = static_cast<int64_t>(std::floor(center + support + 0.5));
@@ -240,6 +240,10 @@ Status map_resize(Importer& m) {
     if (out[ax] == in && sc[ax] == 1.0 && !crop) continue;
     if (out[ax] > (int64_t{1} << 20)) return m.fail(ErrorCode::unsupported, "output axis longer than 2^20");
     if (in == 0) return m.fail(ErrorCode::shape_error, "cannot resize an empty axis");
+    // an antialiased window spans about 2 / scale input pixels per output pixel, one gather each
+    if (s.antialias && s.mode != "nearest" && sc[ax] < 1 && (s.mode == "linear" ? 2.0 : 4.0) / sc[ax] > 1024)
+      return m.fail(ErrorCode::unsupported, "antialiased resize by ", sc[ax], " on axis ", ax,
+                    " (windows over 1024 input pixels)");
     AxisPlan p = plan_axis(s, in, out[ax], sc[ax], crop ? roi[ax] : 0, crop ? roi[ax + r] : 1);
     size_t taps = 0;
     for (const auto& w : p.w) taps = std::max(taps, w.size());

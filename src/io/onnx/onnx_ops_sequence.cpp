@@ -91,6 +91,8 @@ Status map_split_to_sequence(Importer& m) {
   const Dim& d = o.shape(x)[axis];
   if (!d.is_static()) return m.fail(ErrorCode::unsupported, "the split axis has a symbolic length");
   const int64_t n = d.size();
+  if (n > (int64_t{1} << 16) && !m.has(1))
+    return m.fail(ErrorCode::unsupported, "a sequence of ", n, " pieces (rlx holds up to 2^16)");
   std::vector<int64_t> sizes;
   bool squeeze = false;
   if (!m.has(1)) {
@@ -102,6 +104,8 @@ Status map_split_to_sequence(Importer& m) {
     RLX_ASSIGN_OR_RETURN(auto sv, tensor_ints(st, m.where() + ": split"));
     if (st.rank() == 0) {
       if (sv[0] <= 0) return m.fail(ErrorCode::invalid_argument, "split ", sv[0], " must be positive");
+      if ((n + sv[0] - 1) / sv[0] > (int64_t{1} << 16))
+        return m.fail(ErrorCode::unsupported, "a sequence of more than 2^16 pieces");
       for (int64_t left = n; left > 0; left -= sv[0]) sizes.push_back(std::min(sv[0], left));
     } else {
       int64_t sum = 0;
