@@ -431,6 +431,132 @@ Status map_reverse_sequence(Importer& m) {
   return m.out(0, o.reshape(y, std::vector<int64_t>(xs->begin(), xs->end())));
 }
 
+// The DFT of x [..., 1 or 2] (real, or real and imaginary parts last) along `axis` over L
+// samples (the axis zero-padded or truncated to L), as two matrix products with cos/sin
+// tables: [..., K, 2] with K = L or L/2+1 (onesided); inverse scales by 1/L.
+ValueId dft_along(Importer& m, ValueId x, int axis, int64_t L, bool inv, bool one) {
+  OpBuilder& o = m.o();
+  const Sizes xs = *static_sizes(o.shape(x));
+  const int r = static_cast<int>(xs.size());
+  const int64_t N = xs[axis], C = xs.back();
+  const int64_t K = one ? L / 2 + 1 : L;
+  const double pi = 3.14159265358979323846, sgn = inv ? 1.0 : -1.0, scale = inv ? 1.0 / L : 1.0;
+  DType dt = o.dtype(x);
+  Tensor cs = Tensor::zeros(dt, {N, K}), sn = Tensor::zeros(dt, {N, K});
+  for (int64_t n = 0; n < std::min(N, L); ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      double th = 2 * pi * static_cast<double>((k * n) % L) / L;
+      cs.set_f64(n * K + k, std::cos(th) * scale);
+      sn.set_f64(n * K + k, sgn * std::sin(th) * scale);
+    }
+  // move axis last: [..., N] per part
+  std::vector<int64_t> perm;
+  for (int i = 0; i < r - 1; ++i)
+    if (i != axis) perm.push_back(i);
+  perm.push_back(axis);
+  std::vector<int64_t> inv_perm(r - 1);
+  for (int i = 0; i < r - 1; ++i) inv_perm[perm[i]] = i;
+  auto part = [&](int64_t p) {
+    std::vector<int64_t> shp(xs.begin(), xs.end() - 1);
+    return o.transpose(o.reshape(o.slice(x, {p}, {p + 1}, {r - 1}), shp), perm);
+  };
+  ValueId xr = part(0), C_ = m.c(cs), S_ = m.c(sn);
+  // (xr + i xi)(cos + i s sin): re = xr cos - xi s sin, im = xr s sin + xi cos (s folded in the table)
+  ValueId re = o.matmul(xr, C_), im = o.matmul(xr, S_);
+  if (C == 2) {
+    ValueId xi = part(1);
+    re = o.sub(re, o.matmul(xi, S_));
+    im = o.add(im, o.matmul(xi, C_));
+  }
+  std::vector<int64_t> back(inv_perm.begin(), inv_perm.end());
+  re = o.transpose(re, back);
+  im = o.transpose(im, back);
+  return o.concat({o.op(Op::Unsqueeze, {re}, Attrs{{"axes", std::vector<int64_t>{-1}}}),
+                   o.op(Op::Unsqueeze, {im}, Attrs{{"axes", std::vector<int64_t>{-1}}})},
+                  -1);
+}
+
+// STFT (opset 17): frames of frame_length samples every frame_step of signal [B, L, 1 or 2],
+// each times the window (ones without one), transformed: [B, frames, K, 2].
+Status map_stft(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(auto stepv, m.ints(1));
+  OpBuilder& o = m.o();
+  auto xs = static_sizes(o.shape(x));
+  if (!xs || xs->size() != 3 || ((*xs)[2] != 1 && (*xs)[2] != 2))
+    return m.fail(ErrorCode::unsupported, "needs a static signal [batch, length, 1 or 2]");
+  if (stepv.size() != 1 || stepv[0] < 1) return m.fail(ErrorCode::invalid_argument, "frame_step must be a positive scalar");
+  ValueId window = kNoValue;
+  int64_t len = (*xs)[1];
+  if (m.has(2)) {
+    RLX_ASSIGN_OR_RETURN(window, m.in(2));
+    auto ws = static_sizes(o.shape(window));
+    if (!ws || ws->size() != 1) return m.fail(ErrorCode::shape_error, "window must be 1-D");
+    len = (*ws)[0];
+  }
+  if (m.has(3)) {
+    RLX_ASSIGN_OR_RETURN(auto fl, m.ints(3));
+    if (fl.size() != 1) return m.fail(ErrorCode::shape_error, "frame_length must be a scalar");
+    if (window != kNoValue && fl[0] != len) return m.fail(ErrorCode::shape_error, "frame_length differs from the window's");
+    len = fl[0];
+  }
+  if (len < 1 || len > (*xs)[1] || len > 2048)
+    return m.fail(ErrorCode::invalid_argument, "frame_length ", len, " for a signal of ", (*xs)[1], " (at most 2048)");
+  const int64_t frames = 1 + ((*xs)[1] - len) / stepv[0];
+  RLX_TRY(m.ok().with_context(m.where()));
+  if (frames * len > (int64_t{1} << 24)) return m.fail(ErrorCode::unsupported, "a frame table of ", frames * len, " entries");
+  Tensor idx = Tensor::zeros(DType::i64, {frames, len});
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t k = 0; k < len; ++k) idx.data<int64_t>()[f * len + k] = f * stepv[0] + k;
+  ValueId fr = o.gather(x, m.c(idx), 1);  // [B, frames, len, C]
+  if (window != kNoValue) fr = o.mul(fr, o.reshape(o.cast(window, o.dtype(x)), {len, 1}));
+  RLX_TRY(m.ok().with_context(m.where()));
+  return m.out(0, dft_along(m, fr, 2, len, false, m.ai("onesided", 1) != 0));
+}
+
+// MelWeightMatrix (opset 17): the [dft_length / 2 + 1, num_mel_bins] matrix of triangular
+// filters over mel-spaced frequency bins, computed at import from its scalar inputs (ONNX's
+// reference formula, integer bin edges included).
+Status map_mel_weight_matrix(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(auto bins_v, m.ints(0));
+  RLX_ASSIGN_OR_RETURN(auto dft_v, m.ints(1));
+  RLX_ASSIGN_OR_RETURN(auto rate_v, m.ints(2));
+  RLX_ASSIGN_OR_RETURN(auto lo_v, m.floats(3));
+  RLX_ASSIGN_OR_RETURN(auto hi_v, m.floats(4));
+  if (bins_v.size() != 1 || dft_v.size() != 1 || rate_v.size() != 1 || lo_v.size() != 1 || hi_v.size() != 1)
+    return m.fail(ErrorCode::shape_error, "the inputs must be scalars");
+  const int64_t bins = bins_v[0], dft = dft_v[0], rate = rate_v[0];
+  if (bins < 1 || bins > 4096 || dft < 1 || dft > (int64_t{1} << 16) || rate < 1)
+    return m.fail(ErrorCode::invalid_argument, "num_mel_bins, dft_length and sample_rate out of range");
+  const int64_t spec = dft / 2 + 1;
+  auto dt = dtype_from_onnx(static_cast<int32_t>(m.ai("output_datatype", 1)));
+  if (!dt || !is_float(*dt)) return m.fail(ErrorCode::unsupported, "output_datatype");
+  auto mel = [](double hz) { return 2595 * std::log10(1 + hz / 700); };
+  const double lo = mel(lo_v[0]), step = (mel(hi_v[0]) - lo) / static_cast<double>(bins + 2);
+  std::vector<int64_t> edge(static_cast<size_t>(bins + 2));
+  for (int64_t i = 0; i < bins + 2; ++i) {
+    const double hz = 700 * (std::pow(10.0, (static_cast<double>(i) * step + lo) / 2595) - 1);
+    const double e = std::floor(static_cast<double>(dft + 1) * hz / static_cast<double>(rate));
+    if (!std::isfinite(e) || std::fabs(e) > 1e15)
+      return m.fail(ErrorCode::invalid_argument, "lower_edge_hertz and upper_edge_hertz give bin edge ", e);
+    edge[i] = static_cast<int64_t>(e);
+  }
+  Tensor w = Tensor::zeros(*dt, {spec, bins});
+  auto set = [&](int64_t j, int64_t i, double v) {
+    if (j < 0 || j >= spec) return;  // an edge past the spectrum (a hostile file)
+    w.set_f64(j * bins + i, v);
+  };
+  for (int64_t i = 0; i < bins; ++i) {
+    const int64_t l = edge[i], c = edge[i + 1], h = edge[i + 2];
+    if (c == l) set(c, i, 1);
+    else
+      for (int64_t j = l; j <= c && j - l <= spec; ++j) set(j, i, static_cast<double>(j - l) / static_cast<double>(c - l));
+    if (h > c)
+      for (int64_t j = c; j < h && j - c <= spec; ++j) set(j, i, static_cast<double>(h - j) / static_cast<double>(h - c));
+  }
+  return m.out_const(0, std::move(w));
+}
+
 // DFT (opsets 17 and 20) as two matrix products with cos/sin tables along `axis`; the last dim
 // holds real (1) or real and imaginary (2) parts. dft_length L zero-pads or truncates the
 // signal to L samples (rows of the table past L are zero); inverse scales by 1/L; onesided
@@ -459,48 +585,19 @@ Status map_dft(Importer& m) {
   }
   if (C != 1 && C != 2) return m.fail(ErrorCode::shape_error, "the last dim must be 1 or 2");
   if (N > 2048 || L > 2048) return m.fail(ErrorCode::unsupported, "signal longer than 2048");
-  const bool inv = m.ai("inverse", 0) != 0, one = m.ai("onesided", 0) != 0;
-  const int64_t K = one ? L / 2 + 1 : L;
-  const double pi = 3.14159265358979323846, sgn = inv ? 1.0 : -1.0, scale = inv ? 1.0 / L : 1.0;
-  DType dt = o.dtype(x);
-  Tensor cs = Tensor::zeros(dt, {N, K}), sn = Tensor::zeros(dt, {N, K});
-  for (int64_t n = 0; n < std::min(N, L); ++n)
-    for (int64_t k = 0; k < K; ++k) {
-      double th = 2 * pi * static_cast<double>((k * n) % L) / L;
-      cs.set_f64(n * K + k, std::cos(th) * scale);
-      sn.set_f64(n * K + k, sgn * std::sin(th) * scale);
-    }
-  // move axis last: [..., N] per part
-  std::vector<int64_t> perm;
-  for (int i = 0; i < r - 1; ++i)
-    if (i != axis) perm.push_back(i);
-  perm.push_back(axis);
-  std::vector<int64_t> inv_perm(r - 1);
-  for (int i = 0; i < r - 1; ++i) inv_perm[perm[i]] = i;
-  auto part = [&](int64_t p) {
-    std::vector<int64_t> shp(xs->begin(), xs->end() - 1);
-    return o.transpose(o.reshape(o.slice(x, {p}, {p + 1}, {r - 1}), shp), perm);
-  };
-  ValueId xr = part(0), C_ = m.c(cs), S_ = m.c(sn);
-  // (xr + i xi)(cos + i s sin): re = xr cos - xi s sin, im = xr s sin + xi cos (s folded in the table)
-  ValueId re = o.matmul(xr, C_), im = o.matmul(xr, S_);
-  if (C == 2) {
-    ValueId xi = part(1);
-    re = o.sub(re, o.matmul(xi, S_));
-    im = o.add(im, o.matmul(xi, C_));
-  }
-  std::vector<int64_t> back(inv_perm.begin(), inv_perm.end());
-  re = o.transpose(re, back);
-  im = o.transpose(im, back);
-  return m.out(0, o.concat({o.op(Op::Unsqueeze, {re}, Attrs{{"axes", std::vector<int64_t>{-1}}}),
-                            o.op(Op::Unsqueeze, {im}, Attrs{{"axes", std::vector<int64_t>{-1}}})},
-                           -1));
+  return m.out(0, dft_along(m, x, axis, L, m.ai("inverse", 0) != 0, m.ai("onesided", 0) != 0));
 }
 
 }  // namespace
 
 void register_misc_ops(OpTable& t) {
   t["DFT"] = {map_dft};
+  t["Det"] = {[](Importer& m) -> Status {  // rlx's det (LAPACK on the cpu device)
+    RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+    return m.out(0, m.o().op(Op::Det, {x}));
+  }};
+  t["STFT"] = {map_stft};
+  t["MelWeightMatrix"] = {map_mel_weight_matrix};
   t["TopK"] = {map_topk};
   t["QLinearMatMul"] = {map_qlinear_matmul};
   t["ReverseSequence"] = {map_reverse_sequence};

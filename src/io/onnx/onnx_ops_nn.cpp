@@ -109,9 +109,14 @@ ValueId per_channel(OpBuilder& o, ValueId p, int rank) {
   return o.reshape(p, s);
 }
 
+// BatchNormalization. Inference: the running statistics normalize. Training mode (opset 14
+// and later): the batch's own mean and (population) variance over every axis but the
+// channels do, and outputs 1 and 2 are the running statistics moved toward them by
+// 1 - momentum.
 Status map_batch_norm(Importer& m) {
-  if (m.ai("training_mode", 0) != 0 || m.wants(1) || m.wants(2))
-    return m.fail(ErrorCode::unsupported, "training mode (running statistics outputs) is not supported");
+  const bool training = m.ai("training_mode", 0) != 0;
+  if ((training || m.wants(1) || m.wants(2)) && m.opset < 14)
+    return m.fail(ErrorCode::unsupported, "training mode before opset 14 (its statistics outputs differ)");
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   RLX_ASSIGN_OR_RETURN(ValueId scale, m.in(1));
   RLX_ASSIGN_OR_RETURN(ValueId bias, m.in(2));
@@ -120,9 +125,72 @@ Status map_batch_norm(Importer& m) {
   OpBuilder& o = m.o();
   int r = o.rank(x);
   if (r < 2) return m.fail(ErrorCode::shape_error, "input must have rank >= 2");
-  ValueId inv = o.rsqrt(o.add(per_channel(o, var, r), k(o, m.af("epsilon", 1e-5), x)));
-  ValueId y = o.mul(o.mul(o.sub(x, per_channel(o, mean, r)), inv), per_channel(o, scale, r));
+  const double momentum = m.af("momentum", 0.9);
+  ValueId use_mean = per_channel(o, mean, r), use_var = per_channel(o, var, r);
+  if (training) {
+    std::vector<int64_t> axes{0};
+    for (int i = 2; i < r; ++i) axes.push_back(i);
+    ValueId bm = o.reduce_mean(x, axes, true);
+    ValueId d = o.sub(x, bm);
+    ValueId bv = o.reduce_mean(o.mul(d, d), axes, true);
+    use_mean = bm;
+    use_var = bv;
+    auto running = [&](ValueId run, ValueId batch) {
+      ValueId b = o.cast(o.reshape(batch, {-1}), o.dtype(run));
+      return o.add(o.mul(run, o.scalar_like(momentum, run)), o.mul(b, o.scalar_like(1 - momentum, run)));
+    };
+    if (m.wants(1)) RLX_TRY(m.out(1, running(mean, bm)));
+    if (m.wants(2)) RLX_TRY(m.out(2, running(var, bv)));
+  } else if (m.wants(1) || m.wants(2)) {
+    return m.fail(ErrorCode::unsupported, "running statistics outputs outside training mode");
+  }
+  ValueId inv = o.rsqrt(o.add(use_var, k(o, m.af("epsilon", 1e-5), x)));
+  ValueId y = o.mul(o.mul(o.sub(x, use_mean), inv), per_channel(o, scale, r));
   return m.out(0, o.add(y, per_channel(o, bias, r)));
+}
+
+// MaxUnpool: x's values placed at their flat indices (over the whole unpooled tensor, as
+// MaxPool's Indices give them) in zeros of the unpooled shape, each spatial dim
+// (in - 1) * stride - pads + kernel; an output_shape larger than that pads the end of each
+// spatial dim with zeros (the indices keep their unpooled layout, as ONNX Runtime does).
+Status map_max_unpool(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId idx, m.in(1));
+  OpBuilder& o = m.o();
+  auto xs = static_sizes(o.shape(x));
+  if (!xs || xs->size() < 3) return m.fail(ErrorCode::unsupported, "needs a static input [N, C, ...]");
+  const size_t n = xs->size() - 2;
+  std::vector<int64_t> kernel = m.aints("kernel_shape"), strides = m.aints("strides", std::vector<int64_t>(n, 1)),
+                       pads = m.aints("pads", std::vector<int64_t>(2 * n, 0));
+  if (kernel.size() != n || strides.size() != n || pads.size() != 2 * n)
+    return m.fail(ErrorCode::format_error, "kernel_shape and strides need ", n, " entries, pads ", 2 * n);
+  Sizes out(xs->begin(), xs->begin() + 2);
+  for (size_t i = 0; i < n; ++i) {
+    for (int64_t v : {kernel[i], strides[i], pads[i], pads[i + n]})
+      if (v < 0 || v > (int64_t{1} << 20)) return m.fail(ErrorCode::invalid_argument, "kernel, strides and pads must be in [0, 2^20]");
+    out.push_back(((*xs)[2 + i] - 1) * strides[i] - pads[i] - pads[i + n] + kernel[i]);
+  }
+  for (int64_t d : out)
+    if (d < 0) return m.fail(ErrorCode::shape_error, "unpooled dim ", d, " is negative");
+  auto total = checked_numel(out);
+  if (!total || *total > (int64_t{1} << 40)) return m.fail(ErrorCode::overflow, "output ", sizes_to_string(out), " is too large");
+  ValueId zeros = o.full(0, o.dtype(x), {*total});
+  ValueId y = o.op(Op::Scatter, {zeros, o.reshape(o.cast(idx, DType::i64), {-1}), o.reshape(x, {-1})},
+                   Attrs{{"axis", int64_t{0}}});
+  y = o.reshape(y, std::vector<int64_t>(out.begin(), out.end()));
+  if (m.has(2)) {
+    RLX_ASSIGN_OR_RETURN(auto os, m.ints(2));
+    if (os.size() != xs->size()) return m.fail(ErrorCode::shape_error, "output_shape needs ", xs->size(), " entries");
+    std::vector<int64_t> pad_ends(2 * xs->size(), 0);
+    for (size_t i = 0; i < os.size(); ++i) {
+      if (os[i] < out[i] || (i < 2 && os[i] != out[i]))
+        return m.fail(ErrorCode::shape_error, "output_shape ", sizes_to_string(Sizes(os.begin(), os.end())),
+                      " is smaller than the unpooled ", sizes_to_string(out), " or changes N or C");
+      pad_ends[i + xs->size()] = os[i] - out[i];
+    }
+    y = o.pad(y, pad_ends, 0.0);
+  }
+  return m.out(0, y);
 }
 
 Status map_instance_norm(Importer& m) {
@@ -613,6 +681,7 @@ void register_nn_ops(OpTable& t) {
   t["LayerNormalization"] = {map_layer_norm};
   t["BatchNormalization"] = {map_batch_norm};
   t["InstanceNormalization"] = {map_instance_norm};
+  t["MaxUnpool"] = {map_max_unpool};
   t["GroupNormalization"] = {map_group_norm};
   t["RMSNormalization"] = {map_rms_norm};
   t["MeanVarianceNormalization"] = {map_mvn};
