@@ -57,6 +57,25 @@ TEST(Dispatch, ThreePathsOnCpu) {
   EXPECT_FALSE(by_op(r, Op::Softmax).kernels.empty());
 }
 
+// Broadcasting an operand of lower rank with a zero-size dim: the explicit reshape keeps the 0
+// (a reshape's 0 otherwise copies the input's dim, which made [0, 5] into [1, 5, 5]).
+TEST(Dispatch, BroadcastsOverZeroSizeDims) {
+  Graph g = parse(R"(
+graph @g(%c: bool[0, 5], %x: f32[3, 0, 5]) -> (f32[3, 0, 5]) {
+  %z = constant dense<0.0> : f32[]
+  %y = where(%c, %x, %z)
+  return %y
+})");
+  for (const char* device : {"cpu", "ref"}) {
+    auto model = Model::compile(g, {.device = device});
+    ASSERT_TRUE(model.has_value()) << device << ": " << model.status().to_string();
+    std::vector<Tensor> ins{Tensor::zeros(DType::boolean, {0, 5}), Tensor::zeros(DType::f32, {3, 0, 5})};
+    auto out = (*model)->run(ins);
+    ASSERT_TRUE(out.has_value()) << device << ": " << out.status().to_string();
+    EXPECT_EQ((*out)[0].sizes(), (Sizes{3, 0, 5})) << device;
+  }
+}
+
 TEST(Dispatch, PoliciesForceEachPath) {
   DispatchReport common = report_of(kThreePaths, "cpu", "matmul=force-common,dot=force-common");
   EXPECT_EQ(by_op(common, Op::MatMul).path, DispatchPath::common_ir);

@@ -162,7 +162,8 @@ ValueId OpBuilder::broadcast_to(ValueId x, const Sizes& target) {
       if (!d.is_static()) return fail(error(ErrorCode::shape_error, "broadcast needs static shapes"));
       r.push_back(d.size());
     }
-    v = reshape(v, r);
+    // allowzero: a zero-size dim stays 0 (without it, 0 copies the input's dim)
+    v = op(Op::Reshape, {v}, Attrs{{"shape", r}, {"allowzero", int64_t{1}}});
   }
   return expand(v, std::vector<int64_t>(target));
 }
