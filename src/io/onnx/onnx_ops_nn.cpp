@@ -536,10 +536,43 @@ Status map_conv_transpose(Importer& m) {
   return m.out(0, y);
 }
 
+// MaxPool's Indices output for x [N, C, H, W] pooled to [N, C, Ho, Wo]: each window's taps
+// gathered (taps in the padding read -inf), the first maximum's tap found with argmax, and its
+// flat index over the whole input (row-major, or column-major within a channel with
+// storage_order 1) looked up in a table made at import.
+Expected<ValueId> max_pool_indices(Importer& m, ValueId x, const Sizes& xs, const Sizes& ys,
+                                   const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                                   const std::vector<int64_t>& pads, const std::vector<int64_t>& dil, bool column_major) {
+  OpBuilder& o = m.o();
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], Ho = ys[2], Wo = ys[3], KK = kernel[0] * kernel[1];
+  auto cells = checked_numel(Sizes{Ho, Wo, KK});
+  if (!cells || *cells > (int64_t{1} << 24)) return m.fail(ErrorCode::unsupported, "an Indices table over 2^24 entries");
+  Tensor table = Tensor::zeros(DType::i64, {Ho * Wo * KK}), where = Tensor::zeros(DType::i64, {Ho, Wo, KK});
+  for (int64_t oh = 0; oh < Ho; ++oh)
+    for (int64_t ow = 0; ow < Wo; ++ow)
+      for (int64_t k = 0; k < KK; ++k) {
+        const int64_t h = oh * strides[0] - pads[0] + (k / kernel[1]) * dil[0];
+        const int64_t w = ow * strides[1] - pads[1] + (k % kernel[1]) * dil[1];
+        const bool in = h >= 0 && h < H && w >= 0 && w < W;
+        const int64_t cell = (oh * Wo + ow) * KK + k;
+        table.data<int64_t>()[cell] = in ? h * W + w : H * W;  // H * W: the -inf sentinel
+        where.data<int64_t>()[cell] = in ? (column_major ? w * H + h : h * W + w) : 0;
+      }
+  ValueId flat = o.concat({o.reshape(x, {N, C, H * W}), o.full(-INFINITY, o.dtype(x), {N, C, 1})}, 2);
+  ValueId taps = o.reshape(o.gather(flat, m.c(table), 2), {N, C, Ho, Wo, KK});
+  ValueId best = o.reshape(o.argmax(taps, 4, false), {N, C, Ho, Wo, 1});
+  ValueId pick = o.binary(Op::Equal, best, o.iota(DType::i64, {KK}, 0));
+  ValueId pos = o.reduce_sum(o.where(pick, m.c(where), o.scalar(0, DType::i64)), {4}, false);
+  Tensor base = Tensor::zeros(DType::i64, {N, C, 1, 1});
+  for (int64_t i = 0; i < N * C; ++i) base.data<int64_t>()[i] = i * H * W;
+  return o.add(pos, m.c(base));
+}
+
 MapFn pool(bool max) {
   return [max](Importer& m) -> Status {
-    if (m.wants(1)) return m.fail(ErrorCode::unsupported, "the Indices output is not supported");
-    if (m.ai("storage_order", 0) != 0) return m.fail(ErrorCode::unsupported, "storage_order 1 is not supported");
+    if (m.wants(1) && !max) return m.fail(ErrorCode::format_error, "AveragePool has one output");
+    const bool column_major = m.ai("storage_order", 0) != 0;
+    if (column_major && !m.wants(1)) return m.fail(ErrorCode::unsupported, "storage_order 1 without the Indices output");
     RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
     OpBuilder& o = m.o();
     int r = o.rank(x);
@@ -592,10 +625,15 @@ MapFn pool(bool max) {
     if (max && !is_float(in_dt)) x = o.cast(x, DType::f64);  // integer max pooling is exact in f64
     ValueId y = o.op(max ? Op::MaxPool2d : Op::AvgPool2d, {x}, a);
     y = o.cast(y, in_dt);
-    if (n == 1 && o.ok()) {
-      auto ys = static_sizes(o.shape(y));
-      y = o.reshape(y, {(*ys)[0], (*ys)[1], (*ys)[3]});
+    if (!o.ok()) return o.status().with_context(m.where());
+    const Sizes ys4 = *static_sizes(o.shape(y));
+    if (m.wants(1)) {
+      RLX_ASSIGN_OR_RETURN(ValueId ind, max_pool_indices(m, x, *static_sizes(o.shape(x)), ys4, kernel, strides, pads, dil,
+                                                         column_major));
+      if (n == 1) ind = o.reshape(ind, {ys4[0], ys4[1], ys4[3]});
+      RLX_TRY(m.out(1, ind));
     }
+    if (n == 1) y = o.reshape(y, {ys4[0], ys4[1], ys4[3]});
     return m.out(0, y);
   };
 }
