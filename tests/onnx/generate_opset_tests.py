@@ -330,6 +330,10 @@ for order in (0, 1):
          if order == 0 else
          [node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1], storage_order=order)],
          [("x", f32(2, 3, 5, 5))], ["y", "i", "u"] if order == 0 else ["y", "i"], out_types={"i": TensorProto.INT64})
+rois = np.array([[0.5, 1.0, 6.2, 5.5], [2.0, 0.0, 3.0, 7.9], [-1.0, -2.0, 9.5, 8.0], [4.0, 4.0, 4.5, 4.2]], np.float32)
+case("roialign_batch2_half_pixel", 16,
+     [node("RoiAlign", ["x", "rois", "bi"], ["y"], output_height=3, output_width=4, sampling_ratio=2, spatial_scale=0.9)],
+     [("x", f32(2, 3, 8, 7)), ("rois", rois), ("bi", np.array([1, 0, 1, 0], np.int64))], ["y"])
 case("batchnorm_training_mode_batch2", 15,
      [node("BatchNormalization", ["x", "s", "b", "mean", "var"], ["y", "rm", "rv"], training_mode=1, momentum=0.8)],
      [("x", f32(2, 3, 4, 2))], ["y", "rm", "rv"],

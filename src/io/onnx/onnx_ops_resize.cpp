@@ -444,9 +444,92 @@ Status map_affine_grid(Importer& m) {
   return m.out(0, o.reshape(grid, shape));
 }
 
+// RoiAlign (opsets 10 and 16), average mode: each region of interest (rois [R, 4] as x1, y1,
+// x2, y2 times spatial_scale; half_pixel shifts them by -0.5, output_half_pixel keeps opset
+// 10's floor of 1 pixel on their size) is split into output_height x output_width bins, and
+// each bin averages sampling_ratio^2 bilinear samples of its image (batch_indices), a sample
+// outside [-1, size] counting as 0; as Detectron and ONNX Runtime compute it. The sample
+// positions depend on the ROIs, so every tap is a gather at a computed index.
+Status map_roi_align(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId rois, m.in(1));
+  RLX_ASSIGN_OR_RETURN(ValueId bidx, m.in(2));
+  OpBuilder& o = m.o();
+  auto xs = static_sizes(o.shape(x));
+  auto rs = static_sizes(o.shape(rois));
+  if (!xs || xs->size() != 4 || !rs || rs->size() != 2 || (*rs)[1] != 4)
+    return m.fail(ErrorCode::unsupported, "needs a static X [N, C, H, W] and rois [R, 4]");
+  const std::string mode = m.as("mode", "avg");
+  if (mode != "avg") return m.fail(ErrorCode::unsupported, "mode '", mode, "' (rlx imports avg)");
+  const std::string coord = m.as("coordinate_transformation_mode", m.opset >= 16 ? "half_pixel" : "output_half_pixel");
+  if (coord != "half_pixel" && coord != "output_half_pixel")
+    return m.fail(ErrorCode::invalid_argument, "coordinate_transformation_mode '", coord, "'");
+  const int64_t oh = m.ai("output_height", 1), ow = m.ai("output_width", 1), g = m.ai("sampling_ratio", 0);
+  const double scale = m.af("spatial_scale", 1.0);
+  if (g <= 0) return m.fail(ErrorCode::unsupported, "sampling_ratio 0 (adaptive: the sample count depends on the ROIs)");
+  if (oh < 1 || ow < 1 || oh > 4096 || ow > 4096 || g > 64)
+    return m.fail(ErrorCode::invalid_argument, "output_height, output_width (1 to 4096) and sampling_ratio (1 to 64)");
+  const int64_t N = (*xs)[0], C = (*xs)[1], H = (*xs)[2], W = (*xs)[3], R = (*rs)[0];
+  auto cells = checked_numel(Sizes{R, oh, ow, g, g});
+  if (!cells || *cells > (int64_t{1} << 24)) return m.fail(ErrorCode::unsupported, "more than 2^24 samples");
+  const DType dt = o.dtype(x);
+  auto k = [&](double v) { return o.scalar(v, dt); };
+  auto coordv = [&](int64_t c) { return o.reshape(o.cast(o.slice(rois, {c}, {c + 1}, {1}), dt), {R, 1, 1, 1, 1}); };
+  const double off = coord == "half_pixel" ? 0.5 : 0.0;
+  ValueId x1 = o.sub(o.mul(coordv(0), k(scale)), k(off)), y1 = o.sub(o.mul(coordv(1), k(scale)), k(off));
+  ValueId rw = o.sub(o.sub(o.mul(coordv(2), k(scale)), k(off)), x1), rh = o.sub(o.sub(o.mul(coordv(3), k(scale)), k(off)), y1);
+  if (coord == "output_half_pixel") {
+    rw = o.max(rw, k(1));
+    rh = o.max(rh, k(1));
+  }
+  ValueId bw = o.div(rw, k(double(ow))), bh = o.div(rh, k(double(oh)));
+  auto iota5 = [&](int64_t n, int axis) {
+    Sizes s{1, 1, 1, 1, 1};
+    s[axis] = n;
+    return o.iota(dt, s, axis);
+  };
+  // sample positions [R, oh, 1, g, 1] and [R, 1, ow, 1, g]
+  ValueId y = o.add(o.add(y1, o.mul(iota5(oh, 1), bh)), o.mul(o.add(iota5(g, 3), k(0.5)), o.div(bh, k(double(g)))));
+  ValueId xq = o.add(o.add(x1, o.mul(iota5(ow, 2), bw)), o.mul(o.add(iota5(g, 4), k(0.5)), o.div(bw, k(double(g)))));
+  struct Axis {
+    ValueId lo, hi, frac, valid;
+  };
+  auto axis = [&](ValueId c, int64_t size) {
+    Axis a;
+    a.valid = o.binary(Op::And, o.binary(Op::GreaterEqual, c, k(-1)), o.binary(Op::LessEqual, c, k(double(size))));
+    c = o.max(c, k(0));
+    ValueId lo = o.unary(Op::Floor, c);
+    ValueId edge = o.binary(Op::GreaterEqual, lo, k(double(size - 1)));
+    lo = o.where(edge, k(double(size - 1)), lo);
+    a.hi = o.where(edge, k(double(size - 1)), o.add(lo, k(1)));
+    a.frac = o.where(edge, k(0), o.sub(c, lo));
+    a.lo = lo;
+    return a;
+  };
+  Axis ay = axis(y, H), ax = axis(xq, W);
+  // rows of the flattened images: [N*H*W, C]; each tap a gather at b*H*W + y*W + x
+  ValueId flat = o.reshape(o.transpose(x, {0, 2, 3, 1}), {N * H * W, C});
+  ValueId base = o.mul(o.reshape(o.cast(bidx, DType::i64), {R, 1, 1, 1, 1}), o.scalar(double(H * W), DType::i64));
+  const Sizes full{R, oh, ow, g, g};
+  auto tap = [&](ValueId yy, ValueId xx, ValueId w) {
+    ValueId idx = o.add(base, o.add(o.mul(o.cast(yy, DType::i64), o.scalar(double(W), DType::i64)), o.cast(xx, DType::i64)));
+    idx = o.broadcast_to(idx, full);
+    return o.mul(o.gather(flat, idx, 0), o.reshape(o.broadcast_to(w, full), {R, oh, ow, g, g, 1}));
+  };
+  ValueId one = k(1);
+  ValueId hy = o.sub(one, ay.frac), hx = o.sub(one, ax.frac);
+  ValueId v = o.add(o.add(tap(ay.lo, ax.lo, o.mul(hy, hx)), tap(ay.lo, ax.hi, o.mul(hy, ax.frac))),
+                    o.add(tap(ay.hi, ax.lo, o.mul(ay.frac, hx)), tap(ay.hi, ax.hi, o.mul(ay.frac, ax.frac))));
+  ValueId valid = o.reshape(o.broadcast_to(o.cast(o.binary(Op::And, ay.valid, ax.valid), dt), full), {R, oh, ow, g, g, 1});
+  ValueId avg = o.div(o.reduce_sum(o.mul(v, valid), {3, 4}, false), k(double(g * g)));  // [R, oh, ow, C]
+  RLX_TRY(m.ok().with_context(m.where()));
+  return m.out(0, o.transpose(avg, {0, 3, 1, 2}));
+}
+
 }  // namespace
 
 void register_resize_ops(OpTable& t) {
+  t["RoiAlign"] = {map_roi_align};
   t["AffineGrid"] = {map_affine_grid};
   t["GridSample"] = {map_grid_sample};
   t["Resize"] = {map_resize};
