@@ -46,5 +46,8 @@ Expected<std::string> to_onnx(std::string_view bytes, const std::string& name);
 Expected<std::string> from_onnx(std::string_view onnx_bytes, const std::string& name);
 // rlx convert IN.onnx OUT.rten: reads the ONNX file, writes the rten file.
 Status convert_onnx_file(const std::string& onnx_path, const std::string& rten_path);
+// rlx convert IN.rten OUT.onnx: the translation `to_onnx` makes, written as an ONNX file (its
+// weights inside it, so the .rten file must be under 2 GiB).
+Status convert_rten_file(const std::string& rten_path, const std::string& onnx_path);
 
 }  // namespace rlx::rten

@@ -56,6 +56,29 @@ TEST(RtenCli, ConvertOnnxToRtenAndRunIt) {
   EXPECT_NE(same.out.find(".onnx input"), std::string::npos) << same.out;
 }
 
+// rten's own file to ONNX and back to rten: each step gives exactly the outputs of the step
+// before it (the same graph, so the same kernels and the same bits), and those match ORT.
+TEST(RtenCli, RoundTripsBetweenRtenAndOnnxExactly) {
+  const std::string dir = std::string(RLX_BINARY_DIR) + "/rten_cli_test_roundtrip";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  Result to_onnx = rlx("convert " + kFixtures + "/cnn.rten " + dir + "/cnn.onnx");
+  ASSERT_EQ(to_onnx.code, 0) << to_onnx.out;
+  Result back = rlx("convert " + dir + "/cnn.onnx " + dir + "/cnn.rten");
+  ASSERT_EQ(back.code, 0) << back.out;
+  const std::string in = " --input x=" + kFixtures + "/cnn.x.npy --out ";
+  for (const char* step : {"rten0", "onnx1", "rten1"}) std::filesystem::create_directories(dir + "/" + step);
+  ASSERT_EQ(rlx("run " + kFixtures + "/cnn.rten" + in + dir + "/rten0").code, 0);
+  ASSERT_EQ(rlx("run " + dir + "/cnn.onnx" + in + dir + "/onnx1").code, 0);
+  ASSERT_EQ(rlx("run " + dir + "/cnn.rten" + in + dir + "/rten1").code, 0);
+  EXPECT_EQ(max_diff(dir + "/onnx1/logits.npy", dir + "/rten0/logits.npy"), 0.0);
+  EXPECT_EQ(max_diff(dir + "/rten1/logits.npy", dir + "/rten0/logits.npy"), 0.0);
+  EXPECT_LT(max_diff(dir + "/rten1/logits.npy", kFixtures + "/cnn.logits.expected.npy"), 1e-4);
+  Result wrong = rlx("convert " + kFixtures + "/cnn.onnx " + dir + "/x.onnx");
+  EXPECT_NE(wrong.code, 0);
+  EXPECT_NE(wrong.out.find(".rten input"), std::string::npos) << wrong.out;
+}
+
 TEST(RtenCli, CorruptFileIsAClearError) {
   const std::string path = std::string(RLX_BINARY_DIR) + "/rten_cli_test_bad.rten";
   std::ofstream(path, std::ios::binary) << "RTEN\x02\x00\x00\x00 short";

@@ -1,6 +1,7 @@
 // rlx convert IN OUT [--quant FORMAT]: between safetensors and GGUF, either way (and GGUF to
-// GGUF to requantize), and ONNX to rten (IN.onnx OUT.rten: the graph and its weights, rten's
-// version 2 format, docs/rten.md). The output format follows OUT's extension.
+// GGUF to requantize), and ONNX to rten and back (IN.onnx OUT.rten: the graph and its
+// weights, rten's version 2 format; IN.rten OUT.onnx: docs/rten.md). The output format follows
+// OUT's extension.
 //
 //   safetensors -> GGUF   tensors keep their dtype (f32, f16, bf16, f64, i8..i64); with --quant,
 //                         2-D float weights whose rows fit the format's block are quantized with
@@ -265,9 +266,20 @@ int cmd_convert(int argc, char** argv) {
     std::printf("wrote %s (rten version 2)\n", out_path.c_str());
     return kOk;
   }
+  if (ends_with(out_path, ".onnx")) {
+    if (!ends_with(in_path, ".rten") || q)
+      return report_error(error(ErrorCode::invalid_argument, "an .onnx output is written from an .rten input, without --quant"));
+    std::error_code ec;
+    if (std::filesystem::equivalent(in_path, out_path, ec))
+      return report_error(error(ErrorCode::invalid_argument, in_path, ": input and output are the same file"));
+    if (Status s = rten::convert_rten_file(in_path, out_path); !s) return report_error(s);
+    std::printf("wrote %s (ONNX, opset 17)\n", out_path.c_str());
+    return kOk;
+  }
   const bool to_gguf = ends_with(out_path, ".gguf");
   if (!to_gguf && !ends_with(out_path, ".safetensors"))
-    return report_error(error(ErrorCode::invalid_argument, out_path, ": the output must end in .gguf, .safetensors or .rten"));
+    return report_error(error(ErrorCode::invalid_argument, out_path,
+                              ": the output must end in .gguf, .safetensors, .rten or .onnx"));
   if (!to_gguf && q)
     return report_error(error(ErrorCode::invalid_argument, "--quant needs a .gguf output: safetensors has no block formats"));
   std::vector<gguf::KeyValue> gguf_md;

@@ -192,6 +192,7 @@ Expected<std::string> write(std::string_view onnx_bytes, const std::string& name
 }
 
 }  // namespace
+
 }  // namespace rlx::rten_io
 
 namespace rlx::rten {
@@ -200,16 +201,32 @@ Expected<std::string> from_onnx(std::string_view onnx_bytes, const std::string& 
   return rten_io::write(onnx_bytes, name, "");
 }
 
+namespace {
+
+// Through a temporary file renamed over the target: a reader with the old file mapped keeps it.
+Status write_bytes(const std::string& path, const std::string& out) {
+  return write_file_via_rename(path, [&](std::FILE* f, const std::string& tmp) -> Status {
+    if (std::fwrite(out.data(), 1, out.size(), f) != out.size()) return error(ErrorCode::io_error, tmp, ": writing failed");
+    return Status::ok();
+  });
+}
+
+}  // namespace
+
 Status convert_onnx_file(const std::string& onnx_path, const std::string& rten_path) {
   RLX_ASSIGN_OR_RETURN(std::string bytes, read_regular_file(onnx_path, static_cast<uint64_t>(INT_MAX)));
   std::string folder = onnx_path.find('/') == std::string::npos ? "." : onnx_path.substr(0, onnx_path.find_last_of('/'));
   if (folder.empty()) folder = "/";
   RLX_ASSIGN_OR_RETURN(std::string out, rten_io::write(bytes, onnx_path, folder));
-  // through a temporary file renamed over the target: a reader with the old file mapped keeps it
-  return write_file_via_rename(rten_path, [&](std::FILE* f, const std::string& tmp) -> Status {
-    if (std::fwrite(out.data(), 1, out.size(), f) != out.size()) return error(ErrorCode::io_error, tmp, ": writing failed");
-    return Status::ok();
-  });
+  return write_bytes(rten_path, out);
 }
+
+Status convert_rten_file(const std::string& rten_path, const std::string& onnx_path) {
+  // a .rten file over 2 GiB would not fit the ModelProto the translation carries its weights in
+  RLX_ASSIGN_OR_RETURN(std::string bytes, read_regular_file(rten_path, static_cast<uint64_t>(INT_MAX)));
+  RLX_ASSIGN_OR_RETURN(std::string out, to_onnx(bytes, rten_path));
+  return write_bytes(onnx_path, out);
+}
+
 
 }  // namespace rlx::rten
