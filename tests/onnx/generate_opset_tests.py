@@ -334,6 +334,13 @@ rois = np.array([[0.5, 1.0, 6.2, 5.5], [2.0, 0.0, 3.0, 7.9], [-1.0, -2.0, 9.5, 8
 case("roialign_batch2_half_pixel", 16,
      [node("RoiAlign", ["x", "rois", "bi"], ["y"], output_height=3, output_width=4, sampling_ratio=2, spatial_scale=0.9)],
      [("x", f32(2, 3, 8, 7)), ("rois", rois), ("bi", np.array([1, 0, 1, 0], np.int64))], ["y"])
+case("maxpool3d_pads_strides_dilations_ceil", 18,
+     [node("MaxPool", ["x"], ["y"], kernel_shape=[2, 3, 2], strides=[2, 1, 2], pads=[1, 0, 1, 0, 1, 1],
+           dilations=[1, 2, 1], ceil_mode=1)], [("x", f32(2, 3, 5, 6, 7))], ["y"])
+for incl in (0, 1):
+    case(f"averagepool3d_pads_count_include_pad{incl}", 19,
+         [node("AveragePool", ["x"], ["y"], kernel_shape=[3, 2, 2], strides=[2, 2, 1], pads=[1, 1, 0, 0, 1, 1],
+               count_include_pad=incl)], [("x", f32(1, 2, 5, 4, 6))], ["y"])
 case("batchnorm_training_mode_batch2", 15,
      [node("BatchNormalization", ["x", "s", "b", "mean", "var"], ["y", "rm", "rv"], training_mode=1, momentum=0.8)],
      [("x", f32(2, 3, 4, 2))], ["y", "rm", "rv"],

@@ -568,6 +568,37 @@ Expected<ValueId> max_pool_indices(Importer& m, ValueId x, const Sizes& xs, cons
   return o.add(pos, m.c(base));
 }
 
+// 3-D pooling as two 2-D poolings. A box window is separable: its maximum is the maximum over
+// depth of the maxima over height and width, and its average likewise, because the count of a
+// window's elements (inside the input, or inside input and padding) is the product of the
+// per-axis counts. So x [N, C, D, H, W] pools over (H, W) with D folded into the channels, then
+// over D with the plane flattened.
+Status pool3d(Importer& m, bool max, ValueId x, const Sizes& xs, const std::vector<int64_t>& kernel,
+              const std::vector<int64_t>& strides, const std::vector<int64_t>& dil, const std::vector<int64_t>& pads) {
+  OpBuilder& o = m.o();
+  if (m.wants(1)) return m.fail(ErrorCode::unsupported, "the Indices output of 3-D pooling");
+  if (!max && (dil[0] != 1 || dil[1] != 1 || dil[2] != 1)) return m.fail(ErrorCode::unsupported, "dilated 3-D average pooling");
+  const int64_t N = xs[0], C = xs[1], D = xs[2], H = xs[3], W = xs[4];
+  const Op op = max ? Op::MaxPool2d : Op::AvgPool2d;
+  auto attrs = [&](std::vector<int64_t> k, std::vector<int64_t> st, std::vector<int64_t> p, std::vector<int64_t> d) {
+    Attrs a{{"kernel", k}, {"strides", st}, {"pads", p}, {"ceil_mode", m.ai("ceil_mode", 0)}};
+    if (max) a.set("dilations", d);
+    else a.set("count_include_pad", m.ai("count_include_pad", 0));
+    return a;
+  };
+  const DType in_dt = o.dtype(x);
+  if (max && !is_float(in_dt)) x = o.cast(x, DType::f64);  // integer max pooling is exact in f64
+  ValueId y = o.op(op, {o.reshape(x, {N, C * D, H, W})},
+                   attrs({kernel[1], kernel[2]}, {strides[1], strides[2]}, {pads[1], pads[2], pads[4], pads[5]}, {dil[1], dil[2]}));
+  if (!o.ok()) return o.status().with_context(m.where());
+  const Sizes plane = *static_sizes(o.shape(y));
+  y = o.op(op, {o.reshape(y, {N, C, D, plane[2] * plane[3]})},
+           attrs({kernel[0], 1}, {strides[0], 1}, {pads[0], 0, pads[3], 0}, {dil[0], 1}));
+  if (!o.ok()) return o.status().with_context(m.where());
+  const Sizes depth = *static_sizes(o.shape(y));
+  return m.out(0, o.cast(o.reshape(y, {N, C, depth[2], plane[2], plane[3]}), in_dt));
+}
+
 MapFn pool(bool max) {
   return [max](Importer& m) -> Status {
     if (m.wants(1) && !max) return m.fail(ErrorCode::format_error, "AveragePool has one output");
@@ -576,7 +607,7 @@ MapFn pool(bool max) {
     RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
     OpBuilder& o = m.o();
     int r = o.rank(x);
-    if (r != 3 && r != 4) return m.fail(ErrorCode::unsupported, "only 1-D and 2-D pooling is supported (input rank ", r, ")");
+    if (r < 3 || r > 5) return m.fail(ErrorCode::unsupported, "only 1-D, 2-D and 3-D pooling is supported (input rank ", r, ")");
     auto xs = static_sizes(o.shape(x));
     if (!xs) return m.fail(ErrorCode::unsupported, "pooling needs static shapes");
     int n = r - 2;
@@ -586,6 +617,7 @@ MapFn pool(bool max) {
     std::vector<int64_t> dil = m.aints("dilations", std::vector<int64_t>(n, 1));
     Sizes in(xs->begin() + 2, xs->end());
     RLX_ASSIGN_OR_RETURN(auto pads, conv_pads(m, in, kernel, strides, dil));
+    if (n == 3) return pool3d(m, max, x, *xs, kernel, strides, dil, pads);
     if (n == 1) {
       x = o.reshape(x, {(*xs)[0], (*xs)[1], 1, (*xs)[2]});
       kernel = {1, kernel[0]};
