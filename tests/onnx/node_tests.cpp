@@ -130,15 +130,10 @@ std::string run_node_test(const std::string& name, const std::string& device = "
   return "";
 }
 
-class OnnxNode : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(OnnxNode, MatchesExpectedOutputs) {
-  const std::string& name = GetParam();
-  if (name == "no_node_tests_generated")
-    GTEST_FAIL() << "no node tests under " << kNodeDir << " (the build generates them with /usr/bin/python3 "
-                 << "tests/onnx/generate_node_tests.py; is python3-onnx installed?)";
+// A test passes (`why` empty) unless the manifest expects it to fail; an expected failure
+// that passes fails too, so that the manifest stays honest.
+void expect_manifest_verdict(const std::string& name, const std::string& why) {
   static const auto expected_failures = manifest();
-  std::string why = run_node_test(name);
   auto it = expected_failures.find(name);
   if (it == expected_failures.end()) {
     EXPECT_EQ(why, "") << name << " failed";
@@ -146,6 +141,16 @@ TEST_P(OnnxNode, MatchesExpectedOutputs) {
     EXPECT_NE(why, "") << name << " passes but tests/onnx/manifest.txt lists it as an expected failure ("
                        << it->second << "): remove it from the manifest";
   }
+}
+
+class OnnxNode : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OnnxNode, MatchesExpectedOutputs) {
+  const std::string& name = GetParam();
+  if (name == "no_node_tests_generated")
+    GTEST_FAIL() << "no node tests under " << kNodeDir << " (the build generates them with /usr/bin/python3 "
+                 << "tests/onnx/generate_node_tests.py; is python3-onnx installed?)";
+  expect_manifest_verdict(name, run_node_test(name));
 }
 
 INSTANTIATE_TEST_SUITE_P(Node, OnnxNode, ::testing::ValuesIn(node_tests()),
@@ -165,15 +170,7 @@ TEST_P(OnnxOpset, MatchesOnnxRuntime) {
     GTEST_SKIP() << "the opset 18-23 tests need ONNX Runtime for Node as their oracle: " << why
                  << " (then rebuild to generate them)";
   }
-  static const auto expected_failures = manifest();
-  std::string why = run_node_test(name, "cpu", kOpsetDir, 1e-5);
-  auto it = expected_failures.find(name);
-  if (it == expected_failures.end()) {
-    EXPECT_EQ(why, "") << name << " failed";
-  } else {
-    EXPECT_NE(why, "") << name << " passes but tests/onnx/manifest.txt lists it as an expected failure ("
-                       << it->second << "): remove it from the manifest";
-  }
+  expect_manifest_verdict(name, run_node_test(name, "cpu", kOpsetDir, 1e-5));
 }
 
 INSTANTIATE_TEST_SUITE_P(Opset, OnnxOpset, ::testing::ValuesIn(node_tests(kOpsetDir)),

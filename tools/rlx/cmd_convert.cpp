@@ -256,24 +256,19 @@ int cmd_convert(int argc, char** argv) {
       return report_error(error(ErrorCode::invalid_argument, "--quant ", *name,
                                 ": rlx quantizes to q8_0, q4_0, q4_k, q6_k (and q4_1, q5_0, q5_1, q5_k, q8_k)"));
   }
-  if (ends_with(out_path, ".rten")) {
-    if (!ends_with(in_path, ".onnx") || q)
-      return report_error(error(ErrorCode::invalid_argument, "an .rten output is written from an .onnx input, without --quant"));
+  // ONNX and rten, either way: the graph and its weights (docs/rten.md)
+  const bool to_rten = ends_with(out_path, ".rten");
+  if (to_rten || ends_with(out_path, ".onnx")) {
+    const char* from = to_rten ? ".onnx" : ".rten";
+    if (!ends_with(in_path, from) || q)
+      return report_error(error(ErrorCode::invalid_argument, "an ", to_rten ? ".rten" : ".onnx", " output is written from an ",
+                                from, " input, without --quant"));
     std::error_code ec;
     if (std::filesystem::equivalent(in_path, out_path, ec))
       return report_error(error(ErrorCode::invalid_argument, in_path, ": input and output are the same file"));
-    if (Status s = rten::convert_onnx_file(in_path, out_path); !s) return report_error(s);
-    std::printf("wrote %s (rten version 2)\n", out_path.c_str());
-    return kOk;
-  }
-  if (ends_with(out_path, ".onnx")) {
-    if (!ends_with(in_path, ".rten") || q)
-      return report_error(error(ErrorCode::invalid_argument, "an .onnx output is written from an .rten input, without --quant"));
-    std::error_code ec;
-    if (std::filesystem::equivalent(in_path, out_path, ec))
-      return report_error(error(ErrorCode::invalid_argument, in_path, ": input and output are the same file"));
-    if (Status s = rten::convert_rten_file(in_path, out_path); !s) return report_error(s);
-    std::printf("wrote %s (ONNX, opset 17)\n", out_path.c_str());
+    Status s = to_rten ? rten::convert_onnx_file(in_path, out_path) : rten::convert_rten_file(in_path, out_path);
+    if (!s) return report_error(s);
+    std::printf("wrote %s (%s)\n", out_path.c_str(), to_rten ? "rten version 2" : "ONNX, opset 17");
     return kOk;
   }
   const bool to_gguf = ends_with(out_path, ".gguf");
