@@ -200,8 +200,13 @@ Expected<std::vector<int64_t>> tensor_ints(const Tensor& t, const std::string& w
   if (t.rank() > 1) return error(ErrorCode::shape_error, what, " must be a scalar or 1-D, got rank ", t.rank());
   std::vector<int64_t> r(static_cast<size_t>(t.numel()));
   for (int64_t k = 0; k < t.numel(); ++k) {
-    if (t.dtype() == DType::i64) r[k] = t.data<int64_t>()[k];
-    else r[k] = static_cast<int64_t>(t.get_f64(k));
+    if (t.dtype() == DType::i64) {
+      r[k] = t.data<int64_t>()[k];
+    } else {
+      const double v = t.get_f64(k);  // exact for every narrower integer type; u64 may not fit
+      if (!(v < 9.2233720368547758e18)) return error(ErrorCode::out_of_range, what, " holds ", v, ", past int64");
+      r[k] = static_cast<int64_t>(v);
+    }
   }
   return r;
 }

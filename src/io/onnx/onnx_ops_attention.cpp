@@ -150,6 +150,7 @@ Status map_rotary_embedding(Importer& m) {
       return m.fail(ErrorCode::shape_error, "hidden size ", hidden.to_string(), " is not a multiple of ", heads, " heads");
     xb = o.reshape(x, {0, 0, heads, hidden.size() / heads});
   }
+  RLX_TRY(m.ok().with_context(m.where()));
   const Dim& dd = o.shape(xb)[3];
   if (!dd.is_static()) return m.fail(ErrorCode::unsupported, "needs a static head size");
   const int64_t d = dd.size();

@@ -47,6 +47,7 @@ Expected<ValueId> stack(Importer& m, std::vector<OValue>& parts, int64_t axis, c
     const int r = o.rank(id) + 1;
     RLX_ASSIGN_OR_RETURN(int ax, axis_of(m, axis, r));
     ids.push_back(o.op(Op::Unsqueeze, {id}, Attrs{{"axes", std::vector<int64_t>{ax}}}));
+    RLX_TRY(m.ok().with_context(m.where()));
   }
   RLX_ASSIGN_OR_RETURN(int ax, axis_of(m, axis, o.rank(ids[0])));
   return o.concat(ids, ax);
@@ -243,6 +244,9 @@ Status map_scan(Importer& m) {
     RLX_ASSIGN_OR_RETURN(ValueId x, m.in(i));
     ins.push_back(x);
   }
+  for (size_t i = 0; i < ins.size(); ++i)  // every input has the batch axis; scan inputs scan axis 1
+    if (o.rank(ins[i]) < (i < static_cast<size_t>(n_state) ? 1 : 2))
+      return m.fail(ErrorCode::shape_error, "input ", first + static_cast<int>(i), " lacks the batch (and scan) axis");
   const Dim& bd = o.shape(ins[0])[0];
   if (!bd.is_static()) return m.fail(ErrorCode::unsupported, "a symbolic batch (rlx unrolls Scan)");
   if (m.has(0)) {  // sequence_lens: only the full length, the same for every batch element

@@ -90,7 +90,9 @@ ValueId along(Importer& m, ValueId p, ValueId x, int64_t axis_attr, int64_t bloc
   auto xs = static_sizes(o.shape(x));
   auto ps = static_sizes(o.shape(p));
   if (!xs || !ps) return o.fail(m.fail(ErrorCode::unsupported, "blocked quantization needs static shapes"));
-  const int64_t n = (*xs)[*axis], nb = (n + block - 1) / block;
+  const int64_t n = (*xs)[*axis];
+  if (block > n) block = std::max<int64_t>(n, 1);  // one block covers the axis either way
+  const int64_t nb = (n + block - 1) / block;
   Sizes want = *xs;
   want[*axis] = nb;
   if (*ps != want)

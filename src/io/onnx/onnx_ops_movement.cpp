@@ -241,6 +241,14 @@ Status map_gather_elements(Importer& m) {
   return m.out(0, o.gather(xf, flat, 0));
 }
 
+// Element k of an integer index tensor as int64 (u64 past int64 saturates: it is out of range
+// for any dim anyway).
+int64_t index_at(const Tensor& t, int64_t k) {
+  if (t.dtype() == DType::i64) return t.data<int64_t>()[k];
+  const double v = t.get_f64(k);
+  return v >= 9.2233720368547758e18 ? INT64_MAX : static_cast<int64_t>(v);
+}
+
 // ScatterElements / ScatterND with reduction max, min or mul (opsets 16 and 18), for indices
 // known at import: each destination row's updates are gathered into a row of K (padded with
 // the reduction's identity), reduced, and combined with the data. `dest` holds each update
@@ -304,7 +312,7 @@ Status map_scatter_elements(Importer& m) {
     Tensor base = base_offsets(is, ds, axis);
     std::vector<int64_t> dest(static_cast<size_t>(iv.numel()));
     for (int64_t u = 0; u < iv.numel(); ++u) {
-      int64_t i = static_cast<int64_t>(iv.get_f64(u));
+      const int64_t i = index_at(iv, u);
       if (i < -ds[axis] || i >= ds[axis]) return m.fail(ErrorCode::out_of_range, "index ", i, " is out of range");
       dest[u] = base.data<int64_t>()[u] + (i < 0 ? i + ds[axis] : i) * dstr[axis];
     }
@@ -397,7 +405,7 @@ Status map_scatter_nd(Importer& m) {
     for (int64_t u = 0; u < n; ++u) {
       int64_t off = 0;
       for (int64_t j = 0; j < k; ++j) {
-        int64_t i = static_cast<int64_t>(iv.get_f64(u * k + j));
+        const int64_t i = index_at(iv, u * k + j);
         if (i < -inner[j] || i >= inner[j]) return m.fail(ErrorCode::out_of_range, "index ", i, " is out of range");
         off += (i < 0 ? i + inner[j] : i) * istr[j];
       }

@@ -202,11 +202,13 @@ Status map_resize(Importer& m) {
       }
       for (size_t i = 0; i < na; ++i) {
         sc[axes[i]] = k;
-        out[axes[i]] = static_cast<int64_t>(std::round(k * static_cast<double>((*xs)[axes[i]])));
+        const double o_size = std::round(k * static_cast<double>((*xs)[axes[i]]));
+        if (!(o_size >= 0 && o_size <= 1e12)) return m.fail(ErrorCode::invalid_argument, "output size ", o_size);
+        out[axes[i]] = static_cast<int64_t>(o_size);
       }
     } else {
       for (size_t i = 0; i < na; ++i) {
-        if (sizes[i] < 0) return m.fail(ErrorCode::invalid_argument, "size ", sizes[i]);
+        if (sizes[i] < 0 || sizes[i] > (int64_t{1} << 40)) return m.fail(ErrorCode::invalid_argument, "size ", sizes[i]);
         out[axes[i]] = sizes[i];
         sc[axes[i]] = (*xs)[axes[i]] ? static_cast<double>(sizes[i]) / (*xs)[axes[i]] : 1.0;
       }

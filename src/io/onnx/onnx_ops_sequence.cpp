@@ -145,6 +145,7 @@ Status map_concat_from_sequence(Importer& m) {
     const int r = o.rank(id) + (stack ? 1 : 0);
     RLX_ASSIGN_OR_RETURN(axis, axis_of(m, axis_attr, r));
     ids.push_back(stack ? o.op(Op::Unsqueeze, {id}, Attrs{{"axes", std::vector<int64_t>{axis}}}) : id);
+    RLX_TRY(m.ok().with_context(m.where()));
   }
   return m.out(0, ids.size() == 1 ? o.reshape(ids[0], std::vector<int64_t>(o.rank(ids[0]), 0)) : o.concat(ids, axis));
 }
