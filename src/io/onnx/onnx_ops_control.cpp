@@ -208,8 +208,9 @@ Status map_scan(Importer& m) {
   const bool v8 = m.opset < 9;
   const int first = v8 ? 1 : 0;
   const int64_t n_in = m.ai("num_scan_inputs", 0);
+  if (n_in <= 0 || n_in > m.num_inputs() - first)
+    return m.fail(ErrorCode::format_error, "num_scan_inputs ", n_in, " does not fit the ", m.num_inputs(), " inputs");
   const int n_state = m.num_inputs() - first - static_cast<int>(n_in);
-  if (n_in <= 0 || n_state < 0) return m.fail(ErrorCode::format_error, "num_scan_inputs ", n_in, " does not fit the inputs");
   const int n_out = m.num_outputs() - n_state;
   if (n_out < 0 || body->input_size() != n_state + n_in || body->output_size() != n_state + n_out)
     return m.fail(ErrorCode::format_error, "the body's inputs and outputs do not match the node's");
