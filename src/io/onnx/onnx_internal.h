@@ -10,6 +10,7 @@
 #include <set>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rlx/graph.h"
@@ -21,6 +22,9 @@ namespace rlx::onnx_import {
 // up to it is mapped at the version the model declares (docs/onnx.md, "Opsets").
 inline constexpr int64_t kMaxOpset = 23;
 
+// Parses a serialized ModelProto (at most protobuf's 2 GiB) with protobuf's recursion limit at
+// 64 messages, so that nested subgraphs cannot overflow the stack; `name` is used in messages.
+Status parse_model_proto(std::string_view bytes, const std::string& name, ::onnx::ModelProto& mp);
 // ONNX TensorProto.DataType to rlx; nullopt for types rlx has no dtype for (string, c128...).
 std::optional<DType> dtype_from_onnx(int32_t t);
 int32_t dtype_to_onnx(DType t);

@@ -671,12 +671,11 @@ Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& f
 
 }  // namespace rlx::onnx_import
 
-namespace rlx::onnx {
-namespace {
+namespace rlx::onnx_import {
 
-// Parses with protobuf's recursion limit at 64 messages, so that nested subgraphs cannot
-// overflow the stack; protobuf does not say which failure it met, so the error names both.
 Status parse_model_proto(std::string_view bytes, const std::string& name, ::onnx::ModelProto& mp) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    return error(ErrorCode::format_error, name, ": larger than protobuf's 2 GiB limit");
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int>(bytes.size()));
   in.SetRecursionLimit(64);
   if (!mp.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
@@ -686,12 +685,14 @@ Status parse_model_proto(std::string_view bytes, const std::string& name, ::onnx
   return Status::ok();
 }
 
-}  // namespace
+}  // namespace rlx::onnx_import
+
+namespace rlx::onnx {
+
+using onnx_import::parse_model_proto;
 
 Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, const std::string& folder,
                             const LoadOptions& options) {
-  if (bytes.size() > static_cast<size_t>(INT_MAX))
-    return error(ErrorCode::format_error, name, ": larger than protobuf's 2 GiB limit");
   ::onnx::ModelProto mp;
   RLX_TRY(parse_model_proto(bytes, name, mp));
   if (!mp.has_graph()) return error(ErrorCode::format_error, name, ": the model has no graph");

@@ -181,13 +181,8 @@ class Writer {
 };
 
 Expected<std::string> write(std::string_view onnx_bytes, const std::string& name, const std::string& folder) {
-  if (onnx_bytes.size() > static_cast<size_t>(INT_MAX))
-    return error(ErrorCode::format_error, name, ": larger than protobuf's 2 GiB limit");
   ::onnx::ModelProto mp;
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(onnx_bytes.data()), static_cast<int>(onnx_bytes.size()));
-  in.SetRecursionLimit(64);
-  if (!mp.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-    return error(ErrorCode::format_error, name, ": not a valid ONNX ModelProto");
+  RLX_TRY(onnx_import::parse_model_proto(onnx_bytes, name, mp));
   return Writer(name, folder).run(mp);
 }
 
