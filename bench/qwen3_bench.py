@@ -60,7 +60,7 @@ def run_llama(model, threads, prompt, decode):
 def run_torch(model_dir, prompt, decode):
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", MALLOC_MMAP_THRESHOLD_="33554432",
                MALLOC_TRIM_THRESHOLD_="1073741824")
-    cmd = ["/usr/bin/python3", os.path.join(ROOT, "scripts", "peers", "qwen3_torch.py"), "bench", model_dir,
+    cmd = ["/usr/bin/python3", os.path.join(ROOT, "scripts", "peers", "decoder_torch.py"), "bench", model_dir,
            "--prompt", str(prompt), "--decode", str(decode), "--threads", "2", "--runs", "3"]
     r = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True, timeout=600)
     j = json.loads(r.stdout.strip().splitlines()[-1])

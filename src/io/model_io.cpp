@@ -8,7 +8,7 @@
 
 #include "loaders.h"
 #include "models/bert.h"
-#include "models/qwen3.h"
+#include "models/decoder.h"
 #include "rlx/ir_text.h"
 #include "rlx/mapped_file.h"
 #include "support/json_fields.h"
@@ -57,12 +57,12 @@ Expected<LoadedModel> load_model(const std::string& path) {
       m.metadata["num_hidden_layers"] = std::to_string(b.config.layers);
       return m;
     }
-    if (models::is_qwen3_model(path)) {
+    if (models::is_decoder_model(path)) {
       // the prefill step graph (last-position logits, a 256-slot cache); rlx generate runs both steps
-      RLX_ASSIGN_OR_RETURN(models::Qwen3Weights w, models::load_qwen3_folder(path));
+      RLX_ASSIGN_OR_RETURN(models::DecoderWeights w, models::load_decoder_folder(path));
       LoadedModel m;
-      RLX_ASSIGN_OR_RETURN(m.graph, models::build_qwen3(w, {.context = 256, .all_logits = false, .decode = false}));
-      m.format = "Hugging Face folder (Qwen3, prefill step with a 256-slot KV cache)";
+      RLX_ASSIGN_OR_RETURN(m.graph, models::build_decoder(w, {.context = 256, .all_logits = false, .decode = false}));
+      m.format = "Hugging Face folder (decoder, prefill step with a 256-slot KV cache)";
       m.metadata["hidden_size"] = std::to_string(w.config.hidden);
       m.metadata["num_hidden_layers"] = std::to_string(w.config.layers);
       m.metadata["num_attention_heads"] = std::to_string(w.config.heads);
@@ -70,7 +70,7 @@ Expected<LoadedModel> load_model(const std::string& path) {
       m.metadata["vocab_size"] = std::to_string(w.config.vocab_size);
       return m;
     }
-    return error(ErrorCode::unsupported, path, ": not a model folder rlx knows (config.json of a BERT or Qwen3 model)");
+    return error(ErrorCode::unsupported, path, ": not a model folder rlx knows (config.json of a BERT or decoder model)");
   }
   if (!S_ISREG(st.st_mode)) return error(ErrorCode::io_error, path, ": not a regular file; rlx reads models only from regular files");
   if (ends_with(path, ".rlx")) {

@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "models/bert.h"
-#include "models/qwen3.h"
+#include "models/decoder.h"
 #include "kernels/ggml_quants.h"
 #include "quant/int8_weights.h"
 #include "rlx/ops.h"
@@ -154,11 +154,11 @@ Status quantize_bert_blocks_folder(const std::string& in, const std::string& out
 }
 
 Status quantize_qwen3_gguf(const std::string& in, const std::string& out, const std::string& scheme, std::string* summary) {
-  RLX_ASSIGN_OR_RETURN(models::Qwen3Weights w, models::load_qwen3(in));
+  RLX_ASSIGN_OR_RETURN(models::DecoderWeights w, models::load_decoder(in));
   for (const auto& [name, t] : w.tensors)
     if (!t.format.empty()) return error(ErrorCode::unsupported, in, ": tensor '", name, "' is already quantized (", t.format, ")");
   std::vector<std::string> fallbacks;
-  RLX_TRY(models::write_qwen3_gguf(out, w, scheme, in + "/tokenizer.json", &fallbacks));
+  RLX_TRY(models::write_decoder_gguf(out, w, scheme, in + "/tokenizer.json", &fallbacks));
   if (summary) {
     *summary = cat("wrote ", out, ": Qwen3 matrices in ", scheme, " (norms f32)");
     if (!fallbacks.empty()) {

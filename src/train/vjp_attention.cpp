@@ -21,6 +21,8 @@ Status attention(Ctx& c, std::vector<ValueId>& out) {
   const int64_t hkv = ks[1], sk = ks[2], dv = vs[3];
   const int64_t rep = hq / hkv;
   const ValueId q = c.in(0), k = c.in(1), v = c.in(2);
+  if (c.attrs().f("softcap", 0.0) != 0.0)
+    return error(ErrorCode::unsupported, "the gradient of attention with softcap is not implemented");
   double scale = c.attrs().f("scale", 0.0);
   if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(d));
   const double neg_inf = -std::numeric_limits<double>::infinity();

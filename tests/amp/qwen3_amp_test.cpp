@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <random>
 
-#include "models/qwen3.h"
+#include "models/decoder.h"
 
 namespace rlx {
 namespace {
@@ -17,7 +17,7 @@ namespace {
 TEST(Qwen3Amp, PrefillTop1AgreesWithF32) {
   const std::string base = std::string(RLX_BINARY_DIR) + "/test-models";
   mkdir(base.c_str(), 0755);
-  models::Qwen3Config c;
+  models::DecoderConfig c;
   c.vocab_size = 4096;
   c.hidden = 256;
   c.layers = 4;
@@ -26,14 +26,14 @@ TEST(Qwen3Amp, PrefillTop1AgreesWithF32) {
   c.head_dim = 64;
   c.intermediate = 768;
   const std::string dir = base + "/amp-qwen3";
-  ASSERT_TRUE(models::write_random_qwen3(dir, c, 11).is_ok());
-  auto w = models::load_qwen3(dir);
+  ASSERT_TRUE(models::write_random_decoder(dir, c, 11).is_ok());
+  auto w = models::load_decoder(dir);
   ASSERT_TRUE(w.has_value()) << w.status().to_string();
   std::mt19937 rng(5);
   std::vector<int64_t> prompt(48);
   for (auto& t : prompt) t = std::uniform_int_distribution<int64_t>(0, c.vocab_size - 1)(rng);
   auto top1 = [&](passes::Precision p) -> std::vector<int64_t> {
-    auto s = models::Qwen3Session::create(*w, 1, 64, "cpu", true, {}, p);
+    auto s = models::DecoderSession::create(*w, 1, 64, "cpu", true, {}, p);
     EXPECT_TRUE(s.has_value()) << s.status().to_string();
     if (!s) return {};
     auto l = (*s)->prefill({prompt});

@@ -14,7 +14,7 @@
 
 #include "device_fixture.h"
 #include "models/bert.h"
-#include "models/qwen3.h"
+#include "models/decoder.h"
 #include "train/models.h"
 #include "train/trainer.h"
 #include "rlx/compile.h"
@@ -69,7 +69,7 @@ TEST_P(DeviceModels, SmallQwen3GreedyMatchesCpu) {
   const std::string device = GetParam();
   RLX_REQUIRE_DEVICE_KIND(DeviceKind::gpu);
   const std::string dir = std::string(RLX_BINARY_DIR) + "/test-models/qwen3-small-" + device;
-  models::Qwen3Config c;
+  models::DecoderConfig c;
   c.vocab_size = 512;
   c.hidden = 64;
   c.layers = 2;
@@ -78,11 +78,11 @@ TEST_P(DeviceModels, SmallQwen3GreedyMatchesCpu) {
   c.head_dim = 16;
   c.intermediate = 128;
   c.max_positions = 64;
-  ASSERT_TRUE(models::write_random_qwen3(dir, c, 7).is_ok());
-  auto w = models::load_qwen3(dir);
+  ASSERT_TRUE(models::write_random_decoder(dir, c, 7).is_ok());
+  auto w = models::load_decoder(dir);
   ASSERT_TRUE(w.has_value()) << w.status().to_string();
-  auto on_cpu = models::Qwen3Session::create(*w, 1, 32, "cpu");
-  auto on_dev = models::Qwen3Session::create(*w, 1, 32, device);
+  auto on_cpu = models::DecoderSession::create(*w, 1, 32, "cpu");
+  auto on_dev = models::DecoderSession::create(*w, 1, 32, device);
   ASSERT_TRUE(on_cpu.has_value()) << on_cpu.status().to_string();
   ASSERT_TRUE(on_dev.has_value()) << on_dev.status().to_string();
   std::mt19937 rng(std::random_device{}());

@@ -1,5 +1,5 @@
 // Qwen3 (random weights, tiny configurations) against an independent plain PyTorch
-// implementation (scripts/peers/qwen3_torch.py, computing in f64): logits at every position of
+// implementation (scripts/peers/decoder_torch.py, computing in f64): logits at every position of
 // left-padded batches {1, 2, 4} x prompts {8, 32, 128} within kLogitTol and the same top-1
 // token everywhere; decoding with the KV cache equals recomputing the whole sequence; an f16
 // GGUF gives the same tokens as the safetensors folder; quantized GGUF top-1 agreement with f32
@@ -15,28 +15,26 @@
 #include <fstream>
 #include <random>
 
-#include "models/qwen3.h"
+#include "models/decoder.h"
 #include "models/text/bpe.h"
+#include "decoder_peers.h"
 #include "rlx/npy.h"
 
 namespace rlx {
 namespace {
 
+using namespace decoder_tests;
+
 // Max abs difference of logits to the f64 reference (logits here are O(1..10); f32 rounding
 // gives about 1e-6).
 constexpr double kLogitTol = 1e-4;
 
-const std::string kBase = std::string(RLX_BINARY_DIR) + "/test-models/";
-
-bool have_torch() {
-  static const bool ok = std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0;
-  return ok;
-}
+const std::string& kBase = kModelBase;
 
 // Tiny configurations: A is tied with 2 query heads per KV head and head_dim * heads == hidden;
 // B is untied, 4 query heads per KV head, head_dim * heads != hidden, another rope theta.
-models::Qwen3Config config_a() {
-  models::Qwen3Config c;
+models::DecoderConfig config_a() {
+  models::DecoderConfig c;
   c.vocab_size = 384;
   c.hidden = 64;
   c.layers = 2;
@@ -49,8 +47,8 @@ models::Qwen3Config config_a() {
   c.tie_embeddings = true;
   return c;
 }
-models::Qwen3Config config_b() {
-  models::Qwen3Config c = config_a();
+models::DecoderConfig config_b() {
+  models::DecoderConfig c = config_a();
   c.vocab_size = 300;
   c.hidden = 64;
   c.heads = 4;
@@ -64,11 +62,11 @@ models::Qwen3Config config_b() {
 }
 
 // Writes the model once per test binary (folder plus f16 GGUF).
-std::string model_dir(const std::string& name, const models::Qwen3Config& c, uint64_t seed) {
+std::string model_dir(const std::string& name, const models::DecoderConfig& c, uint64_t seed) {
   mkdir(kBase.c_str(), 0755);
   // one folder per process: ctest may run these tests in parallel
   const std::string dir = kBase + name + "_" + std::to_string(getpid());
-  Status s = models::write_random_qwen3(dir, c, seed, dir + ".f16.gguf", "f16");
+  Status s = models::write_random_decoder(dir, c, seed, dir + ".f16.gguf", "f16");
   EXPECT_TRUE(s.is_ok()) << s.to_string();
   return dir;
 }
@@ -81,52 +79,9 @@ const std::string& dir_b() {
   return d;
 }
 
-// Logits [N, L, vocab] of each sequence alone, from the PyTorch peer.
-Tensor torch_logits(const std::string& dir, const std::vector<std::vector<int64_t>>& seqs, const std::string& tag) {
-  size_t longest = 0;
-  for (const auto& s : seqs) longest = std::max(longest, s.size());
-  Tensor ids = Tensor::zeros(DType::i64, {static_cast<int64_t>(seqs.size()), static_cast<int64_t>(longest)});
-  Tensor lens = Tensor::zeros(DType::i64, {static_cast<int64_t>(seqs.size())});
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    lens.data<int64_t>()[i] = static_cast<int64_t>(seqs[i].size());
-    for (size_t j = 0; j < seqs[i].size(); ++j) ids.data<int64_t>()[i * longest + j] = seqs[i][j];
-  }
-  const std::string base = kBase + "qwen3_" + tag + "_" + std::to_string(getpid());
-  EXPECT_TRUE(write_npy(base + "_ids.npy", ids).is_ok());
-  EXPECT_TRUE(write_npy(base + "_lens.npy", lens).is_ok());
-  const std::string cmd = "/usr/bin/python3 " + std::string(RLX_SOURCE_DIR) + "/scripts/peers/qwen3_torch.py logits " + dir +
-                          " " + base + "_ids.npy " + base + "_lens.npy " + base + "_out.npy";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  auto t = read_npy(base + "_out.npy");
-  EXPECT_TRUE(t.has_value()) << t.status().to_string();
-  return t.has_value() ? *t : Tensor{};
-}
-
-int64_t argmax_row(const float* row, int64_t n) {
-  return static_cast<int64_t>(std::max_element(row, row + n) - row);
-}
-
-std::vector<int64_t> random_tokens(std::mt19937_64& rng, int64_t n, int64_t vocab) {
-  std::vector<int64_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab));
-  return t;
-}
-
-struct Compare {
-  double max_abs = 0;
-  int64_t positions = 0, top1_equal = 0;
-};
-
-// rlx row `got` [vocab] against reference row `want`.
-void compare_row(const float* got, const float* want, int64_t vocab, Compare& c) {
-  for (int64_t v = 0; v < vocab; ++v) c.max_abs = std::max(c.max_abs, std::fabs(static_cast<double>(got[v]) - want[v]));
-  ++c.positions;
-  c.top1_equal += argmax_row(got, vocab) == argmax_row(want, vocab);
-}
-
 void check_prefill_parity(const std::string& dir, const std::vector<int64_t>& batches, const std::vector<int64_t>& prompts,
                           const std::string& tag) {
-  auto w = models::load_qwen3(dir);
+  auto w = models::load_decoder(dir);
   ASSERT_TRUE(w.has_value()) << w.status().to_string();
   const int64_t V = w->config.vocab_size;
   std::mt19937_64 rng(5);
@@ -139,7 +94,7 @@ void check_prefill_parity(const std::string& dir, const std::vector<int64_t>& ba
   std::vector<Case> cases;
   std::vector<std::vector<int64_t>> all;
   for (int64_t b : batches) {
-    auto session = models::Qwen3Session::create(*w, b, 136, "cpu", /*all_logits=*/true);
+    auto session = models::DecoderSession::create(*w, b, 136, "cpu", /*all_logits=*/true);
     ASSERT_TRUE(session.has_value()) << session.status().to_string();
     for (int64_t p : prompts) {
       Case c{b, p, {}, {}, {}};
@@ -193,7 +148,7 @@ TEST(Qwen3Parity, DrawnConfigurationMatchesPyTorch) {
   if (!have_torch()) GTEST_SKIP() << "python3-torch is not installed (scripts/install-deps.sh installs it)";
   std::mt19937_64 rng(2026);
   auto pick = [&](std::vector<int64_t> v) { return v[rng() % v.size()]; };
-  models::Qwen3Config c;
+  models::DecoderConfig c;
   c.vocab_size = pick({260, 333, 500});
   c.hidden = pick({32, 48, 96});
   c.kv_heads = pick({1, 2, 3});
@@ -215,10 +170,10 @@ struct Generated {
   std::vector<std::vector<int64_t>> tokens;  // per sequence
   std::vector<Tensor> logits;                // per step: [batch, 1, vocab] (step 0: prefill's last)
 };
-Generated greedy(const models::Qwen3Weights& w, const std::vector<std::vector<int64_t>>& prompts, int64_t steps) {
+Generated greedy(const models::DecoderWeights& w, const std::vector<std::vector<int64_t>>& prompts, int64_t steps) {
   Generated g;
   const int64_t B = static_cast<int64_t>(prompts.size()), V = w.config.vocab_size;
-  auto session = models::Qwen3Session::create(w, B, 64, "cpu", false);
+  auto session = models::DecoderSession::create(w, B, 64, "cpu", false);
   EXPECT_TRUE(session.has_value()) << session.status().to_string();
   if (!session) return g;
   g.tokens.resize(B);
@@ -238,7 +193,7 @@ Generated greedy(const models::Qwen3Weights& w, const std::vector<std::vector<in
 }
 
 TEST(Qwen3Parity, DecodeWithCacheEqualsRecomputation) {
-  auto w = models::load_qwen3(dir_a());
+  auto w = models::load_decoder(dir_a());
   ASSERT_TRUE(w.has_value()) << w.status().to_string();
   const int64_t V = w->config.vocab_size, steps = 12;
   std::mt19937_64 rng(9);
@@ -254,7 +209,7 @@ TEST(Qwen3Parity, DecodeWithCacheEqualsRecomputation) {
   }
   Compare self, peer;
   for (size_t b = 0; b < full.size(); ++b) {
-    auto session = models::Qwen3Session::create(*w, 1, 64, "cpu", true);
+    auto session = models::DecoderSession::create(*w, 1, 64, "cpu", true);
     ASSERT_TRUE(session.has_value());
     auto all = (*session)->prefill({full[b]});
     ASSERT_TRUE(all.has_value()) << all.status().to_string();
@@ -284,9 +239,9 @@ TEST(Qwen3Parity, DecodeWithCacheEqualsRecomputation) {
 }
 
 TEST(Qwen3Parity, GgufF16GivesTheSameTokensAsSafetensors) {
-  auto st = models::load_qwen3(dir_a());
+  auto st = models::load_decoder(dir_a());
   ASSERT_TRUE(st.has_value()) << st.status().to_string();
-  auto gg = models::load_qwen3(dir_a() + ".f16.gguf");
+  auto gg = models::load_decoder(dir_a() + ".f16.gguf");
   ASSERT_TRUE(gg.has_value()) << gg.status().to_string();
   EXPECT_EQ(gg->tensors.at("model.layers.0.self_attn.q_proj.weight").format, "f16");
   const int64_t V = st->config.vocab_size;
@@ -308,7 +263,7 @@ TEST(Qwen3Parity, GgufF16GivesTheSameTokensAsSafetensors) {
     for (int64_t i = 0; i < h.numel(); ++i) h.set_f64(i, t.data.get_f64(i));
     t.data = h;
   }
-  auto fg = models::build_qwen3(f16w, {.context = 16});
+  auto fg = models::build_decoder(f16w, {.context = 16});
   ASSERT_TRUE(fg.has_value()) << fg.status().to_string();
   int64_t qmm = 0;
   for (const Node& n : fg->nodes) qmm += n.op == Op::QMatMul;
@@ -325,7 +280,7 @@ TEST(Qwen3Parity, GgufF16GivesTheSameTokensAsSafetensors) {
 
 // Top-1 agreement of quantized GGUF weights with f32 over teacher-forced positions.
 TEST(Qwen3Parity, QuantizedGgufTop1AgreementWithF32) {
-  models::Qwen3Config c = config_a();
+  models::DecoderConfig c = config_a();
   c.hidden = 256;  // k-quant blocks hold 256 values
   c.intermediate = 256;
   c.heads = 4;
@@ -334,12 +289,12 @@ TEST(Qwen3Parity, QuantizedGgufTop1AgreementWithF32) {
   c.layers = 2;
   c.tie_embeddings = false;  // a tied head mostly echoes the input token; untied tests the whole stack
   const std::string dir = model_dir("qwen3_q", c, 21);
-  auto f32 = models::load_qwen3(dir);
+  auto f32 = models::load_decoder(dir);
   ASSERT_TRUE(f32.has_value()) << f32.status().to_string();
   std::mt19937_64 rng(4);
   std::vector<std::vector<int64_t>> prompts = {random_tokens(rng, 64, c.vocab_size), random_tokens(rng, 64, c.vocab_size)};
-  auto run = [&](const models::Qwen3Weights& w) {
-    auto session = models::Qwen3Session::create(w, 2, 64, "cpu", true);
+  auto run = [&](const models::DecoderWeights& w) {
+    auto session = models::DecoderSession::create(w, 2, 64, "cpu", true);
     EXPECT_TRUE(session.has_value()) << session.status().to_string();
     auto l = (*session)->prefill(prompts);
     EXPECT_TRUE(l.has_value()) << l.status().to_string();
@@ -348,8 +303,8 @@ TEST(Qwen3Parity, QuantizedGgufTop1AgreementWithF32) {
   Tensor want = run(*f32);
   for (const char* q : {"q8_0", "q6_k", "q4_k", "q4_0"}) {
     const std::string path = dir + "." + q + ".gguf";
-    ASSERT_TRUE(models::write_qwen3_gguf(path, *f32, q, dir + "/tokenizer.json").is_ok());
-    auto w = models::load_qwen3(path);
+    ASSERT_TRUE(models::write_decoder_gguf(path, *f32, q, dir + "/tokenizer.json").is_ok());
+    auto w = models::load_decoder(path);
     ASSERT_TRUE(w.has_value()) << w.status().to_string();
     EXPECT_EQ(w->tensors.at("model.layers.1.mlp.down_proj.weight").format, q);
     Tensor got = run(*w);
@@ -371,30 +326,30 @@ namespace rlx {
 namespace {
 
 TEST(Qwen3Load, ErrorsNameTheFileAndTensor) {
-  auto w = models::load_qwen3(dir_a());
+  auto w = models::load_decoder(dir_a());
   ASSERT_TRUE(w.has_value()) << w.status().to_string();
   auto missing = *w;
   missing.tensors.erase("model.layers.1.mlp.up_proj.weight");
-  auto g = models::build_qwen3(missing, {.context = 8});
+  auto g = models::build_decoder(missing, {.context = 8});
   ASSERT_FALSE(g.has_value());
   EXPECT_NE(g.status().message().find("model.layers.1.mlp.up_proj.weight"), std::string::npos) << g.status().message();
   auto wrong = *w;
   wrong.tensors["model.layers.0.self_attn.k_proj.weight"].data = Tensor::zeros(DType::f32, {3, 64});
-  g = models::build_qwen3(wrong, {.context = 8});
+  g = models::build_decoder(wrong, {.context = 8});
   ASSERT_FALSE(g.has_value());
   EXPECT_NE(g.status().message().find("k_proj"), std::string::npos) << g.status().message();
   // a configuration whose query heads do not divide into key/value heads
   const std::string bad = kBase + "qwen3_badcfg_" + std::to_string(getpid());
   mkdir(bad.c_str(), 0755);
   std::ofstream(bad + "/config.json") << R"({"model_type": "qwen3", "num_attention_heads": 6, "num_key_value_heads": 4})";
-  auto c = models::load_qwen3(bad);
+  auto c = models::load_decoder(bad);
   ASSERT_FALSE(c.has_value());
   EXPECT_NE(c.status().message().find(bad + "/config.json"), std::string::npos) << c.status().message();
-  EXPECT_FALSE(models::is_qwen3_model("/nonexistent"));
-  EXPECT_TRUE(models::is_qwen3_model(dir_a()));
-  EXPECT_TRUE(models::is_qwen3_model(dir_a() + ".f16.gguf"));
+  EXPECT_FALSE(models::is_decoder_model("/nonexistent"));
+  EXPECT_TRUE(models::is_decoder_model(dir_a()));
+  EXPECT_TRUE(models::is_decoder_model(dir_a() + ".f16.gguf"));
   // a GGUF of another architecture is refused by name
-  auto other = models::load_qwen3_gguf("/nonexistent.gguf");
+  auto other = models::load_decoder_gguf("/nonexistent.gguf");
   EXPECT_FALSE(other.has_value());
 }
 

@@ -14,7 +14,7 @@
 #include <random>
 
 #include "backends/cpu/kernels/qgemm.h"
-#include "models/qwen3.h"
+#include "models/decoder.h"
 #include "kernels/ggml_quants.h"
 #include "quant/ptq.h"
 #include "rlx/compile.h"
@@ -252,7 +252,7 @@ TEST(Int4G128, Qwen3GgufWithFallbackAndUnknownRlxType) {
   const std::string dir = std::string(RLX_BINARY_DIR) + "/test-models";
   mkdir(dir.c_str(), 0755);
   mkdir((dir + "/quant").c_str(), 0755);
-  models::Qwen3Config c;
+  models::DecoderConfig c;
   c.vocab_size = 512;
   c.hidden = 128;
   c.layers = 2;
@@ -261,7 +261,7 @@ TEST(Int4G128, Qwen3GgufWithFallbackAndUnknownRlxType) {
   c.head_dim = 64;
   c.intermediate = 320;
   const std::string src = dir + "/quant/qwen3-g128-odd";
-  ASSERT_TRUE(models::write_random_qwen3(src, c, 5).is_ok());
+  ASSERT_TRUE(models::write_random_decoder(src, c, 5).is_ok());
   for (const char* scheme : {"int4_g128", "int4_g128_asym"}) {
     SCOPED_TRACE(scheme);
     const std::string out = src + "-" + scheme + ".gguf";
@@ -280,10 +280,10 @@ TEST(Int4G128, Qwen3GgufWithFallbackAndUnknownRlxType) {
     EXPECT_EQ(f->find_tensor("blk.1.ffn_up.weight")->type, want);
     EXPECT_EQ(f->find_tensor("blk.1.ffn_down.weight")->type, gguf::ggml_type_from_name(fb)->type);
     // loads and runs as qmatmul with the format
-    auto w = models::load_qwen3(out);
+    auto w = models::load_decoder(out);
     ASSERT_TRUE(w.has_value()) << w.status().to_string();
     EXPECT_EQ(w->tensors.at("model.layers.0.mlp.up_proj.weight").format, scheme);
-    auto session = models::Qwen3Session::create(*w, 1, 32, "cpu", false);
+    auto session = models::DecoderSession::create(*w, 1, 32, "cpu", false);
     ASSERT_TRUE(session.has_value()) << session.status().to_string();
     auto l = (*session)->prefill({{1, 2, 3, 4, 5}});
     ASSERT_TRUE(l.has_value()) << l.status().to_string();

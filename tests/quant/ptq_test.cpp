@@ -13,7 +13,7 @@
 #include <random>
 
 #include "models/bert.h"
-#include "models/qwen3.h"
+#include "models/decoder.h"
 #include "quant/ptq.h"
 #include "rlx/compile.h"
 
@@ -187,7 +187,7 @@ TEST(Ptq, MiniLmBlockSchemesRefuseWhatTheyCannotStore) {
 TEST(Ptq, Qwen3GgufSchemesTop1Agreement) {
   mkdir((std::string(RLX_BINARY_DIR) + "/test-models").c_str(), 0755);
   mkdir(kDir.c_str(), 0755);
-  models::Qwen3Config c;  // small enough for CI; rows tile q4_k's blocks of 256
+  models::DecoderConfig c;  // small enough for CI; rows tile q4_k's blocks of 256
   c.vocab_size = 4096;
   c.hidden = 256;
   c.layers = 4;
@@ -196,15 +196,15 @@ TEST(Ptq, Qwen3GgufSchemesTop1Agreement) {
   c.head_dim = 64;
   c.intermediate = 768;
   const std::string dir = kDir + "/qwen3";
-  ASSERT_TRUE(models::write_random_qwen3(dir, c, 11).is_ok());
+  ASSERT_TRUE(models::write_random_decoder(dir, c, 11).is_ok());
   std::mt19937 rng(std::random_device{}());
   std::vector<int64_t> prompt(128);
   for (auto& t : prompt) t = std::uniform_int_distribution<int64_t>(0, c.vocab_size - 1)(rng);
   auto logits_of = [&](const std::string& path) -> std::vector<int64_t> {
-    auto w = models::load_qwen3(path);
+    auto w = models::load_decoder(path);
     EXPECT_TRUE(w.has_value()) << w.status().to_string();
     if (!w) return {};
-    auto s = models::Qwen3Session::create(*w, 1, static_cast<int64_t>(prompt.size()), "cpu", true);
+    auto s = models::DecoderSession::create(*w, 1, static_cast<int64_t>(prompt.size()), "cpu", true);
     EXPECT_TRUE(s.has_value()) << s.status().to_string();
     if (!s) return {};
     auto l = (*s)->prefill({prompt});
@@ -226,9 +226,9 @@ TEST(Ptq, Qwen3GgufSchemesTop1Agreement) {
     Status st = int8 ? quant::quantize_int8_folder(dir, out) : quant::quantize_qwen3_gguf(dir, out, scheme);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     if (int8) {
-      auto w = models::load_qwen3(out);
+      auto w = models::load_decoder(out);
       ASSERT_TRUE(w.has_value()) << w.status().to_string();
-      auto g = models::build_qwen3(*w, {});
+      auto g = models::build_decoder(*w, {});
       ASSERT_TRUE(g.has_value()) << g.status().to_string();
       int nodes = 0;
       for (const Node& n : g->nodes) nodes += n.op == Op::Int8MatMul;

@@ -100,8 +100,8 @@ int cmd_generate(int argc, char** argv);
 int cmd_codegen(int argc, char** argv);
 // rlx splat render|fit (cmd_splat.cpp, docs/splatting.md)
 int cmd_splat(int argc, char** argv);
-// rlx make-model qwen3-tiny (cmd_generate.cpp)
-int cmd_make_qwen3_tiny(int argc, char** argv);
+// rlx make-model FAMILY-tiny: a random-weight decoder of that family (cmd_generate.cpp)
+int cmd_make_decoder_tiny(int argc, char** argv);
 
 // Inputs for a graph: random floats, small integer ids, all-ones masks; symbolic dims bound
 // from `dims` (batch-like and sequence-like dims recognised by name or position).

@@ -1,5 +1,5 @@
-// rlx generate: text generation with Qwen3-family models (Hugging Face folder or GGUF file),
-// and rlx make-model qwen3-tiny.
+// rlx generate: text generation with decoder models (docs/generation.md: Llama, Mistral, Qwen2,
+// Qwen3, Gemma 2/3, Phi-3; Hugging Face folder or GGUF file), and rlx make-model FAMILY-tiny.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 
 #include "cli.h"
 #include "entry.h"
-#include "models/qwen3.h"
+#include "models/decoder.h"
 #include "models/text/bpe.h"
 
 namespace rlx::cli {
@@ -61,16 +61,26 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-int cmd_make_qwen3_tiny(int argc, char** argv) {
+int cmd_make_decoder_tiny(int argc, char** argv) {
+  const std::string kind = argv[2];
+  const auto family = models::family_from_name(kind.substr(0, kind.size() - std::string_view("-tiny").size()));
+  if (!family)
+    return report_error(error(ErrorCode::invalid_argument, "unknown model kind '", kind, "' (decoder kinds: FAMILY-tiny with FAMILY one of ",
+                              models::family_names(), ")"));
   auto args = parse_args(argc, argv, 3, {"gguf"}, {"out", "seed", "gguf-type", "vocab", "layers"});
   if (!args) return report_error(args.status());
   if (!args->get("out"))
-    return report_error(error(ErrorCode::invalid_argument,
-                              "usage: rlx make-model qwen3-tiny --out DIR [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k] [--seed S]"));
+    return report_error(error(ErrorCode::invalid_argument, "usage: rlx make-model ", kind,
+                              " --out DIR [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k] [--seed S] [--vocab V] [--layers L]"));
   const std::string dir = *args->get("out");
   auto seed = args->seed("seed", 0);
   if (!seed) return report_error(seed.status());
-  models::Qwen3Config c;  // hidden 512, 8 layers, 8 / 4 heads of 64, intermediate 1408, vocab 32000
+  // hidden 512, 8 layers, 8 / 4 heads of 64, intermediate 1408, vocab 32000, and the family's switches
+  models::DecoderConfig c = models::DecoderConfig::for_family(*family);
+  if (c.sliding_window > 0) c.sliding_window = 64;  // short enough that the window matters in tests
+  if (c.attention_scale == 0 && (*family == models::DecoderFamily::gemma2 || *family == models::DecoderFamily::gemma3))
+    c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  if (*family == models::DecoderFamily::mistral || *family == models::DecoderFamily::phi3) c.sliding_window = 0;  // (their GGUF form has none)
   auto vocab = args->integer("vocab", c.vocab_size, 16, int64_t{1} << 24);
   auto layers = args->integer("layers", c.layers, 1, 1024);
   if (!vocab) return report_error(vocab.status());
@@ -84,13 +94,13 @@ int cmd_make_qwen3_tiny(int argc, char** argv) {
     while (base.size() > 1 && base.back() == '/') base.pop_back();
     gguf = base + "/model-" + type + ".gguf";
   }
-  Status s = models::write_random_qwen3(dir, c, *seed, gguf, type);
+  Status s = models::write_random_decoder(dir, c, *seed, gguf, type);
   if (!s.is_ok()) return report_error(s);
-  std::printf("wrote %s: Qwen3 (vocab %lld, hidden %lld, %lld layers, %lld query / %lld KV heads of %lld, intermediate %lld), "
+  std::printf("wrote %s: %s (vocab %lld, hidden %lld, %lld layers, %lld query / %lld KV heads of %lld, intermediate %lld), "
               "seed %llu%s%s\n",
-              dir.c_str(), static_cast<long long>(c.vocab_size), static_cast<long long>(c.hidden),
-              static_cast<long long>(c.layers), static_cast<long long>(c.heads), static_cast<long long>(c.kv_heads),
-              static_cast<long long>(c.head_dim), static_cast<long long>(c.intermediate),
+              dir.c_str(), std::string(models::family_name(c.family)).c_str(), static_cast<long long>(c.vocab_size),
+              static_cast<long long>(c.hidden), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
+              static_cast<long long>(c.kv_heads), static_cast<long long>(c.head_dim), static_cast<long long>(c.intermediate),
               static_cast<unsigned long long>(*seed), gguf.empty() ? "" : "; GGUF: ", gguf.c_str());
   return kOk;
 }
@@ -114,21 +124,21 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
   if (o.n < 1 || sp.temp < 0 || sp.top_k < 0 || !(sp.top_p > 0 && sp.top_p <= 1))
     return error(ErrorCode::invalid_argument, "need -n >= 1, --temp >= 0, --top-k >= 0, 0 < --top-p <= 1");
   const int64_t n = o.n;
-  RLX_ASSIGN_OR_RETURN(models::Qwen3Weights weights, models::load_qwen3(path));
+  RLX_ASSIGN_OR_RETURN(models::DecoderWeights weights, models::load_decoder(path));
   // comm: every rank of the job (the sampled tokens come from its rank 0); par: the session's groups
   std::shared_ptr<dist::Communicator> comm;
-  models::Qwen3Parallel par{nullptr, o.pp > 1, o.micro_batches, nullptr};
+  models::DecoderParallel par{nullptr, o.pp > 1, o.micro_batches, nullptr};
   if (o.tp > 1 && o.pp > 1) {
     // a grid: each stage's layers sharded over its tp ranks
     RLX_ASSIGN_OR_RETURN(ProcessGrid grid, process_grid(o.tp, o.pp));
-    RLX_ASSIGN_OR_RETURN(weights, models::shard_qwen3(weights, {grid.tp_rank, o.tp}));
+    RLX_ASSIGN_OR_RETURN(weights, models::shard_decoder(weights, {grid.tp_rank, o.tp}));
     comm = grid.world;
     par.comm = grid.pipeline;
     par.stage_comm = grid.stage;
   } else {
     RLX_ASSIGN_OR_RETURN(comm, process_group(o.pp > 1 ? o.pp : o.tp, o.pp > 1 ? "--pp" : "--tp"));
     if (comm->size() > 1 && o.pp == 1) {
-      RLX_ASSIGN_OR_RETURN(weights, models::shard_qwen3(weights, {comm->rank(), comm->size()}));
+      RLX_ASSIGN_OR_RETURN(weights, models::shard_decoder(weights, {comm->rank(), comm->size()}));
     }
     par.comm = comm;
   }
@@ -158,7 +168,7 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
   auto t_compile = std::chrono::steady_clock::now();
   if (o.prompt_top1 && comm->size() > 1)
     return error(ErrorCode::unsupported, "--prompt-top1 runs in one process (without --tp / --pp)");
-  RLX_ASSIGN_OR_RETURN(auto session, models::Qwen3Session::create(weights, batch, context, o.device, o.prompt_top1, par, prec));
+  RLX_ASSIGN_OR_RETURN(auto session, models::DecoderSession::create(weights, batch, context, o.device, o.prompt_top1, par, prec));
   r.rank = comm->rank();
   r.ranks = comm->size();
   RLX_TRY(session->prepare(longest));

@@ -10,6 +10,7 @@
 #include "precision.h"
 #include "runtime/pipeline.h"
 #include "models/bert.h"
+#include "models/decoder.h"
 #include "rlx/npy.h"
 
 namespace rlx::cli {
@@ -150,7 +151,7 @@ int cmd_embed(int argc, char** argv) {
 }
 
 int cmd_make_model(int argc, char** argv) {
-  if (argc > 2 && std::string(argv[2]) == "qwen3-tiny") return cmd_make_qwen3_tiny(argc, argv);
+  if (argc > 2 && std::string_view(argv[2]).ends_with("-tiny")) return cmd_make_decoder_tiny(argc, argv);
   auto args = parse_args(argc, argv, 2, {}, {"out", "seed"});
   if (!args) return report_error(args.status());
   if (args->positional.size() != 1 || !args->get("out"))
@@ -170,7 +171,7 @@ int cmd_make_model(int argc, char** argv) {
                 static_cast<long long>(c.layers), static_cast<long long>(c.heads), static_cast<unsigned long long>(seed));
     return kOk;
   }
-  return report_error(error(ErrorCode::invalid_argument, "unknown model kind '", kind, "' (known: minilm, qwen3-tiny)"));
+  return report_error(error(ErrorCode::invalid_argument, "unknown model kind '", kind, "' (known: minilm, FAMILY-tiny for the decoder families ", models::family_names(), ")"));
 }
 
 }  // namespace rlx::cli

@@ -26,7 +26,7 @@
 
 #include "cli.h"
 #include "models/bert.h"
-#include "models/qwen3.h"
+#include "models/decoder.h"
 #include "quant/ptq.h"
 
 namespace rlx::cli {
@@ -48,7 +48,7 @@ int cmd_quantize(int argc, char** argv) {
     return report_error(error(ErrorCode::invalid_argument, "--calib applies to --scheme int8 (static activation scales); ",
                               scheme, " quantizes weights only"));
   if (scheme == "int8") {
-    if (!models::is_bert_folder(in) && !(models::is_qwen3_model(in) && std::filesystem::is_directory(in)))
+    if (!models::is_bert_folder(in) && !(models::is_decoder_model(in) && std::filesystem::is_directory(in)))
       return report_error(error(ErrorCode::unsupported, in, ": --scheme int8 quantizes BERT- and Qwen3-family folders"));
     if (calib) {
       if (!models::is_bert_folder(in))
@@ -73,7 +73,7 @@ int cmd_quantize(int argc, char** argv) {
   } else if (scheme == "q8_0" || scheme == "q4_0" || scheme == "q4_k" || scheme == "int4-g32" || scheme == "int4-g32-asym" ||
              scheme == "int4-g128" || scheme == "int4-g128-asym") {
     const bool bert = models::is_bert_folder(in);
-    if (!bert && !models::is_qwen3_model(in))
+    if (!bert && !models::is_decoder_model(in))
       return report_error(error(ErrorCode::unsupported, in, ": --scheme ", scheme,
                                 " quantizes BERT-family folders (to a folder) and Qwen3-family models (to a GGUF file)"));
     // int4 in groups of 32 is ggml's q4_0 (symmetric, f16 scale) or q4_1 (f16 scale and min)

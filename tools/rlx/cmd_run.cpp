@@ -11,7 +11,7 @@
 
 #include "cli.h"
 #include "precision.h"
-#include "models/qwen3.h"
+#include "models/decoder.h"
 #include "rlx/model_io.h"
 #include "rlx/npy.h"
 #include "rlx/onnx.h"
@@ -38,12 +38,12 @@ Expected<Loaded> load_common(const Args& a) {
   if (a.positional.size() != 1) return error(ErrorCode::invalid_argument, "expected one MODEL argument");
   Loaded l;
   const std::string& path = a.positional[0];
-  if (!std::filesystem::is_directory(path) && ends_with(path, ".gguf") && models::is_qwen3_model(path)) {
+  if (!std::filesystem::is_directory(path) && ends_with(path, ".gguf") && models::is_decoder_model(path)) {
     // a Qwen3 GGUF file (llama.cpp's block formats or rlx quantize's int4_g128): the prefill step
     // graph a Qwen3 folder gives (load_model alone would give the weights and no nodes)
-    RLX_ASSIGN_OR_RETURN(models::Qwen3Weights w, models::load_qwen3(path));
-    RLX_ASSIGN_OR_RETURN(l.model.graph, models::build_qwen3(w, {.context = 256, .all_logits = false, .decode = false}));
-    l.model.format = "GGUF (Qwen3, prefill step with a 256-slot KV cache)";
+    RLX_ASSIGN_OR_RETURN(models::DecoderWeights w, models::load_decoder(path));
+    RLX_ASSIGN_OR_RETURN(l.model.graph, models::build_decoder(w, {.context = 256, .all_logits = false, .decode = false}));
+    l.model.format = "GGUF (decoder, prefill step with a 256-slot KV cache)";
   } else {
     RLX_ASSIGN_OR_RETURN(l.model, load_model(path));
   }

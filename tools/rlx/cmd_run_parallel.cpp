@@ -19,7 +19,7 @@
 #include "cli.h"
 #include "runtime/pipeline.h"
 #include "models/bert.h"
-#include "models/qwen3.h"
+#include "models/decoder.h"
 #include "rlx/model_io.h"
 #include "rlx/npy.h"
 
@@ -31,7 +31,7 @@ bool has_suffix(const std::string& s, const std::string& x) {
 }
 
 // The same Qwen3 prefill step `rlx run` builds on one process (model_io.cpp, cmd_run.cpp).
-models::Qwen3GraphOptions prefill_options() { return {.context = 256, .all_logits = false, .decode = false}; }
+models::DecoderGraphOptions prefill_options() { return {.context = 256, .all_logits = false, .decode = false}; }
 
 // Block `rank` of `ranks` of `whole` along the one axis where the shard's sizes are smaller.
 Expected<Tensor> block_of(const Tensor& whole, const Sizes& shard, int rank, int ranks, const std::string& name) {
@@ -71,7 +71,7 @@ int run_parallel(const Args& a) {
                    "--inputs and --precision are not supported with them yet");
     const bool is_dir = std::filesystem::is_directory(path);
     const bool bert = is_dir && models::is_bert_folder(path);
-    const bool qwen3 = (is_dir || has_suffix(path, ".gguf")) && models::is_qwen3_model(path);
+    const bool qwen3 = (is_dir || has_suffix(path, ".gguf")) && models::is_decoder_model(path);
     if (tp > 1 && !bert && !qwen3)
       return error(ErrorCode::unsupported, "rlx run --tp: ", path, " is not a model rlx builds itself; tensor "
                    "parallelism has to know which matrix products pair up (split by columns, then by rows) and how "
@@ -104,11 +104,11 @@ int run_parallel(const Args& a) {
       }
       format = "BERT folder";
     } else if (qwen3) {
-      RLX_ASSIGN_OR_RETURN(models::Qwen3Weights w, models::load_qwen3(path));
-      RLX_ASSIGN_OR_RETURN(whole, models::build_qwen3(w, prefill_options()));
+      RLX_ASSIGN_OR_RETURN(models::DecoderWeights w, models::load_decoder(path));
+      RLX_ASSIGN_OR_RETURN(whole, models::build_decoder(w, prefill_options()));
       if (shard.active()) {
-        RLX_ASSIGN_OR_RETURN(models::Qwen3Weights s, models::shard_qwen3(w, shard));
-        RLX_ASSIGN_OR_RETURN(mine, models::build_qwen3(s, prefill_options()));
+        RLX_ASSIGN_OR_RETURN(models::DecoderWeights s, models::shard_decoder(w, shard));
+        RLX_ASSIGN_OR_RETURN(mine, models::build_decoder(s, prefill_options()));
       }
       format = "Qwen3 prefill step";
     } else {

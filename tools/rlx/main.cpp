@@ -16,7 +16,7 @@ const std::vector<Verb>& verbs() {
        "rlx explain MODEL [--device D] [--policy P] [--dims k=v,...] [--json FILE] [--kernels]", cmd_explain},
       {"run", "compile and run a model, print the dispatch summary, outputs and time",
        "rlx run MODEL [--device D] [--policy P] [--dims k=v,...] [--input NAME=FILE.npy]... [--out DIR] [--seed S] "
-       "[--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P; --tp: BERT/Qwen3 models, --pp: graphs with layer ends)",
+       "[--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P; --tp: BERT and decoder models, --pp: graphs with layer ends)",
        cmd_run},
       {"bench", "latency (p50, p90) and throughput over batch and sequence sizes",
        "rlx bench MODEL [--device D] [--batch 1,8,32] [--seq 128] [--runs N] [--warmup N] [--format md|json|csv] "
@@ -32,13 +32,13 @@ const std::vector<Verb>& verbs() {
        "rlx embed MODEL_DIR TEXT... [--device D] [--batch N] [--max-length L] [--out FILE.npy|FILE.json] [--quiet] "
        "[--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)  (docs/distributed.md)",
        cmd_embed},
-      {"generate", "text generation with a Qwen3-family model (Hugging Face folder or GGUF), streaming, with tokens/s",
+      {"generate", "text generation with a decoder model (Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3; Hugging Face folder or GGUF), streaming, with tokens/s",
        "rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
        "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--prompt-top1] [--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)  "
-       "(docs/qwen3.md, docs/distributed.md)",
+       "(docs/generation.md, docs/distributed.md)",
        cmd_generate},
       {"make-model", "write a deterministic random-weight model in its real layout (offline tests, benchmarks)",
-       "rlx make-model minilm|qwen3-tiny --out DIR [--seed S] [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k]",
+       "rlx make-model minilm|FAMILY-tiny (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3) --out DIR [--seed S] [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k]",
        cmd_make_model},
       {"train", "train a classifier (MNIST MLP or tiny CNNs): one compiled step for forward, backward and update",
        "rlx train mnist --arch mlp|tinyconv|dsconv [--epochs E] [--batch B] [--lr LR] [--optimizer sgd|adam|adamw] "

@@ -39,6 +39,8 @@ Status attention(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs)
   double scale = n.attrs.f("scale", 0.0);
   if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(d));
   s = o.mul(s, o.scalar_like(scale, s));
+  if (const double cap = n.attrs.f("softcap", 0.0); cap > 0)
+    s = o.mul(o.tanh(o.mul(s, o.scalar_like(1.0 / cap, s))), o.scalar_like(cap, s));
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (n.inputs.size() == 4) {
     ValueId m = n.inputs[3];
@@ -75,8 +77,13 @@ Status rope(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
   const double theta = n.attrs.f("theta", 10000.0);
   ValueId x = narrow(dt) ? o.cast(n.inputs[0], DType::f32) : n.inputs[0];
   const DType ct = dt == DType::f64 ? DType::f64 : DType::f32;
-  std::vector<double> inv(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) inv[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+  std::vector<double> inv = n.attrs.floats("inv_freq");
+  if (inv.empty()) {
+    inv.resize(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i) inv[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+  } else if (static_cast<int64_t>(inv.size()) != half) {
+    return error(ErrorCode::shape_error, "rope: inv_freq has ", inv.size(), " frequencies for head dimension ", d);
+  }
   ValueId inv_freq = o.constant(Tensor::from_f64(ct, {half}, inv));
   ValueId pos = o.cast(n.inputs[1], ct);
   const bool batched = n.input_types[1].rank() == 2;

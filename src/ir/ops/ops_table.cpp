@@ -235,13 +235,15 @@ std::vector<OpInfo> build_table() {
         {{"kernel", K::i64s, true}, {"strides", K::i64s}, {"pads", K::i64s},
          {"count_include_pad", K::i64}, {"ceil_mode", K::i64}},
         "NCHW average pooling");
-  attrs(Op::Attention, {{"causal", K::i64}, {"scale", K::f64}, {"layout", K::str}},
+  attrs(Op::Attention, {{"causal", K::i64}, {"scale", K::f64}, {"layout", K::str}, {"softcap", K::f64}},
         "softmax(q k^T * scale + mask) v; q [B,Hq,Sq,D], k/v [B,Hkv,Sk,D]; optional mask (bool: "
         "true attends, or additive float); causal aligns the last query with the last key; layout "
-        "bhsd (default) or bshd gives q/k/v/out as [B,S,H,D] (the mask stays [B,H,Sq,Sk])");
+        "bhsd (default) or bshd gives q/k/v/out as [B,S,H,D] (the mask stays [B,H,Sq,Sk]); softcap c > 0 "
+        "soft-caps the scaled scores to c * tanh(s / c) before the mask (Gemma 2)");
   arity(Op::Attention, 3, 4);
-  attrs(Op::Rope, {{"theta", K::f64}, {"interleaved", K::i64}, {"layout", K::str}},
-        "rotary position embedding of x [B,H,S,D] (layout bshd: [B,S,H,D]) at integer positions [S] or [B,S]");
+  attrs(Op::Rope, {{"theta", K::f64}, {"interleaved", K::i64}, {"layout", K::str}, {"inv_freq", K::f64s}},
+        "rotary position embedding of x [B,H,S,D] (layout bshd: [B,S,H,D]) at integer positions [S] or [B,S]; "
+        "pair i rotates by pos * theta^(-2i/D), or by pos * inv_freq[i] when given (D/2 scaled frequencies)");
   arity(Op::Rope, 2, 2);
   attrs(Op::Dequantize, {{"format", K::str, true}, {"cols", K::i64, true}},
         "u8 rows of quantized blocks [..., row_bytes] to f32 [..., cols]");

@@ -1,9 +1,9 @@
-// Tensor-parallel shards of Qwen3 weights (shard_qwen3 in qwen3.h; the scheme is described in
-// tensor_parallel.h). The rank-local graph is then the ordinary build_qwen3 graph over the
-// shard's smaller head and feature counts, plus the collectives build_qwen3 inserts.
+// Tensor-parallel shards of decoder weights (shard_decoder in decoder.h; the scheme is described
+// in tensor_parallel.h). The rank-local graph is then the ordinary build_decoder graph over the
+// shard's smaller head and feature counts, plus the collectives build_decoder inserts.
 #include <string>
 
-#include "models/qwen3.h"
+#include "models/decoder.h"
 
 namespace rlx::models {
 namespace {
@@ -11,12 +11,12 @@ namespace {
 enum class Split : uint8_t { rows, cols };
 
 // Slices one matrix `name` of [out, in] elements: rows [begin, begin + count) or columns.
-Status shard_matrix(const Qwen3Weights& w, Qwen3Weights& s, const std::string& name, Split split, int64_t begin,
+Status shard_matrix(const DecoderWeights& w, DecoderWeights& s, const std::string& name, Split split, int64_t begin,
                     int64_t count) {
   auto it = w.tensors.find(name);
   if (it == w.tensors.end()) return error(ErrorCode::format_error, w.source, ": no tensor '", name, "'");
-  const Qwen3Weight& src = it->second;
-  Qwen3Weight& dst = s.tensors[name];
+  const DecoderWeight& src = it->second;
+  DecoderWeight& dst = s.tensors[name];
   dst.format = src.format;
   if (split == Split::rows) {
     RLX_ASSIGN_OR_RETURN(dst.data, slice_rows(src.data, begin, count, name));
@@ -45,14 +45,14 @@ Status shard_matrix(const Qwen3Weights& w, Qwen3Weights& s, const std::string& n
 
 }  // namespace
 
-Expected<Qwen3Weights> shard_qwen3(const Qwen3Weights& w, const TensorParallel& tp) {
-  const Qwen3Config& c = w.config;
+Expected<DecoderWeights> shard_decoder(const DecoderWeights& w, const TensorParallel& tp) {
+  const DecoderConfig& c = w.config;
   RLX_TRY(c.validate(w.source));
   if (w.tp.active()) return error(ErrorCode::invalid_argument, w.source, ": the weights are already a shard");
   RLX_TRY(tp.check_divides(c.heads, "num_attention_heads"));
   RLX_TRY(tp.check_divides(c.kv_heads, "num_key_value_heads"));
   RLX_TRY(tp.check_divides(c.intermediate, "intermediate_size"));
-  Qwen3Weights s;
+  DecoderWeights s;
   s.source = w.source + " (tensor-parallel rank " + std::to_string(tp.rank) + " of " + std::to_string(tp.size) + ")";
   s.tp = tp;
   s.config = c;
@@ -69,6 +69,17 @@ Expected<Qwen3Weights> shard_qwen3(const Qwen3Weights& w, const TensorParallel& 
     RLX_TRY(shard_matrix(w, s, p + "self_attn.k_proj.weight", Split::rows, kv * tp.rank, kv));
     RLX_TRY(shard_matrix(w, s, p + "self_attn.v_proj.weight", Split::rows, kv * tp.rank, kv));
     RLX_TRY(shard_matrix(w, s, p + "self_attn.o_proj.weight", Split::cols, q * tp.rank, q));
+    if (c.attention_bias) {
+      // biases [out] follow their matrices' rows
+      for (auto [name, n] : {std::pair{"q_proj.bias", q}, {"k_proj.bias", kv}, {"v_proj.bias", kv}}) {
+        const std::string b = p + "self_attn." + name;
+        auto it = w.tensors.find(b);
+        if (it == w.tensors.end()) return error(ErrorCode::format_error, w.source, ": no tensor '", b, "'");
+        RLX_ASSIGN_OR_RETURN(Tensor col, it->second.data.reshaped({it->second.data.numel(), 1}));
+        RLX_ASSIGN_OR_RETURN(Tensor part, slice_rows(col, n * tp.rank, n, b));
+        RLX_ASSIGN_OR_RETURN(s.tensors[b].data, part.reshaped({n}));
+      }
+    }
     RLX_TRY(shard_matrix(w, s, p + "mlp.gate_proj.weight", Split::rows, f * tp.rank, f));
     RLX_TRY(shard_matrix(w, s, p + "mlp.up_proj.weight", Split::rows, f * tp.rank, f));
     RLX_TRY(shard_matrix(w, s, p + "mlp.down_proj.weight", Split::cols, f * tp.rank, f));

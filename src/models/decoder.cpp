@@ -1,0 +1,441 @@
+#include "decoder_internal.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/pipeline.h"
+#include "models/text/bpe.h"
+#include "passes/weight_of.h"
+#include "kernels/ggml_quants.h"
+#include "rlx/gguf.h"
+#include "rlx/mapped_file.h"
+#include "support/json_fields.h"
+#include "rlx/op_builder.h"
+#include "rlx/safetensors.h"
+
+namespace rlx::models {
+namespace {
+
+// Builds the step graph; weights are checked for shape as they are used.
+class StepBuilder {
+ public:
+  StepBuilder(Graph& g, const DecoderWeights& w) : g_(g), gb_(g), o_(gb_), w_(w) {}
+  OpBuilder& o() { return o_; }
+  Status status() const { return st_.is_ok() ? o_.status() : st_; }
+
+  const DecoderWeight* find(const std::string& name) {
+    auto it = w_.tensors.find(name);
+    if (it == w_.tensors.end()) {
+      if (st_.is_ok()) st_ = error(ErrorCode::format_error, w_.source, ": the checkpoint has no tensor '", name, "'");
+      return nullptr;
+    }
+    return &it->second;
+  }
+
+  // A dense weight [shape] as an f32 param.
+  ValueId dense(const std::string& name, const Sizes& shape) {
+    if (!status().is_ok()) return kNoValue;
+    const DecoderWeight* w = find(name);
+    if (!w) return kNoValue;
+    if (!w->format.empty()) {
+      st_ = error(ErrorCode::unsupported, w_.source, ": tensor '", name, "' is ", w->format, ", expected a float tensor");
+      return kNoValue;
+    }
+    if (w->data.sizes() != shape) {
+      st_ = error(ErrorCode::shape_error, w_.source, ": tensor '", name, "' is ", sizes_to_string(w->data.sizes()),
+                  ", expected ", sizes_to_string(shape));
+      return kNoValue;
+    }
+    auto cached = params_.find(name);
+    if (cached != params_.end()) return cached->second;
+    Tensor v = w->data;
+    if (v.dtype() != DType::f32) {
+      if (!is_float(v.dtype())) {
+        st_ = error(ErrorCode::dtype_error, w_.source, ": tensor '", name, "' is ", dtype_name(v.dtype()), ", expected floats");
+        return kNoValue;
+      }
+      Tensor c = Tensor::zeros(DType::f32, v.sizes());
+      float* d = c.data<float>();
+      for (int64_t i = 0; i < v.numel(); ++i) d[i] = static_cast<float>(v.get_f64(i));
+      v = c;
+    }
+    g_.weights[name] = v;
+    ValueId p = o_.param(name, v.type());
+    params_[name] = p;
+    return p;
+  }
+
+  // x [..., in] times the Linear weight [out, in] (dense or quantized) -> [..., out].
+  ValueId linear(ValueId x, const std::string& name, int64_t in, int64_t out) {
+    if (!status().is_ok()) return kNoValue;
+    const DecoderWeight* w = find(name);
+    if (!w) return kNoValue;
+    if (w->format.empty() && w->data.dtype() == DType::f16 && w->data.sizes() == Sizes{out, in}) {
+      // f16 checkpoints (Hugging Face folders) run like f16 GGUF: half the bytes per step
+      // (its own weight name: a tied embedding is also used as f32 for the lookup)
+      const std::string rows_name = name + ".f16_rows";
+      auto cached = params_.find(rows_name);
+      ValueId p;
+      if (cached != params_.end()) {
+        p = cached->second;
+      } else {
+        Tensor rows(DType::u8, {out, 2 * in}, w->data.storage(), w->data.byte_offset());
+        g_.weights[rows_name] = rows;
+        p = o_.param(rows_name, rows.type());
+        params_[rows_name] = p;
+      }
+      return o_.op(Op::QMatMul, {x, p}, Attrs{{"format", std::string("f16")}});
+    }
+    if (w->format.empty() && w_.tensors.count(name + "_scale")) return int8_linear(x, name, *w, in, out);
+    if (w->format.empty()) {
+      ValueId p = dense(name, {out, in});
+      return o_.dot(x, p, {}, {}, {o_.rank(x) - 1}, {1});
+    }
+    auto qf = quant_format(w->format);
+    if (!qf) {
+      st_ = error(ErrorCode::unsupported, w_.source, ": tensor '", name, "' has unknown format ", w->format);
+      return kNoValue;
+    }
+    if (in % qf->block_elems != 0 || w->data.dtype() != DType::u8 ||
+        w->data.sizes() != Sizes{out, in / qf->block_elems * qf->block_bytes}) {
+      st_ = error(ErrorCode::shape_error, w_.source, ": tensor '", name, "' (", w->format, ") is ",
+                  w->data.type().to_string(), ", expected ", out, " rows of ", in, " values");
+      return kNoValue;
+    }
+    auto cached = params_.find(name);
+    ValueId p;
+    if (cached != params_.end()) {
+      p = cached->second;
+    } else {
+      g_.weights[name] = w->data;
+      p = o_.param(name, w->data.type());
+      params_[name] = p;
+    }
+    return o_.op(Op::QMatMul, {x, p}, Attrs{{"format", w->format}});
+  }
+
+  // A Linear quantized by `rlx quantize --scheme int8` (quant/int8_weights.h): i8 weight and
+  // f32 per-row "<name>_scale", run as int8_matmul with activations quantized per token.
+  ValueId int8_linear(ValueId x, const std::string& name, const DecoderWeight& w, int64_t in, int64_t out) {
+    const DecoderWeight& s = w_.tensors.at(name + "_scale");
+    if (w.data.dtype() != DType::i8 || w.data.sizes() != Sizes{out, in} || !s.format.empty() ||
+        s.data.dtype() != DType::f32 || s.data.sizes() != Sizes{out}) {
+      st_ = error(ErrorCode::format_error, w_.source, ": tensor '", name, "' must be i8 [", out, ", ", in,
+                  "] beside its f32 ", name, "_scale [", out, "]");
+      return kNoValue;
+    }
+    auto param = [&](const std::string& n, const Tensor& t) {
+      auto cached = params_.find(n);
+      if (cached != params_.end()) return cached->second;
+      g_.weights[n] = t;
+      ValueId p = o_.param(n, t.type());
+      params_[n] = p;
+      return p;
+    };
+    return o_.op(Op::Int8MatMul, {x, param(name, w.data), param(name + "_scale", s.data)});
+  }
+
+  // RMSNorm over the last axis by the scale `name` [n] (1 + scale for Gemma's checkpoints).
+  ValueId rms_norm(ValueId x, const std::string& name, int64_t n) {
+    ValueId scale = dense(name, {n});
+    if (w_.config.norm_plus_one && scale != kNoValue) scale = o_.add(scale, o_.scalar(1.0, DType::f32));
+    return o_.rms_norm(x, scale, -1, w_.config.rms_eps);
+  }
+
+  // A Linear projection plus its bias `bias_name` [out] when the model has one.
+  ValueId linear_bias(ValueId x, const std::string& name, int64_t in, int64_t out, bool has_bias) {
+    ValueId y = linear(x, name, in, out);
+    if (!has_bias) return y;
+    const std::string bias_name = name.substr(0, name.size() - std::string_view(".weight").size()) + ".bias";
+    return o_.add(y, dense(bias_name, {out}));
+  }
+
+ private:
+  Graph& g_;
+  GraphBuilder gb_;
+  OpBuilder o_;
+  const DecoderWeights& w_;
+  Status st_;
+  std::map<std::string, ValueId> params_;
+};
+
+}  // namespace
+
+Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions& opt) {
+  const DecoderConfig& c = w.config;
+  RLX_TRY(c.validate(w.source));
+  if (opt.context <= 0) return error(ErrorCode::invalid_argument, "the KV cache needs at least one slot");
+  Graph g;
+  g.name = cat(family_name(c.family), opt.decode ? "_decode" : "_prefill");
+  const Dim B = Dim::symbol("batch");
+  const Dim S = opt.decode ? Dim(1) : Dim::symbol("seq");
+  const int64_t H = c.hidden, Hq = c.heads, Hkv = c.kv_heads, D = c.head_dim, ctx = opt.context;
+  ValueId ids = g.add_input("input_ids", TensorType{DType::i64, {B, S}});
+  ValueId pos = g.add_input("positions", TensorType{DType::i64, {B, S}});
+  ValueId slots = g.add_input("slots", TensorType{DType::i64, {S}});
+  ValueId mask = g.add_input("mask", TensorType{DType::boolean, {B, Dim(1), S, Dim(ctx)}});
+  const ValueId mask_local =
+      c.has_sliding_layers() ? g.add_input("mask_local", TensorType{DType::boolean, {B, Dim(1), S, Dim(ctx)}}) : kNoValue;
+  std::vector<ValueId> kc(c.layers), vc(c.layers);
+  for (int64_t l = 0; l < c.layers; ++l) {
+    kc[l] = g.add_input("k_cache." + std::to_string(l), TensorType{DType::f32, {B, Dim(Hkv), Dim(ctx), Dim(D)}});
+    vc[l] = g.add_input("v_cache." + std::to_string(l), TensorType{DType::f32, {B, Dim(Hkv), Dim(ctx), Dim(D)}});
+  }
+  StepBuilder b(g, w);
+  OpBuilder& o = b.o();
+  // tensor parallelism (models/tensor_parallel.h): c counts this rank's heads and MLP
+  // features; the vocabulary is split into tp.vocab_rows(V) rows per rank
+  const TensorParallel& tp = w.tp;
+  const int64_t V = c.vocab_size, Vl = tp.active() ? tp.vocab_rows(V) : V;
+  ValueId x = vocab_parallel_embedding(o, tp, b.dense("model.embed_tokens.weight", {Vl, H}), ids,
+                                       tp.vocab_begin(V), Vl);  // [B, S, H]
+  if (c.embedding_multiplier() != 1.0) x = o.mul(x, o.scalar(c.embedding_multiplier(), DType::f32));
+  std::vector<ValueId> new_caches;
+  // the rotary frequencies of global and sliding layers (a plain theta when nothing scales them)
+  auto rope_attrs = [&](int64_t l) {
+    Attrs a{{"theta", c.is_sliding(l) && c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta},
+            {"layout", std::string("bshd")}};
+    if (c.rope_interleaved) a.set("interleaved", int64_t{1});
+    const bool scaled = !c.is_sliding(l) && (c.rope_scaling.kind != RopeScaling::Kind::none || !c.rope_freq_factors.empty());
+    if (scaled) a.set("inv_freq", c.rope_inv_freq(l));
+    return a;
+  };
+  Attrs att_attrs{{"causal", int64_t{0}}};
+  if (c.attention_scale > 0) att_attrs.set("scale", c.attention_scale);
+  if (c.attn_softcap > 0) att_attrs.set("softcap", c.attn_softcap);
+  const std::string pre_mlp_norm = c.post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = layer_prefix(l);
+    ValueId h = b.rms_norm(x, p + "input_layernorm.weight", H);
+    ValueId q = o.reshape(b.linear_bias(h, p + "self_attn.q_proj.weight", H, Hq * D, c.attention_bias), {0, 0, Hq, D});
+    ValueId k = o.reshape(b.linear_bias(h, p + "self_attn.k_proj.weight", H, Hkv * D, c.attention_bias), {0, 0, Hkv, D});
+    ValueId v = o.reshape(b.linear_bias(h, p + "self_attn.v_proj.weight", H, Hkv * D, c.attention_bias), {0, 0, Hkv, D});
+    if (c.qk_norm) {
+      q = b.rms_norm(q, p + "self_attn.q_norm.weight", D);
+      k = b.rms_norm(k, p + "self_attn.k_norm.weight", D);
+    }
+    const Attrs ra = rope_attrs(l);
+    q = o.op(Op::Rope, {q, pos}, ra);
+    k = o.op(Op::Rope, {k, pos}, ra);
+    // the cache is [B, Hkv, ctx, D]: this step's keys and values land at their slots
+    ValueId k2 = o.op(Op::Scatter, {kc[l], slots, o.transpose(k, {0, 2, 1, 3})}, Attrs{{"axis", int64_t{2}}});
+    ValueId v2 = o.op(Op::Scatter, {vc[l], slots, o.transpose(v, {0, 2, 1, 3})}, Attrs{{"axis", int64_t{2}}});
+    new_caches.push_back(k2);
+    new_caches.push_back(v2);
+    ValueId att = o.op(Op::Attention, {o.transpose(q, {0, 2, 1, 3}), k2, v2, c.is_sliding(l) ? mask_local : mask}, att_attrs);
+    att = o.reshape(o.transpose(att, {0, 2, 1, 3}), {0, 0, Hq * D});
+    ValueId attn_out = tp_all_reduce(o, tp, b.linear(att, p + "self_attn.o_proj.weight", Hq * D, H));
+    if (c.post_norms) attn_out = b.rms_norm(attn_out, p + "post_attention_layernorm.weight", H);
+    x = o.add(x, attn_out);
+    h = b.rms_norm(x, p + pre_mlp_norm, H);
+    ValueId gate = b.linear(h, p + "mlp.gate_proj.weight", H, c.intermediate);
+    ValueId up = b.linear(h, p + "mlp.up_proj.weight", H, c.intermediate);
+    ValueId act = c.gelu_mlp ? o.gelu(gate, "tanh") : o.silu(gate);
+    ValueId mlp_out = tp_all_reduce(o, tp, b.linear(o.mul(act, up), p + "mlp.down_proj.weight", c.intermediate, H));
+    if (c.post_norms) mlp_out = b.rms_norm(mlp_out, p + "post_feedforward_layernorm.weight", H);
+    x = o.add(x, mlp_out);
+    // where pipeline parallelism may cut the model (src/runtime/pipeline.h)
+    if (l + 1 < c.layers && x != kNoValue) g.values[x].name = "layer." + std::to_string(l) + ".out";
+  }
+  if (!opt.all_logits && !opt.decode)
+    x = o.slice(x, {-1}, {std::numeric_limits<int64_t>::max()}, {1});
+  x = b.rms_norm(x, "model.norm.weight", H);
+  const std::string head = c.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  ValueId logits = gather_vocab_logits(o, tp, b.linear(x, head, H, Vl), V);
+  if (c.final_softcap > 0)
+    logits = o.mul(o.tanh(o.mul(logits, o.scalar(1.0 / c.final_softcap, DType::f32))), o.scalar(c.final_softcap, DType::f32));
+  RLX_TRY(b.status());
+  g.values[logits].name = "logits";
+  g.outputs = {logits};
+  for (int64_t l = 0; l < c.layers; ++l) {
+    g.values[new_caches[2 * l]].name = "k_cache_out." + std::to_string(l);
+    g.values[new_caches[2 * l + 1]].name = "v_cache_out." + std::to_string(l);
+    g.outputs.push_back(new_caches[2 * l]);
+    g.outputs.push_back(new_caches[2 * l + 1]);
+  }
+  return g;
+}
+
+std::vector<std::pair<int, int>> decoder_cache_donations(const DecoderConfig& c) {
+  std::vector<std::pair<int, int>> d;
+  const int first = c.has_sliding_layers() ? 5 : 4;  // the cache inputs follow ids, positions, slots and the masks
+  for (int l = 0; l < static_cast<int>(c.layers); ++l) {
+    d.emplace_back(1 + 2 * l, first + 2 * l);
+    d.emplace_back(2 + 2 * l, first + 1 + 2 * l);
+  }
+  return d;
+}
+
+// ---------------------------------------------------------------------------------------
+// Session
+
+Expected<std::unique_ptr<DecoderSession>> DecoderSession::create(const DecoderWeights& w, int64_t batch, int64_t context,
+                                                             const std::string& device, bool all_logits,
+                                                             DecoderParallel par, passes::Precision precision) {
+  if ((w.tp.active() || par.pipeline) && !par.comm)
+    return error(ErrorCode::invalid_argument, "a tensor- or pipeline-parallel session needs a communicator");
+  if (w.tp.active() && par.pipeline && (!par.stage_comm || par.stage_comm->size() != w.tp.size))
+    return error(ErrorCode::invalid_argument, "tensor and pipeline parallelism together need the stage's group of ",
+                 w.tp.size, " tensor-parallel ranks (DecoderParallel::stage_comm)");
+  if (batch <= 0) return error(ErrorCode::invalid_argument, "batch must be positive");
+  std::unique_ptr<DecoderSession> s(new DecoderSession());
+  s->config_ = w.config;
+  s->batch_ = batch;
+  s->context_ = context;
+  CompileOptions co;
+  co.device = device;
+  co.donate = decoder_cache_donations(w.config);
+  // collectives inside the graph: the tensor-parallel group (of the stage, with a pipeline)
+  co.comm = par.pipeline ? (w.tp.active() ? par.stage_comm : nullptr) : par.comm;
+  s->all_logits_ = all_logits;
+  RLX_ASSIGN_OR_RETURN(Graph pg, build_decoder(w, {.context = context, .all_logits = all_logits, .decode = false}));
+  RLX_ASSIGN_OR_RETURN(Graph dg, build_decoder(w, {.context = context, .all_logits = false, .decode = true}));
+  for (const auto& [name, t] : dg.weights)
+    if (name != "model.embed_tokens.weight" || w.config.tie_embeddings) s->weight_bytes_ += static_cast<int64_t>(t.nbytes());
+  // (after counting the weights: the widened form's rounded copies replace the originals, same
+  // size; the narrow form's products read 16-bit copies, half, counted below)
+  if (precision != passes::Precision::f32) {
+    // mixed precision (passes/autocast.h): each graph gets its own rounded copy of the matrices,
+    // in the form that is fastest on the device (native narrow products where it has fast ones)
+    RLX_ASSIGN_OR_RETURN(auto dev, get_device(device));
+    const DType narrow = passes::precision_dtype(precision);
+    const passes::AutocastOptions ao{.narrow = narrow, .compute = passes::inference_compute(dev->info(), narrow)};
+    RLX_TRY(passes::autocast(pg, ao).status());
+    RLX_TRY(passes::autocast(dg, ao).status());
+    if (ao.compute == passes::AutocastOptions::Compute::narrow) {
+      // each matrix a product reads through a cast (folded into a 16-bit constant) streams half
+      // its f32 bytes per step (the tied embedding's f32 rows are gathered, a few per step)
+      for (const Node& n : dg.nodes) {
+        if (n.op != Op::Cast || passes::weight_of(dg, n.inputs[0]) == nullptr) continue;
+        const Tensor& t = *passes::weight_of(dg, n.inputs[0]);
+        if (t.rank() >= 2) s->weight_bytes_ -= static_cast<int64_t>(t.nbytes()) / 2;
+      }
+    }
+  }
+  if (par.pipeline) {
+    // logits (output 0) go to every rank; each stage keeps its layers' caches
+    const dist::PipelineRunOptions run{par.micro_batches, {0}};
+    RLX_ASSIGN_OR_RETURN(std::vector<ValueId> pcuts, dist::even_cuts(pg, par.comm->size()));
+    RLX_ASSIGN_OR_RETURN(std::vector<ValueId> dcuts, dist::even_cuts(dg, par.comm->size()));
+    RLX_ASSIGN_OR_RETURN(s->prefill_pp_, dist::PipelineRunner::create(pg, pcuts, par.comm, co, run));
+    RLX_ASSIGN_OR_RETURN(s->decode_pp_, dist::PipelineRunner::create(dg, dcuts, par.comm, co, run));
+  } else {
+    RLX_ASSIGN_OR_RETURN(s->prefill_, Model::compile(std::move(pg), co));
+    RLX_ASSIGN_OR_RETURN(s->decode_, Model::compile(std::move(dg), co));
+  }
+  const DecoderConfig& c = w.config;
+  for (int64_t l = 0; l < 2 * c.layers; ++l)
+    s->caches_.push_back(Tensor::zeros(DType::f32, {batch, c.kv_heads, context, c.head_dim}));
+  s->pad_.assign(batch, 0);
+  s->length_.assign(batch, 0);
+  return s;
+}
+
+DecoderSession::~DecoderSession() = default;
+
+Status DecoderSession::prepare(int64_t prompt_len) {
+  if (prefill_pp_) return Status::ok();  // each stage compiles its variants on first use
+  RLX_TRY(prefill_->prepare({{"batch", batch_}, {"seq", prompt_len}}).status());
+  RLX_TRY(decode_->prepare({{"batch", batch_}}).status());
+  return Status::ok();
+}
+
+Expected<Tensor> DecoderSession::step(const std::vector<int64_t>& ids, int64_t seq, bool prefill) {
+  if (used_ + seq > context_)
+    return error(ErrorCode::out_of_range, "the KV cache holds ", context_, " tokens; this step needs ", used_ + seq);
+  Tensor tid = Tensor::zeros(DType::i64, {batch_, seq});
+  Tensor tpos = Tensor::zeros(DType::i64, {batch_, seq});
+  Tensor tslots = Tensor::zeros(DType::i64, {seq});
+  Tensor tmask = Tensor::zeros(DType::boolean, {batch_, 1, seq, context_});
+  const bool sliding = config_.has_sliding_layers();
+  Tensor tlocal = sliding ? Tensor::zeros(DType::boolean, {batch_, 1, seq, context_}) : Tensor{};
+  for (int64_t i = 0; i < seq; ++i) tslots.data<int64_t>()[i] = used_ + i;
+  for (int64_t b = 0; b < batch_; ++b) {
+    for (int64_t i = 0; i < seq; ++i) {
+      const int64_t slot = used_ + i;
+      tid.data<int64_t>()[b * seq + i] = ids[b * seq + i];
+      tpos.data<int64_t>()[b * seq + i] = std::max<int64_t>(0, slot - pad_[b]);
+      bool* m = tmask.data<bool>() + (b * seq + i) * context_;
+      bool* ml = sliding ? tlocal.data<bool>() + (b * seq + i) * context_ : nullptr;
+      if (slot < pad_[b]) {
+        m[slot] = true;  // a pad query sees only itself (no empty softmax)
+        if (ml) ml[slot] = true;
+      } else {
+        for (int64_t j = pad_[b]; j <= slot; ++j) m[j] = true;
+        // a sliding layer's query sees the last sliding_window keys, itself included
+        if (ml)
+          for (int64_t j = std::max(pad_[b], slot - config_.sliding_window + 1); j <= slot; ++j) ml[j] = true;
+      }
+    }
+  }
+  std::vector<Tensor> inputs{tid, tpos, tslots, tmask};
+  if (sliding) inputs.push_back(tlocal);
+  for (const Tensor& t : caches_) inputs.push_back(t);
+  if (prefill_pp_) {
+    const Sizes lsizes{batch_, prefill && all_logits_ ? seq : 1, config_.vocab_size};
+    Tensor& logits = logits_[lsizes];
+    if (!logits.defined() || logits.sizes() != lsizes) logits = Tensor::zeros(DType::f32, lsizes);
+    std::vector<Tensor> outputs{logits};
+    for (const Tensor& t : caches_) outputs.push_back(t);
+    RLX_TRY((prefill ? *prefill_pp_ : *decode_pp_).run_into(inputs, outputs));
+    used_ += seq;
+    return outputs[0];
+  }
+  Model& m = prefill ? *prefill_ : *decode_;
+  RLX_ASSIGN_OR_RETURN(CompiledVariant * v, m.variant_for(inputs));
+  const Shape& ls = v->primitive_graph.type(v->primitive_graph.outputs[0]).shape;
+  RLX_ASSIGN_OR_RETURN(Sizes lsizes, static_sizes(ls, "logits"));
+  // one logits buffer per shape, reused: a fresh 128 KB+ tensor per token costs page faults
+  Tensor& logits = logits_[lsizes];
+  if (!logits.defined() || logits.sizes() != lsizes) logits = Tensor::zeros(DType::f32, lsizes);
+  std::vector<Tensor> outputs{logits};
+  for (const Tensor& t : caches_) outputs.push_back(t);
+  RLX_TRY(v->executable->run_into(inputs, outputs));
+  used_ += seq;
+  return outputs[0];
+}
+
+Expected<Tensor> DecoderSession::prefill(const std::vector<std::vector<int64_t>>& prompts) {
+  if (prompts.empty() || static_cast<int64_t>(prompts.size()) > batch_)
+    return error(ErrorCode::invalid_argument, "prefill takes 1 to ", batch_, " prompts, got ", prompts.size());
+  int64_t longest = 0;
+  for (const auto& p : prompts) {
+    if (p.empty()) return error(ErrorCode::invalid_argument, "an empty prompt");
+    for (int64_t t : p)
+      if (t < 0 || t >= config_.vocab_size)
+        return error(ErrorCode::invalid_argument, "token id ", t, " is outside the vocabulary of ", config_.vocab_size);
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+  }
+  used_ = 0;
+  std::vector<int64_t> ids(batch_ * longest, 0);
+  for (int64_t b = 0; b < batch_; ++b) {
+    // missing sequences repeat the first prompt (their results are ignored)
+    const auto& p = b < static_cast<int64_t>(prompts.size()) ? prompts[b] : prompts[0];
+    pad_[b] = longest - static_cast<int64_t>(p.size());
+    length_[b] = static_cast<int64_t>(p.size());
+    for (size_t i = 0; i < p.size(); ++i) ids[b * longest + pad_[b] + static_cast<int64_t>(i)] = p[i];
+  }
+  return step(ids, longest, true);
+}
+
+Expected<Tensor> DecoderSession::decode(const std::vector<int64_t>& tokens) {
+  if (used_ == 0) return error(ErrorCode::invalid_argument, "decode before prefill");
+  std::vector<int64_t> ids(batch_, tokens.empty() ? 0 : tokens[0]);
+  for (size_t b = 0; b < tokens.size() && static_cast<int64_t>(b) < batch_; ++b) {
+    if (tokens[b] < 0 || tokens[b] >= config_.vocab_size)
+      return error(ErrorCode::invalid_argument, "token id ", tokens[b], " is outside the vocabulary of ", config_.vocab_size);
+    ids[b] = tokens[b];
+  }
+  auto r = step(ids, 1, false);
+  if (r)
+    for (int64_t b = 0; b < batch_; ++b) ++length_[b];
+  return r;
+}
+
+}  // namespace rlx::models
