@@ -1,12 +1,14 @@
 // libFuzzer target: the GGUF reader on arbitrary bytes (from memory), then everything a loader
 // does with a file that parsed: metadata as text, typed accessors, tensor views, and decoding
-// the first rows of tensors whose format rlx decodes. Seeds: fuzz/corpus/gguf/ (made by
+// the first rows of tensors whose format rlx decodes, and, for a decoder family's file, the
+// decoder loader (configuration keys, tensor names and shapes) and its graph builder. Seeds: fuzz/corpus/gguf/ (made by
 // tests/io/gguf_corrupt_test.cpp with RLX_GGUF_WRITE_CORPUS=DIR, plus small valid files).
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "kernels/ggml_quants.h"
+#include "models/decoder.h"
 #include "rlx/gguf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -41,6 +43,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       rlx::quant::dequantize_row(*q, blocks->bytes() + r * rb, row.data(), cols);
       sink += row[0] != 0;
     }
+  }
+  // a decoder family's file: the loader checks every key and tensor it reads; the step graph of
+  // what it accepted builds or fails with an error
+  if (rlx::models::is_decoder_arch(*f)) {
+    auto w = rlx::models::decoder_from_gguf(*f, "fuzz.gguf");
+    if (w) sink += rlx::models::build_decoder(*w, {.context = 4, .all_logits = false, .decode = true}).has_value();
   }
   return sink == 0xdeadbeef;
 }

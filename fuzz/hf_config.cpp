@@ -1,4 +1,4 @@
-// libFuzzer target: a Hugging Face config.json as the BERT and Qwen3 loaders read it
+// libFuzzer target: a Hugging Face config.json as the BERT and decoder loaders read it
 // (models::BertConfig::from_json, models::DecoderConfig::from_json) on arbitrary bytes. Beyond "no
 // crash, no throw, no sanitizer report", an accepted config has sizes in the ranges the loaders
 // promise, so that what is built from it cannot overflow.

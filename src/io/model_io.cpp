@@ -62,7 +62,7 @@ Expected<LoadedModel> load_model(const std::string& path) {
       RLX_ASSIGN_OR_RETURN(models::DecoderWeights w, models::load_decoder_folder(path));
       LoadedModel m;
       RLX_ASSIGN_OR_RETURN(m.graph, models::build_decoder(w, {.context = 256, .all_logits = false, .decode = false}));
-      m.format = "Hugging Face folder (decoder, prefill step with a 256-slot KV cache)";
+      m.format = cat("Hugging Face folder (", models::family_name(w.config.family), " decoder, prefill step with a 256-slot KV cache)");
       m.metadata["hidden_size"] = std::to_string(w.config.hidden);
       m.metadata["num_hidden_layers"] = std::to_string(w.config.layers);
       m.metadata["num_attention_heads"] = std::to_string(w.config.heads);

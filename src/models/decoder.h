@@ -42,6 +42,7 @@
 #include "models/tensor_parallel.h"
 #include "passes/autocast.h"
 #include "rlx/compile.h"
+#include "rlx/gguf.h"
 #include "rlx/graph.h"
 
 namespace rlx::dist {
@@ -138,6 +139,10 @@ Expected<DecoderWeights> load_decoder_folder(const std::string& dir);
 // gate/up matrices, as Phi-3 files hold them, split by rows); quantized and f16 matrices stay
 // quantized (qmatmul), a quantized token embedding is decoded to f32 for the lookup.
 Expected<DecoderWeights> load_decoder_gguf(const std::string& path);
+// Whether a parsed GGUF file's general.architecture is one of the families.
+bool is_decoder_arch(const gguf::File& f);
+// The same from a parsed file (`path` names it in errors; the weights view its storage).
+Expected<DecoderWeights> decoder_from_gguf(const gguf::File& f, const std::string& path);
 // Rank tp.rank's tensor-parallel shard of full weights `w` (models/tensor_parallel.h): q/k/v
 // (and their biases), gate and up split by output features, o_proj and down by input features, the embedding and
 // lm_head by vocabulary (padded to a multiple of tp.size), norms replicated. Dense, f16,

@@ -86,12 +86,15 @@ std::vector<LayerTensorName> layer_tensor_names(const DecoderConfig& c) {
   return v;
 }
 
+bool is_decoder_arch(const gguf::File& f) {
+  auto arch = f.get_string("general.architecture");
+  return arch && family_from_name(*arch).has_value();
+}
+
 bool is_decoder_model(const std::string& path) {
   if (!is_dir(path)) {
     auto f = gguf::load(path);
-    if (!f) return false;
-    auto arch = f->get_string("general.architecture");
-    return arch && family_from_name(*arch).has_value();
+    return f && is_decoder_arch(*f);
   }
   auto j = json::read_object_file(path + "/config.json");
   if (!j) return false;
@@ -116,6 +119,10 @@ Expected<DecoderWeights> load_decoder_folder(const std::string& dir) {
 
 Expected<DecoderWeights> load_decoder_gguf(const std::string& path) {
   RLX_ASSIGN_OR_RETURN(gguf::File f, gguf::load(path));
+  return decoder_from_gguf(f, path);
+}
+
+Expected<DecoderWeights> decoder_from_gguf(const gguf::File& f, const std::string& path) {
   DecoderWeights w;
   w.source = path;
   DecoderConfig& c = w.config;

@@ -153,14 +153,14 @@ Status quantize_bert_blocks_folder(const std::string& in, const std::string& out
   return Status::ok();
 }
 
-Status quantize_qwen3_gguf(const std::string& in, const std::string& out, const std::string& scheme, std::string* summary) {
+Status quantize_decoder_gguf(const std::string& in, const std::string& out, const std::string& scheme, std::string* summary) {
   RLX_ASSIGN_OR_RETURN(models::DecoderWeights w, models::load_decoder(in));
   for (const auto& [name, t] : w.tensors)
     if (!t.format.empty()) return error(ErrorCode::unsupported, in, ": tensor '", name, "' is already quantized (", t.format, ")");
   std::vector<std::string> fallbacks;
   RLX_TRY(models::write_decoder_gguf(out, w, scheme, in + "/tokenizer.json", &fallbacks));
   if (summary) {
-    *summary = cat("wrote ", out, ": Qwen3 matrices in ", scheme, " (norms f32)");
+    *summary = cat("wrote ", out, ": decoder matrices in ", scheme, " (norms f32)");
     if (!fallbacks.empty()) {
       *summary += cat("; ", fallbacks.size(), " matrices whose rows ", scheme, " blocks do not tile:");
       for (const std::string& f : fallbacks) *summary += " " + f;

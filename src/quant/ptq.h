@@ -9,10 +9,10 @@
 
 namespace rlx::quant {
 
-// BERT- or Qwen3-family Hugging Face folder `in` -> folder `out`: every Linear weight (2-D
+// BERT or decoder Hugging Face folder `in` -> folder `out`: every Linear weight (2-D
 // "*.weight" whose name does not contain "embed") becomes i8 plus a per-row f32
 // "*.weight_scale" (int8_weights.h), the safetensors metadata gets "rlx.quantization" = "int8",
-// the other files are copied. The BERT and Qwen3 builders then run those layers as int8_matmul
+// the other files are copied. The BERT and decoder builders then run those layers as int8_matmul
 // with activations quantized per token. A one-line summary goes to *summary when given.
 // With `calib` (calibrate_bert's result for `in`), each quantized Linear also gets its static
 // input scale as an F32 [] tensor "<name>.input_scale" (calibrate.h) and the metadata
@@ -35,11 +35,11 @@ Status quantize_int8_folder(const std::string& in, const std::string& out, std::
 Status quantize_bert_blocks_folder(const std::string& in, const std::string& out, const std::string& format,
                                    const std::string& scheme, std::string* summary = nullptr);
 
-// Qwen3-family folder (or dense GGUF) `in` -> GGUF file `out` with the matrices in the ggml block
+// Decoder folder (or dense GGUF) `in` -> GGUF file `out` with the matrices in the ggml block
 // format `scheme` ("q8_0", "q4_0", "q4_1", "q4_k", or rlx's "int4_g128" / "int4_g128_asym";
 // rows k-quants cannot tile stay q8_0, rows groups of 128 cannot tile become q4_0 / q4_1, and the
 // summary names them), norms in f32.
-Status quantize_qwen3_gguf(const std::string& in, const std::string& out, const std::string& scheme,
+Status quantize_decoder_gguf(const std::string& in, const std::string& out, const std::string& scheme,
                            std::string* summary = nullptr);
 
 }  // namespace rlx::quant

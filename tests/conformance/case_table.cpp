@@ -498,7 +498,10 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
        V("bshd_gqa_causal_mask", {T({2, 5, 4, 8}), T({2, 7, 2, 8}), T({2, 7, 2, 6}), D(DType::boolean, {2, 1, 5, 7}, Dist::mask)},
          {{"causal", int64_t{1}}, {"layout", std::string("bshd")}}).k(8).mag(2),
        V("bshd_float_mask", {T({1, 4, 2, 8}), T({1, 6, 2, 8}), T({1, 6, 2, 8}), T({4, 6}, Dist::mask)},
-         {{"layout", std::string("bshd")}}).k(8).mag(2)});
+         {{"layout", std::string("bshd")}}).k(8).mag(2),
+       // Gemma 2's soft-capped scores (a cap small enough to bend them)
+       V("softcap_gqa_mask", {T({1, 4, 5, 8}), T({1, 2, 7, 8}), T({1, 2, 7, 8}), D(DType::boolean, {1, 1, 5, 7}, Dist::mask)},
+         {{"softcap", 1.5}}).k(8).mag(2)});
   add(t, Op::Rope, TolClass::composite,
       {V("half", {T({2, 3, 5, 8}), Idx(DType::i64, {5}, 0, 64)}).mag(2),
        V("interleaved", {T({2, 3, 5, 8}), Idx(DType::i64, {5}, 0, 64)}, {{"interleaved", int64_t{1}}}).mag(2),
@@ -507,7 +510,13 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
        V("long_positions", {T({1, 2, 7, 16}), Idx(DType::i64, {7}, 0, 4096)}).mag(2),
        V("bshd", {T({2, 5, 3, 8}), Idx(DType::i64, {5}, 0, 64)}, {{"layout", std::string("bshd")}}).mag(2),
        V("bshd_interleaved_batched", {T({2, 5, 3, 8}), Idx(DType::i32, {2, 5}, 0, 1000)},
-         {{"layout", std::string("bshd")}, {"interleaved", int64_t{1}}}).mag(2)});
+         {{"layout", std::string("bshd")}, {"interleaved", int64_t{1}}}).mag(2),
+       // scaled frequencies (Llama 3 / linear rope scaling) given explicitly
+       V("inv_freq", {T({2, 3, 5, 8}), Idx(DType::i64, {5}, 0, 512)}, {{"inv_freq", std::vector<double>{1.0, 0.1, 0.0125, 1e-4}}})
+           .mag(2),
+       V("bshd_inv_freq_interleaved", {T({1, 5, 2, 8}), Idx(DType::i32, {1, 5}, 0, 512)},
+         {{"layout", std::string("bshd")}, {"interleaved", int64_t{1}}, {"inv_freq", std::vector<double>{0.5, 0.05, 0.005, 5e-4}}})
+           .mag(2)});
 }
 
 // ---- quantized weights (u8 blocks in ggml's formats)

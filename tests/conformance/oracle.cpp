@@ -387,6 +387,7 @@ std::optional<std::vector<A>> compute(Op op, const Attrs& at, const std::vector<
               double dot = 0;
               for (int64_t d = 0; d < D; ++d) dot += q.v[((b * HQ + h) * SQ + i) * D + d] * kk.v[((b * HK + hk) * SK + j) * D + d];
               double sc = dot * scale;
+              if (const double cap = at.f("softcap", 0.0); cap > 0) sc = cap * std::tanh(sc / cap);
               if (in.size() > 3) {
                 double m = bcast_at(in[3], {b, h, i, j});
                 if (bool_mask) sc = m != 0 ? sc : -INFINITY;
@@ -411,6 +412,7 @@ std::optional<std::vector<A>> compute(Op op, const Attrs& at, const std::vector<
       const A& pos = in[1];
       const int64_t B = x.s[0], H = x.s[1], S = x.s[2], D = x.s[3], half = D / 2;
       const double theta = at.f("theta", 10000.0);
+      const std::vector<double> inv_freq = at.floats("inv_freq");
       const bool inter = at.i("interleaved", 0) != 0;
       A r = x;
       for (int64_t b = 0; b < B; ++b)
@@ -418,7 +420,8 @@ std::optional<std::vector<A>> compute(Op op, const Attrs& at, const std::vector<
           for (int64_t s = 0; s < S; ++s) {
             const double p = pos.s.size() == 2 ? pos.v[b * S + s] : pos.v[s];
             for (int64_t i = 0; i < half; ++i) {
-              const double ang = p * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+              const double ang = p * (inv_freq.empty() ? std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(D))
+                                                       : inv_freq[static_cast<size_t>(i)]);
               const int64_t base = ((b * H + h) * S + s) * D;
               const int64_t i1 = inter ? base + 2 * i : base + i, i2 = inter ? base + 2 * i + 1 : base + i + half;
               const double x1 = x.v[i1], x2 = x.v[i2];

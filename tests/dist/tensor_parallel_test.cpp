@@ -1,5 +1,5 @@
 // Tensor parallelism end to end: the rlx program under mpirun with --tp 2 and --tp 4 gives the
-// single-process results (Qwen3 greedy tokens identical, MiniLM embeddings within 1e-5), on
+// single-process results (decoder greedy tokens identical, MiniLM embeddings within 1e-5), on
 // fresh random-weight models written by `rlx make-model`. Each mpirun has its own time limit.
 #include <gtest/gtest.h>
 
@@ -31,6 +31,22 @@ TEST_F(TensorParallel, Qwen3GreedyTokensMatchOnTwoAndFourRanks) {
   ASSERT_EQ(mk.code, 0) << mk.out;
   expect_same_tokens(dir + "/m", dir, "--tp", 2);
   expect_same_tokens(dir + "/m", dir, "--tp", 4);
+}
+
+// The other decoder families run by the same builder: Qwen2's biases shard with their rows,
+// Gemma 2's sliding-window mask, soft-caps and extra norms, Phi-3's split fused matrices, and
+// Llama's permuted GGUF rows (interleaved rotary pairs) under both kinds of parallelism.
+TEST_F(TensorParallel, OtherFamiliesGreedyTokensMatchUnderTpAndPp) {
+  for (const std::string family : {"qwen2", "gemma2", "phi3", "llama"}) {
+    SCOPED_TRACE(family);
+    const std::string dir = temp_dir(family);
+    Proc mk = sh(kRlx + " make-model " + family + "-tiny --out " + dir + "/m --layers 2 --vocab 512 --gguf-type q8_0 --seed " +
+                std::to_string(std::random_device{}() % 100000));
+    ASSERT_EQ(mk.code, 0) << mk.out;
+    const std::string model = family == "llama" ? dir + "/m/model-q8_0.gguf" : dir + "/m";
+    expect_same_tokens(model, dir, "--tp", 2);
+    expect_same_tokens(model, dir, "--pp", 2);
+  }
 }
 
 TEST_F(TensorParallel, Qwen3QuantizedGgufOverUcx) {

@@ -61,7 +61,7 @@ def test_load_model_folders(minilm, qwen3):
     report = rlx.explain(bert, "cpu", dims={"batch": 2, "seq": 8})
     assert report.ok and len(report.nodes) > 10
     qwen = rlx.load(qwen3)
-    assert "Qwen3" in qwen.format and qwen.metadata["num_hidden_layers"] == "2"
+    assert "qwen3 decoder" in qwen.format and qwen.metadata["num_hidden_layers"] == "2"
 
 
 def test_gguf_load_and_generate(tmp_path):

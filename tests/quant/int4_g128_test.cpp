@@ -266,7 +266,7 @@ TEST(Int4G128, Qwen3GgufWithFallbackAndUnknownRlxType) {
     SCOPED_TRACE(scheme);
     const std::string out = src + "-" + scheme + ".gguf";
     std::string summary;
-    Status st = quant::quantize_qwen3_gguf(src, out, scheme, &summary);
+    Status st = quant::quantize_decoder_gguf(src, out, scheme, &summary);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     const std::string fb = std::string(scheme) == "int4_g128" ? "q4_0" : "q4_1";
     EXPECT_NE(summary.find("2 matrices whose rows"), std::string::npos) << summary;

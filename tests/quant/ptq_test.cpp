@@ -223,7 +223,7 @@ TEST(Ptq, Qwen3GgufSchemesTop1Agreement) {
   for (const char* scheme : {"int8", "q8_0", "q4_k", "q4_0", "q4_1", "int4_g128", "int4_g128_asym"}) {
     const bool int8 = std::string(scheme) == "int8";
     const std::string out = kDir + "/qwen3-" + scheme + (int8 ? "" : ".gguf");
-    Status st = int8 ? quant::quantize_int8_folder(dir, out) : quant::quantize_qwen3_gguf(dir, out, scheme);
+    Status st = int8 ? quant::quantize_int8_folder(dir, out) : quant::quantize_decoder_gguf(dir, out, scheme);
     ASSERT_TRUE(st.is_ok()) << st.to_string();
     if (int8) {
       auto w = models::load_decoder(out);

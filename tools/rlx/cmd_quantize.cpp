@@ -9,14 +9,14 @@
 //                   per-tensor scale for each Linear's input, from the f32 model run on DATA
 //                   (--calib-method minmax|percentile, --percentile P, default 99.99;
 //                   quant/calibrate.h); int8_matmul then takes it as x_scale.
-//   q8_0|q4_0|q4_k  Qwen3-family folders: OUT is a GGUF file with the matrices in llama.cpp's
+//   q8_0|q4_0|q4_k  decoder folders (docs/generation.md): OUT is a GGUF file with the matrices in llama.cpp's
 //                   block format (rows k-quants cannot tile stay q8_0); `rlx generate OUT` runs
 //                   it with qmatmul.
 //   int4-g32[-asym] = q4_0 / q4_1.
 //   BERT-family folders take these block schemes too: OUT is a folder whose Linear weights are
 //   U8 block rows (weight-only, quantize_bert_blocks_folder in quant/ptq.h) run with qmatmul; K
 //   must be a multiple of the block (32, 128, 256 for q4_k), else nothing is written.
-//   int4-g128[-asym] Qwen3-family folders: a GGUF file with rlx's own 4-bit types in groups of
+//   int4-g128[-asym] decoder folders (docs/generation.md): a GGUF file with rlx's own 4-bit types in groups of
 //                   128 along K (f16 scale, + f16 min for -asym; kernels/ggml_quants.h, type ids
 //                   outside ggml's range, rlx/gguf.h); matrices whose K is not a multiple of
 //                   128 are written as q4_0 / q4_1 and named in the summary.
@@ -49,7 +49,7 @@ int cmd_quantize(int argc, char** argv) {
                               scheme, " quantizes weights only"));
   if (scheme == "int8") {
     if (!models::is_bert_folder(in) && !(models::is_decoder_model(in) && std::filesystem::is_directory(in)))
-      return report_error(error(ErrorCode::unsupported, in, ": --scheme int8 quantizes BERT- and Qwen3-family folders"));
+      return report_error(error(ErrorCode::unsupported, in, ": --scheme int8 quantizes BERT- and decoder folders (docs/generation.md)"));
     if (calib) {
       if (!models::is_bert_folder(in))
         return report_error(error(ErrorCode::unsupported, in, ": --calib calibrates BERT-family folders so far (sentences as samples)"));
@@ -75,7 +75,7 @@ int cmd_quantize(int argc, char** argv) {
     const bool bert = models::is_bert_folder(in);
     if (!bert && !models::is_decoder_model(in))
       return report_error(error(ErrorCode::unsupported, in, ": --scheme ", scheme,
-                                " quantizes BERT-family folders (to a folder) and Qwen3-family models (to a GGUF file)"));
+                                " quantizes BERT-family folders (to a folder) and decoder models (to a GGUF file)"));
     // int4 in groups of 32 is ggml's q4_0 (symmetric, f16 scale) or q4_1 (f16 scale and min)
     // int4 in groups of 128 is rlx's int4_g128 / int4_g128_asym
     const std::string fmt = scheme == "int4-g32"         ? "q4_0"
@@ -83,7 +83,7 @@ int cmd_quantize(int argc, char** argv) {
                             : scheme == "int4-g128"      ? "int4_g128"
                             : scheme == "int4-g128-asym" ? "int4_g128_asym"
                                                          : scheme;
-    st = bert ? quant::quantize_bert_blocks_folder(in, out, fmt, scheme, &summary) : quant::quantize_qwen3_gguf(in, out, fmt, &summary);
+    st = bert ? quant::quantize_bert_blocks_folder(in, out, fmt, scheme, &summary) : quant::quantize_decoder_gguf(in, out, fmt, &summary);
   } else {
     return report_error(error(ErrorCode::invalid_argument, "unknown scheme '", scheme, "'; ", usage));
   }

@@ -39,11 +39,11 @@ Expected<Loaded> load_common(const Args& a) {
   Loaded l;
   const std::string& path = a.positional[0];
   if (!std::filesystem::is_directory(path) && ends_with(path, ".gguf") && models::is_decoder_model(path)) {
-    // a Qwen3 GGUF file (llama.cpp's block formats or rlx quantize's int4_g128): the prefill step
-    // graph a Qwen3 folder gives (load_model alone would give the weights and no nodes)
+    // a decoder GGUF file (llama.cpp's block formats or rlx quantize's int4_g128): the prefill step
+    // graph a decoder folder gives (load_model alone would give the weights and no nodes)
     RLX_ASSIGN_OR_RETURN(models::DecoderWeights w, models::load_decoder(path));
     RLX_ASSIGN_OR_RETURN(l.model.graph, models::build_decoder(w, {.context = 256, .all_logits = false, .decode = false}));
-    l.model.format = "GGUF (decoder, prefill step with a 256-slot KV cache)";
+    l.model.format = cat("GGUF (", models::family_name(w.config.family), " decoder, prefill step with a 256-slot KV cache)");
   } else {
     RLX_ASSIGN_OR_RETURN(l.model, load_model(path));
   }

@@ -1,12 +1,12 @@
 // rlx run MODEL --tp T --pp P: one forward run of a model across ranks (docs/distributed.md).
 // Tensor parallelism needs to know which matrix products pair up (column- then row-split) and
 // how attention splits by heads; only the builders know that, so --tp takes the models rlx
-// builds itself: a BERT or Qwen3 folder, or a Qwen3 GGUF file. Pipeline parallelism cuts at
+// builds itself: a BERT or decoder folder, or a decoder GGUF file. Pipeline parallelism cuts at
 // the layer ends a graph marks (values named layer.N.out: the builders' layers, or any graph
 // that names its own), so --pp also takes such a graph in any format.
 //
 // Every rank synthesizes the inputs of the whole model from the same seed (an input a
-// tensor-parallel shard has less of, such as a Qwen3 KV cache of fewer heads, is this rank's
+// tensor-parallel shard has less of, such as a decoder KV cache of fewer heads, is this rank's
 // block of the whole input), so the result equals the single-process `rlx run`. World rank 0
 // prints output 0 (the logits or embeddings; the other outputs, e.g. the KV caches, stay
 // sharded or on their stage) and writes it with --out.
@@ -30,7 +30,7 @@ bool has_suffix(const std::string& s, const std::string& x) {
   return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
 }
 
-// The same Qwen3 prefill step `rlx run` builds on one process (model_io.cpp, cmd_run.cpp).
+// The same decoder prefill step `rlx run` builds on one process (model_io.cpp, cmd_run.cpp).
 models::DecoderGraphOptions prefill_options() { return {.context = 256, .all_logits = false, .decode = false}; }
 
 // Block `rank` of `ranks` of `whole` along the one axis where the shard's sizes are smaller.
@@ -75,7 +75,7 @@ int run_parallel(const Args& a) {
     if (tp > 1 && !bert && !qwen3)
       return error(ErrorCode::unsupported, "rlx run --tp: ", path, " is not a model rlx builds itself; tensor "
                    "parallelism has to know which matrix products pair up (split by columns, then by rows) and how "
-                   "attention splits by heads, which rlx knows for BERT and Qwen3 folders and Qwen3 GGUF files only "
+                   "attention splits by heads, which rlx knows for BERT and decoder folders and decoder GGUF files only "
                    "(an arbitrary graph runs on one process, or with --pp where it marks its layer ends)");
     // the ranks: a grid, the tensor-parallel group, or the pipeline
     std::shared_ptr<dist::Communicator> comm, stage_comm;
@@ -110,7 +110,7 @@ int run_parallel(const Args& a) {
         RLX_ASSIGN_OR_RETURN(models::DecoderWeights s, models::shard_decoder(w, shard));
         RLX_ASSIGN_OR_RETURN(mine, models::build_decoder(s, prefill_options()));
       }
-      format = "Qwen3 prefill step";
+      format = "decoder prefill step";
     } else {
       RLX_ASSIGN_OR_RETURN(LoadedModel m, load_model(path));
       whole = std::move(m.graph);

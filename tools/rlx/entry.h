@@ -93,7 +93,7 @@ struct GenerateResult {
   double decode_weight_gb_per_s() const;
 };
 
-// Generates tokens with a Qwen3-family model (Hugging Face folder or GGUF file), as
+// Generates tokens with a decoder model (docs/generation.md) (Hugging Face folder or GGUF file), as
 // `rlx generate` does.
 Expected<GenerateResult> generate_text(const std::string& path, const GenerateOptions& options);
 
