@@ -1,9 +1,15 @@
 // llama.cpp (through node-llama-cpp's prebuilt CPU binaries) as the peer of bench/qwen3_bench.py:
 // prefill tokens/s of a prompt of random token ids and greedy decode tokens/s, best of N runs.
 //
-//   cd bench/qwen3 && npm install --no-save node-llama-cpp@3.22.1
 //   node bench/qwen3/llama_peer.mjs MODEL.gguf THREADS PROMPT_TOKENS DECODE_TOKENS RUNS
-import {getLlama} from "node-llama-cpp";
+// node-llama-cpp comes from $RLX_NODE_LLAMA_CPP/node_modules (scripts/install-npm.sh installs it
+// in build/npm/llama-cpp), else from the usual resolution (cd bench/qwen3 && npm install
+// --no-save node-llama-cpp@3.22.1).
+import {pathToFileURL} from "node:url";
+
+const {getLlama} = process.env.RLX_NODE_LLAMA_CPP
+    ? await import(pathToFileURL(`${process.env.RLX_NODE_LLAMA_CPP}/node_modules/node-llama-cpp/dist/index.js`).href)
+    : await import("node-llama-cpp");
 
 const [modelPath, threadsArg, promptArg, decodeArg, runsArg] = process.argv.slice(2);
 const threads = Number(threadsArg ?? 2), promptLen = Number(promptArg ?? 128);
