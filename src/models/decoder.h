@@ -75,6 +75,9 @@ struct DecoderConfig {
   double rms_eps = 1e-6, rope_theta = 1000000.0;
   bool tie_embeddings = true;
   int64_t bos_token_id = -1, eos_token_id = -1;
+  // Every id that ends generation: config.json's eos_token_id list (Llama 3.1 gives
+  // <|end_of_text|>, <|eom_id|> and <|eot_id|>), or GGUF's eos and eot ids. eos_token_id is the first.
+  std::vector<int64_t> eos_token_ids;
 
   // What differs between families. A default-constructed config is Qwen3's; for_family sets
   // another family's defaults.

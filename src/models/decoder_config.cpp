@@ -317,14 +317,17 @@ Expected<DecoderConfig> DecoderConfig::from_json(std::string_view text, const st
     if (s.kind != RopeScaling::Kind::none) RLX_TRY(r.read("factor", s.factor));
   }
   RLX_TRY(f.read("bos_token_id", c.bos_token_id, 0, INT64_MAX));
-  // eos_token_id: one id, or a list whose first is taken
+  // eos_token_id: one id, or a list (all of them end generation; the first is eos_token_id)
   if (f.has("eos_token_id") && j["eos_token_id"].is_array()) {
-    const nlohmann::json& e = j["eos_token_id"];
-    if (!e.empty() && !e[0].is_number_integer())
-      return error(ErrorCode::format_error, path, ": 'eos_token_id' must be an integer or a list of integers");
-    if (!e.empty()) c.eos_token_id = e[0].get<int64_t>();
+    for (const nlohmann::json& e : j["eos_token_id"]) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0)
+        return error(ErrorCode::format_error, path, ": 'eos_token_id' must be a non-negative integer or a list of them");
+      c.eos_token_ids.push_back(e.get<int64_t>());
+    }
+    if (!c.eos_token_ids.empty()) c.eos_token_id = c.eos_token_ids[0];
   } else {
     RLX_TRY(f.read("eos_token_id", c.eos_token_id, 0, INT64_MAX));
+    if (c.eos_token_id >= 0) c.eos_token_ids = {c.eos_token_id};
   }
   RLX_TRY(c.validate(path));
   return c;
@@ -372,7 +375,8 @@ std::string DecoderConfig::to_json() const {
                          {"original_max_position_embeddings", rope_scaling.original_max_positions}};
   }
   if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
-  if (eos_token_id >= 0) j["eos_token_id"] = eos_token_id;
+  if (eos_token_ids.size() > 1) j["eos_token_id"] = eos_token_ids;
+  else if (eos_token_id >= 0) j["eos_token_id"] = eos_token_id;
   return j.dump(2);
 }
 
@@ -445,6 +449,11 @@ Status read_gguf_config(const gguf::File& f, const std::string& path, DecoderCon
   c.rope_interleaved = c.family == DecoderFamily::llama;
   if (f.find("tokenizer.ggml.eos_token_id")) {
     RLX_ASSIGN_OR_RETURN(c.eos_token_id, f.get_int("tokenizer.ggml.eos_token_id"));
+    c.eos_token_ids = {c.eos_token_id};
+  }
+  if (f.find("tokenizer.ggml.eot_token_id")) {  // the end of a chat turn (llama.cpp's EOT)
+    RLX_ASSIGN_OR_RETURN(int64_t eot, f.get_int("tokenizer.ggml.eot_token_id"));
+    if (eot != c.eos_token_id) c.eos_token_ids.push_back(eot);
   }
   if (f.find("tokenizer.ggml.bos_token_id")) {
     RLX_ASSIGN_OR_RETURN(c.bos_token_id, f.get_int("tokenizer.ggml.bos_token_id"));
