@@ -655,6 +655,7 @@ class Renderer {
 
 Status to_status(const Failure& f, const std::string& name, int fallback_line) {
   const int line = f.line > 0 ? f.line : fallback_line;
+  if (line <= 0) return Status(f.code, cat(name, ": ", f.message));  // before any line ran (the variables)
   return Status(f.code, cat(name, ":", line, ": ", f.message));
 }
 
