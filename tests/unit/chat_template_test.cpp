@@ -426,6 +426,14 @@ TEST(Jinja, LimitsStopHostileTemplates) {
             "out of range: tpl:1: the template built a value nested deeper than 64 levels");
   EXPECT_EQ(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
             "out of range: tpl:1: macro calls nest deeper than 8 levels");
+  // every limit at once: a macro calling itself from 29 nested ifs through a 120-deep expression
+  std::string body, expr = "f(n + 1)";
+  for (int i = 0; i < 29; ++i) body += "{% if true %}";
+  for (int i = 0; i < 60; ++i) expr = "(" + expr + " ~ '')|trim";
+  body += "{% if n < 7 %}{{ " + expr + " }}{% endif %}";
+  for (int i = 0; i < 29; ++i) body += "{% endif %}";
+  EXPECT_EQ(error_of("{% macro f(n) %}" + body + "{% endmacro %}{{ f(0) }}"),
+            "out of range: tpl:1: the template nests statements, expressions and macro calls deeper than 384 levels");
   // given values nested too deep
   json deep = json::array();
   for (int i = 0; i < 100; ++i) deep = json::array({deep});

@@ -69,64 +69,57 @@ class Renderer {
   }
 
   Flow exec(const Body& body, Scope& scope, std::string& out) {
+    Depth d(*this);
     for (const auto& sp : body) {
       const Stmt& s = *sp;
       line_ = s.line;
       rt_.step();
+      Flow f = Flow::normal;
       switch (s.kind) {
         case Stmt::s_text: emit(out, s.text); break;
-        case Stmt::s_output: {
-          const Value v = eval(*s.expr, scope);
-          if (v.kind == K::string) emit(out, v.s);
-          else emit(out, to_str(v));
-          break;
-        }
-        case Stmt::s_if: {
-          bool done = false;
-          for (const auto& [cond, b] : s.branches) {
-            if (truthy(eval(*cond, scope))) {
-              const Flow f = exec(b, scope, out);
-              if (f != Flow::normal) return f;
-              done = true;
-              break;
-            }
-          }
-          if (!done) {
-            const Flow f = exec(s.else_body, scope, out);
-            if (f != Flow::normal) return f;
-          }
-          break;
-        }
+        case Stmt::s_output: exec_output(s, scope, out); break;
+        case Stmt::s_if: f = exec_if(s, scope, out); break;
         case Stmt::s_for: exec_for(s, scope, out); break;
         case Stmt::s_set: exec_set(s, scope); break;
-        case Stmt::s_set_block: {
-          std::string text;
-          Scope inner{&scope, {}};
-          exec(s.body, inner, text);
-          scope.set(s.names[0], rt_.str(std::move(text)));
-          break;
-        }
-        case Stmt::s_macro: {
-          auto f = std::make_shared<Func>();
-          f->kind = Func::Kind::macro;
-          f->name = s.text;
-          f->macro = &s;
-          Value v;
-          v.kind = K::func;
-          v.fn = std::move(f);
-          scope.set(s.text, std::move(v));
-          break;
-        }
+        case Stmt::s_set_block: exec_set_block(s, scope); break;
+        case Stmt::s_macro: define_macro(s, scope); break;
         case Stmt::s_break: return Flow::break_;
         case Stmt::s_continue: return Flow::continue_;
-        case Stmt::s_block: {
-          const Flow f = exec(s.body, scope, out);
-          if (f != Flow::normal) return f;
-          break;
-        }
+        case Stmt::s_block: f = exec(s.body, scope, out); break;
       }
+      if (f != Flow::normal) return f;
     }
     return Flow::normal;
+  }
+
+  [[gnu::noinline]] void exec_output(const Stmt& s, Scope& scope, std::string& out) {
+    const Value v = eval(*s.expr, scope);
+    if (v.kind == K::string) emit(out, v.s);
+    else emit(out, to_str(v));
+  }
+
+  [[gnu::noinline]] Flow exec_if(const Stmt& s, Scope& scope, std::string& out) {
+    for (const auto& [cond, b] : s.branches)
+      if (truthy(eval(*cond, scope))) return exec(b, scope, out);
+    return exec(s.else_body, scope, out);
+  }
+
+  [[gnu::noinline]] void exec_set_block(const Stmt& s, Scope& scope) {
+    std::string text;
+    Scope inner{&scope, {}};
+    exec(s.body, inner, text);
+    scope.set(s.names[0], rt_.str(std::move(text)));
+  }
+
+  [[gnu::noinline]] void define_macro(const Stmt& s, Scope& scope) {
+    auto f = std::make_shared<Func>();
+    f->kind = Func::Kind::macro;
+    f->name = s.text;
+    f->macro = &s;
+    Value v;
+    v.kind = K::func;
+    v.fn = std::move(f);
+    scope.set(s.text, std::move(v));
   }
 
   void assign_targets(const std::vector<std::string>& names, const Value& v, Scope& scope) {
@@ -141,7 +134,29 @@ class Renderer {
     for (size_t k = 0; k < names.size(); ++k) scope.set(names[k], items[k]);
   }
 
-  void exec_for(const Stmt& s, Scope& scope, std::string& out) {
+  [[gnu::noinline]] static Value make_loop(const std::vector<Value>& items, int64_t k) {
+    const int64_t n = static_cast<int64_t>(items.size());
+    auto loop = std::make_shared<Dict>();
+    loop->items = {{"index", Value::integer(k + 1)},
+                   {"index0", Value::integer(k)},
+                   {"revindex", Value::integer(n - k)},
+                   {"revindex0", Value::integer(n - k - 1)},
+                   {"first", Value::boolean(k == 0)},
+                   {"last", Value::boolean(k == n - 1)},
+                   {"length", Value::integer(n)},
+                   {"depth", Value::integer(1)},
+                   {"depth0", Value::integer(0)},
+                   {"previtem", k > 0 ? items[static_cast<size_t>(k - 1)] : Value::undefined("loop.previtem")},
+                   {"nextitem", k + 1 < n ? items[static_cast<size_t>(k + 1)] : Value::undefined("loop.nextitem")}};
+    loop->depth = 1;
+    for (const auto& [key, v] : loop->items) loop->depth = std::max(loop->depth, v.depth() + 1);
+    Value lv;
+    lv.kind = K::dict;
+    lv.dict = std::move(loop);
+    return lv;
+  }
+
+  [[gnu::noinline]] void exec_for(const Stmt& s, Scope& scope, std::string& out) {
     const Value seq = eval(*s.expr, scope);
     if (seq.kind == K::none || seq.kind == K::integer || seq.kind == K::floating || seq.kind == K::boolean ||
         seq.kind == K::ns || seq.kind == K::func)
@@ -163,23 +178,7 @@ class Renderer {
       line_ = s.line;
       const Value& item = items[static_cast<size_t>(k)];
       assign_targets(s.names, item, inner);
-      auto loop = std::make_shared<Dict>();
-      loop->items = {{"index", Value::integer(k + 1)},
-                     {"index0", Value::integer(k)},
-                     {"revindex", Value::integer(n - k)},
-                     {"revindex0", Value::integer(n - k - 1)},
-                     {"first", Value::boolean(k == 0)},
-                     {"last", Value::boolean(k == n - 1)},
-                     {"length", Value::integer(n)},
-                     {"depth", Value::integer(1)},
-                     {"depth0", Value::integer(0)},
-                     {"previtem", k > 0 ? items[static_cast<size_t>(k - 1)] : Value::undefined("loop.previtem")},
-                     {"nextitem", k + 1 < n ? items[static_cast<size_t>(k + 1)] : Value::undefined("loop.nextitem")}};
-      loop->depth = 1;
-      for (const auto& [key, v] : loop->items) loop->depth = std::max(loop->depth, v.depth() + 1);
-      Value lv;
-      lv.kind = K::dict;
-      lv.dict = std::move(loop);
+      Value lv = make_loop(items, k);
       inner.set("loop", std::move(lv));
       const Flow f = exec(s.body, inner, out);
       if (f == Flow::break_) break;
@@ -190,7 +189,7 @@ class Renderer {
     }
   }
 
-  void exec_set(const Stmt& s, Scope& scope) {
+  [[gnu::noinline]] void exec_set(const Stmt& s, Scope& scope) {
     Value v = eval(*s.expr, scope);
     if (!s.attr.empty()) {
       const Value* target = scope.find(s.names[0]);
@@ -292,7 +291,7 @@ class Renderer {
     }
   }
 
-  Value slice(const Value& obj, const Expr& e, Scope& scope) {
+  [[gnu::noinline]] Value slice(const Value& obj, const Expr& e, Scope& scope) {
     auto part = [&](size_t k) -> std::optional<int64_t> {
       if (!e.kids[k]) return std::nullopt;
       const Value v = eval(*e.kids[k], scope);
@@ -345,105 +344,132 @@ class Renderer {
     return rt_.str(std::move(out));
   }
 
+  // Bounds the recursion of exec and eval together (statements, expressions and macro calls
+  // nested in each other), so that no composition of the parse limits exhausts the stack.
+  struct Depth {
+    Renderer& r;
+    explicit Depth(Renderer& renderer) : r(renderer) {
+      if (++r.depth_ > kMaxEvalDepth)
+        fail(ErrorCode::out_of_range, "the template nests statements, expressions and macro calls deeper than ",
+             kMaxEvalDepth, " levels");
+    }
+    ~Depth() { --r.depth_; }
+  };
+  static constexpr int kMaxEvalDepth = 384;
+
+  // eval dispatches only; each kind is its own function so that the recursion's frames stay small.
   Value eval(const Expr& e, Scope& scope) {
+    Depth d(*this);
     line_ = e.line;
     rt_.step();
     switch (e.kind) {
       case Expr::Kind::literal: return e.value;
-      case Expr::Kind::name: {
-        const Value* v = scope.find(e.str);
-        return v ? *v : Value::undefined(e.str);
-      }
+      case Expr::Kind::name: return eval_name(e, scope);
       case Expr::Kind::list:
-      case Expr::Kind::tuple: {
-        std::vector<Value> items;
-        for (const ExprP& k : e.kids) items.push_back(eval(*k, scope));
-        return rt_.list(std::move(items), e.kind == Expr::Kind::tuple);
-      }
-      case Expr::Kind::dict: {
-        auto d = std::make_shared<Dict>();
-        for (size_t k = 0; k + 1 < e.kids.size(); k += 2) {
-          const Value key = eval(*e.kids[k], scope);
-          if (key.kind != K::string) fail(ErrorCode::unsupported, "dict keys other than strings are not supported, got ", type_name(key));
-          d->set(key.s, eval(*e.kids[k + 1], scope));
-        }
-        Value v;
-        v.kind = K::dict;
-        v.dict = std::move(d);
-        rt_.check_depth(v);
-        return v;
-      }
-      case Expr::Kind::attr: {
-        const Value obj = eval(*e.kids[0], scope);
-        line_ = e.line;
-        return get_attr(obj, e.str);
-      }
-      case Expr::Kind::subscript: {
-        const Value obj = eval(*e.kids[0], scope);
-        const Value key = eval(*e.kids[1], scope);
-        line_ = e.line;
-        return get_item(obj, key);
-      }
-      case Expr::Kind::slice: {
-        const Value obj = eval(*e.kids[0], scope);
-        return slice(obj, e, scope);
-      }
-      case Expr::Kind::call: {
-        const Value fn = eval(*e.kids[0], scope);
-        Args a = eval_args(e, scope);
-        line_ = e.line;
-        return call(fn, a, e);
-      }
-      case Expr::Kind::filter: {
-        const Value v = eval(*e.kids[0], scope);
-        Args a = eval_args(e, scope);
-        line_ = e.line;
-        return apply_filter(rt_, e.str, v, a);
-      }
-      case Expr::Kind::test: {
-        const Value v = eval(*e.kids[0], scope);
-        Args a = eval_args(e, scope);
-        line_ = e.line;
-        return Value::boolean(apply_test(rt_, e.str, v, a) != e.negate);
-      }
-      case Expr::Kind::unary: {
-        const Value v = eval(*e.kids[0], scope);
-        if (e.str == "not") return Value::boolean(!truthy(v));
-        if (v.kind == K::integer) {
-          if (e.str == "+") return v;
-          if (v.i == INT64_MIN) fail(ErrorCode::out_of_range, "integer overflow");
-          return Value::integer(-v.i);
-        }
-        if (v.kind == K::boolean) return Value::integer(e.str == "-" ? -int64_t{v.b} : int64_t{v.b});
-        if (v.kind == K::floating) return Value::floating(e.str == "-" ? -v.f : v.f);
-        fail(ErrorCode::format_error, "bad operand type for unary ", e.str, ": '", type_name(v), "'");
-      }
-      case Expr::Kind::logic_and: {
-        Value a = eval(*e.kids[0], scope);
-        return truthy(a) ? eval(*e.kids[1], scope) : a;
-      }
-      case Expr::Kind::logic_or: {
-        Value a = eval(*e.kids[0], scope);
-        return truthy(a) ? a : eval(*e.kids[1], scope);
-      }
-      case Expr::Kind::ternary: {
-        if (truthy(eval(*e.kids[0], scope))) return eval(*e.kids[1], scope);
-        return e.kids[2] ? eval(*e.kids[2], scope) : Value::undefined("the else branch of an if expression");
-      }
-      case Expr::Kind::binary: {
-        const Value a = eval(*e.kids[0], scope);
-        const Value b = eval(*e.kids[1], scope);
-        line_ = e.line;
-        return binary(e.str, a, b);
-      }
+      case Expr::Kind::tuple: return eval_sequence(e, scope);
+      case Expr::Kind::dict: return eval_dict(e, scope);
+      case Expr::Kind::attr: return eval_attr(e, scope);
+      case Expr::Kind::subscript: return eval_subscript(e, scope);
+      case Expr::Kind::slice: return eval_slice(e, scope);
+      case Expr::Kind::call: return eval_call(e, scope);
+      case Expr::Kind::filter: return eval_filter(e, scope);
+      case Expr::Kind::test: return eval_test(e, scope);
+      case Expr::Kind::unary: return eval_unary(e, scope);
+      case Expr::Kind::logic_and:
+      case Expr::Kind::logic_or: return eval_logic(e, scope);
+      case Expr::Kind::ternary: return eval_ternary(e, scope);
+      case Expr::Kind::binary: return eval_binary(e, scope);
     }
     fail(ErrorCode::internal, "unknown expression");
+  }
+
+  [[gnu::noinline]] Value eval_name(const Expr& e, Scope& scope) {
+    const Value* v = scope.find(e.str);
+    return v ? *v : Value::undefined(e.str);
+  }
+  [[gnu::noinline]] Value eval_sequence(const Expr& e, Scope& scope) {
+    std::vector<Value> items;
+    for (const ExprP& k : e.kids) items.push_back(eval(*k, scope));
+    return rt_.list(std::move(items), e.kind == Expr::Kind::tuple);
+  }
+  [[gnu::noinline]] Value eval_dict(const Expr& e, Scope& scope) {
+    auto d = std::make_shared<Dict>();
+    for (size_t k = 0; k + 1 < e.kids.size(); k += 2) {
+      const Value key = eval(*e.kids[k], scope);
+      if (key.kind != K::string) fail(ErrorCode::unsupported, "dict keys other than strings are not supported, got ", type_name(key));
+      d->set(key.s, eval(*e.kids[k + 1], scope));
+    }
+    Value v;
+    v.kind = K::dict;
+    v.dict = std::move(d);
+    rt_.check_depth(v);
+    return v;
+  }
+  [[gnu::noinline]] Value eval_attr(const Expr& e, Scope& scope) {
+    const Value obj = eval(*e.kids[0], scope);
+    line_ = e.line;
+    return get_attr(obj, e.str);
+  }
+  [[gnu::noinline]] Value eval_subscript(const Expr& e, Scope& scope) {
+    const Value obj = eval(*e.kids[0], scope);
+    const Value key = eval(*e.kids[1], scope);
+    line_ = e.line;
+    return get_item(obj, key);
+  }
+  [[gnu::noinline]] Value eval_slice(const Expr& e, Scope& scope) {
+    const Value obj = eval(*e.kids[0], scope);
+    return slice(obj, e, scope);
+  }
+  [[gnu::noinline]] Value eval_call(const Expr& e, Scope& scope) {
+    const Value fn = eval(*e.kids[0], scope);
+    Args a = eval_args(e, scope);
+    line_ = e.line;
+    return call(fn, a, e);
+  }
+  [[gnu::noinline]] Value eval_filter(const Expr& e, Scope& scope) {
+    const Value v = eval(*e.kids[0], scope);
+    Args a = eval_args(e, scope);
+    line_ = e.line;
+    return apply_filter(rt_, e.str, v, a);
+  }
+  [[gnu::noinline]] Value eval_test(const Expr& e, Scope& scope) {
+    const Value v = eval(*e.kids[0], scope);
+    Args a = eval_args(e, scope);
+    line_ = e.line;
+    return Value::boolean(apply_test(rt_, e.str, v, a) != e.negate);
+  }
+  [[gnu::noinline]] Value eval_unary(const Expr& e, Scope& scope) {
+    const Value v = eval(*e.kids[0], scope);
+    if (e.str == "not") return Value::boolean(!truthy(v));
+    if (v.kind == K::integer) {
+      if (e.str == "+") return v;
+      if (v.i == INT64_MIN) fail(ErrorCode::out_of_range, "integer overflow");
+      return Value::integer(-v.i);
+    }
+    if (v.kind == K::boolean) return Value::integer(e.str == "-" ? -int64_t{v.b} : int64_t{v.b});
+    if (v.kind == K::floating) return Value::floating(e.str == "-" ? -v.f : v.f);
+    fail(ErrorCode::format_error, "bad operand type for unary ", e.str, ": '", type_name(v), "'");
+  }
+  [[gnu::noinline]] Value eval_logic(const Expr& e, Scope& scope) {
+    Value a = eval(*e.kids[0], scope);
+    if (truthy(a) == (e.kind == Expr::Kind::logic_or)) return a;
+    return eval(*e.kids[1], scope);
+  }
+  [[gnu::noinline]] Value eval_ternary(const Expr& e, Scope& scope) {
+    if (truthy(eval(*e.kids[0], scope))) return eval(*e.kids[1], scope);
+    return e.kids[2] ? eval(*e.kids[2], scope) : Value::undefined("the else branch of an if expression");
+  }
+  [[gnu::noinline]] Value eval_binary(const Expr& e, Scope& scope) {
+    const Value a = eval(*e.kids[0], scope);
+    const Value b = eval(*e.kids[1], scope);
+    line_ = e.line;
+    return binary(e.str, a, b);
   }
 
   static double as_double(const Value& v) { return v.kind == K::floating ? v.f : v.kind == K::integer ? static_cast<double>(v.i) : v.b; }
   static int64_t as_int(const Value& v) { return v.kind == K::integer ? v.i : v.b; }
 
-  Value binary(const std::string& op, const Value& a, const Value& b) {
+  [[gnu::noinline]] Value binary(const std::string& op, const Value& a, const Value& b) {
     if (op == "==") return Value::boolean(equal(a, b));
     if (op == "!=") return Value::boolean(!equal(a, b));
     if (op == "<") return Value::boolean(compare(a, b, op) < 0);
@@ -550,7 +576,7 @@ class Renderer {
 
   // ---------------------------------------------------------------- calls
 
-  Value call(const Value& fn, const Args& a, const Expr& e) {
+  [[gnu::noinline]] Value call(const Value& fn, const Args& a, const Expr& e) {
     if (fn.kind != K::func) {
       if (fn.kind == K::undefined) fail(ErrorCode::format_error, undefined_name(fn), " is undefined (calling it)");
       fail(ErrorCode::format_error, "'", type_name(fn), "' object is not callable");
@@ -558,6 +584,11 @@ class Renderer {
     const Func& f = *fn.fn;
     if (f.kind == Func::Kind::method) return call_method(rt_, f.self, f.name, a);
     if (f.kind == Func::Kind::macro) return call_macro(f, a);
+    return call_builtin(f, a, e);
+  }
+
+  // The globals: none of them evaluates template code, so their large frame is never in a recursion.
+  [[gnu::noinline]] Value call_builtin(const Func& f, const Args& a, const Expr& e) {
     if (f.name == "raise_exception") {
       const std::string msg = a.pos.empty() ? "" : to_str(a.pos[0]);
       throw Failure{ErrorCode::invalid_argument, "raise_exception: " + msg, e.line};
@@ -619,7 +650,7 @@ class Renderer {
     fail(ErrorCode::internal, "unknown builtin ", f.name);
   }
 
-  Value call_macro(const Func& f, const Args& a) {
+  [[gnu::noinline]] Value call_macro(const Func& f, const Args& a) {
     const Stmt& m = *f.macro;
     if (call_depth_ >= prog_.limits.max_call_depth)
       fail(ErrorCode::out_of_range, "macro calls nest deeper than ", prog_.limits.max_call_depth, " levels");
@@ -651,6 +682,7 @@ class Renderer {
   Scope root_;
   int line_ = 0;
   int call_depth_ = 0;
+  int depth_ = 0;
 };
 
 Status to_status(const Failure& f, const std::string& name, int fallback_line) {

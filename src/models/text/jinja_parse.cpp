@@ -366,7 +366,7 @@ class Parser {
   struct Guard {  // bounds the recursion of the parser itself
     Parser& p;
     explicit Guard(Parser& parser) : p(parser) {
-      if (++p.recursion_ > p.limits_.max_expression_depth + 8)
+      if (++p.recursion_ > 4 * p.limits_.max_expression_depth + 8)
         throw Failure{ErrorCode::out_of_range,
                       cat("an expression nests deeper than ", p.limits_.max_expression_depth, " levels"), p.cur().line};
     }
