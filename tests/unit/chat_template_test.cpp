@@ -39,7 +39,7 @@ std::string data_dir() { return std::string(RLX_SOURCE_DIR) + "/tests/unit/chat_
 std::string rlx_render(const std::string& source, const json& context) {
   auto t = jinja::Template::parse(source, "t");
   if (!t) return "ERROR: " + t.status().message();
-  auto r = t->render(context, 0);
+  auto r = t->render(context, 43200);  // noon of 1 Jan 1970 UTC: that date in every time zone
   if (!r) return "ERROR: " + r.status().message();
   return *r;
 }
@@ -442,6 +442,18 @@ TEST(Jinja, LimitsStopHostileTemplates) {
 }
 
 // ------------------------------------------------------------------ the ChatTemplate API and loaders
+
+TEST(ChatTemplate, StrftimeNowUsesTheGivenClock) {
+  // Llama 3.2's date line
+  auto t = ChatTemplate::parse(
+      "{%- if not date_string is defined %}{%- if strftime_now is defined %}{%- set date_string = strftime_now(\"%d %b %Y\") %}"
+      "{%- else %}{%- set date_string = \"26 Jul 2024\" %}{%- endif %}{%- endif %}Today Date: {{ date_string }}",
+      "llama3.2");
+  ASSERT_TRUE(t.has_value()) << t.status().to_string();
+  t->now_seconds = 1735732800;  // 2025-01-01 12:00 UTC
+  EXPECT_EQ(t->render({{"user", "hi"}}, true).value(), "Today Date: 01 Jan 2025");
+  EXPECT_EQ(t->render({{"user", "hi"}}, true, {{"date_string", "2 Feb 2020"}}).value(), "Today Date: 2 Feb 2020");
+}
 
 TEST(ChatTemplate, RendersMessagesWithSpecialTokensAndExtra) {
   auto t = ChatTemplate::parse(
