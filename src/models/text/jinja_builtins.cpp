@@ -451,6 +451,7 @@ Value apply_filter(Runtime& rt, std::string_view name, const Value& v, const Arg
       return Value::integer(v.i < 0 ? -v.i : v.i);
     }
     if (v.kind == K::floating) return Value::floating(std::fabs(v.f));
+    if (v.kind == K::boolean) return Value::integer(v.b);
     fail(ErrorCode::format_error, "bad operand type for abs(): '", type_name(v), "'");
   }
   if (name == "indent") {
@@ -518,7 +519,12 @@ bool apply_test(Runtime& rt, std::string_view name, const Value& v, const Args& 
   if (name == "callable") return v.kind == K::func;
   if (name == "lower") return v.kind == K::string && ascii_lower(v.s) == v.s;
   if (name == "upper") return v.kind == K::string && ascii_upper(v.s) == v.s;
-  if (name == "odd" || name == "even") {
+  if (name == "odd" || name == "even") {  // Python: value % 2 == 1 (floats too)
+    if (v.kind == K::floating) {
+      const double m = std::fmod(v.f, 2.0);
+      const double r = m < 0 ? m + 2.0 : m;
+      return name == "odd" ? r == 1.0 : r == 0.0;
+    }
     const int64_t x = need_int(v, name);
     return (x % 2 != 0) == (name == "odd");
   }

@@ -311,7 +311,7 @@ class Renderer {
       n = static_cast<int64_t>(cps.size());
     } else {
       if (obj.kind == K::undefined) fail(ErrorCode::format_error, undefined_name(obj), " is undefined (slicing it)");
-      fail(ErrorCode::format_error, "'", type_name(obj), "' object is not subscriptable");
+      return Value::undefined("a slice of a " + type_name(obj));  // Jinja's getitem: undefined, not an error
     }
     // Python's PySlice_AdjustIndices
     auto adjust = [&](std::optional<int64_t> x, int64_t dflt) {

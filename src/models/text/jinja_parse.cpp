@@ -152,10 +152,11 @@ class Lexer {
       const char c = src_[pos_];
       const std::string_view rest(src_.data() + pos_, src_.size() - pos_);
       const std::string_view close = variable ? "}}" : "%}";
-      bool strip = false;
+      bool strip = false, keep = false;  // `-%}` strips all whitespace after; `+%}` keeps even the newline
       size_t close_at = std::string_view::npos;
       if ((c == '-' || c == '+') && rest.substr(1, 2) == close) {
         strip = c == '-';
+        keep = c == '+';
         close_at = 1;
       } else if (rest.substr(0, 2) == close && (!variable || braces == 0)) {
         close_at = 0;
@@ -163,7 +164,7 @@ class Lexer {
       if (close_at != std::string_view::npos) {
         advance_to(pos_ + close_at + 2);
         push(variable ? Tok::var_end : Tok::block_end, "");
-        finish_tag(strip, !variable);
+        finish_tag(strip, !variable && !keep);
         return;
       }
       if (is_name_start(c)) {
