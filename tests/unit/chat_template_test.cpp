@@ -261,6 +261,7 @@ const Construct kConstructs[] = {
     {"a {# comment #}\nb {#- c -#} c", "{}", "a bc"},
     {"x {% if true %}y{% endif %}", "{}", "x y"},
     {"line\r\nnext", "{}", "line\nnext"},
+    {"{% if true +%}\nx{% endif %}|  {%+ if true %}y{% endif %}", "{}", "\nx|  y"},
     // literals and printing
     {"{{ 1 }} {{ 1.5 }} {{ 2.0 }} {{ true }} {{ none }} {{ 'a' \"b\" }} {{ [1, 'x'] }} {{ {'k': [1]} }} {{ (1,) }}", "{}",
      "1 1.5 2.0 True None ab [1, 'x'] {'k': [1]} (1,)"},
@@ -356,6 +357,52 @@ TEST(JinjaPeer, ConstructsMatchPythonJinja) {
   for (size_t i = 0; i < cases.size(); ++i) {
     ASSERT_TRUE(peer[i]["ok"].get<bool>()) << cases[i].label << ": " << peer[i]["error"];
     EXPECT_EQ(rlx_render(cases[i].source, cases[i].context), peer[i]["text"].get<std::string>()) << cases[i].label;
+  }
+}
+
+// Whitespace handling (trim_blocks, lstrip_blocks, - and + markers, comments, \r\n) on 2,000
+// generated combinations of tags, text and whitespace, against Python's Jinja.
+TEST(JinjaPeer, WhitespaceMatchesPythonJinja) {
+  if (!python_jinja_available()) GTEST_SKIP() << "python3 with jinja2 is not installed (apt install python3-jinja2)";
+  const char* const pieces[] = {"{% if x %}", "{% endif %}", "{% for i in xs %}", "{% endfor %}", "{{ i }}", "{{ x }}",
+                                "{# c #}", "{#- c -#}", "{%- if x -%}", "{%+ if x %}", "{% if x +%}", "{{- x -}}", " ",
+                                "  ", "\t", "\n", "\n\n", "a", " b ", "\n  ", "\r\n"};
+  uint64_t state = 12345;
+  auto next = [&](uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  std::vector<Case> cases;
+  while (cases.size() < 2000) {
+    std::string src;
+    std::vector<char> open;  // 'i' / 'f'
+    bool ok = true;
+    const uint64_t n = 1 + next(10);
+    for (uint64_t k = 0; k < n && ok; ++k) {
+      const std::string p = pieces[next(std::size(pieces))];
+      if (p.find("endif") != std::string::npos) {
+        ok = !open.empty() && open.back() == 'i';
+        if (ok) open.pop_back();
+      } else if (p.find("endfor") != std::string::npos) {
+        ok = !open.empty() && open.back() == 'f';
+        if (ok) open.pop_back();
+      } else if (p.find("if x") != std::string::npos) {
+        open.push_back('i');
+      } else if (p.find("for i") != std::string::npos) {
+        open.push_back('f');
+      }
+      src += p;
+    }
+    if (!ok || !open.empty()) continue;
+    cases.push_back({src, src, json{{"x", true}, {"xs", {1, 2}}}});
+    cases.push_back({src, src, json{{"x", false}, {"xs", json::array()}}});
+  }
+  std::string why;
+  const json peer = run_peer("python3", "jinja_render.py", cases, "python_whitespace", &why);
+  ASSERT_FALSE(peer.is_null()) << why;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ASSERT_TRUE(peer[i]["ok"].get<bool>()) << cases[i].label << ": " << peer[i]["error"];
+    EXPECT_EQ(rlx_render(cases[i].source, cases[i].context), peer[i]["text"].get<std::string>()) << json(cases[i].label).dump();
   }
 }
 
