@@ -278,6 +278,7 @@ const Construct kConstructs[] = {
     // subscripts, slices, attributes falling back to items
     {"{{ m[0].role }} {{ m[-1]['content'] }} {{ m[1:]|length }} {{ 'hello'[1:3] }} {{ 'hello'[::-1] }} {{ [1,2,3][::2] }}",
      R"({"m": [{"role": "user", "content": "a"}, {"role": "x", "content": "b"}]})", "user b 1 el olleh [1, 3]"},
+    {"{{ [1, 2, 3][1::9223372036854775807] }} {{ [1, 2, 3][::-9223372036854775807] }}", "{}", "[2] [3]"},
     {"{{ 'h\xc3\xa9llo'[1] }} {{ 'h\xc3\xa9llo'|length }} {{ [1,2,3][-5:10] }} {{ [1][5] is defined }}", "{}",
      "\xc3\xa9 5 [1, 2, 3] False"},
     // for loops
@@ -472,6 +473,11 @@ TEST(Jinja, LimitsStopHostileTemplates) {
   // values nested through a namespace, and recursion through macros
   EXPECT_EQ(error_of("{% set ns = namespace(v=[]) %}{% for i in range(1000) %}{% set ns.v = [ns.v] %}{% endfor %}"),
             "out of range: tpl:1: the template built a value nested deeper than 64 levels");
+  EXPECT_EQ(error_of("{% set ns = namespace() %}{% set ns.me = [1, {'x': ns}] %}{{ ns }}"),
+            "unsupported: tpl:1: a namespace cannot hold itself ('ns.me')");
+  EXPECT_EQ(error_of("{% set a = namespace() %}{% set b = namespace(a=a) %}{% set a.b = b %}"),
+            "unsupported: tpl:1: a namespace cannot hold itself ('a.b')");
+  EXPECT_EQ(error_of("{% set a = namespace(v=1) %}{% set b = namespace() %}{% set b.a = a %}{{ b.a.v }}"), "rendered: 1");
   EXPECT_EQ(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
             "out of range: tpl:1: macro calls nest deeper than 8 levels");
   // every limit at once: a macro calling itself from 29 nested ifs through a 120-deep expression

@@ -149,7 +149,10 @@ class Renderer {
                    {"previtem", k > 0 ? items[static_cast<size_t>(k - 1)] : Value::undefined("loop.previtem")},
                    {"nextitem", k + 1 < n ? items[static_cast<size_t>(k + 1)] : Value::undefined("loop.nextitem")}};
     loop->depth = 1;
-    for (const auto& [key, v] : loop->items) loop->depth = std::max(loop->depth, v.depth() + 1);
+    for (const auto& [key, v] : loop->items) {
+      loop->depth = std::max(loop->depth, v.depth() + 1);
+      loop->has_ns = loop->has_ns || v.holds_ns();
+    }
     Value lv;
     lv.kind = K::dict;
     lv.dict = std::move(loop);
@@ -189,12 +192,33 @@ class Renderer {
     }
   }
 
+  // Whether `v` holds the namespace `target`. Values are acyclic until a set makes them cyclic
+  // (which exec_set refuses), and nest at most max_value_depth deep, so this ends.
+  bool reaches(const Value& v, const Dict* target) {
+    rt_.step();
+    if (v.kind == K::ns) {
+      if (v.ns.get() == target) return true;
+      for (const auto& [k, x] : v.ns->items)
+        if (x.holds_ns() && reaches(x, target)) return true;
+    } else if (v.kind == K::list && v.list->has_ns) {
+      for (const Value& x : v.list->items)
+        if (x.holds_ns() && reaches(x, target)) return true;
+    } else if (v.kind == K::dict && v.dict->has_ns) {
+      for (const auto& [k, x] : v.dict->items)
+        if (x.holds_ns() && reaches(x, target)) return true;
+    }
+    return false;
+  }
+
   [[gnu::noinline]] void exec_set(const Stmt& s, Scope& scope) {
     Value v = eval(*s.expr, scope);
     if (!s.attr.empty()) {
       const Value* target = scope.find(s.names[0]);
       if (!target || target->kind != K::ns)
         fail(ErrorCode::format_error, "cannot assign attribute on non-namespace object '", s.names[0], "'");
+      // the one way to make a cycle (which printing would follow forever): a namespace holding itself
+      if (v.holds_ns() && reaches(v, target->ns.get()))
+        fail(ErrorCode::unsupported, "a namespace cannot hold itself ('", s.names[0], ".", s.attr, "')");
       target->ns->set(s.attr, std::move(v));
       if (target->ns->depth > prog_.limits.max_value_depth)
         fail(ErrorCode::out_of_range, "the template built a value nested deeper than ", prog_.limits.max_value_depth, " levels");
@@ -328,10 +352,10 @@ class Renderer {
     const int64_t b = adjust(start, step < 0 ? n - 1 : 0);
     const int64_t e2 = adjust(stop, step < 0 ? -1 : n);
     std::vector<size_t> idx;
-    if (step > 0)
-      for (int64_t i = b; i < e2; i += step) idx.push_back(static_cast<size_t>(i));
-    else
-      for (int64_t i = b; i > e2; i += step) idx.push_back(static_cast<size_t>(i));
+    for (int64_t i = b; step > 0 ? i < e2 : i > e2;) {  // b and e2 are within [-1, n]
+      idx.push_back(static_cast<size_t>(i));
+      if (__builtin_add_overflow(i, step, &i)) break;
+    }
     rt_.step(static_cast<int64_t>(idx.size()));
     if (obj.kind == K::list) {
       std::vector<Value> out;

@@ -60,17 +60,20 @@ struct Value {
   bool is_undefined() const { return kind == Kind::undefined; }
   bool is_number() const { return kind == Kind::integer || kind == Kind::floating || kind == Kind::boolean; }
   int depth() const;  // 0 for scalars, 1 + the deepest element for lists and dicts
+  bool holds_ns() const;  // is a namespace, or a list or dict holding one
 };
 
 struct List {
   std::vector<Value> items;
   bool tuple = false;
   int depth = 1;
+  bool has_ns = false;  // some element is or holds a namespace
 };
 
 struct Dict {
   std::vector<std::pair<std::string, Value>> items;  // insertion order, unique keys
   int depth = 1;
+  bool has_ns = false;  // some value is or holds a namespace
   const Value* find(std::string_view key) const;
   void set(const std::string& key, Value v);
 };

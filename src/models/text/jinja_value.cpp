@@ -11,7 +11,10 @@ namespace rlx::text::jinja {
 Value Value::of_list(std::vector<Value> items, bool tuple) {
   auto l = std::make_shared<List>();
   int d = 0;
-  for (const Value& v : items) d = std::max(d, v.depth());
+  for (const Value& v : items) {
+    d = std::max(d, v.depth());
+    l->has_ns = l->has_ns || v.holds_ns();
+  }
   l->items = std::move(items);
   l->tuple = tuple;
   l->depth = d + 1;
@@ -39,6 +42,15 @@ int Value::depth() const {
   }
 }
 
+bool Value::holds_ns() const {
+  switch (kind) {
+    case Kind::ns: return true;
+    case Kind::list: return list->has_ns;
+    case Kind::dict: return dict->has_ns;
+    default: return false;
+  }
+}
+
 const Value* Dict::find(std::string_view key) const {
   for (const auto& [k, v] : items)
     if (k == key) return &v;
@@ -47,6 +59,7 @@ const Value* Dict::find(std::string_view key) const {
 
 void Dict::set(const std::string& key, Value v) {
   depth = std::max(depth, v.depth() + 1);
+  has_ns = has_ns || v.holds_ns();
   for (auto& [k, x] : items)
     if (k == key) {
       x = std::move(v);
