@@ -31,7 +31,7 @@ packages=(
   # model formats: rten files (FlatBuffers: flatc and the header-only C++ runtime)
   flatbuffers-compiler libflatbuffers-dev
   # peers and test oracles (run with /usr/bin/python3)
-  python3 python3-numpy python3-onnx python3-torch python3-sklearn python3-scipy
+  python3 python3-numpy python3-onnx python3-torch python3-sklearn python3-scipy python3-jinja2
 )
 
 missing=()
