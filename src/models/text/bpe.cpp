@@ -160,6 +160,14 @@ Status find_pattern(const nlohmann::json& root, const std::string& name, std::st
 
 }  // namespace
 
+const std::vector<std::string>& llama_cpp_control_texts() {
+  static const std::vector<std::string> texts = {
+      "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+      "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+      "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>"};
+  return texts;
+}
+
 std::string_view pre_tokenizer_pattern(PreTokenizer p) {
   return p == PreTokenizer::qwen2 ? kQwen2Pattern : p == PreTokenizer::llama3 ? kLlama3Pattern : kGpt2Pattern;
 }
@@ -469,6 +477,19 @@ Status read_ids(const gguf::File& f, int64_t n, int64_t* ids[4], bool& add_bos, 
   return Status::ok();
 }
 
+// llama.cpp's override: tokens spelled like an end of generation become control tokens
+// (except "</s>" in a vocabulary that has "<|tool_response>", Gemma 4's, where it is text).
+void force_control(const std::vector<std::string>& tokens, std::vector<int32_t>& types) {
+  std::unordered_map<std::string_view, size_t> where;
+  for (size_t i = 0; i < tokens.size(); ++i) where.emplace(tokens[i], i);
+  const bool gemma4 = where.count("<|tool_response>") > 0;
+  for (const std::string& t : llama_cpp_control_texts()) {
+    auto it = where.find(t);
+    if (it == where.end() || (gemma4 && t == "</s>")) continue;
+    types[it->second] = 3;
+  }
+}
+
 }  // namespace
 
 Expected<BpeTokenizer> BpeTokenizer::sentencepiece_from_gguf(const gguf::File& f) {
@@ -478,6 +499,7 @@ Expected<BpeTokenizer> BpeTokenizer::sentencepiece_from_gguf(const gguf::File& f
   const size_t n = t.tokens_.size();
   if (n == 0 || n > (size_t{1} << 24)) return error(ErrorCode::format_error, f.name, ": tokenizer.ggml.tokens has ", n, " entries");
   RLX_TRY(read_types(f, n, t.types_));
+  force_control(t.tokens_, t.types_);
   auto sp = std::make_shared<spm::Model>();
   sp->scores.assign(n, 0.0f);
   if (f.find("tokenizer.ggml.scores")) {
@@ -521,6 +543,7 @@ Expected<BpeTokenizer> BpeTokenizer::from_gguf(const gguf::File& f) {
   BpeTokenizer t;
   RLX_ASSIGN_OR_RETURN(t.tokens_, f.get_array<std::string>("tokenizer.ggml.tokens"));
   RLX_TRY(read_types(f, t.tokens_.size(), t.types_));
+  force_control(t.tokens_, t.types_);
   for (size_t i = 0; i < t.tokens_.size(); ++i)
     if ((t.types_[i] == 3 || t.types_[i] == 4) && !t.tokens_[i].empty())
       t.added_.push_back({t.tokens_[i], static_cast<int64_t>(i), t.types_[i] == 3, false, false, false, false});
@@ -538,8 +561,9 @@ Expected<BpeTokenizer> BpeTokenizer::from_gguf(const gguf::File& f) {
     RLX_ASSIGN_OR_RETURN(pre, f.get_string("tokenizer.ggml.pre"));
   }
   if (pre == "qwen2") {
+    // no NFC: llama.cpp does not normalize (Hugging Face's Qwen files do; text that NFC
+    // changes tokenizes differently from tokenizer.json, as it does in llama.cpp)
     t.pre_ = PreTokenizer::qwen2;
-    t.nfc_ = true;
   } else if (pre == "llama-bpe" || pre == "llama3") {
     t.pre_ = PreTokenizer::llama3;
     t.ignore_merges_ = true;

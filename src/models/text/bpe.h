@@ -134,6 +134,10 @@ class BpeTokenizer {
   std::shared_ptr<const spm::Model> spm_;            // sentencepiece only
 };
 
+// The token texts llama.cpp treats as end-of-generation and therefore as control tokens on
+// loading any GGUF vocabulary, whatever type the file gives them (so "</s>" typed in text is one
+// token for a Qwen GGUF in llama.cpp but three for Hugging Face); from_gguf does the same.
+const std::vector<std::string>& llama_cpp_control_texts();
 // The Split regex of pattern `p` as tokenizer.json files spell it.
 std::string_view pre_tokenizer_pattern(PreTokenizer p);
 // The pre-tokenization pieces of `text` under pattern `p` (exposed for tests).
