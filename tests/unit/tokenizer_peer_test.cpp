@@ -276,8 +276,12 @@ TEST(TokenizerPeer, GgufFormsMatchLlamaCpp) {
     const nlohmann::json& r = peer[files[k]];
     ASSERT_TRUE(r.is_object());
     EXPECT_EQ(r["add_bos"].get<bool>(), rlx[k].add_bos());
-    if (rlx[k].add_bos()) EXPECT_EQ(r["bos"].get<int64_t>(), rlx[k].bos_id);
-    if (!r["eos"].is_null()) EXPECT_EQ(r["eos"].get<int64_t>(), rlx[k].eos_id);
+    if (rlx[k].add_bos()) {
+      EXPECT_EQ(r["bos"].get<int64_t>(), rlx[k].bos_id);
+    }
+    if (!r["eos"].is_null()) {
+      EXPECT_EQ(r["eos"].get<int64_t>(), rlx[k].eos_id);
+    }
     int diffs = 0;
     for (size_t i = 0; i < texts.size(); ++i) {
       const auto ids = r["ids"][i].get<std::vector<int64_t>>();
