@@ -386,10 +386,9 @@ Expected<BpeTokenizer> BpeTokenizer::from_json(std::string_view text, const std:
                                                                               : TokenizerKind::sentencepiece;
   if (t.kind_ == TokenizerKind::sentencepiece) {
     // the model's vocabulary without the added tokens: Hugging Face's BPE sees only that
-    std::unordered_map<std::string, int64_t> model_vocab;
-    for (const auto& [tok, id] : m["vocab"].items()) model_vocab.emplace(tok, id.get<int64_t>());
     auto sp = std::make_shared<spm::Model>();
-    RLX_TRY(spm::parse_json(j, name, model_vocab, *sp));
+    for (const auto& [tok, id] : m["vocab"].items()) sp->vocab.emplace(tok, id.get<int64_t>());
+    RLX_TRY(spm::parse_json(j, name, *sp));
     t.unk_id = sp->unk_id;
     for (int b = 0; b < 256; ++b)
       if (sp->byte_ids[b] >= 0 && t.types_[sp->byte_ids[b]] == 1) t.types_[sp->byte_ids[b]] = 6;
@@ -524,9 +523,8 @@ Expected<BpeTokenizer> BpeTokenizer::sentencepiece_from_gguf(const gguf::File& f
   for (size_t i = 0; i < n; ++i)
     if ((t.types_[i] == 2 || t.types_[i] == 3 || t.types_[i] == 4) && !t.tokens_[i].empty())
       t.added_.push_back({t.tokens_[i], static_cast<int64_t>(i), t.types_[i] != 4, false, false, false, false});
-  std::unordered_map<std::string, int64_t> vocab;
-  for (size_t i = 0; i < n; ++i) vocab.emplace(t.tokens_[i], static_cast<int64_t>(i));
-  spm::find_byte_tokens(*sp, vocab);
+  for (size_t i = 0; i < n; ++i) sp->vocab.emplace(t.tokens_[i], static_cast<int64_t>(i));
+  spm::find_byte_tokens(*sp);
   sp->unk_id = t.unk_id;
   spm::gguf_pipeline(*sp, t.add_space_prefix_);
   t.spm_ = std::move(sp);
@@ -741,7 +739,7 @@ void BpeTokenizer::encode_stretch(std::string_view text, bool at_start, std::vec
     if (e <= b) return;
     const std::string_view piece = std::string_view(norm).substr(b, e - b);
     if (kind_ == TokenizerKind::sentencepiece) {
-      spm::encode_normalized(*spm_, vocab_, piece, at_start && b == 0, out);
+      spm::encode_normalized(*spm_, piece, at_start && b == 0, out);
     } else {
       for (const std::string& p : pre_tokenize(piece, pre_)) bpe(p, out);
     }

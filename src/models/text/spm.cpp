@@ -260,8 +260,8 @@ void split_literal(const std::string& s, const std::string& pat, PreOp::Behavior
 
 // Hugging Face's BPE on one piece: characters (or their byte tokens, or unk), then merges by
 // rank, lowest first and leftmost among equals, through a heap with stale entries skipped.
-void merge_by_rank(const Model& m, const std::unordered_map<std::string, int64_t>& vocab, std::string_view w,
-                   std::vector<int64_t>& out) {
+void merge_by_rank(const Model& m, std::string_view w, std::vector<int64_t>& out) {
+  const auto& vocab = m.vocab;
   if (m.ignore_merges) {
     auto it = vocab.find(std::string(w));
     if (it != vocab.end()) {
@@ -342,8 +342,8 @@ void merge_by_rank(const Model& m, const std::unordered_map<std::string, int64_t
 
 // llama.cpp's SPM rule on one stretch: characters, then any adjacent pair whose text is a token
 // merges, highest score first and leftmost among equals; what is not a token becomes bytes.
-void merge_by_score(const Model& m, const std::unordered_map<std::string, int64_t>& vocab, std::string_view w,
-                    std::vector<int64_t>& out) {
+void merge_by_score(const Model& m, std::string_view w, std::vector<int64_t>& out) {
+  const auto& vocab = m.vocab;
   struct Sym {
     int32_t prev, next;
     size_t start, n;
@@ -405,7 +405,8 @@ void merge_by_score(const Model& m, const std::unordered_map<std::string, int64_
 
 }  // namespace
 
-void find_byte_tokens(Model& m, const std::unordered_map<std::string, int64_t>& vocab) {
+void find_byte_tokens(Model& m) {
+  const auto& vocab = m.vocab;
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
@@ -414,8 +415,8 @@ void find_byte_tokens(Model& m, const std::unordered_map<std::string, int64_t>& 
   }
 }
 
-Status parse_json(const nlohmann::json& root, const std::string& name,
-                  const std::unordered_map<std::string, int64_t>& vocab, Model& m) {
+Status parse_json(const nlohmann::json& root, const std::string& name, Model& m) {
+  const auto& vocab = m.vocab;
   const json::Fields file(root, name);
   const json::Fields model(root["model"], name + ": model");
   RLX_TRY(model.read("byte_fallback", m.byte_fallback));
@@ -439,7 +440,7 @@ Status parse_json(const nlohmann::json& root, const std::string& name,
   double dropout = 0;
   RLX_TRY(model.read("dropout", dropout));
   if (dropout > 0) return error(ErrorCode::unsupported, name, ": model.dropout ", dropout, " (random merges) is not supported");
-  find_byte_tokens(m, vocab);
+  find_byte_tokens(m);
   RLX_ASSIGN_OR_RETURN(const nlohmann::json* merges, model.array("merges"));
   if (merges) {
     int32_t rank = 0;
@@ -507,8 +508,7 @@ std::string normalize(const Model& m, std::string_view text) {
   return s;
 }
 
-void encode_normalized(const Model& m, const std::unordered_map<std::string, int64_t>& vocab, std::string_view text,
-                       bool at_start, std::vector<int64_t>& out) {
+void encode_normalized(const Model& m, std::string_view text, bool at_start, std::vector<int64_t>& out) {
   std::vector<std::string> pieces{std::string(text)};
   for (const PreOp& op : m.pre) {
     std::vector<std::string> next;
@@ -532,8 +532,8 @@ void encode_normalized(const Model& m, const std::unordered_map<std::string, int
   }
   for (const std::string& p : pieces) {
     if (p.empty()) continue;
-    if (m.by_score) merge_by_score(m, vocab, p, out);
-    else merge_by_rank(m, vocab, p, out);
+    if (m.by_score) merge_by_score(m, p, out);
+    else merge_by_rank(m, p, out);
   }
 }
 

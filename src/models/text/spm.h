@@ -53,6 +53,9 @@ struct DecOp {
 };
 
 struct Model {
+  // token text -> id as the merge rule sees it: tokenizer.json's model.vocab (added tokens are
+  // not the model's), or every token of a GGUF (llama.cpp looks all of them up)
+  std::unordered_map<std::string, int64_t> vocab;
   bool by_score = false;              // GGUF (llama.cpp rule) rather than tokenizer.json merges
   std::vector<float> scores;          // by_score: per id
   // by rank: (left id << 32 | right id) -> (rank, merged id)
@@ -69,20 +72,18 @@ struct Model {
 };
 
 // Reads normalizer, pre_tokenizer, decoder and the BPE model fields of a tokenizer.json for this
-// kind into `m` (errors name `name` and the field). `vocab` maps token text to id.
-Status parse_json(const nlohmann::json& root, const std::string& name,
-                  const std::unordered_map<std::string, int64_t>& vocab, Model& m);
+// kind into `m`, whose vocab is already set (errors name `name` and the field).
+Status parse_json(const nlohmann::json& root, const std::string& name, Model& m);
 // The normalizer and decoder llama.cpp applies to a GGUF "llama" tokenizer.
 void gguf_pipeline(Model& m, bool add_space_prefix);
-// Finds the byte tokens (<0x00>..<0xFF>) in `vocab`.
-void find_byte_tokens(Model& m, const std::unordered_map<std::string, int64_t>& vocab);
+// Finds the byte tokens (<0x00>..<0xFF>) in m.vocab.
+void find_byte_tokens(Model& m);
 
 // The normalizer's output for one stretch of text between added tokens.
 std::string normalize(const Model& m, std::string_view text);
 // Appends the ids of normalized text: pre-tokenized, then merged. `at_start`: the text begins
 // the input (Metaspace's prepend_scheme "first" prepends only there).
-void encode_normalized(const Model& m, const std::unordered_map<std::string, int64_t>& vocab, std::string_view text,
-                       bool at_start, std::vector<int64_t>& out);
+void encode_normalized(const Model& m, std::string_view text, bool at_start, std::vector<int64_t>& out);
 
 // Runs the decoder chain over token strings. `streaming`: one token of a stream, so steps that
 // look at the whole text (Strip, Metaspace's first-token strip) are skipped.
