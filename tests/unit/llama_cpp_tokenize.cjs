@@ -22,6 +22,6 @@ const { pathToFileURL } = require('url');
     };
     await model.dispose();
   }
-  console.log(JSON.stringify(out));
-  process.exit(0);
+  // exit only once the answer is written: a pipe takes large writes asynchronously
+  process.stdout.write(JSON.stringify(out) + '\n', () => process.exit(0));
 })().catch((e) => { console.error(String(e && e.stack || e)); process.exit(1); });
