@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -309,6 +310,33 @@ TEST(Spm, ErrorsNameTheFileAndField) {
   auto b = through_gguf(md);
   ASSERT_FALSE(b.has_value());
   EXPECT_NE(b.status().message().find("bos_token_id"), std::string::npos) << b.status().message();
+}
+
+}  // namespace
+}  // namespace rlx::text
+
+namespace rlx::text {
+namespace {
+
+// One word of 200,000 characters: merging goes through a heap (n log n), for both kinds, so
+// this takes milliseconds; the pairwise rescan it replaced took minutes.
+TEST(Spm, LongWordsAreNotQuadratic) {
+  const std::string bl_path = temp_path("bl.json");
+  ASSERT_TRUE(write_synthetic_bpe_tokenizer(bl_path, 1000, 3).is_ok());
+  auto bl = BpeTokenizer::from_json_file(bl_path);
+  ASSERT_TRUE(bl.has_value());
+  const BpeTokenizer sp = synthetic(false);
+  for (const BpeTokenizer* t : std::vector<const BpeTokenizer*>{&*bl, &sp}) {
+    for (const std::string unit : {"a", "the", "\xe6\x97\xa5"}) {
+      std::string s;
+      while (s.size() < 200000) s += unit;
+      const auto t0 = std::chrono::steady_clock::now();
+      const Ids ids = t->encode(s);
+      const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_EQ(t->decode(ids), s);
+      EXPECT_LT(sec, 5.0) << unit;
+    }
+  }
 }
 
 }  // namespace

@@ -189,7 +189,6 @@ Status BpeTokenizer::finish(const std::string& name) {
   vocab_.clear();
   for (size_t i = 0; i < tokens_.size(); ++i)
     if (!tokens_[i].empty()) vocab_.emplace(tokens_[i], static_cast<int64_t>(i));
-  merge_rank_.clear();
   auto find = [&](std::initializer_list<const char*> names) -> int64_t {
     for (const char* n : names) {
       auto it = vocab_.find(n);
@@ -198,13 +197,25 @@ Status BpeTokenizer::finish(const std::string& name) {
     return -1;
   };
   if (kind_ == TokenizerKind::byte_level) {
-    for (size_t r = 0; r < merges_.size(); ++r)
-      merge_rank_.emplace(merges_[r].first + " " + merges_[r].second, static_cast<int32_t>(r));
     const ByteMap& bm = byte_map();
     for (int b = 0; b < 256; ++b)
       if (!vocab_.count(bm.utf8[b]))
         return error(ErrorCode::format_error, name, ": the vocabulary lacks the byte token for byte ", b,
                      " (not a byte-level BPE tokenizer)");
+    // the merges by token id; a merge naming or making a token the vocabulary lacks can never
+    // apply (Hugging Face refuses such a file; rlx has always read it and skips the merge)
+    auto bl = std::make_shared<spm::Model>();
+    bl->vocab = vocab_;
+    bl->byte_fallback = false;
+    bl->ignore_merges = ignore_merges_;
+    for (size_t r = 0; r < merges_.size(); ++r) {
+      auto a = vocab_.find(merges_[r].first), b = vocab_.find(merges_[r].second),
+           c = vocab_.find(merges_[r].first + merges_[r].second);
+      if (a == vocab_.end() || b == vocab_.end() || c == vocab_.end()) continue;
+      bl->merges[static_cast<uint64_t>(a->second) << 32 | static_cast<uint64_t>(b->second)] = {
+          static_cast<int32_t>(r), static_cast<int32_t>(c->second)};
+    }
+    byte_level_ = std::move(bl);
     if (eos_id < 0) eos_id = find({"<|endoftext|>", "<|end_of_text|>"});
   } else {
     if (bos_id < 0) bos_id = find({"<s>", "<bos>"});
@@ -614,51 +625,9 @@ Expected<BpeTokenizer> BpeTokenizer::load(const std::string& path) {
 void BpeTokenizer::bpe(const std::string& piece, std::vector<int64_t>& out) const {
   const ByteMap& bm = byte_map();
   std::string mapped;
-  std::vector<std::string> sym;
-  for (unsigned char c : piece) {
-    sym.push_back(bm.utf8[c]);
-    mapped += bm.utf8[c];
-  }
-  if (ignore_merges_) {
-    auto it = vocab_.find(mapped);
-    if (it != vocab_.end()) {
-      out.push_back(it->second);
-      return;
-    }
-  }
-  while (sym.size() > 1) {
-    int32_t best = INT32_MAX;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      auto it = merge_rank_.find(sym[i] + " " + sym[i + 1]);
-      if (it != merge_rank_.end() && it->second < best) best = it->second;
-    }
-    if (best == INT32_MAX) break;
-    const auto& [a, b] = merges_[best];
-    std::vector<std::string> next;
-    for (size_t i = 0; i < sym.size(); ++i) {
-      if (i + 1 < sym.size() && sym[i] == a && sym[i + 1] == b) {
-        next.push_back(a + b);
-        ++i;
-      } else {
-        next.push_back(sym[i]);
-      }
-    }
-    sym.swap(next);
-  }
-  for (const std::string& s : sym) {
-    auto it = vocab_.find(s);
-    if (it != vocab_.end()) {
-      out.push_back(it->second);
-    } else {
-      // a merge result missing from the vocabulary: fall back to its characters' byte tokens
-      for (char32_t cp : utf8_decode(s)) {
-        auto b = bm.to_byte.find(cp);
-        if (b != bm.to_byte.end()) out.push_back(vocab_.at(bm.utf8[b->second]));
-      }
-    }
-  }
+  for (unsigned char c : piece) mapped += bm.utf8[c];
+  spm::merge_word(*byte_level_, mapped, out);
 }
-
 
 namespace {
 

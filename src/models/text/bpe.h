@@ -118,7 +118,6 @@ class BpeTokenizer {
   std::vector<int32_t> types_;                       // GGUF token types (1 normal, 3 control, 4 user defined)
   std::unordered_map<std::string, int64_t> vocab_;   // vocabulary form -> id
   std::vector<std::pair<std::string, std::string>> merges_;
-  std::unordered_map<std::string, int32_t> merge_rank_;  // "a b" -> rank
   std::vector<AddedToken> added_;                    // all added tokens
   std::vector<std::string> match_;                   // per added token: the text it matches
   std::unordered_map<int64_t, std::string> decode_as_;  // normalized added tokens: their normalized text
@@ -132,6 +131,7 @@ class BpeTokenizer {
   bool has_normalized_added_ = false;
   bool add_space_prefix_ = false;                     // sentencepiece: the GGUF add_space_prefix
   std::shared_ptr<const spm::Model> spm_;            // sentencepiece only
+  std::shared_ptr<const spm::Model> byte_level_;     // byte-level only: its merges by id
 };
 
 // The token texts llama.cpp treats as end-of-generation and therefore as control tokens on

@@ -258,9 +258,10 @@ void split_literal(const std::string& s, const std::string& pat, PreOp::Behavior
     if (!p.empty()) out.push_back(std::move(p));
 }
 
-// Hugging Face's BPE on one piece: characters (or their byte tokens, or unk), then merges by
-// rank, lowest first and leftmost among equals, through a heap with stale entries skipped.
-void merge_by_rank(const Model& m, std::string_view w, std::vector<int64_t>& out) {
+}  // namespace
+
+// Through a heap with stale entries skipped, so a long word costs n log n, not n^2.
+void merge_word(const Model& m, std::string_view w, std::vector<int64_t>& out) {
   const auto& vocab = m.vocab;
   if (m.ignore_merges) {
     auto it = vocab.find(std::string(w));
@@ -339,6 +340,8 @@ void merge_by_rank(const Model& m, std::string_view w, std::vector<int64_t>& out
   for (const Sym& s : sym)
     if (s.live) out.push_back(s.id);
 }
+
+namespace {
 
 // llama.cpp's SPM rule on one stretch: characters, then any adjacent pair whose text is a token
 // merges, highest score first and leftmost among equals; what is not a token becomes bytes.
@@ -533,7 +536,7 @@ void encode_normalized(const Model& m, std::string_view text, bool at_start, std
   for (const std::string& p : pieces) {
     if (p.empty()) continue;
     if (m.by_score) merge_by_score(m, p, out);
-    else merge_by_rank(m, p, out);
+    else merge_word(m, p, out);
   }
 }
 

@@ -79,6 +79,11 @@ void gguf_pipeline(Model& m, bool add_space_prefix);
 // Finds the byte tokens (<0x00>..<0xFF>) in m.vocab.
 void find_byte_tokens(Model& m);
 
+// Hugging Face's BPE on one pre-tokenized word: its characters (or their byte tokens, or unk)
+// merged by rank, lowest first and then leftmost. Byte-level BPE uses it too, on the word's
+// bytes mapped to GPT-2's printable characters.
+void merge_word(const Model& m, std::string_view word, std::vector<int64_t>& out);
+
 // The normalizer's output for one stretch of text between added tokens.
 std::string normalize(const Model& m, std::string_view text);
 // Appends the ids of normalized text: pre-tokenized, then merged. `at_start`: the text begins
