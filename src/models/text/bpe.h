@@ -115,7 +115,7 @@ class BpeTokenizer {
   static Expected<BpeTokenizer> sentencepiece_from_gguf(const gguf::File& f);
 
   std::vector<std::string> tokens_;                  // id -> vocabulary form
-  std::vector<int32_t> types_;                       // GGUF token types (1 normal, 3 control, 4 user defined)
+  std::vector<int32_t> types_;  // GGUF token types: 1 normal, 2 unknown, 3 control, 4 user defined, 6 byte
   std::unordered_map<std::string, int64_t> vocab_;   // vocabulary form -> id
   std::vector<std::pair<std::string, std::string>> merges_;
   std::vector<AddedToken> added_;                    // all added tokens
