@@ -211,9 +211,9 @@ TEST(Spm, PostProcessors) {
 }
 
 std::vector<std::pair<std::string, gguf::Value>> tiny_gguf(bool with_flags) {
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "<0x41>", kSp, "h", "i", kSp + "h", kSp + "hi", "hi"};
-  std::vector<float> scores = {0, 0, 0, 0, -1, -2, -3, -4, -5, -6};
-  std::vector<int32_t> types = {2, 3, 3, 6, 1, 1, 1, 1, 1, 1};
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "<0x41>", kSp, "h", "i", kSp + "h", kSp + "hi", "hi", kSp + kSp};
+  std::vector<float> scores = {0, 0, 0, 0, -1, -2, -3, -4, -5, -6, 0};
+  std::vector<int32_t> types = {2, 3, 3, 6, 1, 1, 1, 1, 1, 1, 4};
   std::vector<std::pair<std::string, gguf::Value>> md = {
       {"tokenizer.ggml.model", gguf::Value::string("llama")},
       {"tokenizer.ggml.tokens", gguf::Value::array(tokens)},
@@ -237,6 +237,12 @@ TEST(Spm, GgufLlamaDefaultsAndScores) {
   EXPECT_EQ(t->encode("hi", true), (Ids{1, 8}));
   EXPECT_EQ(t->encode("A"), (Ids{4, 3}));  // "▁", then A as its byte token
   EXPECT_EQ(t->decode(Ids{8}), "hi");      // the prefix space is stripped
+  // a user-defined token is matched in the raw text (which has spaces, not "▁"), and merges
+  // like any token by its score (0, the highest here), as in llama.cpp; it streams as spaces
+  EXPECT_EQ(t->encode("  hi"), (Ids{10, 8}));
+  EXPECT_EQ(t->token_bytes(10), "  ");
+  EXPECT_EQ(t->token_bytes(1), "<s>");
+  EXPECT_EQ(t->token_bytes(3), "A");
   auto n = through_gguf(tiny_gguf(true));
   ASSERT_TRUE(n.has_value());
   EXPECT_FALSE(n->add_bos());

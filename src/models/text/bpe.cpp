@@ -734,8 +734,14 @@ std::vector<int64_t> BpeTokenizer::encode(std::string_view text, bool add_specia
 
 std::string BpeTokenizer::token_bytes(int64_t id) const {
   if (id < 0 || id >= vocab_size()) return "";
+  if (kind_ == TokenizerKind::sentencepiece) {
+    // control tokens as written; user-defined ones (Gemma's runs of "▁", say) through the
+    // decoder like any other token, as llama.cpp's token_to_piece does
+    if (types_[id] == 3) return tokens_[id];
+    auto it = decode_as_.find(id);
+    return spm::decode(*spm_, {it != decode_as_.end() ? it->second : tokens_[id]}, true);
+  }
   if (is_special(id)) return tokens_[id];
-  if (kind_ == TokenizerKind::sentencepiece) return spm::decode(*spm_, {tokens_[id]}, true);
   const ByteMap& bm = byte_map();
   std::string out;
   for (char32_t cp : utf8_decode(tokens_[id])) {
