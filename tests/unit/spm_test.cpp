@@ -250,6 +250,20 @@ TEST(Spm, GgufLlamaDefaultsAndScores) {
   EXPECT_EQ(n->encode("hi hi"), (Ids{9, 8}));
 }
 
+// llama.cpp's rule keyed on general.name (llama-vocab.cpp): in a Phi-3 model the whitespace
+// after a special token other than <unk>, <s>, <|endoftext|> is dropped.
+TEST(Spm, GgufPhi3DropsWhitespaceAfterSpecialTokens) {
+  auto md = tiny_gguf(true);
+  auto plain = through_gguf(md);
+  ASSERT_TRUE(plain.has_value());
+  md.emplace_back("general.name", gguf::Value::string("Phi-3-mini-4k-instruct"));
+  auto phi = through_gguf(md);
+  ASSERT_TRUE(phi.has_value()) << phi.status().to_string();
+  EXPECT_EQ(plain->encode("</s> hi"), (Ids{2, 8}));  // "▁hi"
+  EXPECT_EQ(phi->encode("</s> hi"), (Ids{2, 9}));    // "hi"
+  EXPECT_EQ(phi->encode("<s> hi"), (Ids{1, 8}));  // <s> keeps it
+}
+
 TEST(Spm, ErrorsNameTheFileAndField) {
   auto expect_error = [](const nlohmann::json& j, ErrorCode code, std::initializer_list<const char*> parts) {
     auto t = BpeTokenizer::from_json(j.dump(), "bad.json");

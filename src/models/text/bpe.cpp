@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include <nlohmann/json.hpp>
 
@@ -500,6 +501,19 @@ void force_control(const std::vector<std::string>& tokens, std::vector<int32_t>&
   }
 }
 
+// llama.cpp keys one tokenizer rule on the model's name, as GGUF has no field for it: in a
+// model whose general.name says Phi-3, the whitespace after a special token is dropped
+// (rstrip), except after <unk>, <s> and <|endoftext|>.
+Status phi3_rstrip(const gguf::File& f, std::vector<AddedToken>& added) {
+  if (!f.find("general.name")) return Status::ok();
+  RLX_ASSIGN_OR_RETURN(std::string name, f.get_string("general.name"));
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name.find("phi-3") == std::string::npos && name.find("phi3") == std::string::npos) return Status::ok();
+  for (AddedToken& a : added)
+    a.rstrip = a.content != "<unk>" && a.content != "<s>" && a.content != "<|endoftext|>";
+  return Status::ok();
+}
+
 }  // namespace
 
 Expected<BpeTokenizer> BpeTokenizer::sentencepiece_from_gguf(const gguf::File& f) {
@@ -534,6 +548,7 @@ Expected<BpeTokenizer> BpeTokenizer::sentencepiece_from_gguf(const gguf::File& f
   for (size_t i = 0; i < n; ++i)
     if ((t.types_[i] == 2 || t.types_[i] == 3 || t.types_[i] == 4) && !t.tokens_[i].empty())
       t.added_.push_back({t.tokens_[i], static_cast<int64_t>(i), t.types_[i] != 4, false, false, false, false});
+  RLX_TRY(phi3_rstrip(f, t.added_));
   for (size_t i = 0; i < n; ++i) sp->vocab.emplace(t.tokens_[i], static_cast<int64_t>(i));
   spm::find_byte_tokens(*sp);
   sp->unk_id = t.unk_id;
@@ -556,6 +571,7 @@ Expected<BpeTokenizer> BpeTokenizer::from_gguf(const gguf::File& f) {
   for (size_t i = 0; i < t.tokens_.size(); ++i)
     if ((t.types_[i] == 3 || t.types_[i] == 4) && !t.tokens_[i].empty())
       t.added_.push_back({t.tokens_[i], static_cast<int64_t>(i), t.types_[i] == 3, false, false, false, false});
+  RLX_TRY(phi3_rstrip(f, t.added_));
   if (f.find("tokenizer.ggml.merges")) {
     RLX_ASSIGN_OR_RETURN(std::vector<std::string> merges, f.get_array<std::string>("tokenizer.ggml.merges"));
     for (const std::string& s : merges) {
