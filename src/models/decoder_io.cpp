@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -11,11 +12,17 @@
 #include "decoder_internal.h"
 #include "kernels/ggml_quants.h"
 #include "models/text/bpe.h"
+#include "models/text/chat_template.h"
 #include "rlx/safetensors.h"
 #include "support/json_fields.h"
 
 namespace rlx::models {
 namespace {
+
+// The chat template of the random models: ChatML, as Qwen's templates write it without tools.
+constexpr const char* kChatMlTemplate =
+    "{%- for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}";
 
 bool is_dir(const std::string& p) {
   struct stat st;
@@ -316,6 +323,9 @@ Status write_decoder_gguf(const std::string& path, const DecoderWeights& w, cons
   if (!tokenizer_json_path.empty()) {
     RLX_ASSIGN_OR_RETURN(text::BpeTokenizer tok, text::BpeTokenizer::from_json_file(tokenizer_json_path));
     for (auto& [k, v] : tok.to_gguf_metadata()) kv(k, std::move(v));
+    // the folder's chat template travels with its tokenizer, as llama.cpp's converter does
+    const std::string folder = std::filesystem::path(tokenizer_json_path).parent_path().string();
+    if (auto t = text::load_chat_template(folder.empty() ? "." : folder)) kv("tokenizer.chat_template", gguf::Value::string(t->source()));
   }
   // the f32 values of Hugging Face tensor `hname`
   auto values = [&](const std::string& hname) -> Expected<Tensor> {
@@ -456,8 +466,10 @@ Status write_random_decoder(const std::string& dir, const DecoderConfig& c, uint
   RLX_TRY(text::write_synthetic_bpe_tokenizer(dir + "/tokenizer.json", c.vocab_size, seed + 1));
   {
     std::ofstream f(dir + "/tokenizer_config.json");
-    f << R"({"tokenizer_class": "Qwen2Tokenizer", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "add_bos_token": false})"
-      << "\n";
+    // ChatML, which the synthetic tokenizer's special tokens spell (rlx generate --chat)
+    const nlohmann::json tc = {{"tokenizer_class", "Qwen2Tokenizer"}, {"eos_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"},
+                               {"add_bos_token", false}, {"chat_template", kChatMlTemplate}};
+    f << tc.dump(2) << "\n";
     if (!f) return error(ErrorCode::io_error, "cannot write ", dir, "/tokenizer_config.json");
   }
   if (!gguf_path.empty()) {

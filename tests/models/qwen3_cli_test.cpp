@@ -1,12 +1,19 @@
-// rlx make-model qwen3-tiny and rlx generate, run as the command-line program.
+// rlx make-model FAMILY-tiny and rlx generate (token ids, text prompts with the tokenizer's BOS,
+// chat through the model's template), run as the command-line program.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <tuple>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
+
+#include "models/text/bpe.h"
 
 namespace {
 
@@ -19,6 +26,18 @@ bool have_rlx() {
 }
 
 int run(const std::string& args) { return std::system((kRlx + " " + args + " > /dev/null 2>&1").c_str()); }
+
+// The program's combined output and exit code.
+std::pair<int, std::string> run_out(const std::string& args) {
+  std::string out;
+  FILE* p = popen((kRlx + " " + args + " 2>&1").c_str(), "r");
+  if (!p) return {-1, ""};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream f(path);
@@ -51,6 +70,66 @@ TEST(Qwen3Cli, MakeModelThenGenerate) {
   ASSERT_EQ(run(sampled), 0);
   EXPECT_EQ(read_json(js)["tokens"], c["tokens"]);
   EXPECT_NE(WEXITSTATUS(run("generate " + kDir + " --tokens 1,999999 -n 3")), 0);  // id outside the vocabulary
+}
+
+// --chat renders the model's chat template (ChatML in the made models, from
+// tokenizer_config.json and from the GGUF's tokenizer.chat_template), tokenizes it without
+// adding special tokens, and stops at the end of a turn as well as at EOS.
+TEST(DecoderCli, ChatAppliesTheTemplateAndStopsAtTheEndOfTurn) {
+  if (!have_rlx()) GTEST_SKIP() << kRlx << " is not built (ninja rlx)";
+  mkdir((std::string(RLX_BINARY_DIR) + "/test-models").c_str(), 0755);
+  const std::string dir = kDir + "_chat_" + std::to_string(getpid());
+  ASSERT_EQ(run("make-model llama-tiny --out " + dir + " --vocab 600 --layers 1 --seed 4 --gguf"), 0);
+  const std::string js = dir + "/out.json";
+  auto [code, out] = run_out("generate " + dir + " --chat 'Hello there' --system 'Be brief.' -n 4 --quiet --json " + js);
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json a = read_json(js);
+  auto tok = rlx::text::BpeTokenizer::load(dir);
+  ASSERT_TRUE(tok.has_value()) << tok.status().to_string();
+  const std::vector<int64_t> prompt = a["prompt_tokens"][0].get<std::vector<int64_t>>();
+  EXPECT_EQ(tok->decode(prompt),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n");
+  const auto stop = a["stop_token_ids"].get<std::vector<int64_t>>();
+  EXPECT_NE(std::find(stop.begin(), stop.end(), *tok->token_id("<|im_end|>")), stop.end());
+  EXPECT_NE(std::find(stop.begin(), stop.end(), *tok->token_id("<|endoftext|>")), stop.end());
+  // the GGUF file carries the template and the tokenizer: the same prompt and tokens
+  std::tie(code, out) = run_out("generate " + dir + "/model-f16.gguf --chat 'Hello there' --system 'Be brief.' -n 4 --quiet --json " + js);
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json b = read_json(js);
+  EXPECT_EQ(a["prompt_tokens"], b["prompt_tokens"]);
+  EXPECT_EQ(a["tokens"], b["tokens"]);
+  // a template that refuses the conversation: its message, exit 2
+  {
+    std::ofstream f(dir + "/tokenizer_config.json");
+    f << R"({"chat_template": "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"})";
+  }
+  std::tie(code, out) = run_out("generate " + dir + " --chat hi --system x -n 2 --quiet");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("System role not supported"), std::string::npos) << out;
+  std::tie(code, out) = run_out("generate " + dir + " --system x --tokens 1,2 -n 2 --quiet");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--system needs --chat"), std::string::npos) << out;
+}
+
+// Text prompts get what the tokenizer adds to a sequence: a SentencePiece tokenizer in Llama 2's
+// layout adds <s> (id 1) before the prompt, as Hugging Face's encode does.
+TEST(DecoderCli, TextPromptsGetTheTokenizersBos) {
+  if (!have_rlx()) GTEST_SKIP() << kRlx << " is not built (ninja rlx)";
+  mkdir((std::string(RLX_BINARY_DIR) + "/test-models").c_str(), 0755);
+  const std::string dir = kDir + "_bos_" + std::to_string(getpid());
+  ASSERT_EQ(run("make-model llama-tiny --out " + dir + " --vocab 600 --layers 1 --seed 5"), 0);
+  ASSERT_TRUE(rlx::text::write_synthetic_spm_tokenizer(dir + "/tokenizer.json", 600, 7).is_ok());
+  std::remove((dir + "/tokenizer_config.json").c_str());
+  auto [code, out] = run_out("generate " + dir + " --prompt 'Hello world' -n 2 --quiet --json " + dir + "/out.json");
+  ASSERT_EQ(code, 0) << out;
+  const auto prompt = read_json(dir + "/out.json")["prompt_tokens"][0].get<std::vector<int64_t>>();
+  auto tok = rlx::text::BpeTokenizer::load(dir);
+  ASSERT_TRUE(tok.has_value()) << tok.status().to_string();
+  ASSERT_TRUE(tok->add_bos());
+  std::vector<int64_t> want{tok->bos_id};
+  for (int64_t t : tok->encode("Hello world", false)) want.push_back(t);
+  EXPECT_EQ(tok->bos_id, 1);
+  EXPECT_EQ(prompt, want);
 }
 
 TEST(Qwen3Cli, BadInputIsAnError) {

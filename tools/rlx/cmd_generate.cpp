@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "entry.h"
+#include "models/chat.h"
 #include "models/decoder.h"
 #include "models/text/bpe.h"
 
@@ -118,8 +119,9 @@ double GenerateResult::decode_weight_gb_per_s() const {
 
 Expected<GenerateResult> generate_text(const std::string& path, const GenerateOptions& o) {
   const Sampling& sp = o.sampling;
-  if (o.prompts.empty() == o.prompt_tokens.empty())
-    return error(ErrorCode::invalid_argument, "give prompts with --prompt or with --tokens (not both)");
+  if (!o.prompts.empty() + !o.prompt_tokens.empty() + !o.chat.empty() != 1)
+    return error(ErrorCode::invalid_argument, "give prompts with --prompt, --tokens or --chat (one of them)");
+  if (!o.system.empty() && o.chat.empty()) return error(ErrorCode::invalid_argument, "--system needs --chat");
   if (o.runs < 1) return error(ErrorCode::invalid_argument, "--runs must be at least 1");
   if (o.n < 1 || sp.temp < 0 || sp.top_k < 0 || !(sp.top_p > 0 && sp.top_p <= 1))
     return error(ErrorCode::invalid_argument, "need -n >= 1, --temp >= 0, --top-k >= 0, 0 < --top-p <= 1");
@@ -143,12 +145,18 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
     par.comm = comm;
   }
   auto tokenizer = text::BpeTokenizer::load(path);
-  if (!tokenizer && !o.prompts.empty()) return tokenizer.status();
+  if (!tokenizer && o.prompt_tokens.empty()) return tokenizer.status();
   GenerateResult r;
   r.has_tokenizer = tokenizer.has_value();
   std::vector<std::vector<int64_t>>& prompts = r.prompt_tokens;
-  if (!o.prompts.empty()) {
-    for (const auto& t : o.prompts) prompts.push_back(tokenizer->encode(t));
+  if (!o.chat.empty()) {
+    std::vector<text::ChatMessage> messages;
+    if (!o.system.empty()) messages.push_back({"system", o.system});
+    messages.push_back({"user", o.chat});
+    RLX_ASSIGN_OR_RETURN(std::string text, models::chat_prompt(path, messages));
+    prompts.push_back(tokenizer->encode(text, /*add_special_tokens=*/false));  // the template wrote them
+  } else if (!o.prompts.empty()) {
+    for (const auto& t : o.prompts) prompts.push_back(tokenizer->encode(t, /*add_special_tokens=*/true));
   } else {
     prompts = o.prompt_tokens;
   }
@@ -162,7 +170,9 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
   const int64_t context = o.context > 0 ? o.context : longest + n;
   if (context < longest + n)
     return error(ErrorCode::invalid_argument, "--context ", context, " is shorter than the prompt plus -n");
-  const int64_t eos = weights.config.eos_token_id >= 0 ? weights.config.eos_token_id : (tokenizer ? tokenizer->eos_id : -1);
+  const std::vector<int64_t> stop = models::end_of_generation_ids(path, weights.config, tokenizer ? &*tokenizer : nullptr);
+  r.stop_ids = stop;
+  const int64_t eos = stop.empty() ? 0 : stop[0];  // what finished sequences are fed
 
   RLX_ASSIGN_OR_RETURN(passes::Precision prec, passes::parse_precision(o.precision));
   auto t_compile = std::chrono::steady_clock::now();
@@ -200,7 +210,7 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
     auto t1 = std::chrono::steady_clock::now();
     int64_t steps = 0;
     for (int64_t step = 0; step < n; ++step) {
-      std::vector<int64_t> next(batch, eos >= 0 ? eos : 0);
+      std::vector<int64_t> next(batch, eos);
       bool any = false;
       for (int64_t b = 0; b < batch; ++b)
         if (!done[b]) next[b] = sample(logits.data<float>() + (b * P + P - 1) * V, V, sp, rng);
@@ -212,7 +222,7 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
         const int64_t tok = next[b];
         out[b].push_back(tok);
         if (b == 0 && show) o.stream(tokenizer ? tokenizer->token_bytes(tok) : " " + std::to_string(tok));
-        if (tok == eos && !o.ignore_eos) done[b] = true;
+        if (!o.ignore_eos && std::binary_search(stop.begin(), stop.end(), tok)) done[b] = true;
         any = any || !done[b];
       }
       if (!any || step + 1 == n) break;
@@ -244,18 +254,21 @@ int cmd_generate(int argc, char** argv) {
   std::vector<char*> av;
   for (auto& a : store) av.push_back(a.data());
   auto args = parse_args(argc, av.data(), 2, {"quiet", "ignore-eos", "prompt-top1"},
-                         {"prompt", "tokens", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context", "runs", "tp", "pp", "micro-batches", "precision"});
+                         {"prompt", "tokens", "chat", "system", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context", "runs", "tp", "pp", "micro-batches", "precision"});
   if (!args) return report_error(args.status());
   const char* usage =
-      "usage: rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
+      "usage: rlx generate MODEL ((--prompt TEXT | --tokens 1,2,3)... | --chat MESSAGE [--system TEXT]) [-n N] [--temp T --top-k K --top-p P --seed S] "
       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--prompt-top1] [--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)";
   if (args->positional.size() != 1) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string path = args->positional[0];
   GenerateOptions o;
   o.prompts = args->all("prompt");
   const auto prompts_ids = args->all("tokens");
-  if (o.prompts.empty() == prompts_ids.empty())
-    return report_error(error(ErrorCode::invalid_argument, "give prompts with --prompt or with --tokens (not both); ", usage));
+  o.chat = args->get("chat").value_or("");
+  o.system = args->get("system").value_or("");
+  if (!o.prompts.empty() + !prompts_ids.empty() + args->get("chat").has_value() != 1)
+    return report_error(error(ErrorCode::invalid_argument, "give prompts with --prompt, --tokens or --chat (one of them); ", usage));
+  if (args->get("chat") && o.chat.empty()) return report_error(error(ErrorCode::invalid_argument, "--chat needs a message"));
   Sampling& sp = o.sampling;
   // every count is bounded so that sums of them (prompt + n, the KV cache) cannot overflow
   constexpr int64_t kMaxTokens = int64_t{1} << 24;
@@ -321,6 +334,7 @@ int cmd_generate(int argc, char** argv) {
     j["tokens"] = r->tokens;
     if (r->has_tokenizer) j["text"] = r->texts;
     if (o.prompt_top1) j["prompt_top1"] = r->prompt_top1;
+    j["stop_token_ids"] = r->stop_ids;
     j["prefill_tokens_per_s"] = r->prefill_tokens_per_s();
     j["decode_tokens_per_s"] = r->decode_tokens_per_s();
     j["prefill_ms"] = r->prefill_s * 1e3;

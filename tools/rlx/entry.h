@@ -53,9 +53,12 @@ struct Sampling {
 };
 
 struct GenerateOptions {
-  // Prompts as text (needs the model's tokenizer) or as token ids; exactly one is non-empty.
+  // Prompts as text (needs the model's tokenizer), as token ids, or one chat message; exactly
+  // one is given. Text prompts get the special tokens the tokenizer adds (Llama's BOS); a chat
+  // message becomes the prompt the model's chat template makes of [system,] user (docs/chat.md).
   std::vector<std::string> prompts;
   std::vector<std::vector<int64_t>> prompt_tokens;
+  std::string chat, system;
   int64_t n = 32;          // new tokens per prompt (at most)
   Sampling sampling;
   uint64_t seed = 0;
@@ -82,6 +85,7 @@ struct GenerateOptions {
 
 struct GenerateResult {
   std::vector<std::vector<int64_t>> prompt_tokens, tokens;  // per prompt
+  std::vector<int64_t> stop_ids;  // the ids that end a sequence (models::end_of_generation_ids)
   std::vector<std::vector<int64_t>> prompt_top1;  // with prompt_top1: per prompt, argmax of the logits after each token
   bool has_tokenizer = false;
   std::vector<std::string> prompt_texts, texts;  // decoded (when there is a tokenizer)
