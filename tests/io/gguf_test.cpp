@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/ggml_quants.h"
+#include "npm_peers.h"
 #include "rlx/gguf.h"
 #include "rlx/mapped_file.h"
 #include "rlx/model_io.h"
@@ -295,23 +296,7 @@ bool exists(const std::string& p) {
 }
 
 // The folder holding node_modules/@huggingface/gguf, or "" with the reason in `why`.
-std::string npm_dir(std::string* why) {
-  int status = 0;
-  run("node --version > /dev/null 2>&1", &status);
-  if (status != 0) {
-    *why = "node is not installed";
-    return "";
-  }
-  std::vector<std::string> candidates;
-  if (const char* e = std::getenv("RLX_NPM_DIR")) candidates.push_back(e);
-  candidates.push_back(std::string(RLX_BINARY_DIR) + "/npm");
-  candidates.push_back(std::string(RLX_SOURCE_DIR) + "/build/npm");
-  for (const std::string& c : candidates)
-    if (exists(c + "/node_modules/@huggingface/gguf/package.json")) return c;
-  *why = "the npm package @huggingface/gguf is not installed (run scripts/install-npm.sh; looked in $RLX_NPM_DIR, " +
-         candidates[candidates.size() - 2] + ", " + candidates.back() + ")";
-  return "";
-}
+std::string npm_dir(std::string* why) { return test_peers::find_npm_package("@huggingface/gguf", why); }
 
 std::string js_path() { return std::string(RLX_SOURCE_DIR) + "/tests/io/gguf_peer.cjs"; }
 

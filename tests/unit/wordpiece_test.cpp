@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/text/wordpiece.h"
+#include "npm_peers.h"
 
 namespace rlx::text {
 namespace {
@@ -66,21 +67,7 @@ TEST(WordPiece, SpecialTokensInTextAndUnicodeSeparators) {
 }
 
 // The folder holding node_modules/tokenizers, or "" with the reason.
-std::string tokenizers_dir(std::string* why) {
-  if (std::system("node --version > /dev/null 2>&1") != 0) {
-    *why = "node is not installed";
-    return "";
-  }
-  std::vector<std::string> candidates;
-  if (const char* e = std::getenv("RLX_NPM_DIR")) candidates.push_back(e);
-  candidates.push_back(std::string(RLX_BINARY_DIR) + "/npm");
-  candidates.push_back(std::string(RLX_SOURCE_DIR) + "/build/npm");
-  struct stat st;
-  for (const std::string& c : candidates)
-    if (::stat((c + "/node_modules/tokenizers/package.json").c_str(), &st) == 0) return c;
-  *why = "the npm package tokenizers is not installed (run scripts/install-npm.sh)";
-  return "";
-}
+std::string tokenizers_dir(std::string* why) { return test_peers::find_npm_package("tokenizers", why); }
 
 TEST(WordPiecePeer, MatchesHuggingFaceTokenizers) {
   std::string why;

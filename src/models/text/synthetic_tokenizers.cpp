@@ -42,6 +42,25 @@ constexpr std::string_view kCorpus =
     "In the beginning the engineers measured the speed of the program in tokens per second, and "
     "they compared it with other programs running on the same machine with the same threads.";
 
+// Every word (its pieces, with a count) after merging adjacent pieces `best`: one step of
+// learning merges from a text.
+void apply_merge(std::map<std::vector<std::string>, int64_t>& words, const std::pair<std::string, std::string>& best) {
+  std::map<std::vector<std::string>, int64_t> next;
+  for (const auto& [w, n] : words) {
+    std::vector<std::string> m;
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (i + 1 < w.size() && w[i] == best.first && w[i + 1] == best.second) {
+        m.push_back(best.first + best.second);
+        ++i;
+      } else {
+        m.push_back(w[i]);
+      }
+    }
+    next[m] += n;
+  }
+  words.swap(next);
+}
+
 }  // namespace
 
 Status write_synthetic_bpe_tokenizer(const std::string& path, int64_t vocab_size, uint64_t seed) {
@@ -80,20 +99,7 @@ Status write_synthetic_bpe_tokenizer(const std::string& path, int64_t vocab_size
     merges.push_back(best);
     have.insert(best.first + best.second);
     tokens.push_back(best.first + best.second);
-    std::map<std::vector<std::string>, int64_t> next;
-    for (const auto& [w, n] : words) {
-      std::vector<std::string> m;
-      for (size_t i = 0; i < w.size(); ++i) {
-        if (i + 1 < w.size() && w[i] == best.first && w[i + 1] == best.second) {
-          m.push_back(best.first + best.second);
-          ++i;
-        } else {
-          m.push_back(w[i]);
-        }
-      }
-      next[m] += n;
-    }
-    words.swap(next);
+    apply_merge(words, best);
   }
   // 2. generated merges: a random existing token followed by a printable byte or short token
   std::mt19937_64 rng(seed);
@@ -216,20 +222,7 @@ Status write_synthetic_spm_tokenizer(const std::string& path, int64_t vocab_size
     if (best_n < 2) break;
     tokens.push_back(best.first + best.second);
     have.insert(tokens.back());
-    std::map<std::vector<std::string>, int64_t> next;
-    for (const auto& [w, n] : counts) {
-      std::vector<std::string> m;
-      for (size_t i = 0; i < w.size(); ++i) {
-        if (i + 1 < w.size() && w[i] == best.first && w[i + 1] == best.second) {
-          m.push_back(best.first + best.second);
-          ++i;
-        } else {
-          m.push_back(w[i]);
-        }
-      }
-      next[m] += n;
-    }
-    counts.swap(next);
+    apply_merge(counts, best);
   }
   // 2. generated: an existing piece followed by one that does not start a word
   std::mt19937_64 rng(seed);
