@@ -287,6 +287,8 @@ def controls(c):
         OK(F, "info_qwen", ["info", "@qwen"]),
         OK(F, "generate_qwen_tokens", ["generate", "@qwen", "--tokens", "1,2,3", "-n", "2", "--device", "cpu"]),
         OK(F, "generate_qwen_prompt", ["generate", "@qwen", "--prompt", "hi there", "-n", "2", "--device", "cpu"]),
+        OK(F, "generate_qwen_chat", ["generate", "@qwen", "--chat", "{{ hi }} {% raise %} <|im_end|>", "--system", "s",
+                                     "-n", "2", "--device", "cpu"]),
         OK(F, "convert_st_to_gguf", ["convert", "@st", c.p("ctl", "w.gguf")]),
         OK(F, "convert_gguf_to_st", ["convert", "@gguf", c.p("ctl", "w.safetensors")]),
         OK(F, "info_gguf", ["info", "@gguf"]),
@@ -585,6 +587,9 @@ def bad_flags(c):
     e("generate_temp_missing_value", gen + ["--temp"], "--temp")
     e("generate_no_prompt", ["generate", "@qwen"] + cpu, "--prompt", "--tokens")
     e("generate_tokens_empty_item", ["generate", "@qwen", "--tokens", "1,,2"] + cpu, "--tokens")
+    e("generate_chat_and_tokens", gen + ["--chat", "hi"], "--chat")
+    e("generate_chat_empty", ["generate", "@qwen", "--chat", ""] + cpu, "--chat")
+    e("generate_system_alone", gen + ["--system", "x"], "--system")
     e("generate_tokens_out_of_vocab", ["generate", "@qwen", "--tokens", "99999999", "-n", "1"] + cpu, "99999999")
     e("generate_tokens_negative", ["generate", "@qwen", "--tokens", "-1", "-n", "1"] + cpu, "--tokens", "-1")
     values("generate", ["generate", "@qwen", "--tokens", "1"], [("--device", "nosuch")], also_value=True)

@@ -16,7 +16,7 @@ Expected<AttentionPlan> plan_attention(const Attrs& attrs, std::span<const Tenso
   for (const TensorType& t : in)
     if (!static_sizes(t.shape)) return error(ErrorCode::unsupported, "the native attention needs static shapes");
   for (const auto& [name, v] : attrs.items())
-    if (name != "causal" && name != "scale" && name != "layout")
+    if (name != "causal" && name != "scale" && name != "layout" && name != "softcap")
       return error(ErrorCode::unsupported, "unknown attribute '", name, "'");
   const std::string layout = attrs.s("layout", "bhsd");
   if (layout != "bhsd" && layout != "bshd") return error(ErrorCode::unsupported, "layout '", layout, "'");
@@ -59,6 +59,9 @@ Expected<AttentionPlan> plan_attention(const Attrs& attrs, std::span<const Tenso
   double scale = attrs.f("scale", 0.0);
   if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(a.head_dim));
   a.scale = static_cast<float>(scale);
+  const double softcap = attrs.f("softcap", 0.0);
+  if (!(softcap >= 0) || !std::isfinite(softcap)) return error(ErrorCode::unsupported, "softcap ", softcap, " must be finite and >= 0");
+  a.softcap = static_cast<float>(softcap);
   if (in.size() == 4) {
     const TensorType& m = in[3];
     if (m.dtype != DType::boolean && m.dtype != DType::f32)
@@ -96,6 +99,7 @@ Claim claim_cpu_attention(const NodeDesc& n) {
   if (a.head_dim_v != a.head_dim) how += cat(" dv=", a.head_dim_v);
   if (plan->has_mask) how += cat(" mask ", dtype_name(a.mask_dtype));
   if (a.causal) how += " causal";
+  if (a.softcap > 0) how += cat(" softcap ", a.softcap);
   return Claim::yes(how);
 }
 

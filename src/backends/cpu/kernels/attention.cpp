@@ -393,6 +393,11 @@ Status attention_f32(const AttentionArgs& a) {
         for (int64_t j = 0; j < sk; ++j) mask_row[j] = m[j * js];
       }
     }
+    // Soft-capping of a row of scaled scores (before the mask, as Gemma 2 applies it).
+    auto cap_row = [&](float* row) {
+      const float c = a.softcap, inv = 1.f / a.softcap;
+      for (int64_t j = 0; j < sk; ++j) row[j] = c * std::tanh(row[j] * inv);
+    };
     // Causality, then the mask and causality, on the scaled scores of task row i.
     auto causal_row_scores = [&](float* row, int64_t i) {
       const int64_t qi = grouped ? q0 : q0 + i;
@@ -439,6 +444,8 @@ Status attention_f32(const AttentionArgs& a) {
       for (int64_t r0 = 0; r0 < rows; r0 += 8) {
         const int64_t nr = std::min<int64_t>(8, rows - r0);
         qk_block(nr, q + r0 * q_row, q_row, kt, ldkt, d, a.scale, s);
+        if (a.softcap > 0)
+          for (int64_t i = 0; i < nr; ++i) cap_row(s + i * ldkt);
         if (!shared_mask)
           for (int64_t i = 0; i < nr; ++i) mask_row_scores(s + i * ldkt, r0 + i);
         else if (a.causal)  // the shared row is added by the softmax; causality still per row
@@ -468,6 +475,7 @@ Status attention_f32(const AttentionArgs& a) {
       return;
     }
     for (int64_t i = 0; i < rows; ++i) {
+      if (a.softcap > 0) cap_row(s + i * sk);
       mask_row_scores(s + i * sk, i);
       softmax_row(s + i * sk, sk);
     }

@@ -34,6 +34,8 @@ struct AttentionArgs {
   int64_t mask_strides[4] = {0, 0, 0, 0};
   bool causal = false;  // key j is visible to query i when j <= i + (Sk - Sq)
   float scale = 1.f;
+  // > 0: the scaled scores become softcap * tanh(score / softcap) before the mask (Gemma 2).
+  float softcap = 0.f;
   // false forces the GEMM path where the direct kernel would run (benchmarks compare them).
   bool direct_kernel = true;
 };
