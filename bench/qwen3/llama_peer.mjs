@@ -26,7 +26,8 @@ for (let i = 0; i < promptLen; ++i) {
 }
 let bestPrefill = 0, bestDecode = 0;
 for (let r = 0; r < runs; ++r) {
-  const context = await model.createContext({contextSize: 512, threads, batchSize: 512, sequences: 1});
+  const contextSize = Math.max(512, promptLen + decodeN + 16);
+  const context = await model.createContext({contextSize, threads, batchSize: Math.max(512, promptLen), sequences: 1});
   const seq = context.getSequence();
   const t0 = performance.now();
   await seq.evaluateWithoutGeneratingNewTokens(prompt.slice(0, promptLen - 1));
