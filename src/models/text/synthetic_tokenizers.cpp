@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -41,6 +42,23 @@ constexpr std::string_view kCorpus =
     "Hello world! How are you today? I'm fine, thanks. We'll see what they've done. "
     "In the beginning the engineers measured the speed of the program in tokens per second, and "
     "they compared it with other programs running on the same machine with the same threads.";
+
+// The adjacent pair of pieces seen most often (at least twice; the first in order on a tie)
+// whose merge is not a token yet: the next merge of BPE training.
+std::optional<std::pair<std::string, std::string>> most_frequent_new_pair(
+    const std::map<std::vector<std::string>, int64_t>& words, const std::set<std::string>& have) {
+  std::map<std::pair<std::string, std::string>, int64_t> pairs;
+  for (const auto& [w, n] : words)
+    for (size_t i = 0; i + 1 < w.size(); ++i) pairs[{w[i], w[i + 1]}] += n;
+  std::optional<std::pair<std::string, std::string>> best;
+  int64_t best_n = 1;
+  for (const auto& [p, n] : pairs)
+    if (n > best_n && !have.count(p.first + p.second)) {
+      best = p;
+      best_n = n;
+    }
+  return best;
+}
 
 // Every word (its pieces, with a count) after merging adjacent pieces `best`: one step of
 // learning merges from a text.
@@ -85,17 +103,9 @@ Status write_synthetic_bpe_tokenizer(const std::string& path, int64_t vocab_size
     ++words[w];
   }
   while (static_cast<int64_t>(merges.size()) < n_merges) {
-    std::map<std::pair<std::string, std::string>, int64_t> pairs;
-    for (const auto& [w, n] : words)
-      for (size_t i = 0; i + 1 < w.size(); ++i) pairs[{w[i], w[i + 1]}] += n;
-    std::pair<std::string, std::string> best;
-    int64_t best_n = 1;
-    for (const auto& [p, n] : pairs)
-      if (n > best_n && !have.count(p.first + p.second)) {
-        best = p;
-        best_n = n;
-      }
-    if (best_n < 2) break;
+    const auto best_or = most_frequent_new_pair(words, have);
+    if (!best_or) break;
+    const std::pair<std::string, std::string> best = *best_or;
     merges.push_back(best);
     have.insert(best.first + best.second);
     tokens.push_back(best.first + best.second);
@@ -209,17 +219,9 @@ Status write_synthetic_spm_tokenizer(const std::string& path, int64_t vocab_size
   std::map<std::vector<std::string>, int64_t> counts;
   for (const auto& w : words) ++counts[w];
   while (static_cast<int64_t>(tokens.size()) < n_pieces) {
-    std::map<std::pair<std::string, std::string>, int64_t> pairs;
-    for (const auto& [w, n] : counts)
-      for (size_t i = 0; i + 1 < w.size(); ++i) pairs[{w[i], w[i + 1]}] += n;
-    std::pair<std::string, std::string> best;
-    int64_t best_n = 1;
-    for (const auto& [p, n] : pairs)
-      if (n > best_n && !have.count(p.first + p.second)) {
-        best = p;
-        best_n = n;
-      }
-    if (best_n < 2) break;
+    const auto best_or = most_frequent_new_pair(counts, have);
+    if (!best_or) break;
+    const std::pair<std::string, std::string> best = *best_or;
     tokens.push_back(best.first + best.second);
     have.insert(tokens.back());
     apply_merge(counts, best);
