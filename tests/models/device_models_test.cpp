@@ -145,6 +145,13 @@ TEST_P(DeviceModels, MnistMlpTrainingMatchesCpu) {
   RLX_REQUIRE_DEVICE_KIND(DeviceKind::gpu);
   train::TrainConfig cfg;
   cfg.optimizer.kind = train::OptimizerKind::adam;
+  // Adam's step is lr g / (|g| + eps) on the first step (and close to it while the moments are
+  // young): its slope at g = 0 is lr / eps. With the default eps of 1e-8 a weight whose gradient
+  // cancels to ~1e-7 over the batch (about one of the 100k fc1 weights in 150 runs) moves by a
+  // different ~lr on each device from rounding noise alone. An eps of 1e-4 bounds that slope to
+  // 10, so noise of 1e-7 stays 1e-6 in the parameters, and still leaves every gradient larger
+  // than ~1e-3 in Adam's sign-like regime.
+  cfg.optimizer.eps = 1e-4;
   auto m_cpu = train::mnist_model("mlp", 3);
   auto m_dev = train::mnist_model("mlp", 3);
   ASSERT_TRUE(m_cpu.has_value() && m_dev.has_value());
