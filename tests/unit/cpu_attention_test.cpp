@@ -22,6 +22,10 @@ struct Case {
   bool causal = false;
   double scale = 0.0;
   bool mask_row_empty = false;  // one query row sees no key (bool mask): NaN on both sides
+  // > 0: instead of random, the mask [B, 1, Sq, Sk] is a decoder's: query i (at key position
+  // i + Sk - Sq) sees the last `window` keys up to its own, none of batch b's first 5b (left
+  // padding); whole blocks of rows then see only part of the keys (-inf for f32 masks)
+  int64_t window = 0;
 };
 
 Sizes qkv_shape(const Case& c, int64_t h, int64_t s, int64_t d) {
@@ -60,6 +64,15 @@ void run_case(const Case& c) {
     Sizes s = *static_sizes(t.shape);
     std::vector<double> vals(static_cast<size_t>(numel(s)));
     for (double& x : vals) x = t.dtype == DType::boolean ? (u(rng) > -1.2 ? 1 : 0) : u(rng);
+    if (c.window > 0 && ins[i] == ins.back() && c.mask)
+      for (int64_t bi = 0; bi < c.b; ++bi)
+        for (int64_t qi = 0; qi < c.sq; ++qi)
+          for (int64_t j = 0; j < c.sk; ++j) {
+            const int64_t pos = qi + c.sk - c.sq;
+            const bool seen = j <= pos && j > pos - c.window && j >= 5 * bi;
+            vals[static_cast<size_t>((bi * c.sq + qi) * c.sk + j)] =
+                t.dtype == DType::boolean ? (seen ? 1 : 0) : (seen ? 0 : -INFINITY);
+          }
     if (t.dtype == DType::boolean && c.mask_row_empty)
       for (int64_t j = 0; j < s.back(); ++j) vals[static_cast<size_t>(j)] = 0;  // first row sees nothing
     xs.push_back(Tensor::from_f64(t.dtype, s, vals));
@@ -142,6 +155,15 @@ TEST(CpuAttention, MatchesReference) {
                    .d = 16, .dv = 16, .mask = 1, .mask_shape = {2, 1, 1, 19}, .causal = true});
   cases.push_back({.name = "direct fully masked row", .b = 1, .hq = 2, .hkv = 2, .sq = 9, .sk = 17, .d = 8, .dv = 8,
                    .mask = 1, .mask_shape = {1, 1, 9, 17}, .mask_row_empty = true});
+  // decoder masks over long prompts (blocks of 64 rows): the kernel skips the keys no row of a
+  // block sees, before causality and the window and after the left padding
+  cases.push_back({.name = "prefill mask, window 40", .b = 2, .hq = 4, .hkv = 2, .sq = 150, .sk = 160, .d = 16,
+                   .dv = 16, .mask = 1, .mask_shape = {2, 1, 150, 160}, .window = 40});
+  cases.push_back({.name = "prefill mask, no window, causal", .layout = "bshd", .b = 2, .hq = 2, .hkv = 1, .sq = 200,
+                   .sk = 200, .d = 64, .dv = 64, .mask = 1, .mask_shape = {2, 1, 200, 200}, .causal = true,
+                   .window = 1000});
+  cases.push_back({.name = "prefill f32 mask, window 7", .b = 2, .hq = 2, .hkv = 2, .sq = 140, .sk = 141, .d = 48,
+                   .dv = 40, .mask = 2, .mask_shape = {2, 1, 140, 141}, .window = 7});
   for (const Case& c : cases) run_case(c);
 }
 

@@ -130,9 +130,71 @@ void softmax_row_portable(float* s, int64_t n) {
   for (int64_t j = 0; j < n; ++j) s[j] *= inv;
 }
 
+// exp512's method 8 lanes at a time, for CPUs with AVX2 and FMA but not AVX-512 (the same
+// constants, so both give the same values).
+__attribute__((target("avx2,fma"))) __m256 exp256(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.3f);
+  const __m256 shifter = _mm256_set1_ps(0x1.8p23f);
+  __m256 xc = _mm256_max_ps(x, lo);
+  __m256 t = _mm256_fmadd_ps(xc, _mm256_set1_ps(1.44269504088896341f), shifter);
+  __m256 n = _mm256_sub_ps(t, shifter);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i bias = _mm256_set1_epi32(127 - 0x4b400000);
+  __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(t), bias), 23));
+  __m256 y = _mm256_mul_ps(p, scale);
+  return _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));  // below the range: 0
+}
+
+// Softmax of one row in place with AVX2: max, exp and sum, scale (the portable loop's steps;
+// the sum in f32 lanes, as the AVX-512 kernel sums).
+__attribute__((target("avx2,fma"))) void softmax_row_avx2(float* s, int64_t n) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  __m256 vmax = _mm256_set1_ps(ninf);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + j));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmax);
+  float m = ninf;
+  for (float v : lanes) m = std::max(m, v);
+  for (int64_t t = j; t < n; ++t) m = std::max(m, s[t]);
+  if (m == ninf) {
+    std::fill(s, s + n, std::numeric_limits<float>::quiet_NaN());
+    return;
+  }
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256 vsum = _mm256_setzero_ps();
+  for (j = 0; j + 8 <= n; j += 8) {
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+    _mm256_storeu_ps(s + j, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  _mm256_store_ps(lanes, vsum);
+  float sum = 0.f;
+  for (float v : lanes) sum += v;
+  for (int64_t t = j; t < n; ++t) {
+    alignas(32) float one[8] = {s[t] - m};
+    _mm256_store_ps(one, exp256(_mm256_load_ps(one)));
+    s[t] = one[0];
+    sum += one[0];
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);
+  for (j = 0; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), inv));
+  for (; j < n; ++j) s[j] *= 1.0f / sum;
+}
+
 using SoftmaxRow = void (*)(float*, int64_t);
 SoftmaxRow pick_softmax() {
-  return __builtin_cpu_supports("avx512f") ? softmax_row_avx512 : softmax_row_portable;
+  if (__builtin_cpu_supports("avx512f")) return softmax_row_avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return softmax_row_avx2;
+  return softmax_row_portable;
 }
 
 // ---- direct AVX-512 path for blocks of query rows (encoders, prefill)
@@ -393,35 +455,37 @@ Status attention_f32(const AttentionArgs& a) {
         for (int64_t j = 0; j < sk; ++j) mask_row[j] = m[j * js];
       }
     }
-    // Soft-capping of a row of scaled scores (before the mask, as Gemma 2 applies it).
-    auto cap_row = [&](float* row) {
+    // Soft-capping of a row of scaled scores (before the mask, as Gemma 2 applies it). The
+    // row helpers take scores of keys [j0, j0 + n) (row[0] is key j0).
+    auto cap_row = [&](float* row, int64_t n) {
       const float c = a.softcap, inv = 1.f / a.softcap;
-      for (int64_t j = 0; j < sk; ++j) row[j] = c * std::tanh(row[j] * inv);
+      for (int64_t j = 0; j < n; ++j) row[j] = c * std::tanh(row[j] * inv);
     };
     // Causality, then the mask and causality, on the scaled scores of task row i.
-    auto causal_row_scores = [&](float* row, int64_t i) {
+    auto causal_row_scores = [&](float* row, int64_t i, int64_t j0, int64_t n) {
       const int64_t qi = grouped ? q0 : q0 + i;
       if (a.causal)
-        for (int64_t j = std::max<int64_t>(0, qi + shift + 1); j < sk; ++j) row[j] = -std::numeric_limits<float>::infinity();
+        for (int64_t j = std::max<int64_t>(j0, qi + shift + 1); j < j0 + n; ++j)
+          row[j - j0] = -std::numeric_limits<float>::infinity();
     };
-    auto mask_row_scores = [&](float* row, int64_t i) {
+    auto mask_row_scores = [&](float* row, int64_t i, int64_t j0, int64_t n) {
       const int64_t qi = grouped ? q0 : q0 + i, h = grouped ? h0 + i : h0;
       if (shared_mask) {
-        const float* mr = mask_row.data();
-        for (int64_t j = 0; j < sk; ++j) row[j] += mr[j];
+        const float* mr = mask_row.data() + j0;
+        for (int64_t j = 0; j < n; ++j) row[j] += mr[j];
       } else if (a.mask) {
-        const int64_t base = b * a.mask_strides[0] + h * a.mask_strides[1] + qi * a.mask_strides[2];
         const int64_t js = a.mask_strides[3];
+        const int64_t base = b * a.mask_strides[0] + h * a.mask_strides[1] + qi * a.mask_strides[2] + j0 * js;
         if (a.mask_dtype == DType::boolean) {
           const uint8_t* m = static_cast<const uint8_t*>(a.mask) + base;
-          for (int64_t j = 0; j < sk; ++j)
+          for (int64_t j = 0; j < n; ++j)
             if (!m[j * js]) row[j] = -std::numeric_limits<float>::infinity();
         } else {
           const float* m = static_cast<const float*>(a.mask) + base;
-          for (int64_t j = 0; j < sk; ++j) row[j] += m[j * js];
+          for (int64_t j = 0; j < n; ++j) row[j] += m[j * js];
         }
       }
-      causal_row_scores(row, i);
+      causal_row_scores(row, i, j0, n);
     };
     if (direct && rows >= kDirectMinRows && d <= kDirectMaxHeadDim && dv <= kDirectMaxHeadDim) {
       // K^T [D, ldkt] zero-padded, and V copied to contiguous rows: in the bshd layout the rows
@@ -445,29 +509,62 @@ Status attention_f32(const AttentionArgs& a) {
         const int64_t nr = std::min<int64_t>(8, rows - r0);
         qk_block(nr, q + r0 * q_row, q_row, kt, ldkt, d, a.scale, s);
         if (a.softcap > 0)
-          for (int64_t i = 0; i < nr; ++i) cap_row(s + i * ldkt);
+          for (int64_t i = 0; i < nr; ++i) cap_row(s + i * ldkt, sk);
         if (!shared_mask)
-          for (int64_t i = 0; i < nr; ++i) mask_row_scores(s + i * ldkt, r0 + i);
+          for (int64_t i = 0; i < nr; ++i) mask_row_scores(s + i * ldkt, r0 + i, 0, sk);
         else if (a.causal)  // the shared row is added by the softmax; causality still per row
-          for (int64_t i = 0; i < nr; ++i) causal_row_scores(s + i * ldkt, r0 + i);
+          for (int64_t i = 0; i < nr; ++i) causal_row_scores(s + i * ldkt, r0 + i, 0, sk);
         softmax_exp_rows_avx512(s, ldkt, nr, sk, shared_mask ? mask_row.data() : nullptr, inv_sum);
         pv_block(nr, s, ldkt, inv_sum, vc, dv, sk, dv, o + r0 * o_row, o_row);
       }
       return;
     }
-    if (scratch.size() < static_cast<size_t>(rows * sk)) scratch.resize(static_cast<size_t>(rows * sk));
+    // Keys that no row of the task sees (past causality, or false in every row's mask) take
+    // no part in either product: a block of a causal prefill sees about half of the keys, a
+    // sliding-window layer's block only its window. If no row sees any key, all are kept
+    // (and every row becomes NaN, as the reference gives).
+    int64_t jlo = 0, jhi = sk;
+    if (a.causal) jhi = std::min(sk, (grouped ? q0 : q0 + rows - 1) + shift + 1);
+    if (a.mask) {
+      int64_t first = jhi, last = jlo - 1;
+      const int64_t js = a.mask_strides[3];
+      for (int64_t i = 0; i < (shared_mask ? 1 : rows) && (first > jlo || last < jhi - 1); ++i) {
+        const int64_t qi = grouped ? q0 : q0 + i, h = grouped ? h0 + i : h0;
+        const int64_t base = b * a.mask_strides[0] + h * a.mask_strides[1] + qi * a.mask_strides[2];
+        auto seen = [&](int64_t j) {
+          return a.mask_dtype == DType::boolean
+                     ? static_cast<const uint8_t*>(a.mask)[base + j * js] != 0
+                     : static_cast<const float*>(a.mask)[base + j * js] != -std::numeric_limits<float>::infinity();
+        };
+        for (int64_t j = jlo; j < first; ++j)
+          if (seen(j)) {
+            first = j;
+            break;
+          }
+        for (int64_t j = jhi - 1; j > last; --j)
+          if (seen(j)) {
+            last = j;
+            break;
+          }
+      }
+      jlo = first;
+      jhi = last + 1;
+    }
+    if (jhi <= jlo) jlo = 0, jhi = sk;
+    const int64_t n = jhi - jlo;
+    if (scratch.size() < static_cast<size_t>(rows * n)) scratch.resize(static_cast<size_t>(rows * n));
     float* s = scratch.data();
     GemmArgs g;
     g.m = rows;
-    g.n = sk;
+    g.n = n;
     g.k = d;
     g.a = q;
     g.lda = q_row;
-    g.b = k;
+    g.b = k + jlo * ks[2];
     g.ldb = ks[2];
     g.trans_b = true;
     g.c = s;
-    g.ldc = sk;
+    g.ldc = n;
     g.alpha = a.scale;
     Status st = sgemm(g);
     if (!st.is_ok()) {
@@ -475,17 +572,17 @@ Status attention_f32(const AttentionArgs& a) {
       return;
     }
     for (int64_t i = 0; i < rows; ++i) {
-      if (a.softcap > 0) cap_row(s + i * sk);
-      mask_row_scores(s + i * sk, i);
-      softmax_row(s + i * sk, sk);
+      if (a.softcap > 0) cap_row(s + i * n, n);
+      mask_row_scores(s + i * n, i, jlo, n);
+      softmax_row(s + i * n, n);
     }
     GemmArgs pv;
     pv.m = rows;
     pv.n = dv;
-    pv.k = sk;
+    pv.k = n;
     pv.a = s;
-    pv.lda = sk;
-    pv.b = v;
+    pv.lda = n;
+    pv.b = v + jlo * vs[2];
     pv.ldb = vs[2];
     pv.c = o;
     pv.ldc = o_row;
