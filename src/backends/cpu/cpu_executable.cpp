@@ -523,7 +523,7 @@ Expected<NativeState> CpuExecutable::plan_quant(kir::NativeKernel& n) const {
     st.m = st.k > 0 ? numel(x) / st.k : 0;
     st.n = prog_.buffers[n.inputs[1]].sizes[0];
     n.how = cat("qmatmul ", fmt, " ", qgemm_kernel_name(), " m=", st.m, " n=", st.n, " k=", st.k,
-                st.m <= kQGemmFusedMaxRows ? " (fused decode)" : " (f32 tiles + gemm)");
+                " (", qgemm_path_name(st.qtype, st.m), ")");
   }
   return st;
 }

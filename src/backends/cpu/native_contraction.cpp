@@ -32,7 +32,7 @@ Claim claim_quant(const NodeDesc& n) {
   const Sizes xs = *static_sizes(x.shape);
   const int64_t k = xs.back(), m = numel(xs) / std::max<int64_t>(1, k);
   return Claim::yes(cat("qmatmul ", fmt, " ", qgemm_kernel_name(), " m=", m, " n=", ws[0], " k=", k,
-                        m <= kQGemmFusedMaxRows ? " (fused decode)" : " (f32 tiles + gemm)"));
+                        " (", qgemm_path_name(*qt, m), ")"));
 }
 
 // int8_matmul (kernels/qgemm.h i8gemm): static shapes; the type rules fixed the dtypes.

@@ -266,22 +266,19 @@ qgemm_detail::Q8RowsFn q8_kernel(const QKernelFamily* fam, QType t, int64_t m) {
   return fam->q8rows[static_cast<int>(t)][m - 1];
 }
 
-bool quantize_x(const QGemmArgs& a, qgemm_detail::Q8Args& q) {
-  const int64_t nb = a.k / 32;
-  const int64_t qfloats = (a.m * a.k + 3) / 4;
-  float* buf = scratch(static_cast<size_t>(qfloats + 2 * a.m * nb));
-  if (!buf) return false;
-  int8_t* qx = reinterpret_cast<int8_t*>(buf);
-  float* dx = buf + qfloats;
-  float* cx = dx + a.m * nb;
-  for (int64_t i = 0; i < a.m; ++i) {
-    const float* x = a.x + i * a.ldx;
+// Rows [i0, i1) of x to int8 blocks of 32 in the portable loop (the vector kernels' q8quant
+// does the same arithmetic): d = amax / 127, q = round_half_even(x / d), and cx = d * sum(q)
+// (plain_sums) or 8 * d * sum(q) (q4_0's -8 offset).
+void quantize_rows_portable(const float* xs, int64_t ldx, int64_t nb, int64_t i0, int64_t i1, int8_t* qx, int64_t ldq,
+                            float* dx, float* cx, int64_t ldd, bool plain_sums) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const float* x = xs + i * ldx;
     for (int64_t b = 0; b < nb; ++b) {
       const float* xb = x + 32 * b;
       float amax = 0.f;
       for (int p = 0; p < 32; ++p) amax = std::max(amax, std::fabs(xb[p]));
       const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
-      int8_t* qb = qx + i * a.k + 32 * b;
+      int8_t* qb = qx + i * ldq + 32 * b;
       int sum = 0;
       // round to nearest even (= nearbyint for |x * id| <= 127) without a libm call per value:
       // adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits
@@ -290,15 +287,33 @@ bool quantize_x(const QGemmArgs& a, qgemm_detail::Q8Args& q) {
         qb[p] = static_cast<int8_t>(v);
         sum += v;
       }
-      dx[i * nb + b] = d;
-      if (a.type == QType::q4_k || a.type == QType::int4_g128_asym) {
-        // q4_k's (and int4_g128_asym's) mins take the sum of the rounded x (llama.cpp's Q8_K
-        // bsums), so the result is exactly W times the rounded x
-        cx[i * nb + b] = d * static_cast<float>(sum);
-      } else {
-        cx[i * nb + b] = 8.f * d * static_cast<float>(sum);
-      }
+      dx[i * ldd + b] = d;
+      cx[i * ldd + b] = (plain_sums ? 1.f : 8.f) * d * static_cast<float>(sum);
     }
+  }
+}
+
+// x's rows quantized to int8 blocks into the caller's scratch (quants, then per-block scales,
+// then the scaled quant sums), rows split over the pool when there are many.
+bool quantize_x(const QKernelFamily* fam, const QGemmArgs& a, qgemm_detail::Q8Args& q) {
+  const int64_t nb = a.k / 32;
+  const int64_t qfloats = (a.m * a.k + 3) / 4;
+  float* buf = scratch(static_cast<size_t>(qfloats + 2 * a.m * nb));
+  if (!buf) return false;
+  int8_t* qx = reinterpret_cast<int8_t*>(buf);
+  float* dx = buf + qfloats;
+  float* cx = dx + a.m * nb;
+  // q4_k's (and int4_g128_asym's) mins take the sum of the rounded x (llama.cpp's Q8_K bsums),
+  // so the result is exactly W times the rounded x
+  const bool plain_sums = a.type == QType::q4_k || a.type == QType::int4_g128_asym;
+  qgemm_detail::Q8QuantFn quant = fam->q8quant ? fam->q8quant : quantize_rows_portable;
+  const int64_t grain = std::max<int64_t>(4, 65536 / a.k);
+  if (a.m <= grain) {
+    quant(a.x, a.ldx, nb, 0, a.m, qx, a.k, dx, cx, nb, plain_sums);
+  } else {
+    ThreadPool::global().parallel_for(a.m, grain, [&](int64_t i0, int64_t i1) {
+      quant(a.x, a.ldx, nb, i0, i1, qx, a.k, dx, cx, nb, plain_sums);
+    });
   }
   q.nb = nb;
   q.qx = qx;
@@ -307,6 +322,27 @@ bool quantize_x(const QGemmArgs& a, qgemm_detail::Q8Args& q) {
   q.cx = cx;
   q.ldd = nb;
   return true;
+}
+
+// Many rows of x on the integer path: x quantized once, then panels of weight rows, each task
+// running the family's panel kernel (which repacks its panel) over every row of x. A panel is
+// sized so that its repacked form (about k bytes per row) stays in L2, and there are at least
+// two per thread.
+Status integer_prefill(const QKernelFamily* fam, const QGemmArgs& a) {
+  qgemm_detail::Q8Args q{};
+  if (!quantize_x(fam, a, q)) return error(ErrorCode::runtime_error, "qgemm: out of memory for quantized x");
+  q.w = a.w;
+  q.ldw = a.ldw;
+  q.y = a.y;
+  q.ldy = a.ldy;
+  const qgemm_detail::Q8PanelFn panel = fam->q8panel[static_cast<int>(a.type)];
+  ThreadPool& pool = ThreadPool::global();
+  int64_t rows = std::clamp<int64_t>((int64_t{192} << 10) / a.k, 8, 128);
+  rows = std::min(rows, (a.n + 2 * pool.size() - 1) / (2 * pool.size()));
+  rows = std::max<int64_t>(8, (rows + 7) / 8 * 8);
+  const int64_t panels = (a.n + rows - 1) / rows;
+  pool.run(panels, [&](int64_t task, int) { panel(q, a.m, task * rows, std::min(a.n, (task + 1) * rows)); });
+  return Status::ok();
 }
 
 // Rows of W that are worth one task: enough bytes to amortize waking a thread.
@@ -332,9 +368,10 @@ Status qgemm(const QGemmArgs& a) {
     pool.parallel_for(a.n, row_grain(rb, a.m), [&](int64_t j0, int64_t j1) { scalar_rows(a, j0, j1); });
     return Status::ok();
   }
+  if (a.m > kQGemmFusedMaxRows && fam->q8panel[static_cast<int>(a.type)]) return integer_prefill(fam, a);
   if (qgemm_detail::Q8RowsFn q8 = q8_kernel(fam, a.type, a.m)) {
     qgemm_detail::Q8Args q{};
-    if (!quantize_x(a, q)) return error(ErrorCode::runtime_error, "qgemm: out of memory for quantized x");
+    if (!quantize_x(fam, a, q)) return error(ErrorCode::runtime_error, "qgemm: out of memory for quantized x");
     q.w = a.w;
     q.ldw = a.ldw;
     q.y = a.y;
@@ -481,7 +518,14 @@ Status i8gemm(const I8GemmArgs& a) {
 }
 
 bool qgemm_quantizes_x(QType t, int64_t m) {
-  return q8_kernel(current().load(std::memory_order_relaxed), t, m) != nullptr;
+  const QKernelFamily* fam = current().load(std::memory_order_relaxed);
+  if (m > kQGemmFusedMaxRows) return fam->q8panel[static_cast<int>(t)] != nullptr;
+  return q8_kernel(fam, t, m) != nullptr;
+}
+
+const char* qgemm_path_name(QType t, int64_t m) {
+  if (m <= kQGemmFusedMaxRows) return "fused decode";
+  return current().load(std::memory_order_relaxed)->q8panel[static_cast<int>(t)] ? "integer panels" : "f32 tiles + gemm";
 }
 
 const char* qgemm_kernel_name() { return current().load()->name; }

@@ -9,7 +9,10 @@
 // decoded block is reused by every row of x. For q8_0, q4_0, q4_k, q6_k and int4_g128[_asym] with m <= 4 on
 // AVX2 / AVX-512 the fused path is integer, as in llama.cpp: x is quantized once per call to
 // int8 blocks of 32 and each weight block is multiplied into it with 8-bit dot products
-// (qgemm_q8.h; results move by the rounding of x, see qgemm_quantizes_x). Work is split over
+// (qgemm_q8.h; results move by the rounding of x, see qgemm_quantizes_x). For the formats with
+// a prefill panel kernel (q4_0) many rows take the integer path too: x quantized once, then
+// panels of weight rows repacked so that one 8-bit multiply covers 8 weight rows, each panel
+// multiplied into every group of 4 rows of x (llama.cpp's prefill is integer too). Work is split over
 // output rows on rlx::ThreadPool::global(). Kernels exist for AVX-512, AVX2 (+FMA, F16C) and portable C++,
 // chosen at run time, so the library needs no -march flag.
 #pragma once
@@ -48,6 +51,10 @@ Status dequantize_rows(quant::QType type, const uint8_t* w, int64_t rows, int64_
 
 // Rows of x up to which qgemm uses the fused decode-and-multiply path (above it: tiles + GEMM).
 inline constexpr int64_t kQGemmFusedMaxRows = 4;
+
+// Which path qgemm takes for m rows of x with weights of type t, for reports: "fused decode",
+// "integer panels" or "f32 tiles + gemm".
+const char* qgemm_path_name(quant::QType t, int64_t m);
 
 // Whether qgemm, with the kernels in use, quantizes m rows of x to int8 blocks of 32 (Q8_0:
 // d = amax / 127, q = round(x / d)) and multiplies them by weights of type t with integer dot
@@ -102,6 +109,12 @@ struct Q8Args {
   float* y; int64_t ldy;
 };
 using Q8RowsFn = void (*)(const Q8Args& a, int64_t j0, int64_t j1);
+// All m rows of quantized x (a.qx, a.dx, a.cx, with a.nb blocks) against weight rows [j0, j1)
+// of a.w into a.y (row stride a.ldy, column j at a.y + j), for many rows of x.
+using Q8PanelFn = void (*)(const Q8Args& a, int64_t m, int64_t j0, int64_t j1);
+// Rows [i0, i1) of x to the integer path's int8 blocks (quantize_x in qgemm.cpp says what).
+using Q8QuantFn = void (*)(const float* x, int64_t ldx, int64_t nb, int64_t i0, int64_t i1, int8_t* qx, int64_t ldq,
+                           float* dx, float* cx, int64_t ldd, bool plain_sums);
 // The int8 linear layer's kernel: rows of x already quantized (qx, row stride ldq; stored as
 // u8 q + 128 when the family's i8_offset_x is set, else as int8 q) with per-row scales sx,
 // against weight rows [j0, j1) of w (int8, row stride ldw), all m rows of x.
@@ -126,6 +139,8 @@ struct QKernelFamily {
   GemmIsa isa;
   RowsFn rows[quant::kNumQTypes][kQGemmFusedMaxRows];
   Q8RowsFn q8rows[quant::kNumQTypes][kQGemmFusedMaxRows];  // null where the format has none
+  Q8PanelFn q8panel[quant::kNumQTypes];  // many rows of x (prefill); null: the f32 tile + GEMM path
+  Q8QuantFn q8quant = nullptr;         // null: the portable loop
   DecodeFn decode[quant::kNumQTypes];
   I8RowsFn i8rows = nullptr;  // the int8 linear layer
   I8QuantFn i8quant = nullptr;
