@@ -297,23 +297,32 @@ RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
   q8_rows_impl<T, MR, 1>(a, j0, j1);  // one weight stream (qgemm_impl.h's rows_kernel)
 }
 
-// Prefill of q4_0 (many rows of x): the panel of weight rows [j0, j1) is first repacked, per
-// group of 8 rows and per block, into 8 vectors of 32 unsigned nibbles (vector g holds in its
-// 32-bit lane r values 4g..4g+3 of row r) and the 8 rows' scales. Each 4 bytes of x broadcast
-// to all lanes then multiply 8 rows at once with vpmaddubsw, whose pair sums (at most
-// 2 * 15 * 127) add up over a block's 8 vectors in int16 without saturating (8 * 3810 < 32767);
-// one vpmaddwd, conversion and fma per block and row of x, and each lane ends as one output:
-// no horizontal sums. About 4x fewer multiply-port instructions per product than the
-// per-row dot products of q8_rows_impl, which is what makes it faster than the f32 tile + GEMM.
-RLX_Q8 void q40_repack_block8(const uint8_t* w, int64_t ldw, int64_t rows, int64_t b, uint8_t* out_q, float* out_d) {
+// Prefill of q4_0 and q8_0 (many rows of x): the panel of weight rows [j0, j1) is first
+// repacked, per group of 8 rows and per block, into 8 vectors of 32 bytes (vector g holds in
+// its 32-bit lane r values 4g..4g+3 of row r: q4_0's nibbles unsigned, q8_0's quants signed)
+// and the 8 rows' scales. Each 4 bytes of x broadcast to all lanes then multiply 8 rows at
+// once, and each lane ends as one output: no horizontal sums.
+//  - q4_0: vpmaddubsw(nibbles, x), whose pair sums (at most 2 * 15 * 127) add up over a block's
+//    8 vectors in int16 without saturating (8 * 3810 < 32767); one vpmaddwd, conversion and
+//    fma per block and row of x, the -8 offset through x's quant sums. About 4x fewer
+//    multiply-port instructions per product than the per-row dot products of q8_rows_impl.
+//  - q8_0: vpmaddubsw(|w|, x with w's sign) (pairs up to 2 * 127 * 127 fit int16, two do
+//    not), so every product vector is widened with vpmaddwd and summed in int32.
+template <QT8 T>
+RLX_Q8 void panel_repack_block8(const uint8_t* w, int64_t ldw, int64_t rows, int64_t b, uint8_t* out_q, float* out_d) {
+  constexpr int64_t BB = T == QT8::q8_0 ? 34 : 18;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256i r[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
     if (i < rows) {
-      const uint8_t* blk = w + i * ldw + 18 * b;
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-      r[i] = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1), m4);
+      const uint8_t* blk = w + i * ldw + BB * b;
+      if constexpr (T == QT8::q8_0) {
+        r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+      } else {
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+        r[i] = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1), m4);
+      }
       out_d[i] = q8_h2f(blk);
     } else {
       r[i] = _mm256_setzero_si256();
@@ -343,9 +352,9 @@ RLX_Q8 void q40_repack_block8(const uint8_t* w, int64_t ldw, int64_t rows, int64
 
 // MR rows of quantized x (a.qx, a.dx, a.cx) against one repacked group of 8 weight rows (pq:
 // nb * 256 bytes, pd: nb * 8 scales); the first `cols` of the 8 outputs go to y (row stride ldy).
-template <int MR>
-RLX_Q8 void q40_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_t* pq, const float* pd, float* y, int64_t ldy,
-                       int64_t cols) {
+template <QT8 T, int MR>
+RLX_Q8 void panel_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_t* pq, const float* pd, float* y,
+                         int64_t ldy, int64_t cols) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[MR];
 #pragma GCC unroll 4
@@ -357,19 +366,31 @@ RLX_Q8 void q40_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_t*
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
       const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + 256 * b + 32 * g));
+      if constexpr (T == QT8::q8_0) {
+        const __m256i u = _mm256_abs_epi8(wv);
 #pragma GCC unroll 4
-      for (int r = 0; r < MR; ++r) {
-        int32_t x4;
-        __builtin_memcpy(&x4, a.qx + r * a.ldq + 32 * b + 4 * g, 4);
-        s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(wv, _mm256_set1_epi32(x4)));
+        for (int r = 0; r < MR; ++r) {
+          int32_t x4;
+          __builtin_memcpy(&x4, a.qx + r * a.ldq + 32 * b + 4 * g, 4);
+          const __m256i p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(_mm256_set1_epi32(x4), wv));
+          s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(p, ones));
+        }
+      } else {
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r) {
+          int32_t x4;
+          __builtin_memcpy(&x4, a.qx + r * a.ldq + 32 * b + 4 * g, 4);
+          s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(wv, _mm256_set1_epi32(x4)));
+        }
       }
     }
     const __m256 d8 = _mm256_loadu_ps(pd + 8 * b);
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) {
-      const __m256 sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s[r], ones));
-      acc[r] = _mm256_fmadd_ps(sum, _mm256_mul_ps(d8, _mm256_set1_ps(a.dx[r * a.ldd + b])), acc[r]);
-      acc[r] = _mm256_fnmadd_ps(d8, _mm256_set1_ps(a.cx[r * a.ldd + b]), acc[r]);  // the -8 offset
+      const __m256i s32 = T == QT8::q8_0 ? s[r] : _mm256_madd_epi16(s[r], ones);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(d8, _mm256_set1_ps(a.dx[r * a.ldd + b])), acc[r]);
+      if constexpr (T == QT8::q4_0)
+        acc[r] = _mm256_fnmadd_ps(d8, _mm256_set1_ps(a.cx[r * a.ldd + b]), acc[r]);  // the -8 offset
     }
   }
 #pragma GCC unroll 4
@@ -384,9 +405,10 @@ RLX_Q8 void q40_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_t*
   }
 }
 
-// The q4_0 panel kernel (Q8PanelFn): all m rows of quantized x against weight rows [j0, j1),
-// through a per-thread repack buffer that only grows.
-RLX_Q8_ENTRY void q40_panel(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
+// The panel kernel (Q8PanelFn) of q4_0 / q8_0: all m rows of quantized x against weight rows
+// [j0, j1), through a per-thread repack buffer that only grows.
+template <QT8 T>
+RLX_Q8_ENTRY void q8_panel(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
   thread_local std::vector<uint8_t> qbuf;
   thread_local std::vector<float> dbuf;
   const int64_t groups = (j1 - j0 + 7) / 8, nb = a.nb;
@@ -395,8 +417,8 @@ RLX_Q8_ENTRY void q40_panel(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t rows = std::min<int64_t>(8, j1 - j0 - 8 * g);
     for (int64_t b = 0; b < nb; ++b)
-      q40_repack_block8(a.w + (j0 + 8 * g) * a.ldw, a.ldw, rows, b, qbuf.data() + (g * nb + b) * 256,
-                        dbuf.data() + (g * nb + b) * 8);
+      panel_repack_block8<T>(a.w + (j0 + 8 * g) * a.ldw, a.ldw, rows, b, qbuf.data() + (g * nb + b) * 256,
+                             dbuf.data() + (g * nb + b) * 8);
   }
   ::rlx::cpu::qgemm_detail::Q8Args r = a;
   for (int64_t i = 0; i < m; i += 4) {
@@ -409,10 +431,10 @@ RLX_Q8_ENTRY void q40_panel(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m
       const float* pd = dbuf.data() + g * nb * 8;
       const int64_t cols = std::min<int64_t>(8, j1 - j0 - 8 * g);
       switch (std::min<int64_t>(4, m - i)) {
-        case 4: q40_group8<4>(r, pq, pd, y + 8 * g, a.ldy, cols); break;
-        case 3: q40_group8<3>(r, pq, pd, y + 8 * g, a.ldy, cols); break;
-        case 2: q40_group8<2>(r, pq, pd, y + 8 * g, a.ldy, cols); break;
-        default: q40_group8<1>(r, pq, pd, y + 8 * g, a.ldy, cols); break;
+        case 4: panel_group8<T, 4>(r, pq, pd, y + 8 * g, a.ldy, cols); break;
+        case 3: panel_group8<T, 3>(r, pq, pd, y + 8 * g, a.ldy, cols); break;
+        case 2: panel_group8<T, 2>(r, pq, pd, y + 8 * g, a.ldy, cols); break;
+        default: panel_group8<T, 1>(r, pq, pd, y + 8 * g, a.ldy, cols); break;
       }
     }
   }
@@ -600,7 +622,8 @@ inline void fill_q8_family(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
   f.q8quant = q8_quantize_rows;
   fill_q8<QT8::q8_0>(f);
   fill_q8<QT8::q4_0>(f);
-  f.q8panel[static_cast<int>(QT8::q4_0)] = q40_panel;
+  f.q8panel[static_cast<int>(QT8::q4_0)] = q8_panel<QT8::q4_0>;
+  f.q8panel[static_cast<int>(QT8::q8_0)] = q8_panel<QT8::q8_0>;
   const int t = static_cast<int>(QT8::q4_k);
   f.q8rows[t][0] = q4k_rows<1>;
   f.q8rows[t][1] = q4k_rows<2>;
