@@ -297,7 +297,7 @@ RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
   q8_rows_impl<T, MR, 1>(a, j0, j1);  // one weight stream (qgemm_impl.h's rows_kernel)
 }
 
-// Prefill of q4_0 and q8_0 (many rows of x): the panel of weight rows [j0, j1) is first
+// Prefill of q4_0, q8_0 and q4_k (many rows of x): the panel of weight rows [j0, j1) is first
 // repacked, per group of 8 rows and per block, into 8 vectors of 32 bytes (vector g holds in
 // its 32-bit lane r values 4g..4g+3 of row r: q4_0's nibbles unsigned, q8_0's quants signed)
 // and the 8 rows' scales. Each 4 bytes of x broadcast to all lanes then multiply 8 rows at
@@ -308,25 +308,41 @@ RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
 //    multiply-port instructions per product than the per-row dot products of q8_rows_impl.
 //  - q8_0: vpmaddubsw(|w|, x with w's sign) (pairs up to 2 * 127 * 127 fit int16, two do
 //    not), so every product vector is widened with vpmaddwd and summed in int32.
+//  - q4_k: each 32-value sub-block is one block of the panel, with scale d * sc and offset
+//    coefficient dmin * m (x's plain quant sums), otherwise as q4_0.
+// Block b (of 32 values) of up to 8 rows: quants to out_q (8 vectors), scales to out_d and the
+// offset coefficients (q4_0: its scale, as x's sums carry the 8; q4_k: dmin * m) to out_m.
 template <QT8 T>
-RLX_Q8 void panel_repack_block8(const uint8_t* w, int64_t ldw, int64_t rows, int64_t b, uint8_t* out_q, float* out_d) {
+RLX_Q8 void panel_repack_block8(const uint8_t* w, int64_t ldw, int64_t rows, int64_t b, uint8_t* out_q, float* out_d,
+                                float* out_m) {
   constexpr int64_t BB = T == QT8::q8_0 ? 34 : 18;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256i r[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
     if (i < rows) {
-      const uint8_t* blk = w + i * ldw + BB * b;
-      if constexpr (T == QT8::q8_0) {
-        r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+      if constexpr (T == QT8::q4_k) {
+        const uint8_t* blk = w + i * ldw + 144 * (b / 8);
+        const int64_t sub = b % 8;
+        alignas(16) uint8_t sc[8], mn[8];
+        q8_k4_scales(blk + 4, sc, mn);
+        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * (sub / 2)));
+        r[i] = _mm256_and_si256(sub % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
+        out_d[i] = q8_h2f(blk) * static_cast<float>(sc[sub]);
+        out_m[i] = q8_h2f(blk + 2) * static_cast<float>(mn[sub]);
       } else {
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
-        r[i] = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1), m4);
+        const uint8_t* blk = w + i * ldw + BB * b;
+        if constexpr (T == QT8::q8_0) {
+          r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+        } else {
+          const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+          r[i] = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1), m4);
+        }
+        out_d[i] = out_m[i] = q8_h2f(blk);
       }
-      out_d[i] = q8_h2f(blk);
     } else {
       r[i] = _mm256_setzero_si256();
-      out_d[i] = 0.f;
+      out_d[i] = out_m[i] = 0.f;
     }
   }
   // 8 x 8 transpose of 32-bit lanes: output g gathers lane g of every row
@@ -353,8 +369,8 @@ RLX_Q8 void panel_repack_block8(const uint8_t* w, int64_t ldw, int64_t rows, int
 // MR rows of quantized x (a.qx, a.dx, a.cx) against one repacked group of 8 weight rows (pq:
 // nb * 256 bytes, pd: nb * 8 scales); the first `cols` of the 8 outputs go to y (row stride ldy).
 template <QT8 T, int MR>
-RLX_Q8 void panel_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_t* pq, const float* pd, float* y,
-                         int64_t ldy, int64_t cols) {
+RLX_Q8 void panel_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_t* pq, const float* pd, const float* pm,
+                         float* y, int64_t ldy, int64_t cols) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[MR];
 #pragma GCC unroll 4
@@ -389,8 +405,8 @@ RLX_Q8 void panel_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_
     for (int r = 0; r < MR; ++r) {
       const __m256i s32 = T == QT8::q8_0 ? s[r] : _mm256_madd_epi16(s[r], ones);
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(d8, _mm256_set1_ps(a.dx[r * a.ldd + b])), acc[r]);
-      if constexpr (T == QT8::q4_0)
-        acc[r] = _mm256_fnmadd_ps(d8, _mm256_set1_ps(a.cx[r * a.ldd + b]), acc[r]);  // the -8 offset
+      if constexpr (T != QT8::q8_0)  // q4_0's -8, q4_k's mins
+        acc[r] = _mm256_fnmadd_ps(_mm256_loadu_ps(pm + 8 * b), _mm256_set1_ps(a.cx[r * a.ldd + b]), acc[r]);
     }
   }
 #pragma GCC unroll 4
@@ -405,7 +421,7 @@ RLX_Q8 void panel_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_
   }
 }
 
-// The panel kernel (Q8PanelFn) of q4_0 / q8_0: all m rows of quantized x against weight rows
+// The panel kernel (Q8PanelFn) of q4_0 / q8_0 / q4_k: all m rows of quantized x against weight rows
 // [j0, j1), through a per-thread repack buffer that only grows.
 template <QT8 T>
 RLX_Q8_ENTRY void q8_panel(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
@@ -413,12 +429,14 @@ RLX_Q8_ENTRY void q8_panel(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m,
   thread_local std::vector<float> dbuf;
   const int64_t groups = (j1 - j0 + 7) / 8, nb = a.nb;
   if (qbuf.size() < static_cast<size_t>(groups * nb * 256)) qbuf.resize(static_cast<size_t>(groups * nb * 256));
-  if (dbuf.size() < static_cast<size_t>(groups * nb * 8)) dbuf.resize(static_cast<size_t>(groups * nb * 8));
+  if (dbuf.size() < static_cast<size_t>(groups * nb * 16)) dbuf.resize(static_cast<size_t>(groups * nb * 16));
+  // per group: nb * 8 scales, then nb * 8 offset coefficients
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t rows = std::min<int64_t>(8, j1 - j0 - 8 * g);
+    float* gd = dbuf.data() + g * nb * 16;
     for (int64_t b = 0; b < nb; ++b)
-      panel_repack_block8<T>(a.w + (j0 + 8 * g) * a.ldw, a.ldw, rows, b, qbuf.data() + (g * nb + b) * 256,
-                             dbuf.data() + (g * nb + b) * 8);
+      panel_repack_block8<T>(a.w + (j0 + 8 * g) * a.ldw, a.ldw, rows, b, qbuf.data() + (g * nb + b) * 256, gd + b * 8,
+                             gd + nb * 8 + b * 8);
   }
   ::rlx::cpu::qgemm_detail::Q8Args r = a;
   for (int64_t i = 0; i < m; i += 4) {
@@ -428,13 +446,14 @@ RLX_Q8_ENTRY void q8_panel(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m,
     float* y = a.y + i * a.ldy + j0;
     for (int64_t g = 0; g < groups; ++g) {
       const uint8_t* pq = qbuf.data() + g * nb * 256;
-      const float* pd = dbuf.data() + g * nb * 8;
+      const float* pd = dbuf.data() + g * nb * 16;
+      const float* pm = pd + nb * 8;
       const int64_t cols = std::min<int64_t>(8, j1 - j0 - 8 * g);
       switch (std::min<int64_t>(4, m - i)) {
-        case 4: panel_group8<T, 4>(r, pq, pd, y + 8 * g, a.ldy, cols); break;
-        case 3: panel_group8<T, 3>(r, pq, pd, y + 8 * g, a.ldy, cols); break;
-        case 2: panel_group8<T, 2>(r, pq, pd, y + 8 * g, a.ldy, cols); break;
-        default: panel_group8<T, 1>(r, pq, pd, y + 8 * g, a.ldy, cols); break;
+        case 4: panel_group8<T, 4>(r, pq, pd, pm, y + 8 * g, a.ldy, cols); break;
+        case 3: panel_group8<T, 3>(r, pq, pd, pm, y + 8 * g, a.ldy, cols); break;
+        case 2: panel_group8<T, 2>(r, pq, pd, pm, y + 8 * g, a.ldy, cols); break;
+        default: panel_group8<T, 1>(r, pq, pd, pm, y + 8 * g, a.ldy, cols); break;
       }
     }
   }
@@ -624,6 +643,7 @@ inline void fill_q8_family(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
   fill_q8<QT8::q4_0>(f);
   f.q8panel[static_cast<int>(QT8::q4_0)] = q8_panel<QT8::q4_0>;
   f.q8panel[static_cast<int>(QT8::q8_0)] = q8_panel<QT8::q8_0>;
+  f.q8panel[static_cast<int>(QT8::q4_k)] = q8_panel<QT8::q4_k>;
   const int t = static_cast<int>(QT8::q4_k);
   f.q8rows[t][0] = q4k_rows<1>;
   f.q8rows[t][1] = q4k_rows<2>;
