@@ -103,6 +103,19 @@ class Decoder:
         kind = r.get("rope_type", r.get("type"))
         if kind == "linear":
             return inv / r["factor"]
+        if kind == "yarn":
+            # Hugging Face's _compute_yarn_parameters (truncate = True): pair i extrapolates below
+            # the fast correction dimension, interpolates above the slow one, mixes between
+            factor, orig = r["factor"], r.get("original_max_position_embeddings", self.cfg["max_position_embeddings"])
+            fast, slow = r.get("beta_fast", 32.0), r.get("beta_slow", 1.0)
+
+            def corr(rot):
+                return d * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(theta))
+
+            low, high = max(math.floor(corr(fast)), 0), min(math.ceil(corr(slow)), d - 1)
+            ramp = ((torch.arange(d // 2, dtype=torch.float64) - low) / max(high - low, 0.001)).clamp(0, 1)
+            extrapolate = 1 - ramp
+            return inv / factor * (1 - extrapolate) + inv * extrapolate
         if kind == "llama3":
             factor, lo, hi = r["factor"], r["low_freq_factor"], r["high_freq_factor"]
             old = r["original_max_position_embeddings"]
@@ -120,12 +133,29 @@ class Decoder:
             w = 1.0 + w
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * w
 
+    def attention_factor(self, l):
+        # what YaRN multiplies cos and sin by (Hugging Face's get_mscale), 1 otherwise
+        r = self.rope_scaling
+        local = self.type == "gemma3_text" and self.sliding(l)
+        if local or not r or r.get("rope_type", r.get("type")) != "yarn":
+            return 1.0
+        if r.get("attention_factor"):
+            return r["attention_factor"]
+
+        def get(f, m=1.0):
+            return 1.0 if f <= 1 else 0.1 * m * math.log(f) + 1.0
+
+        if r.get("mscale") and r.get("mscale_all_dim"):
+            return get(r["factor"], r["mscale"]) / get(r["factor"], r["mscale_all_dim"])
+        return get(r["factor"])
+
     def rope(self, x, pos, l):
         # x [H, S, D]; rotate the two halves (NeoX / Hugging Face rotate_half)
         d = x.shape[-1]
         ang = pos[:, None].to(torch.float64) * self.inv_freq(l)[None, :]
         emb = torch.cat([ang, ang], -1)
-        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        m = self.attention_factor(l)
+        cos, sin = (emb.cos() * m).to(x.dtype), (emb.sin() * m).to(x.dtype)
         x1, x2 = x[..., : d // 2], x[..., d // 2:]
         return x * cos + torch.cat([-x2, x1], -1) * sin
 

@@ -202,13 +202,18 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
     Attrs a{{"theta", c.is_sliding(l) && c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta},
             {"layout", std::string("bshd")}};
     if (c.rope_interleaved) a.set("interleaved", int64_t{1});
-    const bool scaled = !c.is_sliding(l) && (c.rope_scaling.kind != RopeScaling::Kind::none || !c.rope_freq_factors.empty());
-    if (scaled) a.set("inv_freq", c.rope_inv_freq(l));
+    if (c.rope_scaled(l)) a.set("inv_freq", c.rope_inv_freq(l));
     return a;
   };
-  Attrs att_attrs{{"causal", int64_t{0}}};
-  if (c.attention_scale > 0) att_attrs.set("scale", c.attention_scale);
-  if (c.attn_softcap > 0) att_attrs.set("softcap", c.attn_softcap);
+  // YaRN's factor on cos and sin multiplies q . k by its square: folded into the scale
+  auto att_attrs = [&](int64_t l) {
+    Attrs a{{"causal", int64_t{0}}};
+    const double mscale = c.rope_attention_factor(l);
+    const double scale = c.attention_scale > 0 ? c.attention_scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+    if (c.attention_scale > 0 || mscale != 1.0) a.set("scale", scale * mscale * mscale);
+    if (c.attn_softcap > 0) a.set("softcap", c.attn_softcap);
+    return a;
+  };
   const std::string pre_mlp_norm = c.post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string p = layer_prefix(l);
@@ -228,7 +233,7 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
     ValueId v2 = o.op(Op::Scatter, {vc[l], slots, o.transpose(v, {0, 2, 1, 3})}, Attrs{{"axis", int64_t{2}}});
     new_caches.push_back(k2);
     new_caches.push_back(v2);
-    ValueId att = o.op(Op::Attention, {o.transpose(q, {0, 2, 1, 3}), k2, v2, c.is_sliding(l) ? mask_local : mask}, att_attrs);
+    ValueId att = o.op(Op::Attention, {o.transpose(q, {0, 2, 1, 3}), k2, v2, c.is_sliding(l) ? mask_local : mask}, att_attrs(l));
     att = o.reshape(o.transpose(att, {0, 2, 1, 3}), {0, 0, Hq * D});
     ValueId attn_out = tp_all_reduce(o, tp, b.linear(att, p + "self_attn.o_proj.weight", Hq * D, H));
     if (c.post_norms) attn_out = b.rms_norm(attn_out, p + "post_attention_layernorm.weight", H);

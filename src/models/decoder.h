@@ -62,10 +62,14 @@ std::string family_names();
 
 // How rotary frequencies are scaled (of the global layers; sliding layers never are).
 struct RopeScaling {
-  enum class Kind : uint8_t { none, linear, llama3 } kind = Kind::none;
-  double factor = 1.0;                                 // linear and llama3
+  enum class Kind : uint8_t { none, linear, llama3, yarn } kind = Kind::none;
+  double factor = 1.0;                                 // linear, llama3 and yarn
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
-  int64_t original_max_positions = 8192;               // llama3
+  int64_t original_max_positions = 8192;               // llama3 and yarn
+  // YaRN: frequencies ramp from extrapolated (beta_fast rotations over the original context)
+  // to interpolated (beta_slow), and cos / sin are multiplied by attention_factor (0: derived,
+  // 1 + 0.1 ln(factor), as Hugging Face and llama.cpp do).
+  double beta_fast = 32.0, beta_slow = 1.0, attention_factor = 0.0;
 };
 
 struct DecoderConfig {
@@ -99,7 +103,7 @@ struct DecoderConfig {
   // The defaults of `family` (sizes as above).
   static DecoderConfig for_family(DecoderFamily family);
   // From a Hugging Face config.json; errors name the file and the field (an unknown model_type
-  // or an option rlx does not implement, such as rope_scaling YaRN, is refused naming it).
+  // or an option rlx does not implement, such as rope_scaling longrope, is refused naming it).
   static Expected<DecoderConfig> from_json_file(const std::string& path);
   // The same from the file's text; `name` labels errors.
   static Expected<DecoderConfig> from_json(std::string_view text, const std::string& name);
@@ -115,6 +119,12 @@ struct DecoderConfig {
   double embedding_multiplier() const;
   // The rotary inverse frequencies of layer `l` (head_dim / 2 of them), scaling applied.
   std::vector<double> rope_inv_freq(int64_t l) const;
+  // Whether layer `l`'s rotary frequencies are scaled (some scaling is set and the layer is not
+  // one of Gemma 3's local layers, which have their own theta and are never scaled).
+  bool rope_scaled(int64_t l) const;
+  // What YaRN multiplies layer `l`'s cos and sin by (1 elsewhere); the decoder applies its
+  // square to the attention scores, which is the same thing for q . k.
+  double rope_attention_factor(int64_t l) const;
 };
 
 // One weight: a dense float tensor (any float dtype; converted to f32 when built), or

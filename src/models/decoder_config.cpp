@@ -1,5 +1,6 @@
 // What each decoder family is (DecoderConfig::for_family) and how its configuration is read from
 // a Hugging Face config.json or a GGUF file's ARCH.* keys, and written back to both.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -129,6 +130,22 @@ std::vector<double> DecoderConfig::rope_inv_freq(int64_t l) const {
   const RopeScaling& r = rope_scaling;
   if (r.kind == RopeScaling::Kind::linear) {
     for (double& f : inv) f /= r.factor;
+  } else if (r.kind == RopeScaling::Kind::yarn) {
+    // dimension pair i keeps its frequency (extrapolates) if it turns more than beta_fast times
+    // over the original context, is divided by `factor` (interpolates) if fewer than
+    // beta_slow times, and mixes linearly between (bounds floored / ceiled, as both
+    // Hugging Face and llama.cpp compute them)
+    const double d = static_cast<double>(head_dim), orig = static_cast<double>(r.original_max_positions);
+    auto corr_dim = [&](double rotations) {
+      return d * std::log(orig / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(theta));
+    };
+    const double low = std::max(0.0, std::floor(corr_dim(r.beta_fast)));
+    const double high = std::min(d - 1.0, std::ceil(corr_dim(r.beta_slow)));
+    for (int64_t i = 0; i < half; ++i) {
+      const double ramp = std::clamp((static_cast<double>(i) - low) / std::max(0.001, high - low), 0.0, 1.0);
+      const double extrapolate = 1.0 - ramp;
+      inv[i] = inv[i] / r.factor * (1.0 - extrapolate) + inv[i] * extrapolate;
+    }
   } else if (r.kind == RopeScaling::Kind::llama3) {
     // long wavelengths slow down by `factor`, short ones stay, those between are interpolated
     const double low_wavelen = static_cast<double>(r.original_max_positions) / r.low_freq_factor;
@@ -145,6 +162,17 @@ std::vector<double> DecoderConfig::rope_inv_freq(int64_t l) const {
     }
   }
   return inv;
+}
+
+bool DecoderConfig::rope_scaled(int64_t l) const {
+  if (is_sliding(l) && rope_local_theta > 0) return false;
+  return rope_scaling.kind != RopeScaling::Kind::none || !rope_freq_factors.empty();
+}
+
+double DecoderConfig::rope_attention_factor(int64_t l) const {
+  const RopeScaling& r = rope_scaling;
+  if (r.kind != RopeScaling::Kind::yarn || !rope_scaled(l)) return 1.0;
+  return r.attention_factor > 0 ? r.attention_factor : 1.0 + 0.1 * std::log(r.factor);
 }
 
 std::vector<double> llama3_rope_factors(const DecoderConfig& c) {
@@ -181,6 +209,11 @@ Status DecoderConfig::validate(const std::string& where) const {
   const RopeScaling& r = rope_scaling;
   if (r.kind != RopeScaling::Kind::none && !(r.factor >= 1.0 && r.factor <= 1e6))
     return error(ErrorCode::format_error, where, ": rope_scaling factor ", r.factor, " is out of range (1 to 1e6)");
+  if (r.kind == RopeScaling::Kind::yarn &&
+      !(r.original_max_positions > 0 && r.beta_fast > 0 && r.beta_slow > 0 && std::isfinite(r.beta_fast) &&
+        std::isfinite(r.beta_slow) && r.attention_factor >= 0 && r.attention_factor <= 100))
+    return error(ErrorCode::format_error, where, ": yarn rope_scaling needs original_max_position_embeddings, beta_fast and "
+                 "beta_slow > 0 and attention_factor in [0, 100]");
   if (r.kind == RopeScaling::Kind::llama3 &&
       !(r.high_freq_factor > r.low_freq_factor && r.low_freq_factor > 0 && r.original_max_positions > 0))
     return error(ErrorCode::format_error, where, ": llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor and "
@@ -310,11 +343,30 @@ Expected<DecoderConfig> DecoderConfig::from_json(std::string_view text, const st
       RLX_TRY(r.read("low_freq_factor", s.low_freq_factor));
       RLX_TRY(r.read("high_freq_factor", s.high_freq_factor));
       RLX_TRY(r.read("original_max_position_embeddings", s.original_max_positions, 1, int64_t{1} << 30));
+    } else if (kind == "yarn") {
+      s.kind = RopeScaling::Kind::yarn;
+      s.original_max_positions = c.max_positions;  // Hugging Face's default
+      RLX_TRY(r.read("original_max_position_embeddings", s.original_max_positions, 1, int64_t{1} << 30));
+      RLX_TRY(r.read("beta_fast", s.beta_fast));
+      RLX_TRY(r.read("beta_slow", s.beta_slow));
+      RLX_TRY(r.read("attention_factor", s.attention_factor));
+      bool truncate = true;
+      RLX_TRY(r.read("truncate", truncate));
+      if (!truncate)
+        return error(ErrorCode::unsupported, path, ": rope_scaling truncate = false is not supported (YaRN's bounds are rounded)");
     } else if (kind != "default") {
       return error(ErrorCode::unsupported, path, ": rope_scaling type '", kind.substr(0, 40),
-                   "' is not supported (linear and llama3 are; YaRN, longrope and dynamic are not yet)");
+                   "' is not supported (linear, llama3 and yarn are; longrope and dynamic are not yet)");
     }
     if (s.kind != RopeScaling::Kind::none) RLX_TRY(r.read("factor", s.factor));
+    if (s.kind == RopeScaling::Kind::yarn && s.attention_factor == 0) {
+      // DeepSeek-style mscale / mscale_all_dim (Hugging Face: both set and nonzero)
+      double mscale = 0, mscale_all = 0;
+      RLX_TRY(r.read("mscale", mscale));
+      RLX_TRY(r.read("mscale_all_dim", mscale_all));
+      auto get = [&](double m) { return s.factor <= 1 ? 1.0 : 0.1 * m * std::log(s.factor) + 1.0; };
+      if (mscale != 0 && mscale_all != 0) s.attention_factor = get(mscale) / get(mscale_all);
+    }
   }
   RLX_TRY(f.read("bos_token_id", c.bos_token_id, 0, INT64_MAX));
   // eos_token_id: one id, or a list (all of them end generation; the first is eos_token_id)
@@ -367,6 +419,13 @@ std::string DecoderConfig::to_json() const {
   }
   if (rope_scaling.kind == RopeScaling::Kind::linear) {
     j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", rope_scaling.factor}};
+  } else if (rope_scaling.kind == RopeScaling::Kind::yarn) {
+    j["rope_scaling"] = {{"rope_type", "yarn"},
+                         {"factor", rope_scaling.factor},
+                         {"original_max_position_embeddings", rope_scaling.original_max_positions},
+                         {"beta_fast", rope_scaling.beta_fast},
+                         {"beta_slow", rope_scaling.beta_slow}};
+    if (rope_scaling.attention_factor > 0) j["rope_scaling"]["attention_factor"] = rope_scaling.attention_factor;
   } else if (rope_scaling.kind == RopeScaling::Kind::llama3) {
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", rope_scaling.factor},
@@ -436,8 +495,28 @@ Status read_gguf_config(const gguf::File& f, const std::string& path, DecoderCon
     if (kind == "linear") {
       c.rope_scaling.kind = RopeScaling::Kind::linear;
       RLX_TRY(get_float("rope.scaling.factor", c.rope_scaling.factor));
+    } else if (kind == "yarn") {
+      // llama.cpp's keys; its attention factor is 1 + 0.1 ln(factor), or with
+      // yarn_log_multiplier m (DeepSeek's mscale_all_dim, mscale taken as 1)
+      // (1 + 0.1 ln f) / (1 + 0.1 m ln f)
+      RopeScaling& s = c.rope_scaling;
+      s.kind = RopeScaling::Kind::yarn;
+      RLX_TRY(get_float("rope.scaling.factor", s.factor));
+      s.original_max_positions = c.max_positions;
+      RLX_TRY(get_int("rope.scaling.original_context_length", s.original_max_positions, false));
+      RLX_TRY(get_float("rope.scaling.yarn_beta_fast", s.beta_fast));
+      RLX_TRY(get_float("rope.scaling.yarn_beta_slow", s.beta_slow));
+      double log_mul = 0;
+      RLX_TRY(get_float("rope.scaling.yarn_log_multiplier", log_mul));
+      if (log_mul != 0 && s.factor > 1)
+        s.attention_factor = (1.0 + 0.1 * std::log(s.factor)) / (1.0 + 0.1 * log_mul * std::log(s.factor));
+      double ext = 1.0;
+      RLX_TRY(get_float("rope.scaling.yarn_ext_factor", ext));
+      if (ext != 1.0)
+        return error(ErrorCode::unsupported, path, ": ", a, "rope.scaling.yarn_ext_factor = ", ext, " is not supported (1 is)");
     } else if (kind != "none") {
-      return error(ErrorCode::unsupported, path, ": ", a, "rope.scaling.type '", kind.substr(0, 40), "' is not supported (linear is)");
+      return error(ErrorCode::unsupported, path, ": ", a, "rope.scaling.type '", kind.substr(0, 40),
+                   "' is not supported (linear and yarn are)");
     }
   }
   if (is_gemma(c.family)) {
@@ -489,6 +568,15 @@ void write_gguf_config(const DecoderConfig& c, std::vector<gguf::KeyValue>& md) 
   if (c.rope_scaling.kind == RopeScaling::Kind::linear) {
     kv(a + "rope.scaling.type", gguf::Value::string("linear"));
     kv(a + "rope.scaling.factor", gguf::Value::f32(static_cast<float>(c.rope_scaling.factor)));
+  } else if (c.rope_scaling.kind == RopeScaling::Kind::yarn) {
+    // what llama.cpp's converter writes (its beta keys only where they differ from 32 / 1)
+    kv(a + "rope.scaling.type", gguf::Value::string("yarn"));
+    kv(a + "rope.scaling.factor", gguf::Value::f32(static_cast<float>(c.rope_scaling.factor)));
+    kv(a + "rope.scaling.original_context_length", u32(c.rope_scaling.original_max_positions));
+    if (c.rope_scaling.beta_fast != 32.0)
+      kv(a + "rope.scaling.yarn_beta_fast", gguf::Value::f32(static_cast<float>(c.rope_scaling.beta_fast)));
+    if (c.rope_scaling.beta_slow != 1.0)
+      kv(a + "rope.scaling.yarn_beta_slow", gguf::Value::f32(static_cast<float>(c.rope_scaling.beta_slow)));
   }
 }
 

@@ -53,7 +53,10 @@ DecoderConfig tiny(DecoderFamily f, bool gguf) {
       c.sliding_window = gguf ? 0 : 8;
       break;
     case DecoderFamily::qwen2:
+      // YaRN as Qwen2.5 enables it, over a short original context: pairs that extrapolate,
+      // interpolate and mix all occur, and the attention factor (1.14) scales the scores
       c.rope_theta = 1000000;
+      c.rope_scaling = {.kind = models::RopeScaling::Kind::yarn, .factor = 4, .original_max_positions = 64};
       break;
     case DecoderFamily::qwen3:
       break;
@@ -254,7 +257,9 @@ TEST(DecoderConfigErrors, UnsupportedOptionsNameTheKey) {
   };
   const std::string base = R"("vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64)";
   refuse("{\"model_type\": \"falcon\", " + base + "}", "model_type 'falcon'");
-  refuse("{\"model_type\": \"llama\", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}, " + base + "}", "'yarn'");
+  refuse("{\"model_type\": \"llama\", \"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 4}, " + base + "}", "'longrope'");
+  refuse("{\"model_type\": \"qwen2\", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4, \"truncate\": false}, " + base + "}",
+         "truncate");
   refuse("{\"model_type\": \"phi3\", \"partial_rotary_factor\": 0.75, " + base + "}", "partial_rotary_factor");
   refuse("{\"model_type\": \"llama\", \"hidden_act\": \"relu\", " + base + "}", "hidden_act 'relu'");
   refuse("{\"model_type\": \"gemma3\", \"text_config\": {}, " + base + "}", "gemma3_text");

@@ -85,7 +85,7 @@ int run_parallel(const Args& a) {
       RLX_ASSIGN_OR_RETURN(ProcessGrid grid, process_grid(tp, pp));
       comm = grid.pipeline;
       stage_comm = grid.stage;
-      shard = {grid.tp_rank, tp};
+      shard = {grid.tp_rank, static_cast<int>(tp)};
       world_rank = grid.world->rank();
     } else {
       RLX_ASSIGN_OR_RETURN(comm, process_group(pp > 1 ? pp : tp, pp > 1 ? "--pp" : "--tp"));
@@ -155,7 +155,7 @@ int run_parallel(const Args& a) {
       RLX_ASSIGN_OR_RETURN(auto runner, dist::PipelineRunner::create(mine, *cuts, comm,
                                                                      {.device = device, .policy = policy, .dims = dims,
                                                                       .comm = stage_comm},
-                                                                     {micro, {0}}));
+                                                                     {static_cast<int>(micro), {0}}));
       RLX_TRY(runner->run_into(inputs, outs));
       out0 = outs[0];
     } else {
@@ -164,8 +164,8 @@ int run_parallel(const Args& a) {
       out0 = outs[0];
     }
     if (world_rank != 0) return Status::ok();
-    std::printf("model:    %s (%s)\ndevice:   %s\nparallel: --tp %d --pp %d (%d ranks)\n", path.c_str(), format.c_str(),
-                device.c_str(), tp, pp, tp * pp);
+    std::printf("model:    %s (%s)\ndevice:   %s\nparallel: --tp %lld --pp %lld (%lld ranks)\n", path.c_str(), format.c_str(),
+                device.c_str(), static_cast<long long>(tp), static_cast<long long>(pp), static_cast<long long>(tp * pp));
     std::string name = whole.values[whole.outputs[0]].name.empty() ? "output_0" : whole.values[whole.outputs[0]].name;
     std::printf("output %s: %s\n", whole.value_label(whole.outputs[0]).c_str(), out0.to_string(8).c_str());
     if (auto dir = a.get("out")) {
