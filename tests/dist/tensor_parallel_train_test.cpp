@@ -5,6 +5,7 @@
 // rounding differences in near-zero gradients into whole steps).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -26,10 +27,11 @@ class TensorParallelTraining : public ::testing::Test {
 std::string random_seed() { return std::to_string(1 + std::random_device{}() % 1000); }
 
 // Trains `args` in one process (once per directory) and with `flags` on `ranks` ranks; every
-// parameter must agree within `rel` (1e-5) of its largest magnitude, and must have moved from its
-// initial value (a run that trained nothing cannot pass).
+// parameter must agree within `rel` (1e-5) of its largest magnitude, or within `of_moved` of
+// how far training moved it where that is given (see the tinyconv test), and must have moved
+// from its initial value (a run that trained nothing cannot pass).
 void expect_same_training(const std::string& dir, const std::string& args, const std::string& flags, int ranks,
-                          double rel = 1e-5) {
+                          double rel = 1e-5, double of_moved = 0) {
   const std::string one_path = dir + "/one.safetensors", init_path = dir + "/init.safetensors";
   if (!std::filesystem::exists(one_path)) {
     Proc one = sh(kRlx + " " + args + " --save " + one_path);
@@ -58,7 +60,8 @@ void expect_same_training(const std::string& dir, const std::string& args, const
       scale = std::max(scale, std::abs(ta.get_f64(e)));
       moved = std::max(moved, std::abs(ta.get_f64(e) - ti.get_f64(e)));
     }
-    EXPECT_LE(worst, rel * scale) << name << " differs after training with " << flags << " (" << args << ")";
+    EXPECT_LE(worst, std::max(rel * scale, of_moved * moved))
+        << name << " differs after training with " << flags << " (" << args << "); it moved " << moved;
     EXPECT_GT(moved, 1e-4) << name << " did not change in training";
   }
 }
@@ -85,12 +88,19 @@ TEST_F(TensorParallelTraining, MixedPrecisionBf16OnTwoRanksEqualsOneProcess) {
 }
 
 TEST_F(TensorParallelTraining, TinyConvChannelsOnFourRanksEqualOneProcess) {
-  // conv1's 8 output channels and conv2's input channels split over 4 ranks (2 each)
+  // conv1's 8 output channels and conv2's input channels split over 4 ranks (2 each). conv2's
+  // sums over input channels are added across ranks in another order than one process adds
+  // them, and with 150 images of 8 x 28 x 28 activations some ReLU or max-pool input lands
+  // within that rounding of its kink in a few runs in a hundred (5 of 120 here; seeds 422,
+  // 846 and 854 replay them, also with the binary of before this bound): that gradient term is
+  // then present on one side only, and the parameters part by up to 0.3% of how far the
+  // three steps moved them. A wrong split parts them by about as much as they moved, so the
+  // bound is 2% of that movement (beyond 1e-5 of the largest magnitude).
   const std::string dir = temp_dir("tp_train_tinyconv");
   expect_same_training(dir,
                        "train mnist --arch tinyconv --synthetic --train-size 150 --test-size 32 --batch 50 --epochs 1 "
                        "--quiet --momentum 0.9 --seed " + random_seed(),
-                       "--tp 4", 4);
+                       "--tp 4", 4, 1e-5, 0.02);
 }
 
 TEST_F(TensorParallelTraining, WithDataParallelismOnTwoByTwoRanks) {
