@@ -297,7 +297,7 @@ RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
   q8_rows_impl<T, MR, 1>(a, j0, j1);  // one weight stream (qgemm_impl.h's rows_kernel)
 }
 
-// Prefill of q4_0, q8_0 and q4_k (many rows of x): the panel of weight rows [j0, j1) is first
+// Prefill of q4_0, q8_0, q4_k and q6_k (many rows of x): the panel of weight rows [j0, j1) is first
 // repacked, per group of 8 rows and per block, into 8 vectors of 32 bytes (vector g holds in
 // its 32-bit lane r values 4g..4g+3 of row r: q4_0's nibbles unsigned, q8_0's quants signed)
 // and the 8 rows' scales. Each 4 bytes of x broadcast to all lanes then multiply 8 rows at
@@ -310,6 +310,10 @@ RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
 //    not), so every product vector is widened with vpmaddwd and summed in int32.
 //  - q4_k: each 32-value sub-block is one block of the panel, with scale d * sc and offset
 //    coefficient dmin * m (x's plain quant sums), otherwise as q4_0.
+//  - q6_k: each 32-value group is one block, its quants signed (q - 32), with two scales
+//    (d * scale of its first and of its second 16 values, in place of the offset
+//    coefficients); vpmaddubsw(|w|, x with w's sign) pairs reach 2 * 32 * 127, so a half
+//    block's 4 vectors add up in int16 (32512) before one vpmaddwd per half.
 // Block b (of 32 values) of up to 8 rows: quants to out_q (8 vectors), scales to out_d and the
 // offset coefficients (q4_0: its scale, as x's sums carry the 8; q4_k: dmin * m) to out_m.
 template <QT8 T>
@@ -321,7 +325,19 @@ RLX_Q8 void panel_repack_block8(const uint8_t* w, int64_t ldw, int64_t rows, int
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
     if (i < rows) {
-      if constexpr (T == QT8::q4_k) {
+      if constexpr (T == QT8::q6_k) {
+        const uint8_t* blk = w + i * ldw + 210 * (b / 8);
+        const int64_t grp = b % 8, h = grp / 4, qq = grp % 4;
+        const __m256i m3 = _mm256_set1_epi8(0x03);
+        const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32 * (qq % 2)));
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+        const __m256i lo = _mm256_and_si256(qq < 2 ? ql : _mm256_srli_epi16(ql, 4), m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(static_cast<int>(2 * qq))), m3);
+        r[i] = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+        const float d = q8_h2f(blk + 208);
+        out_d[i] = d * static_cast<float>(static_cast<int8_t>(blk[192 + 8 * h + 2 * qq]));
+        out_m[i] = d * static_cast<float>(static_cast<int8_t>(blk[192 + 8 * h + 2 * qq + 1]));
+      } else if constexpr (T == QT8::q4_k) {
         const uint8_t* blk = w + i * ldw + 144 * (b / 8);
         const int64_t sub = b % 8;
         alignas(16) uint8_t sc[8], mn[8];
@@ -376,6 +392,31 @@ RLX_Q8 void panel_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_
 #pragma GCC unroll 4
   for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < a.nb; ++b) {
+    if constexpr (T == QT8::q6_k) {
+#pragma GCC unroll 2
+      for (int half = 0; half < 2; ++half) {
+        __m256i s[MR];
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r) s[r] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int g = 4 * half; g < 4 * half + 4; ++g) {
+          const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pq + 256 * b + 32 * g));
+          const __m256i u = _mm256_abs_epi8(wv);
+#pragma GCC unroll 4
+          for (int r = 0; r < MR; ++r) {
+            int32_t x4;
+            __builtin_memcpy(&x4, a.qx + r * a.ldq + 32 * b + 4 * g, 4);
+            s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(u, _mm256_sign_epi8(_mm256_set1_epi32(x4), wv)));
+          }
+        }
+        const __m256 d8 = _mm256_loadu_ps((half ? pm : pd) + 8 * b);
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r)
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[r], ones)),
+                                   _mm256_mul_ps(d8, _mm256_set1_ps(a.dx[r * a.ldd + b])), acc[r]);
+      }
+      continue;
+    }
     __m256i s[MR];
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) s[r] = _mm256_setzero_si256();
@@ -421,7 +462,7 @@ RLX_Q8 void panel_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_
   }
 }
 
-// The panel kernel (Q8PanelFn) of q4_0 / q8_0 / q4_k: all m rows of quantized x against weight rows
+// The panel kernel (Q8PanelFn) of q4_0 / q8_0 / q4_k / q6_k: all m rows of quantized x against weight rows
 // [j0, j1), through a per-thread repack buffer that only grows.
 template <QT8 T>
 RLX_Q8_ENTRY void q8_panel(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
@@ -644,6 +685,7 @@ inline void fill_q8_family(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
   f.q8panel[static_cast<int>(QT8::q4_0)] = q8_panel<QT8::q4_0>;
   f.q8panel[static_cast<int>(QT8::q8_0)] = q8_panel<QT8::q8_0>;
   f.q8panel[static_cast<int>(QT8::q4_k)] = q8_panel<QT8::q4_k>;
+  f.q8panel[static_cast<int>(QT8::q6_k)] = q8_panel<QT8::q6_k>;
   const int t = static_cast<int>(QT8::q4_k);
   f.q8rows[t][0] = q4k_rows<1>;
   f.q8rows[t][1] = q4k_rows<2>;
