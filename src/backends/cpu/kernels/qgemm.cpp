@@ -293,8 +293,9 @@ void quantize_rows_portable(const float* xs, int64_t ldx, int64_t nb, int64_t i0
   }
 }
 
-// x's rows quantized to int8 blocks into the caller's scratch (quants, then per-block scales,
-// then the scaled quant sums), rows split over the pool when there are many.
+// The integer path's arguments: x's rows quantized to int8 blocks into the caller's scratch
+// (quants, then per-block scales, then the scaled quant sums; rows split over the pool when
+// there are many), with a's weights and output.
 bool quantize_x(const QKernelFamily* fam, const QGemmArgs& a, qgemm_detail::Q8Args& q) {
   const int64_t nb = a.k / 32;
   const int64_t qfloats = (a.m * a.k + 3) / 4;
@@ -315,6 +316,10 @@ bool quantize_x(const QKernelFamily* fam, const QGemmArgs& a, qgemm_detail::Q8Ar
       quant(a.x, a.ldx, nb, i0, i1, qx, a.k, dx, cx, nb, plain_sums);
     });
   }
+  q.w = a.w;
+  q.ldw = a.ldw;
+  q.y = a.y;
+  q.ldy = a.ldy;
   q.nb = nb;
   q.qx = qx;
   q.ldq = a.k;
@@ -331,10 +336,6 @@ bool quantize_x(const QKernelFamily* fam, const QGemmArgs& a, qgemm_detail::Q8Ar
 Status integer_prefill(const QKernelFamily* fam, const QGemmArgs& a) {
   qgemm_detail::Q8Args q{};
   if (!quantize_x(fam, a, q)) return error(ErrorCode::runtime_error, "qgemm: out of memory for quantized x");
-  q.w = a.w;
-  q.ldw = a.ldw;
-  q.y = a.y;
-  q.ldy = a.ldy;
   const qgemm_detail::Q8PanelFn panel = fam->q8panel[static_cast<int>(a.type)];
   ThreadPool& pool = ThreadPool::global();
   int64_t rows = std::clamp<int64_t>((int64_t{192} << 10) / a.k, 8, 128);
@@ -372,10 +373,6 @@ Status qgemm(const QGemmArgs& a) {
   if (qgemm_detail::Q8RowsFn q8 = q8_kernel(fam, a.type, a.m)) {
     qgemm_detail::Q8Args q{};
     if (!quantize_x(fam, a, q)) return error(ErrorCode::runtime_error, "qgemm: out of memory for quantized x");
-    q.w = a.w;
-    q.ldw = a.ldw;
-    q.y = a.y;
-    q.ldy = a.ldy;
     // contiguous chunks, one per thread, unless a chunk would be too small to be worth a wake-up
     const int64_t grain = std::max(row_grain(rb, a.m), (a.n + pool.size() - 1) / std::max(1, pool.size()));
     if (a.n <= grain) {
