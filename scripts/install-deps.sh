@@ -8,6 +8,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   # core libraries
   libopenblas-dev nlohmann-json3-dev zlib1g-dev libicu-dev
+  # rlx serve: the HTTP server (cpp-httplib)
+  libcpp-httplib-dev
   # devices: OpenCL (PoCL runs it on the CPU here and in CI)
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
   # devices: Vulkan (Mesa lavapipe runs it on the CPU; shaderc compiles GLSL to SPIR-V at run time)

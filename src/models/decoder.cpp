@@ -178,7 +178,7 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
   const int64_t H = c.hidden, Hq = c.heads, Hkv = c.kv_heads, D = c.head_dim, ctx = opt.context;
   ValueId ids = g.add_input("input_ids", TensorType{DType::i64, {B, S}});
   ValueId pos = g.add_input("positions", TensorType{DType::i64, {B, S}});
-  ValueId slots = g.add_input("slots", TensorType{DType::i64, {S}});
+  ValueId slots = g.add_input("slots", TensorType{DType::i64, {B, S}});
   ValueId mask = g.add_input("mask", TensorType{DType::boolean, {B, Dim(1), S, Dim(ctx)}});
   const ValueId mask_local =
       c.has_sliding_layers() ? g.add_input("mask_local", TensorType{DType::boolean, {B, Dim(1), S, Dim(ctx)}}) : kNoValue;
@@ -228,9 +228,10 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
     const Attrs ra = rope_attrs(l);
     q = o.op(Op::Rope, {q, pos}, ra);
     k = o.op(Op::Rope, {k, pos}, ra);
-    // the cache is [B, Hkv, ctx, D]: this step's keys and values land at their slots
-    ValueId k2 = o.op(Op::Scatter, {kc[l], slots, o.transpose(k, {0, 2, 1, 3})}, Attrs{{"axis", int64_t{2}}});
-    ValueId v2 = o.op(Op::Scatter, {vc[l], slots, o.transpose(v, {0, 2, 1, 3})}, Attrs{{"axis", int64_t{2}}});
+    // the cache is [B, Hkv, ctx, D]: this step's keys and values land at each sequence's slots
+    const Attrs sa{{"axis", int64_t{2}}, {"batch_dims", int64_t{1}}};
+    ValueId k2 = o.op(Op::Scatter, {kc[l], slots, o.transpose(k, {0, 2, 1, 3})}, sa);
+    ValueId v2 = o.op(Op::Scatter, {vc[l], slots, o.transpose(v, {0, 2, 1, 3})}, sa);
     new_caches.push_back(k2);
     new_caches.push_back(v2);
     ValueId att = o.op(Op::Attention, {o.transpose(q, {0, 2, 1, 3}), k2, v2, c.is_sliding(l) ? mask_local : mask}, att_attrs(l));
@@ -299,8 +300,9 @@ Expected<std::unique_ptr<DecoderSession>> DecoderSession::create(const DecoderWe
   // collectives inside the graph: the tensor-parallel group (of the stage, with a pipeline)
   co.comm = par.pipeline ? (w.tp.active() ? par.stage_comm : nullptr) : par.comm;
   s->all_logits_ = all_logits;
-  RLX_ASSIGN_OR_RETURN(Graph pg, build_decoder(w, {.context = context, .all_logits = all_logits, .decode = false}));
-  RLX_ASSIGN_OR_RETURN(Graph dg, build_decoder(w, {.context = context, .all_logits = false, .decode = true}));
+  // one more slot than the context: the scratch slot that a step's pad positions write
+  RLX_ASSIGN_OR_RETURN(Graph pg, build_decoder(w, {.context = context + 1, .all_logits = all_logits, .decode = false}));
+  RLX_ASSIGN_OR_RETURN(Graph dg, build_decoder(w, {.context = context + 1, .all_logits = false, .decode = true}));
   for (const auto& [name, t] : dg.weights)
     if (name != "model.embed_tokens.weight" || w.config.tie_embeddings) s->weight_bytes_ += static_cast<int64_t>(t.nbytes());
   // (after counting the weights: the widened form's rounded copies replace the originals, same
@@ -336,9 +338,9 @@ Expected<std::unique_ptr<DecoderSession>> DecoderSession::create(const DecoderWe
   }
   const DecoderConfig& c = w.config;
   for (int64_t l = 0; l < 2 * c.layers; ++l)
-    s->caches_.push_back(Tensor::zeros(DType::f32, {batch, c.kv_heads, context, c.head_dim}));
+    s->caches_.push_back(Tensor::zeros(DType::f32, {batch, c.kv_heads, context + 1, c.head_dim}));
   s->pad_.assign(batch, 0);
-  s->length_.assign(batch, 0);
+  s->used_.assign(batch, 0);
   return s;
 }
 
@@ -351,96 +353,119 @@ Status DecoderSession::prepare(int64_t prompt_len) {
   return Status::ok();
 }
 
-Expected<Tensor> DecoderSession::step(const std::vector<int64_t>& ids, int64_t seq, bool prefill) {
-  if (used_ + seq > context_)
-    return error(ErrorCode::out_of_range, "the KV cache holds ", context_, " tokens; this step needs ", used_ + seq);
-  Tensor tid = Tensor::zeros(DType::i64, {batch_, seq});
-  Tensor tpos = Tensor::zeros(DType::i64, {batch_, seq});
-  Tensor tslots = Tensor::zeros(DType::i64, {seq});
-  Tensor tmask = Tensor::zeros(DType::boolean, {batch_, 1, seq, context_});
+Status DecoderSession::prepare_rows(int64_t rows, int64_t seq) {
+  if (rows < 1 || rows > batch_ || seq < 1) return error(ErrorCode::invalid_argument, "prepare_rows(", rows, ", ", seq, ")");
+  if (prefill_pp_) return Status::ok();
+  if (seq == 1) return decode_->prepare({{"batch", rows}}).status();
+  return prefill_->prepare({{"batch", rows}, {"seq", seq}}).status();
+}
+
+void DecoderSession::reset_row(int64_t row) {
+  if (row >= 0 && row < batch_) used_[row] = 0;
+}
+
+Expected<Tensor> DecoderSession::extend(int64_t first_row, const std::vector<std::vector<int64_t>>& tokens,
+                                        int64_t min_seq) {
+  const int64_t rows = static_cast<int64_t>(tokens.size());
+  if (first_row < 0 || rows < 1 || first_row + rows > batch_)
+    return error(ErrorCode::invalid_argument, "rows ", first_row, "..", first_row + rows - 1, " are outside the session's ",
+                 batch_, " sequences");
+  if (min_seq < 1 || min_seq > context_) return error(ErrorCode::invalid_argument, "a step of ", min_seq, " positions");
+  int64_t seq = min_seq;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t b = first_row + r, n = static_cast<int64_t>(tokens[r].size());
+    for (int64_t t : tokens[r])
+      if (t < 0 || t >= config_.vocab_size)
+        return error(ErrorCode::invalid_argument, "token id ", t, " is outside the vocabulary of ", config_.vocab_size);
+    if (used_[b] + n > context_)
+      return error(ErrorCode::out_of_range, "the KV cache holds ", context_, " tokens per sequence; sequence ", b, " needs ",
+                   used_[b] + n);
+    seq = std::max(seq, n);
+  }
+  // each row's tokens end at the step's last position (so that the last position's logits are
+  // every row's next-token logits); the positions before them are pads, which write the scratch
+  // slot `context_` and attend only to it
+  const int64_t slots_n = context_ + 1, scratch = context_;
+  Tensor tid = Tensor::zeros(DType::i64, {rows, seq});
+  Tensor tpos = Tensor::zeros(DType::i64, {rows, seq});
+  Tensor tslots = Tensor::zeros(DType::i64, {rows, seq});
+  Tensor tmask = Tensor::zeros(DType::boolean, {rows, 1, seq, slots_n});
   const bool sliding = config_.has_sliding_layers();
-  Tensor tlocal = sliding ? Tensor::zeros(DType::boolean, {batch_, 1, seq, context_}) : Tensor{};
-  for (int64_t i = 0; i < seq; ++i) tslots.data<int64_t>()[i] = used_ + i;
-  for (int64_t b = 0; b < batch_; ++b) {
+  Tensor tlocal = sliding ? Tensor::zeros(DType::boolean, {rows, 1, seq, slots_n}) : Tensor{};
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t b = first_row + r, n = static_cast<int64_t>(tokens[r].size());
+    pad_[b] = seq - n;
     for (int64_t i = 0; i < seq; ++i) {
-      const int64_t slot = used_ + i;
-      tid.data<int64_t>()[b * seq + i] = ids[b * seq + i];
-      tpos.data<int64_t>()[b * seq + i] = std::max<int64_t>(0, slot - pad_[b]);
-      bool* m = tmask.data<bool>() + (b * seq + i) * context_;
-      bool* ml = sliding ? tlocal.data<bool>() + (b * seq + i) * context_ : nullptr;
-      if (slot < pad_[b]) {
-        m[slot] = true;  // a pad query sees only itself (no empty softmax)
-        if (ml) ml[slot] = true;
-      } else {
-        for (int64_t j = pad_[b]; j <= slot; ++j) m[j] = true;
-        // a sliding layer's query sees the last sliding_window keys, itself included
-        if (ml)
-          for (int64_t j = std::max(pad_[b], slot - config_.sliding_window + 1); j <= slot; ++j) ml[j] = true;
+      const int64_t e = r * seq + i;
+      bool* m = tmask.data<bool>() + e * slots_n;
+      bool* ml = sliding ? tlocal.data<bool>() + e * slots_n : nullptr;
+      if (i < pad_[b]) {
+        tslots.data<int64_t>()[e] = scratch;
+        m[scratch] = true;
+        if (ml) ml[scratch] = true;
+        continue;
       }
+      const int64_t slot = used_[b] + i - pad_[b];
+      tid.data<int64_t>()[e] = tokens[r][i - pad_[b]];
+      tpos.data<int64_t>()[e] = slot;
+      tslots.data<int64_t>()[e] = slot;
+      std::fill(m, m + slot + 1, true);
+      // a sliding layer's query sees the last sliding_window keys, itself included
+      if (ml) std::fill(ml + std::max<int64_t>(0, slot - config_.sliding_window + 1), ml + slot + 1, true);
     }
   }
   std::vector<Tensor> inputs{tid, tpos, tslots, tmask};
   if (sliding) inputs.push_back(tlocal);
-  for (const Tensor& t : caches_) inputs.push_back(t);
+  // the rows' caches: views of the whole cache (rows are its outermost dimension)
+  std::vector<Tensor> caches;
+  for (const Tensor& t : caches_) {
+    const size_t row_bytes = t.nbytes() / static_cast<size_t>(batch_);
+    caches.emplace_back(DType::f32, Sizes{rows, config_.kv_heads, slots_n, config_.head_dim}, t.storage(),
+                        t.byte_offset() + row_bytes * static_cast<size_t>(first_row));
+  }
+  for (const Tensor& t : caches) inputs.push_back(t);
+  const bool prefill = seq > 1;  // (a one-token step's logits are the same from either graph)
+  std::vector<Tensor> outputs;
   if (prefill_pp_) {
-    const Sizes lsizes{batch_, prefill && all_logits_ ? seq : 1, config_.vocab_size};
+    const Sizes lsizes{rows, prefill && all_logits_ ? seq : 1, config_.vocab_size};
     Tensor& logits = logits_[lsizes];
     if (!logits.defined() || logits.sizes() != lsizes) logits = Tensor::zeros(DType::f32, lsizes);
-    std::vector<Tensor> outputs{logits};
-    for (const Tensor& t : caches_) outputs.push_back(t);
+    outputs.push_back(logits);
+    for (const Tensor& t : caches) outputs.push_back(t);
     RLX_TRY((prefill ? *prefill_pp_ : *decode_pp_).run_into(inputs, outputs));
-    used_ += seq;
-    return outputs[0];
+  } else {
+    Model& m = prefill ? *prefill_ : *decode_;
+    RLX_ASSIGN_OR_RETURN(CompiledVariant * v, m.variant_for(inputs));
+    const Shape& ls = v->primitive_graph.type(v->primitive_graph.outputs[0]).shape;
+    RLX_ASSIGN_OR_RETURN(Sizes lsizes, static_sizes(ls, "logits"));
+    // one logits buffer per shape, reused: a fresh 128 KB+ tensor per token costs page faults
+    Tensor& logits = logits_[lsizes];
+    if (!logits.defined() || logits.sizes() != lsizes) logits = Tensor::zeros(DType::f32, lsizes);
+    outputs.push_back(logits);
+    for (const Tensor& t : caches) outputs.push_back(t);
+    RLX_TRY(v->executable->run_into(inputs, outputs));
   }
-  Model& m = prefill ? *prefill_ : *decode_;
-  RLX_ASSIGN_OR_RETURN(CompiledVariant * v, m.variant_for(inputs));
-  const Shape& ls = v->primitive_graph.type(v->primitive_graph.outputs[0]).shape;
-  RLX_ASSIGN_OR_RETURN(Sizes lsizes, static_sizes(ls, "logits"));
-  // one logits buffer per shape, reused: a fresh 128 KB+ tensor per token costs page faults
-  Tensor& logits = logits_[lsizes];
-  if (!logits.defined() || logits.sizes() != lsizes) logits = Tensor::zeros(DType::f32, lsizes);
-  std::vector<Tensor> outputs{logits};
-  for (const Tensor& t : caches_) outputs.push_back(t);
-  RLX_TRY(v->executable->run_into(inputs, outputs));
-  used_ += seq;
+  for (int64_t r = 0; r < rows; ++r) used_[first_row + r] += static_cast<int64_t>(tokens[r].size());
   return outputs[0];
 }
 
 Expected<Tensor> DecoderSession::prefill(const std::vector<std::vector<int64_t>>& prompts) {
   if (prompts.empty() || static_cast<int64_t>(prompts.size()) > batch_)
     return error(ErrorCode::invalid_argument, "prefill takes 1 to ", batch_, " prompts, got ", prompts.size());
-  int64_t longest = 0;
-  for (const auto& p : prompts) {
+  for (const auto& p : prompts)
     if (p.empty()) return error(ErrorCode::invalid_argument, "an empty prompt");
-    for (int64_t t : p)
-      if (t < 0 || t >= config_.vocab_size)
-        return error(ErrorCode::invalid_argument, "token id ", t, " is outside the vocabulary of ", config_.vocab_size);
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
-  }
-  used_ = 0;
-  std::vector<int64_t> ids(batch_ * longest, 0);
-  for (int64_t b = 0; b < batch_; ++b) {
-    // missing sequences repeat the first prompt (their results are ignored)
-    const auto& p = b < static_cast<int64_t>(prompts.size()) ? prompts[b] : prompts[0];
-    pad_[b] = longest - static_cast<int64_t>(p.size());
-    length_[b] = static_cast<int64_t>(p.size());
-    for (size_t i = 0; i < p.size(); ++i) ids[b * longest + pad_[b] + static_cast<int64_t>(i)] = p[i];
-  }
-  return step(ids, longest, true);
+  // missing sequences repeat the first prompt (their results are ignored): the compiled batch
+  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(batch_), prompts[0]);
+  std::copy(prompts.begin(), prompts.end(), rows.begin());
+  std::fill(used_.begin(), used_.end(), 0);
+  return extend(0, rows);
 }
 
 Expected<Tensor> DecoderSession::decode(const std::vector<int64_t>& tokens) {
-  if (used_ == 0) return error(ErrorCode::invalid_argument, "decode before prefill");
-  std::vector<int64_t> ids(batch_, tokens.empty() ? 0 : tokens[0]);
-  for (size_t b = 0; b < tokens.size() && static_cast<int64_t>(b) < batch_; ++b) {
-    if (tokens[b] < 0 || tokens[b] >= config_.vocab_size)
-      return error(ErrorCode::invalid_argument, "token id ", tokens[b], " is outside the vocabulary of ", config_.vocab_size);
-    ids[b] = tokens[b];
-  }
-  auto r = step(ids, 1, false);
-  if (r)
-    for (int64_t b = 0; b < batch_; ++b) ++length_[b];
-  return r;
+  if (used_[0] == 0) return error(ErrorCode::invalid_argument, "decode before prefill");
+  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(batch_), {tokens.empty() ? 0 : tokens[0]});
+  for (size_t b = 0; b < tokens.size() && static_cast<int64_t>(b) < batch_; ++b) rows[b] = {tokens[b]};
+  return extend(0, rows);
 }
 
 }  // namespace rlx::models

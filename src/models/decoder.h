@@ -21,15 +21,18 @@
 // place by `scatter` at the slots the step writes. A step's graph inputs are:
 //   input_ids  i64 [batch, seq]          tokens of this step (seq = 1 when decoding)
 //   positions  i64 [batch, seq]          rotary positions of those tokens, per sequence
-//   slots      i64 [seq]                 cache slots written by this step (shared by the batch)
+//   slots      i64 [batch, seq]          cache slots each sequence's tokens are written to
 //   mask       bool [batch, 1, seq, ctx] which cache slots each query attends to
 //   mask_local bool [batch, 1, seq, ctx] the same within the sliding window (only when the
 //                                        model has sliding layers)
 //   k_cache.L, v_cache.L  f32 [batch, kv_heads, ctx, head_dim] for every layer L
-// and its outputs: logits f32 [batch, seq | 1, vocab], then k_cache.L, v_cache.L. Batches of
-// prompts with different lengths are left-padded: every sequence's prompt ends at the same
-// slot, its pad slots are masked out of every query (a pad query attends only to itself, so
-// nothing is NaN), and positions count real tokens only. DecoderSession does this bookkeeping.
+// and its outputs: logits f32 [batch, seq | 1, vocab], then k_cache.L, v_cache.L. Every
+// sequence has its own slots, so sequences of a batch may be at different lengths and may join
+// or leave between steps (continuous batching). DecoderSession does the bookkeeping: sequence b
+// keeps its tokens at slots 0, 1, ... (position = slot); in a step where sequences add
+// different numbers of tokens, each one's tokens end at the step's last position and the
+// positions before them are pads, which write a scratch slot past the context and attend only
+// to it (so nothing is NaN and no real slot is touched).
 #pragma once
 
 #include <map>
@@ -207,24 +210,36 @@ class DecoderSession {
   Status prepare(int64_t prompt_len);
   // Bytes of weights one decode step reads (every matrix once; the embedding only as a head).
   int64_t weight_bytes_per_step() const { return weight_bytes_; }
-  // Prefills the prompts (1..batch of them, different lengths allowed, left padded) into an
-  // empty cache. Returns logits [batch, P or 1, vocab] (P = the longest prompt; all_logits).
-  // The returned logits share a buffer that the next step of the same shape overwrites
-  // (clone() to keep them).
+  // Prefills the prompts (1..batch of them, different lengths allowed) into an empty cache.
+  // Returns logits [batch, P or 1, vocab] (P = the longest prompt; all_logits); prompt b's
+  // token i is at position pad(b) + i. The returned logits share a buffer that the next step
+  // of the same shape overwrites (clone() to keep them).
   Expected<Tensor> prefill(const std::vector<std::vector<int64_t>>& prompts);
   // Appends one token per sequence; returns logits [batch, 1, vocab].
   Expected<Tensor> decode(const std::vector<int64_t>& tokens);
+  // Continuous batching: sequence first_row + r appends tokens[r] (none: the row idles through
+  // the step) in one step over rows first_row .. first_row + tokens.size() - 1 only (a view of
+  // those rows' caches, so the step costs what its rows cost). Returns logits [rows, 1 or S,
+  // vocab]; the last position's row is each sequence's next-token logits. The step has
+  // max(min_seq, longest tokens[r]) positions (padding a step to one of a few lengths keeps
+  // the number of compiled variants small).
+  Expected<Tensor> extend(int64_t first_row, const std::vector<std::vector<int64_t>>& tokens, int64_t min_seq = 1);
+  // Compiles the variant a step over `rows` rows of `seq` positions runs (seq 1: decode).
+  Status prepare_rows(int64_t rows, int64_t seq);
+  // Empties sequence `row` (its next tokens start at slot 0).
+  void reset_row(int64_t row);
   int64_t batch() const { return batch_; }
-  int64_t used_slots() const { return used_; }
-  // Left padding of sequence b.
+  int64_t context() const { return context_; }
+  // Tokens sequence b holds in the cache.
+  int64_t length(int64_t b) const { return used_[b]; }
+  // Pad positions before sequence b's tokens in its last step.
   int64_t pad(int64_t b) const { return pad_[b]; }
   const DecoderConfig& config() const { return config_; }
 
  private:
-  Expected<Tensor> step(const std::vector<int64_t>& ids, int64_t seq, bool prefill);
   DecoderConfig config_;
-  int64_t batch_ = 1, context_ = 0, used_ = 0, weight_bytes_ = 0;
-  std::vector<int64_t> pad_, length_;  // per sequence: pad slots, tokens so far (real ones)
+  int64_t batch_ = 1, context_ = 0, weight_bytes_ = 0;
+  std::vector<int64_t> pad_, used_;  // per sequence: pads in its last step, tokens in the cache
   std::unique_ptr<Model> prefill_, decode_;
   std::unique_ptr<dist::PipelineRunner> prefill_pp_, decode_pp_;  // pipeline parallelism
   bool all_logits_ = false;

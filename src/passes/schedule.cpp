@@ -658,8 +658,11 @@ Status Scheduler::add_scatter(int ni) {
   k.args = {buffer_of[n.inputs[1]], buffer_of[n.inputs[2]], out};
   std::vector<Ix> ui = kb.unravel(kb.ix_loop(loop), upd);
   const int64_t ax = n.attrs.i("axis");
-  const int64_t ri = static_cast<int64_t>(ind.size());
-  std::vector<Ix> ii(ui.begin() + ax, ui.begin() + ax + ri);
+  // batch_dims: the leading dims of the indices follow the base's (per-batch indices)
+  const int64_t nb = n.attrs.i("batch_dims", 0);
+  const int64_t ri = static_cast<int64_t>(ind.size()) - nb;
+  std::vector<Ix> ii(ui.begin(), ui.begin() + nb);
+  ii.insert(ii.end(), ui.begin() + ax, ui.begin() + ax + ri);
   int iv = kb.cast(kb.load(0, g.type(n.inputs[1]).dtype,
                            kb.ix_expr(ind.empty() ? kb.ix_const(0) : kb.linearize(ii, contiguous_strides(ind)))),
                    DType::i64);

@@ -163,6 +163,8 @@ Status scatter_add(Ctx& c, std::vector<ValueId>& out) {
 // gradient at its position (exact for distinct indices; a repeated index is ambiguous anyway)
 Status scatter(Ctx& c, std::vector<ValueId>& out) {
   OpBuilder& o = c.o;
+  if (c.attrs().i("batch_dims", 0) != 0)
+    return error(ErrorCode::unsupported, "the gradient of Scatter with batch_dims (a KV-cache update) is not implemented");
   int64_t axis = c.attrs().i("axis", 0);
   if (axis < 0) axis += c.rank();
   if (c.need(0)) {

@@ -350,7 +350,12 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
        V("axis1", {T({7, 13}), Idx(DType::i32, {4}, -13, 13), T({7, 4})}, {{"axis", int64_t{1}}}).reps(),
        V("repeats", {T({4, 6}), Idx(DType::i64, {10}, 0, 4), T({10, 6})}, {{"axis", int64_t{0}}}).reps(),
        V("neg_axis_2d_idx", {T({3, 5, 7}), Idx(DType::i64, {2, 3}, -5, 5), T({3, 2, 3, 7})}, {{"axis", int64_t{-2}}}).reps(),
-       V("clamped", {T({7, 13}), Idx(DType::i64, {6}, -20, 20), T({6, 13})}, {{"axis", int64_t{0}}}).reps()});
+       V("clamped", {T({7, 13}), Idx(DType::i64, {6}, -20, 20), T({6, 13})}, {{"axis", int64_t{0}}}).reps(),
+       // per-sequence KV-cache slots: cache [batch, heads, ctx, dim], slots [batch, seq]
+       V("batch_dims1_kv", {T({3, 2, 9, 4}), Idx(DType::i64, {3, 2}, 0, 9), T({3, 2, 2, 4})},
+         {{"axis", int64_t{2}}, {"batch_dims", int64_t{1}}}).reps(),
+       V("batch_dims2", {T({2, 3, 5, 4}), Idx(DType::i32, {2, 3, 2}, -5, 5), T({2, 3, 2, 4})},
+         {{"axis", int64_t{2}}, {"batch_dims", int64_t{2}}}).reps()});
 }
 
 // ---- contraction

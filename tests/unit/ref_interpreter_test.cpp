@@ -645,6 +645,17 @@ TEST(RefInterpreterMovement, ScatterAddAccumulatesRepeatedIndices) {
                 {0, 2, 1, 10, 14, 13});
 }
 
+// batch_dims 1: each sequence writes its own cache slots (base [2, 2, 3, 1]: batch, head, slot)
+TEST(RefInterpreterMovement, ScatterWithBatchDimsUsesEachBatchsIndices) {
+  Tensor base = T(DType::f32, {2, 2, 3, 1}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  Tensor idx = raw<int64_t>(DType::i64, {2, 1}, {2, 0});      // sequence 0 -> slot 2, sequence 1 -> slot 0
+  Tensor upd = T(DType::f32, {2, 2, 1, 1}, {1, 2, 3, 4});   // [batch, head, seq, 1]
+  expect_values(run1({base, idx, upd}, [](OpBuilder& o, auto& in) {
+                  return o.op(Op::Scatter, {in[0], in[1], in[2]}, Attrs{{"axis", int64_t{2}}, {"batch_dims", int64_t{1}}});
+                }),
+                {0, 0, 1, 0, 0, 2, 3, 0, 0, 4, 0, 0});
+}
+
 TEST(RefInterpreterMovement, PackedI4WeightsMoveBitExact) {
   Graph g;
   GraphBuilder b(g);

@@ -96,6 +96,7 @@ int cmd_embed(int argc, char** argv);
 int cmd_make_model(int argc, char** argv);
 int cmd_train(int argc, char** argv);
 int cmd_generate(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 // rlx codegen cortex-m (cmd_codegen.cpp, docs/targets.md)
 int cmd_codegen(int argc, char** argv);
 // rlx splat render|fit (cmd_splat.cpp, docs/splatting.md)

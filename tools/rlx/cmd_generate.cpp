@@ -22,8 +22,13 @@
 namespace rlx::cli {
 namespace {
 
-// Picks the next token from a row of logits.
-int64_t sample(const float* logits, int64_t vocab, const Sampling& s, std::mt19937_64& rng) {
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+int64_t sample_token(const float* logits, int64_t vocab, const Sampling& s, std::mt19937_64& rng) {
   if (s.temp <= 0.0) return static_cast<int64_t>(std::max_element(logits, logits + vocab) - logits);
   std::vector<int64_t> idx(static_cast<size_t>(vocab));
   std::iota(idx.begin(), idx.end(), 0);
@@ -56,11 +61,6 @@ int64_t sample(const float* logits, int64_t vocab, const Sampling& s, std::mt199
   return idx[keep - 1];
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-}  // namespace
 
 int cmd_make_decoder_tiny(int argc, char** argv) {
   const std::string kind = argv[2];
@@ -213,7 +213,7 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
       std::vector<int64_t> next(batch, eos);
       bool any = false;
       for (int64_t b = 0; b < batch; ++b)
-        if (!done[b]) next[b] = sample(logits.data<float>() + (b * P + P - 1) * V, V, sp, rng);
+        if (!done[b]) next[b] = sample_token(logits.data<float>() + (b * P + P - 1) * V, V, sp, rng);
       // every rank continues with rank 0's tokens (their logits agree, up to the summation
       // order of the all_reduce, which a near tie could expose)
       if (comm->size() > 1) RLX_TRY(comm->broadcast(next.data(), batch, DType::i64, 0));

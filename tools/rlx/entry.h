@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,6 +52,10 @@ struct Sampling {
   int64_t top_k = 0;  // 0: all
   double top_p = 1.0;
 };
+// Picks the next token from a row of logits: the largest at temp 0 (the first of ties), else a
+// draw from softmax(logits / temp) over the top_k most likely (all at 0), cut to the smallest
+// most-likely-first prefix whose probability reaches top_p.
+int64_t sample_token(const float* logits, int64_t vocab, const Sampling& s, std::mt19937_64& rng);
 
 struct GenerateOptions {
   // Prompts as text (needs the model's tokenizer), as token ids, or one chat message; exactly

@@ -243,19 +243,26 @@ Status run_scatter(const KernelArgs& k) {
   Tensor& o = k.out[0];
   int64_t axis = k.node.attrs.i("axis", 0);
   if (axis < 0) axis += base.rank();
-  const AxisView v = axis_view(base.sizes(), axis);
-  const int64_t nj = idx.numel();
+  // batch_dims nb: each of the leading batches scatters into its own sub-tensor with its own indices
+  const int64_t nb = k.node.attrs.i("batch_dims", 0);
+  const Sizes inner_sizes(base.sizes().begin() + nb, base.sizes().end());
+  int64_t batches = 1;
+  for (int64_t d = 0; d < nb; ++d) batches *= base.sizes()[d];
+  const AxisView v = axis_view(inner_sizes, axis - nb);
+  const int64_t nj = batches > 0 ? idx.numel() / batches : 0;
   if (upd.numel() > 0 && v.n == 0) return error(ErrorCode::out_of_range, k.label, ": scatter into the empty axis ", axis);
   const ElemCopy copy(o.dtype());
   for (int64_t i = 0; i < o.numel(); ++i) copy(o.bytes(), i, base.bytes(), i);
   if (upd.numel() == 0) return Status::ok();
   const std::vector<int64_t> ids = resolve_indices(idx, v.n);
-  for (int64_t po = 0; po < v.outer; ++po)
-    for (int64_t j = 0; j < nj; ++j) {
-      const int64_t dst = (po * v.n + ids[j]) * v.inner;
-      const int64_t src = (po * nj + j) * v.inner;
-      for (int64_t q = 0; q < v.inner; ++q) copy(o.bytes(), dst + q, upd.bytes(), src + q);
-    }
+  const int64_t base_per_batch = v.outer * v.n * v.inner, upd_per_batch = v.outer * nj * v.inner;
+  for (int64_t pb = 0; pb < batches; ++pb)
+    for (int64_t po = 0; po < v.outer; ++po)
+      for (int64_t j = 0; j < nj; ++j) {
+        const int64_t dst = pb * base_per_batch + (po * v.n + ids[pb * nj + j]) * v.inner;
+        const int64_t src = pb * upd_per_batch + (po * nj + j) * v.inner;
+        for (int64_t q = 0; q < v.inner; ++q) copy(o.bytes(), dst + q, upd.bytes(), src + q);
+      }
   return Status::ok();
 }
 

@@ -222,8 +222,15 @@ Expected<Types> infer_movement(Op op, const NodeSig& sig) {
       RLX_TRY(expect_same_dtype(op, sig, 0, 2));
       auto ax = normalize_axis(a.i("axis", 0), rank);
       if (!ax || rank == 0) return fail(ErrorCode::out_of_range, op, sig, "axis out of range");
+      const int64_t nb = a.i("batch_dims", 0);
+      if (nb < 0 || nb > *ax || nb > idx.rank())
+        return fail(ErrorCode::out_of_range, op, sig, "batch_dims ", nb, " must be in [0, min(axis, indices rank)]");
+      for (int64_t d = 0; d < nb; ++d)
+        if (idx.shape[d] != x.shape[d])
+          return fail(ErrorCode::shape_error, op, sig, "indices ", shape_to_string(idx.shape), " and base ",
+                      shape_to_string(x.shape), " differ in batch dim ", d);
       Shape want(x.shape.begin(), x.shape.begin() + *ax);
-      want.insert(want.end(), idx.shape.begin(), idx.shape.end());
+      want.insert(want.end(), idx.shape.begin() + nb, idx.shape.end());
       want.insert(want.end(), x.shape.begin() + *ax + 1, x.shape.end());
       if (want != upd.shape)
         return fail(ErrorCode::shape_error, op, sig, "updates must be ", shape_to_string(want), ", got ",

@@ -195,9 +195,11 @@ std::vector<OpInfo> build_table() {
   attrs(Op::ScatterAdd, {{"axis", K::i64}},
         "out = base; out[..., indices[j], ...] += updates[..., j, ...] (inverse of gather)");
   arity(Op::ScatterAdd, 3, 3);
-  attrs(Op::Scatter, {{"axis", K::i64}},
+  attrs(Op::Scatter, {{"axis", K::i64}, {"batch_dims", K::i64}},
         "out = base; out[..., indices[j], ...] = updates[..., j, ...] (the last write of an index wins); "
-        "with the output donated to base it writes only the updated slots (a KV-cache update)");
+        "with batch_dims = n the first n dims of indices are base's first n (n <= axis) and each "
+        "batch has its own indices: out[b, ..., indices[b, j], ...] = updates[b, ..., j, ...] (per-"
+        "sequence KV-cache slots); with the output donated to base it writes only the updated slots");
   arity(Op::Scatter, 3, 3);
   attrs(Op::Dot,
         {{"lhs_batch", K::i64s}, {"rhs_batch", K::i64s}, {"lhs_contract", K::i64s, true},

@@ -1,0 +1,309 @@
+#!/usr/bin/python3
+"""`rlx serve` end to end (docs/serve.md): the official `openai` npm client against a served
+random-weight Qwen3-architecture model and a MiniLM-shaped embedding model, checked against
+rlx's own verbs, plus the fault cases and shutdown.
+
+    /usr/bin/python3 tests/serve/serve_test.py --rlx build/bin/rlx --work /tmp/serve-work --npm build/npm
+
+What it checks:
+  - /health is 200 once the models are compiled; /v1/models lists both;
+  - greedy chat (non-streamed and streamed) equals `rlx generate --chat`'s text; the streamed
+    chunks concatenate to the same text and end with the same finish_reason and usage;
+  - a greedy completion equals `rlx generate --prompt`'s text; seeded sampling repeats;
+  - logprobs are log-probabilities (<= 0, the chosen one the largest at temperature 0);
+  - embeddings (base64, as the client asks by default, and float) equal `rlx embed`'s to 1e-5;
+  - 32 concurrent streams (continuous batching over 8 slots) each equal their solo result, and
+    /metrics shows decode steps of more than one sequence;
+  - the client's error types: 401 wrong key, 404 unknown model, 400 wrong types / n > 1 /
+    too-long prompt (code context_length_exceeded) / a model of the wrong kind; raw HTTP:
+    malformed JSON 400, unknown route 404, a body over --max-body 413, a full queue 429 with
+    Retry-After; every error body is OpenAI's {"error": {...}};
+  - a client that disconnects mid-stream frees its slot (rlx_active_sequences back to 0 long
+    before its max_tokens would have ended it);
+  - SIGTERM: in-flight requests finish, the process exits 0, the port stops accepting.
+Exit 77 (skip) when the npm client is missing outside CI; in CI (CI set) that is a failure.
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+KEY = "sk-rlx-test"
+FAILURES = []
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what, flush=True)
+    if not cond:
+        FAILURES.append(what)
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr[-2000:]}")
+    return r
+
+
+class Server:
+    def __init__(self, rlx, models, *flags):
+        self.p = subprocess.Popen([rlx, "serve", *models, "--port", "0", *flags], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        m = re.search(r"http://([\d.]+):(\d+)", line)
+        if not m:
+            raise RuntimeError(f"rlx serve did not start: {line!r} {self.p.stderr.read()[-2000:]}")
+        self.host, self.port = m.group(1), int(m.group(2))
+        self.base = f"http://{self.host}:{self.port}/v1"
+        self.stderr_lines = []
+        threading.Thread(target=lambda: self.stderr_lines.extend(self.p.stderr), daemon=True).start()
+
+    def request(self, method, path, body=None, headers=None, key=KEY, timeout=120):
+        c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        h = {"Content-Type": "application/json"}
+        if key:
+            h["Authorization"] = "Bearer " + key
+        h.update(headers or {})
+        data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        text = r.read().decode("utf-8", "replace")
+        c.close()
+        return r.status, dict(r.getheaders()), text
+
+    def wait_ready(self, seconds=300):
+        end = time.time() + seconds
+        while time.time() < end:
+            try:
+                s, _, _ = self.request("GET", "/health", key=None, timeout=5)
+                if s == 200:
+                    return True
+            except OSError:
+                pass
+            if self.p.poll() is not None:
+                return False
+            time.sleep(0.2)
+        return False
+
+    def metric(self, name):
+        _, _, text = self.request("GET", "/metrics", key=None)
+        total = 0.0
+        found = False
+        for line in text.splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                total += float(line.rsplit(" ", 1)[1])
+                found = True
+        return total if found else None
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(30)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        return self.p.returncode
+
+
+def is_error_body(text):
+    try:
+        e = json.loads(text)["error"]
+        return isinstance(e["message"], str) and "type" in e and "code" in e and "param" in e
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def node(args, npm, base, kase, payload):
+    r = subprocess.run(["node", os.path.join(os.path.dirname(__file__), "openai_client.mjs"), npm, base, KEY, kase,
+                        json.dumps(payload)], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"openai client ({kase}) failed: {r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def generate(rlx, model, work, name, *flags):
+    out = os.path.join(work, name + ".json")
+    run([rlx, "generate", model, *flags, "--json", out, "--quiet"])
+    with open(out) as f:
+        return json.load(f)
+
+
+def expect_text(server_text, finish, usage, ref, what):
+    """The server's completion against rlx generate's (same greedy tokens): equal text, or when
+    generate's tokens end in a stop id, its text minus that token's."""
+    toks, stops = ref["tokens"][0], set(ref["stop_token_ids"])
+    if toks and toks[-1] in stops:
+        check(finish == "stop" and ref["text"][0].startswith(server_text) and usage["completion_tokens"] == len(toks),
+              f"{what}: stops where rlx generate stops ({len(toks)} tokens)")
+    else:
+        check(server_text == ref["text"][0], f"{what}: text equals rlx generate's ({len(toks)} tokens)")
+        check(finish == "length" and usage["completion_tokens"] == len(toks), f"{what}: finish_reason length, usage counts")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rlx", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--npm", required=True)
+    a = ap.parse_args()
+    npm = os.path.abspath(os.environ.get("RLX_NPM_DIR", a.npm))
+    if not os.path.exists(os.path.join(npm, "node_modules", "openai", "package.json")):
+        why = f"the npm package openai is not installed under {npm} (scripts/install-npm.sh installs it)"
+        if os.environ.get("CI"):
+            print("FAIL  " + why)
+            return 1
+        print("SKIP  " + why)
+        return 77
+    os.makedirs(a.work, exist_ok=True)
+    dec = os.path.join(a.work, "llama")
+    emb = os.path.join(a.work, "minilm")
+    run([a.rlx, "make-model", "llama-tiny", "--out", dec, "--seed", "1", "--layers", "2", "--vocab", "2048"])
+    if not os.path.exists(os.path.join(emb, "config.json")):
+        run([a.rlx, "make-model", "minilm", "--out", emb])
+    chat, prompt, n = "Tell me about compilers.", "Once upon a time", 24
+    texts = ["A compiler for tensors.", "Short.", "Sentence embeddings on the CPU, batched by length buckets."]
+    ref_chat = generate(a.rlx, dec, a.work, "chat", "--chat", chat, "-n", str(n))
+    ref_prompt = generate(a.rlx, dec, a.work, "prompt", "--prompt", prompt, "-n", str(n))
+    emb_out = os.path.join(a.work, "emb.json")
+    run([a.rlx, "embed", emb, *texts, "--out", emb_out, "--quiet"])
+    with open(emb_out) as f:
+        ref_emb = json.load(f)
+    ref_emb = ref_emb["embeddings"] if isinstance(ref_emb, dict) else ref_emb
+
+    s = Server(a.rlx, [f"qwen={dec}", f"mini={emb}"], "--api-key", KEY, "--parallel-slots", "8", "--max-context", "2048",
+               "--max-queue", "48", "--max-body", "65536", "--prefill-chunk", "32")
+    try:
+        check(s.wait_ready(), "/health is 200 once the models are compiled")
+        got = node(a, npm, s.base, "basic", {"model": "qwen", "embed_model": "mini", "chat": chat, "prompt": prompt, "n": n,
+                                             "texts": texts, "long_prompt": "word " * 3000})
+        check(got["models"] == ["mini", "qwen"], f"/v1/models lists both ({got['models']})")
+        c = got["chat"]
+        check(c["object"] == "chat.completion" and c["role"] == "assistant", "chat.completion object, assistant message")
+        expect_text(c["text"], c["finish"], c["usage"], ref_chat, "greedy chat")
+        st = got["stream"]
+        check(st["text"] == c["text"] and st["finish"] == c["finish"] and st["usage"] == c["usage"] and st["role"] == "assistant",
+              f"streamed chat ({st['chunks']} chunks) concatenates to the same text, finish_reason and usage")
+        check(c["usage"]["prompt_tokens"] == len(ref_chat["prompt_tokens"][0]), "chat usage counts the template's prompt tokens")
+        cp = got["completion"]
+        expect_text(cp["text"], cp["finish"], cp["usage"], ref_prompt, "greedy completion")
+        lp = got["logprobs"]
+        check(len(lp) == 4 and all(t["logprob"] <= 1e-6 and len(t["top"]) == 3 and abs(t["top"][0] - t["logprob"]) < 1e-4 for t in lp),
+              "logprobs: 4 tokens, each the most likely of its 3 alternatives, log-probabilities <= 0")
+        check(got["seeded"][0] == got["seeded"][1] and len(got["seeded"][0]) > 0, "seeded sampling repeats")
+        e = got["embeddings"]
+        diff = max(abs(x - y) for ours, ref in zip(e["float"], ref_emb) for x, y in zip(ours, ref))
+        diff64 = max(abs(x - y) for ours, ref in zip(e["base64"], e["float"]) for x, y in zip(ours, ref))
+        check(len(e["float"]) == len(texts) and diff <= 1e-5, f"embeddings equal rlx embed's (max difference {diff:.2e})")
+        check(diff64 == 0, "base64 embeddings decode to the float ones")
+        check(max(abs(x - y) for x, y in zip(got["embedding_one"], ref_emb[0])) <= 1e-5, "a single-string input")
+        errs = got["errors"]
+        check(errs["auth"].get("status") == 401 and errs["auth"]["cls"] == "AuthenticationError", f"wrong key: 401 {errs['auth'].get('cls')}")
+        check(errs["unknown_model"].get("status") == 404 and errs["unknown_model"]["cls"] == "NotFoundError", "unknown model: 404 NotFoundError")
+        check(errs["bad_type"].get("status") == 400 and errs["bad_type"]["cls"] == "BadRequestError", "temperature 'hot': 400 BadRequestError")
+        check(errs["too_long"].get("status") == 400 and errs["too_long"]["code"] == "context_length_exceeded",
+              f"a prompt longer than the context: 400 context_length_exceeded ({errs['too_long'].get('code')})")
+        check(errs["n2"].get("status") == 400, "n = 2: 400")
+        check(errs["wrong_kind"].get("status") == 400, "embeddings from a generation model: 400")
+
+        # raw HTTP faults
+        st_, _, body = s.request("POST", "/v1/chat/completions", "{not json")
+        check(st_ == 400 and is_error_body(body), "malformed JSON: 400 with an OpenAI error body")
+        st_, _, body = s.request("POST", "/v1/chat/completions", {"model": "qwen", "messages": "hi"})
+        check(st_ == 400 and json.loads(body)["error"]["param"] == "messages", "messages of the wrong type: 400 naming the field")
+        st_, _, body = s.request("GET", "/v1/nothing")
+        check(st_ == 404 and is_error_body(body), "unknown route: 404 with an error body")
+        st_, _, body = s.request("POST", "/v1/embeddings", json.dumps({"model": "mini", "input": "x" * 100000}))
+        check(st_ == 413 and is_error_body(body), f"a body over --max-body: 413 ({st_})")
+        st_, _, body = s.request("GET", "/v1/models", key="wrong")
+        check(st_ == 401 and is_error_body(body), "wrong key on raw HTTP: 401")
+
+        # continuous batching: 32 concurrent streams over 8 slots, each equal to its solo result
+        prompts = [f"Question {i}: what is {i} plus {i * 3}?" for i in range(32)]
+        solo = node(a, npm, s.base, "solo", {"model": "qwen", "prompts": prompts, "n": 12})["results"]
+        steps0, rows0 = s.metric("rlx_decode_batch_size_count"), s.metric("rlx_decode_batch_size_sum")
+        load = node(a, npm, s.base, "load", {"model": "qwen", "prompts": prompts, "n": 12})
+        same = sum(1 for r, o in zip(load["results"], solo) if r["text"] == o["text"] and r["finish"] == o["finish"])
+        check(same == 32, f"32 concurrent streams equal their solo results ({same} of 32; {load['seconds']:.1f} s)")
+        steps, rows = s.metric("rlx_decode_batch_size_count") - steps0, s.metric("rlx_decode_batch_size_sum") - rows0
+        check(steps > 0 and rows / steps > 2, f"decode steps batched {rows / max(steps, 1):.1f} sequences on average")
+        check((s.metric("rlx_requests_total") or 0) >= 70, "rlx_requests_total counts the requests")
+        check((s.metric("rlx_generation_tokens_total") or 0) >= 32 * 2, "rlx_generation_tokens_total counts tokens")
+
+        # a full queue: 8 slots + 48 waiting; 80 at once, some must get 429 with Retry-After
+        statuses, retry = [], []
+
+        def one(i):
+            st_, h, body = s.request("POST", "/v1/completions", {"model": "qwen", "prompt": f"p{i}", "max_tokens": 48,
+                                                                  "temperature": 0})
+            statuses.append(st_)
+            if st_ == 429:
+                retry.append("Retry-After" in h and is_error_body(body))
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(80)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        n429 = statuses.count(429)
+        check(n429 > 0 and all(retry) and statuses.count(200) + n429 == 80,
+              f"a full queue: {n429} of 80 got 429 with Retry-After, the rest 200")
+
+        # a client that goes away mid-stream frees its slot at the next step
+        tokens0 = s.metric("rlx_generation_tokens_total")
+        sock = socket.create_connection((s.host, s.port))
+        req = json.dumps({"model": "qwen", "messages": [{"role": "user", "content": "go"}], "stream": True,
+                          "max_tokens": 2000, "temperature": 0})
+        sock.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                      f"Content-Type: application/json\r\nContent-Length: {len(req)}\r\n\r\n{req}").encode())
+        first = b""
+        while first.count(b"data: ") < 2:  # the opening chunk, then a token: it is running
+            more = sock.recv(4096)
+            if not more:
+                break
+            first += more
+        running = s.metric("rlx_active_sequences")
+        sock.close()
+        t0 = time.time()
+        while time.time() - t0 < 10 and s.metric("rlx_active_sequences") != 0:
+            time.sleep(0.02)
+        freed = time.time() - t0
+        made = s.metric("rlx_generation_tokens_total") - tokens0
+        check(b"data: " in first and running == 1 and s.metric("rlx_active_sequences") == 0 and made < 1000,
+              f"a disconnected stream's slot is freed ({freed:.2f} s after the disconnect, {made:.0f} of its 2000 tokens made)")
+
+        # SIGTERM: the in-flight stream finishes, then the process exits 0
+        result = {}
+
+        def inflight():
+            result["r"] = s.request("POST", "/v1/chat/completions", {"model": "qwen", "messages": [{"role": "user", "content": "x"}],
+                                                                     "max_tokens": 40, "temperature": 0})
+        t = threading.Thread(target=inflight)
+        t.start()
+        time.sleep(0.3)
+        rc = s.stop()
+        t.join()
+        check(rc == 0, f"SIGTERM: exit status 0 ({rc})")
+        check(result.get("r", (0,))[0] == 200, f"SIGTERM: the in-flight request finished ({result.get('r', (None,))[0]})")
+        try:
+            socket.create_connection((s.host, s.port), timeout=2).close()
+            check(False, "after SIGTERM the port no longer accepts")
+        except OSError:
+            check(True, "after SIGTERM the port no longer accepts")
+    finally:
+        s.stop()
+    # a model that does not load: exit status non-zero, /health said why
+    bad = subprocess.run([a.rlx, "serve", os.path.join(a.work, "missing"), "--port", "0"], capture_output=True, text=True, timeout=60)
+    check(bad.returncode != 0 and "missing" in bad.stderr, "a model that does not load: an error naming it, exit non-zero")
+    print(f"{len(FAILURES)} failure(s)" if FAILURES else "every serve check passed")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
