@@ -283,3 +283,93 @@ TEST(DecoderConfigErrors, UnsupportedOptionsNameTheKey) {
 
 }  // namespace
 }  // namespace rlx
+
+namespace rlx {
+namespace {
+
+// Continuous batching (DecoderSession::extend): sequences that join, leave and mix prefill
+// chunks with single decode tokens in one step, over any range of rows, give the logits each
+// sequence gets alone (a batch-1 prefill of the whole sequence, which the test above checks
+// against PyTorch). A row's pads must not touch its own or another row's cache, and each row's
+// positions and masks must be its own.
+TEST_P(DecoderFamilies, ContinuousBatchingEqualsEachSequenceAlone) {
+  const DecoderConfig c = tiny(GetParam(), false);
+  const std::string dir = dir_for(GetParam(), false) + "-cb";
+  ASSERT_TRUE(models::write_random_decoder(dir, c, 23).is_ok());
+  auto w = models::load_decoder(dir);
+  ASSERT_TRUE(w.has_value()) << w.status().to_string();
+  const int64_t V = c.vocab_size;
+  std::mt19937_64 rng(9);
+  const std::vector<std::vector<int64_t>> seqs = {random_tokens(rng, 30, V), random_tokens(rng, 22, V),
+                                                  random_tokens(rng, 17, V), random_tokens(rng, 26, V)};
+  // each sequence alone: logits at every position
+  std::vector<Tensor> alone;
+  for (const auto& s : seqs) {
+    auto one = models::DecoderSession::create(*w, 1, 64, "cpu", /*all_logits=*/true);
+    ASSERT_TRUE(one.has_value()) << one.status().to_string();
+    auto l = (*one)->prefill({s});
+    ASSERT_TRUE(l.has_value()) << l.status().to_string();
+    alone.push_back(l->clone());
+  }
+  auto session = models::DecoderSession::create(*w, 3, 64, "cpu");
+  ASSERT_TRUE(session.has_value()) << session.status().to_string();
+  models::DecoderSession& s = **session;
+  // row -> (sequence, tokens fed); -1: free
+  std::vector<int> seq_of = {0, -1, -1};
+  std::vector<size_t> fed = {0, 0, 0};
+  int next_seq = 1, checked = 0;
+  double worst = 0;
+  auto step = [&](int64_t first, const std::vector<size_t>& take, int64_t min_seq) {
+    std::vector<std::vector<int64_t>> tokens;
+    for (size_t k = 0; k < take.size(); ++k) {
+      const int r = static_cast<int>(first) + static_cast<int>(k);
+      std::vector<int64_t> t;
+      if (seq_of[r] >= 0) {
+        const auto& q = seqs[seq_of[r]];
+        t.assign(q.begin() + static_cast<long>(fed[r]), q.begin() + static_cast<long>(std::min(q.size(), fed[r] + take[k])));
+      }
+      tokens.push_back(t);
+    }
+    auto l = s.extend(first, tokens, min_seq);
+    ASSERT_TRUE(l.has_value()) << l.status().to_string();
+    const int64_t S = l->sizes()[1];
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      const int r = static_cast<int>(first) + static_cast<int>(k);
+      if (tokens[k].empty()) continue;
+      fed[r] += tokens[k].size();
+      const float* got = l->data<float>() + (static_cast<int64_t>(k) * S + S - 1) * V;
+      const float* ref = alone[seq_of[r]].data<float>() + (static_cast<int64_t>(fed[r]) - 1) * V;
+      for (int64_t v = 0; v < V; ++v) worst = std::max(worst, static_cast<double>(std::fabs(got[v] - ref[v])));
+      ++checked;
+      EXPECT_EQ(s.length(r), static_cast<int64_t>(fed[r])) << "row " << r;
+    }
+  };
+  step(0, {7}, 8);          // a prefill chunk of row 0 alone, padded to 8 positions
+  step(0, {1, 0, 5}, 1);    // row 0 decodes while row 2... is still free: idles
+  seq_of[2] = next_seq++;   // sequence 1 joins in row 2
+  step(0, {1, 0, 5}, 1);    // one step mixes a decode token (row 0) and a prefill chunk (row 2)
+  seq_of[1] = next_seq++;   // sequence 2 joins in row 1
+  step(1, {3}, 4);          // a step over row 1 only (a view of the middle row)
+  std::mt19937_64 pick(3);
+  for (int it = 0; it < 200; ++it) {
+    bool any = false;
+    for (int r = 0; r < 3; ++r) {
+      if (seq_of[r] >= 0 && fed[r] == seqs[seq_of[r]].size()) {
+        s.reset_row(r);  // finished: the row goes to the next sequence, from slot 0
+        fed[r] = 0;
+        seq_of[r] = next_seq < static_cast<int>(seqs.size()) ? next_seq++ : -1;
+      }
+      any = any || seq_of[r] >= 0;
+    }
+    if (!any) break;
+    std::vector<size_t> take(3);
+    for (auto& t : take) t = static_cast<size_t>(pick() % 4);  // 0 to 3 tokens a row
+    step(0, take, 4);  // (one step shape: one compiled variant)
+  }
+  EXPECT_EQ(next_seq, 4);
+  EXPECT_GT(checked, 30);
+  EXPECT_LE(worst, kLogitTol) << checked << " steps of rows compared";
+}
+
+}  // namespace
+}  // namespace rlx
