@@ -67,6 +67,11 @@ int64_t EmbedEngine::queued() const {
 Status EmbedEngine::run(const std::vector<std::pair<EmbedRequest*, size_t>>& texts) {
   std::vector<std::string> batch;
   for (const auto& [r, i] : texts) batch.push_back(r->texts[i]);
+  // padded with empty texts to a power of two (or max_batch): with the length buckets, at most
+  // a few dozen shapes ever compile
+  size_t rows = 1;
+  while (rows < batch.size()) rows *= 2;
+  batch.resize(std::min(rows, std::max(batch.size(), static_cast<size_t>(options_.max_batch))));
   text::Encoding probe = model_.tokenizer.encode_batch(batch, model_.config.max_positions);
   int64_t bucket = 16;
   while (bucket < probe.seq) bucket *= 2;

@@ -1,8 +1,8 @@
 // The embedding side of `rlx serve` (docs/serve.md): a BERT-family folder compiled once, and
 // one thread that batches what the waiting requests ask for. Each run takes up to max_batch
-// texts of the queued requests, sorted by length and cut into runs of one length bucket
-// (16, 32, 64 ... tokens), so that short texts are not padded to the longest one and the
-// number of compiled variants stays small.
+// texts of the queued requests, sorted by length and cut into runs; each run is padded to a
+// length bucket (16, 32, 64 ... tokens) and a power-of-two number of texts, so that the number
+// of compiled variants stays small (each compiles when first needed).
 #pragma once
 
 #include <condition_variable>
