@@ -67,6 +67,9 @@ if (kase === "basic") {
     too_long: await errorOf(client.completions.create({ model: args.model, prompt: args.long_prompt, max_tokens: 4 })),
     n2: await errorOf(client.chat.completions.create({ model: args.model, messages: [{ role: "user", content: "x" }], n: 2 })),
     wrong_kind: await errorOf(client.embeddings.create({ model: args.model, input: "x" })),
+    penalty: await errorOf(client.chat.completions.create({ model: args.model, messages: [{ role: "user", content: "x" }], presence_penalty: 0.5 })),
+    neutral: await errorOf(client.chat.completions.create({ model: args.model, messages: [{ role: "user", content: "x" }], max_tokens: 2,
+                                                           presence_penalty: 0, frequency_penalty: 0, user: "u" })),
   };
 } else if (kase === "load") {
   // `streams` concurrent streaming chats, greedy; each must equal its prompt's solo result

@@ -212,6 +212,9 @@ def main():
               f"a prompt longer than the context: 400 context_length_exceeded ({errs['too_long'].get('code')})")
         check(errs["n2"].get("status") == 400, "n = 2: 400")
         check(errs["wrong_kind"].get("status") == 400, "embeddings from a generation model: 400")
+        check(errs["penalty"].get("status") == 400 and errs["penalty"]["code"] == "unsupported_parameter",
+              "presence_penalty 0.5: 400 unsupported_parameter (not ignored)")
+        check(errs["neutral"]["ok"], "penalties of 0 and a user field are accepted")
 
         # raw HTTP faults
         st_, _, body = s.request("POST", "/v1/chat/completions", "{not json")

@@ -99,6 +99,20 @@ ApiResult<GenerationCall> parse_generation(const json& b, bool chat, const Decod
   p.sampling.temp = 1.0;
   int64_t n = 1;
   if (auto e = integer(b, "n", 1, 1, n)) return ApiError{400, "invalid_request_error", "only n = 1 is supported", "invalid_value", "n"};
+  // what rlx does not implement is refused unless it asks for nothing (silently ignoring a
+  // penalty or a tool would answer something else than was asked)
+  auto neutral = [&](const char* key, const json& none) {
+    return !b.contains(key) || b[key].is_null() || b[key] == none ||
+           (none.is_number() && b[key].is_number() && b[key].get<double>() == none.get<double>());
+  };
+  const std::pair<const char*, json> unsupported[] = {
+      {"presence_penalty", 0}, {"frequency_penalty", 0}, {"logit_bias", json::object()}, {"best_of", 1},
+      {"echo", false},         {"suffix", ""},           {"tools", json::array()},       {"functions", json::array()},
+      {"response_format", json{{"type", "text"}}}};
+  for (const auto& [key, none] : unsupported)
+    if (!neutral(key, none))
+      return ApiError{400, "invalid_request_error", cat("'", key, "' is not supported by rlx serve (docs/serve.md)"),
+                      "unsupported_parameter", key};
   if (auto e = number(b, "temperature", 0, 2, p.sampling.temp)) return *e;
   if (auto e = number(b, "top_p", 0, 1, p.sampling.top_p)) return *e;
   if (b.contains("top_p") && b["top_p"].is_number() && p.sampling.top_p <= 0) return bad("top_p", "'top_p' must be above 0");
