@@ -20,7 +20,10 @@ What it checks:
     Retry-After; every error body is OpenAI's {"error": {...}};
   - a client that disconnects mid-stream frees its slot (rlx_active_sequences back to 0 long
     before its max_tokens would have ended it);
-  - SIGTERM: in-flight requests finish, the process exits 0, the port stops accepting.
+  - SIGTERM: in-flight requests finish, the process exits 0, the port stops accepting;
+  - --request-timeout stops a long generation with 504;
+  - under mpirun (2 ranks, --tp 2 and --pp 2): concurrent greedy chats equal one process's,
+    and SIGTERM to rank 0 ends the job with status 0.
 Exit 77 (skip) when the npm client is missing outside CI; in CI (CI set) that is a failure.
 """
 import argparse
@@ -52,15 +55,22 @@ def run(cmd, **kw):
     return r
 
 
+MPIRUN = ["mpirun", "--oversubscribe", "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
+
+
 class Server:
-    def __init__(self, rlx, models, *flags):
-        self.p = subprocess.Popen([rlx, "serve", *models, "--port", "0", *flags], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+    def __init__(self, rlx, models, *flags, ranks=0):
+        cmd = [rlx, "serve", *models, "--port", "0", *flags]
+        env = dict(os.environ)
+        if ranks:  # under mpirun: rank 0 serves (and prints its pid), the others follow
+            cmd = MPIRUN + ["-np", str(ranks)] + cmd
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", RLX_NUM_THREADS="1")
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         line = self.p.stdout.readline()
-        m = re.search(r"http://([\d.]+):(\d+)", line)
+        m = re.search(r"http://([\d.]+):(\d+) \(pid (\d+)\)", line)
         if not m:
             raise RuntimeError(f"rlx serve did not start: {line!r} {self.p.stderr.read()[-2000:]}")
-        self.host, self.port = m.group(1), int(m.group(2))
+        self.host, self.port, self.pid = m.group(1), int(m.group(2)), int(m.group(3))
         self.base = f"http://{self.host}:{self.port}/v1"
         self.stderr_lines = []
         threading.Thread(target=lambda: self.stderr_lines.extend(self.p.stderr), daemon=True).start()
@@ -104,7 +114,7 @@ class Server:
 
     def stop(self):
         if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
+            os.kill(self.pid, signal.SIGTERM)  # rank 0 under mpirun: it stops the followers
             try:
                 self.p.wait(30)
             except subprocess.TimeoutExpired:
@@ -301,6 +311,34 @@ def main():
             check(True, "after SIGTERM the port no longer accepts")
     finally:
         s.stop()
+    # under mpirun: 2 ranks, tensor- and then pipeline-parallel; concurrent greedy chats equal
+    # the one-process server's, and SIGTERM to rank 0 ends the job with status 0
+    import shutil
+    if shutil.which("mpirun"):
+        for mode in (["--tp", "2"], ["--pp", "2"]):
+            m = Server(a.rlx, [f"qwen={dec}"], "--api-key", KEY, "--parallel-slots", "4", "--max-context", "256", *mode, ranks=2)
+            try:
+                ready = m.wait_ready()
+                got = node(a, npm, m.base, "load", {"model": "qwen", "prompts": prompts[:6], "n": 12}) if ready else {"results": []}
+                same = sum(1 for r, o in zip(got["results"], solo) if r["text"] == o["text"])
+                check(ready and same == 6, f"{' '.join(mode)} under mpirun: 6 concurrent greedy chats equal one process's ({same})")
+            finally:
+                rc = m.stop()
+            check(rc == 0, f"{' '.join(mode)} under mpirun: SIGTERM to rank 0 ends the job with status 0 ({rc})")
+    else:
+        check(not os.environ.get("CI"), "mpirun is missing (scripts/install-deps.sh installs it)")
+        print("SKIP  serving under mpirun: mpirun is missing")
+    # --request-timeout: a generation running past it is stopped with 504 (code timeout)
+    t = Server(a.rlx, [f"qwen={dec}"], "--max-context", "4096", "--request-timeout", "0.5", "--parallel-slots", "1")
+    try:
+        t.wait_ready()
+        t0 = time.time()
+        st_, _, body = t.request("POST", "/v1/completions", {"model": "qwen", "prompt": "x", "max_tokens": 4000, "temperature": 0})
+        took = time.time() - t0
+        check(st_ == 504 and json.loads(body)["error"]["code"] == "timeout" and took < 3,
+              f"a request past --request-timeout 0.5: 504 timeout after {took:.2f} s")
+    finally:
+        t.stop()
     # a model that does not load: exit status non-zero, /health said why
     bad = subprocess.run([a.rlx, "serve", os.path.join(a.work, "missing"), "--port", "0"], capture_output=True, text=True, timeout=60)
     check(bad.returncode != 0 and "missing" in bad.stderr, "a model that does not load: an error naming it, exit non-zero")

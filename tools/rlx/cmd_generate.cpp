@@ -117,6 +117,27 @@ double GenerateResult::decode_weight_gb_per_s() const {
   return decode_steps > 0 ? static_cast<double>(weight_bytes_per_step) * decode_steps / decode_s / 1e9 : 0.0;
 }
 
+Expected<RankedDecoder> load_decoder_on_ranks(const std::string& path, int tp, int pp, int micro_batches) {
+  RankedDecoder r;
+  RLX_ASSIGN_OR_RETURN(r.weights, models::load_decoder(path));
+  r.parallel = {nullptr, pp > 1, micro_batches, nullptr};
+  if (tp > 1 && pp > 1) {
+    // a grid: each stage's layers sharded over its tp ranks
+    RLX_ASSIGN_OR_RETURN(ProcessGrid grid, process_grid(tp, pp));
+    RLX_ASSIGN_OR_RETURN(r.weights, models::shard_decoder(r.weights, {grid.tp_rank, tp}));
+    r.world = grid.world;
+    r.parallel.comm = grid.pipeline;
+    r.parallel.stage_comm = grid.stage;
+  } else {
+    RLX_ASSIGN_OR_RETURN(r.world, process_group(pp > 1 ? pp : tp, pp > 1 ? "--pp" : "--tp"));
+    if (r.world->size() > 1 && pp == 1) {
+      RLX_ASSIGN_OR_RETURN(r.weights, models::shard_decoder(r.weights, {r.world->rank(), r.world->size()}));
+    }
+    r.parallel.comm = r.world;
+  }
+  return r;
+}
+
 Expected<GenerateResult> generate_text(const std::string& path, const GenerateOptions& o) {
   const Sampling& sp = o.sampling;
   if (!o.prompts.empty() + !o.prompt_tokens.empty() + !o.chat.empty() != 1)
@@ -126,24 +147,11 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
   if (o.n < 1 || sp.temp < 0 || sp.top_k < 0 || !(sp.top_p > 0 && sp.top_p <= 1))
     return error(ErrorCode::invalid_argument, "need -n >= 1, --temp >= 0, --top-k >= 0, 0 < --top-p <= 1");
   const int64_t n = o.n;
-  RLX_ASSIGN_OR_RETURN(models::DecoderWeights weights, models::load_decoder(path));
+  RLX_ASSIGN_OR_RETURN(RankedDecoder ranked, load_decoder_on_ranks(path, o.tp, o.pp, o.micro_batches));
+  const models::DecoderWeights& weights = ranked.weights;
   // comm: every rank of the job (the sampled tokens come from its rank 0); par: the session's groups
-  std::shared_ptr<dist::Communicator> comm;
-  models::DecoderParallel par{nullptr, o.pp > 1, o.micro_batches, nullptr};
-  if (o.tp > 1 && o.pp > 1) {
-    // a grid: each stage's layers sharded over its tp ranks
-    RLX_ASSIGN_OR_RETURN(ProcessGrid grid, process_grid(o.tp, o.pp));
-    RLX_ASSIGN_OR_RETURN(weights, models::shard_decoder(weights, {grid.tp_rank, o.tp}));
-    comm = grid.world;
-    par.comm = grid.pipeline;
-    par.stage_comm = grid.stage;
-  } else {
-    RLX_ASSIGN_OR_RETURN(comm, process_group(o.pp > 1 ? o.pp : o.tp, o.pp > 1 ? "--pp" : "--tp"));
-    if (comm->size() > 1 && o.pp == 1) {
-      RLX_ASSIGN_OR_RETURN(weights, models::shard_decoder(weights, {comm->rank(), comm->size()}));
-    }
-    par.comm = comm;
-  }
+  const std::shared_ptr<dist::Communicator>& comm = ranked.world;
+  const models::DecoderParallel& par = ranked.parallel;
   auto tokenizer = text::BpeTokenizer::load(path);
   if (!tokenizer && o.prompt_tokens.empty()) return tokenizer.status();
   GenerateResult r;

@@ -8,7 +8,7 @@ int cmd_serve(int argc, char** argv) {
   auto args = parse_args(argc, argv, 2, {},
                          {"host", "port", "api-key", "device", "precision", "max-batch", "max-context", "parallel-slots",
                           "max-queue", "prefill-chunk", "request-timeout", "idle-timeout", "shutdown-timeout", "max-body",
-                          "threads"});
+                          "threads", "tp", "pp", "micro-batches"});
   if (!args) return report_error(args.status());
   serve::ServeOptions o;
   o.models = args->positional;
@@ -35,6 +35,12 @@ int cmd_serve(int argc, char** argv) {
     RLX_ASSIGN_OR_RETURN(o.max_body_bytes, args->integer("max-body", o.max_body_bytes, 1024, int64_t{1} << 32));
     RLX_ASSIGN_OR_RETURN(int64_t threads, args->integer("threads", 0, 0, 4096));
     o.threads = static_cast<int>(threads);
+    RLX_ASSIGN_OR_RETURN(int64_t tp, args->integer("tp", 1, 1, 4096));
+    RLX_ASSIGN_OR_RETURN(int64_t pp, args->integer("pp", 1, 1, 4096));
+    RLX_ASSIGN_OR_RETURN(int64_t mb, args->integer("micro-batches", 1, 1, 4096));
+    o.tp = static_cast<int>(tp);
+    o.pp = static_cast<int>(pp);
+    o.micro_batches = static_cast<int>(mb);
     return Status::ok();
   };
   if (Status s = flags(); !s) return report_error(s);

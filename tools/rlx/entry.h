@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/decoder.h"
 #include "rlx/compile.h"
 #include "rlx/splat.h"
 #include "rlx/tensor.h"
@@ -105,6 +106,16 @@ struct GenerateResult {
 // Generates tokens with a decoder model (docs/generation.md) (Hugging Face folder or GGUF file), as
 // `rlx generate` does.
 Expected<GenerateResult> generate_text(const std::string& path, const GenerateOptions& options);
+
+// A decoder model as this rank of a job holds it: with tp > 1 and / or pp > 1 (under mpirun
+// -np tp * pp) its tensor-parallel shard and the groups a DecoderSession spreads over; `world`
+// is every rank of the job (this process alone without mpirun).
+struct RankedDecoder {
+  models::DecoderWeights weights;
+  models::DecoderParallel parallel;
+  std::shared_ptr<dist::Communicator> world;
+};
+Expected<RankedDecoder> load_decoder_on_ranks(const std::string& path, int tp, int pp, int micro_batches);
 
 // ---- train -------------------------------------------------------------------------------
 

@@ -40,7 +40,8 @@ const std::vector<Verb>& verbs() {
       {"serve", "an OpenAI-compatible HTTP server (completions, chat, embeddings) with continuous batching",
        "rlx serve MODEL... (PATH or NAME=PATH) [--host 127.0.0.1] [--port 8080 (0: any)] [--api-key KEY] [--device D] "
        "[--precision P] [--parallel-slots S] [--max-context T] [--max-batch N] [--max-queue Q] [--prefill-chunk C] "
-       "[--request-timeout S] [--idle-timeout S] [--shutdown-timeout S] [--max-body BYTES] [--threads N]  (docs/serve.md)",
+       "[--request-timeout S] [--idle-timeout S] [--shutdown-timeout S] [--max-body BYTES] [--threads N] [--tp T] [--pp P [--micro-batches M]] "
+       "(under mpirun -np T*P)  (docs/serve.md)",
        cmd_serve},
       {"make-model", "write a deterministic random-weight model in its real layout (offline tests, benchmarks)",
        "rlx make-model minilm|FAMILY-tiny (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3) --out DIR [--seed S] [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k]",

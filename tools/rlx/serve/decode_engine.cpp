@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "models/chat.h"
@@ -90,13 +91,15 @@ Expected<std::unique_ptr<DecodeEngine>> DecodeEngine::create(const std::string& 
   e->options_ = o;
   e->path_ = path;
   e->metrics_ = std::move(metrics);
-  RLX_ASSIGN_OR_RETURN(models::DecoderWeights w, models::load_decoder(path));
+  RLX_ASSIGN_OR_RETURN(cli::RankedDecoder ranked, cli::load_decoder_on_ranks(path, o.tp, o.pp, o.micro_batches));
+  const models::DecoderWeights& w = ranked.weights;
+  e->world_ = ranked.world;
   auto tok = text::BpeTokenizer::load(path);
   if (!tok) return std::move(tok).take_status().with_context(cat("serve: ", path, " needs its tokenizer"));
   e->tokenizer_ = std::move(*tok);
   e->stop_ids_ = models::end_of_generation_ids(path, w.config, &*e->tokenizer_);
   RLX_ASSIGN_OR_RETURN(passes::Precision prec, passes::parse_precision(o.precision));
-  RLX_ASSIGN_OR_RETURN(e->session_, models::DecoderSession::create(w, o.slots, o.context, o.device, false, {}, prec));
+  RLX_ASSIGN_OR_RETURN(e->session_, models::DecoderSession::create(w, o.slots, o.context, o.device, false, ranked.parallel, prec));
   // every variant the loop runs, compiled now: decode over each row bucket, prefill chunks of
   // each length bucket
   for (int64_t rows = 1;; rows = std::min(rows * 2, o.slots)) {
@@ -107,7 +110,7 @@ Expected<std::unique_ptr<DecodeEngine>> DecodeEngine::create(const std::string& 
   for (int64_t seq = 2; seq <= chunk; seq = seq == chunk ? chunk + 1 : std::min(seq * 2, chunk))
     RLX_TRY(e->session_->prepare_rows(1, seq));
   e->rows_.resize(static_cast<size_t>(o.slots));
-  e->thread_ = std::thread([p = e.get()] { p->loop(); });
+  if (e->world_->rank() == 0) e->thread_ = std::thread([p = e.get()] { p->loop(); });
   return e;
 }
 
@@ -160,7 +163,7 @@ void DecodeEngine::release(int64_t r, const std::string& reason, const std::stri
   if (!w.req) return;
   metrics_->completion_tokens(w.generated);
   w.req->finish(reason, err);
-  session_->reset_row(r);
+  reset(r);
   w = Row{};
   --active_;
 }
@@ -241,7 +244,11 @@ void DecodeEngine::loop() {
         ++active_;
       }
       if (active_ == 0) {
-        cv_.wait(l, [&] { return stopping_ || !queue_.empty(); });
+        // idle; under mpirun a heartbeat a second keeps the followers' collectives in time
+        if (!cv_.wait_for(l, std::chrono::seconds(1), [&] { return stopping_ || !queue_.empty(); }) && world_->size() > 1) {
+          l.unlock();
+          if (Status st = send(kNoop); !st.is_ok()) std::fprintf(stderr, "rlx serve: %s\n", st.message().c_str());
+        }
         continue;
       }
     }
@@ -271,7 +278,7 @@ void DecodeEngine::loop() {
       seq = std::min(seq, chunk);
       std::vector<int64_t> part(prompt.begin() + static_cast<long>(w.prefilled),
                                 prompt.begin() + static_cast<long>(w.prefilled) + n);
-      auto logits = session_->extend(pr, {part}, seq);
+      auto logits = step(pr, {part}, seq);
       if (!logits) {
         release(pr, "error", logits.status().message());
       } else {
@@ -295,7 +302,7 @@ void DecodeEngine::loop() {
     std::vector<std::vector<int64_t>> tokens(static_cast<size_t>(rows));
     for (int64_t r = 0; r < hi; ++r)
       if (rows_[r].req && rows_[r].pending >= 0) tokens[r] = {rows_[r].pending};
-    auto logits = session_->extend(0, tokens, 1);
+    auto logits = step(0, tokens, 1);
     metrics_->decode_batch(decoding);
     for (int64_t r = 0; r < hi; ++r) {
       if (tokens[r].empty()) continue;
@@ -308,6 +315,65 @@ void DecodeEngine::loop() {
     }
   }
   for (size_t r = 0; r < rows_.size(); ++r) release(static_cast<int64_t>(r), "cancelled");
+  if (world_->size() > 1) (void)send(kStop);
+}
+
+Status DecodeEngine::send(Op op, int64_t a, int64_t b, int64_t c) {
+  int64_t head[4] = {op, a, b, c};
+  return world_->broadcast(head, 4, DType::i64, 0);
+}
+
+Expected<Tensor> DecodeEngine::step(int64_t first_row, const std::vector<std::vector<int64_t>>& tokens, int64_t min_seq) {
+  if (world_->size() > 1) {
+    const int64_t rows = static_cast<int64_t>(tokens.size());
+    RLX_TRY(send(kStep, first_row, rows, min_seq));
+    std::vector<int64_t> counts, flat;
+    for (const auto& t : tokens) {
+      counts.push_back(static_cast<int64_t>(t.size()));
+      flat.insert(flat.end(), t.begin(), t.end());
+    }
+    RLX_TRY(world_->broadcast(counts.data(), rows, DType::i64, 0));
+    if (!flat.empty()) RLX_TRY(world_->broadcast(flat.data(), static_cast<int64_t>(flat.size()), DType::i64, 0));
+  }
+  return session_->extend(first_row, tokens, min_seq);
+}
+
+void DecodeEngine::reset(int64_t row) {
+  if (world_->size() > 1) (void)send(kReset, row);
+  session_->reset_row(row);
+}
+
+Status DecodeEngine::follow() {
+  for (;;) {
+    int64_t head[4] = {0, 0, 0, 0};
+    // (rank 0 sends a heartbeat every second while idle, within the communicator's deadline)
+    RLX_TRY(world_->broadcast(head, 4, DType::i64, 0));
+    switch (head[0]) {
+      case kNoop: break;
+      case kReset: session_->reset_row(head[1]); break;
+      case kStop: return Status::ok();
+      case kStep: {
+        const int64_t rows = head[2];
+        if (rows < 1 || rows > options_.slots) return error(ErrorCode::internal, "serve follower: a step of ", rows, " rows");
+        std::vector<int64_t> counts(static_cast<size_t>(rows));
+        RLX_TRY(world_->broadcast(counts.data(), rows, DType::i64, 0));
+        int64_t total = 0;
+        for (int64_t n : counts) total += n;
+        std::vector<int64_t> flat(static_cast<size_t>(total));
+        if (total > 0) RLX_TRY(world_->broadcast(flat.data(), total, DType::i64, 0));
+        std::vector<std::vector<int64_t>> tokens;
+        size_t at = 0;
+        for (int64_t n : counts) {
+          tokens.emplace_back(flat.begin() + static_cast<long>(at), flat.begin() + static_cast<long>(at + n));
+          at += static_cast<size_t>(n);
+        }
+        // an error here is rank 0's too (the same step on the same data): it answers the client
+        (void)session_->extend(head[1], tokens, head[3]);
+        break;
+      }
+      default: return error(ErrorCode::internal, "serve follower: unknown op ", head[0]);
+    }
+  }
 }
 
 void DecodeEngine::shutdown(double deadline_s) {

@@ -22,6 +22,7 @@
 #include "models/decoder.h"
 #include "models/text/bpe.h"
 #include "models/text/chat_template.h"
+#include "rlx/comm.h"
 #include "serve/metrics.h"
 
 namespace rlx::serve {
@@ -90,6 +91,8 @@ struct DecodeEngineOptions {
   int64_t max_queue = 64;      // requests waiting for a slot; more get 429
   int64_t prefill_chunk = 128; // prompt tokens prefilled per engine iteration
   double request_timeout_s = 600;
+  // under mpirun -np tp * pp: rank 0 runs the engine and serves, the other ranks follow()
+  int tp = 1, pp = 1, micro_batches = 1;
 };
 
 class DecodeEngine {
@@ -116,8 +119,13 @@ class DecodeEngine {
   // Fraction of the KV cache's slots (slots x context) that hold tokens.
   double kv_cache_usage() const;
   // Stops taking requests; waits until the running ones finish or `deadline_s` passes, then
-  // cancels what is left and stops the thread.
+  // cancels what is left and stops the thread (and, under mpirun, the followers).
   void shutdown(double deadline_s);
+  // This process's rank in the job (0 without mpirun). Ranks other than 0 run no engine thread:
+  // follow() replays rank 0's steps (every rank joins each step's collectives) until rank 0
+  // shuts down.
+  int rank() const { return world_->rank(); }
+  Status follow();
 
  private:
   struct Row {
@@ -136,11 +144,18 @@ class DecodeEngine {
   // when it ends; returns whether the row goes on.
   bool emit(int64_t r, const float* logits);
   void release(int64_t r, const std::string& reason, const std::string& err = "");
+  // The session's steps, sent to the followers first under mpirun.
+  Expected<Tensor> step(int64_t first_row, const std::vector<std::vector<int64_t>>& tokens, int64_t min_seq);
+  void reset(int64_t row);
+  // Rank 0 to the followers: {op, a, b, c} (then per-row counts and tokens for a step).
+  enum Op : int64_t { kNoop = 0, kStep = 1, kReset = 2, kStop = 3 };
+  Status send(Op op, int64_t a = 0, int64_t b = 0, int64_t c = 0);
   int64_t bucket_rows(int64_t rows) const;
 
   DecodeEngineOptions options_;
   std::string path_;
   std::unique_ptr<models::DecoderSession> session_;
+  std::shared_ptr<dist::Communicator> world_;
   std::optional<text::BpeTokenizer> tokenizer_;
   std::vector<int64_t> stop_ids_;
   std::shared_ptr<Metrics> metrics_;

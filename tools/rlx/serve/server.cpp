@@ -1,6 +1,7 @@
 #include "serve/server.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -55,6 +56,8 @@ class Server {
   void completions(const httplib::Request& req, httplib::Response& res, bool chat);
   void embeddings(const httplib::Request& req, httplib::Response& res);
   void load_models();
+  DecodeEngineOptions decode_options() const;
+  void watch(ServedModel& m);  // its gauges
 
   ServeOptions o_;
   std::shared_ptr<Metrics> metrics_;
@@ -296,20 +299,28 @@ void Server::routes() {
   http_.Post("/v1/embeddings", [this](const httplib::Request& q, httplib::Response& r) { embeddings(q, r); });
 }
 
+DecodeEngineOptions Server::decode_options() const {
+  return {o_.device, o_.precision, o_.parallel_slots, o_.max_context, o_.max_queue, o_.prefill_chunk, o_.request_timeout_s,
+          o_.tp, o_.pp, o_.micro_batches};
+}
+
+void Server::watch(ServedModel& m) {
+  DecodeEngine* p = m.decoder.get();
+  const std::string lab = "model=\"" + m.id + "\"";
+  metrics_->gauge("rlx_queue_depth", lab, "Requests waiting for a sequence slot.", [p] { return static_cast<double>(p->queued()); });
+  metrics_->gauge("rlx_active_sequences", lab, "Sequences being prefilled or decoded.", [p] { return static_cast<double>(p->active()); });
+  metrics_->gauge("rlx_kv_cache_usage_ratio", lab, "Fraction of the KV cache's slots that hold tokens.", [p] { return p->kv_cache_usage(); });
+}
+
 void Server::load_models() {
   for (auto& m : models_) {
     Status st;
+    if (m->decoder) continue;  // (loaded before listening, under mpirun)
     if (models::is_decoder_model(m->path)) {
-      DecodeEngineOptions d{o_.device, o_.precision, o_.parallel_slots, o_.max_context, o_.max_queue, o_.prefill_chunk,
-                            o_.request_timeout_s};
-      auto e = DecodeEngine::create(m->path, d, metrics_);
+      auto e = DecodeEngine::create(m->path, decode_options(), metrics_);
       if (e) {
         m->decoder = std::move(*e);
-        DecodeEngine* p = m->decoder.get();
-        const std::string lab = "model=\"" + m->id + "\"";
-        metrics_->gauge("rlx_queue_depth", lab, "Requests waiting for a sequence slot.", [p] { return static_cast<double>(p->queued()); });
-        metrics_->gauge("rlx_active_sequences", lab, "Sequences being prefilled or decoded.", [p] { return static_cast<double>(p->active()); });
-        metrics_->gauge("rlx_kv_cache_usage_ratio", lab, "Fraction of the KV cache's slots that hold tokens.", [p] { return p->kv_cache_usage(); });
+        watch(*m);
       } else {
         st = e.status();
       }
@@ -358,6 +369,22 @@ Status Server::run() {
     models_.push_back(std::move(m));
   }
   if (models_.empty()) return error(ErrorCode::invalid_argument, "serve: give at least one model");
+  g_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  if (o_.tp * o_.pp > 1) {
+    // under mpirun every rank loads its part of the one decoder; rank 0 serves, the others
+    // replay its steps until it stops (mpirun's SIGTERM reaches them too: rank 0 decides)
+    if (models_.size() != 1 || !models::is_decoder_model(models_[0]->path))
+      return error(ErrorCode::invalid_argument, "serve: with --tp / --pp, give exactly one decoder model");
+    RLX_ASSIGN_OR_RETURN(models_[0]->decoder, DecodeEngine::create(models_[0]->path, decode_options(), metrics_));
+    if (models_[0]->decoder->rank() != 0) return models_[0]->decoder->follow();
+    watch(*models_[0]);
+  }
   routes();
   const int per_model = static_cast<int>(o_.parallel_slots + o_.max_queue + 8);
   const int threads = o_.threads > 0 ? o_.threads : std::min(1024, per_model * static_cast<int>(models_.size()));
@@ -373,15 +400,8 @@ Status Server::run() {
   } else if (!http_.bind_to_port(o_.host, port)) {
     return error(ErrorCode::io_error, "serve: cannot listen on ", o_.host, ":", port, " (in use, or not an address of this machine)");
   }
-  std::printf("rlx serve: listening on http://%s:%d\n", o_.host.c_str(), port);
+  std::printf("rlx serve: listening on http://%s:%d (pid %d)\n", o_.host.c_str(), port, static_cast<int>(getpid()));
   std::fflush(stdout);
-  g_signal = 0;
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
   std::thread loader([this] { load_models(); });
   // SIGTERM: stop accepting, let in-flight requests finish within the deadline, cancel the
   // rest (their handlers then answer and return, and listen returns once they all have)

@@ -27,6 +27,8 @@ struct ServeOptions {
   double shutdown_timeout_s = 10;   // after SIGTERM: how long in-flight requests may finish
   int64_t max_body_bytes = 16 << 20;
   int threads = 0;                  // HTTP threads; 0: slots + queue + 8 per model
+  // under mpirun -np tp * pp (one decoder model): rank 0 serves, the other ranks follow its steps
+  int tp = 1, pp = 1, micro_batches = 1;
 };
 
 // Listens, loads and compiles the models in the background (GET /health says 503 until they
