@@ -127,7 +127,8 @@ void Server::completions(const httplib::Request& req, httplib::Response& res, bo
   auto request = std::make_shared<GenerationRequest>(std::move(parsed->prompt), parsed->params);
   auto admitted = engine.submit(request);
   if (!admitted) {
-    send_error(res, {400, "invalid_request_error", admitted.status().message(), "context_length_exceeded", "messages"});
+    send_error(res, {400, "invalid_request_error", admitted.status().message(), "context_length_exceeded",
+                     chat ? "messages" : "prompt"});
     return;
   }
   if (*admitted == DecodeEngine::Admission::queue_full) {
