@@ -333,10 +333,19 @@ def main():
     try:
         t.wait_ready()
         t0 = time.time()
-        st_, _, body = t.request("POST", "/v1/completions", {"model": "qwen", "prompt": "x", "max_tokens": 4000, "temperature": 0})
-        took = time.time() - t0
-        check(st_ == 504 and json.loads(body)["error"]["code"] == "timeout" and took < 3,
-              f"a request past --request-timeout 0.5: 504 timeout after {took:.2f} s")
+        out = {}
+
+        def long_request(k):
+            out[k] = t.request("POST", "/v1/completions", {"model": "qwen", "prompt": "x", "max_tokens": 4000, "temperature": 0})
+            out[k] = out[k] + (time.time() - t0,)
+        ts = [threading.Thread(target=long_request, args=(k,)) for k in range(2)]  # one slot: the second waits in the queue
+        for th in ts:
+            th.start()
+        for th in ts:
+            th.join()
+        timed_out = [k for k in out if out[k][0] == 504 and json.loads(out[k][2])["error"]["code"] == "timeout" and out[k][3] < 3]
+        check(len(timed_out) == 2, f"past --request-timeout 0.5, the running request and the one queued behind it: 504 timeout "
+                                   f"after {', '.join(f'{out[k][3]:.2f}' for k in out)} s")
     finally:
         t.stop()
     # a model that does not load: exit status non-zero, /health said why

@@ -234,6 +234,16 @@ void DecodeEngine::loop() {
     {
       std::unique_lock<std::mutex> l(mu_);
       if (stopping_) break;
+      // requests that waited past the timeout (or whose client left) never get a row
+      const auto now = Clock::now();
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if ((*it)->cancelled() || std::chrono::duration<double>(now - (*it)->created).count() > options_.request_timeout_s) {
+          (*it)->finish((*it)->cancelled() ? "cancelled" : "timeout", "the request waited past the server's request timeout");
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
       for (size_t r = 0; r < rows_.size() && !queue_.empty(); ++r) {
         if (rows_[r].req) continue;
         Row& w = rows_[r];
