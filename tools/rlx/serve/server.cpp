@@ -51,8 +51,9 @@ class Server {
   void routes();
   bool authorized(const httplib::Request& req, httplib::Response& res);
   ServedModel* find(const std::string& id);
-  // The model a request names, or an error response (404 unknown, 503 loading, 400 the wrong kind).
-  ServedModel* model_for(const json& body, bool decoder, httplib::Response& res);
+  // Parses the request's JSON body into `body` and returns the model it names, or sends the
+  // error response (400 not a JSON object or the wrong kind, 404 unknown, 503 loading).
+  ServedModel* model_for(const httplib::Request& req, json& body, bool decoder, httplib::Response& res);
   void completions(const httplib::Request& req, httplib::Response& res, bool chat);
   void embeddings(const httplib::Request& req, httplib::Response& res);
   void load_models();
@@ -82,7 +83,12 @@ bool Server::authorized(const httplib::Request& req, httplib::Response& res) {
   return false;
 }
 
-ServedModel* Server::model_for(const json& body, bool decoder, httplib::Response& res) {
+ServedModel* Server::model_for(const httplib::Request& req, json& body, bool decoder, httplib::Response& res) {
+  body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) {
+    send_error(res, {400, "invalid_request_error", "the request body is not a JSON object", "invalid_json"});
+    return nullptr;
+  }
   if (!ready_) {
     send_error(res, {503, "server_error", "the models are still loading", "model_loading"});
     return nullptr;
@@ -111,12 +117,8 @@ ServedModel* Server::model_for(const json& body, bool decoder, httplib::Response
 }
 
 void Server::completions(const httplib::Request& req, httplib::Response& res, bool chat) {
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
-    send_error(res, {400, "invalid_request_error", "the request body is not a JSON object", "invalid_json"});
-    return;
-  }
-  ServedModel* m = model_for(body, true, res);
+  json body;
+  ServedModel* m = model_for(req, body, true, res);
   if (!m) return;
   DecodeEngine& engine = *m->decoder;
   auto parsed = parse_generation(body, chat, engine);
@@ -196,12 +198,8 @@ void Server::completions(const httplib::Request& req, httplib::Response& res, bo
 }
 
 void Server::embeddings(const httplib::Request& req, httplib::Response& res) {
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) {
-    send_error(res, {400, "invalid_request_error", "the request body is not a JSON object", "invalid_json"});
-    return;
-  }
-  ServedModel* m = model_for(body, false, res);
+  json body;
+  ServedModel* m = model_for(req, body, false, res);
   if (!m) return;
   auto parsed = parse_embedding(body, m->embedder->dim());
   if (!parsed) {
