@@ -120,6 +120,7 @@ namespace rlx {
   /* composites: transformer blocks */                              \
   X(Attention, "attention", composite, attention)                   \
   X(Rope, "rope", composite, attention)                             \
+  X(PagedAttention, "paged_attention", composite, attention)        \
   /* composites: block-quantized weights (GGUF formats) */          \
   X(Dequantize, "dequantize", composite, quant)                     \
   X(QMatMul, "qmatmul", composite, quant)                           \

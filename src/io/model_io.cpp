@@ -61,7 +61,7 @@ Expected<LoadedModel> load_model(const std::string& path) {
       // the prefill step graph (last-position logits, a 256-slot cache); rlx generate runs both steps
       RLX_ASSIGN_OR_RETURN(models::DecoderWeights w, models::load_decoder_folder(path));
       LoadedModel m;
-      RLX_ASSIGN_OR_RETURN(m.graph, models::build_decoder(w, {.context = 256, .all_logits = false, .decode = false}));
+      RLX_ASSIGN_OR_RETURN(m.graph, models::build_decoder(w, models::standalone_step_options()));
       m.format = cat("Hugging Face folder (", models::family_name(w.config.family), " decoder, prefill step with a 256-slot KV cache)");
       m.metadata["hidden_size"] = std::to_string(w.config.hidden);
       m.metadata["num_hidden_layers"] = std::to_string(w.config.layers);

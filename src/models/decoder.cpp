@@ -171,21 +171,26 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
   const DecoderConfig& c = w.config;
   RLX_TRY(c.validate(w.source));
   if (opt.context <= 0) return error(ErrorCode::invalid_argument, "the KV cache needs at least one slot");
+  if (opt.block_size <= 0) return error(ErrorCode::invalid_argument, "KV-cache blocks need at least one slot");
+  const int64_t table = paged_table_blocks(opt.context, opt.block_size);
+  const int64_t pool = opt.pool_blocks > 0 ? opt.pool_blocks : table;
   Graph g;
   g.name = cat(family_name(c.family), opt.decode ? "_decode" : "_prefill");
   const Dim B = Dim::symbol("batch");
   const Dim S = opt.decode ? Dim(1) : Dim::symbol("seq");
-  const int64_t H = c.hidden, Hq = c.heads, Hkv = c.kv_heads, D = c.head_dim, ctx = opt.context;
+  const int64_t H = c.hidden, Hq = c.heads, Hkv = c.kv_heads, D = c.head_dim, keys = table * opt.block_size;
   ValueId ids = g.add_input("input_ids", TensorType{DType::i64, {B, S}});
   ValueId pos = g.add_input("positions", TensorType{DType::i64, {B, S}});
   ValueId slots = g.add_input("slots", TensorType{DType::i64, {B, S}});
-  ValueId mask = g.add_input("mask", TensorType{DType::boolean, {B, Dim(1), S, Dim(ctx)}});
+  ValueId blocks = g.add_input("block_table", TensorType{DType::i64, {B, Dim(table)}});
+  ValueId mask = g.add_input("mask", TensorType{DType::boolean, {B, Dim(1), S, Dim(keys)}});
   const ValueId mask_local =
-      c.has_sliding_layers() ? g.add_input("mask_local", TensorType{DType::boolean, {B, Dim(1), S, Dim(ctx)}}) : kNoValue;
+      c.has_sliding_layers() ? g.add_input("mask_local", TensorType{DType::boolean, {B, Dim(1), S, Dim(keys)}}) : kNoValue;
   std::vector<ValueId> kc(c.layers), vc(c.layers);
   for (int64_t l = 0; l < c.layers; ++l) {
-    kc[l] = g.add_input("k_cache." + std::to_string(l), TensorType{DType::f32, {B, Dim(Hkv), Dim(ctx), Dim(D)}});
-    vc[l] = g.add_input("v_cache." + std::to_string(l), TensorType{DType::f32, {B, Dim(Hkv), Dim(ctx), Dim(D)}});
+    const TensorType pool_type{DType::f32, {Dim(Hkv), Dim(pool * opt.block_size), Dim(D)}};
+    kc[l] = g.add_input("k_cache." + std::to_string(l), pool_type);
+    vc[l] = g.add_input("v_cache." + std::to_string(l), pool_type);
   }
   StepBuilder b(g, w);
   OpBuilder& o = b.o();
@@ -207,7 +212,7 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
   };
   // YaRN's factor on cos and sin multiplies q . k by its square: folded into the scale
   auto att_attrs = [&](int64_t l) {
-    Attrs a{{"causal", int64_t{0}}};
+    Attrs a{{"block_size", opt.block_size}, {"layout", std::string("bshd")}};
     const double mscale = c.rope_attention_factor(l);
     const double scale = c.attention_scale > 0 ? c.attention_scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
     if (c.attention_scale > 0 || mscale != 1.0) a.set("scale", scale * mscale * mscale);
@@ -228,14 +233,15 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
     const Attrs ra = rope_attrs(l);
     q = o.op(Op::Rope, {q, pos}, ra);
     k = o.op(Op::Rope, {k, pos}, ra);
-    // the cache is [B, Hkv, ctx, D]: this step's keys and values land at each sequence's slots
-    const Attrs sa{{"axis", int64_t{2}}, {"batch_dims", int64_t{1}}};
-    ValueId k2 = o.op(Op::Scatter, {kc[l], slots, o.transpose(k, {0, 2, 1, 3})}, sa);
-    ValueId v2 = o.op(Op::Scatter, {vc[l], slots, o.transpose(v, {0, 2, 1, 3})}, sa);
+    // the pools are [Hkv, slots, D]: this step's keys and values land at the slots the session
+    // gave each token ([B, S, Hkv, D] -> [Hkv, B, S, D] updates)
+    const Attrs sa{{"axis", int64_t{1}}};
+    ValueId k2 = o.op(Op::Scatter, {kc[l], slots, o.transpose(k, {2, 0, 1, 3})}, sa);
+    ValueId v2 = o.op(Op::Scatter, {vc[l], slots, o.transpose(v, {2, 0, 1, 3})}, sa);
     new_caches.push_back(k2);
     new_caches.push_back(v2);
-    ValueId att = o.op(Op::Attention, {o.transpose(q, {0, 2, 1, 3}), k2, v2, c.is_sliding(l) ? mask_local : mask}, att_attrs(l));
-    att = o.reshape(o.transpose(att, {0, 2, 1, 3}), {0, 0, Hq * D});
+    ValueId att = o.op(Op::PagedAttention, {q, k2, v2, blocks, c.is_sliding(l) ? mask_local : mask}, att_attrs(l));
+    att = o.reshape(att, {0, 0, Hq * D});
     ValueId attn_out = tp_all_reduce(o, tp, b.linear(att, p + "self_attn.o_proj.weight", Hq * D, H));
     if (c.post_norms) attn_out = b.rms_norm(attn_out, p + "post_attention_layernorm.weight", H);
     x = o.add(x, attn_out);
@@ -270,7 +276,8 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
 
 std::vector<std::pair<int, int>> decoder_cache_donations(const DecoderConfig& c) {
   std::vector<std::pair<int, int>> d;
-  const int first = c.has_sliding_layers() ? 5 : 4;  // the cache inputs follow ids, positions, slots and the masks
+  // the cache inputs follow ids, positions, slots, the block table and the masks
+  const int first = c.has_sliding_layers() ? 6 : 5;
   for (int l = 0; l < static_cast<int>(c.layers); ++l) {
     d.emplace_back(1 + 2 * l, first + 2 * l);
     d.emplace_back(2 + 2 * l, first + 1 + 2 * l);
@@ -283,26 +290,41 @@ std::vector<std::pair<int, int>> decoder_cache_donations(const DecoderConfig& c)
 
 Expected<std::unique_ptr<DecoderSession>> DecoderSession::create(const DecoderWeights& w, int64_t batch, int64_t context,
                                                              const std::string& device, bool all_logits,
-                                                             DecoderParallel par, passes::Precision precision) {
+                                                             DecoderParallel par, passes::Precision precision,
+                                                             KvCacheOptions kv) {
   if ((w.tp.active() || par.pipeline) && !par.comm)
     return error(ErrorCode::invalid_argument, "a tensor- or pipeline-parallel session needs a communicator");
   if (w.tp.active() && par.pipeline && (!par.stage_comm || par.stage_comm->size() != w.tp.size))
     return error(ErrorCode::invalid_argument, "tensor and pipeline parallelism together need the stage's group of ",
                  w.tp.size, " tensor-parallel ranks (DecoderParallel::stage_comm)");
   if (batch <= 0) return error(ErrorCode::invalid_argument, "batch must be positive");
+  if (context <= 0) return error(ErrorCode::invalid_argument, "the context must be positive");
+  if (kv.block_size <= 0 || kv.block_size > 4096)
+    return error(ErrorCode::invalid_argument, "a KV-cache block holds 1 to 4096 tokens, not ", kv.block_size);
+  const int64_t per_sequence = paged_table_blocks(context, kv.block_size) - 1;
+  if (kv.blocks < 0 || (kv.blocks == 0 && batch > std::numeric_limits<int32_t>::max() / per_sequence))
+    return error(ErrorCode::invalid_argument, "KV-cache blocks: ", kv.blocks);
+  const int64_t blocks = kv.blocks > 0 ? kv.blocks : batch * per_sequence;
   std::unique_ptr<DecoderSession> s(new DecoderSession());
   s->config_ = w.config;
   s->batch_ = batch;
   s->context_ = context;
+  s->block_size_ = kv.block_size;
+  s->pool_blocks_ = blocks + 1;  // block 0: the scratch block
+  s->table_cols_ = paged_table_blocks(context, kv.block_size);
   CompileOptions co;
   co.device = device;
   co.donate = decoder_cache_donations(w.config);
   // collectives inside the graph: the tensor-parallel group (of the stage, with a pipeline)
   co.comm = par.pipeline ? (w.tp.active() ? par.stage_comm : nullptr) : par.comm;
   s->all_logits_ = all_logits;
-  // one more slot than the context: the scratch slot that a step's pad positions write
-  RLX_ASSIGN_OR_RETURN(Graph pg, build_decoder(w, {.context = context + 1, .all_logits = all_logits, .decode = false}));
-  RLX_ASSIGN_OR_RETURN(Graph dg, build_decoder(w, {.context = context + 1, .all_logits = false, .decode = true}));
+  const DecoderGraphOptions go{.context = context, .all_logits = all_logits, .decode = false,
+                               .block_size = kv.block_size, .pool_blocks = s->pool_blocks_};
+  DecoderGraphOptions dgo = go;
+  dgo.all_logits = false;
+  dgo.decode = true;
+  RLX_ASSIGN_OR_RETURN(Graph pg, build_decoder(w, go));
+  RLX_ASSIGN_OR_RETURN(Graph dg, build_decoder(w, dgo));
   for (const auto& [name, t] : dg.weights)
     if (name != "model.embed_tokens.weight" || w.config.tie_embeddings) s->weight_bytes_ += static_cast<int64_t>(t.nbytes());
   // (after counting the weights: the widened form's rounded copies replace the originals, same
@@ -337,10 +359,18 @@ Expected<std::unique_ptr<DecoderSession>> DecoderSession::create(const DecoderWe
     RLX_ASSIGN_OR_RETURN(s->decode_, Model::compile(std::move(dg), co));
   }
   const DecoderConfig& c = w.config;
+  const int64_t pool_bytes = s->pool_blocks_ * kv.block_size * c.kv_heads * c.head_dim * 4;
+  if (pool_bytes / (s->pool_blocks_ * kv.block_size) != c.kv_heads * c.head_dim * 4 ||
+      pool_bytes > (int64_t{1} << 40) / (2 * c.layers))
+    return error(ErrorCode::out_of_range, "a KV cache of ", blocks, " blocks of ", kv.block_size, " tokens (",
+                 c.layers, " layers, ", c.kv_heads, " heads of ", c.head_dim, ") is over 1 TiB");
   for (int64_t l = 0; l < 2 * c.layers; ++l)
-    s->caches_.push_back(Tensor::zeros(DType::f32, {batch, c.kv_heads, context + 1, c.head_dim}));
+    s->caches_.push_back(Tensor::zeros(DType::f32, {c.kv_heads, s->pool_blocks_ * kv.block_size, c.head_dim}));
   s->pad_.assign(batch, 0);
   s->used_.assign(batch, 0);
+  s->blocks_.assign(batch, {});
+  // handed out lowest first (a fresh session's sequences fill the pool from its start)
+  for (int64_t b = s->pool_blocks_ - 1; b >= 1; --b) s->free_.push_back(b);
   return s;
 }
 
@@ -361,7 +391,16 @@ Status DecoderSession::prepare_rows(int64_t rows, int64_t seq) {
 }
 
 void DecoderSession::reset_row(int64_t row) {
-  if (row >= 0 && row < batch_) used_[row] = 0;
+  if (row < 0 || row >= batch_) return;
+  used_[row] = 0;
+  // freed in reverse, so that the stack hands them out again in the same order
+  for (auto it = blocks_[row].rbegin(); it != blocks_[row].rend(); ++it) free_.push_back(*it);
+  blocks_[row].clear();
+}
+
+int64_t DecoderSession::blocks_needed(int64_t row, int64_t tokens) const {
+  const int64_t want = (used_[row] + tokens + block_size_ - 1) / block_size_;
+  return std::max<int64_t>(0, want - static_cast<int64_t>(blocks_[row].size()));
 }
 
 Expected<Tensor> DecoderSession::extend(int64_t first_row, const std::vector<std::vector<int64_t>>& tokens,
@@ -382,47 +421,53 @@ Expected<Tensor> DecoderSession::extend(int64_t first_row, const std::vector<std
                    used_[b] + n);
     seq = std::max(seq, n);
   }
+  // the blocks the step's new tokens need, all or none
+  int64_t new_blocks = 0;
+  for (int64_t r = 0; r < rows; ++r) new_blocks += blocks_needed(first_row + r, static_cast<int64_t>(tokens[r].size()));
+  if (new_blocks > free_blocks())
+    return error(ErrorCode::unavailable, "the KV cache has ", free_blocks(), " free blocks of ", block_size_,
+                 " tokens; the step needs ", new_blocks);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = blocks_needed(first_row + r, static_cast<int64_t>(tokens[r].size())); k > 0; --k) {
+      blocks_[first_row + r].push_back(free_.back());
+      free_.pop_back();
+    }
   // each row's tokens end at the step's last position (so that the last position's logits are
-  // every row's next-token logits); the positions before them are pads, which write the scratch
-  // slot `context_` and attend only to it
-  const int64_t slots_n = context_ + 1, scratch = context_;
+  // every row's next-token logits); the positions before them are pads, which write slot 0 and
+  // attend only to key `scratch`, which the table's last column maps to block 0
+  const int64_t keys = table_cols_ * block_size_, scratch = (table_cols_ - 1) * block_size_;
   Tensor tid = Tensor::zeros(DType::i64, {rows, seq});
   Tensor tpos = Tensor::zeros(DType::i64, {rows, seq});
   Tensor tslots = Tensor::zeros(DType::i64, {rows, seq});
-  Tensor tmask = Tensor::zeros(DType::boolean, {rows, 1, seq, slots_n});
+  Tensor ttable = Tensor::zeros(DType::i64, {rows, table_cols_});
+  Tensor tmask = Tensor::zeros(DType::boolean, {rows, 1, seq, keys});
   const bool sliding = config_.has_sliding_layers();
-  Tensor tlocal = sliding ? Tensor::zeros(DType::boolean, {rows, 1, seq, slots_n}) : Tensor{};
+  Tensor tlocal = sliding ? Tensor::zeros(DType::boolean, {rows, 1, seq, keys}) : Tensor{};
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t b = first_row + r, n = static_cast<int64_t>(tokens[r].size());
+    std::copy(blocks_[b].begin(), blocks_[b].end(), ttable.data<int64_t>() + r * table_cols_);
     pad_[b] = seq - n;
     for (int64_t i = 0; i < seq; ++i) {
       const int64_t e = r * seq + i;
-      bool* m = tmask.data<bool>() + e * slots_n;
-      bool* ml = sliding ? tlocal.data<bool>() + e * slots_n : nullptr;
+      bool* m = tmask.data<bool>() + e * keys;
+      bool* ml = sliding ? tlocal.data<bool>() + e * keys : nullptr;
       if (i < pad_[b]) {
-        tslots.data<int64_t>()[e] = scratch;
         m[scratch] = true;
         if (ml) ml[scratch] = true;
         continue;
       }
-      const int64_t slot = used_[b] + i - pad_[b];
+      const int64_t p = used_[b] + i - pad_[b];
       tid.data<int64_t>()[e] = tokens[r][i - pad_[b]];
-      tpos.data<int64_t>()[e] = slot;
-      tslots.data<int64_t>()[e] = slot;
-      std::fill(m, m + slot + 1, true);
+      tpos.data<int64_t>()[e] = p;
+      tslots.data<int64_t>()[e] = blocks_[b][p / block_size_] * block_size_ + p % block_size_;
+      std::fill(m, m + p + 1, true);
       // a sliding layer's query sees the last sliding_window keys, itself included
-      if (ml) std::fill(ml + std::max<int64_t>(0, slot - config_.sliding_window + 1), ml + slot + 1, true);
+      if (ml) std::fill(ml + std::max<int64_t>(0, p - config_.sliding_window + 1), ml + p + 1, true);
     }
   }
-  std::vector<Tensor> inputs{tid, tpos, tslots, tmask};
+  std::vector<Tensor> inputs{tid, tpos, tslots, ttable, tmask};
   if (sliding) inputs.push_back(tlocal);
-  // the rows' caches: views of the whole cache (rows are its outermost dimension)
-  std::vector<Tensor> caches;
-  for (const Tensor& t : caches_) {
-    const size_t row_bytes = t.nbytes() / static_cast<size_t>(batch_);
-    caches.emplace_back(DType::f32, Sizes{rows, config_.kv_heads, slots_n, config_.head_dim}, t.storage(),
-                        t.byte_offset() + row_bytes * static_cast<size_t>(first_row));
-  }
+  const std::vector<Tensor>& caches = caches_;
   for (const Tensor& t : caches) inputs.push_back(t);
   const bool prefill = seq > 1;  // (a one-token step's logits are the same from either graph)
   std::vector<Tensor> outputs;
@@ -457,7 +502,7 @@ Expected<Tensor> DecoderSession::prefill(const std::vector<std::vector<int64_t>>
   // missing sequences repeat the first prompt (their results are ignored): the compiled batch
   std::vector<std::vector<int64_t>> rows(static_cast<size_t>(batch_), prompts[0]);
   std::copy(prompts.begin(), prompts.end(), rows.begin());
-  std::fill(used_.begin(), used_.end(), 0);
+  for (int64_t b = 0; b < batch_; ++b) reset_row(b);
   return extend(0, rows);
 }
 

@@ -16,23 +16,28 @@
 // RMSNorm scales by w, or by 1 + w for Gemma's Hugging Face checkpoints (its GGUF files store
 // 1 + w).
 //
-// The KV cache: one key and one value tensor per layer, f32 [batch, kv_heads, context,
-// head_dim], graph inputs donated to the matching outputs (CompileOptions::donate), updated in
-// place by `scatter` at the slots the step writes. A step's graph inputs are:
-//   input_ids  i64 [batch, seq]          tokens of this step (seq = 1 when decoding)
-//   positions  i64 [batch, seq]          rotary positions of those tokens, per sequence
-//   slots      i64 [batch, seq]          cache slots each sequence's tokens are written to
-//   mask       bool [batch, 1, seq, ctx] which cache slots each query attends to
-//   mask_local bool [batch, 1, seq, ctx] the same within the sliding window (only when the
-//                                        model has sliding layers)
-//   k_cache.L, v_cache.L  f32 [batch, kv_heads, ctx, head_dim] for every layer L
+// The KV cache is paged (as vLLM keeps it): per layer one key and one value pool of slots,
+// f32 [kv_heads, blocks * block_size, head_dim], graph inputs donated to the matching outputs
+// (CompileOptions::donate) and updated in place by `scatter` at the slots a step writes. A
+// sequence owns whole blocks of block_size slots, listed in its row of the block table, so
+// sequences of very different lengths share one pool and a short one holds few blocks; the
+// paged_attention op reads each sequence's keys through its table. A step's graph inputs are:
+//   input_ids   i64 [batch, seq]          tokens of this step (seq = 1 when decoding)
+//   positions   i64 [batch, seq]          rotary positions of those tokens, per sequence
+//   slots       i64 [batch, seq]          pool slots those tokens' keys and values go to
+//   block_table i64 [batch, T]            each sequence's blocks (T = paged_table_blocks)
+//   mask        bool [batch, 1, seq, T*block_size] which of its keys (positions) each query
+//                                         attends to
+//   mask_local  the same within the sliding window (only when the model has sliding layers)
+//   k_cache.L, v_cache.L  f32 [kv_heads, blocks * block_size, head_dim] for every layer L
 // and its outputs: logits f32 [batch, seq | 1, vocab], then k_cache.L, v_cache.L. Every
-// sequence has its own slots, so sequences of a batch may be at different lengths and may join
-// or leave between steps (continuous batching). DecoderSession does the bookkeeping: sequence b
-// keeps its tokens at slots 0, 1, ... (position = slot); in a step where sequences add
-// different numbers of tokens, each one's tokens end at the step's last position and the
-// positions before them are pads, which write a scratch slot past the context and attend only
-// to it (so nothing is NaN and no real slot is touched).
+// sequence has its own blocks, so sequences of a batch may be at different lengths and may join
+// or leave between steps (continuous batching). DecoderSession does the bookkeeping: sequence b's
+// token at position p is in slot blocks_b[p / block_size] * block_size + p % block_size; in a
+// step where sequences add different numbers of tokens, each one's tokens end at the step's
+// last position and the positions before them are pads, which write slot 0 (block 0 is never
+// given to a sequence: the scratch block) and attend only to it, through the table's last
+// column, which always names block 0 (so nothing is NaN and no sequence's slot is touched).
 #pragma once
 
 #include <map>
@@ -172,10 +177,25 @@ Expected<DecoderWeights> load_decoder(const std::string& path);
 bool is_decoder_model(const std::string& path);
 
 struct DecoderGraphOptions {
-  int64_t context = 256;     // cache slots
+  int64_t context = 256;     // tokens one sequence may hold
   bool all_logits = true;    // logits of every position, or only of the last one
   bool decode = false;       // seq fixed to 1 (the single-token decode graph); else symbolic `seq`
+  int64_t block_size = 16;   // slots per KV-cache block
+  int64_t pool_blocks = 0;   // blocks in each pool, the scratch block included; 0: one sequence's
+                             // (paged_table_blocks(context, block_size))
 };
+
+// The prefill step graph as a file is shown and run on its own (load_model of a decoder
+// folder, `rlx run` and `rlx info` of a decoder GGUF): one sequence of 256 tokens in blocks of
+// one slot, so that every slot and block id below 257 is valid (synthesized inputs are).
+inline DecoderGraphOptions standalone_step_options() {
+  return {.context = 256, .all_logits = false, .decode = false, .block_size = 1, .pool_blocks = 0};
+}
+
+// Columns of the block table: the blocks `context` tokens fill, plus the scratch block's.
+inline int64_t paged_table_blocks(int64_t context, int64_t block_size) {
+  return (context + block_size - 1) / block_size + 1;
+}
 
 // The step graph described at the top of this file; `batch` is symbolic.
 Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions& options);
@@ -197,13 +217,23 @@ struct DecoderParallel {
   std::shared_ptr<dist::Communicator> stage_comm;
 };
 
+// The paged KV cache of a session.
+struct KvCacheOptions {
+  int64_t block_size = 16;
+  // Blocks the sequences share (the scratch block not counted); 0: enough for every sequence
+  // to hold `context` tokens at once. Fewer lets more sequences run when most are short: a
+  // step that needs a block when none is free fails (free_blocks() says what is left).
+  int64_t blocks = 0;
+};
+
 class DecoderSession {
  public:
-  // Compiles both graphs for `device`; the cache holds `context` slots for `batch` sequences.
+  // Compiles both graphs for `device`; each of `batch` sequences may hold `context` tokens.
   static Expected<std::unique_ptr<DecoderSession>> create(const DecoderWeights& w, int64_t batch, int64_t context,
                                                           const std::string& device = "cpu", bool all_logits = false,
                                                         DecoderParallel parallel = {},
-                                                        passes::Precision precision = passes::Precision::f32);
+                                                        passes::Precision precision = passes::Precision::f32,
+                                                        KvCacheOptions kv = {});
   ~DecoderSession();
   // Compiles the prefill variant for prompts of `prompt_len` slots and the decode variant
   // ahead of time (otherwise the first prefill / decode compiles them).
@@ -226,8 +256,14 @@ class DecoderSession {
   Expected<Tensor> extend(int64_t first_row, const std::vector<std::vector<int64_t>>& tokens, int64_t min_seq = 1);
   // Compiles the variant a step over `rows` rows of `seq` positions runs (seq 1: decode).
   Status prepare_rows(int64_t rows, int64_t seq);
-  // Empties sequence `row` (its next tokens start at slot 0).
+  // Empties sequence `row` (its next tokens start at position 0) and frees its blocks.
   void reset_row(int64_t row);
+  // Blocks no sequence holds, of kv_blocks().
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  int64_t kv_blocks() const { return pool_blocks_ - 1; }
+  int64_t block_size() const { return block_size_; }
+  // New blocks sequence `row` needs to take `tokens` more tokens.
+  int64_t blocks_needed(int64_t row, int64_t tokens) const;
   int64_t batch() const { return batch_; }
   int64_t context() const { return context_; }
   // Tokens sequence b holds in the cache.
@@ -239,7 +275,10 @@ class DecoderSession {
  private:
   DecoderConfig config_;
   int64_t batch_ = 1, context_ = 0, weight_bytes_ = 0;
+  int64_t block_size_ = 16, pool_blocks_ = 0, table_cols_ = 0;
   std::vector<int64_t> pad_, used_;  // per sequence: pads in its last step, tokens in the cache
+  std::vector<std::vector<int64_t>> blocks_;  // per sequence: its blocks, in position order
+  std::vector<int64_t> free_;                 // blocks no sequence holds (a stack)
   std::unique_ptr<Model> prefill_, decode_;
   std::unique_ptr<dist::PipelineRunner> prefill_pp_, decode_pp_;  // pipeline parallelism
   bool all_logits_ = false;

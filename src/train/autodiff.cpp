@@ -84,6 +84,8 @@ Differentiability differentiability(Op op) {
     // an inference kernel: its activation rounding has zero gradient almost everywhere
     // (training through quantization uses fake_quantize's straight-through rule instead)
     case Op::Int8MatMul:
+    // reads a paged KV cache at inference (training runs attention on whole sequences)
+    case Op::PagedAttention:
     // complex values: autodiff has no complex (Wirtinger) gradients yet
     case Op::Real:
     case Op::Imag:

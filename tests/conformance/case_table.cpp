@@ -507,6 +507,18 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
        // Gemma 2's soft-capped scores (a cap small enough to bend them)
        V("softcap_gqa_mask", {T({1, 4, 5, 8}), T({1, 2, 7, 8}), T({1, 2, 7, 8}), D(DType::boolean, {1, 1, 5, 7}, Dist::mask)},
          {{"softcap", 1.5}}).k(8).mag(2)});
+  // paged KV cache: pools [Hkv, blocks * block_size, D], random block tables (repeats allowed)
+  // and masks over the gathered keys
+  add(t, Op::PagedAttention, TolClass::composite,
+      {V("gqa_decode", {T({3, 4, 1, 8}), T({2, 5 * 4, 8}), T({2, 5 * 4, 8}), Idx(DType::i64, {3, 3}, 0, 5),
+                        D(DType::boolean, {3, 1, 1, 12}, Dist::mask)},
+         {{"block_size", int64_t{4}}}).k(8).mag(2),
+       V("bshd_prefill_softcap", {T({2, 5, 4, 8}), T({2, 6 * 3, 8}), T({2, 6 * 3, 6}), Idx(DType::i64, {2, 4}, 0, 6),
+                                  D(DType::boolean, {2, 1, 5, 12}, Dist::mask)},
+         {{"block_size", int64_t{3}}, {"layout", std::string("bshd")}, {"softcap", 1.5}, {"scale", 0.3}}).k(8).mag(2),
+       V("float_mask_mha", {T({1, 2, 3, 4}), T({2, 4 * 2, 4}), T({2, 4 * 2, 4}), Idx(DType::i64, {1, 2}, 0, 4),
+                            T({1, 2, 3, 4}, Dist::mask)},
+         {{"block_size", int64_t{2}}}).k(4).mag(2)});
   add(t, Op::Rope, TolClass::composite,
       {V("half", {T({2, 3, 5, 8}), Idx(DType::i64, {5}, 0, 64)}).mag(2),
        V("interleaved", {T({2, 3, 5, 8}), Idx(DType::i64, {5}, 0, 64)}, {{"interleaved", int64_t{1}}}).mag(2),

@@ -42,7 +42,7 @@ Expected<Loaded> load_common(const Args& a) {
     // a decoder GGUF file (llama.cpp's block formats or rlx quantize's int4_g128): the prefill step
     // graph a decoder folder gives (load_model alone would give the weights and no nodes)
     RLX_ASSIGN_OR_RETURN(models::DecoderWeights w, models::load_decoder(path));
-    RLX_ASSIGN_OR_RETURN(l.model.graph, models::build_decoder(w, {.context = 256, .all_logits = false, .decode = false}));
+    RLX_ASSIGN_OR_RETURN(l.model.graph, models::build_decoder(w, models::standalone_step_options()));
     l.model.format = cat("GGUF (", models::family_name(w.config.family), " decoder, prefill step with a 256-slot KV cache)");
   } else {
     RLX_ASSIGN_OR_RETURN(l.model, load_model(path));

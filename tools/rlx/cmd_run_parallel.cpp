@@ -31,7 +31,7 @@ bool has_suffix(const std::string& s, const std::string& x) {
 }
 
 // The same decoder prefill step `rlx run` builds on one process (model_io.cpp, cmd_run.cpp).
-models::DecoderGraphOptions prefill_options() { return {.context = 256, .all_logits = false, .decode = false}; }
+models::DecoderGraphOptions prefill_options() { return models::standalone_step_options(); }
 
 // Block `rank` of `ranks` of `whole` along the one axis where the shard's sizes are smaller.
 Expected<Tensor> block_of(const Tensor& whole, const Sizes& shard, int rank, int ranks, const std::string& name) {

@@ -226,7 +226,7 @@ Status CpuExecutable::init(const Graph& g) {
       }
       case CpuNativeKind::attention: {
         st.kind = NativeState::Kind::attention;
-        RLX_ASSIGN_OR_RETURN(st.attention, plan_attention(n.attrs, n.input_types, n.output_types));
+        RLX_ASSIGN_OR_RETURN(st.attention, plan_attention_node(n.op, n.attrs, n.input_types, n.output_types));
         n.how = family->claim(NodeDesc{n.op, n.attrs, n.input_types, n.output_types, n.name}).text;
         break;
       }
@@ -317,7 +317,12 @@ Status CpuExecutable::run_native(int index) {
     a.k = static_cast<const float*>(ptrs_[n.inputs[1]]);
     a.v = static_cast<const float*>(ptrs_[n.inputs[2]]);
     a.out = static_cast<float*>(ptrs_[n.outputs[0]]);
-    if (st.attention.has_mask) a.mask = ptrs_[n.inputs[3]];
+    if (st.attention.paged) {
+      a.block_table = static_cast<const int64_t*>(ptrs_[n.inputs[3]]);
+      a.mask = ptrs_[n.inputs[4]];
+    } else if (st.attention.has_mask) {
+      a.mask = ptrs_[n.inputs[3]];
+    }
     return attention_f32(a);
   }
   if (st.kind == NativeState::Kind::host_family) {

@@ -1,5 +1,5 @@
 // The CPU's native attention: f32 scaled dot-product attention (kernels/attention.h) for the
-// graph-level attention node, in either layout (bhsd, or bshd read in place through strides),
+// graph-level attention and paged_attention nodes, in either layout (bhsd, or bshd read in place through strides),
 // with grouped key/value heads, a query length different from the key length, a bool or f32
 // mask broadcast to [B, Hq, Sq, Sk], causality and the scale. Legality is decided from the
 // node's attributes, dtypes and static shapes; anything else is refused with the reason (and
@@ -19,9 +19,16 @@ namespace rlx::cpu {
 struct AttentionPlan {
   AttentionArgs args;
   bool has_mask = false;
+  bool paged = false;  // paged_attention: the block table is input 3 and the mask input 4
 };
 Expected<AttentionPlan> plan_attention(const Attrs& attrs, std::span<const TensorType> inputs,
                                        std::span<const TensorType> outputs);
+// The same for a paged_attention node (q, k_pool, v_pool, block_table i64, mask).
+Expected<AttentionPlan> plan_paged_attention(const Attrs& attrs, std::span<const TensorType> inputs,
+                                             std::span<const TensorType> outputs);
+// plan_attention or plan_paged_attention, by `op`.
+Expected<AttentionPlan> plan_attention_node(Op op, const Attrs& attrs, std::span<const TensorType> inputs,
+                                            std::span<const TensorType> outputs);
 
 // Whether the CPU claims this attention node, with the description.
 Claim claim_cpu_attention(const NodeDesc& n);

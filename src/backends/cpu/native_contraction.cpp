@@ -90,7 +90,7 @@ Claim claim_collective(const NodeDesc& n) {
 bool is_gemm(Op op) { return op == Op::MatMul || op == Op::Dot || op == Op::Gemm; }
 bool is_quant(Op op) { return op == Op::Dequantize || op == Op::QMatMul; }
 bool is_int8(Op op) { return op == Op::Int8MatMul; }
-bool is_attention(Op op) { return op == Op::Attention; }
+bool is_attention(Op op) { return op == Op::Attention || op == Op::PagedAttention; }
 bool in_host_family(Op op) { return kernels::host_family(op_info(op).family) != nullptr; }
 bool is_collective(Op op) { return op_info(op).family == OpFamily::collective; }
 

@@ -64,6 +64,28 @@ Status attention(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs)
   return single(o, o.cast(out, dt), outputs);
 }
 
+// Paged attention as attention over gathered keys: each sequence's blocks are gathered from the
+// pools ([Hkv, N, bs, D] -> [Hkv, B, T, bs, D]) into [B, Hkv, T*bs, D] (bshd: [B, T*bs, Hkv, D]).
+// Gather clamps an index outside [0, N), where the CPU's kernel refuses it; the session never
+// writes one.
+Status paged_attention(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
+  const int64_t bs = n.attrs.i("block_size", 0);
+  const Shape& ps = n.input_types[1].shape;
+  const Shape& ts = n.input_types[3].shape;
+  const int64_t hkv = ps[0].size(), blocks = ps[1].size() / bs, b = ts[0].size(), t = ts[1].size();
+  const bool bshd = n.attrs.s("layout", "bhsd") == "bshd";
+  auto gathered = [&](ValueId pool, int64_t d) {
+    ValueId g = o.gather(o.reshape(pool, {hkv, blocks, bs, d}), n.inputs[3], 1);  // [Hkv, B, T, bs, D]
+    g = o.reshape(g, {hkv, b, t * bs, d});
+    return o.transpose(g, bshd ? std::vector<int64_t>{1, 2, 0, 3} : std::vector<int64_t>{1, 0, 2, 3});
+  };
+  Attrs a = n.attrs;
+  a.erase("block_size");
+  ValueId k = gathered(n.inputs[1], ps[2].size());
+  ValueId v = gathered(n.inputs[2], n.input_types[2].shape[2].size());
+  return single(o, o.op(Op::Attention, {n.inputs[0], k, v, n.inputs[4]}, a), outputs);
+}
+
 Status rope(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
   if (n.attrs.s("layout", "bhsd") == "bshd") {
     Attrs a = n.attrs;
@@ -115,6 +137,7 @@ Status rope(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
 void register_attention_rules(std::vector<OpRules>& t) {
   t[static_cast<size_t>(Op::Attention)].decompose = attention;
   t[static_cast<size_t>(Op::Rope)].decompose = rope;
+  t[static_cast<size_t>(Op::PagedAttention)].decompose = paged_attention;
 }
 
 }  // namespace rlx::dispatch

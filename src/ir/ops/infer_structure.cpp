@@ -170,6 +170,43 @@ Expected<Types> infer_conv(Op op, const NodeSig& sig) {
   return Types{TensorType{x.dtype, {x.shape[0], x.shape[1], ho, wo}}};
 }
 
+namespace {
+
+// paged_attention: q's dims `x` in (batch, heads, seq, dim) order; pools [Hkv, slots, D],
+// block_table [B, T], mask broadcast to [B, Hq, S, T * block_size].
+Expected<Types> infer_paged_attention(Op op, const NodeSig& sig, const std::array<Dim, 4>& x, bool bshd) {
+  const TensorType &kp = sig.inputs[1], &vp = sig.inputs[2], &table = sig.inputs[3], &m = sig.inputs[4];
+  const int64_t bs = sig.attrs.i("block_size", 0);
+  if (bs <= 0) return fail(ErrorCode::verify_error, op, sig, "block_size must be positive, got ", bs);
+  if (kp.rank() != 3 || vp.rank() != 3)
+    return fail(ErrorCode::shape_error, op, sig, "k_pool and v_pool must be [Hkv, slots, D], got ",
+                shape_to_string(kp.shape), " and ", shape_to_string(vp.shape));
+  if (!dims_compatible(kp.shape[0], vp.shape[0]) || !dims_compatible(kp.shape[1], vp.shape[1]))
+    return fail(ErrorCode::shape_error, op, sig, "k_pool and v_pool differ in heads or slots");
+  if (kp.shape[1].is_static() && kp.shape[1].size() % bs != 0)
+    return fail(ErrorCode::shape_error, op, sig, "the pools' ", kp.shape[1].size(), " slots are not whole blocks of ", bs);
+  if (!dims_compatible(x[3], kp.shape[2])) return fail(ErrorCode::shape_error, op, sig, "q and k head dimensions differ");
+  if (x[1].is_static() && kp.shape[0].is_static() &&
+      (kp.shape[0].size() == 0 || x[1].size() % kp.shape[0].size() != 0))
+    return fail(ErrorCode::shape_error, op, sig, "query heads ", x[1].size(), " are not a multiple of key/value heads ",
+                kp.shape[0].size());
+  RLX_TRY(expect_int(op, sig, 3));
+  if (table.rank() != 2 || !dims_compatible(table.shape[0], x[0]))
+    return fail(ErrorCode::shape_error, op, sig, "block_table must be [B, T], got ", shape_to_string(table.shape));
+  if (m.dtype != DType::boolean && m.dtype != sig.inputs[0].dtype)
+    return fail(ErrorCode::dtype_error, op, sig, "mask must be bool or ", dtype_name(sig.inputs[0].dtype));
+  const Dim keys = table.shape[1].is_static() ? Dim(table.shape[1].size() * bs) : Dim::symbol("paged_keys");
+  const Shape full{x[0], x[1], x[2], keys};
+  if (m.rank() != 4 || !broadcast_shapes(m.shape, full))
+    return fail(ErrorCode::shape_error, op, sig, "mask ", shape_to_string(m.shape), " does not broadcast to ",
+                shape_to_string(full));
+  const Dim dv = vp.shape[2];
+  if (bshd) return Types{TensorType{sig.inputs[0].dtype, {x[0], x[2], x[1], dv}}};
+  return Types{TensorType{sig.inputs[0].dtype, {x[0], x[1], x[2], dv}}};
+}
+
+}  // namespace
+
 Expected<Types> infer_attention(Op op, const NodeSig& sig) {
   RLX_TRY(expect_float(op, sig, 0));
   const std::string layout = sig.attrs.s("layout", "bhsd");
@@ -196,6 +233,7 @@ Expected<Types> infer_attention(Op op, const NodeSig& sig) {
   }
   RLX_TRY(expect_same_dtype(op, sig, 0, 1));
   RLX_TRY(expect_same_dtype(op, sig, 0, 2));
+  if (op == Op::PagedAttention) return infer_paged_attention(op, sig, x, bshd);
   if (sig.inputs[1].rank() != 4 || sig.inputs[2].rank() != 4)
     return fail(ErrorCode::shape_error, op, sig, "q, k and v must be ", form);
   const auto k = bhsd(sig.inputs[1]);

@@ -247,6 +247,14 @@ std::vector<OpInfo> build_table() {
         "rotary position embedding of x [B,H,S,D] (layout bshd: [B,S,H,D]) at integer positions [S] or [B,S]; "
         "pair i rotates by pos * theta^(-2i/D), or by pos * inv_freq[i] when given (D/2 scaled frequencies)");
   arity(Op::Rope, 2, 2);
+  attrs(Op::PagedAttention,
+        {{"block_size", K::i64, true}, {"scale", K::f64}, {"layout", K::str}, {"softcap", K::f64}},
+        "attention over a KV cache kept in blocks: q [B,Hq,S,D] (layout bshd: [B,S,Hq,D]), k_pool/v_pool "
+        "[Hkv, N*block_size, D] (N blocks of block_size slots per head), block_table int [B, T] (sequence b's "
+        "logical key j is slot block_table[b, j / block_size] * block_size + j % block_size), mask [B,1|Hq,S,"
+        "T*block_size] (bool: true attends, or additive float); = attention(q, K_b, V_b, mask) with K_b the "
+        "gathered keys; scale and softcap as attention's; block ids outside [0, N) are an error");
+  arity(Op::PagedAttention, 5, 5);
   attrs(Op::Dequantize, {{"format", K::str, true}, {"cols", K::i64, true}},
         "u8 rows of quantized blocks [..., row_bytes] to f32 [..., cols]");
   attrs(Op::QMatMul, {{"format", K::str, true}},

@@ -399,9 +399,19 @@ Status attention_f32(const AttentionArgs& a) {
     return error(ErrorCode::invalid_argument, "attention: inconsistent sizes");
   if (a.batch == 0 || a.seq_q == 0) return Status::ok();
   if (!a.q || !a.k || !a.v || !a.out) return error(ErrorCode::invalid_argument, "attention: null operand");
+  const bool paged = a.block_table != nullptr;
+  if (paged) {
+    if (a.block_size <= 0 || a.table_cols <= 0 || a.table_cols * a.block_size != a.seq_k || a.pool_blocks <= 0)
+      return error(ErrorCode::invalid_argument, "paged attention: ", a.table_cols, " blocks of ", a.block_size,
+                   " do not make ", a.seq_k, " keys");
+    for (int64_t i = 0; i < a.batch * a.table_cols; ++i)
+      if (a.block_table[i] < 0 || a.block_table[i] >= a.pool_blocks)
+        return error(ErrorCode::out_of_range, "paged attention: block_table[", i / a.table_cols, ", ", i % a.table_cols,
+                     "] = ", a.block_table[i], " is outside the pool's ", a.pool_blocks, " blocks");
+  }
   static const SoftmaxRow softmax_row = pick_softmax();
   static const bool has_avx512 = __builtin_cpu_supports("avx512f");
-  const bool direct = has_avx512 && a.direct_kernel;
+  const bool direct = has_avx512 && a.direct_kernel && !paged;
   const int64_t rep = a.heads_q / a.heads_kv;
   const int64_t sk = a.seq_k, d = a.head_dim, dv = a.head_dim_v;
   int64_t qs[3], ks[3], vs[3], os[3];
@@ -552,6 +562,22 @@ Status attention_f32(const AttentionArgs& a) {
     }
     if (jhi <= jlo) jlo = 0, jhi = sk;
     const int64_t n = jhi - jlo;
+    // paged keys: the rows of keys jlo .. jhi - 1 copied together (the products below read K
+    // and V as matrices with one row stride)
+    const float *kr = k + jlo * ks[2], *vr = v + jlo * vs[2];
+    int64_t k_ld = ks[2], v_ld = vs[2];
+    if (paged) {
+      thread_local std::vector<float> kp_buf, vp_buf;
+      if (kp_buf.size() < static_cast<size_t>(n * d)) kp_buf.resize(static_cast<size_t>(n * d));
+      if (vp_buf.size() < static_cast<size_t>(n * dv)) vp_buf.resize(static_cast<size_t>(n * dv));
+      const int64_t* table = a.block_table + b * a.table_cols;
+      for (int64_t j = jlo; j < jhi; ++j) {
+        const int64_t slot = table[j / a.block_size] * a.block_size + j % a.block_size;
+        std::copy_n(k + slot * ks[2], d, kp_buf.data() + (j - jlo) * d);
+        std::copy_n(v + slot * vs[2], dv, vp_buf.data() + (j - jlo) * dv);
+      }
+      kr = kp_buf.data(), vr = vp_buf.data(), k_ld = d, v_ld = dv;
+    }
     if (scratch.size() < static_cast<size_t>(rows * n)) scratch.resize(static_cast<size_t>(rows * n));
     float* s = scratch.data();
     GemmArgs g;
@@ -560,8 +586,8 @@ Status attention_f32(const AttentionArgs& a) {
     g.k = d;
     g.a = q;
     g.lda = q_row;
-    g.b = k + jlo * ks[2];
-    g.ldb = ks[2];
+    g.b = kr;
+    g.ldb = k_ld;
     g.trans_b = true;
     g.c = s;
     g.ldc = n;
@@ -582,8 +608,8 @@ Status attention_f32(const AttentionArgs& a) {
     pv.k = n;
     pv.a = s;
     pv.lda = n;
-    pv.b = v + jlo * vs[2];
-    pv.ldb = vs[2];
+    pv.b = vr;
+    pv.ldb = v_ld;
     pv.c = o;
     pv.ldc = o_row;
     st = sgemm(pv);

@@ -36,6 +36,13 @@ struct AttentionArgs {
   float scale = 1.f;
   // > 0: the scaled scores become softcap * tanh(score / softcap) before the mask (Gemma 2).
   float softcap = 0.f;
+  // Paged keys and values (paged_attention): k and v point at pools of key/value slots
+  // [Hkv, pool_blocks * block_size, D], k_strides/v_strides {0, head stride, D}, and sequence
+  // b's key j is at slot block_table[b * table_cols + j / block_size] * block_size +
+  // j % block_size (seq_k = table_cols * block_size). A block id outside [0, pool_blocks) is an
+  // error. Each task copies the keys its rows see into a contiguous buffer first.
+  const int64_t* block_table = nullptr;
+  int64_t block_size = 0, table_cols = 0, pool_blocks = 0;
   // false forces the GEMM path where the direct kernel would run (benchmarks compare them).
   bool direct_kernel = true;
 };
