@@ -311,9 +311,14 @@ TEST_P(DecoderFamilies, ContinuousBatchingEqualsEachSequenceAlone) {
     ASSERT_TRUE(l.has_value()) << l.status().to_string();
     alone.push_back(l->clone());
   }
-  auto session = models::DecoderSession::create(*w, 3, 64, "cpu");
+  // a paged cache of blocks of 4 tokens, fewer than 3 x 64 tokens but enough for any three of
+  // the sequences: rows that finish free their blocks and the next sequences take them in
+  // another order, so tables point all over the pool
+  auto session = models::DecoderSession::create(*w, 3, 64, "cpu", false, {}, passes::Precision::f32,
+                                                {.block_size = 4, .blocks = 24});
   ASSERT_TRUE(session.has_value()) << session.status().to_string();
   models::DecoderSession& s = **session;
+  EXPECT_EQ(s.kv_blocks(), 24);
   // row -> (sequence, tokens fed); -1: free
   std::vector<int> seq_of = {0, -1, -1};
   std::vector<size_t> fed = {0, 0, 0};
@@ -369,6 +374,34 @@ TEST_P(DecoderFamilies, ContinuousBatchingEqualsEachSequenceAlone) {
   EXPECT_EQ(next_seq, 4);
   EXPECT_GT(checked, 30);
   EXPECT_LE(worst, kLogitTol) << checked << " steps of rows compared";
+  for (int r = 0; r < 3; ++r) s.reset_row(r);
+  EXPECT_EQ(s.free_blocks(), 24) << "every block is free once every row is reset";
+}
+
+// A step that needs more blocks than are free is refused whole (no row takes a block), with
+// an error that says how many were needed; a step that fits then runs.
+TEST_P(DecoderFamilies, FullKvCacheRefusesTheStep) {
+  const DecoderConfig c = tiny(GetParam(), false);
+  const std::string dir = dir_for(GetParam(), false) + "-full";
+  ASSERT_TRUE(models::write_random_decoder(dir, c, 29).is_ok());
+  auto w = models::load_decoder(dir);
+  ASSERT_TRUE(w.has_value()) << w.status().to_string();
+  auto session = models::DecoderSession::create(*w, 2, 32, "cpu", false, {}, passes::Precision::f32,
+                                                {.block_size = 4, .blocks = 3});
+  ASSERT_TRUE(session.has_value()) << session.status().to_string();
+  models::DecoderSession& s = **session;
+  std::mt19937_64 rng(4);
+  EXPECT_EQ(s.blocks_needed(0, 9), 3);
+  auto l = s.extend(0, {random_tokens(rng, 5, c.vocab_size), random_tokens(rng, 6, c.vocab_size)});
+  ASSERT_FALSE(l.has_value());
+  EXPECT_NE(l.status().message().find("needs 4"), std::string::npos) << l.status().to_string();
+  EXPECT_EQ(s.free_blocks(), 3);
+  EXPECT_EQ(s.length(0), 0);
+  l = s.extend(0, {random_tokens(rng, 5, c.vocab_size), random_tokens(rng, 3, c.vocab_size)});
+  ASSERT_TRUE(l.has_value()) << l.status().to_string();
+  EXPECT_EQ(s.free_blocks(), 0);
+  s.reset_row(0);
+  EXPECT_EQ(s.free_blocks(), 2);
 }
 
 }  // namespace

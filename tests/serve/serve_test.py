@@ -22,6 +22,9 @@ What it checks:
     before its max_tokens would have ended it);
   - SIGTERM: in-flight requests finish, the process exits 0, the port stops accepting;
   - --request-timeout stops a long generation with 504;
+  - a paged KV cache too small for all sequences at once (--kv-cache-tokens): sequences are
+    preempted and resumed, each output still equals its solo result, the blocks are all free
+    afterwards, and a request larger than the whole cache is 400;
   - under mpirun (2 ranks, --tp 2 and --pp 2): concurrent greedy chats equal one process's,
     and SIGTERM to rank 0 ends the job with status 0.
 Exit 77 (skip) when the npm client is missing outside CI; in CI (CI set) that is a failure.
@@ -328,6 +331,28 @@ def main():
     else:
         check(not os.environ.get("CI"), "mpirun is missing (scripts/install-deps.sh installs it)")
         print("SKIP  serving under mpirun: mpirun is missing")
+    # a paged KV cache smaller than the sequences want: 8 slots share 8 blocks of 16 tokens and
+    # 8 concurrent chats of 40 tokens need about 4 blocks each, so sequences are preempted (their
+    # blocks freed) and resume by prefilling again; each still equals its solo result
+    k = Server(a.rlx, [f"qwen={dec}"], "--api-key", KEY, "--parallel-slots", "8", "--max-context", "256",
+               "--kv-cache-tokens", "128", "--kv-block-size", "16")
+    try:
+        ready = k.wait_ready()
+        few = prompts[:8]
+        alone = node(a, npm, k.base, "solo", {"model": "qwen", "prompts": few, "n": 40})["results"] if ready else []
+        pre0 = k.metric("rlx_preemptions_total") or 0
+        got = node(a, npm, k.base, "load", {"model": "qwen", "prompts": few, "n": 40}) if ready else {"results": []}
+        same = sum(1 for r, o in zip(got["results"], alone) if r["text"] == o["text"] and r["finish"] == o["finish"])
+        pre = (k.metric("rlx_preemptions_total") or 0) - pre0
+        check(ready and same == 8 and pre > 0,
+              f"8 concurrent chats in a cache of 8 blocks: {pre:.0f} preemptions, {same} of 8 equal their solo results")
+        check(k.metric("rlx_kv_cache_blocks") == 8 and k.metric("rlx_kv_cache_usage_ratio") == 0,
+              "rlx_kv_cache_blocks is 8; every block is free again afterwards")
+        st_, _, body = k.request("POST", "/v1/completions", {"model": "qwen", "prompt": "x", "max_tokens": 200})
+        check(st_ == 400 and json.loads(body)["error"]["code"] == "context_length_exceeded",
+              f"a request larger than the whole KV cache: 400 context_length_exceeded ({st_})")
+    finally:
+        k.stop()
     # --request-timeout: a generation running past it is stopped with 504 (code timeout)
     t = Server(a.rlx, [f"qwen={dec}"], "--max-context", "4096", "--request-timeout", "0.5", "--parallel-slots", "1")
     try:

@@ -99,7 +99,13 @@ Expected<std::unique_ptr<DecodeEngine>> DecodeEngine::create(const std::string& 
   e->tokenizer_ = std::move(*tok);
   e->stop_ids_ = models::end_of_generation_ids(path, w.config, &*e->tokenizer_);
   RLX_ASSIGN_OR_RETURN(passes::Precision prec, passes::parse_precision(o.precision));
-  RLX_ASSIGN_OR_RETURN(e->session_, models::DecoderSession::create(w, o.slots, o.context, o.device, false, ranked.parallel, prec));
+  if (o.kv_block_size < 1 || o.kv_cache_tokens < 0)
+    return error(ErrorCode::invalid_argument, "serve: need --kv-block-size >= 1 and --kv-cache-tokens >= 0");
+  const models::KvCacheOptions kv{.block_size = o.kv_block_size,
+                                  .blocks = (o.kv_cache_tokens + o.kv_block_size - 1) / o.kv_block_size};
+  RLX_ASSIGN_OR_RETURN(e->session_,
+                       models::DecoderSession::create(w, o.slots, o.context, o.device, false, ranked.parallel, prec, kv));
+  e->kv_blocks_ = e->session_->kv_blocks();
   // every variant the loop runs, compiled now: decode over each row bucket, prefill chunks of
   // each length bucket
   for (int64_t rows = 1;; rows = std::min(rows * 2, o.slots)) {
@@ -133,6 +139,11 @@ Expected<DecodeEngine::Admission> DecodeEngine::submit(const std::shared_ptr<Gen
     return error(ErrorCode::invalid_argument, "This model's maximum context length is ", options_.context,
                  " tokens. However, you requested ", n + r->params().max_tokens, " tokens (", n, " in the prompt, ",
                  r->params().max_tokens, " for the completion).");
+  const int64_t bs = options_.kv_block_size;
+  if ((n + r->params().max_tokens + bs - 1) / bs > kv_blocks_)
+    return error(ErrorCode::invalid_argument, "This model's maximum context length is ", kv_blocks_ * bs,
+                 " tokens (the server's KV cache). However, you requested ", n + r->params().max_tokens, " tokens (", n,
+                 " in the prompt, ", r->params().max_tokens, " for the completion).");
   {
     std::lock_guard<std::mutex> l(mu_);
     if (draining_ || stopping_) return Admission::shutting_down;
@@ -145,17 +156,62 @@ Expected<DecodeEngine::Admission> DecodeEngine::submit(const std::shared_ptr<Gen
 
 int64_t DecodeEngine::queued() const {
   std::lock_guard<std::mutex> l(mu_);
-  return static_cast<int64_t>(queue_.size());
+  return static_cast<int64_t>(queue_.size() + preempted_.size());
 }
 int64_t DecodeEngine::active() const { return active_.load(); }
 double DecodeEngine::kv_cache_usage() const {
-  return static_cast<double>(kv_tokens_.load()) / static_cast<double>(options_.slots * options_.context);
+  return static_cast<double>(kv_used_.load()) / static_cast<double>(std::max<int64_t>(1, kv_blocks_));
 }
 
 int64_t DecodeEngine::bucket_rows(int64_t rows) const {
   int64_t b = 1;
   while (b < rows) b *= 2;
   return std::min(b, options_.slots);
+}
+
+void DecodeEngine::preempt(int64_t r) {
+  Row keep = std::move(rows_[static_cast<size_t>(r)]);
+  keep.prefilled = 0;
+  reset(r);
+  rows_[static_cast<size_t>(r)] = Row{};
+  --active_;
+  metrics_->preemption();
+  std::lock_guard<std::mutex> l(mu_);
+  preempted_.push_front(std::move(keep));
+}
+
+int64_t DecodeEngine::last_admitted() const {
+  int64_t last = -1;
+  for (size_t r = 0; r < rows_.size(); ++r)
+    if (rows_[r].req && (last < 0 || rows_[r].admitted >= rows_[static_cast<size_t>(last)].admitted))
+      last = static_cast<int64_t>(r);
+  return last;
+}
+
+void DecodeEngine::admit() {
+  // each running sequence may need a new block at its next token: kept free for them, so that a
+  // sequence admitted now does not soon push out one that was running
+  int64_t reserve = active_;
+  for (size_t r = 0; r < rows_.size() && !(preempted_.empty() && queue_.empty()); ++r) {
+    if (rows_[r].req) continue;
+    const bool resume = !preempted_.empty();
+    const size_t tokens = (resume ? preempted_.front().seq.size() : queue_.front()->prompt().size()) + 1;
+    if (session_->blocks_needed(static_cast<int64_t>(r), static_cast<int64_t>(tokens)) + reserve > session_->free_blocks())
+      break;  // first come, first served: later requests wait too
+    if (resume) {
+      rows_[r] = std::move(preempted_.front());
+      preempted_.pop_front();
+    } else {
+      Row& w = rows_[r];
+      w.req = queue_.front();
+      queue_.pop_front();
+      w.seq = w.req->prompt();
+      w.rng.seed(w.req->params().seed);
+      w.admitted = Clock::now();
+    }
+    ++active_;
+    ++reserve;
+  }
 }
 
 void DecodeEngine::release(int64_t r, const std::string& reason, const std::string& err) {
@@ -236,26 +292,31 @@ void DecodeEngine::loop() {
       if (stopping_) break;
       // requests that waited past the timeout (or whose client left) never get a row
       const auto now = Clock::now();
+      auto expired = [&](const GenerationRequest& q) {
+        return q.cancelled() || std::chrono::duration<double>(now - q.created).count() > options_.request_timeout_s;
+      };
       for (auto it = queue_.begin(); it != queue_.end();) {
-        if ((*it)->cancelled() || std::chrono::duration<double>(now - (*it)->created).count() > options_.request_timeout_s) {
+        if (expired(**it)) {
           (*it)->finish((*it)->cancelled() ? "cancelled" : "timeout", "the request waited past the server's request timeout");
           it = queue_.erase(it);
         } else {
           ++it;
         }
       }
-      for (size_t r = 0; r < rows_.size() && !queue_.empty(); ++r) {
-        if (rows_[r].req) continue;
-        Row& w = rows_[r];
-        w.req = queue_.front();
-        queue_.pop_front();
-        w.rng.seed(w.req->params().seed);
-        w.admitted = Clock::now();
-        ++active_;
+      for (auto it = preempted_.begin(); it != preempted_.end();) {
+        if (expired(*it->req)) {
+          metrics_->completion_tokens(it->generated);
+          it->req->finish(it->req->cancelled() ? "cancelled" : "timeout", "the request ran past the server's request timeout");
+          it = preempted_.erase(it);
+        } else {
+          ++it;
+        }
       }
+      admit();
       if (active_ == 0) {
         // idle; under mpirun a heartbeat a second keeps the followers' collectives in time
-        if (!cv_.wait_for(l, std::chrono::seconds(1), [&] { return stopping_ || !queue_.empty(); }) && world_->size() > 1) {
+        if (!cv_.wait_for(l, std::chrono::seconds(1), [&] { return stopping_ || !queue_.empty() || !preempted_.empty(); }) &&
+            world_->size() > 1) {
           l.unlock();
           if (Status st = send(kNoop); !st.is_ok()) std::fprintf(stderr, "rlx serve: %s\n", st.message().c_str());
         }
@@ -272,46 +333,62 @@ void DecodeEngine::loop() {
         release(static_cast<int64_t>(r), "timeout", "the request ran past the server's request timeout");
       }
     }
-    // one prefill chunk, of the row that was admitted first among those still prefilling
+    // one prefill chunk, of the row that was admitted first among those still prefilling (a
+    // preempted sequence prefills its generated tokens too, and then decodes on)
     int64_t pr = -1;
     for (size_t r = 0; r < rows_.size(); ++r) {
       const Row& w = rows_[r];
-      if (w.req && w.prefilled < w.req->prompt().size() && (pr < 0 || w.admitted < rows_[static_cast<size_t>(pr)].admitted))
+      if (w.req && w.prefilled < w.seq.size() && (pr < 0 || w.admitted < rows_[static_cast<size_t>(pr)].admitted))
         pr = static_cast<int64_t>(r);
+    }
+    int64_t n = 0;
+    if (pr >= 0) {
+      n = std::min<int64_t>(chunk, static_cast<int64_t>(rows_[static_cast<size_t>(pr)].seq.size() -
+                                                        rows_[static_cast<size_t>(pr)].prefilled));
+      // no blocks left: the sequence admitted last gives its blocks back (this one, if it is)
+      while (pr >= 0 && session_->blocks_needed(pr, n) > session_->free_blocks()) {
+        const int64_t victim = last_admitted();
+        preempt(victim);
+        if (victim == pr) pr = -1;
+      }
     }
     if (pr >= 0) {
       Row& w = rows_[static_cast<size_t>(pr)];
-      const auto& prompt = w.req->prompt();
-      const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(prompt.size() - w.prefilled));
       int64_t seq = 1;
       while (seq < n) seq *= 2;
       seq = std::min(seq, chunk);
-      std::vector<int64_t> part(prompt.begin() + static_cast<long>(w.prefilled),
-                                prompt.begin() + static_cast<long>(w.prefilled) + n);
+      std::vector<int64_t> part(w.seq.begin() + static_cast<long>(w.prefilled), w.seq.begin() + static_cast<long>(w.prefilled) + n);
       auto logits = step(pr, {part}, seq);
       if (!logits) {
         release(pr, "error", logits.status().message());
       } else {
         w.prefilled += static_cast<size_t>(n);
-        metrics_->prompt_tokens(n);
-        if (w.prefilled == prompt.size()) emit(pr, logits->data<float>());
+        if (w.pending < 0) metrics_->prompt_tokens(n);  // (a resumed sequence's tokens were counted)
+        if (w.prefilled == w.seq.size() && w.pending < 0) emit(pr, logits->data<float>());
       }
     }
-    // one decode step over the rows that have a token to feed (rows between them idle)
+    // one decode step over the rows that have a token to feed (rows between them idle), after
+    // preempting the sequences admitted last while the step would need more blocks than are free
+    auto decodes = [&](size_t r) { return rows_[r].req && rows_[r].pending >= 0 && rows_[r].prefilled == rows_[r].seq.size(); };
+    for (;;) {
+      int64_t need = 0;
+      for (size_t r = 0; r < rows_.size(); ++r)
+        if (decodes(r)) need += session_->blocks_needed(static_cast<int64_t>(r), 1);
+      if (need <= session_->free_blocks()) break;
+      preempt(last_admitted());
+    }
     int64_t hi = 0, decoding = 0;
     for (size_t r = 0; r < rows_.size(); ++r)
-      if (rows_[r].req && rows_[r].pending >= 0) {
+      if (decodes(r)) {
         hi = static_cast<int64_t>(r) + 1;
         ++decoding;
       }
-    int64_t kv = 0;
-    for (int64_t r = 0; r < options_.slots; ++r) kv += session_->length(r);
-    kv_tokens_ = kv;
+    kv_used_ = kv_blocks_ - session_->free_blocks();
     if (decoding == 0) continue;
     const int64_t rows = bucket_rows(hi);
     std::vector<std::vector<int64_t>> tokens(static_cast<size_t>(rows));
     for (int64_t r = 0; r < hi; ++r)
-      if (rows_[r].req && rows_[r].pending >= 0) tokens[r] = {rows_[r].pending};
+      if (decodes(static_cast<size_t>(r))) tokens[r] = {rows_[r].pending};
     auto logits = step(0, tokens, 1);
     metrics_->decode_batch(decoding);
     for (int64_t r = 0; r < hi; ++r) {
@@ -320,9 +397,13 @@ void DecodeEngine::loop() {
         release(r, "error", logits.status().message());
         continue;
       }
-      rows_[r].pending = -1;
+      Row& w = rows_[r];
+      w.seq.push_back(w.pending);
+      ++w.prefilled;
+      w.pending = -1;
       emit(r, logits->data<float>() + r * V);
     }
+    kv_used_ = kv_blocks_ - session_->free_blocks();
   }
   for (size_t r = 0; r < rows_.size(); ++r) release(static_cast<int64_t>(r), "cancelled");
   if (world_->size() > 1) (void)send(kStop);
@@ -398,6 +479,8 @@ void DecodeEngine::shutdown(double deadline_s) {
     std::lock_guard<std::mutex> l(mu_);
     for (auto& q : queue_) q->finish("cancelled");
     queue_.clear();
+    for (Row& w : preempted_) w.req->finish("cancelled");
+    preempted_.clear();
     stopping_ = true;
   }
   cv_.notify_all();

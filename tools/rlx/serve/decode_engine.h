@@ -1,9 +1,13 @@
 // The text-generation side of `rlx serve` (docs/serve.md): one decoder model, its
-// DecoderSession of `slots` sequences, and one engine thread that runs continuous batching
-// over it. Requests wait in a bounded queue; each gets a free sequence row when one opens,
-// its prompt is prefilled in chunks (one chunk per engine iteration, so that a long prompt does
-// not stall the running streams by more than a chunk), and then it joins the batched decode
-// step. Finished, cancelled or timed-out requests leave at the next step and free their row.
+// DecoderSession of `slots` sequences over a paged KV cache, and one engine thread that runs
+// continuous batching over it. Requests wait in a bounded queue; each gets a free sequence row
+// when one opens and the cache has blocks for its prompt, its prompt is prefilled in chunks
+// (one chunk per engine iteration, so that a long prompt does not stall the running streams by
+// more than a chunk), and then it joins the batched decode step. Finished, cancelled or
+// timed-out requests leave at the next step and free their row and blocks. When a step needs
+// blocks that no longer exist, the sequence admitted last is preempted (as vLLM does): its
+// blocks are freed, and it waits at the head of the queue to prefill its prompt and the tokens
+// it already generated again, then goes on where it stopped.
 #pragma once
 
 #include <atomic>
@@ -88,6 +92,8 @@ struct DecodeEngineOptions {
   std::string precision = "f32";
   int64_t slots = 4;           // sequences decoded together
   int64_t context = 2048;      // tokens per sequence (prompt and completion)
+  int64_t kv_cache_tokens = 0; // tokens the paged KV cache holds in all; 0: slots x context
+  int64_t kv_block_size = 16;  // tokens per block
   int64_t max_queue = 64;      // requests waiting for a slot; more get 429
   int64_t prefill_chunk = 128; // prompt tokens prefilled per engine iteration
   double request_timeout_s = 600;
@@ -116,8 +122,9 @@ class DecodeEngine {
   // Requests waiting for a row, and rows in use.
   int64_t queued() const;
   int64_t active() const;
-  // Fraction of the KV cache's slots (slots x context) that hold tokens.
+  // Fraction of the KV cache's blocks that sequences hold, and the blocks there are.
   double kv_cache_usage() const;
+  int64_t kv_blocks() const { return kv_blocks_; }
   // Stops taking requests; waits until the running ones finish or `deadline_s` passes, then
   // cancels what is left and stops the thread (and, under mpirun, the followers).
   void shutdown(double deadline_s);
@@ -130,7 +137,8 @@ class DecodeEngine {
  private:
   struct Row {
     std::shared_ptr<GenerationRequest> req;
-    size_t prefilled = 0;                  // prompt tokens in the cache
+    std::vector<int64_t> seq;              // the prompt, then every generated token fed back
+    size_t prefilled = 0;                  // tokens of seq in the cache
     int64_t pending = -1;                  // sampled token not yet fed (decode state when >= 0)
     int64_t generated = 0;
     std::mt19937_64 rng;
@@ -144,6 +152,12 @@ class DecodeEngine {
   // when it ends; returns whether the row goes on.
   bool emit(int64_t r, const float* logits);
   void release(int64_t r, const std::string& reason, const std::string& err = "");
+  // Frees row r's blocks and puts it at the head of the queue to resume later.
+  void preempt(int64_t r);
+  // The busy row admitted last (-1: none).
+  int64_t last_admitted() const;
+  // Gives free rows to waiting requests (preempted ones first) while the cache has room.
+  void admit();
   // The session's steps, sent to the followers first under mpirun.
   Expected<Tensor> step(int64_t first_row, const std::vector<std::vector<int64_t>>& tokens, int64_t min_seq);
   void reset(int64_t row);
@@ -163,7 +177,9 @@ class DecodeEngine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<GenerationRequest>> queue_;
-  std::atomic<int64_t> active_{0}, kv_tokens_{0};
+  std::deque<Row> preempted_;  // waiting to resume, before queue_
+  std::atomic<int64_t> active_{0}, kv_used_{0};
+  int64_t kv_blocks_ = 0;
   bool stopping_ = false, draining_ = false;
   std::thread thread_;
 };

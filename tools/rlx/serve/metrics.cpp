@@ -42,6 +42,10 @@ void Metrics::prompt_tokens(int64_t n) {
   std::lock_guard<std::mutex> l(mu_);
   prompt_tokens_ += static_cast<uint64_t>(n);
 }
+void Metrics::preemption() {
+  std::lock_guard<std::mutex> l(mu_);
+  ++preemptions_;
+}
 void Metrics::completion_tokens(int64_t n) {
   std::lock_guard<std::mutex> l(mu_);
   completion_tokens_ += static_cast<uint64_t>(n);
@@ -84,6 +88,9 @@ std::string Metrics::render() const {
     << "rlx_generation_tokens_total " << completion_tokens_ << "\n";
   o << "# HELP rlx_embeddings_total Texts embedded.\n# TYPE rlx_embeddings_total counter\n"
     << "rlx_embeddings_total " << embeddings_ << "\n";
+  o << "# HELP rlx_preemptions_total Sequences whose KV-cache blocks were taken back for others (they resume by "
+       "prefilling their tokens again).\n# TYPE rlx_preemptions_total counter\n"
+    << "rlx_preemptions_total " << preemptions_ << "\n";
   o << "# HELP rlx_time_to_first_token_seconds From a generation request's arrival to its first token.\n"
        "# TYPE rlx_time_to_first_token_seconds histogram\n";
   write_histogram(o, "rlx_time_to_first_token_seconds", "", ttft_.bounds, ttft_.counts, ttft_.sum, ttft_.count);

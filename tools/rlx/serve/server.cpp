@@ -299,8 +299,8 @@ void Server::routes() {
 }
 
 DecodeEngineOptions Server::decode_options() const {
-  return {o_.device, o_.precision, o_.parallel_slots, o_.max_context, o_.max_queue, o_.prefill_chunk, o_.request_timeout_s,
-          o_.tp, o_.pp, o_.micro_batches};
+  return {o_.device, o_.precision, o_.parallel_slots, o_.max_context, o_.kv_cache_tokens, o_.kv_block_size, o_.max_queue,
+          o_.prefill_chunk, o_.request_timeout_s, o_.tp, o_.pp, o_.micro_batches};
 }
 
 void Server::watch(ServedModel& m) {
@@ -308,7 +308,9 @@ void Server::watch(ServedModel& m) {
   const std::string lab = "model=\"" + m.id + "\"";
   metrics_->gauge("rlx_queue_depth", lab, "Requests waiting for a sequence slot.", [p] { return static_cast<double>(p->queued()); });
   metrics_->gauge("rlx_active_sequences", lab, "Sequences being prefilled or decoded.", [p] { return static_cast<double>(p->active()); });
-  metrics_->gauge("rlx_kv_cache_usage_ratio", lab, "Fraction of the KV cache's slots that hold tokens.", [p] { return p->kv_cache_usage(); });
+  metrics_->gauge("rlx_kv_cache_usage_ratio", lab, "Fraction of the paged KV cache's blocks that sequences hold.",
+                  [p] { return p->kv_cache_usage(); });
+  metrics_->gauge("rlx_kv_cache_blocks", lab, "Blocks in the paged KV cache.", [p] { return static_cast<double>(p->kv_blocks()); });
 }
 
 void Server::load_models() {
