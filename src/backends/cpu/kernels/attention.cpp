@@ -562,11 +562,23 @@ Status attention_f32(const AttentionArgs& a) {
     }
     if (jhi <= jlo) jlo = 0, jhi = sk;
     const int64_t n = jhi - jlo;
-    // paged keys: the rows of keys jlo .. jhi - 1 copied together (the products below read K
-    // and V as matrices with one row stride)
+    // paged keys: the rows of keys jlo .. jhi - 1 read in place when their blocks follow each
+    // other in the pool (a sequence's blocks usually do: a fresh pool hands them out in order),
+    // else copied together (the products below read K and V as matrices with one row stride)
     const float *kr = k + jlo * ks[2], *vr = v + jlo * vs[2];
     int64_t k_ld = ks[2], v_ld = vs[2];
+    bool in_place = !paged;
     if (paged) {
+      const int64_t* table = a.block_table + b * a.table_cols;
+      const int64_t b0 = jlo / a.block_size, b1 = (jhi - 1) / a.block_size;
+      in_place = true;
+      for (int64_t blk = b0 + 1; blk <= b1 && in_place; ++blk) in_place = table[blk] == table[blk - 1] + 1;
+      if (in_place) {
+        const int64_t slot = table[b0] * a.block_size + jlo % a.block_size;
+        kr = k + slot * ks[2], vr = v + slot * vs[2];
+      }
+    }
+    if (!in_place) {
       thread_local std::vector<float> kp_buf, vp_buf;
       if (kp_buf.size() < static_cast<size_t>(n * d)) kp_buf.resize(static_cast<size_t>(n * d));
       if (vp_buf.size() < static_cast<size_t>(n * dv)) vp_buf.resize(static_cast<size_t>(n * dv));

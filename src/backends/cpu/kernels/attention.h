@@ -40,7 +40,8 @@ struct AttentionArgs {
   // [Hkv, pool_blocks * block_size, D], k_strides/v_strides {0, head stride, D}, and sequence
   // b's key j is at slot block_table[b * table_cols + j / block_size] * block_size +
   // j % block_size (seq_k = table_cols * block_size). A block id outside [0, pool_blocks) is an
-  // error. Each task copies the keys its rows see into a contiguous buffer first.
+  // error. A task reads the keys its rows see in place when their blocks are consecutive in
+  // the pool, else copies them into a contiguous buffer first.
   const int64_t* block_table = nullptr;
   int64_t block_size = 0, table_cols = 0, pool_blocks = 0;
   // false forces the GEMM path where the direct kernel would run (benchmarks compare them).

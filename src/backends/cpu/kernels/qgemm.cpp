@@ -237,11 +237,17 @@ const float* chunk_sums(const QGemmArgs& a, int64_t& ld) {
 void fused(const QKernelFamily* fam, const QGemmArgs& a, const float* xs, int64_t ldxs, int64_t j0, int64_t j1) {
   const int t = static_cast<int>(a.type);
   const int64_t nb = a.k / quant::qtype_info(a.type).block_elems;
-  for (int64_t i = 0; i < a.m; i += kQGemmFusedMaxRows) {
-    const int64_t mr = std::min<int64_t>(kQGemmFusedMaxRows, a.m - i);
-    const qgemm_detail::RowsArgs r{a.w, a.ldw, nb, a.x + i * a.ldx, a.ldx, xs ? xs + i * ldxs : nullptr, ldxs,
-                                   a.y + i * a.ldy, a.ldy};
-    fam->rows[t][mr - 1](r, j0, j1);
+  // more rows than one call takes: spans of about 128 KiB of weights, each read from memory by
+  // the first group of rows and from L2 by the others
+  const int64_t span = a.m <= kQGemmFusedMaxRows ? j1 - j0 : std::max<int64_t>(4, (int64_t{128} << 10) / a.ldw);
+  for (int64_t jb = j0; jb < j1; jb += span) {
+    const int64_t je = std::min(j1, jb + span);
+    for (int64_t i = 0; i < a.m; i += kQGemmFusedMaxRows) {
+      const int64_t mr = std::min<int64_t>(kQGemmFusedMaxRows, a.m - i);
+      const qgemm_detail::RowsArgs r{a.w, a.ldw, nb, a.x + i * a.ldx, a.ldx, xs ? xs + i * ldxs : nullptr, ldxs,
+                                     a.y + i * a.ldy, a.ldy};
+      fam->rows[t][mr - 1](r, jb, je);
+    }
   }
 }
 
@@ -382,7 +388,7 @@ Status qgemm(const QGemmArgs& a) {
     }
     return Status::ok();
   }
-  if (a.m <= kQGemmFusedMaxRows) {
+  if (a.m <= kQGemmFusedDecodeRows) {
     const float* xs = nullptr;
     int64_t ldxs = 0;
     if (qgemm_detail::needs_xsums(a.type) && fam->isa != GemmIsa::portable) {
@@ -522,7 +528,8 @@ bool qgemm_quantizes_x(QType t, int64_t m) {
 
 const char* qgemm_path_name(QType t, int64_t m) {
   if (m <= kQGemmFusedMaxRows) return "fused decode";
-  return current().load(std::memory_order_relaxed)->q8panel[static_cast<int>(t)] ? "integer panels" : "f32 tiles + gemm";
+  if (current().load(std::memory_order_relaxed)->q8panel[static_cast<int>(t)]) return "integer panels";
+  return m <= kQGemmFusedDecodeRows ? "fused decode" : "f32 tiles + gemm";
 }
 
 const char* qgemm_kernel_name() { return current().load()->name; }

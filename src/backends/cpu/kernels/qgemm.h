@@ -49,8 +49,13 @@ Status qgemm(const QGemmArgs& args);
 // row_bytes(type, cols)), multi-threaded.
 Status dequantize_rows(quant::QType type, const uint8_t* w, int64_t rows, int64_t cols, float* y);
 
-// Rows of x up to which qgemm uses the fused decode-and-multiply path (above it: tiles + GEMM).
+// Rows of x one fused decode-and-multiply kernel call takes.
 inline constexpr int64_t kQGemmFusedMaxRows = 4;
+// Rows of x up to which qgemm uses the fused path when the format has no integer panels (f16,
+// bf16, the k-quants): groups of kQGemmFusedMaxRows rows over spans of weight rows small enough
+// to stay in L2 between the groups, so the weights come from memory once. Above it, weight
+// panels are decoded to f32 tiles for the GEMM.
+inline constexpr int64_t kQGemmFusedDecodeRows = 16;
 
 // Which path qgemm takes for m rows of x with weights of type t, for reports: "fused decode",
 // "integer panels" or "f32 tiles + gemm".
