@@ -17,7 +17,8 @@ What it checks:
   - the client's error types: 401 wrong key, 404 unknown model, 400 wrong types / n > 1 /
     too-long prompt (code context_length_exceeded) / a model of the wrong kind; raw HTTP:
     malformed JSON 400, unknown route 404, a body over --max-body 413, a full queue 429 with
-    Retry-After; every error body is OpenAI's {"error": {...}};
+    Retry-After (8 streams hold the slots, 48 requests wait: exactly 12 of 60 are refused);
+    every error body is OpenAI's {"error": {...}};
   - a client that disconnects mid-stream frees its slot (rlx_active_sequences back to 0 long
     before its max_tokens would have ended it);
   - SIGTERM: in-flight requests finish, the process exits 0, the port stops accepting;
@@ -253,23 +254,44 @@ def main():
         check((s.metric("rlx_requests_total") or 0) >= 70, "rlx_requests_total counts the requests")
         check((s.metric("rlx_generation_tokens_total") or 0) >= 32 * 2, "rlx_generation_tokens_total counts tokens")
 
-        # a full queue: 8 slots + 48 waiting; 80 at once, some must get 429 with Retry-After
+        # a full queue: 8 long streams hold the 8 slots; then 60 requests at once: 48 wait in the
+        # queue and exactly 12 get 429 with Retry-After; closing the streams lets the 48 finish
+        def open_stream():
+            sk = socket.create_connection((s.host, s.port))
+            req = json.dumps({"model": "qwen", "messages": [{"role": "user", "content": "go"}], "stream": True,
+                              "max_tokens": 2000, "temperature": 0})
+            sk.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                        f"Content-Type: application/json\r\nContent-Length: {len(req)}\r\n\r\n{req}").encode())
+            got = b""
+            while got.count(b"data: ") < 2:  # the opening chunk, then a token: it holds a slot
+                more = sk.recv(4096)
+                if not more:
+                    break
+                got += more
+            return sk
+        holders = [open_stream() for _ in range(8)]
+        busy = s.metric("rlx_active_sequences")
         statuses, retry = [], []
 
         def one(i):
-            st_, h, body = s.request("POST", "/v1/completions", {"model": "qwen", "prompt": f"p{i}", "max_tokens": 48,
+            st_, h, body = s.request("POST", "/v1/completions", {"model": "qwen", "prompt": f"p{i}", "max_tokens": 4,
                                                                   "temperature": 0})
             statuses.append(st_)
             if st_ == 429:
                 retry.append("Retry-After" in h and is_error_body(body))
-        ts = [threading.Thread(target=one, args=(i,)) for i in range(80)]
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(60)]
         for t in ts:
             t.start()
+        t0 = time.time()
+        while len(statuses) < 12 and time.time() - t0 < 30:
+            time.sleep(0.01)
+        for sk in holders:
+            sk.close()
         for t in ts:
             t.join()
         n429 = statuses.count(429)
-        check(n429 > 0 and all(retry) and statuses.count(200) + n429 == 80,
-              f"a full queue: {n429} of 80 got 429 with Retry-After, the rest 200")
+        check(busy == 8 and n429 == 12 and all(retry) and statuses.count(200) == 48,
+              f"a full queue (8 slots busy, 48 waiting): {n429} of 60 got 429 with Retry-After, {statuses.count(200)} got 200")
 
         # a client that goes away mid-stream frees its slot at the next step
         tokens0 = s.metric("rlx_generation_tokens_total")

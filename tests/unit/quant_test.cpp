@@ -436,6 +436,8 @@ TEST_P(QGemmIsa, MatchesDequantizeThenMatmul) {
     for (int64_t m : {1, 2, 3, 4, 7, 40}) check_qgemm(t, m, 37, 256, rng);
     check_qgemm(t, 1, 70, 4096, rng);
     check_qgemm(t, 5, 19, 1280, rng);  // K not a multiple of the 1024-value tile
+    // the fused path's groups of 4 rows over spans of weight rows (several spans, a last group of 1)
+    check_qgemm(t, 17, 150, 4096, rng);
     if (!portable) check_qgemm(t, 64, 130, 2048, rng);
   }
   // f16 rows whose length is not a multiple of 16 take the scalar path
