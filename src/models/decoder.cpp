@@ -370,10 +370,7 @@ Expected<std::unique_ptr<DecoderSession>> DecoderSession::create(const DecoderWe
   for (int64_t l = 0; l < 2 * c.layers; ++l)
     s->caches_.push_back(Tensor::zeros(DType::f32, {c.kv_heads, s->pool_blocks_ * kv.block_size, c.head_dim}));
   s->pad_.assign(batch, 0);
-  s->used_.assign(batch, 0);
-  s->blocks_.assign(batch, {});
-  // handed out lowest first (a fresh session's sequences fill the pool from its start)
-  for (int64_t b = s->pool_blocks_ - 1; b >= 1; --b) s->free_.push_back(b);
+  s->kv_ = std::make_unique<KvBlocks>(blocks, batch, kv.block_size, kv.prefix_caching);
   return s;
 }
 
@@ -394,17 +391,17 @@ Status DecoderSession::prepare_rows(int64_t rows, int64_t seq) {
 }
 
 void DecoderSession::reset_row(int64_t row) {
-  if (row < 0 || row >= batch_) return;
-  used_[row] = 0;
-  // freed in reverse, so that the stack hands them out again in the same order
-  for (auto it = blocks_[row].rbegin(); it != blocks_[row].rend(); ++it) free_.push_back(*it);
-  blocks_[row].clear();
+  if (row >= 0 && row < batch_) kv_->release(row);
 }
 
-int64_t DecoderSession::blocks_needed(int64_t row, int64_t tokens) const {
-  const int64_t want = (used_[row] + tokens + block_size_ - 1) / block_size_;
-  return std::max<int64_t>(0, want - static_cast<int64_t>(blocks_[row].size()));
+int64_t DecoderSession::adopt_prefix(int64_t row, const std::vector<int64_t>& tokens) {
+  if (row < 0 || row >= batch_ || static_cast<int64_t>(tokens.size()) > context_) return 0;
+  return kv_->adopt_prefix(row, tokens);
 }
+
+int64_t DecoderSession::free_blocks() const { return kv_->available(); }
+int64_t DecoderSession::length(int64_t b) const { return kv_->length(b); }
+int64_t DecoderSession::blocks_needed(int64_t row, int64_t tokens) const { return kv_->needed(row, tokens); }
 
 Expected<Tensor> DecoderSession::extend(int64_t first_row, const std::vector<std::vector<int64_t>>& tokens,
                                         int64_t min_seq) {
@@ -419,9 +416,9 @@ Expected<Tensor> DecoderSession::extend(int64_t first_row, const std::vector<std
     for (int64_t t : tokens[r])
       if (t < 0 || t >= config_.vocab_size)
         return error(ErrorCode::invalid_argument, "token id ", t, " is outside the vocabulary of ", config_.vocab_size);
-    if (used_[b] + n > context_)
+    if (length(b) + n > context_)
       return error(ErrorCode::out_of_range, "the KV cache holds ", context_, " tokens per sequence; sequence ", b, " needs ",
-                   used_[b] + n);
+                   length(b) + n);
     seq = std::max(seq, n);
   }
   // the blocks the step's new tokens need, all or none
@@ -430,11 +427,7 @@ Expected<Tensor> DecoderSession::extend(int64_t first_row, const std::vector<std
   if (new_blocks > free_blocks())
     return error(ErrorCode::unavailable, "the KV cache has ", free_blocks(), " free blocks of ", block_size_,
                  " tokens; the step needs ", new_blocks);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = blocks_needed(first_row + r, static_cast<int64_t>(tokens[r].size())); k > 0; --k) {
-      blocks_[first_row + r].push_back(free_.back());
-      free_.pop_back();
-    }
+  for (int64_t r = 0; r < rows; ++r) kv_->reserve(first_row + r, static_cast<int64_t>(tokens[r].size()));
   // each row's tokens end at the step's last position (so that the last position's logits are
   // every row's next-token logits); the positions before them are pads, which write slot 0 and
   // attend only to key `scratch`, which the table's last column maps to block 0
@@ -448,7 +441,8 @@ Expected<Tensor> DecoderSession::extend(int64_t first_row, const std::vector<std
   Tensor tlocal = sliding ? Tensor::zeros(DType::boolean, {rows, 1, seq, keys}) : Tensor{};
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t b = first_row + r, n = static_cast<int64_t>(tokens[r].size());
-    std::copy(blocks_[b].begin(), blocks_[b].end(), ttable.data<int64_t>() + r * table_cols_);
+    const std::vector<int64_t>& blocks = kv_->table(b);
+    std::copy(blocks.begin(), blocks.end(), ttable.data<int64_t>() + r * table_cols_);
     pad_[b] = seq - n;
     for (int64_t i = 0; i < seq; ++i) {
       const int64_t e = r * seq + i;
@@ -459,10 +453,10 @@ Expected<Tensor> DecoderSession::extend(int64_t first_row, const std::vector<std
         if (ml) ml[scratch] = true;
         continue;
       }
-      const int64_t p = used_[b] + i - pad_[b];
+      const int64_t p = length(b) + i - pad_[b];
       tid.data<int64_t>()[e] = tokens[r][i - pad_[b]];
       tpos.data<int64_t>()[e] = p;
-      tslots.data<int64_t>()[e] = blocks_[b][p / block_size_] * block_size_ + p % block_size_;
+      tslots.data<int64_t>()[e] = blocks[p / block_size_] * block_size_ + p % block_size_;
       std::fill(m, m + p + 1, true);
       // a sliding layer's query sees the last sliding_window keys, itself included
       if (ml) std::fill(ml + std::max<int64_t>(0, p - config_.sliding_window + 1), ml + p + 1, true);
@@ -493,7 +487,7 @@ Expected<Tensor> DecoderSession::extend(int64_t first_row, const std::vector<std
     for (const Tensor& t : caches) outputs.push_back(t);
     RLX_TRY(v->executable->run_into(inputs, outputs));
   }
-  for (int64_t r = 0; r < rows; ++r) used_[first_row + r] += static_cast<int64_t>(tokens[r].size());
+  for (int64_t r = 0; r < rows; ++r) kv_->commit(first_row + r, tokens[r]);
   return outputs[0];
 }
 
@@ -510,7 +504,7 @@ Expected<Tensor> DecoderSession::prefill(const std::vector<std::vector<int64_t>>
 }
 
 Expected<Tensor> DecoderSession::decode(const std::vector<int64_t>& tokens) {
-  if (used_[0] == 0) return error(ErrorCode::invalid_argument, "decode before prefill");
+  if (length(0) == 0) return error(ErrorCode::invalid_argument, "decode before prefill");
   std::vector<std::vector<int64_t>> rows(static_cast<size_t>(batch_), {tokens.empty() ? 0 : tokens[0]});
   for (size_t b = 0; b < tokens.size() && static_cast<int64_t>(b) < batch_; ++b) rows[b] = {tokens[b]};
   return extend(0, rows);

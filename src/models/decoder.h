@@ -47,6 +47,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/kv_blocks.h"
 #include "models/tensor_parallel.h"
 #include "passes/autocast.h"
 #include "rlx/compile.h"
@@ -224,6 +225,9 @@ struct KvCacheOptions {
   // to hold `context` tokens at once. Fewer lets more sequences run when most are short: a
   // step that needs a block when none is free fails (free_blocks() says what is left).
   int64_t blocks = 0;
+  // Full blocks stay findable by their tokens after their sequence ends, and adopt_prefix()
+  // gives a new sequence the ones that hold its prompt's start (models/kv_blocks.h).
+  bool prefix_caching = false;
 };
 
 class DecoderSession {
@@ -258,8 +262,12 @@ class DecoderSession {
   Status prepare_rows(int64_t rows, int64_t seq);
   // Empties sequence `row` (its next tokens start at position 0) and frees its blocks.
   void reset_row(int64_t row);
-  // Blocks no sequence holds, of kv_blocks().
-  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  // With prefix caching, empty sequence `row` takes the cached blocks that hold the start of
+  // `tokens` (all but at least the last token); returns how many tokens it now holds, which
+  // the caller then does not feed again. 0 without prefix caching.
+  int64_t adopt_prefix(int64_t row, const std::vector<int64_t>& tokens);
+  // Blocks a step can take (free, or cached and held by no sequence), of kv_blocks().
+  int64_t free_blocks() const;
   int64_t kv_blocks() const { return pool_blocks_ - 1; }
   int64_t block_size() const { return block_size_; }
   // New blocks sequence `row` needs to take `tokens` more tokens.
@@ -267,7 +275,7 @@ class DecoderSession {
   int64_t batch() const { return batch_; }
   int64_t context() const { return context_; }
   // Tokens sequence b holds in the cache.
-  int64_t length(int64_t b) const { return used_[b]; }
+  int64_t length(int64_t b) const;
   // Pad positions before sequence b's tokens in its last step.
   int64_t pad(int64_t b) const { return pad_[b]; }
   const DecoderConfig& config() const { return config_; }
@@ -276,9 +284,8 @@ class DecoderSession {
   DecoderConfig config_;
   int64_t batch_ = 1, context_ = 0, weight_bytes_ = 0;
   int64_t block_size_ = 16, pool_blocks_ = 0, table_cols_ = 0;
-  std::vector<int64_t> pad_, used_;  // per sequence: pads in its last step, tokens in the cache
-  std::vector<std::vector<int64_t>> blocks_;  // per sequence: its blocks, in position order
-  std::vector<int64_t> free_;                 // blocks no sequence holds (a stack)
+  std::vector<int64_t> pad_;  // per sequence: pads in its last step
+  std::unique_ptr<KvBlocks> kv_;
   std::unique_ptr<Model> prefill_, decode_;
   std::unique_ptr<dist::PipelineRunner> prefill_pp_, decode_pp_;  // pipeline parallelism
   bool all_logits_ = false;

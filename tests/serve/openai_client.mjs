@@ -78,6 +78,14 @@ if (kase === "basic") {
     chatStream({ model: args.model, messages: [{ role: "user", content: p }], temperature: 0, max_tokens: args.n })));
   out.seconds = (Date.now() - t0) / 1000;
   out.results = results;
+} else if (kase === "prefix") {
+  // chats that share a long system message, one after the other: the later ones reuse its blocks
+  out.results = [];
+  for (const q of args.questions) {
+    const r = await client.chat.completions.create({ model: args.model, temperature: 0, max_tokens: args.n,
+      messages: [{ role: "system", content: args.system }, { role: "user", content: q }] });
+    out.results.push({ text: r.choices[0].message.content, finish: r.choices[0].finish_reason, usage: r.usage });
+  }
 } else if (kase === "solo") {
   out.results = [];
   for (const p of args.prompts) {

@@ -43,6 +43,10 @@ import threading
 import time
 
 KEY = "sk-rlx-test"
+SYSTEM = ("You are a careful assistant for people who build tensor compilers. Answer in short sentences, name the "
+          "data structures you mean, and say when you are not sure. Prefer examples in C++ and describe memory "
+          "layouts in bytes.")
+QUESTIONS = ["What is a KV cache?", "Why page it?", "What does prefix caching save?"]
 FAILURES = []
 
 
@@ -186,6 +190,8 @@ def main():
     texts = ["A compiler for tensors.", "Short.", "Sentence embeddings on the CPU, batched by length buckets."]
     ref_chat = generate(a.rlx, dec, a.work, "chat", "--chat", chat, "-n", str(n))
     ref_prompt = generate(a.rlx, dec, a.work, "prompt", "--prompt", prompt, "-n", str(n))
+    ref_prefix = [generate(a.rlx, dec, a.work, f"prefix{i}", "--system", SYSTEM, "--chat", q, "-n", str(n))
+                  for i, q in enumerate(QUESTIONS)]
     emb_out = os.path.join(a.work, "emb.json")
     run([a.rlx, "embed", emb, *texts, "--out", emb_out, "--quiet"])
     with open(emb_out) as f:
@@ -203,7 +209,8 @@ def main():
         check(c["object"] == "chat.completion" and c["role"] == "assistant", "chat.completion object, assistant message")
         expect_text(c["text"], c["finish"], c["usage"], ref_chat, "greedy chat")
         st = got["stream"]
-        check(st["text"] == c["text"] and st["finish"] == c["finish"] and st["usage"] == c["usage"] and st["role"] == "assistant",
+        core = lambda u: {k: u[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+        check(st["text"] == c["text"] and st["finish"] == c["finish"] and core(st["usage"]) == core(c["usage"]) and st["role"] == "assistant",
               f"streamed chat ({st['chunks']} chunks) concatenates to the same text, finish_reason and usage")
         check(c["usage"]["prompt_tokens"] == len(ref_chat["prompt_tokens"][0]), "chat usage counts the template's prompt tokens")
         cp = got["completion"]
@@ -229,6 +236,18 @@ def main():
         check(errs["penalty"].get("status") == 400 and errs["penalty"]["code"] == "unsupported_parameter",
               "presence_penalty 0.5: 400 unsupported_parameter (not ignored)")
         check(errs["neutral"]["ok"], "penalties of 0 and a user field are accepted")
+
+        # prefix caching: chats that share a long system message; the second and third reuse its
+        # blocks (usage.prompt_tokens_details.cached_tokens) and still equal rlx generate's text
+        cached0 = s.metric("rlx_prompt_cached_tokens_total") or 0
+        px = node(a, npm, s.base, "prefix", {"model": "qwen", "system": SYSTEM, "questions": QUESTIONS, "n": n})["results"]
+        cached = [r["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0) for r in px]
+        same = sum(1 for r, ref in zip(px, ref_prefix)
+                   if r["text"] == ref["text"][0] or (r["finish"] == "stop" and ref["text"][0].startswith(r["text"])))
+        check(cached[0] == 0 and cached[1] >= 64 and cached[2] >= 64 and same == 3,
+              f"prefix caching: cached prompt tokens {cached} of {[r['usage']['prompt_tokens'] for r in px]}; "
+              f"{same} of 3 texts equal rlx generate's")
+        check((s.metric("rlx_prompt_cached_tokens_total") or 0) - cached0 == sum(cached), "rlx_prompt_cached_tokens_total counts them")
 
         # raw HTTP faults
         st_, _, body = s.request("POST", "/v1/chat/completions", "{not json")

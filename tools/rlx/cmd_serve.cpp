@@ -5,7 +5,7 @@
 namespace rlx::cli {
 
 int cmd_serve(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {},
+  auto args = parse_args(argc, argv, 2, {"no-prefix-cache"},
                          {"host", "port", "api-key", "device", "precision", "max-batch", "max-context", "parallel-slots",
                           "kv-cache-tokens", "kv-block-size",
                           "max-queue", "prefill-chunk", "request-timeout", "idle-timeout", "shutdown-timeout", "max-body",
@@ -30,6 +30,7 @@ int cmd_serve(int argc, char** argv) {
     RLX_ASSIGN_OR_RETURN(o.parallel_slots, args->integer("parallel-slots", o.parallel_slots, 1, 1024));
     RLX_ASSIGN_OR_RETURN(o.kv_cache_tokens, args->integer("kv-cache-tokens", o.kv_cache_tokens, 0, int64_t{1} << 30));
     RLX_ASSIGN_OR_RETURN(o.kv_block_size, args->integer("kv-block-size", o.kv_block_size, 1, 4096));
+    o.prefix_caching = !args->has("no-prefix-cache");
     RLX_ASSIGN_OR_RETURN(o.max_queue, args->integer("max-queue", o.max_queue, 0, 100000));
     RLX_ASSIGN_OR_RETURN(o.prefill_chunk, args->integer("prefill-chunk", o.prefill_chunk, 1, int64_t{1} << 20));
     RLX_ASSIGN_OR_RETURN(o.request_timeout_s, args->number("request-timeout", o.request_timeout_s, 0.001, 1e7));

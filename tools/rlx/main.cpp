@@ -39,7 +39,7 @@ const std::vector<Verb>& verbs() {
        cmd_generate},
       {"serve", "an OpenAI-compatible HTTP server (completions, chat, embeddings) with continuous batching",
        "rlx serve MODEL... (PATH or NAME=PATH) [--host 127.0.0.1] [--port 8080 (0: any)] [--api-key KEY] [--device D] "
-       "[--precision P] [--parallel-slots S] [--max-context T] [--kv-cache-tokens N] [--kv-block-size B] [--max-batch N] [--max-queue Q] [--prefill-chunk C] "
+       "[--precision P] [--parallel-slots S] [--max-context T] [--kv-cache-tokens N] [--kv-block-size B] [--no-prefix-cache] [--max-batch N] [--max-queue Q] [--prefill-chunk C] "
        "[--request-timeout S] [--idle-timeout S] [--shutdown-timeout S] [--max-body BYTES] [--threads N] [--tp T] [--pp P [--micro-batches M]] "
        "(under mpirun -np T*P)  (docs/serve.md)",
        cmd_serve},

@@ -102,7 +102,8 @@ Expected<std::unique_ptr<DecodeEngine>> DecodeEngine::create(const std::string& 
   if (o.kv_block_size < 1 || o.kv_cache_tokens < 0)
     return error(ErrorCode::invalid_argument, "serve: need --kv-block-size >= 1 and --kv-cache-tokens >= 0");
   const models::KvCacheOptions kv{.block_size = o.kv_block_size,
-                                  .blocks = (o.kv_cache_tokens + o.kv_block_size - 1) / o.kv_block_size};
+                                  .blocks = (o.kv_cache_tokens + o.kv_block_size - 1) / o.kv_block_size,
+                                  .prefix_caching = o.prefix_caching};
   RLX_ASSIGN_OR_RETURN(e->session_,
                        models::DecoderSession::create(w, o.slots, o.context, o.device, false, ranked.parallel, prec, kv));
   e->kv_blocks_ = e->session_->kv_blocks();
@@ -208,6 +209,14 @@ void DecodeEngine::admit() {
       w.seq = w.req->prompt();
       w.rng.seed(w.req->params().seed);
       w.admitted = Clock::now();
+    }
+    // the blocks an earlier sequence left that hold this one's start (a preempted sequence's
+    // own, when nothing took them since)
+    Row& w = rows_[r];
+    w.prefilled = static_cast<size_t>(adopt(static_cast<int64_t>(r), w.seq));
+    if (!resume && w.prefilled > 0) {
+      w.req->set_cached_tokens(static_cast<int64_t>(w.prefilled));
+      metrics_->cached_prompt_tokens(static_cast<int64_t>(w.prefilled));
     }
     ++active_;
     ++reserve;
@@ -429,6 +438,16 @@ Expected<Tensor> DecodeEngine::step(int64_t first_row, const std::vector<std::ve
   return session_->extend(first_row, tokens, min_seq);
 }
 
+int64_t DecodeEngine::adopt(int64_t row, const std::vector<int64_t>& tokens) {
+  if (world_->size() > 1) {
+    std::vector<int64_t> sent = tokens;  // (the broadcast's buffer is writable on every rank)
+    const int64_t n = static_cast<int64_t>(sent.size());
+    if (!send(kAdopt, row, n).is_ok() || !world_->broadcast(sent.data(), n, DType::i64, 0).is_ok())
+      return 0;  // (the followers then fail their next step, and so does this one)
+  }
+  return session_->adopt_prefix(row, tokens);
+}
+
 void DecodeEngine::reset(int64_t row) {
   if (world_->size() > 1) (void)send(kReset, row);
   session_->reset_row(row);
@@ -442,6 +461,14 @@ Status DecodeEngine::follow() {
     switch (head[0]) {
       case kNoop: break;
       case kReset: session_->reset_row(head[1]); break;
+      case kAdopt: {
+        if (head[2] < 1 || head[2] > options_.context)
+          return error(ErrorCode::internal, "serve follower: an adopt of ", head[2], " tokens");
+        std::vector<int64_t> tokens(static_cast<size_t>(head[2]));
+        RLX_TRY(world_->broadcast(tokens.data(), head[2], DType::i64, 0));
+        session_->adopt_prefix(head[1], tokens);
+        break;
+      }
       case kStop: return Status::ok();
       case kStep: {
         const int64_t rows = head[2];

@@ -69,6 +69,9 @@ class GenerationRequest {
   std::string finish_reason() const;
   std::string error() const;
   int64_t completion_tokens() const;
+  // Prompt tokens whose KV-cache blocks were reused (prefix caching).
+  int64_t cached_tokens() const { return cached_tokens_; }
+  void set_cached_tokens(int64_t n) { cached_tokens_ = n; }
 
   // ---- the engine's side
   void push(TokenEvent e);
@@ -79,6 +82,7 @@ class GenerationRequest {
   const std::vector<int64_t> prompt_;
   const GenerationParams params_;
   std::atomic<bool> cancelled_{false};
+  std::atomic<int64_t> cached_tokens_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<TokenEvent> events_;
@@ -94,6 +98,7 @@ struct DecodeEngineOptions {
   int64_t context = 2048;      // tokens per sequence (prompt and completion)
   int64_t kv_cache_tokens = 0; // tokens the paged KV cache holds in all; 0: slots x context
   int64_t kv_block_size = 16;  // tokens per block
+  bool prefix_caching = true;  // a new sequence takes the cached blocks of its prompt's start
   int64_t max_queue = 64;      // requests waiting for a slot; more get 429
   int64_t prefill_chunk = 128; // prompt tokens prefilled per engine iteration
   double request_timeout_s = 600;
@@ -161,8 +166,11 @@ class DecodeEngine {
   // The session's steps, sent to the followers first under mpirun.
   Expected<Tensor> step(int64_t first_row, const std::vector<std::vector<int64_t>>& tokens, int64_t min_seq);
   void reset(int64_t row);
-  // Rank 0 to the followers: {op, a, b, c} (then per-row counts and tokens for a step).
-  enum Op : int64_t { kNoop = 0, kStep = 1, kReset = 2, kStop = 3 };
+  // session_->adopt_prefix, sent to the followers first under mpirun.
+  int64_t adopt(int64_t row, const std::vector<int64_t>& tokens);
+  // Rank 0 to the followers: {op, a, b, c} (then per-row counts and tokens for a step, the
+  // tokens for an adopt).
+  enum Op : int64_t { kNoop = 0, kStep = 1, kReset = 2, kStop = 3, kAdopt = 4 };
   Status send(Op op, int64_t a = 0, int64_t b = 0, int64_t c = 0);
   int64_t bucket_rows(int64_t rows) const;
 

@@ -42,6 +42,10 @@ void Metrics::prompt_tokens(int64_t n) {
   std::lock_guard<std::mutex> l(mu_);
   prompt_tokens_ += static_cast<uint64_t>(n);
 }
+void Metrics::cached_prompt_tokens(int64_t n) {
+  std::lock_guard<std::mutex> l(mu_);
+  cached_prompt_tokens_ += static_cast<uint64_t>(n);
+}
 void Metrics::preemption() {
   std::lock_guard<std::mutex> l(mu_);
   ++preemptions_;
@@ -88,6 +92,9 @@ std::string Metrics::render() const {
     << "rlx_generation_tokens_total " << completion_tokens_ << "\n";
   o << "# HELP rlx_embeddings_total Texts embedded.\n# TYPE rlx_embeddings_total counter\n"
     << "rlx_embeddings_total " << embeddings_ << "\n";
+  o << "# HELP rlx_prompt_cached_tokens_total Prompt tokens whose KV-cache blocks an earlier request left (prefix "
+       "caching).\n# TYPE rlx_prompt_cached_tokens_total counter\n"
+    << "rlx_prompt_cached_tokens_total " << cached_prompt_tokens_ << "\n";
   o << "# HELP rlx_preemptions_total Sequences whose KV-cache blocks were taken back for others (they resume by "
        "prefilling their tokens again).\n# TYPE rlx_preemptions_total counter\n"
     << "rlx_preemptions_total " << preemptions_ << "\n";

@@ -16,6 +16,8 @@ class Metrics {
   // A finished HTTP request: its route ("/v1/chat/completions"), status code and latency.
   void request(const std::string& route, int status, double seconds);
   void prompt_tokens(int64_t n);
+  // Prompt tokens whose KV-cache blocks an earlier request left (not computed again).
+  void cached_prompt_tokens(int64_t n);
   void completion_tokens(int64_t n);
   void embeddings(int64_t n);
   // A sequence preempted: its KV-cache blocks went to others (it resumes later).
@@ -41,7 +43,7 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   std::map<std::string, Histogram> latency_;
-  uint64_t prompt_tokens_ = 0, completion_tokens_ = 0, embeddings_ = 0, preemptions_ = 0;
+  uint64_t prompt_tokens_ = 0, cached_prompt_tokens_ = 0, completion_tokens_ = 0, embeddings_ = 0, preemptions_ = 0;
   Histogram ttft_{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}, {}, 0, 0};
   Histogram decode_batch_{{1, 2, 4, 8, 16, 32, 64}, {}, 0, 0};
   Histogram embed_batch_{{1, 2, 4, 8, 16, 32, 64, 128}, {}, 0, 0};

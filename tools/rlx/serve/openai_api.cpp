@@ -256,8 +256,11 @@ json ResponseWriter::base(const char* object) const {
   return {{"id", (chat_ ? "chat" : "") + id_}, {"object", object}, {"created", created_}, {"model", model_}, {"system_fingerprint", "rlx"}};
 }
 
-json ResponseWriter::usage(int64_t completion_tokens) const {
-  return {{"prompt_tokens", prompt_tokens_}, {"completion_tokens", completion_tokens}, {"total_tokens", prompt_tokens_ + completion_tokens}};
+json ResponseWriter::usage(int64_t completion_tokens, int64_t cached_tokens) const {
+  return {{"prompt_tokens", prompt_tokens_},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens_ + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
 json ResponseWriter::logprobs_json(const std::vector<TokenEvent>& events) const {
@@ -286,7 +289,7 @@ json ResponseWriter::logprobs_json(const std::vector<TokenEvent>& events) const 
 }
 
 json ResponseWriter::whole(const std::vector<TokenEvent>& events, const std::string& finish_reason,
-                           int64_t completion_tokens) const {
+                           int64_t completion_tokens, int64_t cached_tokens) const {
   std::string text;
   for (const TokenEvent& e : events) text += e.text;
   json j = base(chat_ ? "chat.completion" : "text_completion");
@@ -294,7 +297,7 @@ json ResponseWriter::whole(const std::vector<TokenEvent>& events, const std::str
   if (chat_) choice["message"] = {{"role", "assistant"}, {"content", text}};
   else choice["text"] = text;
   j["choices"] = json::array({choice});
-  j["usage"] = usage(completion_tokens);
+  j["usage"] = usage(completion_tokens, cached_tokens);
   return j;
 }
 
@@ -325,10 +328,10 @@ json ResponseWriter::closing(const std::string& finish_reason) const {
   return j;
 }
 
-json ResponseWriter::usage_chunk(int64_t completion_tokens) const {
+json ResponseWriter::usage_chunk(int64_t completion_tokens, int64_t cached_tokens) const {
   json j = base(chat_ ? "chat.completion.chunk" : "text_completion");
   j["choices"] = json::array();
-  j["usage"] = usage(completion_tokens);
+  j["usage"] = usage(completion_tokens, cached_tokens);
   return j;
 }
 

@@ -62,17 +62,19 @@ class ResponseWriter {
                  bool include_usage)
       : chat_(chat), id_(std::move(id)), model_(std::move(model)), created_(created), prompt_tokens_(prompt_tokens),
         logprobs_(logprobs), include_usage_(include_usage) {}
-  nlohmann::json whole(const std::vector<TokenEvent>& events, const std::string& finish_reason, int64_t completion_tokens) const;
+  // (cached_tokens: prompt tokens whose KV-cache blocks were reused: usage.prompt_tokens_details)
+  nlohmann::json whole(const std::vector<TokenEvent>& events, const std::string& finish_reason, int64_t completion_tokens,
+                       int64_t cached_tokens = 0) const;
   nlohmann::json opening() const;  // chat: the delta with the role; completions: an empty text
   nlohmann::json chunk(const TokenEvent& e) const;
   nlohmann::json closing(const std::string& finish_reason) const;
-  nlohmann::json usage_chunk(int64_t completion_tokens) const;
+  nlohmann::json usage_chunk(int64_t completion_tokens, int64_t cached_tokens = 0) const;
   bool logprobs() const { return logprobs_ >= 0; }
   bool include_usage() const { return include_usage_; }
 
  private:
   nlohmann::json base(const char* object) const;
-  nlohmann::json usage(int64_t completion_tokens) const;
+  nlohmann::json usage(int64_t completion_tokens, int64_t cached_tokens = 0) const;
   nlohmann::json logprobs_json(const std::vector<TokenEvent>& events) const;
   bool chat_;
   std::string id_, model_;

@@ -9,6 +9,10 @@
 #include <ctime>
 #include <random>
 
+// cpp-httplib listens with a backlog of 5: a burst of clients connecting at once (32 in the
+// load test and the benchmark) overflowed it, and with SYN cookies the kernel then reset some
+// of the connections that the clients believed open
+#define CPPHTTPLIB_LISTEN_BACKLOG 1024
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
@@ -156,7 +160,7 @@ void Server::completions(const httplib::Request& req, httplib::Response& res, bo
                                           : ApiError{500, "server_error", "generation failed: " + request->error(), reason});
       return;
     }
-    res.set_content(dump(writer.whole(all, reason, request->completion_tokens())), "application/json");
+    res.set_content(dump(writer.whole(all, reason, request->completion_tokens(), request->cached_tokens())), "application/json");
     return;
   }
   res.set_header("Cache-Control", "no-cache");
@@ -183,7 +187,7 @@ void Server::completions(const httplib::Request& req, httplib::Response& res, bo
         const std::string reason = request->finish_reason();
         if (reason == "stop" || reason == "length") {
           if (!send(writer.closing(reason))) return false;
-          if (writer.include_usage() && !send(writer.usage_chunk(request->completion_tokens()))) return false;
+          if (writer.include_usage() && !send(writer.usage_chunk(request->completion_tokens(), request->cached_tokens()))) return false;
         } else {
           send(error_body({reason == "timeout" ? 504 : 500, "server_error", "generation " + reason + ": " + request->error(), reason}));
         }
@@ -299,8 +303,8 @@ void Server::routes() {
 }
 
 DecodeEngineOptions Server::decode_options() const {
-  return {o_.device, o_.precision, o_.parallel_slots, o_.max_context, o_.kv_cache_tokens, o_.kv_block_size, o_.max_queue,
-          o_.prefill_chunk, o_.request_timeout_s, o_.tp, o_.pp, o_.micro_batches};
+  return {o_.device, o_.precision, o_.parallel_slots, o_.max_context, o_.kv_cache_tokens, o_.kv_block_size, o_.prefix_caching,
+          o_.max_queue, o_.prefill_chunk, o_.request_timeout_s, o_.tp, o_.pp, o_.micro_batches};
 }
 
 void Server::watch(ServedModel& m) {

@@ -22,6 +22,7 @@ struct ServeOptions {
   int64_t parallel_slots = 4;       // sequences decoded together
   int64_t kv_cache_tokens = 0;      // tokens the paged KV cache holds for all sequences; 0: slots x context
   int64_t kv_block_size = 16;       // tokens per KV-cache block
+  bool prefix_caching = true;       // reuse the blocks of earlier prompts' starts
   int64_t max_queue = 64;           // requests waiting per model; more get 429
   int64_t prefill_chunk = 128;      // prompt tokens per engine iteration
   double request_timeout_s = 600;   // a generation running longer is stopped
