@@ -92,7 +92,15 @@ class Decoder:
             return (l + 1) % self.cfg.get("sliding_window_pattern", 6) != 0
         return True
 
-    def inv_freq(self, l):
+    def longrope(self):
+        # Hugging Face's _compute_longrope_parameters: (original context, factor, attention factor)
+        r, c = self.rope_scaling, self.cfg
+        orig = c.get("original_max_position_embeddings") or r.get("original_max_position_embeddings") or c["max_position_embeddings"]
+        factor = c["max_position_embeddings"] / orig if c.get("original_max_position_embeddings") else r.get("factor", 1.0)
+        att = r.get("attention_factor") or (math.sqrt(1 + math.log(factor) / math.log(orig)) if factor > 1 else 1.0)
+        return orig, factor, att
+
+    def inv_freq(self, l, seq_len=0):
         d = self.d
         local = self.type == "gemma3_text" and self.sliding(l)
         theta = self.cfg.get("rope_local_base_freq", 10000.0) if local else self.theta
@@ -103,6 +111,12 @@ class Decoder:
         kind = r.get("rope_type", r.get("type"))
         if kind == "linear":
             return inv / r["factor"]
+        if kind in ("longrope", "su"):
+            # the long factors once the sequence passes the original context (Hugging Face's
+            # dynamic update), else the short ones
+            orig = self.longrope()[0]
+            ext = r["long_factor"] if seq_len > orig else r["short_factor"]
+            return inv / torch.tensor(ext, dtype=torch.float64)
         if kind == "yarn":
             # Hugging Face's _compute_yarn_parameters (truncate = True): pair i extrapolates below
             # the fast correction dimension, interpolates above the slow one, mixes between
@@ -137,6 +151,8 @@ class Decoder:
         # what YaRN multiplies cos and sin by (Hugging Face's get_mscale), 1 otherwise
         r = self.rope_scaling
         local = self.type == "gemma3_text" and self.sliding(l)
+        if not local and r and r.get("rope_type", r.get("type")) in ("longrope", "su"):
+            return self.longrope()[2]
         if local or not r or r.get("rope_type", r.get("type")) != "yarn":
             return 1.0
         if r.get("attention_factor"):
@@ -152,7 +168,7 @@ class Decoder:
     def rope(self, x, pos, l):
         # x [H, S, D]; rotate the two halves (NeoX / Hugging Face rotate_half)
         d = x.shape[-1]
-        ang = pos[:, None].to(torch.float64) * self.inv_freq(l)[None, :]
+        ang = pos[:, None].to(torch.float64) * self.inv_freq(l, int(pos.max()) + 1)[None, :]
         emb = torch.cat([ang, ang], -1)
         m = self.attention_factor(l)
         cos, sin = (emb.cos() * m).to(x.dtype), (emb.sin() * m).to(x.dtype)

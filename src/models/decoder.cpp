@@ -207,7 +207,7 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
     Attrs a{{"theta", c.is_sliding(l) && c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta},
             {"layout", std::string("bshd")}};
     if (c.rope_interleaved) a.set("interleaved", int64_t{1});
-    if (c.rope_scaled(l)) a.set("inv_freq", c.rope_inv_freq(l));
+    if (c.rope_scaled(l)) a.set("inv_freq", c.rope_inv_freq(l, opt.context));
     return a;
   };
   // YaRN's factor on cos and sin multiplies q . k by its square: folded into the scale

@@ -71,14 +71,20 @@ std::string family_names();
 
 // How rotary frequencies are scaled (of the global layers; sliding layers never are).
 struct RopeScaling {
-  enum class Kind : uint8_t { none, linear, llama3, yarn } kind = Kind::none;
-  double factor = 1.0;                                 // linear, llama3 and yarn
+  enum class Kind : uint8_t { none, linear, llama3, yarn, longrope } kind = Kind::none;
+  double factor = 1.0;                                 // linear, llama3 and yarn; longrope: max / original positions
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   int64_t original_max_positions = 8192;               // llama3 and yarn
   // YaRN: frequencies ramp from extrapolated (beta_fast rotations over the original context)
   // to interpolated (beta_slow), and cos / sin are multiplied by attention_factor (0: derived,
   // 1 + 0.1 ln(factor), as Hugging Face and llama.cpp do).
   double beta_fast = 32.0, beta_slow = 1.0, attention_factor = 0.0;
+  // LongRoPE (Phi-3 128k, Phi-3.5): pair i's frequency is divided by long_factor[i] when the
+  // session's context exceeds original_max_positions, else by short_factor[i] (llama.cpp's
+  // rule; Hugging Face switches per step on the sequence's length, which agrees while context
+  // and sequences stay within the original window); cos and sin are multiplied by
+  // attention_factor (0: derived, sqrt(1 + ln(factor) / ln(original)), as Hugging Face does).
+  std::vector<double> long_factor, short_factor;
 };
 
 struct DecoderConfig {
@@ -126,8 +132,9 @@ struct DecoderConfig {
   bool has_sliding_layers() const;
   // What token embeddings are multiplied by: sqrt(hidden) for Gemma, else 1.
   double embedding_multiplier() const;
-  // The rotary inverse frequencies of layer `l` (head_dim / 2 of them), scaling applied.
-  std::vector<double> rope_inv_freq(int64_t l) const;
+  // The rotary inverse frequencies of layer `l` (head_dim / 2 of them), scaling applied, for a
+  // session whose sequences may hold `context` tokens (LongRoPE picks its factors by it).
+  std::vector<double> rope_inv_freq(int64_t l, int64_t context = 0) const;
   // Whether layer `l`'s rotary frequencies are scaled (some scaling is set and the layer is not
   // one of Gemma 3's local layers, which have their own theta and are never scaled).
   bool rope_scaled(int64_t l) const;

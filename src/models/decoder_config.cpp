@@ -116,7 +116,7 @@ double DecoderConfig::embedding_multiplier() const {
   return is_gemma(family) ? std::sqrt(static_cast<double>(hidden)) : 1.0;
 }
 
-std::vector<double> DecoderConfig::rope_inv_freq(int64_t l) const {
+std::vector<double> DecoderConfig::rope_inv_freq(int64_t l, int64_t context) const {
   const int64_t half = head_dim / 2;
   const bool local = is_sliding(l) && rope_local_theta > 0;
   const double theta = local ? rope_local_theta : rope_theta;
@@ -128,7 +128,10 @@ std::vector<double> DecoderConfig::rope_inv_freq(int64_t l) const {
     return inv;
   }
   const RopeScaling& r = rope_scaling;
-  if (r.kind == RopeScaling::Kind::linear) {
+  if (r.kind == RopeScaling::Kind::longrope) {
+    const std::vector<double>& ext = context > r.original_max_positions ? r.long_factor : r.short_factor;
+    for (int64_t i = 0; i < half && i < static_cast<int64_t>(ext.size()); ++i) inv[i] /= ext[i];
+  } else if (r.kind == RopeScaling::Kind::linear) {
     for (double& f : inv) f /= r.factor;
   } else if (r.kind == RopeScaling::Kind::yarn) {
     // dimension pair i keeps its frequency (extrapolates) if it turns more than beta_fast times
@@ -171,7 +174,13 @@ bool DecoderConfig::rope_scaled(int64_t l) const {
 
 double DecoderConfig::rope_attention_factor(int64_t l) const {
   const RopeScaling& r = rope_scaling;
-  if (r.kind != RopeScaling::Kind::yarn || !rope_scaled(l)) return 1.0;
+  if (!rope_scaled(l)) return 1.0;
+  if (r.kind == RopeScaling::Kind::longrope) {
+    if (r.attention_factor > 0) return r.attention_factor;
+    if (r.factor <= 1.0) return 1.0;
+    return std::sqrt(1.0 + std::log(r.factor) / std::log(static_cast<double>(r.original_max_positions)));
+  }
+  if (r.kind != RopeScaling::Kind::yarn) return 1.0;
   return r.attention_factor > 0 ? r.attention_factor : 1.0 + 0.1 * std::log(r.factor);
 }
 
@@ -207,8 +216,21 @@ Status DecoderConfig::validate(const std::string& where) const {
                          {"final_logit_softcapping", final_softcap}})
     if (!(v >= 0) || !std::isfinite(v)) return error(ErrorCode::format_error, where, ": ", name, " = ", v, " must be finite and >= 0");
   const RopeScaling& r = rope_scaling;
-  if (r.kind != RopeScaling::Kind::none && !(r.factor >= 1.0 && r.factor <= 1e6))
+  if (r.kind != RopeScaling::Kind::none && r.kind != RopeScaling::Kind::longrope && !(r.factor >= 1.0 && r.factor <= 1e6))
     return error(ErrorCode::format_error, where, ": rope_scaling factor ", r.factor, " is out of range (1 to 1e6)");
+  if (r.kind == RopeScaling::Kind::longrope) {
+    if (static_cast<int64_t>(r.long_factor.size()) != head_dim / 2 || static_cast<int64_t>(r.short_factor.size()) != head_dim / 2)
+      return error(ErrorCode::format_error, where, ": longrope rope_scaling has ", r.long_factor.size(), " long and ",
+                   r.short_factor.size(), " short factors, expected head_dim / 2 = ", head_dim / 2, " of each");
+    for (const auto* v : {&r.long_factor, &r.short_factor})
+      for (double x : *v)
+        if (!(x > 0) || !std::isfinite(x))
+          return error(ErrorCode::format_error, where, ": longrope factor ", x, " must be finite and > 0");
+    if (!(r.original_max_positions > 1) || !(r.factor > 0) || !std::isfinite(r.factor) || !(r.attention_factor >= 0) ||
+        !(r.attention_factor <= 100))
+      return error(ErrorCode::format_error, where, ": longrope needs original_max_position_embeddings > 1 and attention_factor "
+                   "in [0, 100]");
+  }
   if (r.kind == RopeScaling::Kind::yarn &&
       !(r.original_max_positions > 0 && r.beta_fast > 0 && r.beta_slow > 0 && std::isfinite(r.beta_fast) &&
         std::isfinite(r.beta_slow) && r.attention_factor >= 0 && r.attention_factor <= 100))
@@ -354,11 +376,29 @@ Expected<DecoderConfig> DecoderConfig::from_json(std::string_view text, const st
       RLX_TRY(r.read("truncate", truncate));
       if (!truncate)
         return error(ErrorCode::unsupported, path, ": rope_scaling truncate = false is not supported (YaRN's bounds are rounded)");
+    } else if (kind == "longrope" || kind == "su") {
+      // (Phi-3 puts original_max_position_embeddings beside max_position_embeddings)
+      s.kind = RopeScaling::Kind::longrope;
+      s.original_max_positions = c.max_positions;
+      RLX_TRY(f.read("original_max_position_embeddings", s.original_max_positions, 1, int64_t{1} << 30));
+      RLX_TRY(r.read("original_max_position_embeddings", s.original_max_positions, 1, int64_t{1} << 30));
+      RLX_TRY(r.read("attention_factor", s.attention_factor));
+      for (auto [name, out] : {std::pair{"long_factor", &s.long_factor}, {"short_factor", &s.short_factor}}) {
+        const nlohmann::json& v = j["rope_scaling"].contains(name) ? j["rope_scaling"][name] : nlohmann::json();
+        if (!v.is_array() || v.size() > 65536)
+          return error(ErrorCode::format_error, path, ": rope_scaling ", name, " must be a list of numbers (longrope)");
+        for (const nlohmann::json& x : v) {
+          if (!x.is_number()) return error(ErrorCode::format_error, path, ": rope_scaling ", name, " must be a list of numbers");
+          out->push_back(x.get<double>());
+        }
+      }
+      // Hugging Face: the factor is max over original positions when the config has both
+      s.factor = static_cast<double>(c.max_positions) / static_cast<double>(s.original_max_positions);
     } else if (kind != "default") {
       return error(ErrorCode::unsupported, path, ": rope_scaling type '", kind.substr(0, 40),
-                   "' is not supported (linear, llama3 and yarn are; longrope and dynamic are not yet)");
+                   "' is not supported (linear, llama3, yarn and longrope are; dynamic is not yet)");
     }
-    if (s.kind != RopeScaling::Kind::none) RLX_TRY(r.read("factor", s.factor));
+    if (s.kind != RopeScaling::Kind::none && s.kind != RopeScaling::Kind::longrope) RLX_TRY(r.read("factor", s.factor));
     if (s.kind == RopeScaling::Kind::yarn && s.attention_factor == 0) {
       // DeepSeek-style mscale / mscale_all_dim (Hugging Face: both set and nonzero)
       double mscale = 0, mscale_all = 0;
@@ -426,6 +466,11 @@ std::string DecoderConfig::to_json() const {
                          {"beta_fast", rope_scaling.beta_fast},
                          {"beta_slow", rope_scaling.beta_slow}};
     if (rope_scaling.attention_factor > 0) j["rope_scaling"]["attention_factor"] = rope_scaling.attention_factor;
+  } else if (rope_scaling.kind == RopeScaling::Kind::longrope) {
+    j["rope_scaling"] = {{"rope_type", "longrope"}, {"long_factor", rope_scaling.long_factor},
+                         {"short_factor", rope_scaling.short_factor}};
+    if (rope_scaling.attention_factor > 0) j["rope_scaling"]["attention_factor"] = rope_scaling.attention_factor;
+    j["original_max_position_embeddings"] = rope_scaling.original_max_positions;
   } else if (rope_scaling.kind == RopeScaling::Kind::llama3) {
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", rope_scaling.factor},
@@ -519,6 +564,13 @@ Status read_gguf_config(const gguf::File& f, const std::string& path, DecoderCon
                    "' is not supported (linear and yarn are)");
     }
   }
+  if (c.family == DecoderFamily::phi3 && !f.find(a + "rope.scaling.type")) {
+    // LongRoPE's keys as llama.cpp's converter writes them for Phi-3 (no scaling type; the
+    // factors are the tensors rope_factors_long / rope_factors_short, which the loader reads)
+    c.rope_scaling.original_max_positions = c.max_positions;
+    RLX_TRY(get_int("rope.scaling.original_context_length", c.rope_scaling.original_max_positions, false));
+    RLX_TRY(get_float("rope.scaling.attn_factor", c.rope_scaling.attention_factor));
+  }
   if (is_gemma(c.family)) {
     // llama.cpp's conversion stores 1 + w for Gemma's norms
     c.norm_plus_one = false;
@@ -577,6 +629,10 @@ void write_gguf_config(const DecoderConfig& c, std::vector<gguf::KeyValue>& md) 
       kv(a + "rope.scaling.yarn_beta_fast", gguf::Value::f32(static_cast<float>(c.rope_scaling.beta_fast)));
     if (c.rope_scaling.beta_slow != 1.0)
       kv(a + "rope.scaling.yarn_beta_slow", gguf::Value::f32(static_cast<float>(c.rope_scaling.beta_slow)));
+  } else if (c.rope_scaling.kind == RopeScaling::Kind::longrope) {
+    // as llama.cpp's converter writes Phi-3's (the factors are tensors)
+    kv(a + "rope.scaling.original_context_length", u32(c.rope_scaling.original_max_positions));
+    kv(a + "rope.scaling.attn_factor", gguf::Value::f32(static_cast<float>(c.rope_attention_factor(0))));
   }
 }
 

@@ -218,6 +218,24 @@ Expected<DecoderWeights> decoder_from_gguf(const gguf::File& f, const std::strin
     for (int64_t i = 0; i < factors.data.numel(); ++i) c.rope_freq_factors.push_back(factors.data.get_f64(i));
     RLX_TRY(c.validate(path));
   }
+  // Phi-3's LongRoPE: both factor lists as tensors
+  const gguf::TensorInfo* lf = f.find_tensor("rope_factors_long.weight");
+  const gguf::TensorInfo* sf = f.find_tensor("rope_factors_short.weight");
+  if (lf || sf) {
+    if (!lf || !sf || c.rope_scaling.kind != RopeScaling::Kind::none || c.family != DecoderFamily::phi3)
+      return error(ErrorCode::format_error, path, ": rope_factors_long / rope_factors_short need each other, a phi3 "
+                   "architecture and no other rope scaling");
+    RopeScaling& s = c.rope_scaling;
+    s.kind = RopeScaling::Kind::longrope;
+    for (auto [t, out] : {std::pair{lf, &s.long_factor}, {sf, &s.short_factor}}) {
+      RLX_ASSIGN_OR_RETURN(DecoderWeight v, decoded(*t));
+      if (v.data.numel() != c.head_dim / 2)
+        return error(ErrorCode::format_error, path, ": '", t->name, "' has ", v.data.numel(), " values, expected ", c.head_dim / 2);
+      for (int64_t i = 0; i < v.data.numel(); ++i) out->push_back(v.data.get_f64(i));
+    }
+    s.factor = static_cast<double>(c.max_positions) / static_cast<double>(std::max<int64_t>(1, s.original_max_positions));
+    RLX_TRY(c.validate(path));
+  }
   return w;
 }
 
@@ -385,11 +403,17 @@ Status write_decoder_gguf(const std::string& path, const DecoderWeights& w, cons
     RLX_ASSIGN_OR_RETURN(Tensor head, values("lm_head.weight"));
     RLX_TRY(put("output.weight", head, "lm_head.weight"));
   }
-  if (c.rope_scaling.kind == RopeScaling::Kind::llama3 || !c.rope_freq_factors.empty()) {
-    const std::vector<double> fs = c.rope_freq_factors.empty() ? llama3_rope_factors(c) : c.rope_freq_factors;
+  auto factors = [](const std::vector<double>& fs) {
     Tensor t = Tensor::zeros(DType::f32, {static_cast<int64_t>(fs.size())});
     for (size_t i = 0; i < fs.size(); ++i) t.data<float>()[i] = static_cast<float>(fs[i]);
-    RLX_TRY(put("rope_freqs.weight", t, "rope_freqs"));
+    return t;
+  };
+  if (c.rope_scaling.kind == RopeScaling::Kind::llama3 || !c.rope_freq_factors.empty())
+    RLX_TRY(put("rope_freqs.weight", factors(c.rope_freq_factors.empty() ? llama3_rope_factors(c) : c.rope_freq_factors),
+                "rope_freqs"));
+  if (c.rope_scaling.kind == RopeScaling::Kind::longrope) {
+    RLX_TRY(put("rope_factors_long.weight", factors(c.rope_scaling.long_factor), "rope_factors_long"));
+    RLX_TRY(put("rope_factors_short.weight", factors(c.rope_scaling.short_factor), "rope_factors_short"));
   }
   // llama.cpp rotates adjacent pairs for "llama" files: their q/k rows are permuted (unless
   // these weights came from such a file)

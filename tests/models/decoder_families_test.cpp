@@ -49,8 +49,17 @@ DecoderConfig tiny(DecoderFamily f, bool gguf) {
       c.rope_theta = 500000;
       break;
     case DecoderFamily::mistral:
+      c.sliding_window = gguf ? 0 : 8;
+      break;
     case DecoderFamily::phi3:
       c.sliding_window = gguf ? 0 : 8;
+      // LongRoPE as Phi-3.5 has it, over a short original context: sessions of up to 64 tokens
+      // (the PyTorch comparisons) use the short factors, the GGUF runs of 128 (llama.cpp: 512)
+      // the long ones; the attention factor is sqrt(1 + ln 8 / ln 64)
+      c.rope_scaling = {.kind = models::RopeScaling::Kind::longrope, .original_max_positions = 64,
+                        .long_factor = {1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 12.0, 16.0},
+                        .short_factor = {1.0, 1.125, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0}};
+      c.rope_scaling.factor = static_cast<double>(c.max_positions) / 64.0;
       break;
     case DecoderFamily::qwen2:
       // YaRN as Qwen2.5 enables it, over a short original context: pairs that extrapolate,
@@ -257,7 +266,12 @@ TEST(DecoderConfigErrors, UnsupportedOptionsNameTheKey) {
   };
   const std::string base = R"("vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64)";
   refuse("{\"model_type\": \"falcon\", " + base + "}", "model_type 'falcon'");
-  refuse("{\"model_type\": \"llama\", \"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 4}, " + base + "}", "'longrope'");
+  refuse("{\"model_type\": \"llama\", \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4}, " + base + "}", "'dynamic'");
+  refuse("{\"model_type\": \"phi3\", \"rope_scaling\": {\"rope_type\": \"longrope\", \"short_factor\": [1]}, " + base + "}",
+         "long_factor");
+  refuse("{\"model_type\": \"phi3\", \"original_max_position_embeddings\": 64, \"rope_scaling\": {\"rope_type\": \"longrope\", "
+         "\"long_factor\": [1, 2, 3], \"short_factor\": [1, 1, 1]}, " + base + "}",
+         "expected head_dim / 2 = 4");
   refuse("{\"model_type\": \"qwen2\", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4, \"truncate\": false}, " + base + "}",
          "truncate");
   refuse("{\"model_type\": \"phi3\", \"partial_rotary_factor\": 0.75, " + base + "}", "partial_rotary_factor");
