@@ -366,6 +366,14 @@ def main():
                 got = node(a, npm, m.base, "load", {"model": "qwen", "prompts": prompts[:6], "n": 12}) if ready else {"results": []}
                 same = sum(1 for r, o in zip(got["results"], solo) if r["text"] == o["text"])
                 check(ready and same == 6, f"{' '.join(mode)} under mpirun: 6 concurrent greedy chats equal one process's ({same})")
+                # prefix caching on every rank: the followers adopt the same cached blocks
+                px = node(a, npm, m.base, "prefix", {"model": "qwen", "system": SYSTEM, "questions": QUESTIONS[:2], "n": n})["results"] \
+                    if ready else []
+                hits = [r["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0) for r in px]
+                same = sum(1 for r, ref in zip(px, ref_prefix)
+                           if r["text"] == ref["text"][0] or (r["finish"] == "stop" and ref["text"][0].startswith(r["text"])))
+                check(len(px) == 2 and hits[1] >= 64 and same == 2,
+                      f"{' '.join(mode)} under mpirun: a cached system prompt ({hits} cached tokens), texts equal rlx generate's ({same} of 2)")
             finally:
                 rc = m.stop()
             check(rc == 0, f"{' '.join(mode)} under mpirun: SIGTERM to rank 0 ends the job with status 0 ({rc})")
