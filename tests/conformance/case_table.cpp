@@ -518,7 +518,11 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
          {{"block_size", int64_t{3}}, {"layout", std::string("bshd")}, {"softcap", 1.5}, {"scale", 0.3}}).k(8).mag(2),
        V("float_mask_mha", {T({1, 2, 3, 4}), T({2, 4 * 2, 4}), T({2, 4 * 2, 4}), Idx(DType::i64, {1, 2}, 0, 4),
                             T({1, 2, 3, 4}, Dist::mask)},
-         {{"block_size", int64_t{2}}}).k(4).mag(2)});
+         {{"block_size", int64_t{2}}}).k(4).mag(2),
+       // a decode step with head sizes that are not whole vectors (the CPU's decode kernel's tails)
+       V("decode_odd_dims_softcap", {T({2, 6, 1, 12}), T({3, 5 * 4, 12}), T({3, 5 * 4, 10}), Idx(DType::i64, {2, 3}, 0, 5),
+                                     T({2, 1, 1, 12}, Dist::mask)},
+         {{"block_size", int64_t{4}}, {"softcap", 2.0}}).k(12).mag(2)});
   add(t, Op::Rope, TolClass::composite,
       {V("half", {T({2, 3, 5, 8}), Idx(DType::i64, {5}, 0, 64)}).mag(2),
        V("interleaved", {T({2, 3, 5, 8}), Idx(DType::i64, {5}, 0, 64)}, {{"interleaved", int64_t{1}}}).mag(2),

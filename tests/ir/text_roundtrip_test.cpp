@@ -177,6 +177,11 @@ const std::vector<std::string>& corpus() {
   return %o2
 }
 )",
+      R"(graph @paged(%q: f32[batch, 4, 1, 16], %kp: f32[2, 64, 16], %vp: f32[2, 64, 16], %table: i64[batch, 3], %mask: bool[batch, 1, 1, 48]) -> (f32[batch, 4, 1, 16]) {
+  %o = paged_attention(%q, %kp, %vp, %table, %mask) {block_size = 16, scale = 0.25} : f32[batch, 4, 1, 16]
+  return %o
+}
+)",
       // block-quantized weights
       R"(graph @quant(%x: f32[batch, 64], %wq: u8[16, 68], %tq: u8[10, 72]) -> (f32[batch, 16], f32[10, 128]) {
   %y = qmatmul(%x, %wq) {format = "q8_0"} : f32[batch, 16]

@@ -197,6 +197,59 @@ SoftmaxRow pick_softmax() {
   return softmax_row_portable;
 }
 
+// ---- decode: one query position (its grouped heads as up to 8 rows) against every key
+// The GEMM driver packs K^T into panels for each call, which for one query row costs as much as
+// the product itself; here each key row is read once, in place, by every query row of the task.
+
+// Dot product of n floats, 16 at a time in two accumulators.
+__attribute__((target("avx2,fma"))) inline float dot_avx2(const float* a, const float* b, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + c), _mm256_loadu_ps(b + c), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + c + 8), _mm256_loadu_ps(b + c + 8), acc1);
+  }
+  if (c + 8 <= n) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + c), _mm256_loadu_ps(b + c), acc0);
+    c += 8;
+  }
+  const __m256 acc = _mm256_add_ps(acc0, acc1);
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+  float sum = _mm_cvtss_f32(h);
+  for (; c < n; ++c) sum += a[c] * b[c];
+  return sum;
+}
+
+// s[i * n + j] = scale * q_i . k_j for `rows` query rows and n keys (row stride k_ld).
+__attribute__((target("avx2,fma"))) void decode_scores_avx2(const float* q, int64_t q_row, int64_t rows, const float* k,
+                                                            int64_t k_ld, int64_t n, int64_t d, float scale, float* s) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float* kj = k + j * k_ld;
+    for (int64_t i = 0; i < rows; ++i) s[i * n + j] = scale * dot_avx2(q + i * q_row, kj, d);
+  }
+}
+
+// o_i = sum_j p[i * n + j] * v_j for `rows` rows of dv values (row stride o_row); o is
+// overwritten.
+__attribute__((target("avx2,fma"))) void decode_values_avx2(const float* p, int64_t rows, const float* v, int64_t v_ld,
+                                                            int64_t n, int64_t dv, float* o, int64_t o_row) {
+  for (int64_t i = 0; i < rows; ++i) std::fill(o + i * o_row, o + i * o_row + dv, 0.f);
+  const int64_t full = dv / 8 * 8;
+  for (int64_t j = 0; j < n; ++j) {
+    const float* vj = v + j * v_ld;
+    for (int64_t i = 0; i < rows; ++i) {
+      const float pij = p[i * n + j];
+      const __m256 pb = _mm256_set1_ps(pij);
+      float* oi = o + i * o_row;
+      for (int64_t c = 0; c < full; c += 8)
+        _mm256_storeu_ps(oi + c, _mm256_fmadd_ps(pb, _mm256_loadu_ps(vj + c), _mm256_loadu_ps(oi + c)));
+      for (int64_t c = full; c < dv; ++c) oi[c] += pij * vj[c];
+    }
+  }
+}
+
 // ---- direct AVX-512 path for blocks of query rows (encoders, prefill)
 // With a head dimension of 32 to 128, the products of one (batch, head) are too small for the
 // GEMM driver to pay for its packing, and a 128x128 score tile (64 KiB) is twice L1. Here K is
@@ -411,6 +464,7 @@ Status attention_f32(const AttentionArgs& a) {
   }
   static const SoftmaxRow softmax_row = pick_softmax();
   static const bool has_avx512 = __builtin_cpu_supports("avx512f");
+  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool direct = has_avx512 && a.direct_kernel && !paged;
   const int64_t rep = a.heads_q / a.heads_kv;
   const int64_t sk = a.seq_k, d = a.head_dim, dv = a.head_dim_v;
@@ -592,6 +646,17 @@ Status attention_f32(const AttentionArgs& a) {
     }
     if (scratch.size() < static_cast<size_t>(rows * n)) scratch.resize(static_cast<size_t>(rows * n));
     float* s = scratch.data();
+    if (has_avx2 && a.direct_kernel && a.seq_q == 1 && rows <= 8) {
+      // decode (one query position, its grouped heads as the rows)
+      decode_scores_avx2(q, q_row, rows, kr, k_ld, n, d, a.scale, s);
+      for (int64_t i = 0; i < rows; ++i) {
+        if (a.softcap > 0) cap_row(s + i * n, n);
+        mask_row_scores(s + i * n, i, jlo, n);
+        softmax_row(s + i * n, n);
+      }
+      decode_values_avx2(s, rows, vr, v_ld, n, dv, o, o_row);
+      return;
+    }
     GemmArgs g;
     g.m = rows;
     g.n = n;

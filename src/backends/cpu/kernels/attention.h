@@ -5,9 +5,10 @@
 // softmax, and multiplies by V into the output. With AVX-512 and at least 8 rows per task
 // (encoders, prefill, grouped decode with 8 query heads per key head) a direct kernel does
 // this in groups of 8 rows with K transposed and V copied contiguous per task, and the
-// softmax's 1/sum applied to the output rows; otherwise the GEMM kernel computes the two
-// products of the whole block. Only a tile of scores per thread exists at a time: the
-// [B, H, Sq, Sk] score tensor is never materialized.
+// softmax's 1/sum applied to the output rows; a decode task (one query position, up to 8 rows)
+// with AVX2 reads each key and value row once, in place, for all its rows; otherwise the GEMM
+// kernel computes the two products of the whole block. Only a tile of scores per thread exists
+// at a time: the [B, H, Sq, Sk] score tensor is never materialized.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,7 @@ struct AttentionArgs {
   // the pool, else copies them into a contiguous buffer first.
   const int64_t* block_table = nullptr;
   int64_t block_size = 0, table_cols = 0, pool_blocks = 0;
-  // false forces the GEMM path where the direct kernel would run (benchmarks compare them).
+  // false forces the GEMM path where a direct kernel would run (benchmarks compare them).
   bool direct_kernel = true;
 };
 
