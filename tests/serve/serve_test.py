@@ -131,6 +131,23 @@ class Server:
         return self.p.returncode
 
 
+def open_stream(s):
+    """A raw streaming chat of up to 2000 tokens, read until its first token arrived (so that it
+    holds a slot); returns the socket and the bytes read."""
+    sk = socket.create_connection((s.host, s.port))
+    req = json.dumps({"model": "qwen", "messages": [{"role": "user", "content": "go"}], "stream": True,
+                      "max_tokens": 2000, "temperature": 0})
+    sk.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(req)}\r\n\r\n{req}").encode())
+    got = b""
+    while got.count(b"data: ") < 2:  # the opening chunk, then a token: it is running
+        more = sk.recv(4096)
+        if not more:
+            break
+        got += more
+    return sk, got
+
+
 def is_error_body(text):
     try:
         e = json.loads(text)["error"]
@@ -275,20 +292,7 @@ def main():
 
         # a full queue: 8 long streams hold the 8 slots; then 60 requests at once: 48 wait in the
         # queue and exactly 12 get 429 with Retry-After; closing the streams lets the 48 finish
-        def open_stream():
-            sk = socket.create_connection((s.host, s.port))
-            req = json.dumps({"model": "qwen", "messages": [{"role": "user", "content": "go"}], "stream": True,
-                              "max_tokens": 2000, "temperature": 0})
-            sk.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
-                        f"Content-Type: application/json\r\nContent-Length: {len(req)}\r\n\r\n{req}").encode())
-            got = b""
-            while got.count(b"data: ") < 2:  # the opening chunk, then a token: it holds a slot
-                more = sk.recv(4096)
-                if not more:
-                    break
-                got += more
-            return sk
-        holders = [open_stream() for _ in range(8)]
+        holders = [open_stream(s)[0] for _ in range(8)]
         busy = s.metric("rlx_active_sequences")
         statuses, retry = [], []
 
@@ -314,17 +318,7 @@ def main():
 
         # a client that goes away mid-stream frees its slot at the next step
         tokens0 = s.metric("rlx_generation_tokens_total")
-        sock = socket.create_connection((s.host, s.port))
-        req = json.dumps({"model": "qwen", "messages": [{"role": "user", "content": "go"}], "stream": True,
-                          "max_tokens": 2000, "temperature": 0})
-        sock.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n"
-                      f"Content-Type: application/json\r\nContent-Length: {len(req)}\r\n\r\n{req}").encode())
-        first = b""
-        while first.count(b"data: ") < 2:  # the opening chunk, then a token: it is running
-            more = sock.recv(4096)
-            if not more:
-                break
-            first += more
+        sock, first = open_stream(s)
         running = s.metric("rlx_active_sequences")
         sock.close()
         t0 = time.time()
