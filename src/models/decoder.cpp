@@ -362,13 +362,15 @@ Expected<std::unique_ptr<DecoderSession>> DecoderSession::create(const DecoderWe
     RLX_ASSIGN_OR_RETURN(s->decode_, Model::compile(std::move(dg), co));
   }
   const DecoderConfig& c = w.config;
-  const int64_t pool_bytes = s->pool_blocks_ * kv.block_size * c.kv_heads * c.head_dim * 4;
-  if (pool_bytes / (s->pool_blocks_ * kv.block_size) != c.kv_heads * c.head_dim * 4 ||
-      pool_bytes > (int64_t{1} << 40) / (2 * c.layers))
-    return error(ErrorCode::out_of_range, "a KV cache of ", blocks, " blocks of ", kv.block_size, " tokens (",
-                 c.layers, " layers, ", c.kv_heads, " heads of ", c.head_dim, ") is over 1 TiB");
-  for (int64_t l = 0; l < 2 * c.layers; ++l)
-    s->caches_.push_back(Tensor::zeros(DType::f32, {c.kv_heads, s->pool_blocks_ * kv.block_size, c.head_dim}));
+  // (the pool's size comes from flags: all layers' pools are checked against this machine's
+  // memory before any is taken)
+  const std::string what = cat("the KV cache (", blocks, " blocks of ", kv.block_size, " tokens, ", c.layers, " layers)");
+  const Sizes pool_sizes{c.kv_heads, s->pool_blocks_ * kv.block_size, c.head_dim};
+  RLX_TRY(check_allocation(DType::f32, {2 * c.layers, pool_sizes[0], pool_sizes[1], pool_sizes[2]}, what));
+  for (int64_t l = 0; l < 2 * c.layers; ++l) {
+    RLX_ASSIGN_OR_RETURN(Tensor pool, Tensor::allocate(DType::f32, pool_sizes, what));
+    s->caches_.push_back(std::move(pool));
+  }
   s->pad_.assign(batch, 0);
   s->kv_ = std::make_unique<KvBlocks>(blocks, batch, kv.block_size, kv.prefix_caching);
   return s;
