@@ -439,6 +439,52 @@ TEST_P(Gemm16, EmptyInnerDimensionAndZeroAlpha) {
 INSTANTIATE_TEST_SUITE_P(Isa, Gemm16, ::testing::Values(Path::avx512_bf16, Path::avx512, Path::avx2, Path::portable),
                          [](const auto& info) { return std::string(path_name(info.param)); });
 
+// The rounding of a 16-bit C is exactly the scalar converters' (dtype.h) on every path:
+// C = 1 x B with k = 1 stores each f32 of B rounded. B holds ties to even and odd, values
+// just off a tie, denormals, the largest finite values (which round to infinity), infinities,
+// quiet NaNs with payloads and random bits; the row length leaves a masked tail.
+TEST_P(Gemm16, RoundingOfCIsTheScalarConverters) {
+  std::vector<uint32_t> bits = {0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F807FFFu, 0x00000001u, 0x00008000u,
+                                0x007FFFFFu, 0x80018000u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F7F8000u, 0x7F800000u,
+                                0xFF800000u, 0x7FC00001u, 0xFFC12345u, 0x477FF000u, 0x477FE000u, 0x38800000u,
+                                0x33800000u, 0x387FC000u};
+  std::mt19937 rng(fresh_seed());
+  while (bits.size() < 203) {
+    uint32_t u = rng();
+    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu) && !(u & 0x00400000u)) u |= 0x00400000u;  // no sNaN
+    if (u == 0x80000000u) u = 0;  // 1 x -0 + 0 is +0
+    bits.push_back(u);
+  }
+  const int64_t n = static_cast<int64_t>(bits.size());
+  std::vector<float> b(bits.size());
+  std::memcpy(b.data(), bits.data(), bits.size() * 4);
+  for (GemmType t : {GemmType::f16, GemmType::bf16}) {
+    const float one = 1.f;
+    std::vector<uint16_t> c(static_cast<size_t>(n));
+    GemmArgs g;
+    g.a_type = g.b_type = GemmType::f32;
+    g.c_type = t;
+    g.m = 1;
+    g.n = n;
+    g.k = 1;
+    g.a = &one;
+    g.lda = 1;
+    g.b = b.data();
+    g.ldb = n;
+    g.c = c.data();
+    g.ldc = n;
+    ASSERT_TRUE(sgemm(g).is_ok()) << gemm_type_name(t);
+    for (int64_t j = 0; j < n; ++j) {
+      const uint16_t want = t == GemmType::f16 ? f32_to_f16(b[j]) : f32_to_bf16(b[j]);
+      const uint16_t got = c[static_cast<size_t>(j)];
+      // any NaN is a NaN: f16's hardware conversion keeps another payload than the scalar one
+      const bool both_nan = std::isnan(b[j]) && (t == GemmType::f16 ? std::isnan(f16_to_f32(got)) : std::isnan(bf16_to_f32(got)));
+      EXPECT_TRUE(got == want || both_nan) << gemm_type_name(t) << " of 0x" << std::hex << bits[j] << ": 0x" << got
+                                           << ", want 0x" << want;
+    }
+  }
+}
+
 // The vdpbf16ps kernels (A and B both bf16, k-values in pairs) on the shapes that stress
 // them: M = 1 and 2 (wide kernels), M, N, K off every tile size, K = 1, 2 and odd K (a zero
 // pad in the last pair), K blocks of odd length (k = 777: three blocks of 259), masked

@@ -256,6 +256,25 @@ RLX_AVX512 void round_row_f16(const void* src, void* dst, int64_t n) {
   }
 }
 
+// f32 -> bf16 in integer lanes, exactly f32_to_bf16 (dtype.h): round to nearest even by adding
+// 0x7fff plus the kept low bit, NaN quieted (0x40 set in the upper half). Not vcvtneps2bf16:
+// it flushes denormal inputs to zero, which f32_to_bf16 (and ref) does not.
+RLX_AVX512 void round_row_bf16(const void* src, void* dst, int64_t n) {
+  const float* s = static_cast<const float*>(src);
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i quiet = _mm512_set1_epi32(0x400000);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 mk = lane_mask(n - j);
+    const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(mk, s + j));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, quiet));
+    _mm256_mask_storeu_epi16(d + j, mk, _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+  }
+}
+
 RLX_AVX512 void widen_row_f16(const void* src, void* dst, int64_t n) {
   const uint16_t* s = static_cast<const uint16_t*>(src);
   float* d = static_cast<float*>(dst);
@@ -478,6 +497,7 @@ KernelFamily make_family() {
   fill<GemmType::bf16, 8, 3>(f.wide);
   f.pack_a[f32] = &pack_a;
   f.pack_a[bf16] = &pack_a_16<GemmType::bf16>;
+  f.round_row[bf16] = &round_row_bf16;
   f.pack_b_trans[f32] = &pack_b_trans;
   f.pack_b_rows[f32] = &pack_b_rows;
   // Every AVX-512 CPU so far has F16C, but it is its own cpuid bit: checked, not assumed.
