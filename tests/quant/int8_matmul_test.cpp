@@ -20,6 +20,7 @@ struct Case {
   bool bias;
   bool per_row_scale;
   double x_scale;  // 0: per token
+  bool epilogue = false;  // y feeds relu(y + r), which the cpu fuses into the kernel
 };
 
 Graph int8_graph(const Case& c, std::mt19937& rng, Tensor& w, Tensor& ws, Tensor& b) {
@@ -45,6 +46,7 @@ Graph int8_graph(const Case& c, std::mt19937& rng, Tensor& w, Tensor& ws, Tensor
   Attrs at;
   if (c.x_scale > 0) at = Attrs{{"x_scale", c.x_scale}};
   ValueId y = o.op(Op::Int8MatMul, in, at);
+  if (c.epilogue) y = o.relu(o.add(y, g.add_input("r", TensorType{DType::f32, to_shape({c.m, c.n})})));
   EXPECT_TRUE(o.ok()) << o.status().to_string();
   g.outputs = {y};
   return g;
@@ -52,7 +54,7 @@ Graph int8_graph(const Case& c, std::mt19937& rng, Tensor& w, Tensor& ws, Tensor
 
 void check_case(const Case& c, std::mt19937& rng) {
   SCOPED_TRACE(cat("m=", c.m, " n=", c.n, " k=", c.k, " bias=", c.bias, " per_row=", c.per_row_scale,
-                   " x_scale=", c.x_scale, " kernel=", cpu::qgemm_kernel_name()));
+                   " x_scale=", c.x_scale, " epilogue=", c.epilogue, " kernel=", cpu::qgemm_kernel_name()));
   Tensor w, ws, b;
   Graph g = int8_graph(c, rng, w, ws, b);
   auto report = explain(g, "cpu", DispatchPolicy{});
@@ -67,6 +69,19 @@ void check_case(const Case& c, std::mt19937& rng) {
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = xu(rng);
   if (c.m > 2) std::memset(x.data<float>() + c.k, 0, c.k * 4);  // an all-zero row (scale floor)
   std::vector<Tensor> in{x};
+  if (c.epilogue) {
+    Tensor r = Tensor::zeros(DType::f32, {c.m, c.n});
+    for (int64_t i = 0; i < r.numel(); ++i) r.data<float>()[i] = xu(rng);
+    in.push_back(r);
+  }
+  auto variant = (*cpu)->prepare({});
+  ASSERT_TRUE(variant.has_value()) << variant.status().to_string();
+  const std::string& listing = (*variant)->executable->stats().kernel_listing;
+  if (c.epilogue) EXPECT_NE(listing.find(" epilogue "), std::string::npos) << "add + relu fused\n" << listing;
+  // the panel kernel runs where the family has one (AVX-512 VNNI): weights are fixed here
+  __builtin_cpu_init();
+  const bool vnni = std::string(cpu::qgemm_kernel_name()) == "avx512" && __builtin_cpu_supports("avx512vnni");
+  EXPECT_EQ(listing.find("vpdpbusd 12x32 panels") != std::string::npos, vnni) << listing;
   auto a = (*cpu)->run(in);
   ASSERT_TRUE(a.has_value()) << a.status().to_string();
   auto r = (*ref)->run(in);
@@ -74,10 +89,11 @@ void check_case(const Case& c, std::mt19937& rng) {
   // same integer sums; only the final f32 multiplications may round differently
   for (int64_t i = 0; i < c.m * c.n; ++i) {
     const double want = (*r)[0].get_f64(i), got = (*a)[0].data<float>()[i];
-    ASSERT_NEAR(got, want, 4e-6 * std::fabs(want) + 1e-6) << "element " << i;
+    // (with the epilogue, y + r may cancel: the bound is y's, |y| being about 10 here)
+    ASSERT_NEAR(got, want, 4e-6 * (std::fabs(want) + (c.epilogue ? 16 : 0)) + 1e-6) << "element " << i;
   }
   // and the int8 result approximates the f32 product x W^T * w_scale within the rounding of x
-  if (c.x_scale == 0) {
+  if (c.x_scale == 0 && !c.epilogue) {
     for (int64_t i = 0; i < c.m; ++i) {
       double amax = 0;
       for (int64_t p = 0; p < c.k; ++p) amax = std::max(amax, std::fabs(static_cast<double>(x.data<float>()[i * c.k + p])));
@@ -101,6 +117,10 @@ TEST(Int8MatMul, NativeMatchesReferenceOnEveryKernelFamily) {
       {1, 9, 64, true, true, 0},      {3, 7, 32, false, true, 0},  {4, 16, 96, true, true, 0},
       {5, 13, 100, true, false, 0},   {17, 33, 384, true, true, 0}, {2, 5, 7, false, true, 0},
       {9, 12, 64, true, true, 0.02},  {64, 40, 160, true, true, 0},
+      // the panel kernel's edges: a 96-row chunk and a tail of 4 (12-row tiles and a 4-row
+      // one), a last panel of 6 channels, k % 4 == 1 and k < 4, one scale for all channels
+      {100, 70, 1001, true, true, 0}, {13, 33, 3, true, false, 0}, {200, 64, 96, false, true, 0.05},
+      {37, 48, 130, true, true, 0, true}, {1, 40, 64, false, false, 0, true},
   };
   for (cpu::GemmIsa isa : {cpu::GemmIsa::avx512, cpu::GemmIsa::avx2, cpu::GemmIsa::portable}) {
     if (!cpu::set_qgemm_isa(isa)) {
@@ -139,6 +159,20 @@ TEST(Int8MatMul, KernelRejectsBadArguments) {
   a.n = 1;
   a.k = 4;
   EXPECT_EQ(cpu::i8gemm(a).code(), ErrorCode::invalid_argument);  // null pointers
+  // k past the exact int32 range is refused before anything is read
+  float x = 0.f, y = 0.f, s = 1.f;
+  int8_t w = 0;
+  a.k = cpu::kI8GemmMaxK + 1;
+  a.x = &x;
+  a.w = &w;
+  a.w_scale = &s;
+  a.y = &y;
+  a.ldx = a.ldw = a.k;
+  a.ldy = 1;
+  Status st = cpu::i8gemm(a);
+  EXPECT_EQ(st.code(), ErrorCode::invalid_argument);
+  EXPECT_NE(st.message().find("65537"), std::string::npos) << st.to_string();
+  EXPECT_FALSE(cpu::pack_i8(&w, a.k, 1, a.k).valid());
 }
 
 }  // namespace

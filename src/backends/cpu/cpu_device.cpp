@@ -43,10 +43,11 @@ class CpuDevice final : public Device {
     Graph ordered = g;
     if (dist::overlap_collectives()) sched::order_collectives_early(ordered);
     RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(ordered));
-    // the GEMM runs elementwise consumers of its output on each finished tile (a 16-bit
+    // the GEMMs (and int8_matmul) run elementwise consumers of their output on each finished tile (a 16-bit
     // output is rounded first: the epilogue reads the stored values, as it would unfused)
     sched::fuse_native_epilogues(prog, [](const kir::NativeKernel& n) {
       const DType t = n.output_types[0].dtype;
+      if (n.op == Op::Int8MatMul) return t == DType::f32;
       return (n.op == Op::MatMul || n.op == Op::Dot || n.op == Op::Gemm) &&
              (t == DType::f32 || t == DType::f16 || t == DType::bf16);
     });

@@ -33,6 +33,7 @@ struct NativeState {
   const kernels::HostFamily* host = nullptr;  // host_family: the library that runs the node
   GemmPlan plan;
   PackedB packed;  // when B is a weight
+  PackedI8 i8packed;  // int8_matmul's weights, when fixed and the CPU has the panel kernel
   GemmType a_type = GemmType::f32, b_type = GemmType::f32, c_type = GemmType::f32;
   GemmType bias_type = GemmType::f32;  // gemm's third operand, when it has one
   std::vector<float> bias32;           // a row bias times beta, in f32 (rebuilt per run)
@@ -95,7 +96,10 @@ class CpuExecutable final : public Executable {
   Status run_steps();
   void plan_async_collectives();
   Status run_quant(const kir::NativeKernel& n, const NativeState& st);
-  Expected<NativeState> plan_quant(kir::NativeKernel& n) const;
+  // Binds native n's fused epilogue (if any) to its buffers: ctx (which must outlive the
+  // call) and a GemmEpilogue for a C at `c` with elements of `esize` bytes.
+  GemmEpilogue bind_epilogue(const kir::NativeKernel& n, const void* c, int64_t esize, EpilogueCtx& ctx);
+  Expected<NativeState> plan_quant(kir::NativeKernel& n);
   Expected<NativeState> plan_gemm(kir::NativeKernel& n);
   void print_profile() const;
 
@@ -390,16 +394,18 @@ Status CpuExecutable::run_native(int index) {
     }
   }
   EpilogueCtx ctx;
-  if (n.epilogue >= 0) {
-    const kir::GeneratedKernel& k = prog_.generated[n.epilogue];
-    std::vector<void*>& argv = argv_[n.epilogue];
-    for (size_t i = 0; i < k.args.size(); ++i) argv[i] = ptrs_[k.args[i]];
-    ctx = EpilogueCtx{fns_[n.epilogue], argv.data(), k.cols(), a.c, static_cast<int64_t>(gemm_type_size(st.c_type))};
-    a.epilogue.fn = epilogue_trampoline;
-    a.epilogue.ctx = &ctx;
-  }
+  a.epilogue = bind_epilogue(n, a.c, static_cast<int64_t>(gemm_type_size(st.c_type)), ctx);
   if (st.packed.valid()) return sgemm_packed(a, st.packed);
   return sgemm(a);
+}
+
+GemmEpilogue CpuExecutable::bind_epilogue(const kir::NativeKernel& n, const void* c, int64_t esize, EpilogueCtx& ctx) {
+  if (n.epilogue < 0) return {};
+  const kir::GeneratedKernel& k = prog_.generated[n.epilogue];
+  std::vector<void*>& argv = argv_[n.epilogue];
+  for (size_t i = 0; i < k.args.size(); ++i) argv[i] = ptrs_[k.args[i]];
+  ctx = EpilogueCtx{fns_[n.epilogue], argv.data(), k.cols(), c, esize};
+  return GemmEpilogue{epilogue_trampoline, &ctx};
 }
 
 void CpuExecutable::plan_async_collectives() {
@@ -496,18 +502,23 @@ Status CpuExecutable::run_steps() {
 }
 
 // dequantize / qmatmul: sizes from the (static) types, the codec from the format attribute.
-Expected<NativeState> CpuExecutable::plan_quant(kir::NativeKernel& n) const {
+Expected<NativeState> CpuExecutable::plan_quant(kir::NativeKernel& n) {
   NativeState st;
   if (n.op == Op::Int8MatMul) {
     // int8_matmul (kernels/qgemm.h i8gemm): x [m, k], w [n, k]
-    if (n.epilogue >= 0) return error(ErrorCode::internal, "int8_matmul has a fused epilogue; only GEMMs take one");
     st.kind = NativeState::Kind::int8;
     const Sizes& x = prog_.buffers[n.inputs[0]].sizes;
     st.k = x.empty() ? 1 : x.back();
     st.m = st.k > 0 ? numel(x) / st.k : 0;
     st.n = prog_.buffers[n.inputs[1]].sizes[0];
-    n.how = cat("int8_matmul ", qgemm_kernel_name(), " m=", st.m, " n=", st.n, " k=", st.k,
-                n.attrs.has("x_scale") ? " (x per tensor)" : " (x per token)");
+    const kir::Buffer& wb = prog_.buffers[n.inputs[1]];
+    if (wb.kind == kir::BufferKind::weight || wb.kind == kir::BufferKind::constant) {
+      // packed once for the VNNI panel kernel (invalid, and w read as it is, without one)
+      st.i8packed = pack_i8(static_cast<const int8_t*>(ptrs_[n.inputs[1]]), st.k, st.n, st.k);
+      if (st.i8packed.valid()) stats_.weight_bytes += st.i8packed.bytes();
+    }
+    n.how = cat("int8_matmul ", qgemm_kernel_name(), st.i8packed.valid() ? " vpdpbusd 12x32 panels" : "", " m=", st.m,
+                " n=", st.n, " k=", st.k, n.attrs.has("x_scale") ? " (x per tensor)" : " (x per token)");
     return st;
   }
   const std::string fmt = n.attrs.s("format");
@@ -549,6 +560,9 @@ Status CpuExecutable::run_quant(const kir::NativeKernel& n, const NativeState& s
     a.x_scale = n.attrs.has("x_scale") ? static_cast<float>(n.attrs.f("x_scale")) : 0.f;
     a.y = static_cast<float*>(ptrs_[n.outputs[0]]);
     a.ldy = st.n;
+    if (st.i8packed.valid()) a.packed = &st.i8packed;
+    EpilogueCtx ctx;
+    a.epilogue = bind_epilogue(n, a.y, sizeof(float), ctx);
     return i8gemm(a);
   }
   if (st.kind == NativeState::Kind::dequantize)

@@ -463,16 +463,54 @@ Status dequantize_rows(QType type, const uint8_t* w, int64_t rows, int64_t cols,
   return Status::ok();
 }
 
+PackedI8 pack_i8(const int8_t* w, int64_t ldw, int64_t n, int64_t k) {
+  PackedI8 p;
+  const QKernelFamily* fam = current().load(std::memory_order_relaxed);
+  if (!fam->i8panel || !fam->i8_offset_x || !w || n < 1 || k < 1 || k > kI8GemmMaxK || ldw < k) return p;
+  const int64_t quads = (k + 3) / 4, panels = (n + 31) / 32;
+  const size_t bytes = static_cast<size_t>(panels) * static_cast<size_t>(quads) * 128;
+  p.data_.reset(static_cast<int8_t*>(std::aligned_alloc(64, bytes)));
+  if (!p.data_) return p;
+  p.sums_.assign(static_cast<size_t>(panels * 32), 0);  // padded: the kernel loads whole vectors
+  p.n_ = n;
+  p.k_ = k;
+  auto body = [&](int64_t p0, int64_t p1) {
+    for (int64_t pi = p0; pi < p1; ++pi) {
+      int8_t* dst = p.data_.get() + pi * quads * 128;
+      for (int64_t c = 0; c < 32; ++c) {
+        const int64_t j = pi * 32 + c;
+        int32_t sum = 0;
+        for (int64_t q = 0; q < quads; ++q)
+          for (int64_t e = 0; e < 4; ++e) {
+            const int64_t at = 4 * q + e;
+            const int8_t v = j < n && at < k ? w[j * ldw + at] : 0;
+            dst[q * 128 + 4 * c + e] = v;
+            sum += v;
+          }
+        p.sums_[static_cast<size_t>(j)] = sum;
+      }
+    }
+  };
+  ThreadPool::global().parallel_for(panels, 1, body);
+  return p;
+}
+
 Status i8gemm(const I8GemmArgs& a) {
   auto bad = [](const char* what) { return error(ErrorCode::invalid_argument, "i8gemm: ", what); };
   if (a.m < 0 || a.n < 0 || a.k < 1) return bad("m, n must be >= 0 and k >= 1");
   if (a.m == 0 || a.n == 0) return Status::ok();
-  if (!a.x || !a.w || !a.w_scale || !a.y) return bad("null pointer");
-  if (a.ldx < a.k || a.ldw < a.k || a.ldy < a.n) return bad("a leading dimension is shorter than its row");
-  if (!(a.x_scale >= 0.f) || !std::isfinite(a.x_scale)) return bad("x_scale must be 0 (per token) or positive");
+  if (a.k > kI8GemmMaxK)
+    return error(ErrorCode::invalid_argument, "i8gemm: k = ", a.k, " is over ", kI8GemmMaxK,
+                 " (the int32 sums of the products could overflow)");
   const QKernelFamily* fam = current().load(std::memory_order_relaxed);
-  // x's quants (k bytes a row, 64-byte aligned rows) and per-row scales in the caller's
-  // scratch; the worker threads only read them
+  const bool panel = a.packed && a.packed->valid() && fam->i8panel && fam->i8_offset_x;
+  if (!a.x || (!a.w && !panel) || !a.w_scale || !a.y) return bad("null pointer");
+  if (a.ldx < a.k || (!panel && a.ldw < a.k) || a.ldy < a.n) return bad("a leading dimension is shorter than its row");
+  if (panel && (a.packed->n() != a.n || a.packed->k() != a.k)) return bad("the packed weights are not [n, k]");
+  if (!(a.x_scale >= 0.f) || !std::isfinite(a.x_scale)) return bad("x_scale must be 0 (per token) or positive");
+  // x's quants (k bytes a row, 64-byte aligned rows, so the panel kernel may read whole quads
+  // past k: their weights are zero) and per-row scales in the caller's scratch; the worker
+  // threads only read them
   const int64_t ldq = (a.k + 63) / 64 * 64;
   const int64_t qfloats = a.m * ldq / 4;
   float* buf = scratch(static_cast<size_t>(qfloats + a.m));
@@ -510,12 +548,41 @@ Status i8gemm(const I8GemmArgs& a) {
   } else {
     pool.parallel_for(a.m, qgrain, quantize_rows);
   }
-  qgemm_detail::I8Args k{a.m, a.k, qx, ldq, sx, a.w, a.ldw, a.w_scale, a.w_scale_per_row ? 1 : 0, a.bias, a.y, a.ldy};
+  const int64_t ws_stride = a.w_scale_per_row ? 1 : 0;
+  const GemmEpilogue& ep = a.epilogue;
+  if (panel) {
+    // units of (panel, chunk of rows): a chunk's quants and the panel stay in L2 while its
+    // tiles run; consecutive units share the panel
+    constexpr int64_t kChunk = 96;
+    const int64_t chunks = (a.m + kChunk - 1) / kChunk, panels = a.packed->panels();
+    auto body = [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t p = u / chunks, i0 = u % chunks * kChunk, i1 = std::min(a.m, i0 + kChunk), j0 = 32 * p;
+        const qgemm_detail::I8PanelArgs pa{qx, ldq, sx, a.packed->panel(p), a.packed->quads(), a.packed->sums() + j0,
+                                           a.w_scale + j0 * ws_stride, ws_stride, a.bias ? a.bias + j0 : nullptr,
+                                           a.y + j0, a.ldy, std::min<int64_t>(32, a.n - j0)};
+        fam->i8panel(pa, i0, i1);
+        if (ep.fn) ep.fn(ep.ctx, a.y + i0 * a.ldy + j0, a.ldy, i0, j0, i1 - i0, pa.cols);
+      }
+    };
+    const int64_t units = chunks * panels;
+    if (units == 1 || pool.size() == 1) {
+      body(0, units);
+    } else {
+      pool.parallel_for(units, 1, body);
+    }
+    return Status::ok();
+  }
+  qgemm_detail::I8Args k{a.m, a.k, qx, ldq, sx, a.w, a.ldw, a.w_scale, ws_stride, a.bias, a.y, a.ldy};
+  auto rows = [&](int64_t j0, int64_t j1) {
+    fam->i8rows(k, j0, j1);
+    if (ep.fn) ep.fn(ep.ctx, a.y + j0, a.ldy, 0, j0, a.m, j1 - j0);
+  };
   const int64_t grain = std::max(row_grain(a.k, a.m), (a.n + pool.size() - 1) / std::max(1, pool.size()));
   if (a.n <= grain) {
-    fam->i8rows(k, 0, a.n);
+    rows(0, a.n);
   } else {
-    pool.parallel_for(a.n, grain, [&](int64_t j0, int64_t j1) { fam->i8rows(k, j0, j1); });
+    pool.parallel_for(a.n, grain, rows);
   }
   return Status::ok();
 }

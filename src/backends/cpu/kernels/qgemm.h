@@ -18,8 +18,11 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "backends/cpu/kernels/gemm.h"
 #include "kernels/ggml_quants.h"
@@ -75,17 +78,58 @@ bool qgemm_quantizes_x(quant::QType t, int64_t m);
 // (per token), and qx = clamp(round_half_even(x / sx), -127, 127). The products are summed
 // exactly in int32 (vpdpbusd with AVX-512 VNNI, vpmaddubsw + vpmaddwd with AVX2), so the
 // result is the reference decomposition's up to the final f32 multiplications. Any k >= 1.
+//
+// With w packed by pack_i8 (weights fixed at compile time, a CPU with AVX-512 VNNI) the
+// products run on a register-blocked panel kernel: 12 rows of x by 32 output channels per
+// tile, 4 k-values per vpdpbusd on zmm registers (64 multiply-adds per instruction, 4x the f32
+// FMA's), each 4 bytes of x broadcast against 32 channels' packed quads. Without a packed w the
+// kernel takes dot products of rows (one weight row per 32 k-values at a time).
+class PackedI8;
 struct I8GemmArgs {
   int64_t m = 0, n = 0, k = 0;
   const float* x = nullptr; int64_t ldx = 0;
-  const int8_t* w = nullptr; int64_t ldw = 0;
+  const int8_t* w = nullptr; int64_t ldw = 0;                   // unused when packed is set
+  const PackedI8* packed = nullptr;                             // w packed by pack_i8, or null
   const float* w_scale = nullptr; bool w_scale_per_row = true;  // [n], or one value
   const float* bias = nullptr;                                  // [n] or null
   float x_scale = 0.f;                                          // > 0: per tensor; 0: per token
   float* y = nullptr; int64_t ldy = 0;
+  GemmEpilogue epilogue;  // runs on each finished block of y (f32, after the bias)
 };
-// Checks the arguments (invalid_argument naming the field) and runs, multi-threaded over n.
+// Checks the arguments (invalid_argument naming the field) and runs, multi-threaded over n
+// (and over rows of x on the panel kernel). k is at most kI8GemmMaxK: the int32 sums of
+// (q + 128) * w stay exact below it.
 Status i8gemm(const I8GemmArgs& args);
+inline constexpr int64_t kI8GemmMaxK = 65536;
+
+// int8 weights [n, k] (row j: output channel j) packed once for the panel kernel: panels of
+// 32 channels (the last zero-padded), each holding ceil(k / 4) quads of 32 x 4 bytes (the 4
+// consecutive k-values of channel c at quad * 128 + 4 * c, zero past k), 64-byte aligned; and
+// each channel's sum of weights, through which the + 128 offset of x's quants is taken out.
+class PackedI8 {
+ public:
+  bool valid() const { return data_ != nullptr; }
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+  int64_t quads() const { return (k_ + 3) / 4; }
+  int64_t panels() const { return (n_ + 31) / 32; }
+  const int8_t* panel(int64_t p) const { return data_.get() + p * quads() * 128; }
+  const int32_t* sums() const { return sums_.data(); }
+  size_t bytes() const { return static_cast<size_t>(panels() * quads() * 128) + sums_.size() * 4; }
+
+ private:
+  friend PackedI8 pack_i8(const int8_t* w, int64_t ldw, int64_t n, int64_t k);
+  struct Free {
+    void operator()(int8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<int8_t[], Free> data_;
+  std::vector<int32_t> sums_;
+  int64_t n_ = 0, k_ = 0;
+};
+// Packs w (row stride ldw) for the kernel family in use. Returns an invalid PackedI8 where the
+// family has no panel kernel (no AVX-512 VNNI), on bad arguments (sizes < 1, k over
+// kI8GemmMaxK, ldw < k, null w) or when memory runs out; i8gemm then reads w itself.
+PackedI8 pack_i8(const int8_t* w, int64_t ldw, int64_t n, int64_t k);
 
 // The kernel family in use ("avx512", "avx2", "portable"); set_qgemm_isa selects one (tests),
 // returning false if the CPU cannot run it.
@@ -134,6 +178,17 @@ struct I8Args {
   float* y; int64_t ldy;
 };
 using I8RowsFn = void (*)(const I8Args& a, int64_t j0, int64_t j1);
+// The panel kernel: rows [i0, i1) of x (as I8Args) against panel p of packed weights (with
+// `cols` <= 32 valid channels) into y, scaled and biased as i8rows does.
+struct I8PanelArgs {
+  const uint8_t* qx; int64_t ldq; const float* sx;
+  const int8_t* panel; int64_t quads; const int32_t* sums;  // this panel's (sums of its channels)
+  const float* ws; int64_t ws_stride;                        // from channel j0 of this panel on
+  const float* bias;                                         // from channel j0, or null
+  float* y; int64_t ldy;                                     // at column j0
+  int64_t cols;
+};
+using I8PanelFn = void (*)(const I8PanelArgs& a, int64_t i0, int64_t i1);
 // One row of k values of x to the layer's quants (see I8GemmArgs); returns its scale.
 using I8QuantFn = float (*)(const float* x, int64_t k, float x_scale, uint8_t* q);
 // Whether the kernels of format t read RowsArgs::xs.
@@ -150,6 +205,7 @@ struct QKernelFamily {
   Q8QuantFn q8quant = nullptr;         // null: the portable loop
   DecodeFn decode[quant::kNumQTypes];
   I8RowsFn i8rows = nullptr;  // the int8 linear layer
+  I8PanelFn i8panel = nullptr;  // its panel kernel on pack_i8's layout; null: none
   I8QuantFn i8quant = nullptr;
   bool i8_offset_x = false;   // its x quants are stored as u8 (q + 128)
 };
