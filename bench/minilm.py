@@ -17,6 +17,13 @@ each process's peak resident memory (VmHWM), and the process CPU time per run (p
 ratio to the best peer's: with --threads 1 that measures the work each engine does, whatever
 the machine's load (with more threads it also counts threads spinning while they wait). The first output row of every engine is
 compared with rlx's (max abs difference) so that all compute the same thing.
+
+int8: the engines rlx-int8 (the folder of `rlx quantize --scheme int8`, made beside the model)
+and ort-int8 (the same int8 weights in the DynamicQuantizeLinear / MatMulInteger form of ONNX
+Runtime's quantize_dynamic, scripts/peers/onnx_quantize_dynamic.py) are compared with each
+other: an int8 row's "best peer" is the best int8 peer, an f32 row's the best f32 one.
+
+    /usr/bin/python3 bench/minilm.py --engines rlx,rlx-int8,ort,ort-int8 --batch 8,32
 """
 import argparse
 import json
@@ -133,11 +140,18 @@ def main():
         subprocess.check_call([rlx, "make-model", "minilm", "--out", model])
     engines = a.engines.split(",")
     onnx = os.path.join(model, "model.onnx")
-    if "ort" in engines and not os.path.exists(onnx):
+    if any(e.startswith("ort") for e in engines) and not os.path.exists(onnx):
         subprocess.check_call([sys.executable, os.path.join(ROOT, "scripts/peers/bert_torch.py"), "export-onnx", model, onnx])
+    # int8: rlx's `quantize --scheme int8` folder, and the same weights in the form ONNX
+    # Runtime's quantize_dynamic writes (scripts/peers/onnx_quantize_dynamic.py)
+    model_int8, onnx_int8 = model + "-int8", os.path.join(model, "model-int8.onnx")
+    if "rlx-int8" in engines and not os.path.exists(os.path.join(model_int8, "model.safetensors")):
+        subprocess.check_call([rlx, "quantize", model, model_int8, "--scheme", "int8"])
+    if "ort-int8" in engines and not os.path.exists(onnx_int8):
+        subprocess.check_call(["/usr/bin/python3", os.path.join(ROOT, "scripts/peers/onnx_quantize_dynamic.py"), onnx, onnx_int8])
     npm = a.npm or next((d for d in (os.path.join(build, "npm"), os.path.join(ROOT, "build/npm"))
                          if os.path.isdir(os.path.join(d, "node_modules/onnxruntime-node"))), None)
-    if "ort" in engines and not npm:
+    if any(e.startswith("ort") for e in engines) and not npm:
         raise SystemExit("onnxruntime-node is not installed: scripts/install-npm.sh %s/npm" % build)
     cfg = json.load(open(os.path.join(model, "config.json")))
     th = str(a.threads)
@@ -160,15 +174,17 @@ def main():
             files.append(path)
         running = []
         for e in engines:
-            if e == "rlx":
-                running.append(Engine("rlx", [server, model, str(b), str(s)] + files, {"RLX_NUM_THREADS": th}))
+            if e in ("rlx", "rlx-int8"):
+                running.append(Engine(e, [server, model if e == "rlx" else model_int8, str(b), str(s)] + files,
+                                      {"RLX_NUM_THREADS": th}))
             elif e in ("torch", "torch-script"):
                 argv = ["/usr/bin/python3", os.path.join(ROOT, "scripts/peers/bert_torch.py"), "serve", model, str(b), str(s)]
                 argv += files + ["--threads=" + th] + (["--script"] if e == "torch-script" else [])
                 running.append(Engine("pytorch" + (" (torchscript)" if e == "torch-script" else ""), argv, torch_env))
-            elif e == "ort":
-                running.append(Engine("onnxruntime", ["node", os.path.join(ROOT, "scripts/peers/minilm_ort.js"), onnx,
-                                                      str(b), str(s)] + files + [th],
+            elif e in ("ort", "ort-int8"):
+                running.append(Engine("onnxruntime" + (" int8" if e == "ort-int8" else ""),
+                                      ["node", os.path.join(ROOT, "scripts/peers/minilm_ort.js"),
+                                       onnx if e == "ort" else onnx_int8, str(b), str(s)] + files + [th],
                                       {"NODE_PATH": os.path.join(npm, "node_modules")}))
             else:
                 raise SystemExit("unknown engine " + e)
@@ -195,13 +211,14 @@ def main():
             res.append((en.name, t[len(t) // 2], t[min(len(t) - 1, len(t) * 9 // 10)], len(t), en.peak_rss_mb(),
                         c[len(c) // 2] if c else float("nan")))
             en.close()
-        peers = [x[1] for x in res if x[0] != "rlx"]
-        best = min(peers) if peers else float("nan")
-        cpu_peers = [x[5] for x in res if x[0] != "rlx"]
-        best_cpu = min(cpu_peers) if cpu_peers else float("nan")
+        # each row against the best peer (not rlx) of its precision: int8 rows against int8 peers
+        def best_of(col, int8):
+            v = [x[col] for x in res if not x[0].startswith("rlx") and ("int8" in x[0]) == int8]
+            return min(v) if v else float("nan")
         for name, p50, p90, n, rss, cpu in res:
-            rows.append((name, b, s, p50, p90, p50 / best, fl / p50 / 1e6, 100 * fl / p50 / 1e6 / g, g, rss, n, cpu,
-                         cpu / best_cpu))
+            i8 = "int8" in name
+            rows.append((name, b, s, p50, p90, p50 / best_of(1, i8), fl / p50 / 1e6, 100 * fl / p50 / 1e6 / g, g, rss,
+                         n, cpu, cpu / best_of(5, i8)))
         loads.append(load_average())
         print("batch %d done (load %s)" % (b, loads[-1]), file=sys.stderr, flush=True)
     out = []
