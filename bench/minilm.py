@@ -24,6 +24,9 @@ Runtime's quantize_dynamic, scripts/peers/onnx_quantize_dynamic.py) are compared
 other: an int8 row's "best peer" is the best int8 peer, an f32 row's the best f32 one.
 
     /usr/bin/python3 bench/minilm.py --engines rlx,rlx-int8,ort,ort-int8 --batch 8,32
+
+--busy N starts N processes that each spin on one core while the engines are timed: the
+slowdown of each engine against a run without them says how it copes with a competing job.
 """
 import argparse
 import json
@@ -48,6 +51,8 @@ def parse():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--engines", default="rlx,torch,torch-script,ort")
     ap.add_argument("--md", help="also write the table (markdown) to this file")
+    ap.add_argument("--busy", type=int, default=0,
+                    help="competing processes, each a busy loop on one core, running while the engines are timed")
     return ap.parse_args()
 
 
@@ -128,7 +133,22 @@ class Engine:
         self.p.wait()
 
 
+def start_busy(n):
+    """n processes that each keep one core busy (a competing job on a shared machine)."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
 def main():
+    busy = start_busy(a.busy)
+    try:
+        measure()
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+
+
+def measure():
     build = os.path.abspath(a.build)
     model = os.path.abspath(a.model or os.path.join(build, "minilm"))
     rlx = os.path.join(build, "bin", "rlx")
@@ -222,8 +242,8 @@ def main():
         loads.append(load_average())
         print("batch %d done (load %s)" % (b, loads[-1]), file=sys.stderr, flush=True)
     out = []
-    out.append("threads %d, seq %d, %d runs per engine and batch after %d warm-up, load average %s" %
-               (a.threads, a.seq, a.runs, a.warmup, " -> ".join(loads)))
+    out.append("threads %d, seq %d, %d runs per engine and batch after %d warm-up, %d competing busy processes, "
+               "load average %s" % (a.threads, a.seq, a.runs, a.warmup, a.busy, " -> ".join(loads)))
     out.append("")
     out.append("| engine | batch | p50 ms | p90 ms | p50 / best peer | GFLOP/s | % of sgemm | sgemm GFLOP/s | peak RSS MB "
                "| CPU ms p50 | CPU / best peer | runs |")

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "precision.h"
 #include "rlx/model_io.h"
 
 namespace rlx::cli {
@@ -69,7 +70,7 @@ int cmd_info(int argc, char** argv) {
 }
 
 int cmd_explain(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {"kernels"}, {"device", "policy", "dims", "json"});
+  auto args = parse_args(argc, argv, 2, {"kernels"}, {"device", "policy", "dims", "json", "precision"});
   if (!args) return report_error(args.status());
   if (args->positional.size() != 1)
     return report_error(error(ErrorCode::invalid_argument, "usage: rlx explain MODEL [--device D]"));
@@ -84,6 +85,12 @@ int cmd_explain(int argc, char** argv) {
     dims = *p;
   }
   std::string device = args->get("device").value_or(default_device_name());
+  if (args->has("precision")) {
+    // the graph that run and bench compile under --precision (weights first, so they fold)
+    if (auto w = synthesize_missing_weights(m->graph, 7); !w) return report_error(w.status());
+    if (auto narrowed = apply_precision(m->graph, args->get("precision"), device); !narrowed)
+      return report_error(narrowed.status());
+  }
   auto report = explain(m->graph, device, *policy, dims);
   if (!report) return report_error(report.status());
   std::fputs(report->to_text().c_str(), stdout);

@@ -13,7 +13,7 @@ const std::vector<Verb>& verbs() {
       {"devices", "list devices, available or not and why", "rlx devices", cmd_devices},
       {"info", "format, inputs, outputs, ops, parameters and metadata of a model", "rlx info MODEL", cmd_info},
       {"explain", "the dispatch report: how each node runs on a device; exit 1 if any node is illegal",
-       "rlx explain MODEL [--device D] [--policy P] [--dims k=v,...] [--json FILE] [--kernels]", cmd_explain},
+       "rlx explain MODEL [--device D] [--policy P] [--dims k=v,...] [--precision P] [--json FILE] [--kernels]", cmd_explain},
       {"run", "compile and run a model, print the dispatch summary, outputs and time",
        "rlx run MODEL [--device D] [--policy P] [--dims k=v,...] [--input NAME=FILE.npy]... [--out DIR] [--seed S] "
        "[--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P; --tp: BERT and decoder models, --pp: graphs with layer ends)",
