@@ -382,6 +382,10 @@ RLX_Q8 void panel_repack_block8(const uint8_t* w, int64_t ldw, int64_t rows, int
   }
 }
 
+// With VNNI (Dot8::kFullU8) the 8-bit products go through vpdpbusd straight into int32 lanes:
+// one instruction where vpmaddubsw + vpmaddwd (+ vpaddd) took two or three.
+inline constexpr bool kPanelVnni = Dot8::kFullU8;
+
 // MR rows of quantized x (a.qx, a.dx, a.cx) against one repacked group of 8 weight rows (pq:
 // nb * 256 bytes, pd: nb * 8 scales); the first `cols` of the 8 outputs go to y (row stride ldy).
 template <QT8 T, int MR>
@@ -406,13 +410,17 @@ RLX_Q8 void panel_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_
           for (int r = 0; r < MR; ++r) {
             int32_t x4;
             __builtin_memcpy(&x4, a.qx + r * a.ldq + 32 * b + 4 * g, 4);
-            s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(u, _mm256_sign_epi8(_mm256_set1_epi32(x4), wv)));
+            const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4), wv);
+            if constexpr (kPanelVnni)
+              s[r] = Dot8::dotacc(s[r], u, sx);  // int32 lanes
+            else
+              s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(u, sx));
           }
         }
         const __m256 d8 = _mm256_loadu_ps((half ? pm : pd) + 8 * b);
 #pragma GCC unroll 4
         for (int r = 0; r < MR; ++r)
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(s[r], ones)),
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(kPanelVnni ? s[r] : _mm256_madd_epi16(s[r], ones)),
                                    _mm256_mul_ps(d8, _mm256_set1_ps(a.dx[r * a.ldd + b])), acc[r]);
       }
       continue;
@@ -429,22 +437,28 @@ RLX_Q8 void panel_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_
         for (int r = 0; r < MR; ++r) {
           int32_t x4;
           __builtin_memcpy(&x4, a.qx + r * a.ldq + 32 * b + 4 * g, 4);
-          const __m256i p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(_mm256_set1_epi32(x4), wv));
-          s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(p, ones));
+          const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4), wv);
+          if constexpr (kPanelVnni)
+            s[r] = Dot8::dotacc(s[r], u, sx);
+          else
+            s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, sx), ones));
         }
       } else {
 #pragma GCC unroll 4
         for (int r = 0; r < MR; ++r) {
           int32_t x4;
           __builtin_memcpy(&x4, a.qx + r * a.ldq + 32 * b + 4 * g, 4);
-          s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(wv, _mm256_set1_epi32(x4)));
+          if constexpr (kPanelVnni)
+            s[r] = Dot8::dotacc(s[r], wv, _mm256_set1_epi32(x4));  // unsigned nibbles x signed x
+          else
+            s[r] = _mm256_add_epi16(s[r], _mm256_maddubs_epi16(wv, _mm256_set1_epi32(x4)));
         }
       }
     }
     const __m256 d8 = _mm256_loadu_ps(pd + 8 * b);
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) {
-      const __m256i s32 = T == QT8::q8_0 ? s[r] : _mm256_madd_epi16(s[r], ones);
+      const __m256i s32 = T == QT8::q8_0 || kPanelVnni ? s[r] : _mm256_madd_epi16(s[r], ones);
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(d8, _mm256_set1_ps(a.dx[r * a.ldd + b])), acc[r]);
       if constexpr (T != QT8::q8_0)  // q4_0's -8, q4_k's mins
         acc[r] = _mm256_fnmadd_ps(_mm256_loadu_ps(pm + 8 * b), _mm256_set1_ps(a.cx[r * a.ldd + b]), acc[r]);
