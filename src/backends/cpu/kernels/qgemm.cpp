@@ -346,7 +346,7 @@ Status integer_prefill(const QKernelFamily* fam, const QGemmArgs& a) {
   ThreadPool& pool = ThreadPool::global();
   int64_t rows = std::clamp<int64_t>((int64_t{192} << 10) / a.k, 8, 128);
   rows = std::min(rows, (a.n + 2 * pool.size() - 1) / (2 * pool.size()));
-  rows = std::max<int64_t>(8, (rows + 7) / 8 * 8);
+  rows = std::max<int64_t>(16, (rows + 15) / 16 * 16);  // whole groups of the 8- and 16-row kernels
   const int64_t panels = (a.n + rows - 1) / rows;
   pool.run(panels, [&](int64_t task, int) { panel(q, a.m, task * rows, std::min(a.n, (task + 1) * rows)); });
   return Status::ok();

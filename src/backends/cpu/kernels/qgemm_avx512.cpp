@@ -208,12 +208,105 @@ RLX_Q8_ENTRY float i8_quantize_row_512(const float* x, int64_t k, float x_scale,
   return s;
 }
 
+// Prefill of q8_0 and q4_0 on zmm registers: the panel of weight rows is repacked by the 8-row
+// code (qgemm_q8.h panel_repack_block8) two groups at a time, side by side, so that each 64-byte
+// vector holds 4 values of 16 weight rows and each broadcast of 4 bytes of x feeds one vpdpbusd
+// for 16 outputs (the ymm kernels cover 8). q8_0's signed weights: |w| times x negated where w
+// is negative (AVX-512 has no vpsignb: a masked subtract from zero); q4_0's nibbles are
+// unsigned and multiply x directly, the -8 coming out through x's block sums.
+template <QT8 T, int MR>
+RLX_Q8 void panel_group16(const Q8Args& a, const uint8_t* pq, const float* pd, const float* pm, float* y, int64_t ldy,
+                          int64_t cols) {
+  __m512 acc[MR];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t b = 0; b < a.nb; ++b) {
+    __m512i s[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) s[r] = zero;
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      const __m512i wv = _mm512_loadu_si512(pq + 512 * b + 64 * g);
+      if constexpr (T == QT8::q8_0) {
+        const __m512i u = _mm512_abs_epi8(wv);
+        const __mmask64 neg = _mm512_movepi8_mask(wv);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          int32_t x4;
+          __builtin_memcpy(&x4, a.qx + r * a.ldq + 32 * b + 4 * g, 4);
+          const __m512i xv = _mm512_set1_epi32(x4);
+          dpbusd(s[r], u, _mm512_mask_sub_epi8(xv, neg, zero, xv));
+        }
+      } else {
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; ++r) {
+          int32_t x4;
+          __builtin_memcpy(&x4, a.qx + r * a.ldq + 32 * b + 4 * g, 4);
+          dpbusd(s[r], wv, _mm512_set1_epi32(x4));
+        }
+      }
+    }
+    const __m512 d16 = _mm512_loadu_ps(pd + 16 * b);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), _mm512_mul_ps(d16, _mm512_set1_ps(a.dx[r * a.ldd + b])), acc[r]);
+      if constexpr (T == QT8::q4_0)
+        acc[r] = _mm512_fnmadd_ps(_mm512_loadu_ps(pm + 16 * b), _mm512_set1_ps(a.cx[r * a.ldd + b]), acc[r]);
+    }
+  }
+  const __mmask16 mk = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(y + r * ldy, mk, acc[r]);
+}
+
+template <QT8 T>
+RLX_Q8_ENTRY void q8_panel16(const Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
+  thread_local std::vector<uint8_t> qbuf;
+  thread_local std::vector<float> dbuf;
+  const int64_t groups = (j1 - j0 + 15) / 16, nb = a.nb;
+  if (qbuf.size() < static_cast<size_t>(groups * nb * 512)) qbuf.resize(static_cast<size_t>(groups * nb * 512));
+  if (dbuf.size() < static_cast<size_t>(groups * nb * 32)) dbuf.resize(static_cast<size_t>(groups * nb * 32));
+  // per group: nb * 16 scales, then nb * 16 offset coefficients; rows past j1 are zeros
+  for (int64_t g = 0; g < groups; ++g) {
+    float* gd = dbuf.data() + g * nb * 32;
+    for (int64_t half = 0; half < 2; ++half) {
+      const int64_t first = j0 + 16 * g + 8 * half, rows = std::min<int64_t>(8, j1 - first);
+      const uint8_t* w = rows > 0 ? a.w + first * a.ldw : a.w;
+      for (int64_t b = 0; b < nb; ++b)
+        panel_repack_block8<T>(w, a.ldw, rows, b, qbuf.data() + (g * nb + b) * 512 + 32 * half, gd + b * 16 + 8 * half,
+                               gd + nb * 16 + b * 16 + 8 * half, 64);
+    }
+  }
+  Q8Args r = a;
+  for (int64_t i = 0; i < m; i += 4) {
+    r.qx = a.qx + i * a.ldq;
+    r.dx = a.dx + i * a.ldd;
+    r.cx = a.cx + i * a.ldd;
+    float* y = a.y + i * a.ldy + j0;
+    for (int64_t g = 0; g < groups; ++g) {
+      const uint8_t* pq = qbuf.data() + g * nb * 512;
+      const float* pd = dbuf.data() + g * nb * 32;
+      const float* pm = pd + nb * 16;
+      const int64_t cols = std::min<int64_t>(16, j1 - j0 - 16 * g);
+      switch (std::min<int64_t>(4, m - i)) {
+        case 4: panel_group16<T, 4>(r, pq, pd, pm, y + 16 * g, a.ldy, cols); break;
+        case 3: panel_group16<T, 3>(r, pq, pd, pm, y + 16 * g, a.ldy, cols); break;
+        case 2: panel_group16<T, 2>(r, pq, pd, pm, y + 16 * g, a.ldy, cols); break;
+        default: panel_group16<T, 1>(r, pq, pd, pm, y + 16 * g, a.ldy, cols); break;
+      }
+    }
+  }
+}
+
 QKernelFamily make_avx512() {
   QKernelFamily f = make_family("avx512", GemmIsa::avx512);
   if (__builtin_cpu_supports("avx512vnni")) {
     fill_q8_family(f);
     f.i8panel = i8_panel;
     f.i8quant = i8_quantize_row_512;
+    f.q8panel[static_cast<int>(QT8::q8_0)] = q8_panel16<QT8::q8_0>;
+    f.q8panel[static_cast<int>(QT8::q4_0)] = q8_panel16<QT8::q4_0>;
   } else if (const QKernelFamily* g = qgemm_avx2_family()) {
     for (int t = 0; t < ::rlx::quant::kNumQTypes; ++t)
       for (int r = 0; r < kQGemmFusedMaxRows; ++r) f.q8rows[t][r] = g->q8rows[t][r];

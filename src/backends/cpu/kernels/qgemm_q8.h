@@ -316,9 +316,11 @@ RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
 //    block's 4 vectors add up in int16 (32512) before one vpmaddwd per half.
 // Block b (of 32 values) of up to 8 rows: quants to out_q (8 vectors), scales to out_d and the
 // offset coefficients (q4_0: its scale, as x's sums carry the 8; q4_k: dmin * m) to out_m.
+// Vector g goes to out_q + pitch * g (32: the 8-row panels; 64: two 8-row groups side by side,
+// the 16-row zmm panels of the AVX-512 family).
 template <QT8 T>
 RLX_Q8 void panel_repack_block8(const uint8_t* w, int64_t ldw, int64_t rows, int64_t b, uint8_t* out_q, float* out_d,
-                                float* out_m) {
+                                float* out_m, int64_t pitch = 32) {
   constexpr int64_t BB = T == QT8::q8_0 ? 34 : 18;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256i r[8];
@@ -377,8 +379,8 @@ RLX_Q8 void panel_repack_block8(const uint8_t* w, int64_t ldw, int64_t rows, int
   }
 #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_q + 32 * g), _mm256_permute2x128_si256(u[g], u[g + 4], 0x20));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_q + 32 * (g + 4)), _mm256_permute2x128_si256(u[g], u[g + 4], 0x31));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_q + pitch * g), _mm256_permute2x128_si256(u[g], u[g + 4], 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_q + pitch * (g + 4)), _mm256_permute2x128_si256(u[g], u[g + 4], 0x31));
   }
 }
 
