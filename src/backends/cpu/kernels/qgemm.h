@@ -11,8 +11,9 @@
 // int8 blocks of 32 and each weight block is multiplied into it with 8-bit dot products
 // (qgemm_q8.h; results move by the rounding of x, see qgemm_quantizes_x). For the formats with
 // a prefill panel kernel (q4_0, q8_0, q4_k, q6_k) many rows take the integer path too: x quantized once, then
-// panels of weight rows repacked so that one 8-bit multiply covers 8 weight rows, each panel
-// multiplied into every group of 4 rows of x (llama.cpp's prefill is integer too). Work is split over
+// panels of weight rows repacked so that one 8-bit multiply covers 8 weight rows (16 for q8_0
+// and q4_0 on AVX-512 VNNI, zmm vpdpbusd), each panel multiplied into every group of 4 rows of
+// x (llama.cpp's prefill is integer too). Work is split over
 // output rows on rlx::ThreadPool::global(). Kernels exist for AVX-512, AVX2 (+FMA, F16C) and portable C++,
 // chosen at run time, so the library needs no -march flag.
 #pragma once
