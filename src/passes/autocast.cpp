@@ -90,6 +90,13 @@ Expected<ValueId> emit_narrow(Builder& b, Op op, const std::vector<ValueId>& inp
       in.push_back(v);
     }
   }
+  if (!widened && op == Op::Dot && !o.narrow_output) {
+    // the narrow product with an f32 result (dot's out_type): summed in f32 and never
+    // rounded to the narrow type, as the widened form's product
+    Attrs wide = attrs;
+    wide.set("out_type", DType::f32);
+    return emit1(b, op, in, wide);
+  }
   RLX_ASSIGN_OR_RETURN(ValueId y, emit1(b, op, in, attrs));
   if (!widened) return cast_to(b, y, DType::f32);
   if (o.narrow_output) return round_trip(b, y, o.narrow);

@@ -25,8 +25,10 @@
 //     operands fold (cast(cast(const)) becomes one constant in passes::fold_constants).
 //     Gradients flow through the casts (the VJP of cast casts the gradient back), so the
 //     backward's products also see narrow-rounded operands, as under torch autocast.
-//   - narrow: the product node itself in the narrow dtype (`matmul(cast(x, f16), cast(w, f16))
-//     : f16`, then cast to f32), for devices whose kernels take narrow operands directly.
+//   - narrow: the product node itself on narrow operands, for devices whose kernels take them
+//     directly: a dot gets an f32 result (`dot(cast(x, bf16), cast(w, bf16)) {out_type = f32}
+//     : f32`, the sums never rounded to the narrow type, as in the widened form); matmul, gemm
+//     and conv2d, which have no out_type, compute in the narrow dtype and are cast to f32.
 //
 // A node is converted only when all its floating operands are f32; f64, integer and already
 // narrow products are left alone. In the narrow form attention stays f32 (a narrow attention
@@ -60,9 +62,9 @@ struct AutocastOptions {
 
 // The form of the narrow products for inference on `device`: Compute::narrow where the device
 // lists `narrow` in DeviceInfo::fast_narrow_products (its native narrow kernels beat widening),
-// else Compute::widened. The narrow form also rounds each product's result to the narrow type,
-// as torch's autocast does; training keeps the widened form (TrainConfig::amp), where rounding
-// the results cost accuracy (docs/precision.md). The environment variable
+// else Compute::widened. In the narrow form a dot's result is f32 (out_type); matmul, gemm and
+// conv2d results are rounded to the narrow type, as torch's autocast does. Training keeps the
+// widened form (TrainConfig::amp), where rounding the results cost accuracy (docs/precision.md). The environment variable
 // RLX_AUTOCAST_FORM=widened|narrow overrides the choice (other values are ignored).
 AutocastOptions::Compute inference_compute(const DeviceInfo& device, DType narrow);
 

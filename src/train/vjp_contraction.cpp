@@ -74,8 +74,13 @@ Status dot(Ctx& c, std::vector<ValueId>& out) {
   const int64_t nb = static_cast<int64_t>(lb.size());
   const auto g_lf = iota_dims(nb, nb + static_cast<int64_t>(lf.size()));
   const auto g_rf = iota_dims(nb + static_cast<int64_t>(lf.size()), nb + static_cast<int64_t>(lf.size() + rf.size()));
-  if (c.need(0)) out[0] = operand_grad(o, c.g(), c.in(1), true, rl, lb, lc, lf, rb, rc, rf, g_lf, g_rf);
-  if (c.need(1)) out[1] = operand_grad(o, c.g(), c.in(0), false, rr, rb, rc, rf, lb, lc, lf, g_rf, g_lf);
+  // out_type (a result wider than the operands): the gradient is rounded to the operands' type
+  // and the gradient products are dots of that type, each operand's gradient in its own type
+  // (as torch autocast's backward of a bf16 product)
+  ValueId g = c.g();
+  if (c.out_types[0].dtype != c.dtype(0)) g = o.cast(g, c.dtype(0));
+  if (c.need(0)) out[0] = operand_grad(o, g, c.in(1), true, rl, lb, lc, lf, rb, rc, rf, g_lf, g_rf);
+  if (c.need(1)) out[1] = operand_grad(o, g, c.in(0), false, rr, rb, rc, rf, lb, lc, lf, g_rf, g_lf);
   return o.status();
 }
 

@@ -10,6 +10,7 @@
 #include "passes/graph_passes.h"
 #include "runtime/reference_eval.h"
 #include "rlx/compile.h"
+#include "rlx/dtype.h"
 #include "rlx/ir_text.h"
 #include "rlx/op_builder.h"
 #include "rlx/verify.h"
@@ -95,6 +96,70 @@ TEST(Autocast, NarrowComputeFormPutsTheProductInTheNarrowType) {
   for (const Node& node : g.nodes)
     if (node.op == Op::MatMul) EXPECT_EQ(g.type(node.outputs[0]).dtype, DType::f16);
   EXPECT_TRUE(verify_graph(g).is_ok());
+}
+
+// In the narrow form a dot keeps an f32 result through its out_type (no cast after it, no
+// rounding of the sums to the narrow type); on the cpu it runs on the native 16-bit GEMM with
+// an f32 C and matches a host reference that rounds only the operands.
+TEST(Autocast, NarrowFormDotHasAnF32Result) {
+  constexpr const char* kDot = R"(graph @g(%x: f32[33, 96]) -> (f32[33, 40]) {
+  %w = param "w" : f32[40, 96]
+  %y = dot(%x, %w) {lhs_contract = [1], rhs_contract = [1]}
+  return %y
+})";
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Graph g = parse(kDot);
+    g.weights["w"] = random_tensor({40, 96}, 7);
+    auto n = passes::autocast(g, {.narrow = dt, .compute = passes::AutocastOptions::Compute::narrow});
+    ASSERT_TRUE(n.has_value()) << n.status().to_string();
+    EXPECT_EQ(count(g, Op::Cast), 2) << "the operands only: the result is not cast";
+    for (const Node& node : g.nodes)
+      if (node.op == Op::Dot) {
+        EXPECT_EQ(g.type(node.outputs[0]).dtype, DType::f32);
+        EXPECT_EQ(node.attrs.dtype("out_type", DType::u8), DType::f32);
+        EXPECT_EQ(g.type(node.inputs[0]).dtype, dt);
+      }
+    ASSERT_TRUE(verify_graph(g).is_ok());
+    // the text form keeps the attribute
+    auto back = parse_graph(print_graph(g));
+    ASSERT_TRUE(back.has_value()) << back.status().to_string();
+    auto report = explain(g, "cpu", DispatchPolicy{});
+    ASSERT_TRUE(report.has_value()) << report.status().to_string();
+    bool native = false;
+    for (const NodeDecision& d : report->nodes)
+      if (d.op == Op::Dot) native = d.path == DispatchPath::native && d.how.find("c=f32") != std::string::npos;
+    EXPECT_TRUE(native) << report->to_text();
+    auto m = Model::compile(g, {.device = "cpu"});
+    ASSERT_TRUE(m.has_value()) << m.status().to_string();
+    Tensor x = random_tensor({33, 96}, 11);
+    auto y = (*m)->run(std::vector<Tensor>{x});
+    ASSERT_TRUE(y.has_value()) << y.status().to_string();
+    const std::vector<double> xr = rounded(x, dt), wr = rounded(random_tensor({40, 96}, 7), dt);
+    int differ_from_rounded = 0;
+    for (int64_t i = 0; i < 33; ++i)
+      for (int64_t j = 0; j < 40; ++j) {
+        double want = 0, mag = 0;
+        for (int64_t p = 0; p < 96; ++p) {
+          want += xr[i * 96 + p] * wr[j * 96 + p];
+          mag += std::fabs(xr[i * 96 + p] * wr[j * 96 + p]);
+        }
+        const double got = (*y)[0].get_f64(i * 40 + j);
+        ASSERT_NEAR(got, want, 96 * 1.2e-7 * mag + 1e-6) << i << "," << j;
+        const float as_narrow = dt == DType::bf16 ? bf16_to_f32(f32_to_bf16(static_cast<float>(got)))
+                                                  : f16_to_f32(f32_to_f16(static_cast<float>(got)));
+        differ_from_rounded += as_narrow != static_cast<float>(got);
+      }
+    EXPECT_GT(differ_from_rounded, 33 * 40 / 2) << "the results carry more than the narrow type's bits";
+  }
+  // out_type is only the f32 result of 16-bit operands
+  auto bad = parse_graph(R"(graph @g(%x: f32[2, 3], %w: f32[3, 4]) -> (f64[2, 4]) {
+  %y = dot(%x, %w) {lhs_contract = [1], rhs_contract = [0], out_type = f64}
+  return %y
+})");
+  ASSERT_FALSE(bad.has_value()) << "f32 operands with out_type f64 are refused";
+  EXPECT_NE(bad.status().message().find("out_type f64 is not allowed for f32 operands"), std::string::npos)
+      << bad.status().to_string();
 }
 
 TEST(Autocast, LeavesNonF32ProductsAndRejectsBadOptions) {

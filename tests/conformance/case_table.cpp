@@ -371,7 +371,18 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
        V("outer", {T({7}), T({5})}, {{"lhs_contract", I{}}, {"rhs_contract", I{}}}),
        V("batch_middle", {T({7, 3, 13}), T({3, 13, 5})},
          {{"lhs_batch", I{1}}, {"rhs_batch", I{0}}, {"lhs_contract", I{2}}, {"rhs_contract", I{1}}}).k(13),
-       V("large", {T({64, 256}), T({256, 96})}, {{"lhs_contract", I{1}}, {"rhs_contract", I{0}}}).k(256)});
+       V("large", {T({64, 256}), T({256, 96})}, {{"lhs_contract", I{1}}, {"rhs_contract", I{0}}}).k(256),
+       // 16-bit operands with an f32 result (out_type: what autocast's narrow form emits),
+       // small and large enough for the cpu's native 16-bit GEMM, with a linear layer's
+       // transposed weight and a batch
+       V("out_f32", {T({7, 13}), T({13, 5})}, {{"lhs_contract", I{1}}, {"rhs_contract", I{0}}, {"out_type", DType::f32}})
+           .k(13).dtypes({DType::bf16, DType::f16}),
+       V("out_f32_linear", {T({2, 33, 256}), T({96, 256})},
+         {{"lhs_contract", I{2}}, {"rhs_contract", I{1}}, {"out_type", DType::f32}})
+           .k(256).dtypes({DType::bf16, DType::f16}),
+       V("out_f32_batched", {T({3, 7, 13}), T({3, 13, 5})},
+         {{"lhs_batch", I{0}}, {"rhs_batch", I{0}}, {"lhs_contract", I{2}}, {"rhs_contract", I{1}}, {"out_type", DType::f32}})
+           .k(13).dtypes({DType::bf16})});
 }
 
 // ---- activations (composites)

@@ -64,7 +64,16 @@ Expected<Types> infer_contraction(Op op, const NodeSig& sig) {
       if (!lused[i]) out.push_back(a.shape[i]);
     for (int i = 0; i < b.rank(); ++i)
       if (!rused[i]) out.push_back(b.shape[i]);
-    return Types{TensorType{a.dtype, out}};
+    DType out_type = a.dtype;
+    if (sig.attrs.has("out_type")) {
+      // the f32 result of 16-bit float operands (or the operands' own type)
+      out_type = sig.attrs.dtype("out_type");
+      const bool narrow_in = a.dtype == DType::f16 || a.dtype == DType::bf16;
+      if (out_type != a.dtype && !(narrow_in && out_type == DType::f32))
+        return fail(ErrorCode::dtype_error, op, sig, "out_type ", dtype_name(out_type), " is not allowed for ",
+                    dtype_name(a.dtype), " operands (f16 and bf16 operands may give an f32 result)");
+    }
+    return Types{TensorType{out_type, out}};
   }
   if (op == Op::MatMul) {
     if (a.rank() == 0 || b.rank() == 0)

@@ -203,8 +203,10 @@ std::vector<OpInfo> build_table() {
   arity(Op::Scatter, 3, 3);
   attrs(Op::Dot,
         {{"lhs_batch", K::i64s}, {"rhs_batch", K::i64s}, {"lhs_contract", K::i64s, true},
-         {"rhs_contract", K::i64s, true}},
-        "general contraction: out = [batch..., lhs free..., rhs free...]");
+         {"rhs_contract", K::i64s, true}, {"out_type", K::dtype}},
+        "general contraction: out = [batch..., lhs free..., rhs free...]; out_type (optional; f32 "
+        "for f16 or bf16 operands) is the result's dtype: the products are summed in it and never "
+        "rounded to the operands' type (StableHLO's preferred_element_type)");
   attrs(Op::Gelu, {{"approximate", K::str}}, "approximate = none (erf) | tanh");
   attrs(Op::LeakyRelu, {{"alpha", K::f64}}, "alpha defaults to 0.01");
   attrs(Op::Softmax, {{"axis", K::i64}}, "axis defaults to -1");
