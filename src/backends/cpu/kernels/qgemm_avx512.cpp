@@ -143,7 +143,9 @@ RLX_Q8 void i8_panel_tile(const I8PanelArgs& a, int64_t i, I8PanelTail t) {
     const __m512i w0 = _mm512_load_si512(w), w1 = _mm512_load_si512(w + 64);
 #pragma GCC unroll 12
     for (int r = 0; r < MR; ++r) {
-      const __m512i xv = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(x + r * ldq));
+      int32_t quad;
+      std::memcpy(&quad, x + r * ldq, 4);
+      const __m512i xv = _mm512_set1_epi32(quad);
       dpbusd(c[r][0], xv, w0);
       dpbusd(c[r][1], xv, w1);
     }
