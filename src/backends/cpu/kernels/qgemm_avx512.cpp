@@ -210,12 +210,13 @@ RLX_Q8_ENTRY float i8_quantize_row_512(const float* x, int64_t k, float x_scale,
   return s;
 }
 
-// Prefill of q8_0 and q4_0 on zmm registers: the panel of weight rows is repacked by the 8-row
+// Prefill of q8_0, q4_0 and int4_g128[_asym] on zmm registers: the panel of weight rows is repacked by the 8-row
 // code (qgemm_q8.h panel_repack_block8) two groups at a time, side by side, so that each 64-byte
 // vector holds 4 values of 16 weight rows and each broadcast of 4 bytes of x feeds one vpdpbusd
 // for 16 outputs (the ymm kernels cover 8). q8_0's signed weights: |w| times x negated where w
 // is negative (AVX-512 has no vpsignb: a masked subtract from zero); q4_0's nibbles are
-// unsigned and multiply x directly, the -8 coming out through x's block sums.
+// unsigned and multiply x directly, the -8 (or int4_g128_asym's min) coming out through x's
+// block sums.
 template <QT8 T, int MR>
 RLX_Q8 void panel_group16(const Q8Args& a, const uint8_t* pq, const float* pd, const float* pm, float* y, int64_t ldy,
                           int64_t cols) {
@@ -253,7 +254,7 @@ RLX_Q8 void panel_group16(const Q8Args& a, const uint8_t* pq, const float* pd, c
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), _mm512_mul_ps(d16, _mm512_set1_ps(a.dx[r * a.ldd + b])), acc[r]);
-      if constexpr (T == QT8::q4_0)
+      if constexpr (T != QT8::q8_0)  // the 4-bit formats' -8 or min
         acc[r] = _mm512_fnmadd_ps(_mm512_loadu_ps(pm + 16 * b), _mm512_set1_ps(a.cx[r * a.ldd + b]), acc[r]);
     }
   }
@@ -309,6 +310,8 @@ QKernelFamily make_avx512() {
     f.i8quant = i8_quantize_row_512;
     f.q8panel[static_cast<int>(QT8::q8_0)] = q8_panel16<QT8::q8_0>;
     f.q8panel[static_cast<int>(QT8::q4_0)] = q8_panel16<QT8::q4_0>;
+    f.q8panel[static_cast<int>(QT8::int4_g128)] = q8_panel16<QT8::int4_g128>;
+    f.q8panel[static_cast<int>(QT8::int4_g128_asym)] = q8_panel16<QT8::int4_g128_asym>;
   } else if (const QKernelFamily* g = qgemm_avx2_family()) {
     for (int t = 0; t < ::rlx::quant::kNumQTypes; ++t)
       for (int r = 0; r < kQGemmFusedMaxRows; ++r) f.q8rows[t][r] = g->q8rows[t][r];

@@ -310,6 +310,8 @@ RLX_Q8_ENTRY void q8_rows(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
 //    not), so every product vector is widened with vpmaddwd and summed in int32.
 //  - q4_k: each 32-value sub-block is one block of the panel, with scale d * sc and offset
 //    coefficient dmin * m (x's plain quant sums), otherwise as q4_0.
+//  - int4_g128 (and _asym): each 32-value chunk of a group is one block with the group's
+//    scale, otherwise as q4_0 (the min: as q4_k's offset, with x's plain quant sums).
 //  - q6_k: each 32-value group is one block, its quants signed (q - 32), with two scales
 //    (d * scale of its first and of its second 16 values, in place of the offset
 //    coefficients); vpmaddubsw(|w|, x with w's sign) pairs reach 2 * 32 * 127, so a half
@@ -348,6 +350,16 @@ RLX_Q8 void panel_repack_block8(const uint8_t* w, int64_t ldw, int64_t rows, int
         r[i] = _mm256_and_si256(sub % 2 ? _mm256_srli_epi16(raw, 4) : raw, m4);
         out_d[i] = q8_h2f(blk) * static_cast<float>(sc[sub]);
         out_m[i] = q8_h2f(blk + 2) * static_cast<float>(mn[sub]);
+      } else if constexpr (T == QT8::int4_g128 || T == QT8::int4_g128_asym) {
+        // each 32-value chunk of a group of 128 is one panel block: q4_0's nibble layout, the
+        // group's scale, and its offset coefficient: d for the symmetric -8 (x's sums carry
+        // the 8), -m for the asymmetric min (plain sums; acc -= coefficient * sums)
+        constexpr bool kAsym = T == QT8::int4_g128_asym;
+        const uint8_t* blk = w + i * ldw + (kAsym ? 68 : 66) * (b / 4);
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (kAsym ? 4 : 2) + 16 * (b % 4)));
+        r[i] = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1), m4);
+        out_d[i] = q8_h2f(blk);
+        out_m[i] = kAsym ? -q8_h2f(blk + 2) : out_d[i];
       } else {
         const uint8_t* blk = w + i * ldw + BB * b;
         if constexpr (T == QT8::q8_0) {
@@ -702,6 +714,8 @@ inline void fill_q8_family(::rlx::cpu::qgemm_detail::QKernelFamily& f) {
   f.q8panel[static_cast<int>(QT8::q8_0)] = q8_panel<QT8::q8_0>;
   f.q8panel[static_cast<int>(QT8::q4_k)] = q8_panel<QT8::q4_k>;
   f.q8panel[static_cast<int>(QT8::q6_k)] = q8_panel<QT8::q6_k>;
+  f.q8panel[static_cast<int>(QT8::int4_g128)] = q8_panel<QT8::int4_g128>;
+  f.q8panel[static_cast<int>(QT8::int4_g128_asym)] = q8_panel<QT8::int4_g128_asym>;
   const int t = static_cast<int>(QT8::q4_k);
   f.q8rows[t][0] = q4k_rows<1>;
   f.q8rows[t][1] = q4k_rows<2>;
