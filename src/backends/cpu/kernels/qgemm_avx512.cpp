@@ -264,42 +264,17 @@ RLX_Q8 void panel_group16(const Q8Args& a, const uint8_t* pq, const float* pd, c
 }
 
 template <QT8 T>
+struct Group16 {
+  template <int MR>
+  static RLX_Q8 void run(const Q8Args& a, const uint8_t* pq, const float* pd, const float* pm, float* y, int64_t ldy,
+                         int64_t cols) {
+    panel_group16<T, MR>(a, pq, pd, pm, y, ldy, cols);
+  }
+};
+
+template <QT8 T>
 RLX_Q8_ENTRY void q8_panel16(const Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
-  thread_local std::vector<uint8_t> qbuf;
-  thread_local std::vector<float> dbuf;
-  const int64_t groups = (j1 - j0 + 15) / 16, nb = a.nb;
-  if (qbuf.size() < static_cast<size_t>(groups * nb * 512)) qbuf.resize(static_cast<size_t>(groups * nb * 512));
-  if (dbuf.size() < static_cast<size_t>(groups * nb * 32)) dbuf.resize(static_cast<size_t>(groups * nb * 32));
-  // per group: nb * 16 scales, then nb * 16 offset coefficients; rows past j1 are zeros
-  for (int64_t g = 0; g < groups; ++g) {
-    float* gd = dbuf.data() + g * nb * 32;
-    for (int64_t half = 0; half < 2; ++half) {
-      const int64_t first = j0 + 16 * g + 8 * half, rows = std::min<int64_t>(8, j1 - first);
-      const uint8_t* w = rows > 0 ? a.w + first * a.ldw : a.w;
-      for (int64_t b = 0; b < nb; ++b)
-        panel_repack_block8<T>(w, a.ldw, rows, b, qbuf.data() + (g * nb + b) * 512 + 32 * half, gd + b * 16 + 8 * half,
-                               gd + nb * 16 + b * 16 + 8 * half, 64);
-    }
-  }
-  Q8Args r = a;
-  for (int64_t i = 0; i < m; i += 4) {
-    r.qx = a.qx + i * a.ldq;
-    r.dx = a.dx + i * a.ldd;
-    r.cx = a.cx + i * a.ldd;
-    float* y = a.y + i * a.ldy + j0;
-    for (int64_t g = 0; g < groups; ++g) {
-      const uint8_t* pq = qbuf.data() + g * nb * 512;
-      const float* pd = dbuf.data() + g * nb * 32;
-      const float* pm = pd + nb * 16;
-      const int64_t cols = std::min<int64_t>(16, j1 - j0 - 16 * g);
-      switch (std::min<int64_t>(4, m - i)) {
-        case 4: panel_group16<T, 4>(r, pq, pd, pm, y + 16 * g, a.ldy, cols); break;
-        case 3: panel_group16<T, 3>(r, pq, pd, pm, y + 16 * g, a.ldy, cols); break;
-        case 2: panel_group16<T, 2>(r, pq, pd, pm, y + 16 * g, a.ldy, cols); break;
-        default: panel_group16<T, 1>(r, pq, pd, pm, y + 16 * g, a.ldy, cols); break;
-      }
-    }
-  }
+  panel_driver<T, 16, Group16<T>>(a, m, j0, j1);
 }
 
 QKernelFamily make_avx512() {

@@ -490,22 +490,29 @@ RLX_Q8 void panel_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_
   }
 }
 
-// The panel kernel (Q8PanelFn) of q4_0 / q8_0 / q4_k / q6_k: all m rows of quantized x against weight rows
-// [j0, j1), through a per-thread repack buffer that only grows.
-template <QT8 T>
-RLX_Q8_ENTRY void q8_panel(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
+// The panel driver: all m rows of quantized x against weight rows [j0, j1), through a
+// per-thread repack buffer that only grows. Weight rows are repacked in groups of G (8: the
+// 8-row kernels below; 16: two 8-row groups side by side, vector g of each block at pitch
+// 64, for the AVX-512 family's zmm kernels), per group nb * G scales then nb * G offset
+// coefficients; Group::run<MR>(a, pq, pd, pm, y, ldy, cols) multiplies MR rows of x by one
+// group, in steps of 4 rows.
+template <QT8 T, int G, typename Group>
+RLX_Q8 void panel_driver(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
   thread_local std::vector<uint8_t> qbuf;
   thread_local std::vector<float> dbuf;
-  const int64_t groups = (j1 - j0 + 7) / 8, nb = a.nb;
-  if (qbuf.size() < static_cast<size_t>(groups * nb * 256)) qbuf.resize(static_cast<size_t>(groups * nb * 256));
-  if (dbuf.size() < static_cast<size_t>(groups * nb * 16)) dbuf.resize(static_cast<size_t>(groups * nb * 16));
-  // per group: nb * 8 scales, then nb * 8 offset coefficients
+  const int64_t groups = (j1 - j0 + G - 1) / G, nb = a.nb;
+  if (qbuf.size() < static_cast<size_t>(groups * nb * 32 * G)) qbuf.resize(static_cast<size_t>(groups * nb * 32 * G));
+  if (dbuf.size() < static_cast<size_t>(groups * nb * 2 * G)) dbuf.resize(static_cast<size_t>(groups * nb * 2 * G));
   for (int64_t g = 0; g < groups; ++g) {
-    const int64_t rows = std::min<int64_t>(8, j1 - j0 - 8 * g);
-    float* gd = dbuf.data() + g * nb * 16;
-    for (int64_t b = 0; b < nb; ++b)
-      panel_repack_block8<T>(a.w + (j0 + 8 * g) * a.ldw, a.ldw, rows, b, qbuf.data() + (g * nb + b) * 256, gd + b * 8,
-                             gd + nb * 8 + b * 8);
+    float* gd = dbuf.data() + g * nb * 2 * G;
+    for (int64_t h = 0; h < G / 8; ++h) {
+      // rows past j1 are repacked as zeros
+      const int64_t first = j0 + G * g + 8 * h, rows = std::min<int64_t>(8, j1 - first);
+      const uint8_t* w = rows > 0 ? a.w + first * a.ldw : a.w;
+      for (int64_t b = 0; b < nb; ++b)
+        panel_repack_block8<T>(w, a.ldw, rows, b, qbuf.data() + (g * nb + b) * 32 * G + 32 * h, gd + b * G + 8 * h,
+                               gd + nb * G + b * G + 8 * h, 4 * G);
+    }
   }
   ::rlx::cpu::qgemm_detail::Q8Args r = a;
   for (int64_t i = 0; i < m; i += 4) {
@@ -514,18 +521,33 @@ RLX_Q8_ENTRY void q8_panel(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m,
     r.cx = a.cx + i * a.ldd;
     float* y = a.y + i * a.ldy + j0;
     for (int64_t g = 0; g < groups; ++g) {
-      const uint8_t* pq = qbuf.data() + g * nb * 256;
-      const float* pd = dbuf.data() + g * nb * 16;
-      const float* pm = pd + nb * 8;
-      const int64_t cols = std::min<int64_t>(8, j1 - j0 - 8 * g);
+      const uint8_t* pq = qbuf.data() + g * nb * 32 * G;
+      const float* pd = dbuf.data() + g * nb * 2 * G;
+      const float* pm = pd + nb * G;
+      const int64_t cols = std::min<int64_t>(G, j1 - j0 - G * g);
       switch (std::min<int64_t>(4, m - i)) {
-        case 4: panel_group8<T, 4>(r, pq, pd, pm, y + 8 * g, a.ldy, cols); break;
-        case 3: panel_group8<T, 3>(r, pq, pd, pm, y + 8 * g, a.ldy, cols); break;
-        case 2: panel_group8<T, 2>(r, pq, pd, pm, y + 8 * g, a.ldy, cols); break;
-        default: panel_group8<T, 1>(r, pq, pd, pm, y + 8 * g, a.ldy, cols); break;
+        case 4: Group::template run<4>(r, pq, pd, pm, y + G * g, a.ldy, cols); break;
+        case 3: Group::template run<3>(r, pq, pd, pm, y + G * g, a.ldy, cols); break;
+        case 2: Group::template run<2>(r, pq, pd, pm, y + G * g, a.ldy, cols); break;
+        default: Group::template run<1>(r, pq, pd, pm, y + G * g, a.ldy, cols); break;
       }
     }
   }
+}
+
+template <QT8 T>
+struct Group8 {
+  template <int MR>
+  static RLX_Q8 void run(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_t* pq, const float* pd, const float* pm,
+                         float* y, int64_t ldy, int64_t cols) {
+    panel_group8<T, MR>(a, pq, pd, pm, y, ldy, cols);
+  }
+};
+
+// The panel kernel (Q8PanelFn) of q4_0 / q8_0 / q4_k / q6_k / int4_g128[_asym] on 8-row groups.
+template <QT8 T>
+RLX_Q8_ENTRY void q8_panel(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
+  panel_driver<T, 8, Group8<T>>(a, m, j0, j1);
 }
 
 // Rows [i0, i1) of x (row stride ldx, nb blocks of 32) to Q8_0 blocks: per block
