@@ -6,6 +6,10 @@ IDX files, with the same thread count, architecture, batch size, loss and plain 
 
   /usr/bin/python3 bench/train_bench.py [--rlx build/bin/rlx] [--threads 2] [--rounds 3]
         [--epochs 2] [--configs mlp:128,mlp:1024,tinyconv:128] [--json FILE] [--data DIR]
+        [--frameworks rlx,numpy,torch,rlx-bf16,rlx-f16]
+
+rlx-bf16 / rlx-f16 are `rlx train --precision bf16|f16` (mixed precision, docs/precision.md):
+their rows add the median over rounds of the per-round images/s ratio to rlx's f32 run.
 
 What it measures: images/s as each program reports it (training images over the training
 wall time of an epoch: batch gathering, forward, backward and update; evaluation and compile
@@ -94,7 +98,14 @@ def main():
             "torch": ["/usr/bin/python3", os.path.join(PEERS, "mnist_torch.py"), "--quiet", "--threads",
                       str(a.threads)] + common,
         }
+        for f in frameworks:
+            if f.startswith("rlx-"):
+                cmds[f] = cmds["rlx"] + ["--precision", f[len("rlx-"):]]
+        unknown = [f for f in frameworks if f not in cmds]
+        if unknown:
+            raise SystemExit(f"unknown --frameworks entries {unknown} (expected rlx, numpy, torch, rlx-bf16, rlx-f16)")
         per = {f: [] for f in frameworks}
+        narrow = {f: [] for f in frameworks if f.startswith("rlx-")}
         acc = {f: None for f in frameworks}
         ratios = []
         for r in range(a.rounds):
@@ -107,16 +118,22 @@ def main():
                 acc[f] = recs[-1]["test_accuracy"]
                 per[f].append(got[f])
                 results.append({"config": cfg, "round": r, "framework": f, "records": recs})
-            peers = [got[f] for f in frameworks if f != "rlx"]
+            peers = [got[f] for f in frameworks if not f.startswith("rlx")]
             if "rlx" in got and peers:
                 ratios.append(got["rlx"] / max(peers))
+            for f in narrow:
+                if "rlx" in got:
+                    narrow[f].append(got[f] / got["rlx"])
             print(f"  {cfg} round {r + 1}: " + ", ".join(f"{f} {got[f]:,.0f}" for f in frameworks)
-                  + (f" images/s, rlx / best peer {ratios[-1]:.2f}" if ratios else ""), flush=True)
+                  + (f" images/s, rlx / best peer {ratios[-1]:.2f}" if ratios else "")
+                  + "".join(f", {f} / rlx {v[-1]:.2f}" for f, v in narrow.items() if v), flush=True)
         med = {f: statistics.median(v) for f, v in per.items()}
-        best_peer = max((f for f in frameworks if f != "rlx"), key=lambda f: med[f], default=None)
+        best_peer = max((f for f in frameworks if not f.startswith("rlx")), key=lambda f: med[f], default=None)
         summary.append({"config": cfg, "images_per_s": med, "test_accuracy": acc, "best_peer": best_peer,
                         "ratio_to_best_peer": statistics.median(ratios) if ratios else None,
-                        "ratios": ratios})
+                        "ratios": ratios,
+                        "ratio_to_rlx_f32": {f: {"median": statistics.median(v), "rounds": v}
+                                             for f, v in narrow.items() if v}})
     load_after = loadavg()
     print(f"\nload average before {load_before}, after {load_after}\n")
     cols = frameworks
@@ -130,6 +147,10 @@ def main():
             if ratio is not None else "-"
         print(f"| {arch} | {batch} | " + " | ".join(f"{s['images_per_s'][f]:,.0f}" for f in cols) + f" | {ratio_txt} | "
               + ", ".join(f"{100 * s['test_accuracy'][f]:.1f}%" for f in cols) + " |")
+    for s in summary:
+        for f, r in s["ratio_to_rlx_f32"].items():
+            print(f"{s['config']}: {f} / rlx f32 images/s: median {r['median']:.2f} (rounds "
+                  + ", ".join(f"{x:.2f}" for x in r["rounds"]) + ")")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"threads": a.threads, "rounds": a.rounds, "epochs": a.epochs, "load_before": load_before,

@@ -4,6 +4,7 @@
 //
 //   rlx_bench_train_step [--arch mlp|tinyconv] [--batch B] [--optimizer sgd|adam|adamw]
 //                        [--momentum M] [--steps N] [--listing] [--cpu-time]
+//                        [--precision f32|bf16|f16] [--form widened|narrow]
 //
 // --cpu-time divides by the process's CPU time instead of wall time: with RLX_NUM_THREADS=1
 // on a loaded machine it measures the kernels without the time the process waits for a core
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   int64_t batch = 128, steps = 200;
   double momentum = 0.0;
   bool listing = false, cpu_time = false;
+  std::string precision = "f32", form;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -37,6 +39,8 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = std::stoll(next());
     else if (a == "--listing") listing = true;
     else if (a == "--cpu-time") cpu_time = true;
+    else if (a == "--precision") precision = next();
+    else if (a == "--form") form = next();
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -51,6 +55,14 @@ int main(int argc, char** argv) {
   TrainConfig cfg;
   cfg.optimizer.kind = *kind;
   cfg.optimizer.momentum = momentum;
+  auto prec = passes::parse_precision(precision);
+  if (!prec || (!form.empty() && form != "narrow" && form != "widened")) {
+    std::fprintf(stderr, "bad --precision or --form\n");
+    return 2;
+  }
+  cfg.amp.precision = *prec;
+  if (!form.empty())
+    cfg.amp.compute = form == "narrow" ? passes::AutocastOptions::Compute::narrow : passes::AutocastOptions::Compute::widened;
   auto trainer = Trainer::create(*model, cfg);
   if (!trainer) {
     std::fprintf(stderr, "%s\n", trainer.status().to_string().c_str());

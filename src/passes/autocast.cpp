@@ -2,6 +2,8 @@
 #include "autocast.h"
 
 #include <cstdlib>
+#include <optional>
+#include <span>
 
 #include "rewrite_util.h"
 #include "weight_of.h"
@@ -66,13 +68,56 @@ Expected<ValueId> round_trip(Builder& b, ValueId v, DType narrow) {
   return cast_to(b, n, DType::f32);
 }
 
+// The dot attributes computing matmul(a, b) for these operand types, or nullopt when the
+// matmul broadcasts or has a 1-D operand. [..., M, K] x [K, N] contracts a's last axis with b's
+// first (a's leading axes are more rows); [B..., M, K] x [B..., K, N] with equal batch axes
+// batches them. Both give dot's result order (batch, a's free, b's free) = matmul's.
+std::optional<Attrs> matmul_as_dot(const TensorType& a, const TensorType& b) {
+  const int64_t ra = a.rank(), rb = b.rank();
+  if (ra < 2 || rb < 2) return std::nullopt;
+  if (rb == 2)
+    return Attrs{{"lhs_batch", std::vector<int64_t>{}}, {"rhs_batch", std::vector<int64_t>{}},
+                 {"lhs_contract", std::vector<int64_t>{ra - 1}}, {"rhs_contract", std::vector<int64_t>{0}}};
+  if (ra != rb) return std::nullopt;
+  std::vector<int64_t> batch;
+  for (int64_t i = 0; i + 2 < ra; ++i) {
+    if (a.shape[static_cast<size_t>(i)] != b.shape[static_cast<size_t>(i)]) return std::nullopt;
+    batch.push_back(i);
+  }
+  return Attrs{{"lhs_batch", batch}, {"rhs_batch", batch}, {"lhs_contract", std::vector<int64_t>{ra - 1}},
+               {"rhs_contract", std::vector<int64_t>{ra - 2}}};
+}
+
+// The dot that runs `op` in the narrow form with an f32 result (dot's out_type): a dot itself,
+// or a matmul that is a dot; nullopt for the other products and whenever the options ask for
+// the widened form or a narrow result (narrow_output).
+std::optional<Attrs> narrow_dot(Op op, std::span<const TensorType> in_types, const Attrs& attrs,
+                                const AutocastOptions& o) {
+  if (o.compute != AutocastOptions::Compute::narrow || o.narrow_output) return std::nullopt;
+  if (op == Op::Dot) return attrs;
+  if (op == Op::MatMul) return matmul_as_dot(in_types[0], in_types[1]);
+  return std::nullopt;
+}
+
+// Whether a product takes the widened form under `o`: always in the widened form, and in the
+// narrow form for the products that have no f32-result dot (conv2d, gemm, a broadcasting
+// matmul) unless narrow_output asks for narrow results. The widened form computes the same
+// exact products of narrow operands summed in f32 on the f32 kernels; the narrow type would
+// round the result (and no device has native narrow kernels for them that beat the f32 ones).
+bool widened_form(Op op, std::span<const TensorType> in_types, const Attrs& attrs, const AutocastOptions& o) {
+  if (o.compute == AutocastOptions::Compute::widened) return true;
+  return !o.narrow_output && !narrow_dot(op, in_types, attrs, o);
+}
+
 // Emits `op` under the policy through b. Precondition: the policy applies (checked by caller).
 // pre_rounded[i] (widened form only), when given, is operand i already rounded to the narrow type
 // and stored as f32 (a weight converted once by the graph pass).
 Expected<ValueId> emit_narrow(Builder& b, Op op, const std::vector<ValueId>& inputs, const Attrs& attrs,
                               const AutocastOptions& o, const std::vector<ValueId>& pre_rounded = {}) {
+  std::vector<TensorType> in_types;
+  for (ValueId v : inputs) in_types.push_back(b.type(v));
+  const bool widened = widened_form(op, in_types, attrs, o);
   std::vector<ValueId> in;
-  const bool widened = o.compute == AutocastOptions::Compute::widened;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (widened && !is_product_operand(op, static_cast<int>(i))) {
       in.push_back(inputs[i]);
@@ -90,12 +135,13 @@ Expected<ValueId> emit_narrow(Builder& b, Op op, const std::vector<ValueId>& inp
       in.push_back(v);
     }
   }
-  if (!widened && op == Op::Dot && !o.narrow_output) {
+  if (!widened) {
     // the narrow product with an f32 result (dot's out_type): summed in f32 and never
     // rounded to the narrow type, as the widened form's product
-    Attrs wide = attrs;
-    wide.set("out_type", DType::f32);
-    return emit1(b, op, in, wide);
+    if (std::optional<Attrs> dot = narrow_dot(op, in_types, attrs, o)) {
+      dot->set("out_type", DType::f32);
+      return emit1(b, Op::Dot, in, *dot);
+    }
   }
   RLX_ASSIGN_OR_RETURN(ValueId y, emit1(b, op, in, attrs));
   if (!widened) return cast_to(b, y, DType::f32);
@@ -164,7 +210,8 @@ Expected<int> autocast(Graph& g, const AutocastOptions& options) {
       // weights with data: rounded once here, as a weight of their own ("<name>#bf16") that the
       // device prepares like any other (the CPU packs it for its GEMM), instead of two casts
       std::vector<ValueId> pre(ins.size(), kNoValue);
-      for (size_t k = 0; k < ins.size() && options.compute == AutocastOptions::Compute::widened; ++k) {
+      const bool widened = widened_form(n.op, in_types, n.attrs, options);
+      for (size_t k = 0; k < ins.size() && widened; ++k) {
         const Tensor* w = is_product_operand(n.op, static_cast<int>(k)) ? weight_of(g, n.inputs[k]) : nullptr;
         if (!w || w->dtype() != DType::f32 || !w->storage()) continue;
         const std::string name = g.nodes[static_cast<size_t>(g.values[n.inputs[k]].producer)].attrs.s("name");
@@ -174,11 +221,13 @@ Expected<int> autocast(Graph& g, const AutocastOptions& options) {
         if (!p) return p.status();
         pre[k] = *p;
       }
+      const size_t first_new = out.nodes.size();
       auto y = emit_narrow(gb, n.op, ins, n.attrs, options, pre);
       if (!y) return y.status().with_context(cat("autocast of ", g.node_label(static_cast<int32_t>(i))));
-      // the product node keeps the source node's name (it is the last node with that op)
-      for (size_t k = out.nodes.size(); k-- > 0;)
-        if (out.nodes[k].op == n.op) {
+      // the product node keeps the source node's name (the last product emitted for it; a
+      // matmul may have become a dot)
+      for (size_t k = out.nodes.size(); k-- > first_new;)
+        if (autocast_narrow_op(out.nodes[k].op)) {
           out.nodes[k].name = n.name;
           out.nodes[k].origin = n.origin;
           break;

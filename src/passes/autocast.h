@@ -27,8 +27,13 @@
 //     backward's products also see narrow-rounded operands, as under torch autocast.
 //   - narrow: the product node itself on narrow operands, for devices whose kernels take them
 //     directly: a dot gets an f32 result (`dot(cast(x, bf16), cast(w, bf16)) {out_type = f32}
-//     : f32`, the sums never rounded to the narrow type, as in the widened form); matmul, gemm
-//     and conv2d, which have no out_type, compute in the narrow dtype and are cast to f32.
+//     : f32`, the sums never rounded to the narrow type, as in the widened form). A matmul
+//     that is a dot (a 2-D right operand, or equal batch axes: no broadcasting) is emitted as
+//     that dot, with the f32 result. The products with no such dot (conv2d, gemm, a
+//     broadcasting matmul) take the widened form: the same values, where the narrow type
+//     would round their results, and on the f32 kernels, where the device has no faster
+//     narrow ones (a bf16 conv2d ran MNIST's tinyconv training at 0.4x f32's rate). With
+//     narrow_output they compute in the narrow dtype and are cast to f32.
 //
 // A node is converted only when all its floating operands are f32; f64, integer and already
 // narrow products are left alone. In the narrow form attention stays f32 (a narrow attention

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "rlx/device.h"
+
 namespace rlx::train {
 
 Status LossScaler::check(const LossScalerConfig& c) {
@@ -50,10 +52,17 @@ ValueId emit_under_autocast(OpBuilder& o, const AmpConfig& amp, const std::funct
   return y;
 }
 
+Status resolve_amp_compute(AmpConfig& amp, const std::string& device) {
+  if (amp.compute || !amp_enabled(amp)) return Status::ok();
+  RLX_ASSIGN_OR_RETURN(auto dev, get_device(device));
+  amp.compute = passes::inference_compute(dev->info(), passes::precision_dtype(amp.precision));
+  return Status::ok();
+}
+
 passes::AutocastOptions amp_autocast_options(const AmpConfig& amp) {
   passes::AutocastOptions o;
   o.narrow = passes::precision_dtype(amp.precision);
-  o.compute = amp.compute;
+  o.compute = amp.compute.value_or(passes::AutocastOptions::Compute::widened);
   return o;
 }
 

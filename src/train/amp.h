@@ -18,6 +18,9 @@
 // after `growth_interval` finite steps in a row.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include <functional>
 #include <memory>
 
@@ -59,8 +62,16 @@ struct AmpConfig {
   // Dynamic loss scaling; by default on for f16 only (bf16 has f32's exponent range).
   enum class Scaling : uint8_t { automatic, on, off } scaling = Scaling::automatic;
   LossScalerConfig scaler;
-  passes::AutocastOptions::Compute compute = passes::AutocastOptions::Compute::widened;
+  // How the products are expressed (passes/autocast.h). Unset: the device's choice
+  // (passes::inference_compute: the narrow form with f32-result dots where the device has fast
+  // native narrow products, bf16 on AVX-512 BF16 CPUs; the widened form elsewhere), settled
+  // by resolve_amp_compute when the trainer is created.
+  std::optional<passes::AutocastOptions::Compute> compute;
 };
+
+// Sets amp.compute, when unset, to the form `device` runs fastest (above). Errors: an unknown
+// device.
+Status resolve_amp_compute(AmpConfig& amp, const std::string& device);
 
 // Whether `amp` asks for mixed precision at all (a narrow precision), and whether it scales
 // the loss (Scaling::automatic: f16 only, since bf16 has f32's exponent range).

@@ -230,6 +230,7 @@ Expected<std::unique_ptr<PipelineTrainer>> PipelineTrainer::create(ModelDef mode
   impl->stages = impl->comm->size();
   impl->scaler = LossScaler(impl->config.amp.scaler);
   impl->scaling = amp_scaling(impl->config.amp);
+  RLX_TRY(resolve_amp_compute(impl->config.amp, impl->config.device));
   RLX_TRY(impl->plan_params());
   const int slots = state_slots(impl->config.optimizer);
   for (int i : impl->my_params) {

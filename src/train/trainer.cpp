@@ -174,12 +174,17 @@ Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfi
   }
   ValueId loss = cross_entropy(o, logits, labels);  // f32: the autocast policy keeps losses wide
   RLX_TRY(o.status().with_context("building the forward graph"));
-  RLX_ASSIGN_OR_RETURN(Gradients gr, differentiate(g, mixed ? o.mul(loss, scale) : loss, params));
+  // Loss scaling and the finite test only where the scaler runs (f16, or asked for): bf16 has
+  // f32's range, and skipping a step on a non-finite gradient is the scaler's rule, not
+  // autocast's (as in torch, whose bf16 autocast runs without a GradScaler). Without them the
+  // step's "finite" output is a constant 1 and the updates fuse as in f32.
+  const bool scaled = amp_scaling(amp);
+  RLX_ASSIGN_OR_RETURN(Gradients gr, differentiate(g, scaled ? o.mul(loss, scale) : loss, params));
   std::vector<ValueId> grads = gr.grads;
   std::vector<ValueId> new_params, new_state(static_cast<size_t>(L.num_states), kNoValue);
   GraphBuilder ub(g);
   OpBuilder u(ub);
-  if (mixed) {  // unscale in f32 before the ranks sum the gradients
+  if (scaled) {  // unscale in f32 before the ranks sum the gradients
     const ValueId inv = u.reciprocal(scale);
     for (ValueId& gi : grads) gi = u.mul(gi, inv);
   }
@@ -188,17 +193,17 @@ Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfi
     RLX_TRY(u.status().with_context("data-parallel gradient all-reduce"));
   }
   // mixed precision: after the all-reduce every rank sees the same sums, so all skip together
-  const ValueId finite = mixed ? all_finite(u, grads) : kNoValue;
+  const ValueId finite = scaled ? all_finite(u, grads) : kNoValue;
   for (size_t i = 0; i < params.size(); ++i) {
     ParamUpdate up = apply_optimizer(u, opt, params[i], grads[i], state[i], lr, step);
     RLX_TRY(u.status().with_context(cat("optimizer update of ", model.params[i].name)));
-    new_params.push_back(mixed ? u.where(finite, up.param, params[i]) : up.param);
+    new_params.push_back(scaled ? u.where(finite, up.param, params[i]) : up.param);
     for (int s = 0; s < slots; ++s)
-      new_state[s * params.size() + i] = mixed ? u.where(finite, up.state[s], state[i][s]) : up.state[s];
+      new_state[s * params.size() + i] = scaled ? u.where(finite, up.state[s], state[i][s]) : up.state[s];
   }
   RLX_TRY(u.status().with_context("the optimizer updates"));
   g.outputs = {loss};
-  if (mixed) g.outputs.push_back(u.cast(finite, DType::f32));
+  if (mixed) g.outputs.push_back(scaled ? u.cast(finite, DType::f32) : u.scalar(1.0, DType::f32));
   g.outputs.insert(g.outputs.end(), new_params.begin(), new_params.end());
   g.outputs.insert(g.outputs.end(), new_state.begin(), new_state.end());
   g.outputs.insert(g.outputs.end(), qat_out.begin(), qat_out.end());
@@ -273,6 +278,7 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(ModelDef model, TrainConfig c
     for (const ParamSpec& p : t->model_.params) t->state_.push_back(Tensor::zeros(p.init.dtype(), p.init.sizes()));
   if (amp_enabled(t->config_.amp)) {
     RLX_TRY(LossScaler::check(t->config_.amp.scaler));
+    RLX_TRY(resolve_amp_compute(t->config_.amp, t->config_.device));
     t->scaling_ = amp_scaling(t->config_.amp);
   }
   if (t->config_.qat.enabled) {

@@ -88,14 +88,62 @@ TEST(Autocast, NarrowsProductsOnlyAndKeepsTypes) {
   }
 }
 
+// In the narrow form a matmul that is a dot (2-D right operand, or equal batch axes) becomes
+// that dot with an f32 result; a broadcasting matmul takes the widened form (f32 matmul of
+// rounded operands), as do conv2d and gemm.
 TEST(Autocast, NarrowComputeFormPutsTheProductInTheNarrowType) {
   Graph g = parse(kMlp);
   auto n = passes::autocast(g, {.narrow = DType::f16, .compute = passes::AutocastOptions::Compute::narrow});
   ASSERT_TRUE(n.has_value()) << n.status().to_string();
-  EXPECT_EQ(count(g, Op::Cast), 3);
+  EXPECT_EQ(count(g, Op::Cast), 2) << "the operands only";
+  EXPECT_EQ(count(g, Op::MatMul), 0);
+  ASSERT_EQ(count(g, Op::Dot), 1);
   for (const Node& node : g.nodes)
-    if (node.op == Op::MatMul) EXPECT_EQ(g.type(node.outputs[0]).dtype, DType::f16);
+    if (node.op == Op::Dot) {
+      EXPECT_EQ(g.type(node.outputs[0]), (TensorType{DType::f32, {Dim(8), Dim(16)}}));
+      EXPECT_EQ(node.attrs.dtype("out_type", DType::u8), DType::f32);
+    }
   EXPECT_TRUE(verify_graph(g).is_ok());
+
+  constexpr const char* kBatched = R"(graph @g(%a: f32[3, 5, 8], %b: f32[3, 8, 4], %c: f32[1, 8, 4]) -> (f32[3, 5, 4], f32[3, 5, 4]) {
+  %same = matmul(%a, %b)
+  %bcast = matmul(%a, %c)
+  return %same, %bcast
+})";
+  Graph h = parse(kBatched);
+  auto m = passes::autocast(h, {.narrow = DType::bf16, .compute = passes::AutocastOptions::Compute::narrow});
+  ASSERT_TRUE(m.has_value()) << m.status().to_string();
+  EXPECT_EQ(*m, 2);
+  ASSERT_EQ(count(h, Op::Dot), 1) << "equal batch axes: a batched dot";
+  ASSERT_EQ(count(h, Op::MatMul), 1) << "the broadcast batch axis stays a matmul";
+  for (const Node& node : h.nodes) {
+    if (node.op == Op::Dot) {
+      EXPECT_EQ(node.attrs.ints("lhs_batch"), (std::vector<int64_t>{0}));
+      EXPECT_EQ(node.attrs.ints("rhs_contract"), (std::vector<int64_t>{1}));
+    }
+    if (node.op == Op::MatMul) {
+      EXPECT_EQ(h.type(node.outputs[0]).dtype, DType::f32) << "widened form";
+      EXPECT_EQ(h.type(node.inputs[0]).dtype, DType::f32);
+    }
+  }
+  // the dot's two operand casts, the matmul's two round trips (a is rounded twice: once per
+  // product, each cast pair folds or fuses in the device)
+  EXPECT_EQ(count(h, Op::Cast), 2 + 4);
+  EXPECT_TRUE(verify_graph(h).is_ok());
+  // the dot computes what the matmul did on the rounded operands
+  Graph ref = parse(kBatched);
+  auto mr = Model::compile(ref, {.device = "ref"});
+  auto mc = Model::compile(h, {.device = "ref"});
+  ASSERT_TRUE(mr.has_value() && mc.has_value());
+  Tensor a = random_tensor({3, 5, 8}, 3), b = random_tensor({3, 8, 4}, 4), c = random_tensor({1, 8, 4}, 5);
+  for (Tensor* t : {&a, &b, &c})
+    for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = bf16_to_f32(f32_to_bf16(t->data<float>()[i]));
+  auto yr = (*mr)->run(std::vector<Tensor>{a, b, c});
+  auto yc = (*mc)->run(std::vector<Tensor>{a, b, c});
+  ASSERT_TRUE(yr.has_value() && yc.has_value());
+  const float* r = (*yr)[0].data<float>();
+  const float* y = (*yc)[0].data<float>();
+  for (int64_t i = 0; i < (*yr)[0].numel(); ++i) EXPECT_NEAR(y[i], r[i], 1e-5f) << i;
 }
 
 // In the narrow form a dot keeps an f32 result through its out_type (no cast after it, no
