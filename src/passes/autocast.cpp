@@ -88,14 +88,16 @@ std::optional<Attrs> matmul_as_dot(const TensorType& a, const TensorType& b) {
                {"rhs_contract", std::vector<int64_t>{ra - 2}}};
 }
 
-// The dot that runs `op` in the narrow form with an f32 result (dot's out_type): a dot itself,
-// or a matmul that is a dot; nullopt for the other products and whenever the options ask for
-// the widened form or a narrow result (narrow_output).
-std::optional<Attrs> narrow_dot(Op op, std::span<const TensorType> in_types, const Attrs& attrs,
-                                const AutocastOptions& o) {
+// The op and attributes that run `op` in the narrow form with an f32 result (out_type, set by
+// the caller): a dot itself, a matmul that is a dot, or attention (the scores, softmax and
+// value product sum in f32 on the narrow q, k and v); nullopt for the other products and
+// whenever the options ask for the widened form or a narrow result (narrow_output).
+std::optional<std::pair<Op, Attrs>> narrow_product(Op op, std::span<const TensorType> in_types, const Attrs& attrs,
+                                                   const AutocastOptions& o) {
   if (o.compute != AutocastOptions::Compute::narrow || o.narrow_output) return std::nullopt;
-  if (op == Op::Dot) return attrs;
-  if (op == Op::MatMul) return matmul_as_dot(in_types[0], in_types[1]);
+  if (op == Op::Dot || op == Op::Attention) return std::pair{op, attrs};
+  if (op == Op::MatMul)
+    if (auto dot = matmul_as_dot(in_types[0], in_types[1])) return std::pair{Op::Dot, *dot};
   return std::nullopt;
 }
 
@@ -106,7 +108,7 @@ std::optional<Attrs> narrow_dot(Op op, std::span<const TensorType> in_types, con
 // round the result (and no device has native narrow kernels for them that beat the f32 ones).
 bool widened_form(Op op, std::span<const TensorType> in_types, const Attrs& attrs, const AutocastOptions& o) {
   if (o.compute == AutocastOptions::Compute::widened) return true;
-  return !o.narrow_output && !narrow_dot(op, in_types, attrs, o);
+  return !o.narrow_output && !narrow_product(op, in_types, attrs, o);
 }
 
 // Emits `op` under the policy through b. Precondition: the policy applies (checked by caller).
@@ -130,17 +132,19 @@ Expected<ValueId> emit_narrow(Builder& b, Op op, const std::vector<ValueId>& inp
     if (widened) {
       RLX_ASSIGN_OR_RETURN(ValueId v, round_trip(b, inputs[i], o.narrow));
       in.push_back(v);
+    } else if (op == Op::Attention && !is_product_operand(op, static_cast<int>(i))) {
+      in.push_back(inputs[i]);  // attention's bool mask (applies() leaves float masks f32)
     } else {
       RLX_ASSIGN_OR_RETURN(ValueId v, cast_to(b, inputs[i], o.narrow));
       in.push_back(v);
     }
   }
   if (!widened) {
-    // the narrow product with an f32 result (dot's out_type): summed in f32 and never
-    // rounded to the narrow type, as the widened form's product
-    if (std::optional<Attrs> dot = narrow_dot(op, in_types, attrs, o)) {
-      dot->set("out_type", DType::f32);
-      return emit1(b, Op::Dot, in, *dot);
+    // the narrow product with an f32 result (out_type): summed in f32 and never rounded to
+    // the narrow type, as the widened form's product
+    if (auto product = narrow_product(op, in_types, attrs, o)) {
+      product->second.set("out_type", DType::f32);
+      return emit1(b, product->first, in, product->second);
     }
   }
   RLX_ASSIGN_OR_RETURN(ValueId y, emit1(b, op, in, attrs));
@@ -150,12 +154,15 @@ Expected<ValueId> emit_narrow(Builder& b, Op op, const std::vector<ValueId>& inp
 }
 
 // The policy converts a node when it is a product whose operands are all f32 and which has one
-// output. Attention only in the widened form: its q, k and v are rounded, while the scores,
-// the softmax and the probabilities stay f32 inside the fused op (in the narrow form the whole
-// op, softmax included, would run in the narrow type).
+// output. Attention's q, k and v are rounded, while the scores, the softmax and the
+// probabilities stay f32: in the widened form as an f32 attention on rounded operands, in the
+// narrow form as attention on narrow operands with out_type f32, unless it has a float mask
+// (which would have to become narrow too) or asks for narrow results: then it stays f32.
 bool applies(Op op, std::span<const TensorType> in_types, size_t outputs, const AutocastOptions& o) {
   if (!autocast_narrow_op(op) || outputs != 1) return false;
-  if (op == Op::Attention && o.compute != AutocastOptions::Compute::widened) return false;
+  if (op == Op::Attention && o.compute != AutocastOptions::Compute::widened &&
+      (o.narrow_output || (in_types.size() == 4 && in_types[3].dtype != DType::boolean)))
+    return false;
   for (size_t i = 0; i < in_types.size(); ++i)
     if (in_types[i].dtype != DType::f32 && (is_product_operand(op, static_cast<int>(i)) || is_float(in_types[i].dtype)))
       return false;

@@ -7,7 +7,8 @@
 //     outputs are). Gemm's and conv2d's bias (input 2) is added in f32.
 //   - attention (a fused composite): its q, k and v are rounded to the narrow type, so both of
 //     its products see narrow operands; the scores, the softmax and the probabilities stay f32
-//     inside the op, and the mask is used as it is. Widened form only (see below).
+//     inside the op, and the mask is used as it is. In the narrow form it is attention on
+//     narrow operands with out_type f32 (a float mask, or narrow_output, keeps it f32).
 //   - f32: everything else: softmax, layer/rms norms, losses, reductions, elementwise ops,
 //     embeddings. The graph's
 //     inputs, outputs and weights keep their dtypes: a training step keeps f32 master weights
@@ -36,8 +37,7 @@
 //     narrow_output they compute in the narrow dtype and are cast to f32.
 //
 // A node is converted only when all its floating operands are f32; f64, integer and already
-// narrow products are left alone. In the narrow form attention stays f32 (a narrow attention
-// would run its softmax in the narrow type).
+// narrow products are left alone.
 #pragma once
 
 #include <string_view>

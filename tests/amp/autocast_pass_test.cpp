@@ -72,8 +72,9 @@ TEST(Autocast, NarrowsProductsOnlyAndKeepsTypes) {
     ASSERT_TRUE(passes::autocast(h, {.narrow = dt, .narrow_output = true}).has_value());
     EXPECT_EQ(count(h, Op::Cast), 6) << "narrow_output rounds the result too";
     for (const Node& node : g.nodes) {
-      if (node.op == Op::Softmax || node.op == Op::Relu || node.op == Op::MatMul)
+      if (node.op == Op::Softmax || node.op == Op::Relu || node.op == Op::MatMul) {
         EXPECT_EQ(g.type(node.outputs[0]).dtype, DType::f32) << op_name(node.op) << " stays f32 (widened form)";
+      }
       if (node.op == Op::MatMul) {
         // its operands are the narrow values widened back
         for (ValueId v : node.inputs) {
@@ -330,8 +331,9 @@ TEST(Autocast, ConvAndGemmRunUnderThePolicy) {
 
 // Attention under the policy: q, k and v rounded (both products see narrow operands), the
 // boolean mask untouched, the softmax inside the fused op in f32. The cpu result equals the f32
-// attention run on pre-rounded q, k and v, and differs from the f32 one. The narrow form leaves
-// attention alone (its softmax would be narrow).
+// attention run on pre-rounded q, k and v, and differs from the f32 one. In the narrow form it
+// is attention on narrow q, k and v with out_type f32 (the same values, summed in another
+// order: the cpu's bf16 kernel pairs the head dimension); a float mask keeps it f32.
 TEST(Autocast, AttentionRoundsQKVAndKeepsItsSoftmaxF32) {
   constexpr const char* kAttn = R"(graph @g(%q: f32[2, 4, 6, 8], %k: f32[2, 2, 6, 8], %v: f32[2, 2, 6, 8], %mask: bool[6, 6]) -> (f32[2, 4, 6, 8]) {
   %o = attention(%q, %k, %v, %mask) {causal = 1, scale = 0.35}
@@ -366,7 +368,29 @@ TEST(Autocast, AttentionRoundsQKVAndKeepsItsSoftmaxF32) {
     Graph h = parse(kAttn);
     auto m = passes::autocast(h, {.narrow = dt, .compute = passes::AutocastOptions::Compute::narrow});
     ASSERT_TRUE(m.has_value());
-    EXPECT_EQ(*m, 0) << "the narrow form keeps attention in f32";
+    EXPECT_EQ(*m, 1);
+    EXPECT_EQ(count(h, Op::Cast), 3) << "q, k and v; the mask is not cast, the result stays f32";
+    for (const Node& node : h.nodes)
+      if (node.op == Op::Attention) {
+        EXPECT_EQ(h.type(node.inputs[0]).dtype, dt);
+        EXPECT_EQ(h.type(node.inputs[3]).dtype, DType::boolean);
+        EXPECT_EQ(node.attrs.dtype("out_type", DType::u8), DType::f32);
+      }
+    ASSERT_TRUE(verify_graph(h).is_ok());
+    auto mh = Model::compile(h, {.device = "cpu"});
+    ASSERT_TRUE(mh.has_value()) << mh.status().to_string();
+    auto yh = (*mh)->run(in);
+    ASSERT_TRUE(yh.has_value()) << yh.status().to_string();
+    const auto vh = (*yh)[0].to_f64();
+    for (size_t i = 0; i < vh.size(); ++i) EXPECT_NEAR(vh[i], vb[i], 1e-5 * (1 + std::fabs(vb[i]))) << i;
+    constexpr const char* kFloatMask = R"(graph @g(%q: f32[1, 2, 4, 8], %k: f32[1, 2, 4, 8], %v: f32[1, 2, 4, 8], %mask: f32[4, 4]) -> (f32[1, 2, 4, 8]) {
+  %o = attention(%q, %k, %v, %mask)
+  return %o
+})";
+    Graph fm = parse(kFloatMask);
+    auto mf2 = passes::autocast(fm, {.narrow = dt, .compute = passes::AutocastOptions::Compute::narrow});
+    ASSERT_TRUE(mf2.has_value());
+    EXPECT_EQ(*mf2, 0) << "a float mask would have to become narrow: attention stays f32";
   }
 }
 

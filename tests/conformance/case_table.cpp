@@ -517,7 +517,13 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
          {{"layout", std::string("bshd")}}).k(8).mag(2),
        // Gemma 2's soft-capped scores (a cap small enough to bend them)
        V("softcap_gqa_mask", {T({1, 4, 5, 8}), T({1, 2, 7, 8}), T({1, 2, 7, 8}), D(DType::boolean, {1, 1, 5, 7}, Dist::mask)},
-         {{"softcap", 1.5}}).k(8).mag(2)});
+         {{"softcap", 1.5}}).k(8).mag(2),
+       // 16-bit q, k, v with an f32 result (out_type: autocast's narrow form); the bshd one has
+       // the rows and even head dimension of the cpu's bf16 direct kernel
+       V("out_f32_bshd_mask", {T({2, 9, 2, 16}), T({2, 9, 2, 16}), T({2, 9, 2, 16}), D(DType::boolean, {2, 1, 1, 9}, Dist::mask)},
+         {{"layout", std::string("bshd")}, {"out_type", DType::f32}}).k(16).mag(2).dtypes({DType::bf16, DType::f16}),
+       V("out_f32_gqa_causal", {T({1, 4, 5, 8}), T({1, 2, 7, 8}), T({1, 2, 7, 8})},
+         {{"causal", int64_t{1}}, {"out_type", DType::f32}}).k(8).mag(2).dtypes({DType::bf16})});
   // paged KV cache: pools [Hkv, blocks * block_size, D], random block tables (repeats allowed)
   // and masks over the gathered keys
   add(t, Op::PagedAttention, TolClass::composite,

@@ -278,6 +278,19 @@ std::vector<Case> cases() {
                [](OpBuilder& o, const std::vector<ValueId>& x) {
                  return std::vector<ValueId>{o.attention(x[0], x[1], x[2], x[3], false, 0.3)};
                }});
+  // bf16 q, k, v with an f32 result (out_type): the rule differentiates the widened operands in
+  // f32 and rounds each gradient to bf16 at the end (2^-8 relative), with a causal mask
+  {
+    Case k{"attention_bf16_out_f32", Op::Attention,
+           {In{DType::bf16, {1, 2, 3, 4}}, In{DType::bf16, {1, 2, 5, 4}}, In{DType::bf16, {1, 2, 5, 3}},
+            Bools({1, 1, 1, 5}, {1, 0, 1, 1, 1})},
+           [](OpBuilder& o, const std::vector<ValueId>& x) {
+             return std::vector<ValueId>{o.op(Op::Attention, {x[0], x[1], x[2], x[3]},
+                                              Attrs{{"causal", int64_t{1}}, {"out_type", DType::f32}})};
+           }};
+    k.rtol = 0.1;
+    c.push_back(k);
+  }
   c.push_back({"rope", Op::Rope, {F({1, 2, 3, 4}), Ints({3}, {0, 5, 2})},
                [](OpBuilder& o, const std::vector<ValueId>& x) { return std::vector<ValueId>{o.rope(x[0], x[1], 100.0)}; }});
   c.push_back({"rope_interleaved", Op::Rope, {F({2, 1, 2, 4}), Ints({2, 2}, {1, 3, 0, 7})},

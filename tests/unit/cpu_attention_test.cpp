@@ -1,12 +1,14 @@
 // The CPU's native fused attention against the reference interpreter on fresh random inputs:
 // both layouts, grouped key/value heads, query length different from key length (prefill and
 // decode), bool and additive masks broadcast in several ways, causality, an explicit scale,
-// fully masked rows, and that the device refuses (with the reason) what it does not claim.
+// fully masked rows, bf16 operands with an f32 result (out_type: vdpbf16ps on AVX-512 BF16,
+// widened otherwise), and that the device refuses (with the reason) what it does not claim.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/kernels/gemm.h"
 #include "rlx/compile.h"
 #include "rlx/op_builder.h"
 
@@ -26,6 +28,7 @@ struct Case {
   // i + Sk - Sq) sees the last `window` keys up to its own, none of batch b's first 5b (left
   // padding); whole blocks of rows then see only part of the keys (-inf for f32 masks)
   int64_t window = 0;
+  bool bf16 = false;  // bf16 q, k, v and out_type f32
 };
 
 Sizes qkv_shape(const Case& c, int64_t h, int64_t s, int64_t d) {
@@ -41,9 +44,10 @@ const NodeDecision* find_op(const DispatchReport& r, Op op) {
 void run_case(const Case& c) {
   SCOPED_TRACE(c.name);
   Graph g;
-  ValueId q = g.add_input("q", TensorType{DType::f32, to_shape(qkv_shape(c, c.hq, c.sq, c.d))});
-  ValueId k = g.add_input("k", TensorType{DType::f32, to_shape(qkv_shape(c, c.hkv, c.sk, c.d))});
-  ValueId v = g.add_input("v", TensorType{DType::f32, to_shape(qkv_shape(c, c.hkv, c.sk, c.dv))});
+  const DType dt = c.bf16 ? DType::bf16 : DType::f32;
+  ValueId q = g.add_input("q", TensorType{dt, to_shape(qkv_shape(c, c.hq, c.sq, c.d))});
+  ValueId k = g.add_input("k", TensorType{dt, to_shape(qkv_shape(c, c.hkv, c.sk, c.d))});
+  ValueId v = g.add_input("v", TensorType{dt, to_shape(qkv_shape(c, c.hkv, c.sk, c.dv))});
   std::vector<ValueId> ins{q, k, v};
   if (c.mask)
     ins.push_back(g.add_input("mask", TensorType{c.mask == 1 ? DType::boolean : DType::f32, to_shape(c.mask_shape)}));
@@ -51,7 +55,11 @@ void run_case(const Case& c) {
   OpBuilder o(gb);
   Attrs at{{"causal", int64_t{c.causal ? 1 : 0}}, {"layout", c.layout}};
   if (c.scale != 0.0) at.set("scale", c.scale);
+  if (c.bf16) at.set("out_type", DType::f32);
   g.outputs = {o.op(Op::Attention, ins, at)};
+  if (c.bf16) {
+    ASSERT_EQ(g.type(g.outputs[0]).dtype, DType::f32);
+  }
   ASSERT_TRUE(o.ok()) << o.status().to_string();
 
   std::random_device rd;
@@ -88,6 +96,9 @@ void run_case(const Case& c) {
   const NodeDecision* d = find_op((*var)->report, Op::Attention);
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(d->path, DispatchPath::native) << d->native_refused;
+  if (c.bf16) {
+    EXPECT_NE(d->how.find(cpu::gemm_bf16_dot() ? "vdpbf16ps" : "widened"), std::string::npos) << d->how;
+  }
   auto b = (*ref)->run(xs);
   ASSERT_TRUE(b.has_value()) << b.status().to_string();
   const Tensor& x = (*a)[0];
@@ -103,7 +114,9 @@ void run_case(const Case& c) {
     }
     ASSERT_NEAR(p, r, 2e-5 * (1 + std::fabs(r))) << "element " << j << " seed " << seed;
   }
-  if (c.mask_row_empty) EXPECT_GT(nans, 0) << "the fully masked row should give NaN";
+  if (c.mask_row_empty) {
+    EXPECT_GT(nans, 0) << "the fully masked row should give NaN";
+  }
 }
 
 TEST(CpuAttention, MatchesReference) {
@@ -167,6 +180,34 @@ TEST(CpuAttention, MatchesReference) {
   for (const Case& c : cases) run_case(c);
 }
 
+// bf16 q, k and v with out_type f32 against the reference's widened decomposition: the direct
+// path (vdpbf16ps where the CPU has AVX-512 BF16, and with it switched off the widened
+// operands), an odd head dimension and one over 32 (widened, then the f32 paths), and decode.
+TEST(CpuAttention, Bf16OperandsWithF32ResultMatchReference) {
+  std::vector<Case> cases;
+  cases.push_back({.name = "bf16 direct bert shape", .layout = "bshd", .b = 2, .hq = 12, .hkv = 12, .sq = 128,
+                   .sk = 128, .d = 32, .dv = 32, .mask = 1, .mask_shape = {2, 1, 1, 128}, .bf16 = true});
+  cases.push_back({.name = "bf16 direct tails causal", .b = 1, .hq = 4, .hkv = 2, .sq = 29, .sk = 45, .d = 20,
+                   .dv = 27, .causal = true, .bf16 = true});
+  cases.push_back({.name = "bf16 direct 13 rows, 2 pairs, per-row mask", .layout = "bshd", .b = 2, .hq = 3, .hkv = 3,
+                   .sq = 13, .sk = 83, .d = 4, .dv = 13, .mask = 1, .mask_shape = {2, 3, 13, 83}, .scale = 0.21,
+                   .bf16 = true});
+  cases.push_back({.name = "bf16 odd head dimension (widened)", .b = 1, .hq = 2, .hkv = 2, .sq = 16, .sk = 17, .d = 31,
+                   .dv = 8, .bf16 = true});
+  cases.push_back({.name = "bf16 head dimension 64 (widened, GEMM path)", .layout = "bshd", .b = 1, .hq = 2, .hkv = 1,
+                   .sq = 70, .sk = 70, .d = 64, .dv = 64, .causal = true, .bf16 = true});
+  cases.push_back({.name = "bf16 decode", .b = 2, .hq = 8, .hkv = 2, .sq = 1, .sk = 23, .d = 16, .dv = 16,
+                   .mask = 1, .mask_shape = {2, 1, 1, 23}, .bf16 = true});
+  for (const Case& c : cases) run_case(c);
+  if (cpu::gemm_bf16_dot()) {
+    ASSERT_TRUE(cpu::set_gemm_bf16_dot(false));
+    for (const Case& c : cases) run_case(c);
+    cpu::set_gemm_bf16_dot(true);
+  } else {
+    std::printf("this CPU has no AVX-512 BF16: the bf16 cases ran the widened path only\n");
+  }
+}
+
 TEST(CpuAttention, RefusesWithReason) {
   // f16 attention: the native kernel computes f32 only; the node decomposes instead
   Graph g;
@@ -181,7 +222,33 @@ TEST(CpuAttention, RefusesWithReason) {
   const NodeDecision* d = find_op(*r, Op::Attention);
   ASSERT_NE(d, nullptr);
   EXPECT_NE(d->path, DispatchPath::native);
-  EXPECT_NE(d->native_refused.find("f32 only"), std::string::npos) << d->native_refused;
+  EXPECT_NE(d->native_refused.find("bf16 with out_type f32"), std::string::npos) << d->native_refused;
+
+  // bf16 operands with a bf16 result: the kernel writes f32 only
+  Graph h;
+  const TensorType b16{DType::bf16, to_shape(Sizes{1, 2, 4, 8})};
+  ValueId qb = h.add_input("q", b16), kb = h.add_input("k", b16), vb = h.add_input("v", b16);
+  GraphBuilder hb(h);
+  OpBuilder ho(hb);
+  h.outputs = {ho.op(Op::Attention, {qb, kb, vb}, Attrs{})};
+  ASSERT_TRUE(ho.ok());
+  auto rh = explain(h, "cpu", DispatchPolicy{});
+  ASSERT_TRUE(rh.has_value()) << rh.status().to_string();
+  d = find_op(*rh, Op::Attention);
+  ASSERT_NE(d, nullptr);
+  EXPECT_NE(d->path, DispatchPath::native);
+  EXPECT_NE(d->native_refused.find("need out_type f32"), std::string::npos) << d->native_refused;
+
+  // out_type is f32 for 16-bit operands only
+  Graph e;
+  const TensorType f{DType::f32, to_shape(Sizes{1, 2, 4, 8})};
+  ValueId qe = e.add_input("q", f), ke = e.add_input("k", f), ve = e.add_input("v", f);
+  GraphBuilder eb(e);
+  OpBuilder eo(eb);
+  (void)eo.op(Op::Attention, {qe, ke, ve}, Attrs{{"out_type", DType::f64}});
+  ASSERT_FALSE(eo.ok());
+  EXPECT_NE(eo.status().message().find("out_type f64 is not allowed for f32 operands"), std::string::npos)
+      << eo.status().to_string();
 }
 
 }  // namespace

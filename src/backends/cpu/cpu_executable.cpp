@@ -317,9 +317,15 @@ Status CpuExecutable::run_native(int index) {
   NativeState& st = natives_[index];
   if (st.kind == NativeState::Kind::attention) {
     AttentionArgs a = st.attention.args;
-    a.q = static_cast<const float*>(ptrs_[n.inputs[0]]);
-    a.k = static_cast<const float*>(ptrs_[n.inputs[1]]);
-    a.v = static_cast<const float*>(ptrs_[n.inputs[2]]);
+    if (a.operand_type == DType::bf16) {
+      a.q_bf16 = static_cast<const uint16_t*>(ptrs_[n.inputs[0]]);
+      a.k_bf16 = static_cast<const uint16_t*>(ptrs_[n.inputs[1]]);
+      a.v_bf16 = static_cast<const uint16_t*>(ptrs_[n.inputs[2]]);
+    } else {
+      a.q = static_cast<const float*>(ptrs_[n.inputs[0]]);
+      a.k = static_cast<const float*>(ptrs_[n.inputs[1]]);
+      a.v = static_cast<const float*>(ptrs_[n.inputs[2]]);
+    }
     a.out = static_cast<float*>(ptrs_[n.outputs[0]]);
     if (st.attention.paged) {
       a.block_table = static_cast<const int64_t*>(ptrs_[n.inputs[3]]);

@@ -1,5 +1,7 @@
 #include "native_attention.h"
 
+#include "kernels/gemm.h"
+
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
@@ -81,17 +83,22 @@ Expected<AttentionPlan> plan_attention(const Attrs& attrs, std::span<const Tenso
                                        std::span<const TensorType> out) {
   if (in.size() < 3 || in.size() > 4 || out.size() != 1)
     return error(ErrorCode::unsupported, "attention takes q, k, v and an optional mask, and gives one output");
-  for (int i = 0; i < 3; ++i)
-    if (in[i].dtype != DType::f32)
-      return error(ErrorCode::unsupported, "the native attention computes f32 only, got ", dtype_name(in[i].dtype),
-                   " (narrow types decompose, computing in f32)");
+  // f32 operands, or bf16 ones with an f32 result (out_type): the kernel sums in f32 either way
+  const DType operands = in[0].dtype;
+  if ((operands != DType::f32 && operands != DType::bf16) || in[1].dtype != operands || in[2].dtype != operands)
+    return error(ErrorCode::unsupported, "the native attention takes f32, or bf16 with out_type f32, operands; got ",
+                 dtype_name(in[0].dtype), " (other types decompose, computing in f32)");
+  if (operands == DType::bf16 && attrs.dtype("out_type", DType::bf16) != DType::f32)
+    return error(ErrorCode::unsupported, "the native attention gives an f32 result: bf16 operands need out_type f32 "
+                 "(without it they decompose, computing in f32)");
   for (const TensorType& t : in)
     if (!static_sizes(t.shape)) return error(ErrorCode::unsupported, "the native attention needs static shapes");
   for (int i = 1; i < 3; ++i)
     if (in[i].rank() != 4) return error(ErrorCode::unsupported, "q, k and v must have rank 4");
   AttentionArgs a;
+  a.operand_type = operands;
   int64_t q[4], k[4], v[4], o[4];
-  RLX_TRY(plan_common(attrs, {"causal", "scale", "layout", "softcap"}, in[0], out[0], a, q, o));
+  RLX_TRY(plan_common(attrs, {"causal", "scale", "layout", "softcap", "out_type"}, in[0], out[0], a, q, o));
   const bool bshd = attrs.s("layout", "bhsd") == "bshd";
   bhsd_dims(in[1], bshd, k, a.k_strides);
   bhsd_dims(in[2], bshd, v, a.v_strides);
@@ -157,7 +164,9 @@ Claim claim_cpu_attention(const NodeDesc& n) {
   auto plan = plan_attention_node(n.op, n.attrs, n.inputs, n.outputs);
   if (!plan) return Claim::no(plan.status().message());
   const AttentionArgs& a = plan->args;
-  std::string how = cat(plan->paged ? "paged attention f32 " : "fused attention f32 ", n.attrs.s("layout", "bhsd"),
+  const bool bf16 = a.operand_type == DType::bf16;
+  std::string how = cat(plan->paged ? "paged attention f32 " : bf16 ? "fused attention bf16 -> f32 " : "fused attention f32 ",
+                        n.attrs.s("layout", "bhsd"),
                         " b=", a.batch, " hq=", a.heads_q);
   if (a.heads_kv != a.heads_q) how += cat(" hkv=", a.heads_kv);
   how += cat(" sq=", a.seq_q, " sk=", a.seq_k, " d=", a.head_dim);
@@ -166,6 +175,9 @@ Claim claim_cpu_attention(const NodeDesc& n) {
   if (a.causal) how += " causal";
   if (plan->paged) how += cat(" blocks of ", a.block_size, " in a pool of ", a.pool_blocks);
   if (a.softcap > 0) how += cat(" softcap ", a.softcap);
+  // the bf16 score product runs on vdpbf16ps in the direct kernel (rows of 8 and more, head
+  // dimensions up to 32, even); elsewhere the task's operands are widened to f32
+  if (bf16) how += gemm_bf16_dot() ? " vdpbf16ps" : " widened";
   return Claim::yes(how);
 }
 

@@ -1,4 +1,5 @@
-// The CPU's native attention: f32 scaled dot-product attention (kernels/attention.h) for the
+// The CPU's native attention: scaled dot-product attention with an f32 result, on f32 operands
+// or bf16 ones with out_type f32 (kernels/attention.h), for the
 // graph-level attention and paged_attention nodes, in either layout (bhsd, or bshd read in place through strides),
 // with grouped key/value heads, a query length different from the key length, a bool or f32
 // mask broadcast to [B, Hq, Sq, Sk], causality and the scale. Legality is decided from the

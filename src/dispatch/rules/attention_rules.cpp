@@ -61,7 +61,8 @@ Status attention(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs)
   ValueId pg = o.reshape(p, {b, hkv, rep * sq, sk});
   ValueId out = o.dot(pg, v, {0, 1}, {0, 1}, {3}, {2});  // [B, Hkv, rep*Sq, Dv]
   out = o.reshape(out, {b, hq, sq, dv});
-  return single(o, o.cast(out, dt), outputs);
+  // rounded to the operands' type, or kept in f32 by out_type
+  return single(o, o.cast(out, n.attrs.dtype("out_type", dt)), outputs);
 }
 
 // Paged attention as attention over gathered keys: each sequence's blocks are gathered from the

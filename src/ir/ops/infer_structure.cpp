@@ -7,6 +7,18 @@
 namespace rlx::infer {
 namespace {
 
+// The result type of a product with optional attribute out_type (dot, attention): the
+// operands' type, or f32 for f16 and bf16 operands (StableHLO's preferred_element_type).
+Expected<DType> result_type(Op op, const NodeSig& sig, DType operands) {
+  if (!sig.attrs.has("out_type")) return operands;
+  const DType out_type = sig.attrs.dtype("out_type");
+  const bool narrow_in = operands == DType::f16 || operands == DType::bf16;
+  if (out_type != operands && !(narrow_in && out_type == DType::f32))
+    return fail(ErrorCode::dtype_error, op, sig, "out_type ", dtype_name(out_type), " is not allowed for ",
+                dtype_name(operands), " operands (f16 and bf16 operands may give an f32 result)");
+  return out_type;
+}
+
 bool dims_compatible(const Dim& a, const Dim& b) { return a == b || a.is_unknown() || b.is_unknown(); }
 
 Expected<Dim> conv_out(Op op, const NodeSig& sig, const Dim& in, int64_t k, int64_t stride, int64_t pad_lo,
@@ -64,15 +76,7 @@ Expected<Types> infer_contraction(Op op, const NodeSig& sig) {
       if (!lused[i]) out.push_back(a.shape[i]);
     for (int i = 0; i < b.rank(); ++i)
       if (!rused[i]) out.push_back(b.shape[i]);
-    DType out_type = a.dtype;
-    if (sig.attrs.has("out_type")) {
-      // the f32 result of 16-bit float operands (or the operands' own type)
-      out_type = sig.attrs.dtype("out_type");
-      const bool narrow_in = a.dtype == DType::f16 || a.dtype == DType::bf16;
-      if (out_type != a.dtype && !(narrow_in && out_type == DType::f32))
-        return fail(ErrorCode::dtype_error, op, sig, "out_type ", dtype_name(out_type), " is not allowed for ",
-                    dtype_name(a.dtype), " operands (f16 and bf16 operands may give an f32 result)");
-    }
+    RLX_ASSIGN_OR_RETURN(DType out_type, result_type(op, sig, a.dtype));
     return Types{TensorType{out_type, out}};
   }
   if (op == Op::MatMul) {
@@ -265,8 +269,9 @@ Expected<Types> infer_attention(Op op, const NodeSig& sig) {
       return fail(ErrorCode::shape_error, op, sig, "mask ", shape_to_string(m.shape), " does not broadcast to ",
                   shape_to_string(full));
   }
-  if (bshd) return Types{TensorType{xt.dtype, {x[0], x[2], x[1], v[3]}}};
-  return Types{TensorType{xt.dtype, {x[0], x[1], x[2], v[3]}}};
+  RLX_ASSIGN_OR_RETURN(DType out_type, result_type(op, sig, xt.dtype));
+  if (bshd) return Types{TensorType{out_type, {x[0], x[2], x[1], v[3]}}};
+  return Types{TensorType{out_type, {x[0], x[1], x[2], v[3]}}};
 }
 
 }  // namespace rlx::infer

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <vector>
@@ -429,6 +430,103 @@ __attribute__((target("avx512f"))) void pv_block(int64_t rows, const float* p, i
   }
 }
 
+// ---- bf16 operands on AVX-512 BF16: the direct path's score product on pairs of the head
+// dimension. K^T holds pairs, [D/2, ldkt] 32-bit lanes (key j's elements 2c and 2c + 1 in
+// lane j of row c: a bf16 key row is already a sequence of such pairs, so the 32-bit 16 x 16
+// transpose builds it), q's pairs are broadcast from where q is, and vdpbf16ps adds both
+// products of a pair into an f32 lane: half the instructions of the f32 tile. V is widened to
+// f32 as it is copied, and the value product is the f32 one on the f32 probabilities.
+#define RLX_ATTENTION_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// S[r, 0:16*NV] = scale * sum_c Q[r, 2c:2c+2] . KtPairs[c, 0:16*NV] for R rows.
+template <int R, int NV>
+RLX_ATTENTION_BF16 void qk_tile_bf16(const uint16_t* q, int64_t q_row, const uint32_t* kt, int64_t ldkt, int64_t pairs,
+                                     float scale, float* s, int64_t lds) {
+  __m512 acc[R][NV];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < pairs; ++c) {
+    __m512bh kv[NV];
+    #pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) kv[v] = (__m512bh)_mm512_loadu_si512(kt + c * ldkt + 16 * v);
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      uint32_t pair;
+      std::memcpy(&pair, q + r * q_row + 2 * c, sizeof pair);
+      const __m512bh qb = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+      #pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], qb, kv[v]);
+    }
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(s + r * lds + 16 * v, _mm512_mul_ps(acc[r][v], sc));
+}
+
+template <int R>
+RLX_ATTENTION_BF16 void qk_rows_bf16(const uint16_t* q, int64_t q_row, const uint32_t* kt, int64_t ldkt, int64_t pairs,
+                                     float scale, float* s) {
+  int64_t j = 0;
+  for (; j + 64 <= ldkt; j += 64) qk_tile_bf16<R, 4>(q, q_row, kt + j, ldkt, pairs, scale, s + j, ldkt);
+  switch ((ldkt - j) / 16) {
+    case 3: qk_tile_bf16<R, 3>(q, q_row, kt + j, ldkt, pairs, scale, s + j, ldkt); break;
+    case 2: qk_tile_bf16<R, 2>(q, q_row, kt + j, ldkt, pairs, scale, s + j, ldkt); break;
+    case 1: qk_tile_bf16<R, 1>(q, q_row, kt + j, ldkt, pairs, scale, s + j, ldkt); break;
+    default: break;
+  }
+}
+
+RLX_ATTENTION_BF16 void qk_block_bf16(int64_t rows, const uint16_t* q, int64_t q_row, const uint32_t* kt, int64_t ldkt,
+                                      int64_t pairs, float scale, float* s) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) qk_rows_bf16<4>(q + r * q_row, q_row, kt, ldkt, pairs, scale, s + r * ldkt);
+  switch (rows - r) {
+    case 3: qk_rows_bf16<3>(q + r * q_row, q_row, kt, ldkt, pairs, scale, s + r * ldkt); break;
+    case 2: qk_rows_bf16<2>(q + r * q_row, q_row, kt, ldkt, pairs, scale, s + r * ldkt); break;
+    case 1: qk_rows_bf16<1>(q + r * q_row, q_row, kt, ldkt, pairs, scale, s + r * ldkt); break;
+    default: break;
+  }
+}
+
+// n bf16 values widened to f32 (n <= 16), masked.
+RLX_ATTENTION_BF16 inline __m512 widen16(const uint16_t* p, int64_t n) {
+  const __mmask16 m = static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+// The bf16 direct path's K^T pairs [pairs, ldkt] (columns j >= sk left to the caller) and V
+// widened into contiguous f32 rows [sk, dv], for one head (d even, pairs = d / 2 <= 16).
+RLX_ATTENTION_BF16 void gather_head_bf16(const uint16_t* k, int64_t k_row, const uint16_t* v, int64_t v_row,
+                                         int64_t sk, int64_t pairs, int64_t dv, uint32_t* kt, int64_t ldkt, float* vc) {
+  const __mmask16 pmask = static_cast<__mmask16>(pairs >= 16 ? 0xffffu : (1u << pairs) - 1u);
+  for (int64_t j0 = 0; j0 < sk; j0 += 16) {
+    const int64_t nj = std::min<int64_t>(16, sk - j0);
+    const __mmask16 jmask = static_cast<__mmask16>(nj >= 16 ? 0xffffu : (1u << nj) - 1u);
+    __m512 r[16];
+    for (int64_t i = 0; i < 16; ++i)
+      r[i] = i < nj ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(pmask, k + (j0 + i) * k_row)) : _mm512_setzero_ps();
+    transpose16x16(r);
+    for (int64_t c = 0; c < pairs; ++c)
+      _mm512_mask_storeu_epi32(kt + c * ldkt + j0, jmask, _mm512_castps_si512(r[c]));
+  }
+  for (int64_t j = 0; j < sk; ++j)
+    for (int64_t c = 0; c < dv; c += 16) {
+      const int64_t n = std::min<int64_t>(16, dv - c);
+      _mm512_mask_storeu_ps(vc + j * dv + c, static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u),
+                            widen16(v + j * v_row + c, n));
+    }
+}
+
+// rows x n bf16 values (row stride ld) widened into contiguous f32 rows.
+void widen_rows(const uint16_t* src, int64_t ld, int64_t rows, int64_t n, float* dst) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t c = 0; c < n; ++c) dst[i * n + c] = bf16_to_f32(src[i * ld + c]);
+}
+
 }  // namespace
 
 namespace {
@@ -451,7 +549,12 @@ Status attention_f32(const AttentionArgs& a) {
       a.head_dim <= 0 || a.head_dim_v <= 0)
     return error(ErrorCode::invalid_argument, "attention: inconsistent sizes");
   if (a.batch == 0 || a.seq_q == 0) return Status::ok();
-  if (!a.q || !a.k || !a.v || !a.out) return error(ErrorCode::invalid_argument, "attention: null operand");
+  const bool bf16 = a.operand_type == DType::bf16;
+  if (a.operand_type != DType::f32 && !bf16)
+    return error(ErrorCode::invalid_argument, "attention: operands must be f32 or bf16, got ", dtype_name(a.operand_type));
+  if (!a.out || (bf16 ? !a.q_bf16 || !a.k_bf16 || !a.v_bf16 : !a.q || !a.k || !a.v))
+    return error(ErrorCode::invalid_argument, "attention: null operand");
+  if (bf16 && a.block_table) return error(ErrorCode::invalid_argument, "attention: bf16 operands with paged keys");
   const bool paged = a.block_table != nullptr;
   if (paged) {
     if (a.block_size <= 0 || a.table_cols <= 0 || a.table_cols * a.block_size != a.seq_k || a.pool_blocks <= 0)
@@ -463,6 +566,7 @@ Status attention_f32(const AttentionArgs& a) {
                      "] = ", a.block_table[i], " is outside the pool's ", a.pool_blocks, " blocks");
   }
   static const SoftmaxRow softmax_row = pick_softmax();
+  const bool has_bf16_dot = gemm_bf16_dot();
   static const bool has_avx512 = __builtin_cpu_supports("avx512f");
   static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool direct = has_avx512 && a.direct_kernel && !paged;
@@ -500,9 +604,28 @@ Status attention_f32(const AttentionArgs& a) {
         for (int64_t j = 0; j < dv; ++j) o[i * o_row + j] = std::numeric_limits<float>::quiet_NaN();
       return;
     }
-    const float* q = a.q + b * qs[0] + h0 * qs[1] + q0 * qs[2];
-    const float* k = a.k + b * ks[0] + hk * ks[1];
-    const float* v = a.v + b * vs[0] + hk * vs[1];
+    const int64_t q_off = b * qs[0] + h0 * qs[1] + q0 * qs[2], k_off = b * ks[0] + hk * ks[1],
+                  v_off = b * vs[0] + hk * vs[1];
+    // q, k and v as f32 rows (row strides q_rs, k_rs, v_rs). bf16 operands: the direct path
+    // with AVX-512 BF16 reads them as they are (below); every other path reads the task's rows
+    // widened to f32 here.
+    const bool direct_rows = direct && rows >= kDirectMinRows && d <= kDirectMaxHeadDim && dv <= kDirectMaxHeadDim;
+    const bool bf16_direct = bf16 && direct_rows && has_bf16_dot && d % 2 == 0;
+    const float* q = bf16 ? nullptr : a.q + q_off;
+    const float* k = bf16 ? nullptr : a.k + k_off;
+    const float* v = bf16 ? nullptr : a.v + v_off;
+    int64_t q_rs = q_row, k_rs = ks[2], v_rs = vs[2];
+    if (bf16 && !bf16_direct) {
+      thread_local std::vector<float> qw, kw, vw;
+      qw.resize(static_cast<size_t>(rows * d));
+      kw.resize(static_cast<size_t>(sk * d));
+      vw.resize(static_cast<size_t>(sk * dv));
+      widen_rows(a.q_bf16 + q_off, q_row, rows, d, qw.data());
+      widen_rows(a.k_bf16 + k_off, ks[2], sk, d, kw.data());
+      widen_rows(a.v_bf16 + v_off, vs[2], sk, dv, vw.data());
+      q = qw.data(), k = kw.data(), v = vw.data();
+      q_rs = d, k_rs = d, v_rs = dv;
+    }
     const int64_t shift = sk - a.seq_q;
     // A mask that is the same for every row of the task (a padding mask [B, 1, 1, Sk]) becomes
     // one additive row (0 or -inf for bool), added with a vector loop.
@@ -551,7 +674,7 @@ Status attention_f32(const AttentionArgs& a) {
       }
       causal_row_scores(row, i, j0, n);
     };
-    if (direct && rows >= kDirectMinRows && d <= kDirectMaxHeadDim && dv <= kDirectMaxHeadDim) {
+    if (direct_rows) {
       // K^T [D, ldkt] zero-padded, and V copied to contiguous rows: in the bshd layout the rows
       // of one head are H*D apart, and with 12 heads of 32 that stride maps a head's 128 rows
       // onto a few L1 sets, which the value product would otherwise miss on every row
@@ -560,18 +683,29 @@ Status attention_f32(const AttentionArgs& a) {
       if (ldkt % 256 == 0) ldkt += 16;
       thread_local std::vector<float> kt_buf, v_buf;
       float inv_sum[8];
+      // (bf16: K^T holds d / 2 rows of pairs, in the same buffer)
       if (kt_buf.size() < static_cast<size_t>(d * ldkt)) kt_buf.resize(static_cast<size_t>(d * ldkt));
       if (v_buf.size() < static_cast<size_t>(sk * dv)) v_buf.resize(static_cast<size_t>(sk * dv));
       if (scratch.size() < static_cast<size_t>(8 * ldkt)) scratch.resize(static_cast<size_t>(8 * ldkt));
       float* kt = kt_buf.data();
+      uint32_t* kt_pairs = reinterpret_cast<uint32_t*>(kt_buf.data());
       float* vc = v_buf.data();
       float* s = scratch.data();
-      gather_head(k, ks[2], v, vs[2], q, q_row, sk, d, dv, rows, kt, ldkt, vc);
-      for (int64_t c = 0; c < d; ++c)
-        for (int64_t j = sk; j < ldkt; ++j) kt[c * ldkt + j] = 0.f;
+      if (bf16_direct) {
+        gather_head_bf16(a.k_bf16 + k_off, ks[2], a.v_bf16 + v_off, vs[2], sk, d / 2, dv, kt_pairs, ldkt, vc);
+        for (int64_t c = 0; c < d / 2; ++c)
+          for (int64_t j = sk; j < ldkt; ++j) kt_pairs[c * ldkt + j] = 0;
+      } else {
+        gather_head(k, k_rs, v, v_rs, q, q_rs, sk, d, dv, rows, kt, ldkt, vc);
+        for (int64_t c = 0; c < d; ++c)
+          for (int64_t j = sk; j < ldkt; ++j) kt[c * ldkt + j] = 0.f;
+      }
       for (int64_t r0 = 0; r0 < rows; r0 += 8) {
         const int64_t nr = std::min<int64_t>(8, rows - r0);
-        qk_block(nr, q + r0 * q_row, q_row, kt, ldkt, d, a.scale, s);
+        if (bf16_direct)
+          qk_block_bf16(nr, a.q_bf16 + q_off + r0 * q_row, q_row, kt_pairs, ldkt, d / 2, a.scale, s);
+        else
+          qk_block(nr, q + r0 * q_rs, q_rs, kt, ldkt, d, a.scale, s);
         if (a.softcap > 0)
           for (int64_t i = 0; i < nr; ++i) cap_row(s + i * ldkt, sk);
         if (!shared_mask)
@@ -619,8 +753,8 @@ Status attention_f32(const AttentionArgs& a) {
     // paged keys: the rows of keys jlo .. jhi - 1 read in place when their blocks follow each
     // other in the pool (a sequence's blocks usually do: a fresh pool hands them out in order),
     // else copied together (the products below read K and V as matrices with one row stride)
-    const float *kr = k + jlo * ks[2], *vr = v + jlo * vs[2];
-    int64_t k_ld = ks[2], v_ld = vs[2];
+    const float *kr = k + jlo * k_rs, *vr = v + jlo * v_rs;
+    int64_t k_ld = k_rs, v_ld = v_rs;
     bool in_place = !paged;
     if (paged) {
       const int64_t* table = a.block_table + b * a.table_cols;
@@ -648,7 +782,7 @@ Status attention_f32(const AttentionArgs& a) {
     float* s = scratch.data();
     if (has_avx2 && a.direct_kernel && a.seq_q == 1 && rows <= 8) {
       // decode (one query position, its grouped heads as the rows)
-      decode_scores_avx2(q, q_row, rows, kr, k_ld, n, d, a.scale, s);
+      decode_scores_avx2(q, q_rs, rows, kr, k_ld, n, d, a.scale, s);
       for (int64_t i = 0; i < rows; ++i) {
         if (a.softcap > 0) cap_row(s + i * n, n);
         mask_row_scores(s + i * n, i, jlo, n);
@@ -662,7 +796,7 @@ Status attention_f32(const AttentionArgs& a) {
     g.n = n;
     g.k = d;
     g.a = q;
-    g.lda = q_row;
+    g.lda = q_rs;
     g.b = kr;
     g.ldb = k_ld;
     g.trans_b = true;

@@ -1,4 +1,5 @@
-// cpu/kernels/attention.h: fused scaled dot-product attention for f32 on the CPU.
+// cpu/kernels/attention.h: fused scaled dot-product attention with an f32 result on the CPU,
+// for f32 operands, or bf16 ones summed in f32 (attention's out_type).
 //
 // For each (batch, query head, block of query rows) one pool task computes the block's
 // scores against every key, applies scale, mask and causality, takes a numerically stable
@@ -23,6 +24,16 @@ struct AttentionArgs {
   const float* k = nullptr;  // [B, Hkv, Sk, D]
   const float* v = nullptr;  // [B, Hkv, Sk, Dv]
   float* out = nullptr;      // [B, Hq, Sq, Dv]
+  // bf16 operands: q, k and v are read through these instead (same shapes and strides; the
+  // float pointers above are unused). The scores, the softmax and the value product are
+  // computed in f32, as if the operands were widened first: with AVX-512 BF16 the direct
+  // kernel multiplies q and k pairwise with vdpbf16ps (which treats bf16 denormals as zero,
+  // as the bf16 GEMM does) and widens V as it copies it; other paths widen each task's q, k
+  // and v to f32 and run as for f32. Not with paged keys.
+  const uint16_t* q_bf16 = nullptr;
+  const uint16_t* k_bf16 = nullptr;
+  const uint16_t* v_bf16 = nullptr;
+  DType operand_type = DType::f32;  // f32 or bf16
   int64_t batch = 0, heads_q = 0, heads_kv = 0, seq_q = 0, seq_k = 0, head_dim = 0, head_dim_v = 0;
   // Element strides of (batch, head, position) for each operand; the last dim is always
   // contiguous. All zero (the default) means contiguous [B, H, S, D]; the bshd layout is
@@ -49,7 +60,7 @@ struct AttentionArgs {
   bool direct_kernel = true;
 };
 
-// Runs attention over rlx::ThreadPool::global(). With one query position and grouped heads
+// Runs attention over rlx::ThreadPool::global() (f32 result; operands as operand_type says). With one query position and grouped heads
 // (decode with GQA), the query heads that share a key/value head run as the rows of one
 // product, so K and V are read once per group. A query row that sees no key gives NaN
 // (as softmax over an empty set does in the reference). Allocates only grow-only
