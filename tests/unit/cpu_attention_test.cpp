@@ -29,6 +29,7 @@ struct Case {
   // padding); whole blocks of rows then see only part of the keys (-inf for f32 masks)
   int64_t window = 0;
   bool bf16 = false;  // bf16 q, k, v and out_type f32
+  bool bf16_direct = false;  // ... on the direct kernel's vdpbf16ps (where the CPU has it), else widened
 };
 
 Sizes qkv_shape(const Case& c, int64_t h, int64_t s, int64_t d) {
@@ -97,7 +98,7 @@ void run_case(const Case& c) {
   ASSERT_NE(d, nullptr);
   EXPECT_EQ(d->path, DispatchPath::native) << d->native_refused;
   if (c.bf16) {
-    EXPECT_NE(d->how.find(cpu::gemm_bf16_dot() ? "vdpbf16ps" : "widened"), std::string::npos) << d->how;
+    EXPECT_NE(d->how.find(cpu::gemm_bf16_dot() && c.bf16_direct ? "vdpbf16ps" : "widened"), std::string::npos) << d->how;
   }
   auto b = (*ref)->run(xs);
   ASSERT_TRUE(b.has_value()) << b.status().to_string();
@@ -182,22 +183,32 @@ TEST(CpuAttention, MatchesReference) {
 
 // bf16 q, k and v with out_type f32 against the reference's widened decomposition: the direct
 // path (vdpbf16ps where the CPU has AVX-512 BF16, and with it switched off the widened
-// operands), an odd head dimension and one over 32 (widened, then the f32 paths), and decode.
+// operands) with heads up to 64, an odd head dimension and one over 64 (widened, then the f32
+// paths), and decode.
 TEST(CpuAttention, Bf16OperandsWithF32ResultMatchReference) {
   std::vector<Case> cases;
   cases.push_back({.name = "bf16 direct bert shape", .layout = "bshd", .b = 2, .hq = 12, .hkv = 12, .sq = 128,
-                   .sk = 128, .d = 32, .dv = 32, .mask = 1, .mask_shape = {2, 1, 1, 128}, .bf16 = true});
+                   .sk = 128, .d = 32, .dv = 32, .mask = 1, .mask_shape = {2, 1, 1, 128}, .bf16 = true,
+                   .bf16_direct = true});
   cases.push_back({.name = "bf16 direct tails causal", .b = 1, .hq = 4, .hkv = 2, .sq = 29, .sk = 45, .d = 20,
-                   .dv = 27, .causal = true, .bf16 = true});
+                   .dv = 27, .causal = true, .bf16 = true, .bf16_direct = true});
   cases.push_back({.name = "bf16 direct 13 rows, 2 pairs, per-row mask", .layout = "bshd", .b = 2, .hq = 3, .hkv = 3,
                    .sq = 13, .sk = 83, .d = 4, .dv = 13, .mask = 1, .mask_shape = {2, 3, 13, 83}, .scale = 0.21,
-                   .bf16 = true});
+                   .bf16 = true, .bf16_direct = true});
+  // heads of 64 (32 pairs: two blocks of the pair transpose; value columns in blocks of 32) and
+  // of 48 with 40 value columns (a partial block of each)
+  cases.push_back({.name = "bf16 direct heads of 64", .layout = "bshd", .b = 1, .hq = 2, .hkv = 1, .sq = 70, .sk = 70,
+                   .d = 64, .dv = 64, .causal = true, .bf16 = true, .bf16_direct = true});
+  cases.push_back({.name = "bf16 direct 48 / 40", .b = 2, .hq = 2, .hkv = 2, .sq = 9, .sk = 37, .d = 48, .dv = 40,
+                   .mask = 1, .mask_shape = {2, 1, 1, 37}, .bf16 = true, .bf16_direct = true});
   cases.push_back({.name = "bf16 odd head dimension (widened)", .b = 1, .hq = 2, .hkv = 2, .sq = 16, .sk = 17, .d = 31,
                    .dv = 8, .bf16 = true});
-  cases.push_back({.name = "bf16 head dimension 64 (widened, GEMM path)", .layout = "bshd", .b = 1, .hq = 2, .hkv = 1,
-                   .sq = 70, .sk = 70, .d = 64, .dv = 64, .causal = true, .bf16 = true});
-  cases.push_back({.name = "bf16 decode", .b = 2, .hq = 8, .hkv = 2, .sq = 1, .sk = 23, .d = 16, .dv = 16,
+  cases.push_back({.name = "bf16 head dimension 80 (widened, GEMM path)", .layout = "bshd", .b = 1, .hq = 2, .hkv = 1,
+                   .sq = 70, .sk = 70, .d = 80, .dv = 80, .causal = true, .bf16 = true});
+  cases.push_back({.name = "bf16 decode (widened)", .b = 2, .hq = 4, .hkv = 2, .sq = 1, .sk = 23, .d = 16, .dv = 16,
                    .mask = 1, .mask_shape = {2, 1, 1, 23}, .bf16 = true});
+  cases.push_back({.name = "bf16 grouped decode of 8 heads (direct)", .b = 2, .hq = 16, .hkv = 2, .sq = 1, .sk = 23,
+                   .d = 16, .dv = 16, .mask = 1, .mask_shape = {2, 1, 1, 23}, .bf16 = true, .bf16_direct = true});
   for (const Case& c : cases) run_case(c);
   if (cpu::gemm_bf16_dot()) {
     ASSERT_TRUE(cpu::set_gemm_bf16_dot(false));

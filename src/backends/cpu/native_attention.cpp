@@ -1,7 +1,5 @@
 #include "native_attention.h"
 
-#include "kernels/gemm.h"
-
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
@@ -175,9 +173,9 @@ Claim claim_cpu_attention(const NodeDesc& n) {
   if (a.causal) how += " causal";
   if (plan->paged) how += cat(" blocks of ", a.block_size, " in a pool of ", a.pool_blocks);
   if (a.softcap > 0) how += cat(" softcap ", a.softcap);
-  // the bf16 score product runs on vdpbf16ps in the direct kernel (rows of 8 and more, head
-  // dimensions up to 32, even); elsewhere the task's operands are widened to f32
-  if (bf16) how += gemm_bf16_dot() ? " vdpbf16ps" : " widened";
+  // the bf16 score product runs on vdpbf16ps in the direct kernel; elsewhere the task's
+  // operands are widened to f32
+  if (bf16) how += attention_bf16_direct(a) ? " vdpbf16ps" : " widened";
   return Claim::yes(how);
 }
 

@@ -267,6 +267,10 @@ constexpr int64_t kDirectMinRows = 8;
 // a causal prefill of 256 positions ran at 0.85x, 16 heads of 128 at 0.6x; MiniLM's 12 heads
 // of 32 at 1.2-1.4x (bench/attention_bench.cpp).
 constexpr int64_t kDirectMaxHeadDim = 32;
+// bf16 operands: K^T holds pairs, so a head of 64 takes the L1 space of an f32 head of 32; the
+// value product runs in column blocks of 32 (f32 kernel: at 2.8-3.1 ms the f32 GEMM path and
+// 4.0 ms the widened bf16 one for 8 x 12 heads of 64 over 128 positions, before).
+constexpr int64_t kDirectMaxHeadDimBf16 = 64;
 
 // (The R x NV loops are unrolled by hand through the pragma: left as loops, GCC keeps the
 // accumulator array in memory and stores it on every iteration.)
@@ -499,19 +503,23 @@ RLX_ATTENTION_BF16 inline __m512 widen16(const uint16_t* p, int64_t n) {
 }
 
 // The bf16 direct path's K^T pairs [pairs, ldkt] (columns j >= sk left to the caller) and V
-// widened into contiguous f32 rows [sk, dv], for one head (d even, pairs = d / 2 <= 16).
+// widened into contiguous f32 rows [sk, dv], for one head (d even, pairs = d / 2).
 RLX_ATTENTION_BF16 void gather_head_bf16(const uint16_t* k, int64_t k_row, const uint16_t* v, int64_t v_row,
                                          int64_t sk, int64_t pairs, int64_t dv, uint32_t* kt, int64_t ldkt, float* vc) {
-  const __mmask16 pmask = static_cast<__mmask16>(pairs >= 16 ? 0xffffu : (1u << pairs) - 1u);
   for (int64_t j0 = 0; j0 < sk; j0 += 16) {
     const int64_t nj = std::min<int64_t>(16, sk - j0);
     const __mmask16 jmask = static_cast<__mmask16>(nj >= 16 ? 0xffffu : (1u << nj) - 1u);
-    __m512 r[16];
-    for (int64_t i = 0; i < 16; ++i)
-      r[i] = i < nj ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(pmask, k + (j0 + i) * k_row)) : _mm512_setzero_ps();
-    transpose16x16(r);
-    for (int64_t c = 0; c < pairs; ++c)
-      _mm512_mask_storeu_epi32(kt + c * ldkt + j0, jmask, _mm512_castps_si512(r[c]));
+    for (int64_t c0 = 0; c0 < pairs; c0 += 16) {
+      const int64_t nc = std::min<int64_t>(16, pairs - c0);
+      const __mmask16 pmask = static_cast<__mmask16>(nc >= 16 ? 0xffffu : (1u << nc) - 1u);
+      __m512 r[16];
+      for (int64_t i = 0; i < 16; ++i)
+        r[i] = i < nj ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(pmask, k + (j0 + i) * k_row + 2 * c0))
+                      : _mm512_setzero_ps();
+      transpose16x16(r);
+      for (int64_t c = 0; c < nc; ++c)
+        _mm512_mask_storeu_epi32(kt + (c0 + c) * ldkt + j0, jmask, _mm512_castps_si512(r[c]));
+    }
   }
   for (int64_t j = 0; j < sk; ++j)
     for (int64_t c = 0; c < dv; c += 16) {
@@ -542,7 +550,22 @@ void strides_or_contiguous(const int64_t in[3], int64_t heads, int64_t seq, int6
   }
 }
 
+// The query rows of one task: a block of positions of one head, or with one query position
+// and grouped heads, the query heads of a key/value head.
+int64_t task_rows(const AttentionArgs& a, bool* grouped) {
+  const int64_t rep = a.heads_q / a.heads_kv;
+  *grouped = a.seq_q == 1 && rep > 1;
+  return *grouped ? rep : a.seq_q <= 128 ? a.seq_q : 64;
+}
+
 }  // namespace
+
+bool attention_bf16_direct(const AttentionArgs& a) {
+  bool grouped;
+  return a.heads_kv > 0 && gemm_bf16_dot() && __builtin_cpu_supports("avx512f") && a.head_dim % 2 == 0 &&
+         a.head_dim <= kDirectMaxHeadDimBf16 && a.head_dim_v <= kDirectMaxHeadDimBf16 &&
+         task_rows(a, &grouped) >= kDirectMinRows && a.direct_kernel && !a.block_table;
+}
 
 Status attention_f32(const AttentionArgs& a) {
   if (a.batch < 0 || a.heads_q <= 0 || a.heads_kv <= 0 || a.heads_q % a.heads_kv != 0 || a.seq_q < 0 || a.seq_k < 0 ||
@@ -580,8 +603,8 @@ Status attention_f32(const AttentionArgs& a) {
   // One query position with grouped heads: the rep query heads of a key/value head are the
   // rows of one task (rows step over heads). Otherwise a task is a block of query positions
   // of one head (rows step over positions); one block per head up to 128 positions.
-  const bool grouped = a.seq_q == 1 && rep > 1;
-  const int64_t qb = grouped ? rep : a.seq_q <= 128 ? a.seq_q : 64;
+  bool grouped;
+  const int64_t qb = task_rows(a, &grouped);
   const int64_t blocks = grouped ? 1 : (a.seq_q + qb - 1) / qb;
   const int64_t heads_per_task = grouped ? rep : 1;
   const int64_t tasks = a.batch * (a.heads_q / heads_per_task) * blocks;
@@ -609,8 +632,10 @@ Status attention_f32(const AttentionArgs& a) {
     // q, k and v as f32 rows (row strides q_rs, k_rs, v_rs). bf16 operands: the direct path
     // with AVX-512 BF16 reads them as they are (below); every other path reads the task's rows
     // widened to f32 here.
-    const bool direct_rows = direct && rows >= kDirectMinRows && d <= kDirectMaxHeadDim && dv <= kDirectMaxHeadDim;
-    const bool bf16_direct = bf16 && direct_rows && has_bf16_dot && d % 2 == 0;
+    const bool bf16_direct = bf16 && direct && rows >= kDirectMinRows && has_bf16_dot && d % 2 == 0 &&
+                             d <= kDirectMaxHeadDimBf16 && dv <= kDirectMaxHeadDimBf16;
+    const bool direct_rows =
+        bf16_direct || (direct && rows >= kDirectMinRows && d <= kDirectMaxHeadDim && dv <= kDirectMaxHeadDim);
     const float* q = bf16 ? nullptr : a.q + q_off;
     const float* k = bf16 ? nullptr : a.k + k_off;
     const float* v = bf16 ? nullptr : a.v + v_off;
@@ -713,7 +738,9 @@ Status attention_f32(const AttentionArgs& a) {
         else if (a.causal)  // the shared row is added by the softmax; causality still per row
           for (int64_t i = 0; i < nr; ++i) causal_row_scores(s + i * ldkt, r0 + i, 0, sk);
         softmax_exp_rows_avx512(s, ldkt, nr, sk, shared_mask ? mask_row.data() : nullptr, inv_sum);
-        pv_block(nr, s, ldkt, inv_sum, vc, dv, sk, dv, o + r0 * o_row, o_row);
+        // (in blocks of 32 value columns: a bf16 head has up to 64)
+        for (int64_t c0 = 0; c0 < dv; c0 += kDirectMaxHeadDim)
+          pv_block(nr, s, ldkt, inv_sum, vc + c0, dv, sk, std::min(kDirectMaxHeadDim, dv - c0), o + r0 * o_row + c0, o_row);
       }
       return;
     }

@@ -67,4 +67,9 @@ struct AttentionArgs {
 // thread-local scratch.
 Status attention_f32(const AttentionArgs& args);
 
+// Whether bf16 operands of these sizes take the direct kernel's vdpbf16ps score product (this
+// CPU has AVX-512 BF16, even head dimensions up to 64, blocks of 8 and more query rows), rather
+// than being widened to f32 task by task. For descriptions; the kernel decides per task.
+bool attention_bf16_direct(const AttentionArgs& args);
+
 }  // namespace rlx::cpu
