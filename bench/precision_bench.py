@@ -3,7 +3,7 @@
 docs/precision.md, docs/quantization.md). Builds nothing: give it the rlx program.
 
     /usr/bin/python3 bench/precision_bench.py [--rlx build/bin/rlx] [--threads 2] [--rounds 5]
-        [--runs 5] [--prompt 64] [--decode 32] [--dir DIR] [--smoke]
+        [--runs 5] [--batches 8,1] [--prompt 64] [--decode 32] [--dir DIR] [--smoke] [--no-qwen3]
 
 It writes the random-weight models of `rlx make-model` into a temporary folder (or --dir) and
 makes the variants with rlx itself: bf16 is the f32 model under `--precision bf16` (the autocast
@@ -28,7 +28,9 @@ than a trained model would give, and it compares the variants with each other.
 Each round runs every variant back to back (the machine is shared); the tables keep each
 variant's best round: with 2 threads on 2 shared cores a run is either at full speed or about
 twice as slow (one thread waiting for a core another process holds), so several short rounds
-find the quiet windows better than one long one. --smoke: tiny sizes (one round, few runs, batch 1 x 16, 4 sentences, a
+find the quiet windows better than one long one. Below the MiniLM table, each variant's time
+over f32's time in the same round, median and range over the rounds (the figure #31's targets
+are stated in: `--batches 8,32 --rounds 6 --no-qwen3`). --smoke: tiny sizes (one round, few runs, batch 1 x 16, 4 sentences, a
 1-layer Qwen3, 8 prompt tokens) so that a test checks that the script still runs.
 """
 import argparse
@@ -59,6 +61,8 @@ def parse():
     ap.add_argument("--runs", type=int, default=5, help="rlx bench runs per MiniLM batch and round")
     ap.add_argument("--prompt", type=int, default=64, help="Qwen3 prompt tokens (also the agreement positions)")
     ap.add_argument("--decode", type=int, default=32, help="Qwen3 greedy tokens decoded")
+    ap.add_argument("--batches", default="8,1", help="MiniLM batch sizes (of 128 tokens)")
+    ap.add_argument("--no-qwen3", action="store_true", help="MiniLM only")
     ap.add_argument("--dir", help="work folder (default: a temporary one, removed at the end)")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, to check that the script runs")
     return ap.parse_args()
@@ -95,9 +99,9 @@ def minilm(a, work):
     if a.smoke:
         sentences = sentences[:4]
     seq = 16 if a.smoke else 128
-    batches = [1] if a.smoke else [8, 1]
+    batches = [1] if a.smoke else [int(b) for b in a.batches.split(",")]
     runs = 2 if a.smoke else a.runs
-    emb, best = {}, {}
+    emb, best, per_round = {}, {}, {}
     for name, path, extra in variants:
         out = os.path.join(work, "emb-%s.npy" % name)
         rlx_run(a, "embed", path, *sentences, "--quiet", "--out", out, *extra)
@@ -109,6 +113,7 @@ def minilm(a, work):
             for rec in j:
                 key = (name, rec["batch"])
                 best[key] = min(best.get(key, 1e30), rec["p50_ms"])
+                per_round.setdefault(key, []).append(rec["p50_ms"])
         print("MiniLM round %d done (load %s)" % (rnd + 1, load_average()), file=sys.stderr)
     ref = emb["f32"]
     head = "| MiniLM | " + " | ".join("batch %d x %d p50 ms | vs f32" % (b, seq) for b in batches)
@@ -121,6 +126,16 @@ def minilm(a, work):
         for b in batches:
             cells += ["%.1f" % best[(name, b)], ratio(best[(name, b)], best[("f32", b)], False)]
         print("| %s | %s | %.6f |" % (name, " | ".join(cells), cos.min()))
+    print()
+    for b in batches:
+        f32 = per_round[("f32", b)]
+        cells = []
+        for name, _, _ in variants[1:]:
+            r = sorted(t / f for t, f in zip(per_round[(name, b)], f32))
+            cells.append("%s %.3f (%.3f-%.3f)" % (name, r[len(r) // 2] if len(r) % 2 else (r[len(r) // 2 - 1] + r[len(r) // 2]) / 2,
+                                                  r[0], r[-1]))
+        print("batch %d x %d, time / f32's time in the same round, median (range) over %d rounds: %s"
+              % (b, seq, len(f32), ", ".join(cells)))
 
 
 def qwen3(a, work):
@@ -170,8 +185,9 @@ def main():
         work = a.dir or tmp
         os.makedirs(work, exist_ok=True)
         minilm(a, work)
-        print()
-        qwen3(a, work)
+        if not a.no_qwen3:
+            print()
+            qwen3(a, work)
     print("\nratios: the f32 run of rlx in this invocation; load average at the end %s; %.0f s in all"
           % (load_average(), time.time() - t0))
 

@@ -2,11 +2,13 @@
 // the reference device on fresh random inputs.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <random>
 
 #include "rlx/compile.h"
+#include "rlx/dtype.h"
 #include "rlx/op_builder.h"
 
 namespace rlx {
@@ -159,6 +161,50 @@ TEST(CpuPipeline, ComplexChainMatchesReference) {
   }
   // the last output is imag(cast(re, c64)): exactly zero
   for (int64_t j = 0; j < (*a)[5].numel(); ++j) EXPECT_EQ((*a)[5].get_f64(j), 0.0);
+}
+
+// A value rounded to f16 / bf16 and stored in that type: the kernel stores the f32 value
+// through the conversion alone (the renderer drops the separate rounding); the bits must be
+// the host converters' on ties, overflow, subnormals, infinities and NaN payloads, with the
+// rounding in an elementwise chain (x * 1 + 0 keeps each value) as a fused epilogue would have it.
+TEST(CpuPipeline, StoringARoundedValueKeepsTheConversionsBits) {
+  std::vector<float> v = {0.f, -0.f, 1.f, 1.00390625f, 1.01171875f, 3.14159265f, -2.5e-3f, 65504.f, 65520.f, 7e4f,
+                          3.4e38f, 6e-8f, 3e-8f, 1e-40f, -1e-45f, INFINITY, -INFINITY};
+  for (uint32_t bits : {0x7fc00001u, 0xffa00000u, 0x7f800001u, 0x3f808000u, 0x3f818000u, 0x33000000u, 0x477ff000u})
+    v.push_back(std::bit_cast<float>(bits));
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> any;
+  for (int i = 0; i < 4000; ++i) v.push_back(std::bit_cast<float>(any(rng)));
+  const int64_t n = static_cast<int64_t>(v.size());
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Graph g;
+    ValueId x = g.add_input("x", TensorType{DType::f32, {Dim(n)}});
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    ValueId y = o.add(o.mul(x, o.scalar(1.0, DType::f32)), o.scalar(0.0, DType::f32));
+    g.outputs = {o.cast(y, dt)};
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    auto cpu = Model::compile(g, {.device = "cpu"});
+    ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
+    Tensor in = Tensor::zeros(DType::f32, {n});
+    std::copy(v.begin(), v.end(), in.data<float>());
+    auto out = (*cpu)->run(std::vector<Tensor>{in});
+    ASSERT_TRUE(out.has_value()) << out.status().to_string();
+    const uint16_t* got = (*out)[0].data<uint16_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      // x * 1 + 0 turns -0 into +0 and quiets a signalling NaN: compare with the host's
+      // conversion of the same f32 value
+      const float f = v[static_cast<size_t>(i)] * 1.f + 0.f;
+      const uint16_t want = dt == DType::bf16 ? f32_to_bf16(f) : f32_to_f16(f);
+      if (std::isnan(f) && dt == DType::f16) {
+        // the kernels' f16 conversion keeps NaN payload bits, the host's gives one quiet NaN
+        EXPECT_TRUE(std::isnan(f16_to_f32(got[i]))) << std::hex << std::bit_cast<uint32_t>(v[static_cast<size_t>(i)]);
+        continue;
+      }
+      EXPECT_EQ(got[i], want) << std::hex << std::bit_cast<uint32_t>(v[static_cast<size_t>(i)]);
+    }
+  }
 }
 
 }  // namespace
