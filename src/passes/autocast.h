@@ -65,15 +65,15 @@ struct AutocastOptions {
   bool narrow_output = false;
 };
 
-// The form of the narrow products for inference on `device`: Compute::narrow where the device
-// lists `narrow` in DeviceInfo::fast_narrow_products (its native narrow kernels beat widening),
-// else Compute::widened. In the narrow form a dot's result is f32 (out_type); matmul, gemm and
-// conv2d results are rounded to the narrow type, as torch's autocast does. Training keeps the
-// widened form (TrainConfig::amp), where rounding the results cost accuracy (docs/precision.md). The environment variable
-// RLX_AUTOCAST_FORM=widened|narrow overrides the choice (other values are ignored).
+// The form of the narrow products on `device` (inference, and training unless
+// AmpConfig::compute says otherwise): Compute::narrow where the device lists `narrow` in
+// DeviceInfo::fast_narrow_products (its native narrow kernels beat widening), else
+// Compute::widened. In the narrow form dots (and matmuls that are dots) and attention keep f32
+// results (out_type); the other products take the widened form (above). The environment
+// variable RLX_AUTOCAST_FORM=widened|narrow overrides the choice (other values are ignored).
 AutocastOptions::Compute inference_compute(const DeviceInfo& device, DType narrow);
 
-// Whether the policy runs `op` in the narrow type (matmul, gemm, dot, conv2d).
+// Whether the policy runs `op` with narrow operands (matmul, gemm, dot, conv2d, attention).
 bool autocast_narrow_op(Op op);
 
 // Rewrites every node of `g` (graph level) that the policy runs in the narrow type, as above.
