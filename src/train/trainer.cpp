@@ -92,12 +92,16 @@ ValueId emit_forward(OpBuilder& o, const ModelDef& model, ValueId images, std::s
 
 // bool []: true when every gradient is finite. The sum of g * 0 over all of them is 0 when all
 // are finite and NaN when any is inf or NaN.
+// A matrix is summed over its last axis first: the row sums are a kernel over rows that the
+// threads share, where one sum over everything is a single-threaded loop (27 us of the MNIST
+// MLP's 410 us f16 step for its 784 x 128 weight gradient).
 ValueId all_finite(OpBuilder& o, const std::vector<ValueId>& grads) {
   ValueId probe = o.scalar(0.0, DType::f32);
   for (ValueId gi : grads) {
+    ValueId z = o.mul(gi, o.scalar(0.0, DType::f32));
+    if (o.rank(z) >= 2) z = o.reduce_sum(z, {o.rank(z) - 1}, false);
     std::vector<int64_t> axes;
-    for (int a = 0; a < o.rank(gi); ++a) axes.push_back(a);
-    const ValueId z = o.mul(gi, o.scalar(0.0, DType::f32));
+    for (int a = 0; a < o.rank(z); ++a) axes.push_back(a);
     probe = o.add(probe, axes.empty() ? z : o.reduce_sum(z, axes, false));
   }
   return o.op(Op::Equal, {probe, o.scalar(0.0, DType::f32)});
