@@ -541,6 +541,32 @@ void add_i64(ModelProto& m, const std::string& name, int64_t v) {
   t->add_int64_data(v);
 }
 
+// LpPool's refusals name what is refused: ceil_mode 1, 3-D windows and a p that is not positive.
+TEST(OnnxCorrupt, LpPoolThatIsRefused) {
+  auto lppool = [](std::vector<int64_t> dims, int64_t ceil_mode, double p) {
+    ModelProto m = base_model(18);
+    add_input(m, "x", TensorProto::FLOAT, dims);
+    auto* n = add_node(m, "LpPool", {"x"}, {"y"}, "pool");
+    auto* k = n->add_attribute();
+    k->set_name("kernel_shape");
+    k->set_type(::onnx::AttributeProto::INTS);
+    for (size_t i = 2; i < dims.size(); ++i) k->add_ints(2);
+    auto* c = n->add_attribute();
+    c->set_name("ceil_mode");
+    c->set_type(::onnx::AttributeProto::INT);
+    c->set_i(ceil_mode);
+    auto* a = n->add_attribute();
+    a->set_name("p");
+    a->set_type(::onnx::AttributeProto::FLOAT);
+    a->set_f(static_cast<float>(p));
+    add_output(m, "y");
+    return m;
+  };
+  expect_error("lppool_ceil_mode", lppool({1, 2, 5, 5}, 1, 2), ErrorCode::unsupported, "LpPool with ceil_mode 1");
+  expect_error("lppool_3d", lppool({1, 2, 4, 4, 4}, 0, 2), ErrorCode::unsupported, "only 1-D and 2-D LpPool");
+  expect_error("lppool_p0", lppool({1, 2, 5, 5}, 0, 0), ErrorCode::invalid_argument, "p must be positive");
+}
+
 TEST(OnnxCorrupt, ControlFlowThatCannotBeCompiled) {
   {  // no trip count and a condition that stays true: never ends
     ModelProto m = base_model();

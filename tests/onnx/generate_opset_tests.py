@@ -129,6 +129,17 @@ case("resize_antialias_linear_down", 18,
      [node("Resize", ["x", "", "scales"], ["y"], mode="linear", antialias=1)], [("x", f32(1, 1, 8, 8))], ["y"],
      [("scales", np.array([1, 1, 0.5, 0.375], np.float32))])
 
+# LpPool with opset 18's dilations, 1-D with auto_pad, p = 1, 2 and 3 (pow), and GlobalLpPool
+case("lppool_2d_dilations_p2", 18,
+     [node("LpPool", ["x"], ["y"], kernel_shape=[2, 3], dilations=[2, 1], strides=[1, 2], pads=[1, 0, 0, 1], p=2)],
+     [("x", f32(2, 3, 7, 8))], ["y"])
+case("lppool_1d_same_upper_p3", 18,
+     [node("LpPool", ["x"], ["y"], kernel_shape=[3], strides=[2], auto_pad="SAME_UPPER", p=3)],
+     [("x", f32(1, 2, 9))], ["y"])
+case("lppool_2d_p1", 18, [node("LpPool", ["x"], ["y"], kernel_shape=[3, 3], p=1)], [("x", f32(1, 2, 5, 6))],
+     ["y"])
+case("globallppool_p3", 18, [node("GlobalLpPool", ["x"], ["y"], p=3)], [("x", f32(2, 3, 4, 5))], ["y"])
+
 # --- opset 19 ------------------------------------------------------------------------------
 case("pad_wrap", 19, [node("Pad", ["x", "pads"], ["y"], mode="wrap")], [("x", f32(3, 4))], ["y"],
      [("pads", i64(1, 2, 2, 3))])

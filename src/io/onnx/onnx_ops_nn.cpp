@@ -670,6 +670,80 @@ MapFn pool(bool max) {
   };
 }
 
+// |x|^p and its p-th root, exactly for p = 1 and 2 (abs, square, sqrt); the sum of powers over
+// a window is a depthwise convolution with a kernel of ones (zero padding adds nothing).
+ValueId lp_power(OpBuilder& o, ValueId x, double p) {
+  if (p == 1) return o.op(Op::Abs, {x});
+  if (p == 2) return o.mul(x, x);
+  return o.op(Op::Pow, {o.op(Op::Abs, {x}), o.scalar_like(p, x)});
+}
+ValueId lp_root(OpBuilder& o, ValueId s, double p) {
+  if (p == 1) return s;
+  if (p == 2) return o.op(Op::Sqrt, {s});
+  return o.op(Op::Pow, {s, o.scalar_like(1.0 / p, s)});
+}
+
+Expected<double> lp_order(Importer& m) {
+  const double p = m.af("p", 2.0);
+  if (!(p > 0) || !std::isfinite(p)) return m.fail(ErrorCode::invalid_argument, "p must be positive and finite, got ", p);
+  return p;
+}
+
+// LpPool: (sum over the window of |x|^p)^(1/p), 1-D and 2-D, with strides, pads (or auto_pad)
+// and opset 18's dilations; ceil_mode 1 is refused (its partial windows would need ORT's rule
+// for them, which the spec leaves open).
+Status map_lp_pool(Importer& m) {
+  RLX_TRY(m.only_attrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "p", "pads", "strides"}));
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  OpBuilder& o = m.o();
+  const int r = o.rank(x);
+  if (r != 3 && r != 4) return m.fail(ErrorCode::unsupported, "only 1-D and 2-D LpPool is supported (input rank ", r, ")");
+  if (!is_float(o.dtype(x))) return m.fail(ErrorCode::dtype_error, "LpPool needs a float input");
+  auto xs = static_sizes(o.shape(x));
+  if (!xs) return m.fail(ErrorCode::unsupported, "LpPool needs static shapes");
+  if (m.ai("ceil_mode", 0) != 0) return m.fail(ErrorCode::unsupported, "LpPool with ceil_mode 1");
+  const int n = r - 2;
+  std::vector<int64_t> kernel = m.aints("kernel_shape");
+  if (static_cast<int>(kernel.size()) != n) return m.fail(ErrorCode::format_error, "kernel_shape needs ", n, " entries");
+  std::vector<int64_t> strides = m.aints("strides", std::vector<int64_t>(n, 1));
+  std::vector<int64_t> dil = m.aints("dilations", std::vector<int64_t>(n, 1));
+  if (static_cast<int>(strides.size()) != n || static_cast<int>(dil.size()) != n)
+    return m.fail(ErrorCode::format_error, "strides and dilations need ", n, " entries");
+  RLX_ASSIGN_OR_RETURN(const double p, lp_order(m));
+  Sizes in(xs->begin() + 2, xs->end());
+  RLX_ASSIGN_OR_RETURN(auto pads, conv_pads(m, in, kernel, strides, dil));
+  if (n == 1) {
+    x = o.reshape(x, {(*xs)[0], (*xs)[1], 1, (*xs)[2]});
+    kernel = {1, kernel[0]};
+    strides = {1, strides[0]};
+    dil = {1, dil[0]};
+    pads = {0, pads[0], 0, pads[1]};
+  }
+  const int64_t C = (*xs)[1];
+  Attrs ca{{"strides", strides}, {"dilations", dil}, {"pads", pads}, {"group", C}};
+  ValueId sum = o.op(Op::Conv2d, {lp_power(o, x, p), o.full(1, o.dtype(x), {C, 1, kernel[0], kernel[1]})}, ca);
+  ValueId y = lp_root(o, sum, p);
+  if (!o.ok()) return o.status().with_context(m.where());
+  if (n == 1) {
+    const Sizes ys = *static_sizes(o.shape(y));
+    y = o.reshape(y, {ys[0], ys[1], ys[3]});
+  }
+  return m.out(0, y);
+}
+
+// GlobalLpPool: the same over all spatial axes, as a sum reduction.
+Status map_global_lp_pool(Importer& m) {
+  RLX_TRY(m.only_attrs({"p"}));
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  OpBuilder& o = m.o();
+  if (o.rank(x) < 3) return m.fail(ErrorCode::shape_error, "GlobalLpPool needs [N, C, spatial...], got rank ", o.rank(x));
+  if (!is_float(o.dtype(x))) return m.fail(ErrorCode::dtype_error, "GlobalLpPool needs a float input");
+  RLX_ASSIGN_OR_RETURN(const double p, lp_order(m));
+  std::vector<int64_t> axes;
+  for (int i = 2; i < o.rank(x); ++i) axes.push_back(i);
+  return m.out(0, lp_root(o, o.reduce_sum(lp_power(o, x, p), axes, true), p));
+}
+
 MapFn global_pool(Op op) {
   return [op](Importer& m) -> Status {
     RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
@@ -763,6 +837,8 @@ void register_nn_ops(OpTable& t) {
   t["MaxPool"] = {pool(true)};
   t["AveragePool"] = {pool(false)};
   t["GlobalAveragePool"] = {global_pool(Op::ReduceMean)};
+  t["LpPool"] = {map_lp_pool};
+  t["GlobalLpPool"] = {map_global_lp_pool};
   t["GlobalMaxPool"] = {global_pool(Op::ReduceMax)};
   t["Dropout"] = {map_dropout};
   t["CumSum"] = {map_cumsum};
