@@ -567,6 +567,23 @@ TEST(OnnxCorrupt, LpPoolThatIsRefused) {
   expect_error("lppool_p0", lppool({1, 2, 5, 5}, 0, 0), ErrorCode::invalid_argument, "p must be positive");
 }
 
+// DeformConv's inputs must agree: the offset's shape, W's channels for the group.
+TEST(OnnxCorrupt, DeformConvWithInputsThatDisagree) {
+  auto deform = [](std::vector<int64_t> w_dims, std::vector<int64_t> off_dims) {
+    ModelProto m = base_model(19);
+    add_input(m, "x", TensorProto::FLOAT, {1, 2, 5, 5});
+    add_input(m, "w", TensorProto::FLOAT, w_dims);
+    add_input(m, "off", TensorProto::FLOAT, off_dims);
+    add_node(m, "DeformConv", {"x", "w", "off"}, {"y"}, "deform");
+    add_output(m, "y");
+    return m;
+  };
+  expect_error("deformconv_offset_shape", deform({3, 2, 3, 3}, {1, 9, 3, 3}), ErrorCode::shape_error,
+               "offset must be [1, 18, 3, 3], got [1, 9, 3, 3]");
+  expect_error("deformconv_w_channels", deform({3, 1, 3, 3}, {1, 18, 3, 3}), ErrorCode::shape_error,
+               "does not fit X [1, 2, 5, 5] with group 1");
+}
+
 TEST(OnnxCorrupt, ControlFlowThatCannotBeCompiled) {
   {  // no trip count and a condition that stays true: never ends
     ModelProto m = base_model();

@@ -156,6 +156,17 @@ case("reshape_shape_size_opset19", 19,
      [("x", f32(2, 3, 4))], ["s", "r", "n"], [("t", i64(6, -1))],
      out_types={"s": TensorProto.INT64, "n": TensorProto.INT64})
 
+# DeformConv: offsets reaching outside the image (corners there add 0); pads, strides,
+# dilations, a bias, a mask, two groups and two offset groups
+case("deformconv_basic", 19, [node("DeformConv", ["x", "w", "off"], ["y"], kernel_shape=[3, 3])],
+     [("x", f32(1, 2, 5, 5)), ("w", f32(3, 2, 3, 3)), ("off", f32(1, 18, 3, 3, lo=-2.5, hi=2.5))], ["y"])
+oh, ow = (6 + 2 - 2) // 2 + 1, (7 + 2 - 5) // 1 + 1
+case("deformconv_groups_mask_bias", 19,
+     [node("DeformConv", ["x", "w", "off", "b", "mask"], ["y"], group=2, offset_group=2, pads=[1, 0, 1, 2],
+           strides=[2, 1], dilations=[1, 2])],
+     [("x", f32(2, 4, 6, 7)), ("w", f32(4, 2, 2, 3)), ("off", f32(2, 2 * 2 * 6, oh, ow, lo=-3, hi=3)),
+      ("b", f32(4)), ("mask", f32(2, 2 * 6, oh, ow, lo=0, hi=1))], ["y"])
+
 # --- opset 20 ------------------------------------------------------------------------------
 for approx in ("none", "tanh"):
     case(f"gelu_{approx}", 20, [node("Gelu", ["x"], ["y"], approximate=approx)], [("x", f32(3, 5, lo=-4, hi=4))], ["y"])

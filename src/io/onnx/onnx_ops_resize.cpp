@@ -2,7 +2,8 @@
 // every coordinate transformation mode, as separable per-axis gathers with weights computed at
 // import time from the static shapes (the weights and neighbour indices follow ONNX's
 // reference implementation, including edge clamping, exclude_outside and extrapolation; and,
-// from opset 18, axes, keep_aspect_ratio_policy and antialiased downsampling).
+// from opset 18, axes, keep_aspect_ratio_policy and antialiased downsampling); and the ops that
+// sample an input at computed positions: GridSample, AffineGrid, RoiAlign, DeformConv.
 #include <cmath>
 #include <set>
 
@@ -530,10 +531,114 @@ Status map_roi_align(Importer& m) {
 
 }  // namespace
 
+// DeformConv (opset 19, torchvision's deform_conv2d): a 2-D convolution whose taps sample the
+// input at their grid position plus a learned offset, bilinearly, a corner outside the image
+// adding 0, each sample scaled by the optional mask; offsets and masks are per offset group
+// of channels. As graph ops: the sampling positions [N, G, K, oH, oW] (K = kH * kW taps),
+// four gathers of the corners from the input's rows [N * G * H * W, C / G] with their
+// weights, then the columns [N, group, C / group * K, oH * oW] times the weights as one
+// batched matmul.
+Status map_deform_conv(Importer& m) {
+  RLX_TRY(m.only_attrs({"dilations", "group", "kernel_shape", "offset_group", "pads", "strides"}));
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  RLX_ASSIGN_OR_RETURN(ValueId w, m.in(1));
+  RLX_ASSIGN_OR_RETURN(ValueId offset, m.in(2));
+  OpBuilder& o = m.o();
+  auto xs = static_sizes(o.shape(x)), ws = static_sizes(o.shape(w)), os = static_sizes(o.shape(offset));
+  if (!xs || !ws || !os || xs->size() != 4 || ws->size() != 4 || os->size() != 4)
+    return m.fail(ErrorCode::unsupported, "DeformConv needs static 4-D X, W and offset (2-D convolution only)");
+  const DType dt = o.dtype(x);
+  if (!is_float(dt) || o.dtype(w) != dt || o.dtype(offset) != dt)
+    return m.fail(ErrorCode::dtype_error, "DeformConv needs X, W and offset of one float type");
+  const int64_t N = (*xs)[0], C = (*xs)[1], H = (*xs)[2], W = (*xs)[3];
+  const int64_t oC = (*ws)[0], group = m.ai("group", 1), G = m.ai("offset_group", 1);
+  std::vector<int64_t> kernel = m.aints("kernel_shape", {(*ws)[2], (*ws)[3]});
+  std::vector<int64_t> strides = m.aints("strides", {1, 1}), dil = m.aints("dilations", {1, 1});
+  std::vector<int64_t> pads = m.aints("pads", {0, 0, 0, 0});
+  if (kernel.size() != 2 || strides.size() != 2 || dil.size() != 2 || pads.size() != 4)
+    return m.fail(ErrorCode::format_error, "kernel_shape, strides and dilations need 2 entries, pads 4");
+  if (group <= 0 || G <= 0 || C % group || C % G || oC % group || (*ws)[1] != C / group || kernel[0] != (*ws)[2] ||
+      kernel[1] != (*ws)[3])
+    return m.fail(ErrorCode::shape_error, "W ", sizes_to_string(*ws), " does not fit X ", sizes_to_string(*xs),
+                  " with group ", group, " (offset_group ", G, ")");
+  for (int a = 0; a < 2; ++a)
+    if (strides[a] <= 0 || dil[a] <= 0 || pads[a] < 0 || pads[a + 2] < 0)
+      return m.fail(ErrorCode::invalid_argument, "strides and dilations must be positive and pads non-negative");
+  const int64_t kH = kernel[0], kW = kernel[1], K = kH * kW;
+  const int64_t oH = (H + pads[0] + pads[2] - (dil[0] * (kH - 1) + 1)) / strides[0] + 1;
+  const int64_t oW = (W + pads[1] + pads[3] - (dil[1] * (kW - 1) + 1)) / strides[1] + 1;
+  if (oH <= 0 || oW <= 0) return m.fail(ErrorCode::shape_error, "the kernel does not fit the padded input");
+  if (*os != Sizes{N, G * 2 * K, oH, oW})
+    return m.fail(ErrorCode::shape_error, "offset must be ", sizes_to_string(Sizes{N, G * 2 * K, oH, oW}), ", got ",
+                  sizes_to_string(*os));
+  ValueId mask = kNoValue;
+  if (m.has(4)) {
+    RLX_ASSIGN_OR_RETURN(mask, m.in(4));
+    if (o.dtype(mask) != dt || !static_sizes(o.shape(mask)) || *static_sizes(o.shape(mask)) != Sizes{N, G * K, oH, oW})
+      return m.fail(ErrorCode::shape_error, "mask must be ", dtype_name(dt), sizes_to_string(Sizes{N, G * K, oH, oW}));
+  }
+  if (N * G * H * W >= (int64_t{1} << 31) || N * C * K * oH * oW >= (int64_t{1} << 40))
+    return m.fail(ErrorCode::unsupported, "DeformConv larger than rlx's index range");
+  auto k = [&](double v) { return o.scalar(v, dt); };
+  // the taps' grid positions [K, oH, oW], then plus the offsets [N, G, K, oH, oW]
+  Tensor gy = Tensor::zeros(dt, {K, oH, oW}), gx = Tensor::zeros(dt, {K, oH, oW});
+  for (int64_t i = 0; i < kH; ++i)
+    for (int64_t j = 0; j < kW; ++j)
+      for (int64_t y = 0; y < oH; ++y)
+        for (int64_t z = 0; z < oW; ++z) {
+          const int64_t e = ((i * kW + j) * oH + y) * oW + z;
+          gy.set_f64(e, static_cast<double>(y * strides[0] - pads[0] + i * dil[0]));
+          gx.set_f64(e, static_cast<double>(z * strides[1] - pads[1] + j * dil[1]));
+        }
+  ValueId off = o.reshape(offset, {N, G, K, 2, oH, oW});
+  ValueId py = o.add(m.c(gy), o.reshape(o.slice(off, {0}, {1}, {3}), {N, G, K, oH, oW}));
+  ValueId px = o.add(m.c(gx), o.reshape(o.slice(off, {1}, {2}, {3}), {N, G, K, oH, oW}));
+  // rows of the input by (n, offset group, position): [N * G * H * W, C / G]
+  const int64_t Cg = C / G;
+  ValueId rows = o.reshape(o.transpose(o.reshape(x, {N, G, Cg, H, W}), {0, 1, 3, 4, 2}), {N * G * H * W, Cg});
+  Tensor base = Tensor::zeros(DType::i32, {N, G, 1, 1, 1});
+  for (int64_t b = 0; b < N * G; ++b) base.set_f64(b, static_cast<double>(b * H * W));
+  ValueId basev = m.c(base);
+  ValueId fy = o.unary(Op::Floor, py), fx = o.unary(Op::Floor, px);
+  ValueId ty = o.sub(py, fy), tx = o.sub(px, fx);
+  ValueId acc = kNoValue;
+  for (int dy = 0; dy < 2; ++dy)
+    for (int dx = 0; dx < 2; ++dx) {
+      ValueId yi = o.cast(dy ? o.add(fy, k(1)) : fy, DType::i32), xi = o.cast(dx ? o.add(fx, k(1)) : fx, DType::i32);
+      auto in_range = [&](ValueId v, int64_t n) {
+        return o.binary(Op::And, o.binary(Op::GreaterEqual, v, o.scalar(0, DType::i32)),
+                        o.binary(Op::Less, v, o.scalar(static_cast<double>(n), DType::i32)));
+      };
+      ValueId inside = o.binary(Op::And, in_range(yi, H), in_range(xi, W));
+      auto clampi = [&](ValueId v, int64_t n) {
+        return o.min(o.max(v, o.scalar(0, DType::i32)), o.scalar(static_cast<double>(n - 1), DType::i32));
+      };
+      ValueId idx = o.add(basev, o.add(o.mul(clampi(yi, H), o.scalar(static_cast<double>(W), DType::i32)), clampi(xi, W)));
+      ValueId wt = o.mul(dy ? ty : o.sub(k(1), ty), dx ? tx : o.sub(k(1), tx));
+      wt = o.where(inside, wt, k(0));
+      if (mask != kNoValue) wt = o.mul(wt, o.reshape(mask, {N, G, K, oH, oW}));
+      ValueId v = o.mul(o.gather(rows, idx, 0), o.reshape(wt, {N, G, K, oH, oW, 1}));  // [N, G, K, oH, oW, Cg]
+      acc = acc == kNoValue ? v : o.add(acc, v);
+    }
+  // columns [N, group, C / group * K, oH * oW]: channel c = g * Cg + cg, row c * K + tap
+  ValueId cols = o.reshape(o.transpose(acc, {0, 1, 5, 2, 3, 4}), {N, group, (C / group) * K, oH * oW});
+  ValueId y = o.matmul(o.reshape(w, {1, group, oC / group, (C / group) * K}), cols);  // [N, group, oC / group, P]
+  y = o.reshape(y, {N, oC, oH, oW});
+  if (m.has(3)) {
+    RLX_ASSIGN_OR_RETURN(ValueId bias, m.in(3));
+    if (o.dtype(bias) != dt || !static_sizes(o.shape(bias)) || *static_sizes(o.shape(bias)) != Sizes{oC})
+      return m.fail(ErrorCode::shape_error, "B must be ", dtype_name(dt), "[", oC, "]");
+    y = o.add(y, o.reshape(bias, {1, oC, 1, 1}));
+  }
+  if (!o.ok()) return o.status().with_context(m.where());
+  return m.out(0, y);
+}
+
 void register_resize_ops(OpTable& t) {
   t["RoiAlign"] = {map_roi_align};
   t["AffineGrid"] = {map_affine_grid};
   t["GridSample"] = {map_grid_sample};
+  t["DeformConv"] = {map_deform_conv};
   t["Resize"] = {map_resize};
   t["Upsample"] = {map_resize};
 }
