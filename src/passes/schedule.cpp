@@ -32,7 +32,7 @@ class Scheduler;
 // the first layer in every later kernel: the mean-pooling kernel read 82 buffers. Cheap
 // expressions (a bias add, softmax's exp) stay fused.
 constexpr int kMaxRecomputeExprs = 32;
-// See Lowering::broadcast_transcendental.
+// See Lowering::costly_broadcast.
 constexpr int64_t kMaxBroadcastRecompute = 4;
 // The longest chain of nodes one generated kernel inlines. Lowering inlines a value's
 // producers recursively, so without a bound a valid chain of 100,000 elementwise nodes was one
@@ -62,7 +62,7 @@ class Lowering {
   int compute(ValueId v, const std::vector<Ix>& idx);
   int reduce_value(const Node& n, ValueId v, const std::vector<Ix>& idx);
   int dot_value(const Node& n, const std::vector<Ix>& idx);
-  bool broadcast_transcendental(ValueId v) const;
+  bool costly_broadcast(ValueId v) const;
   bool depends_on_active(const std::vector<Ix>& idx);
 
   GeneratedKernel& k_;
@@ -154,7 +154,7 @@ int Lowering::elem(ValueId v, const std::vector<Ix>& idx) {
                                                          : kb.linearize(idx, contiguous_strides(buf.sizes));
     r = kb.load(arg(b), buf.dtype, kb.ix_expr(flat));
   } else {
-    if (v != sink_ && broadcast_transcendental(v)) needs_materialization = v;
+    if (v != sink_ && costly_broadcast(v)) needs_materialization = v;
     const size_t before = k_.exprs.size();
     r = compute(v, idx);
     if (v != sink_) {
@@ -166,16 +166,21 @@ int Lowering::elem(ValueId v, const std::vector<Ix>& idx) {
   return r;
 }
 
-// A transcendental function (sin, exp, erf, ...) of a value this kernel reads broadcast, at
-// least kMaxBroadcastRecompute times per element of the value: materializing it computes each
-// element once (RoPE's cos and sin of [seq, d/2] angles were otherwise computed for every head
-// and both halves of every row: 24% of Qwen3's prefill).
-bool Lowering::broadcast_transcendental(ValueId v) const {
+// A transcendental function (sin, exp, erf, ...), or a rounding to f16 / bf16, of a value this
+// kernel reads broadcast or gathered, at least kMaxBroadcastRecompute times per element of the
+// value: materializing it computes each element once (RoPE's cos and sin of [seq, d/2] angles
+// were otherwise computed for every head and both halves of every row: 24% of Qwen3's
+// prefill; a convolution's im2col gather rounded each input element once per tap under
+// --precision bf16, which doubled the gather's time in MNIST's tinyconv training).
+bool Lowering::costly_broadcast(ValueId v) const {
   const Value& val = S.g.values[v];
   if (val.producer < 0) return false;
-  const Op op = S.g.nodes[val.producer].op;
+  const Node& n = S.g.nodes[val.producer];
+  const Op op = n.op;
   const UnaryMathOp* row = unary_math(op);
-  if (op != Op::Pow && !(row && row->transcendental)) return false;
+  const bool rounding = op == Op::Cast && (val.type.dtype == DType::f16 || val.type.dtype == DType::bf16) &&
+                        S.g.type(n.inputs[0]).dtype == DType::f32;
+  if (op != Op::Pow && !(row && row->transcendental) && !rounding) return false;
   // Inside a reduction the count depends on which domain loops the reduction is hoisted out
   // of (decided later); softmax's exp in its sum, for one, runs once per element.
   if (!active_loops_.empty()) return false;

@@ -117,6 +117,35 @@ graph @g(%x: f32[8, 64], %b: f32[64]) -> (f32[8, 64]) {
   EXPECT_EQ(q.generated.size(), 1u);
 }
 
+// A rounding to bf16 that a gather reads many times per element (a convolution's im2col under
+// --precision bf16) is a bf16 buffer of its own, rounded once per element; read once per
+// element (the same shape as the kernel) it stays fused.
+TEST(Schedule, RoundingReadManyTimesByAGatherIsMaterialized) {
+  auto p = schedule_text(R"(
+graph @g(%x: f32[64], %i: i64[512]) -> (f32[512]) {
+  %r = cast(%x) {to = bf16}
+  %w = cast(%r) {to = f32}
+  %y = gather(%w, %i) {axis = 0}
+  return %y
+})", {});
+  bool bf16_buffer = false;
+  for (const auto& k : p.generated)
+    if (p.buffers[k.args[k.stores[0].buffer]].dtype == DType::bf16) {
+      bf16_buffer = true;
+      EXPECT_EQ(numel(p.buffers[k.args[k.stores[0].buffer]].sizes), 64);
+    }
+  EXPECT_TRUE(bf16_buffer) << "the rounded values get a buffer of their own";
+  EXPECT_EQ(p.generated.size(), 2u);
+  auto q = schedule_text(R"(
+graph @g(%x: f32[64], %b: f32[64]) -> (f32[64]) {
+  %r = cast(%x) {to = bf16}
+  %w = cast(%r) {to = f32}
+  %y = add(%w, %b)
+  return %y
+})", {});
+  EXPECT_EQ(q.generated.size(), 1u) << "read once per element: fused";
+}
+
 TEST(Schedule, MatmulKeepsNativeAndFusesEpilogue) {
   auto p = schedule_text(R"(
 graph @g(%x: f32[6, 64]) -> (f32[6, 48]) {
