@@ -166,19 +166,21 @@ int Lowering::elem(ValueId v, const std::vector<Ix>& idx) {
   return r;
 }
 
-// A transcendental function (sin, exp, erf, ...), or a rounding to f16 / bf16, of a value this
-// kernel reads broadcast or gathered, at least kMaxBroadcastRecompute times per element of the
-// value: materializing it computes each element once (RoPE's cos and sin of [seq, d/2] angles
-// were otherwise computed for every head and both halves of every row: 24% of Qwen3's
-// prefill; a convolution's im2col gather rounded each input element once per tap under
-// --precision bf16, which doubled the gather's time in MNIST's tinyconv training).
+// A transcendental function (sin, exp, erf, ...), or a rounding to bf16, of a value this kernel
+// reads broadcast or gathered, at least kMaxBroadcastRecompute times per element of the value:
+// materializing it computes each element once (RoPE's cos and sin of [seq, d/2] angles were
+// otherwise computed for every head and both halves of every row: 24% of Qwen3's prefill; a
+// convolution's im2col gather rounded each input element once per tap under --precision bf16,
+// which doubled the gather's time in MNIST's tinyconv training). Not a rounding to f16: its
+// conversions to and from 16-bit storage cost more than the rounding they save (tinyconv's f16
+// step went from 7.5 to 10.5 ms with them).
 bool Lowering::costly_broadcast(ValueId v) const {
   const Value& val = S.g.values[v];
   if (val.producer < 0) return false;
   const Node& n = S.g.nodes[val.producer];
   const Op op = n.op;
   const UnaryMathOp* row = unary_math(op);
-  const bool rounding = op == Op::Cast && (val.type.dtype == DType::f16 || val.type.dtype == DType::bf16) &&
+  const bool rounding = op == Op::Cast && val.type.dtype == DType::bf16 &&
                         S.g.type(n.inputs[0]).dtype == DType::f32;
   if (op != Op::Pow && !(row && row->transcendental) && !rounding) return false;
   // Inside a reduction the count depends on which domain loops the reduction is hoisted out
