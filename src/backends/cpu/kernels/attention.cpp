@@ -707,13 +707,17 @@ Status attention_f32(const AttentionArgs& a) {
       int64_t ldkt = (sk + 15) / 16 * 16;
       if (ldkt % 256 == 0) ldkt += 16;
       thread_local std::vector<float> kt_buf, v_buf;
+      thread_local std::vector<uint32_t> kt_pairs_buf;  // bf16: K^T as d / 2 rows of pairs
       float inv_sum[8];
-      // (bf16: K^T holds d / 2 rows of pairs, in the same buffer)
-      if (kt_buf.size() < static_cast<size_t>(d * ldkt)) kt_buf.resize(static_cast<size_t>(d * ldkt));
+      if (bf16_direct) {
+        if (kt_pairs_buf.size() < static_cast<size_t>(d / 2 * ldkt)) kt_pairs_buf.resize(static_cast<size_t>(d / 2 * ldkt));
+      } else if (kt_buf.size() < static_cast<size_t>(d * ldkt)) {
+        kt_buf.resize(static_cast<size_t>(d * ldkt));
+      }
       if (v_buf.size() < static_cast<size_t>(sk * dv)) v_buf.resize(static_cast<size_t>(sk * dv));
       if (scratch.size() < static_cast<size_t>(8 * ldkt)) scratch.resize(static_cast<size_t>(8 * ldkt));
       float* kt = kt_buf.data();
-      uint32_t* kt_pairs = reinterpret_cast<uint32_t*>(kt_buf.data());
+      uint32_t* kt_pairs = kt_pairs_buf.data();
       float* vc = v_buf.data();
       float* s = scratch.data();
       if (bf16_direct) {
