@@ -599,6 +599,33 @@ Status pool3d(Importer& m, bool max, ValueId x, const Sizes& xs, const std::vect
   return m.out(0, o.cast(o.reshape(y, {N, C, depth[2], plane[2], plane[3]}), in_dt));
 }
 
+// A pooling node's window: kernel_shape, strides, dilations and the pads (from pads or
+// auto_pad) for n spatial axes of input sizes xs.
+struct PoolWindow {
+  std::vector<int64_t> kernel, strides, dil, pads;
+};
+Expected<PoolWindow> pool_window(Importer& m, const Sizes& xs) {
+  const int n = static_cast<int>(xs.size()) - 2;
+  PoolWindow w;
+  w.kernel = m.aints("kernel_shape");
+  if (static_cast<int>(w.kernel.size()) != n) return m.fail(ErrorCode::format_error, "kernel_shape needs ", n, " entries");
+  w.strides = m.aints("strides", std::vector<int64_t>(n, 1));
+  w.dil = m.aints("dilations", std::vector<int64_t>(n, 1));
+  if (static_cast<int>(w.strides.size()) != n || static_cast<int>(w.dil.size()) != n)
+    return m.fail(ErrorCode::format_error, "strides and dilations need ", n, " entries");
+  Sizes in(xs.begin() + 2, xs.end());
+  RLX_ASSIGN_OR_RETURN(w.pads, conv_pads(m, in, w.kernel, w.strides, w.dil));
+  return w;
+}
+// A 1-D pooling [N, C, L] as a 2-D one over [N, C, 1, L] (x reshaped, the window widened).
+void pool_1d_as_2d(OpBuilder& o, ValueId& x, const Sizes& xs, PoolWindow& w) {
+  x = o.reshape(x, {xs[0], xs[1], 1, xs[2]});
+  w.kernel = {1, w.kernel[0]};
+  w.strides = {1, w.strides[0]};
+  w.dil = {1, w.dil[0]};
+  w.pads = {0, w.pads[0], 0, w.pads[1]};
+}
+
 MapFn pool(bool max) {
   return [max](Importer& m) -> Status {
     if (m.wants(1) && !max) return m.fail(ErrorCode::format_error, "AveragePool has one output");
@@ -611,20 +638,10 @@ MapFn pool(bool max) {
     auto xs = static_sizes(o.shape(x));
     if (!xs) return m.fail(ErrorCode::unsupported, "pooling needs static shapes");
     int n = r - 2;
-    std::vector<int64_t> kernel = m.aints("kernel_shape");
-    if (static_cast<int>(kernel.size()) != n) return m.fail(ErrorCode::format_error, "kernel_shape needs ", n, " entries");
-    std::vector<int64_t> strides = m.aints("strides", std::vector<int64_t>(n, 1));
-    std::vector<int64_t> dil = m.aints("dilations", std::vector<int64_t>(n, 1));
-    Sizes in(xs->begin() + 2, xs->end());
-    RLX_ASSIGN_OR_RETURN(auto pads, conv_pads(m, in, kernel, strides, dil));
-    if (n == 3) return pool3d(m, max, x, *xs, kernel, strides, dil, pads);
-    if (n == 1) {
-      x = o.reshape(x, {(*xs)[0], (*xs)[1], 1, (*xs)[2]});
-      kernel = {1, kernel[0]};
-      strides = {1, strides[0]};
-      dil = {1, dil[0]};
-      pads = {0, pads[0], 0, pads[1]};
-    }
+    RLX_ASSIGN_OR_RETURN(PoolWindow win, pool_window(m, *xs));
+    if (n == 3) return pool3d(m, max, x, *xs, win.kernel, win.strides, win.dil, win.pads);
+    if (n == 1) pool_1d_as_2d(o, x, *xs, win);
+    const std::vector<int64_t>&kernel = win.kernel, &strides = win.strides, &dil = win.dil, &pads = win.pads;
     Attrs a{{"kernel", kernel}, {"strides", strides}, {"pads", pads}, {"ceil_mode", m.ai("ceil_mode", 0)}};
     if (max) a.set("dilations", dil);
     else {
@@ -703,25 +720,12 @@ Status map_lp_pool(Importer& m) {
   if (!xs) return m.fail(ErrorCode::unsupported, "LpPool needs static shapes");
   if (m.ai("ceil_mode", 0) != 0) return m.fail(ErrorCode::unsupported, "LpPool with ceil_mode 1");
   const int n = r - 2;
-  std::vector<int64_t> kernel = m.aints("kernel_shape");
-  if (static_cast<int>(kernel.size()) != n) return m.fail(ErrorCode::format_error, "kernel_shape needs ", n, " entries");
-  std::vector<int64_t> strides = m.aints("strides", std::vector<int64_t>(n, 1));
-  std::vector<int64_t> dil = m.aints("dilations", std::vector<int64_t>(n, 1));
-  if (static_cast<int>(strides.size()) != n || static_cast<int>(dil.size()) != n)
-    return m.fail(ErrorCode::format_error, "strides and dilations need ", n, " entries");
+  RLX_ASSIGN_OR_RETURN(PoolWindow win, pool_window(m, *xs));
   RLX_ASSIGN_OR_RETURN(const double p, lp_order(m));
-  Sizes in(xs->begin() + 2, xs->end());
-  RLX_ASSIGN_OR_RETURN(auto pads, conv_pads(m, in, kernel, strides, dil));
-  if (n == 1) {
-    x = o.reshape(x, {(*xs)[0], (*xs)[1], 1, (*xs)[2]});
-    kernel = {1, kernel[0]};
-    strides = {1, strides[0]};
-    dil = {1, dil[0]};
-    pads = {0, pads[0], 0, pads[1]};
-  }
+  if (n == 1) pool_1d_as_2d(o, x, *xs, win);
   const int64_t C = (*xs)[1];
-  Attrs ca{{"strides", strides}, {"dilations", dil}, {"pads", pads}, {"group", C}};
-  ValueId sum = o.op(Op::Conv2d, {lp_power(o, x, p), o.full(1, o.dtype(x), {C, 1, kernel[0], kernel[1]})}, ca);
+  Attrs ca{{"strides", win.strides}, {"dilations", win.dil}, {"pads", win.pads}, {"group", C}};
+  ValueId sum = o.op(Op::Conv2d, {lp_power(o, x, p), o.full(1, o.dtype(x), {C, 1, win.kernel[0], win.kernel[1]})}, ca);
   ValueId y = lp_root(o, sum, p);
   if (!o.ok()) return o.status().with_context(m.where());
   if (n == 1) {

@@ -19,6 +19,9 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+// (the bf16 kernels below: vdpbf16ps needs avx512bf16)
+#define RLX_ATTENTION_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
 namespace rlx::cpu {
 namespace {
 
@@ -302,16 +305,23 @@ __attribute__((target("avx512f"))) void qk_tile(const float* q, int64_t q_row, c
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(s + r * lds + 16 * v, _mm512_mul_ps(acc[r][v], sc));
 }
 
-// Scores of R rows against every (padded) key: 64 keys per tile, then the 16..48 left.
-template <int R>
-__attribute__((target("avx512f"))) void qk_rows(const float* q, int64_t q_row, const float* kt, int64_t ldkt,
-                                                int64_t d, float scale, float* s) {
+// The bf16 tile (defined with the other bf16 kernels below): q's pairs against K^T pairs.
+template <int R, int NV>
+RLX_ATTENTION_BF16 void qk_tile(const uint16_t* q, int64_t q_row, const uint32_t* kt, int64_t ldkt, int64_t pairs,
+                                float scale, float* s, int64_t lds);
+
+// Scores of R rows against every (padded) key: 64 keys per tile, then the 16..48 left. Q and K
+// are f32 and f32 K^T, or bf16 and K^T pairs (uint32), each with its qk_tile; `inner` counts
+// the head dimension's elements, or its pairs.
+template <int R, typename Q, typename K>
+__attribute__((target("avx512f"))) void qk_rows(const Q* q, int64_t q_row, const K* kt, int64_t ldkt, int64_t inner,
+                                                float scale, float* s) {
   int64_t j = 0;
-  for (; j + 64 <= ldkt; j += 64) qk_tile<R, 4>(q, q_row, kt + j, ldkt, d, scale, s + j, ldkt);
+  for (; j + 64 <= ldkt; j += 64) qk_tile<R, 4>(q, q_row, kt + j, ldkt, inner, scale, s + j, ldkt);
   switch ((ldkt - j) / 16) {
-    case 3: qk_tile<R, 3>(q, q_row, kt + j, ldkt, d, scale, s + j, ldkt); break;
-    case 2: qk_tile<R, 2>(q, q_row, kt + j, ldkt, d, scale, s + j, ldkt); break;
-    case 1: qk_tile<R, 1>(q, q_row, kt + j, ldkt, d, scale, s + j, ldkt); break;
+    case 3: qk_tile<R, 3>(q, q_row, kt + j, ldkt, inner, scale, s + j, ldkt); break;
+    case 2: qk_tile<R, 2>(q, q_row, kt + j, ldkt, inner, scale, s + j, ldkt); break;
+    case 1: qk_tile<R, 1>(q, q_row, kt + j, ldkt, inner, scale, s + j, ldkt); break;
     default: break;
   }
 }
@@ -405,14 +415,15 @@ __attribute__((target("avx512f"))) void gather_head(const float* k, int64_t k_ro
 }
 
 // The products of up to 8 rows, in register tiles of 4 rows (the remainder as one tile).
-__attribute__((target("avx512f"))) void qk_block(int64_t rows, const float* q, int64_t q_row, const float* kt,
-                                                 int64_t ldkt, int64_t d, float scale, float* s) {
+template <typename Q, typename K>
+__attribute__((target("avx512f"))) void qk_block(int64_t rows, const Q* q, int64_t q_row, const K* kt, int64_t ldkt,
+                                                 int64_t inner, float scale, float* s) {
   int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) qk_rows<4>(q + r * q_row, q_row, kt, ldkt, d, scale, s + r * ldkt);
+  for (; r + 4 <= rows; r += 4) qk_rows<4>(q + r * q_row, q_row, kt, ldkt, inner, scale, s + r * ldkt);
   switch (rows - r) {
-    case 3: qk_rows<3>(q + r * q_row, q_row, kt, ldkt, d, scale, s + r * ldkt); break;
-    case 2: qk_rows<2>(q + r * q_row, q_row, kt, ldkt, d, scale, s + r * ldkt); break;
-    case 1: qk_rows<1>(q + r * q_row, q_row, kt, ldkt, d, scale, s + r * ldkt); break;
+    case 3: qk_rows<3>(q + r * q_row, q_row, kt, ldkt, inner, scale, s + r * ldkt); break;
+    case 2: qk_rows<2>(q + r * q_row, q_row, kt, ldkt, inner, scale, s + r * ldkt); break;
+    case 1: qk_rows<1>(q + r * q_row, q_row, kt, ldkt, inner, scale, s + r * ldkt); break;
     default: break;
   }
 }
@@ -440,11 +451,10 @@ __attribute__((target("avx512f"))) void pv_block(int64_t rows, const float* p, i
 // transpose builds it), q's pairs are broadcast from where q is, and vdpbf16ps adds both
 // products of a pair into an f32 lane: half the instructions of the f32 tile. V is widened to
 // f32 as it is copied, and the value product is the f32 one on the f32 probabilities.
-#define RLX_ATTENTION_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 // S[r, 0:16*NV] = scale * sum_c Q[r, 2c:2c+2] . KtPairs[c, 0:16*NV] for R rows.
 template <int R, int NV>
-RLX_ATTENTION_BF16 void qk_tile_bf16(const uint16_t* q, int64_t q_row, const uint32_t* kt, int64_t ldkt, int64_t pairs,
+RLX_ATTENTION_BF16 void qk_tile(const uint16_t* q, int64_t q_row, const uint32_t* kt, int64_t ldkt, int64_t pairs,
                                      float scale, float* s, int64_t lds) {
   __m512 acc[R][NV];
   #pragma GCC unroll 8
@@ -469,31 +479,6 @@ RLX_ATTENTION_BF16 void qk_tile_bf16(const uint16_t* q, int64_t q_row, const uin
   for (int r = 0; r < R; ++r)
     #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(s + r * lds + 16 * v, _mm512_mul_ps(acc[r][v], sc));
-}
-
-template <int R>
-RLX_ATTENTION_BF16 void qk_rows_bf16(const uint16_t* q, int64_t q_row, const uint32_t* kt, int64_t ldkt, int64_t pairs,
-                                     float scale, float* s) {
-  int64_t j = 0;
-  for (; j + 64 <= ldkt; j += 64) qk_tile_bf16<R, 4>(q, q_row, kt + j, ldkt, pairs, scale, s + j, ldkt);
-  switch ((ldkt - j) / 16) {
-    case 3: qk_tile_bf16<R, 3>(q, q_row, kt + j, ldkt, pairs, scale, s + j, ldkt); break;
-    case 2: qk_tile_bf16<R, 2>(q, q_row, kt + j, ldkt, pairs, scale, s + j, ldkt); break;
-    case 1: qk_tile_bf16<R, 1>(q, q_row, kt + j, ldkt, pairs, scale, s + j, ldkt); break;
-    default: break;
-  }
-}
-
-RLX_ATTENTION_BF16 void qk_block_bf16(int64_t rows, const uint16_t* q, int64_t q_row, const uint32_t* kt, int64_t ldkt,
-                                      int64_t pairs, float scale, float* s) {
-  int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) qk_rows_bf16<4>(q + r * q_row, q_row, kt, ldkt, pairs, scale, s + r * ldkt);
-  switch (rows - r) {
-    case 3: qk_rows_bf16<3>(q + r * q_row, q_row, kt, ldkt, pairs, scale, s + r * ldkt); break;
-    case 2: qk_rows_bf16<2>(q + r * q_row, q_row, kt, ldkt, pairs, scale, s + r * ldkt); break;
-    case 1: qk_rows_bf16<1>(q + r * q_row, q_row, kt, ldkt, pairs, scale, s + r * ldkt); break;
-    default: break;
-  }
 }
 
 // n bf16 values widened to f32 (n <= 16), masked.
@@ -732,7 +717,7 @@ Status attention_f32(const AttentionArgs& a) {
       for (int64_t r0 = 0; r0 < rows; r0 += 8) {
         const int64_t nr = std::min<int64_t>(8, rows - r0);
         if (bf16_direct)
-          qk_block_bf16(nr, a.q_bf16 + q_off + r0 * q_row, q_row, kt_pairs, ldkt, d / 2, a.scale, s);
+          qk_block(nr, a.q_bf16 + q_off + r0 * q_row, q_row, kt_pairs, ldkt, d / 2, a.scale, s);
         else
           qk_block(nr, q + r0 * q_rs, q_rs, kt, ldkt, d, a.scale, s);
         if (a.softcap > 0)
