@@ -11,7 +11,9 @@
 // by the scale in f32 (before any data-parallel all-reduce, so every rank sums true
 // gradients), and tests them all for inf/nan after the all-reduce (so every rank decides the
 // same). When any is not finite the parameters and optimizer state are written back
-// unchanged (the step is skipped).
+// unchanged (the step is skipped). That is with loss scaling (f16 by default, or
+// AmpConfig::scaling on); without it (bf16 by default, as torch's bf16 autocast runs without a
+// GradScaler) the loss is not scaled, nothing is tested or skipped and `finite` is the constant 1.
 //
 // The scale itself is host-side state (LossScaler), updated after each step from `finite`
 // the way torch.cuda.amp.GradScaler does: halve it on overflow (and skip the step), double it

@@ -412,10 +412,11 @@ Expected<float> PipelineTrainer::step(const Tensor& images, const Tensor& labels
       for (int64_t e = 0; e < g.numel(); ++e) a[e] = buf[at++] / total;
     }
   }
-  // mixed precision: the step is skipped everywhere when any gradient of any stage (after the
-  // replicas' sum), of any tensor-parallel shard, is inf or NaN
+  // loss scaling: the step is skipped everywhere when any gradient of any stage (after the
+  // replicas' sum), of any tensor-parallel shard, is inf or NaN (without scaling, as in
+  // Trainer's step graph, nothing is skipped)
   bool finite = true;
-  if (amp_enabled(m.config.amp)) {
+  if (m.scaling) {
     float bad = 0.f;
     for (const Tensor& g : m.grads) {
       const float* a = g.data<float>();
@@ -425,7 +426,7 @@ Expected<float> PipelineTrainer::step(const Tensor& images, const Tensor& labels
       if (group && group->size() > 1)
         RLX_TRY(group->all_reduce(&bad, 1, DType::f32, dist::ReduceOp::max).with_context("pipeline: the finite-gradient test"));
     finite = bad == 0.f;
-    if (m.scaling) m.scaler.update(finite);
+    m.scaler.update(finite);
   }
   // the update of this stage's parameters
   m.lr.data<float>()[0] = static_cast<float>(lr);
