@@ -121,6 +121,9 @@ TEST(Int8MatMul, NativeMatchesReferenceOnEveryKernelFamily) {
       // one), a last panel of 6 channels, k % 4 == 1 and k < 4, one scale for all channels
       {100, 70, 1001, true, true, 0}, {13, 33, 3, true, false, 0}, {200, 64, 96, false, true, 0.05},
       {37, 48, 130, true, true, 0, true}, {1, 40, 64, false, false, 0, true},
+      // rows enough for two chunks per thread (up to 16 threads): units of whole rows across
+      // every panel, the epilogue over whole rows, a last chunk of 28 rows
+      {3100, 70, 40, true, true, 0, true},
   };
   for (cpu::GemmIsa isa : {cpu::GemmIsa::avx512, cpu::GemmIsa::avx2, cpu::GemmIsa::portable}) {
     if (!cpu::set_qgemm_isa(isa)) {
