@@ -9,7 +9,8 @@ Each engine is its own long-lived process (rlx: bench/minilm_server.cpp; PyTorch
 scripts/peers/bert_torch.py serve; ONNX Runtime: scripts/peers/minilm_ort.js) fed the same
 token ids (valid ids, [CLS] ... [SEP], full attention mask). For each batch every engine warms
 up, then the runs are taken in rounds, the engines one after the other in a rotating order, so
-that a change of the machine's load hits all of them alike; OpenBLAS sgemm (numpy, same
+that a change of the machine's load hits all of them alike, with a pause (--gap) before each
+engine's runs so that the previous engine's spinning threads are idle; OpenBLAS sgemm (numpy, same
 threads) is timed in every round too. The table gives p50 / p90 over all runs, the ratio of
 p50 to the best peer's p50 (below 1: rlx is faster), achieved GFLOP/s (the model's
 multiply-adds x 2 over p50), the same as a percentage of sgemm's GFLOP/s measured in this run,
@@ -51,6 +52,8 @@ def parse():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--engines", default="rlx,torch,torch-script,ort")
     ap.add_argument("--md", help="also write the table (markdown) to this file")
+    ap.add_argument("--gap", type=float, default=0.25,
+                    help="seconds of pause before each engine's runs in a round (other engines' threads go idle)")
     ap.add_argument("--busy", type=int, default=0,
                     help="competing processes, each a busy loop on one core, running while the engines are timed")
     return ap.parse_args()
@@ -216,6 +219,11 @@ def measure():
             gemm.append(sgemm_gflops())
             order = running[r % len(running):] + running[:r % len(running)]
             for en in order:
+                # a pause first: ONNX Runtime's worker threads spin for a while after a run,
+                # and the rotation keeps the engines' cyclic order, so without it the engine
+                # after ORT always ran beside two spinning threads (rlx int8 at batch 1 took
+                # 10.3 ms there against 5.5 ms alone)
+                time.sleep(a.gap)
                 en.run(per_round)
         gemm_all += gemm
         ref = np.array(running[0].cmd("emb")["emb"])
