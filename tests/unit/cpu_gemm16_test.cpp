@@ -4,7 +4,8 @@
 // (half an ulp of C's type) plus the f32 accumulation error; fresh random inputs (the seed is
 // in the trace), sentinels around every row of C, packed and unpacked B. On a CPU with
 // AVX-512 BF16, bf16 x bf16 products run both on the vdpbf16ps kernels and on the widening
-// ones (the avx512_bf16 and avx512 instances).
+// ones (the avx512_bf16 and avx512 instances); on a CPU with AMX-BF16, the amx_bf16 instance
+// packs every B (bf16 weights for bf16 activations then take the tiles' pair layout).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -148,7 +149,13 @@ struct SignFlip {
   }
 };
 
-void run_case(const Types& ty, const Case& cs, uint32_t seed) {
+// Set while the amx_bf16 path is selected: every case packs B (pack_b_for), so that bf16 x
+// bf16 products run on the AMX kernels.
+bool g_force_packed = false;
+
+void run_case(const Types& ty, const Case& case_in, uint32_t seed) {
+  Case cs = case_in;
+  if (g_force_packed) cs.packed = true;
   SCOPED_TRACE("seed=" + std::to_string(seed) + " " + ty.str() + " " + cs.str() + " kernel=" +
                gemm_kernel_name(ty.a, ty.b, ty.c));
   std::mt19937 rng(seed);
@@ -206,9 +213,11 @@ void run_case(const Types& ty, const Case& cs, uint32_t seed) {
   SignFlip flip(c0, static_cast<int64_t>(gemm_type_size(ty.c)), sc, m, n, cs.batch);
   if (cs.epilogue) g.epilogue = {&SignFlip::fn, &flip};
   if (cs.packed) {
-    PackedB pb = pack_b(b.data(), ty.b, ldb, cs.trans_b, k, n);
+    PackedB pb = pack_b_for(ty.a, b.data(), ty.b, ldb, cs.trans_b, k, n);
     ASSERT_TRUE(pb.valid());
     ASSERT_EQ(pb.type(), ty.b);
+    ASSERT_EQ(pb.amx_pairs(), g_force_packed && ty.a == GemmType::bf16 && ty.b == GemmType::bf16 && k > 0 && n > 0)
+        << "the AMX path is selected exactly for bf16 x bf16";
     g.b = nullptr;  // must be ignored
     const Status s = sgemm_packed(g, pb);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -294,10 +303,11 @@ const Types kTypes[] = {{GemmType::f16, GemmType::f16, GemmType::f16},
 
 // The kernel paths under test: each family, and on avx512 the bf16-pair kernels on
 // (avx512_bf16: bf16 x bf16 runs on vdpbf16ps) and off (avx512: B widened on load).
-enum class Path { avx512_bf16, avx512, avx2, portable };
+enum class Path { amx_bf16, avx512_bf16, avx512, avx2, portable };
 
 GemmIsa path_isa(Path p) {
   switch (p) {
+    case Path::amx_bf16:
     case Path::avx512_bf16:
     case Path::avx512: return GemmIsa::avx512;
     case Path::avx2: return GemmIsa::avx2;
@@ -306,7 +316,9 @@ GemmIsa path_isa(Path p) {
   return GemmIsa::portable;
 }
 
-const char* path_name(Path p) { return p == Path::avx512_bf16 ? "avx512_bf16" : isa_name(path_isa(p)); }
+const char* path_name(Path p) {
+  return p == Path::amx_bf16 ? "amx_bf16" : p == Path::avx512_bf16 ? "avx512_bf16" : isa_name(path_isa(p));
+}
 void PrintTo(Path p, std::ostream* os) { *os << path_name(p); }
 
 // Selects a path for one test and restores the defaults after it; skips, saying why, where
@@ -318,6 +330,14 @@ class PathGuard {
     const GemmIsa isa = path_isa(p);
     if (!set_gemm_isa(isa))
       return std::string("this CPU cannot run the ") + isa_name(isa) + " GEMM kernels (best here: " + gemm_kernel_name() + ")";
+    if (p == Path::amx_bf16) {
+      if (!set_gemm_bf16_dot(true) || !set_gemm_amx(true))
+        return "this CPU lacks AMX-BF16 (cpuid amx-tile and amx-bf16, with AVX-512 BF16), or Linux did not grant "
+               "the process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM), so the AMX kernels cannot run";
+      g_force_packed = true;
+      return "";
+    }
+    set_gemm_amx(false);
     if (p != Path::avx512_bf16) {
       set_gemm_bf16_dot(false);
       return "";
@@ -329,7 +349,9 @@ class PathGuard {
   }
   ~PathGuard() {
     set_gemm_isa(saved_);
-    set_gemm_bf16_dot(true);  // the default; refused (and moot) where the CPU lacks it
+    set_gemm_bf16_dot(true);  // the defaults; refused (and moot) where the CPU lacks them
+    set_gemm_amx(true);
+    g_force_packed = false;
   }
 
  private:
@@ -436,7 +458,8 @@ TEST_P(Gemm16, EmptyInnerDimensionAndZeroAlpha) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, Gemm16, ::testing::Values(Path::avx512_bf16, Path::avx512, Path::avx2, Path::portable),
+INSTANTIATE_TEST_SUITE_P(Isa, Gemm16,
+                         ::testing::Values(Path::amx_bf16, Path::avx512_bf16, Path::avx512, Path::avx2, Path::portable),
                          [](const auto& info) { return std::string(path_name(info.param)); });
 
 // The rounding of a 16-bit C is exactly the scalar converters' (dtype.h) on every path:
@@ -527,6 +550,86 @@ TEST_F(Gemm16Bf16Dot, AwkwardShapesWithEpilogues) {
       run_case(ty, cs, fresh_seed());
       if (HasFailure()) return;
     }
+}
+
+// The AMX kernels (B packed in pairs) on the shapes that stress them: rows off and on the
+// 16-row slices and 32-row blocks (whole blocks load and store C in the tiles, edge blocks go
+// through scratch), columns off the 16-column slices, K off the 32-value steps and in several
+// K blocks (accumulated in the tiles from C), beta 1 (C loaded into the tiles), alpha and beta
+// that force the scratch path, for each C type, and batches sharing the packed B.
+class Gemm16Amx : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = guard_.select(Path::amx_bf16);
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+  PathGuard guard_;
+};
+
+TEST_F(Gemm16Amx, AwkwardShapesWithEpilogues) {
+  struct S {
+    int64_t m, n, k;
+  };
+  const S shapes[] = {{1, 1, 1},     {1, 129, 2},   {16, 16, 32},   {32, 32, 32},   {17, 48, 31},   {31, 33, 65},
+                      {64, 64, 384}, {96, 100, 777}, {45, 17, 1000}, {160, 96, 64}, {200, 130, 127}, {33, 300, 385}};
+  const GemmType cts[] = {GemmType::bf16, GemmType::f32, GemmType::f16};
+  int variant = 0;
+  for (const S& s : shapes)
+    for (GemmType ct : cts) {
+      const Types ty{GemmType::bf16, GemmType::bf16, ct};
+      Case cs;
+      cs.m = s.m;
+      cs.n = s.n;
+      cs.k = s.k;
+      cs.trans_a = variant & 1;
+      cs.trans_b = variant & 2;
+      cs.beta = variant % 4 == 1 ? 1.f : variant % 4 == 3 ? 0.5f : 0.f;
+      cs.alpha = variant % 5 == 2 ? -1.5f : 1.f;
+      cs.bias = variant % 2 == 0;
+      cs.epilogue = variant % 3 != 2;
+      cs.ldc_pad = variant % 3;
+      cs.batch = variant % 7 == 3 ? 3 : 1;
+      ++variant;
+      run_case(ty, cs, fresh_seed());
+      if (HasFailure()) return;
+    }
+}
+
+// A B packed in AMX pairs is refused, with the reason, once the product cannot run on the
+// tiles (AMX switched off, or an A that is not bf16); packed again, it runs.
+TEST_F(Gemm16Amx, PairsAreRefusedWhereTheTilesCannotRun) {
+  const int64_t k = 40, n = 20, m = 3;
+  std::vector<uint16_t> a(static_cast<size_t>(m * k), 0x3F80u), b(static_cast<size_t>(k * n), 0x3F80u);
+  std::vector<float> c(static_cast<size_t>(m * n));
+  PackedB pb = pack_b_for(GemmType::bf16, b.data(), GemmType::bf16, n, false, k, n);
+  ASSERT_TRUE(pb.amx_pairs());
+  GemmArgs g;
+  g.a_type = g.b_type = GemmType::bf16;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.a = a.data();
+  g.lda = k;
+  g.c = c.data();
+  g.ldc = n;
+  ASSERT_TRUE(sgemm_packed(g, pb).is_ok());
+  EXPECT_EQ(c[7], 40.f);
+  EXPECT_NE(describe_sgemm(g, true).find("AMX"), std::string::npos) << describe_sgemm(g, true);
+  ASSERT_TRUE(set_gemm_amx(false));
+  EXPECT_FALSE(gemm_amx());
+  const Status s = sgemm_packed(g, pb);
+  EXPECT_EQ(s.code(), ErrorCode::invalid_argument);
+  EXPECT_NE(s.message().find("AMX"), std::string::npos) << s.to_string();
+  PackedB again = pack_b_for(GemmType::bf16, b.data(), GemmType::bf16, n, false, k, n);
+  EXPECT_FALSE(again.amx_pairs());
+  c.assign(c.size(), 0.f);
+  ASSERT_TRUE(sgemm_packed(g, again).is_ok());
+  EXPECT_EQ(c[7], 40.f);
+  ASSERT_TRUE(set_gemm_amx(true));
+  std::vector<float> a32(static_cast<size_t>(m * k), 1.f);
+  g.a_type = GemmType::f32;
+  g.a = a32.data();
+  EXPECT_EQ(sgemm_packed(g, pb).code(), ErrorCode::invalid_argument);
 }
 
 // Tiny values: products in f32's denormal range (their sums are flushed to zero), and

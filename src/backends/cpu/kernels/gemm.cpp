@@ -28,6 +28,11 @@
 // A and B both bf16, on a family with AVX-512 BF16 kernels (see set_gemm_bf16_dot): A is
 // packed as bf16 pairs instead of widened, and the dot_bf16 kernels replace the ones indexed
 // by B's type; everything else (B modes, blocking, C scratch, bias, epilogue) is the same.
+//
+// A B pre-packed in the AMX pair layout (pack_b_for) runs on compute_block_amx instead: the
+// same tiles, K blocks, C scratch and epilogue, with row units of 32 rows (two 16-row tile
+// slices) aligned to the product's first row, so that every block but the last is whole and
+// its f32 C is loaded into and stored from the tiles directly.
 #include "backends/cpu/kernels/gemm.h"
 
 #include <algorithm>
@@ -83,6 +88,7 @@ const KernelFamily* best_family() {
 
 std::atomic<const KernelFamily*> g_family{nullptr};  // set by set_gemm_isa
 std::atomic<bool> g_bf16_dot{true};                  // set by set_gemm_bf16_dot
+std::atomic<bool> g_amx{true};                       // set by set_gemm_amx
 
 const KernelFamily& family() {
   const KernelFamily* f = g_family.load(std::memory_order_relaxed);
@@ -102,6 +108,13 @@ const KernelFamily& family_for(GemmType b) {
 bool uses_dot(const KernelFamily& f, GemmType a, GemmType b) {
   return a == GemmType::bf16 && b == GemmType::bf16 && f.dot_bf16[1][0] &&
          g_bf16_dot.load(std::memory_order_relaxed);
+}
+
+// Whether a B of type b packed now for an A of type a takes the AMX pair layout (the tiles
+// belong with the AVX-512 family: selecting another family for a test turns them off too).
+bool uses_amx(GemmType a, GemmType b) {
+  return a == GemmType::bf16 && b == GemmType::bf16 && g_amx.load(std::memory_order_relaxed) &&
+         family().isa == GemmIsa::avx512 && gemm_detail::amx_bf16_supported();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -134,6 +147,13 @@ constexpr int64_t kMaxScratchFloats = int64_t{1} << 23;
 constexpr int64_t kNarrowCRows = 168;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// AMX blocks: 32 rows (two 16-row slices of A) by 32 columns (one packed panel), k in steps of
+// 32; 16-bit C is accumulated in row chunks of kAmxNarrowCRows (a multiple of 32).
+constexpr int64_t kAmxRows = 32;
+constexpr int64_t kAmxK = 32;
+constexpr int64_t kAmxNarrowCRows = 160;
+int64_t amx_kp(int64_t kc) { return ceil_div(kc, kAmxK) * kAmxK; }
 
 // K blocks of nearly equal size, at most kKcMax rows each.
 int64_t choose_kc(int64_t k) {
@@ -168,6 +188,7 @@ thread_local Scratch t_shared_b;  // B packed by the calling thread for all thre
 thread_local Scratch t_bblock;    // one B block packed by the tile that uses it
 thread_local Scratch t_apack;     // one A micro-panel
 thread_local Scratch t_ctile;     // f32 rows of a 16-bit C being accumulated
+thread_local Scratch t_amx_edge;  // one 32 x 32 f32 AMX block at the edges of C
 
 // p advanced by `elems` elements of `esize` bytes.
 inline const void* at(const void* p, int64_t elems, int64_t esize) { return static_cast<const char*>(p) + elems * esize; }
@@ -228,6 +249,7 @@ struct Problem {
   std::atomic<bool>* oom;  // set when a task could not get scratch memory
   GemmType a_type, b_type, c_type;
   int64_t a_es, b_es, c_es;  // element sizes in bytes
+  bool amx;                  // B is pre-packed in the AMX pair layout
 };
 
 // Where the kernels find B for one item.
@@ -367,13 +389,76 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
   }
 }
 
+// compute_block for a B pre-packed in the AMX pair layout (bv.mode == packed): per K block,
+// each 32-row panel of the rows is packed as bf16 rows (zero-padded to a multiple of 32
+// k-values) and multiplied with the tile columns' panels 32 x 32 at a time. A whole block of
+// f32 C (or of the f32 scratch of a 16-bit C) is loaded into the tiles and stored from them
+// directly when alpha is 1 and the K block's beta 0 or 1; a block at an edge of C, or with
+// other scalars, goes through a 32 x 32 scratch block. Bias, rounding to C's type and the
+// epilogue follow the last K block, as in compute_block.
+void compute_block_amx(const Problem& P, const KernelFamily& f, const void* a, const BView& bv, void* c, int64_t m0,
+                       int64_t m1, int64_t n0, int64_t n1) {
+  const int64_t kc_pad = amx_kp(P.kc);
+  auto* abuf = static_cast<uint16_t*>(t_apack.bytes(static_cast<size_t>(kAmxRows * kc_pad * 2)));
+  float* edge = t_amx_edge.get(static_cast<size_t>(kAmxRows * kPanel));
+  const bool narrow_c = P.c_type != GemmType::f32;
+  const int64_t ldct = n1 - n0;
+  float* ct = narrow_c ? t_ctile.get(static_cast<size_t>((m1 - m0) * ldct)) : nullptr;
+  if (!abuf || !edge || (narrow_c && !ct)) {
+    P.oom->store(true);
+    return;
+  }
+  if (narrow_c && P.beta != 0.f)
+    for (int64_t i = m0; i < m1; ++i) f.widen_row[ti(P.c_type)](at(c, i * P.ldc + n0, P.c_es), ct + (i - m0) * ldct, ldct);
+  const int64_t ldd = narrow_c ? ldct : P.ldc;
+  for (int64_t kb = 0; kb < P.nkb; ++kb) {
+    const int64_t k0 = kb * P.kc;
+    const int64_t kcl = std::min(P.kc, P.k - k0);
+    const int64_t kp = amx_kp(kcl);
+    const bool last = kb == P.nkb - 1;
+    const float beta = kb == 0 ? P.beta : 1.f;
+    const auto* bblock = static_cast<const uint16_t*>(bv.p) + kb * kc_pad * bv.npad;
+    for (int64_t i = m0; i < m1; i += kAmxRows) {
+      const int64_t mr = std::min(kAmxRows, m1 - i);
+      const int rows16 = static_cast<int>(ceil_div(mr, 16));
+      gemm_detail::amx_pack_a_bf16(static_cast<const uint16_t*>(a) + i * P.a_rs + k0 * P.a_cs, P.lda, P.trans_a, mr,
+                                   kcl, kp, rows16 * 16, abuf);
+      for (int64_t j = n0; j < n1; j += kPanel) {
+        const int64_t nr = std::min<int64_t>(kPanel, n1 - j);
+        const int cols16 = static_cast<int>(ceil_div(nr, 16));
+        const uint16_t* bp = bblock + (j - bv.j_base) / kPanel * kp * kPanel;
+        float* cd = narrow_c ? ct + (i - m0) * ldct + (j - n0) : static_cast<float*>(c) + i * P.ldc + j;
+        if (mr == rows16 * 16 && nr == cols16 * 16 && P.alpha == 1.f && (beta == 0.f || beta == 1.f)) {
+          gemm_detail::amx_bf16_block(abuf, kp, bp, cd, ldd, rows16, cols16, beta != 0.f);
+        } else {
+          gemm_detail::amx_bf16_block(abuf, kp, bp, edge, kPanel, rows16, cols16, false);
+          for (int64_t r = 0; r < mr; ++r)
+            for (int64_t jj = 0; jj < nr; ++jj) {
+              float& out = cd[r * ldd + jj];
+              const float v = P.alpha * edge[r * kPanel + jj];
+              out = beta == 0.f ? v : v + beta * out;
+            }
+        }
+        if (!last) continue;
+        if (P.bias)
+          for (int64_t r = 0; r < mr; ++r)
+            for (int64_t jj = 0; jj < nr; ++jj) cd[r * ldd + jj] += P.bias[j + jj];
+        if (narrow_c)
+          for (int64_t r = 0; r < mr; ++r) f.round_row[ti(P.c_type)](cd + r * ldct, at(c, (i + r) * P.ldc + j, P.c_es), nr);
+      }
+      if (last && P.epi.fn) P.epi.fn(P.epi.ctx, at(c, i * P.ldc + n0, P.c_es), P.ldc, i, n0, mr, n1 - n0);
+    }
+  }
+}
+
 // compute_block over a tile; a 16-bit C goes in row chunks so that its f32 scratch stays
 // small (the tile's rows start at a multiple of mr_max, and so do the chunks).
 void compute_tile(const Problem& P, const KernelFamily& f, const void* a, const BView& bv, void* c, int64_t m0,
                   int64_t m1, int64_t n0, int64_t n1) {
-  if (P.c_type == GemmType::f32) return compute_block(P, f, a, bv, c, m0, m1, n0, n1);
-  const int64_t rows = std::max<int64_t>(f.mr_max, kNarrowCRows / f.mr_max * f.mr_max);
-  for (int64_t r = m0; r < m1; r += rows) compute_block(P, f, a, bv, c, r, std::min(m1, r + rows), n0, n1);
+  auto block = P.amx ? compute_block_amx : compute_block;
+  if (P.c_type == GemmType::f32) return block(P, f, a, bv, c, m0, m1, n0, n1);
+  const int64_t rows = P.amx ? kAmxNarrowCRows : std::max<int64_t>(f.mr_max, kNarrowCRows / f.mr_max * f.mr_max);
+  for (int64_t r = m0; r < m1; r += rows) block(P, f, a, bv, c, r, std::min(m1, r + rows), n0, n1);
 }
 
 // How the columns [n0, n1) and all rows of one item are cut into work units: tn column tiles
@@ -386,11 +471,14 @@ void compute_tile(const Problem& P, const KernelFamily& f, const void* a, const 
 struct Plan {
   int64_t pu = 1, tn = 1;  // row units per column tile, column tiles
   int64_t nu = 0;          // N in 32-column panels
+  int64_t unit_rows = 0;   // rows per unit from row 0 (the last is shorter), or 0: nearly equal
   bool serial = false;     // the product is too small to share
 };
 
-Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int64_t b_es, int threads, const KernelFamily& f) {
+Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int64_t b_es, int threads, const KernelFamily& f,
+               bool amx) {
   Plan pl;
+  if (amx) pl.unit_rows = kAmxRows;
   pl.nu = ceil_div(n, kPanel);
   const int64_t nb_units = std::max<int64_t>(1, kL2BlockBytes / (kc * b_es * kPanel));
   pl.tn = ceil_div(pl.nu, nb_units);
@@ -400,7 +488,7 @@ Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int64_t b_es, int th
     pl.serial = true;
     return pl;
   }
-  pl.pu = ceil_div(m, f.mr_max);
+  pl.pu = ceil_div(m, amx ? kAmxRows : f.mr_max);
   // Few rows (a product of a few tokens): more column tiles, so every thread gets some units.
   const int64_t want = kMinUnitsPerThread * threads;
   if (pl.pu * pl.tn < want) pl.tn = std::min(pl.nu, std::max(pl.tn, ceil_div(want, pl.pu)));
@@ -408,7 +496,9 @@ Plan make_plan(int64_t m, int64_t n, int64_t k, int64_t kc, int64_t b_es, int th
 }
 
 // The first row of row unit p (p == pu: one past the last row).
-int64_t unit_row(const Plan& pl, int64_t m, int64_t p) { return m * p / pl.pu; }
+int64_t unit_row(const Plan& pl, int64_t m, int64_t p) {
+  return pl.unit_rows ? std::min(m, p * pl.unit_rows) : m * p / pl.pu;
+}
 
 // Columns [*j0, *j1) of column tile tj of columns [n0, n1).
 void tile_columns(const Plan& pl, int64_t n0, int64_t n1, int64_t tj, int64_t* j0, int64_t* j1) {
@@ -473,7 +563,7 @@ struct Strategy {
   int64_t chunk = 0;  // columns of B per shared packing (packed mode, not pre-packed)
 };
 
-Strategy decide(const GemmArgs& g, bool pre, int64_t kc, int threads, const KernelFamily& f) {
+Strategy decide(const GemmArgs& g, bool pre, bool amx, int64_t kc, int threads, const KernelFamily& f) {
   Strategy st;
   // Batches of products are spread item by item when that balances the threads (or the
   // items are too small to split); otherwise the items run one after the other, each split
@@ -484,7 +574,7 @@ Strategy decide(const GemmArgs& g, bool pre, int64_t kc, int threads, const Kern
       (item_fma < kSerialMaxFma ||
        (g.batch >= threads && (g.batch % threads == 0 || g.batch >= 4 * threads || item_fma < (1 << 24))));
   const int64_t b_es = static_cast<int64_t>(gemm_type_size(g.b_type));
-  st.plan = make_plan(g.m, g.n, g.k, kc, b_es, st.items_parallel ? 1 : threads, f);
+  st.plan = make_plan(g.m, g.n, g.k, kc, b_es, st.items_parallel ? 1 : threads, f, amx);
   const int64_t npad = padded_n(g.n);
   st.chunk = npad;
   if (pre) return st;
@@ -541,10 +631,11 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   P.a_es = static_cast<int64_t>(gemm_type_size(g.a_type));
   P.b_es = static_cast<int64_t>(gemm_type_size(g.b_type));
   P.c_es = static_cast<int64_t>(gemm_type_size(g.c_type));
+  P.amx = pre && pre->amx_pairs();
 
   const int threads = pool.size();
   const int64_t npad = padded_n(g.n);
-  const Strategy st = decide(g, pre != nullptr, P.kc, threads, f);
+  const Strategy st = decide(g, pre != nullptr, P.amx, P.kc, threads, f);
   const bool items_parallel = st.items_parallel;
   const Plan& plan = st.plan;
   const BMode mode = st.mode;
@@ -591,7 +682,7 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
         pack_shared(b, j0, j1);
         packed_from = chunk == npad ? b : nullptr;
       }
-      const Plan pl = chunk == npad ? plan : make_plan(g.m, j1 - j0, g.k, P.kc, P.b_es, threads, f);
+      const Plan pl = chunk == npad ? plan : make_plan(g.m, j1 - j0, g.k, P.kc, P.b_es, threads, f, P.amx);
       run_item_parallel(P, f, pl, a, BView{BMode::packed, shared, padded_n(j1 - j0), j0}, c, j0, j1, pool);
     }
   }
@@ -670,6 +761,10 @@ Status sgemm(const GemmArgs& args) {
 }
 
 PackedB pack_b(const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n) {
+  return pack_b_for(GemmType::f32, b, type, ldb, trans_b, k, n);
+}
+
+PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n) {
   PackedB out;
   if (k < 0 || n < 0 || !valid_type(type)) return out;
   if (k > 0 && n > 0) {
@@ -678,7 +773,11 @@ PackedB pack_b(const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t 
   }
   const int64_t kc = choose_kc(k);
   const int64_t npad = padded_n(n);
-  auto total = checked_mul_i64(k, npad);
+  const bool amx = uses_amx(a_type, type) && k > 0 && n > 0;
+  // the pair layout rounds each K block up to 32 rows
+  const int64_t nkb = ceil_div(k, kc);
+  const int64_t k_rows = amx ? (nkb - 1) * amx_kp(kc) + amx_kp(k - (nkb - 1) * kc) : k;
+  auto total = checked_mul_i64(k_rows, npad);
   if (!total || *total > INT64_MAX / 8) return out;
   if (*total > 0) {
     const size_t bytes = (static_cast<size_t>(*total) * gemm_type_size(type) + 63) / 64 * 64;
@@ -686,15 +785,28 @@ PackedB pack_b(const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t 
     if (!p) return out;
     out.data_.reset(p);
     out.bytes_ = bytes;
-    // the panel layout is the same for every family; the portable packers serve any type
     ThreadPool::global().parallel_for(npad / kPanel, pack_grain(k), [&](int64_t q0, int64_t q1) {
-      pack_b_panels(family_for(type), type, b, ldb, trans_b, k, n, kc, p, q0, q1);
+      if (!amx) {
+        // the panel layout is the same for every family; the portable packers serve any type
+        pack_b_panels(family_for(type), type, b, ldb, trans_b, k, n, kc, p, q0, q1);
+        return;
+      }
+      const auto* src = static_cast<const uint16_t*>(b);
+      auto* dst = reinterpret_cast<uint16_t*>(p);
+      for (int64_t q = q0; q < q1; ++q)
+        for (int64_t kb = 0; kb < nkb; ++kb) {
+          const int64_t k0 = kb * kc, kcl = std::min(kc, k - k0), j0 = q * kPanel;
+          gemm_detail::amx_pack_b_pairs_bf16(src + (trans_b ? j0 * ldb + k0 : k0 * ldb + j0), ldb, trans_b, kcl,
+                                             std::min<int64_t>(kPanel, n - j0),
+                                             dst + kb * amx_kp(kc) * npad + q * amx_kp(kcl) * kPanel);
+        }
     });
   }
   out.type_ = type;
   out.k_ = k;
   out.n_ = n;
   out.kc_ = kc;
+  out.amx_pairs_ = amx;
   out.valid_ = true;
   return out;
 }
@@ -707,6 +819,10 @@ Status sgemm_packed(const GemmArgs& args, const PackedB& b) {
   if (b.type() != args.b_type)
     return error(ErrorCode::invalid_argument, "sgemm_packed: packed B holds ", gemm_type_name(b.type()),
                  " but b_type is ", gemm_type_name(args.b_type));
+  if (b.amx_pairs() && !uses_amx(args.a_type, args.b_type))
+    return error(ErrorCode::invalid_argument, "sgemm_packed: B was packed for the AMX kernels, which cannot run this "
+                 "product now (a_type is ", gemm_type_name(args.a_type), ", AMX ", g_amx.load() ? "on" : "switched off",
+                 ", ", gemm_isa() == GemmIsa::avx512 ? "avx512" : "another", " family selected); pack it again");
   RLX_TRY(check_a_c(args));
   return run_gemm(args, &b);
 }
@@ -732,8 +848,10 @@ std::string describe_sgemm(const GemmArgs& g, bool packed_b) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return out + "; empty";
   if (g.k == 0 || g.alpha == 0.f) return out + "; C = beta*C + bias only";
   const int threads = ThreadPool::global().size();
-  const Strategy st = decide(g, packed_b, choose_kc(g.k), threads, f);
-  out += packed_b                              ? "; B pre-packed"
+  const bool amx = packed_b && uses_amx(g.a_type, g.b_type);
+  const Strategy st = decide(g, packed_b, amx, choose_kc(g.k), threads, f);
+  out += amx                                  ? "; B pre-packed in AMX pairs, 32x32 tile blocks"
+         : packed_b                           ? "; B pre-packed"
          : st.mode == BMode::in_place         ? "; B read in place"
          : st.mode == BMode::pack_per_block   ? "; B packed per block in each tile"
                                               : "; B packed once, shared";
@@ -757,6 +875,14 @@ bool set_gemm_bf16_dot(bool enable) {
 }
 
 bool gemm_bf16_dot() { return uses_dot(family(), GemmType::bf16, GemmType::bf16); }
+
+bool set_gemm_amx(bool enable) {
+  if (enable && !gemm_detail::amx_bf16_supported()) return false;
+  g_amx.store(enable, std::memory_order_relaxed);
+  return true;
+}
+
+bool gemm_amx() { return uses_amx(GemmType::bf16, GemmType::bf16); }
 
 bool set_gemm_isa(GemmIsa isa) {
   const KernelFamily* f = nullptr;

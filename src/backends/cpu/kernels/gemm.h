@@ -19,6 +19,12 @@
 // that multiply k-values in pairs with vdpbf16ps (two bf16 products added into one f32 lane):
 // A micro-panels are packed as bf16 pairs (not widened), B keeps the usual panels and the
 // kernels interleave two of its rows as they load them. See set_gemm_bf16_dot.
+//
+// AMX: where the CPU has AMX-BF16 tiles (and Linux grants the process their state), a bf16 B
+// packed for a bf16 A (pack_b_for) is stored in the tiles' pair layout, and products with it
+// run on tdpbf16ps in blocks of 32 x 32 (see set_gemm_amx and gemm_amx.cpp). B that is not
+// pre-packed keeps the vdpbf16ps kernels: converting it to pairs on every call would cost more
+// than the tiles save unless many rows share it.
 #pragma once
 
 #include <cstddef>
@@ -102,6 +108,7 @@ class PackedB {
     type_ = o.type_;
     bytes_ = o.bytes_;
     valid_ = o.valid_;
+    amx_pairs_ = o.amx_pairs_;
     o.k_ = o.n_ = -1;
     o.kc_ = 0;
     o.bytes_ = 0;
@@ -119,6 +126,12 @@ class PackedB {
   int64_t kc() const { return kc_; }
   // Element type of the panels (B's type).
   GemmType type() const { return type_; }
+  // True when the panels hold bf16 pairs for the AMX kernels (see pack_b_for) rather than
+  // the layout data() describes: per K block (kc() rows; the last may be shorter), of kp
+  // rows (its rows rounded up to 32, zero past them; blocks start kb * roundup(kc(), 32) * 32
+  // elements per panel apart), per 32-column panel, kp / 2 rows of 32 (column, pair) slots:
+  // element [p / 2][j * 2 + p % 2] of the panel is B(k0 + p, j).
+  bool amx_pairs() const { return amx_pairs_; }
   // Bytes of packed data owned.
   size_t bytes() const { return bytes_; }
   // The packed panels: for each K block of kc() rows (the last may be shorter), for each
@@ -126,7 +139,8 @@ class PackedB {
   const void* data() const { return data_.get(); }
 
  private:
-  friend PackedB pack_b(const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n);
+  friend PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k,
+                            int64_t n);
   struct Free {
     void operator()(void* p) const;
   };
@@ -135,6 +149,7 @@ class PackedB {
   GemmType type_ = GemmType::f32;
   size_t bytes_ = 0;
   bool valid_ = false;
+  bool amx_pairs_ = false;
 };
 
 // Packs B (stored [k, n] with row stride ldb, or [n, k] if trans_b) for sgemm_packed. Uses
@@ -142,6 +157,9 @@ class PackedB {
 // invalid (negative sizes, ldb too small, null b with k*n > 0) or memory runs out. `b`
 // holds elements of `type`; the panels keep that type.
 PackedB pack_b(const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n);
+// Like pack_b, for products whose A has type a_type: a bf16 B for a bf16 A is packed in the
+// AMX pair layout while gemm_amx() is on (see PackedB::amx_pairs); anything else as pack_b.
+PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n);
 // pack_b of an f32 B.
 inline PackedB pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n) {
   return pack_b(b, GemmType::f32, ldb, trans_b, k, n);
@@ -149,7 +167,9 @@ inline PackedB pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int6
 
 // Like sgemm, with B taken from `b` instead of args.b / ldb / trans_b / batch_stride_b (those
 // are ignored; the same B is used for every batch item; args.b_type must equal b.type()).
-// Returns invalid_argument if b is not valid or its k, n or type differ from the product's.
+// Returns invalid_argument if b is not valid or its k, n or type differ from the product's,
+// or if b holds AMX pairs and the product cannot run on the AMX kernels now (A is not bf16,
+// or set_gemm_amx(false) was called after packing).
 Status sgemm_packed(const GemmArgs& args, const PackedB& b);
 
 // The micro-kernel family in use, e.g. "avx512 14x32", for the dispatch report.
@@ -192,6 +212,17 @@ bool set_gemm_bf16_dot(bool enable);
 
 // True when a bf16 x bf16 product would run on the vdpbf16ps kernels now.
 bool gemm_bf16_dot();
+
+// Whether pack_b_for packs bf16 weights for bf16 activations in the AMX pair layout, whose
+// products then run on AMX-BF16 tiles (tdpbf16ps: the numerics of vdpbf16ps, 16 x 16 x 32
+// products per instruction). On by default on a CPU whose cpuid reports amx-tile and amx-bf16
+// and whose kernel grants the tile state. set_gemm_amx(true) returns false and changes
+// nothing where that is not the case. A PackedB already packed with pairs cannot be used
+// after set_gemm_amx(false). Not thread-safe against running GEMMs.
+bool set_gemm_amx(bool enable);
+
+// True when pack_b_for would pack bf16 x bf16 products for the AMX kernels now.
+bool gemm_amx();
 
 // ---------------------------------------------------------------------------------------
 // Internal: the micro-kernel interface shared by gemm.cpp and the per-ISA files.
@@ -269,6 +300,24 @@ struct KernelFamily {
   // A(i, 2q) | A(i, 2q + 1) << 16 for q < ceil(kc / 2), the high half zero past kc.
   PackA pack_a_bf16_pairs;
 };
+
+// AMX-BF16 (gemm_amx.cpp). amx_bf16_supported: cpuid reports amx-tile and amx-bf16 (with
+// AVX-512) and Linux granted this process the tile state (asked once, on the first call).
+bool amx_bf16_supported();
+// Writes `rows` rows of kp bf16 each at dst: row i < mr is A(i, 0..kc) (A(i, p) = a[i * lda + p],
+// or a[p * lda + i] if trans), zero from kc to kp; rows mr..rows are zero.
+void amx_pack_a_bf16(const uint16_t* a, int64_t lda, bool trans, int64_t mr, int64_t kc, int64_t kp, int64_t rows,
+                     uint16_t* dst);
+// Packs w <= 32 columns and kc rows of B (B(p, j) = b[p * ldb + j], or b[j * ldb + p] if
+// trans_b) into one panel of the AMX pair layout (see PackedB::amx_pairs): kp / 2 rows of 64
+// elements, kp = kc rounded up to 32, zero where there is no element of B.
+void amx_pack_b_pairs_bf16(const uint16_t* b, int64_t ldb, bool trans_b, int64_t kc, int64_t w, uint16_t* out);
+// C block (16 * rows16 rows, 16 * cols16 columns, f32, row stride ldc elements) = A * B, or
+// C + A * B if load_c, over kp (a multiple of 32) k-values: A is 16 * rows16 rows of kp bf16
+// (from amx_pack_a_bf16), B one panel in the pair layout. rows16 and cols16 are 1 or 2. The
+// calling thread's tiles are configured on its first call. Only for amx_bf16_supported().
+void amx_bf16_block(const uint16_t* a, int64_t kp, const uint16_t* b, float* c, int64_t ldc, int rows16, int cols16,
+                    bool load_c);
 
 // Sets every packing and conversion entry of f to the portable versions (families then
 // replace the ones they vectorize).
