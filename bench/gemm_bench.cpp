@@ -259,23 +259,30 @@ int run_narrow(bool quick, int rounds, bool use_min, bool torch, const std::stri
     std::printf("PyTorch peer unavailable: %s\n", peer_what.c_str());
     torch = false;
   }
-  // variant 3: bf16 on the widening kernels, where the vdpbf16ps ones are the default
+  // variant 3, the next best bf16 path: where the AMX tiles run bf16 (the default), the
+  // vdpbf16ps kernels on a B packed in panels; else, where those are the default, the widening
+  // kernels
+  const bool amx = rlx::cpu::gemm_amx();
   const bool dot = rlx::cpu::gemm_bf16_dot();
-  const int nv = dot ? 4 : 3;
+  const int nv = amx || dot ? 4 : 3;
   std::string widen_name = "-";
-  if (dot) {
+  if (amx) {
+    widen_name = rlx::cpu::gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::bf16);
+  } else if (dot) {
     rlx::cpu::set_gemm_bf16_dot(false);
     widen_name = rlx::cpu::gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::bf16);
     rlx::cpu::set_gemm_bf16_dot(true);
   }
-  std::printf("rlx 16-bit GEMM benchmark: kernels '%s' / '%s' / '%s' / widening bf16 '%s', %d thread(s); peer PyTorch: %s\n",
+  std::printf("rlx 16-bit GEMM benchmark: kernels '%s' / '%s' / '%s%s' / next best bf16 '%s', %d thread(s); peer "
+              "PyTorch: %s\n",
               rlx::cpu::gemm_kernel_name(), rlx::cpu::gemm_kernel_name(GemmType::f16, GemmType::f16, GemmType::f16).c_str(),
-              rlx::cpu::gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::bf16).c_str(), widen_name.c_str(),
+              rlx::cpu::gemm_kernel_name(GemmType::bf16, GemmType::bf16, GemmType::bf16).c_str(),
+              amx ? ", amx-bf16 tiles" : "", widen_name.c_str(),
               threads, peer_what.c_str());
   std::printf("A, B, C all of one type, B packed once (weights), f32 accumulation; %s of %d rounds, rlx and PyTorch "
               "alternating in each round;\nGFLOP/s = 2*m*k*n / %s; x/y = median over rounds of (y time / x time)\n\n",
               use_min ? "best" : "median", rounds, g_cpu_time ? "thread CPU time" : "wall time");
-  std::printf("| m x k x n | rlx f32 | rlx f16 | rlx bf16 | rlx bf16 widening | f16/f32 | bf16/f32 | bf16/bf16 widening | "
+  std::printf("| m x k x n | rlx f32 | rlx f16 | rlx bf16 | rlx bf16 next | f16/f32 | bf16/f32 | bf16/bf16 next | "
               "torch f32 | torch f16 | torch bf16 | rlx bf16 / torch bf16 | rlx f16 / torch f16 | rlx f32 / torch f32 |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::fflush(stdout);
@@ -318,15 +325,17 @@ int run_narrow(bool quick, int rounds, bool use_min, bool torch, const std::stri
         for (size_t i = 0; i < b32.size(); ++i) b16[t][i] = round(b32[i]);
         g[t].a = a16[t].data();
         g[t].c = c16[t].data();
-        packed[t] = rlx::cpu::pack_b(b16[t].data(), types[t], n, false, k, n);
+        packed[t] = rlx::cpu::pack_b_for(types[t], b16[t].data(), types[t], n, false, k, n);
       }
+      // the next best path's own B: packed in panels
+      rlx::cpu::PackedB packed_next = rlx::cpu::pack_b(b16[2].data(), GemmType::bf16, n, false, k, n);
       g[3] = g[2];  // the same bf16 operands, its own C
       c16[3].resize(c32.size());
       g[3].c = c16[3].data();
       auto run = [&](int t) {
-        if (t == 3) rlx::cpu::set_gemm_bf16_dot(false);
-        const bool ok = rlx::cpu::sgemm_packed(g[t], packed[t == 3 ? 2 : t]).is_ok();
-        if (t == 3) rlx::cpu::set_gemm_bf16_dot(true);
+        if (t == 3 && !amx) rlx::cpu::set_gemm_bf16_dot(false);
+        const bool ok = rlx::cpu::sgemm_packed(g[t], t == 3 ? packed_next : packed[t]).is_ok();
+        if (t == 3 && !amx) rlx::cpu::set_gemm_bf16_dot(true);
         if (!ok) std::abort();
       };
       // Check once that the 16-bit products agree with f32 within their input and output roundings.
@@ -340,7 +349,7 @@ int run_narrow(bool quick, int rounds, bool use_min, bool torch, const std::stri
         }
         if (!(max_err <= 0.05 * std::max(1.0, max_ref))) {
           std::printf("MISMATCH on %s %s%s: max |16-bit - f32| = %g (max |f32| %g)\n", name,
-                      rlx::cpu::gemm_type_name(types[t == 3 ? 2 : t]), t == 3 ? " widening" : "", max_err, max_ref);
+                      rlx::cpu::gemm_type_name(types[t == 3 ? 2 : t]), t == 3 ? " next" : "", max_err, max_ref);
           return 1;
         }
       }

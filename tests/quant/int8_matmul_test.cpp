@@ -54,7 +54,8 @@ Graph int8_graph(const Case& c, std::mt19937& rng, Tensor& w, Tensor& ws, Tensor
 
 void check_case(const Case& c, std::mt19937& rng) {
   SCOPED_TRACE(cat("m=", c.m, " n=", c.n, " k=", c.k, " bias=", c.bias, " per_row=", c.per_row_scale,
-                   " x_scale=", c.x_scale, " epilogue=", c.epilogue, " kernel=", cpu::qgemm_kernel_name()));
+                   " x_scale=", c.x_scale, " epilogue=", c.epilogue, " kernel=", cpu::qgemm_kernel_name(),
+                   cpu::i8gemm_amx() ? " (amx)" : ""));
   Tensor w, ws, b;
   Graph g = int8_graph(c, rng, w, ws, b);
   auto report = explain(g, "cpu", DispatchPolicy{});
@@ -78,10 +79,13 @@ void check_case(const Case& c, std::mt19937& rng) {
   ASSERT_TRUE(variant.has_value()) << variant.status().to_string();
   const std::string& listing = (*variant)->executable->stats().kernel_listing;
   if (c.epilogue) EXPECT_NE(listing.find(" epilogue "), std::string::npos) << "add + relu fused\n" << listing;
-  // the panel kernel runs where the family has one (AVX-512 VNNI): weights are fixed here
+  // the panel kernel runs where the family has one (AVX-512 VNNI), on the AMX tiles while they
+  // are on: weights are fixed here
   __builtin_cpu_init();
   const bool vnni = std::string(cpu::qgemm_kernel_name()) == "avx512" && __builtin_cpu_supports("avx512vnni");
-  EXPECT_EQ(listing.find("vpdpbusd 12x32 panels") != std::string::npos, vnni) << listing;
+  const bool amx = cpu::i8gemm_amx();
+  EXPECT_EQ(listing.find("vpdpbusd 12x32 panels") != std::string::npos, vnni && !amx) << listing;
+  EXPECT_EQ(listing.find("amx-int8 32x32 tiles") != std::string::npos, vnni && amx) << listing;
   auto a = (*cpu)->run(in);
   ASSERT_TRUE(a.has_value()) << a.status().to_string();
   auto r = (*ref)->run(in);
@@ -124,7 +128,18 @@ TEST(Int8MatMul, NativeMatchesReferenceOnEveryKernelFamily) {
       // rows enough for two chunks per thread (up to 16 threads): units of whole rows across
       // every panel, the epilogue over whole rows, a last chunk of 28 rows
       {3100, 70, 40, true, true, 0, true},
+      // the AMX tiles' edges: 32-row blocks with a last of 16 or fewer rows and of 17 to 31,
+      // k off the 64-value steps, a chunk of 96 rows then one of 33
+      {129, 40, 200, true, true, 0, true}, {48, 33, 64, false, true, 0}, {17, 64, 65, true, false, 0.03},
   };
+  // the AMX tiles first, where the CPU has them (then the VNNI panels of the same family)
+  if (cpu::set_i8gemm_amx(true) && cpu::set_qgemm_isa(cpu::GemmIsa::avx512)) {
+    for (const Case& c : cases) check_case(c, rng);
+    cpu::set_i8gemm_amx(false);
+  } else {
+    std::printf("AMX-INT8 tiles not usable on this CPU (cpuid amx-tile and amx-int8, and the tile state from "
+                "Linux): their run is skipped\n");
+  }
   for (cpu::GemmIsa isa : {cpu::GemmIsa::avx512, cpu::GemmIsa::avx2, cpu::GemmIsa::portable}) {
     if (!cpu::set_qgemm_isa(isa)) {
       std::printf("kernel family %d not runnable on this CPU: skipped\n", static_cast<int>(isa));
@@ -132,6 +147,7 @@ TEST(Int8MatMul, NativeMatchesReferenceOnEveryKernelFamily) {
     }
     for (const Case& c : cases) check_case(c, rng);
   }
+  cpu::set_i8gemm_amx(true);
   cpu::set_qgemm_isa(cpu::GemmIsa::avx512) || cpu::set_qgemm_isa(cpu::GemmIsa::avx2);
 }
 

@@ -301,9 +301,14 @@ struct KernelFamily {
   PackA pack_a_bf16_pairs;
 };
 
-// AMX-BF16 (gemm_amx.cpp). amx_bf16_supported: cpuid reports amx-tile and amx-bf16 (with
-// AVX-512) and Linux granted this process the tile state (asked once, on the first call).
+// AMX (gemm_amx.cpp). amx_bf16_supported / amx_int8_supported: cpuid reports amx-tile and
+// amx-bf16 / amx-int8 (with AVX-512) and Linux granted this process the tile state (asked
+// once, on the first call).
 bool amx_bf16_supported();
+bool amx_int8_supported();
+// Loads the tile configuration every AMX kernel here uses (palette 1, all 8 tiles 16 rows of
+// 64 bytes) on the calling thread, once per thread.
+void amx_configure_tiles();
 // Writes `rows` rows of kp bf16 each at dst: row i < mr is A(i, 0..kc) (A(i, p) = a[i * lda + p],
 // or a[p * lda + i] if trans), zero from kc to kp; rows mr..rows are zero.
 void amx_pack_a_bf16(const uint16_t* a, int64_t lda, bool trans, int64_t mr, int64_t kc, int64_t kp, int64_t rows,

@@ -1,5 +1,6 @@
-// AMX-BF16 pieces of the GEMM (see gemm.h, "AMX"): the run-time check, the packing of A rows
-// and B pairs into the layouts the tile loads read, and the 32 x 32 block kernel.
+// AMX-BF16 pieces of the GEMM (see gemm.h, "AMX"): the run-time checks (shared with the int8
+// layer's AMX-INT8 kernel, qgemm_amx.cpp), the tile configuration, the packing of A rows and B
+// pairs into the layouts the tile loads read, and the 32 x 32 block kernel.
 //
 // The tiles (palette 1) are all configured alike: 16 rows of 64 bytes. tmm0..3 hold a 2 x 2
 // grid of 16 x 16 f32 blocks of C, tmm4/5 two 16-row slices of A (16 rows x 32 bf16 k-values)
@@ -32,14 +33,24 @@ namespace {
 constexpr int kArchReqXcompPerm = 0x1023;
 constexpr int kXfeatureXtiledata = 18;
 
-bool detect_amx_bf16() {
-  __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw")) return false;
-  // cpuid leaf 7, sub-leaf 0, edx: bit 22 amx-bf16, bit 24 amx-tile
+// cpuid leaf 7, sub-leaf 0, edx: bit 22 amx-bf16, bit 24 amx-tile, bit 25 amx-int8.
+unsigned cpuid7_edx() {
   unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
   __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
-  if (!((edx >> 22) & 1) || !((edx >> 24) & 1)) return false;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  return edx;
+}
+
+// AMX tiles with AVX-512 (which every kernel here uses around them), and the tile state
+// granted (asked once per process).
+bool tiles_usable() {
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq") || !((cpuid7_edx() >> 24) & 1))
+      return false;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
 }
 
 struct TileConfig {
@@ -51,7 +62,9 @@ struct TileConfig {
 
 thread_local bool t_configured = false;
 
-RLX_AMX void configure_tiles() {
+}  // namespace
+
+RLX_AMX void amx_configure_tiles() {
   if (t_configured) return;
   TileConfig cfg;
   for (int t = 0; t < 8; ++t) {
@@ -63,6 +76,8 @@ RLX_AMX void configure_tiles() {
   __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
   t_configured = true;
 }
+
+namespace {
 
 // The block for `R` 16-row slices of A and `C` 16-column slices of B; see amx_bf16_block.
 template <int R, int C>
@@ -103,14 +118,12 @@ RLX_AMX void block(const uint16_t* a, int64_t kp, const uint16_t* b, float* c, i
 
 }  // namespace
 
-bool amx_bf16_supported() {
-  static const bool ok = detect_amx_bf16();
-  return ok;
-}
+bool amx_bf16_supported() { return tiles_usable() && ((cpuid7_edx() >> 22) & 1); }
+bool amx_int8_supported() { return tiles_usable() && ((cpuid7_edx() >> 25) & 1); }
 
 void amx_bf16_block(const uint16_t* a, int64_t kp, const uint16_t* b, float* c, int64_t ldc, int rows16, int cols16,
                     bool load_c) {
-  configure_tiles();
+  amx_configure_tiles();
   if (rows16 > 1)
     cols16 > 1 ? block<2, 2>(a, kp, b, c, ldc, load_c) : block<2, 1>(a, kp, b, c, ldc, load_c);
   else
@@ -123,6 +136,8 @@ void amx_bf16_block(const uint16_t* a, int64_t kp, const uint16_t* b, float* c, 
 
 namespace rlx::cpu::gemm_detail {
 bool amx_bf16_supported() { return false; }
+bool amx_int8_supported() { return false; }
+void amx_configure_tiles() {}
 void amx_bf16_block(const uint16_t*, int64_t, const uint16_t*, float*, int64_t, int, int, bool) {}
 }  // namespace rlx::cpu::gemm_detail
 

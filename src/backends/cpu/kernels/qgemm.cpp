@@ -169,6 +169,15 @@ std::atomic<const QKernelFamily*>& current() {
   return f;
 }
 
+std::atomic<bool> g_i8_amx{true};  // set by set_i8gemm_amx
+
+// Whether i8gemm runs packed weights on the AMX-INT8 panel kernel with family f: the tiles go
+// with the avx512 family's VNNI panel kernel, whose packing and epilogue they share.
+bool uses_i8_amx(const QKernelFamily* f) {
+  return f->i8panel && f->isa == GemmIsa::avx512 && g_i8_amx.load(std::memory_order_relaxed) &&
+         gemm_detail::amx_int8_supported();
+}
+
 // A per-thread f32 scratch that only grows (so steady-state calls allocate nothing).
 float* scratch(size_t floats) {
   struct Free {
@@ -467,13 +476,13 @@ PackedI8 pack_i8(const int8_t* w, int64_t ldw, int64_t n, int64_t k) {
   PackedI8 p;
   const QKernelFamily* fam = current().load(std::memory_order_relaxed);
   if (!fam->i8panel || !fam->i8_offset_x || !w || n < 1 || k < 1 || k > kI8GemmMaxK || ldw < k) return p;
-  const int64_t quads = (k + 3) / 4, panels = (n + 31) / 32;
+  p.n_ = n;
+  p.k_ = k;
+  const int64_t quads = p.quads(), panels = p.panels();
   const size_t bytes = static_cast<size_t>(panels) * static_cast<size_t>(quads) * 128;
   p.data_.reset(static_cast<int8_t*>(std::aligned_alloc(64, bytes)));
   if (!p.data_) return p;
   p.sums_.assign(static_cast<size_t>(panels * 32), 0);  // padded: the kernel loads whole vectors
-  p.n_ = n;
-  p.k_ = k;
   auto body = [&](int64_t p0, int64_t p1) {
     for (int64_t pi = p0; pi < p1; ++pi) {
       int8_t* dst = p.data_.get() + pi * quads * 128;
@@ -511,8 +520,9 @@ Status i8gemm(const I8GemmArgs& a) {
   // x's quants (k bytes a row, 64-byte aligned rows, so the panel kernel may read whole quads
   // past k: their weights are zero) and per-row scales in the caller's scratch; the worker
   // threads only read them
+  // (rows padded to a multiple of 16: the AMX tiles load 16 rows at a time)
   const int64_t ldq = (a.k + 63) / 64 * 64;
-  const int64_t qfloats = a.m * ldq / 4;
+  const int64_t qfloats = (a.m + 15) / 16 * 16 * ldq / 4;
   float* buf = scratch(static_cast<size_t>(qfloats + a.m));
   if (!buf) return error(ErrorCode::runtime_error, "i8gemm: out of memory for quantized x");
   uint8_t* qx = reinterpret_cast<uint8_t*>(buf);
@@ -551,14 +561,15 @@ Status i8gemm(const I8GemmArgs& a) {
   const int64_t ws_stride = a.w_scale_per_row ? 1 : 0;
   const GemmEpilogue& ep = a.epilogue;
   if (panel) {
-    constexpr int64_t kChunk = 96;
+    const qgemm_detail::I8PanelFn panel_fn = uses_i8_amx(fam) ? qgemm_detail::i8_panel_amx : fam->i8panel;
+    constexpr int64_t kChunk = 96;  // a multiple of 16, as i8_panel_amx needs
     const int64_t chunks = (a.m + kChunk - 1) / kChunk, panels = a.packed->panels();
     auto panel_rows = [&](int64_t p, int64_t i0, int64_t i1) {
       const int64_t j0 = 32 * p;
       const qgemm_detail::I8PanelArgs pa{qx, ldq, sx, a.packed->panel(p), a.packed->quads(), a.packed->sums() + j0,
                                          a.w_scale + j0 * ws_stride, ws_stride, a.bias ? a.bias + j0 : nullptr,
                                          a.y + j0, a.ldy, std::min<int64_t>(32, a.n - j0)};
-      fam->i8panel(pa, i0, i1);
+      panel_fn(pa, i0, i1);
     };
     if (chunks >= 2 * pool.size()) {
       // enough chunks of rows for every thread: a unit is a chunk across all the panels, so
@@ -619,6 +630,14 @@ const char* qgemm_path_name(QType t, int64_t m) {
 }
 
 const char* qgemm_kernel_name() { return current().load()->name; }
+
+bool set_i8gemm_amx(bool enable) {
+  if (enable && !gemm_detail::amx_int8_supported()) return false;
+  g_i8_amx.store(enable, std::memory_order_relaxed);
+  return true;
+}
+
+bool i8gemm_amx() { return uses_i8_amx(current().load(std::memory_order_relaxed)); }
 
 bool set_qgemm_isa(GemmIsa isa) {
   const QKernelFamily* f = family_for(isa);

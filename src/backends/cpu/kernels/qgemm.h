@@ -83,8 +83,10 @@ bool qgemm_quantizes_x(quant::QType t, int64_t m);
 // With w packed by pack_i8 (weights fixed at compile time, a CPU with AVX-512 VNNI) the
 // products run on a register-blocked panel kernel: 12 rows of x by 32 output channels per
 // tile, 4 k-values per vpdpbusd on zmm registers (64 multiply-adds per instruction, 4x the f32
-// FMA's), each 4 bytes of x broadcast against 32 channels' packed quads. Without a packed w the
-// kernel takes dot products of rows (one weight row per 32 k-values at a time).
+// FMA's), each 4 bytes of x broadcast against 32 channels' packed quads. On a CPU with AMX-INT8
+// the packed products run on the tiles instead (see set_i8gemm_amx), with the same sums.
+// Without a packed w the kernel takes dot products of rows (one weight row per 32 k-values at
+// a time).
 class PackedI8;
 struct I8GemmArgs {
   int64_t m = 0, n = 0, k = 0;
@@ -104,15 +106,16 @@ Status i8gemm(const I8GemmArgs& args);
 inline constexpr int64_t kI8GemmMaxK = 65536;
 
 // int8 weights [n, k] (row j: output channel j) packed once for the panel kernel: panels of
-// 32 channels (the last zero-padded), each holding ceil(k / 4) quads of 32 x 4 bytes (the 4
-// consecutive k-values of channel c at quad * 128 + 4 * c, zero past k), 64-byte aligned; and
+// 32 channels (the last zero-padded), each holding quads() = ceil(k / 64) * 16 quads of 32 x 4
+// bytes (the 4 consecutive k-values of channel c at quad * 128 + 4 * c, zero past k: the AMX
+// tiles take 16 quads at a time), 64-byte aligned; and
 // each channel's sum of weights, through which the + 128 offset of x's quants is taken out.
 class PackedI8 {
  public:
   bool valid() const { return data_ != nullptr; }
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
-  int64_t quads() const { return (k_ + 3) / 4; }
+  int64_t quads() const { return (k_ + 63) / 64 * 16; }
   int64_t panels() const { return (n_ + 31) / 32; }
   const int8_t* panel(int64_t p) const { return data_.get() + p * quads() * 128; }
   const int32_t* sums() const { return sums_.data(); }
@@ -131,6 +134,15 @@ class PackedI8 {
 // family has no panel kernel (no AVX-512 VNNI), on bad arguments (sizes < 1, k over
 // kI8GemmMaxK, ldw < k, null w) or when memory runs out; i8gemm then reads w itself.
 PackedI8 pack_i8(const int8_t* w, int64_t ldw, int64_t n, int64_t k);
+
+// Whether i8gemm runs packed weights on AMX-INT8 tiles (tdpbusd, 16 x 16 x 64 products per
+// instruction; the same exact int32 sums as vpdpbusd, so the same results) instead of the
+// vpdpbusd panel kernel. On by default on a CPU whose cpuid reports amx-tile and amx-int8 and
+// whose kernel grants the tile state, while the avx512 family is selected.
+// set_i8gemm_amx(true) returns false and changes nothing where that is not the case. Not
+// thread-safe against running products.
+bool set_i8gemm_amx(bool enable);
+bool i8gemm_amx();
 
 // The kernel family in use ("avx512", "avx2", "portable"); set_qgemm_isa selects one (tests),
 // returning false if the CPU cannot run it.
@@ -190,6 +202,9 @@ struct I8PanelArgs {
   int64_t cols;
 };
 using I8PanelFn = void (*)(const I8PanelArgs& a, int64_t i0, int64_t i1);
+// The panel kernel on AMX-INT8 tiles (qgemm_amx.cpp); x's quants must be readable (any bytes)
+// up to a multiple of 16 rows from the first row of the product, and i0 a multiple of 16.
+void i8_panel_amx(const I8PanelArgs& a, int64_t i0, int64_t i1);
 // One row of k values of x to the layer's quants (see I8GemmArgs); returns its scale.
 using I8QuantFn = float (*)(const float* x, int64_t k, float x_scale, uint8_t* q);
 // Whether the kernels of format t read RowsArgs::xs.
