@@ -5,7 +5,7 @@
 // in the trace), sentinels around every row of C, packed and unpacked B. On a CPU with
 // AVX-512 BF16, bf16 x bf16 products run both on the vdpbf16ps kernels and on the widening
 // ones (the avx512_bf16 and avx512 instances); on a CPU with AMX-BF16, the amx_bf16 instance
-// packs every B (bf16 weights for bf16 activations then take the tiles' pair layout).
+// runs bf16 x bf16 products on the tiles (a packed B then takes their pair layout).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -149,13 +149,11 @@ struct SignFlip {
   }
 };
 
-// Set while the amx_bf16 path is selected: every case packs B (pack_b_for), so that bf16 x
-// bf16 products run on the AMX kernels.
-bool g_force_packed = false;
+// Set while the amx_bf16 path is selected: bf16 x bf16 products then run on the AMX tiles,
+// with B pre-packed in their pair layout (pack_b_for) or packed by the call.
+bool g_amx_path = false;
 
-void run_case(const Types& ty, const Case& case_in, uint32_t seed) {
-  Case cs = case_in;
-  if (g_force_packed) cs.packed = true;
+void run_case(const Types& ty, const Case& cs, uint32_t seed) {
   SCOPED_TRACE("seed=" + std::to_string(seed) + " " + ty.str() + " " + cs.str() + " kernel=" +
                gemm_kernel_name(ty.a, ty.b, ty.c));
   std::mt19937 rng(seed);
@@ -216,7 +214,7 @@ void run_case(const Types& ty, const Case& case_in, uint32_t seed) {
     PackedB pb = pack_b_for(ty.a, b.data(), ty.b, ldb, cs.trans_b, k, n);
     ASSERT_TRUE(pb.valid());
     ASSERT_EQ(pb.type(), ty.b);
-    ASSERT_EQ(pb.amx_pairs(), g_force_packed && ty.a == GemmType::bf16 && ty.b == GemmType::bf16 && k > 0 && n > 0)
+    ASSERT_EQ(pb.amx_pairs(), g_amx_path && ty.a == GemmType::bf16 && ty.b == GemmType::bf16 && k > 0 && n > 0)
         << "the AMX path is selected exactly for bf16 x bf16";
     g.b = nullptr;  // must be ignored
     const Status s = sgemm_packed(g, pb);
@@ -334,7 +332,7 @@ class PathGuard {
       if (!set_gemm_bf16_dot(true) || !set_gemm_amx(true))
         return "this CPU lacks AMX-BF16 (cpuid amx-tile and amx-bf16, with AVX-512 BF16), or Linux did not grant "
                "the process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM), so the AMX kernels cannot run";
-      g_force_packed = true;
+      g_amx_path = true;
       return "";
     }
     set_gemm_amx(false);
@@ -351,7 +349,7 @@ class PathGuard {
     set_gemm_isa(saved_);
     set_gemm_bf16_dot(true);  // the defaults; refused (and moot) where the CPU lacks them
     set_gemm_amx(true);
-    g_force_packed = false;
+    g_amx_path = false;
   }
 
  private:
@@ -552,7 +550,7 @@ TEST_F(Gemm16Bf16Dot, AwkwardShapesWithEpilogues) {
     }
 }
 
-// The AMX kernels (B packed in pairs) on the shapes that stress them: rows off and on the
+// The AMX kernels (B packed in pairs, before or by the call) on the shapes that stress them: rows off and on the
 // 16-row slices and 32-row blocks (whole blocks load and store C in the tiles, edge blocks go
 // through scratch), columns off the 16-column slices, K off the 32-value steps and in several
 // K blocks (accumulated in the tiles from C), beta 1 (C loaded into the tiles), alpha and beta
@@ -589,6 +587,7 @@ TEST_F(Gemm16Amx, AwkwardShapesWithEpilogues) {
       cs.epilogue = variant % 3 != 2;
       cs.ldc_pad = variant % 3;
       cs.batch = variant % 7 == 3 ? 3 : 1;
+      cs.packed = variant % 2 == 1;
       ++variant;
       run_case(ty, cs, fresh_seed());
       if (HasFailure()) return;

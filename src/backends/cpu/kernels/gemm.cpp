@@ -29,10 +29,13 @@
 // packed as bf16 pairs instead of widened, and the dot_bf16 kernels replace the ones indexed
 // by B's type; everything else (B modes, blocking, C scratch, bias, epilogue) is the same.
 //
-// A B pre-packed in the AMX pair layout (pack_b_for) runs on compute_block_amx instead: the
+// A and B both bf16 where the AMX tiles run (uses_amx) go to compute_block_amx instead: the
 // same tiles, K blocks, C scratch and epilogue, with row units of 32 rows (two 16-row tile
 // slices) aligned to the product's first row, so that every block but the last is whole and
-// its f32 C is loaded into and stored from the tiles directly.
+// its f32 C is loaded into and stored from the tiles directly. B is in the tiles' pair layout:
+// pre-packed that way (pack_b_for), or packed so by the call (shared, or block by block in each
+// tile; never read in place: the tiles need the pairs, and interleaving a block once per tile
+// costs less than the vdpbf16ps kernels' interleave on every load).
 #include "backends/cpu/kernels/gemm.h"
 
 #include <algorithm>
@@ -154,6 +157,11 @@ constexpr int64_t kAmxRows = 32;
 constexpr int64_t kAmxK = 32;
 constexpr int64_t kAmxNarrowCRows = 160;
 int64_t amx_kp(int64_t kc) { return ceil_div(kc, kAmxK) * kAmxK; }
+// Rows of a B of k rows packed in the pair layout with K blocks of kc (each rounded up to 32).
+int64_t amx_k_rows(int64_t k, int64_t kc) {
+  const int64_t nkb = ceil_div(k, kc);
+  return (nkb - 1) * amx_kp(kc) + amx_kp(k - (nkb - 1) * kc);
+}
 
 // K blocks of nearly equal size, at most kKcMax rows each.
 int64_t choose_kc(int64_t k) {
@@ -231,6 +239,28 @@ void pack_b_panels(const KernelFamily& f, GemmType bt, const void* b, int64_t ld
   }
 }
 
+// The same in the AMX pair layout (bf16 only; see PackedB::amx_pairs): rows k0..k0+kcl of
+// columns j0..j1 into consecutive pair panels of amx_kp(kcl) rows at out...
+void pack_b_pairs_block(const void* b, int64_t ldb, bool trans_b, int64_t k0, int64_t kcl, int64_t j0, int64_t j1,
+                        uint16_t* out) {
+  const auto* src = static_cast<const uint16_t*>(b);
+  for (int64_t col = j0; col < j1; col += kPanel, out += amx_kp(kcl) * kPanel)
+    gemm_detail::amx_pack_b_pairs_bf16(src + (trans_b ? col * ldb + k0 : k0 * ldb + col), ldb, trans_b, kcl,
+                                       std::min<int64_t>(kPanel, j1 - col), out);
+}
+
+// ... and panels q0..q1 of every K block of a B with n columns (block kb at kb * amx_kp(kc)
+// * padded_n(n) elements).
+void pack_b_pairs_panels(const void* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, int64_t kc, uint16_t* dst,
+                         int64_t q0, int64_t q1) {
+  const int64_t npad = padded_n(n);
+  for (int64_t k0 = 0, kb = 0; k0 < k; k0 += kc, ++kb) {
+    const int64_t kcl = std::min(kc, k - k0);
+    pack_b_pairs_block(b, ldb, trans_b, k0, kcl, q0 * kPanel, std::min(n, q1 * kPanel),
+                       dst + kb * amx_kp(kc) * npad + q0 * amx_kp(kcl) * kPanel);
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // One product (one batch item, or the shared parts of all of them).
 
@@ -249,7 +279,7 @@ struct Problem {
   std::atomic<bool>* oom;  // set when a task could not get scratch memory
   GemmType a_type, b_type, c_type;
   int64_t a_es, b_es, c_es;  // element sizes in bytes
-  bool amx;                  // B is pre-packed in the AMX pair layout
+  bool amx;                  // bf16 x bf16 on the AMX tiles (B in their pair layout)
 };
 
 // Where the kernels find B for one item.
@@ -389,8 +419,8 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
   }
 }
 
-// compute_block for a B pre-packed in the AMX pair layout (bv.mode == packed): per K block,
-// each 32-row panel of the rows is packed as bf16 rows (zero-padded to a multiple of 32
+// compute_block on the AMX tiles, for a B in the pair layout (bv.mode == packed) or packed
+// into it here block by block (pack_per_block): per K block, each 32-row panel of the rows is packed as bf16 rows (zero-padded to a multiple of 32
 // k-values) and multiplied with the tile columns' panels 32 x 32 at a time. A whole block of
 // f32 C (or of the f32 scratch of a 16-bit C) is loaded into the tiles and stored from them
 // directly when alpha is 1 and the K block's beta 0 or 1; a block at an edge of C, or with
@@ -401,6 +431,14 @@ void compute_block_amx(const Problem& P, const KernelFamily& f, const void* a, c
   const int64_t kc_pad = amx_kp(P.kc);
   auto* abuf = static_cast<uint16_t*>(t_apack.bytes(static_cast<size_t>(kAmxRows * kc_pad * 2)));
   float* edge = t_amx_edge.get(static_cast<size_t>(kAmxRows * kPanel));
+  uint16_t* bbuf = nullptr;
+  if (bv.mode == BMode::pack_per_block) {
+    bbuf = static_cast<uint16_t*>(t_bblock.bytes(static_cast<size_t>(kc_pad * padded_n(n1 - n0) * 2)));
+    if (!bbuf) {
+      P.oom->store(true);
+      return;
+    }
+  }
   const bool narrow_c = P.c_type != GemmType::f32;
   const int64_t ldct = n1 - n0;
   float* ct = narrow_c ? t_ctile.get(static_cast<size_t>((m1 - m0) * ldct)) : nullptr;
@@ -417,7 +455,13 @@ void compute_block_amx(const Problem& P, const KernelFamily& f, const void* a, c
     const int64_t kp = amx_kp(kcl);
     const bool last = kb == P.nkb - 1;
     const float beta = kb == 0 ? P.beta : 1.f;
-    const auto* bblock = static_cast<const uint16_t*>(bv.p) + kb * kc_pad * bv.npad;
+    const uint16_t* bblock = static_cast<const uint16_t*>(bv.p) + kb * kc_pad * bv.npad;
+    int64_t j_base = bv.j_base;
+    if (bv.mode == BMode::pack_per_block) {
+      pack_b_pairs_block(bv.p, P.ldb, P.trans_b, k0, kcl, n0, n1, bbuf);
+      bblock = bbuf;
+      j_base = n0;
+    }
     for (int64_t i = m0; i < m1; i += kAmxRows) {
       const int64_t mr = std::min(kAmxRows, m1 - i);
       const int rows16 = static_cast<int>(ceil_div(mr, 16));
@@ -426,7 +470,7 @@ void compute_block_amx(const Problem& P, const KernelFamily& f, const void* a, c
       for (int64_t j = n0; j < n1; j += kPanel) {
         const int64_t nr = std::min<int64_t>(kPanel, n1 - j);
         const int cols16 = static_cast<int>(ceil_div(nr, 16));
-        const uint16_t* bp = bblock + (j - bv.j_base) / kPanel * kp * kPanel;
+        const uint16_t* bp = bblock + (j - j_base) / kPanel * kp * kPanel;
         float* cd = narrow_c ? ct + (i - m0) * ldct + (j - n0) : static_cast<float*>(c) + i * P.ldc + j;
         if (mr == rows16 * 16 && nr == cols16 * 16 && P.alpha == 1.f && (beta == 0.f || beta == 1.f)) {
           gemm_detail::amx_bf16_block(abuf, kp, bp, cd, ldd, rows16, cols16, beta != 0.f);
@@ -583,7 +627,7 @@ Strategy decide(const GemmArgs& g, bool pre, bool amx, int64_t kc, int threads, 
   // share columns (no work is repeated, and the block stays in L2), or else once for all
   // tiles (and all items, when B is broadcast) into a shared buffer.
   const int64_t rows_per_thread = st.items_parallel ? g.m : ceil_div(g.m, threads);
-  if (!g.trans_b && (rows_per_thread <= kDirectBMaxRows ||
+  if (!amx && !g.trans_b && (rows_per_thread <= kDirectBMaxRows ||
                      (g.k * g.n * b_es <= kDirectBMaxBytes && rows_per_thread <= kDirectBSmallMaxRows))) {
     st.mode = BMode::in_place;
     return st;
@@ -631,7 +675,7 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   P.a_es = static_cast<int64_t>(gemm_type_size(g.a_type));
   P.b_es = static_cast<int64_t>(gemm_type_size(g.b_type));
   P.c_es = static_cast<int64_t>(gemm_type_size(g.c_type));
-  P.amx = pre && pre->amx_pairs();
+  P.amx = pre ? pre->amx_pairs() : uses_amx(g.a_type, g.b_type);
 
   const int threads = pool.size();
   const int64_t npad = padded_n(g.n);
@@ -645,13 +689,16 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   if (pre) {
     shared = const_cast<void*>(pre->data());
   } else if (mode == BMode::packed) {
-    shared = t_shared_b.bytes(static_cast<size_t>(g.k * chunk * P.b_es));
+    shared = t_shared_b.bytes(static_cast<size_t>((P.amx ? amx_k_rows(g.k, P.kc) : g.k) * chunk * P.b_es));
     if (!shared) return error(ErrorCode::runtime_error, "sgemm: out of memory for packing B");
   }
   auto pack_shared = [&](const void* b, int64_t j0, int64_t j1) {
     const void* bj = at(b, g.trans_b ? j0 * g.ldb : j0, P.b_es);
     pool.parallel_for(ceil_div(j1 - j0, kPanel), pack_grain(g.k), [&](int64_t q0, int64_t q1) {
-      pack_b_panels(f, g.b_type, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, shared, q0, q1);
+      if (P.amx)
+        pack_b_pairs_panels(bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, static_cast<uint16_t*>(shared), q0, q1);
+      else
+        pack_b_panels(f, g.b_type, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, shared, q0, q1);
     });
   };
 
@@ -774,9 +821,7 @@ PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, b
   const int64_t kc = choose_kc(k);
   const int64_t npad = padded_n(n);
   const bool amx = uses_amx(a_type, type) && k > 0 && n > 0;
-  // the pair layout rounds each K block up to 32 rows
-  const int64_t nkb = ceil_div(k, kc);
-  const int64_t k_rows = amx ? (nkb - 1) * amx_kp(kc) + amx_kp(k - (nkb - 1) * kc) : k;
+  const int64_t k_rows = amx ? amx_k_rows(k, kc) : k;  // the pair layout rounds K blocks up to 32
   auto total = checked_mul_i64(k_rows, npad);
   if (!total || *total > INT64_MAX / 8) return out;
   if (*total > 0) {
@@ -791,15 +836,7 @@ PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, b
         pack_b_panels(family_for(type), type, b, ldb, trans_b, k, n, kc, p, q0, q1);
         return;
       }
-      const auto* src = static_cast<const uint16_t*>(b);
-      auto* dst = reinterpret_cast<uint16_t*>(p);
-      for (int64_t q = q0; q < q1; ++q)
-        for (int64_t kb = 0; kb < nkb; ++kb) {
-          const int64_t k0 = kb * kc, kcl = std::min(kc, k - k0), j0 = q * kPanel;
-          gemm_detail::amx_pack_b_pairs_bf16(src + (trans_b ? j0 * ldb + k0 : k0 * ldb + j0), ldb, trans_b, kcl,
-                                             std::min<int64_t>(kPanel, n - j0),
-                                             dst + kb * amx_kp(kc) * npad + q * amx_kp(kcl) * kPanel);
-        }
+      pack_b_pairs_panels(b, ldb, trans_b, k, n, kc, reinterpret_cast<uint16_t*>(p), q0, q1);
     });
   }
   out.type_ = type;
@@ -848,9 +885,10 @@ std::string describe_sgemm(const GemmArgs& g, bool packed_b) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return out + "; empty";
   if (g.k == 0 || g.alpha == 0.f) return out + "; C = beta*C + bias only";
   const int threads = ThreadPool::global().size();
-  const bool amx = packed_b && uses_amx(g.a_type, g.b_type);
+  const bool amx = uses_amx(g.a_type, g.b_type);
   const Strategy st = decide(g, packed_b, amx, choose_kc(g.k), threads, f);
-  out += amx                                  ? "; B pre-packed in AMX pairs, 32x32 tile blocks"
+  if (amx) out += "; amx-bf16 32x32 tile blocks";
+  out += packed_b && amx                       ? "; B pre-packed in AMX pairs"
          : packed_b                           ? "; B pre-packed"
          : st.mode == BMode::in_place         ? "; B read in place"
          : st.mode == BMode::pack_per_block   ? "; B packed per block in each tile"

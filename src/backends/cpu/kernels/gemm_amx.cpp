@@ -15,9 +15,11 @@
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); a kernel that refuses (too old, or a
 // signal stack too small for the larger frame) leaves the feature off, and the AVX-512 kernels
 // run instead. Each thread loads the tile configuration once, before its first block.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/kernels/avx512_transpose.h"
 #include "backends/cpu/kernels/gemm.h"
 
 #if defined(__x86_64__) && defined(__linux__)
@@ -130,6 +132,89 @@ void amx_bf16_block(const uint16_t* a, int64_t kp, const uint16_t* b, float* c, 
     cols16 > 1 ? block<1, 2>(a, kp, b, c, ldc, load_c) : block<1, 1>(a, kp, b, c, ldc, load_c);
 }
 
+namespace {
+
+// Row-major B: pair row q interleaves rows 2q and 2q + 1 (vpermt2w on the two 32-column rows).
+RLX_AMX void pack_pairs_rows(const uint16_t* b, int64_t ldb, int64_t kc, int64_t w, uint16_t* out) {
+  alignas(64) uint16_t lo[32], hi[32];
+  for (int j = 0; j < 16; ++j) {
+    lo[2 * j] = static_cast<uint16_t>(j);
+    lo[2 * j + 1] = static_cast<uint16_t>(32 + j);
+    hi[2 * j] = static_cast<uint16_t>(16 + j);
+    hi[2 * j + 1] = static_cast<uint16_t>(48 + j);
+  }
+  const __m512i idx_lo = _mm512_load_si512(lo), idx_hi = _mm512_load_si512(hi);
+  const __mmask32 m = w >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << w) - 1);
+  const int64_t kp = (kc + 31) / 32 * 32;
+  int64_t p = 0;
+  for (; p < kc; p += 2, out += 64) {
+    const __m512i r0 = _mm512_maskz_loadu_epi16(m, b + p * ldb);
+    const __m512i r1 = p + 1 < kc ? _mm512_maskz_loadu_epi16(m, b + (p + 1) * ldb) : _mm512_setzero_si512();
+    _mm512_storeu_si512(out, _mm512_permutex2var_epi16(r0, idx_lo, r1));
+    _mm512_storeu_si512(out + 32, _mm512_permutex2var_epi16(r0, idx_hi, r1));
+  }
+  for (; p < kp; p += 2, out += 64) {
+    _mm512_storeu_si512(out, _mm512_setzero_si512());
+    _mm512_storeu_si512(out + 32, _mm512_setzero_si512());
+  }
+}
+
+// Transposed B (column j of op(B) is row j of b, k contiguous): pair q of column j is the
+// 32-bit word at b + j * ldb + 2q, so 16 columns x 16 pairs are one 16 x 16 32-bit transpose.
+RLX_AMX void pack_pairs_trans(const uint16_t* b, int64_t ldb, int64_t kc, int64_t w, uint16_t* out) {
+  const int64_t kp = (kc + 31) / 32 * 32;
+  for (int64_t c0 = 0; c0 < 32; c0 += 16)
+    for (int64_t q0 = 0; q0 < kp / 2; q0 += 16) {
+      const int64_t valid = std::min<int64_t>(32, std::max<int64_t>(0, kc - 2 * q0));
+      const __mmask32 mk = valid >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << valid) - 1);
+      __m512 r[16];
+      for (int j = 0; j < 16; ++j)
+        r[j] = c0 + j < w ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mk, b + (c0 + j) * ldb + 2 * q0))
+                          : _mm512_setzero_ps();
+      transpose16x16(r);
+      for (int t = 0; t < 16; ++t) _mm512_storeu_ps(out + (q0 + t) * 64 + c0 * 2, r[t]);
+    }
+}
+
+}  // namespace
+
+void amx_pack_b_pairs_bf16(const uint16_t* b, int64_t ldb, bool trans_b, int64_t kc, int64_t w, uint16_t* out) {
+  trans_b ? pack_pairs_trans(b, ldb, kc, w, out) : pack_pairs_rows(b, ldb, kc, w, out);
+}
+
+// A transposed (A(i, p) = a[p * lda + i]): the words A(i, 2q) | A(i, 2q + 1) << 16 of 16 rows
+// i and 16 pairs q are built from two rows of a, then one 32-bit 16 x 16 transpose puts each
+// row's pairs in order. Row-major A is copied row by row.
+RLX_AMX void amx_pack_a_bf16(const uint16_t* a, int64_t lda, bool trans, int64_t mr, int64_t kc, int64_t kp,
+                             int64_t rows, uint16_t* dst) {
+  if (!trans) {
+    for (int64_t i = 0; i < rows; ++i) {
+      uint16_t* d = dst + i * kp;
+      const int64_t copied = i < mr ? kc : 0;
+      if (copied) std::memcpy(d, a + i * lda, static_cast<size_t>(kc) * 2);
+      std::memset(d + copied, 0, static_cast<size_t>(kp - copied) * 2);
+    }
+    return;
+  }
+  for (int64_t i0 = 0; i0 < rows; i0 += 16) {
+    const int64_t valid = std::min<int64_t>(16, std::max<int64_t>(0, mr - i0));
+    const __mmask16 mi = static_cast<__mmask16>((1u << valid) - 1);
+    for (int64_t q0 = 0; q0 < kp / 2; q0 += 16) {
+      __m512 r[16];
+      for (int t = 0; t < 16; ++t) {
+        const int64_t p = 2 * (q0 + t);
+        const __m512i even = p < kc ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mi, a + p * lda + i0))
+                                    : _mm512_setzero_si512();
+        const __m512i odd = p + 1 < kc ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mi, a + (p + 1) * lda + i0))
+                                       : _mm512_setzero_si512();
+        r[t] = _mm512_castsi512_ps(_mm512_or_si512(even, _mm512_slli_epi32(odd, 16)));
+      }
+      transpose16x16(r);
+      for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + (i0 + i) * kp + 2 * q0, r[i]);
+    }
+  }
+}
+
 }  // namespace rlx::cpu::gemm_detail
 
 #else
@@ -138,34 +223,9 @@ namespace rlx::cpu::gemm_detail {
 bool amx_bf16_supported() { return false; }
 bool amx_int8_supported() { return false; }
 void amx_configure_tiles() {}
+void amx_pack_b_pairs_bf16(const uint16_t*, int64_t, bool, int64_t, int64_t, uint16_t*) {}
+void amx_pack_a_bf16(const uint16_t*, int64_t, bool, int64_t, int64_t, int64_t, int64_t, uint16_t*) {}
 void amx_bf16_block(const uint16_t*, int64_t, const uint16_t*, float*, int64_t, int, int, bool) {}
 }  // namespace rlx::cpu::gemm_detail
 
 #endif
-
-namespace rlx::cpu::gemm_detail {
-
-void amx_pack_a_bf16(const uint16_t* a, int64_t lda, bool trans, int64_t mr, int64_t kc, int64_t kp, int64_t rows,
-                     uint16_t* dst) {
-  for (int64_t i = 0; i < rows; ++i) {
-    uint16_t* d = dst + i * kp;
-    if (i >= mr) {
-      std::memset(d, 0, static_cast<size_t>(kp) * 2);
-      continue;
-    }
-    if (trans)
-      for (int64_t p = 0; p < kc; ++p) d[p] = a[p * lda + i];
-    else
-      std::memcpy(d, a + i * lda, static_cast<size_t>(kc) * 2);
-    std::memset(d + kc, 0, static_cast<size_t>(kp - kc) * 2);
-  }
-}
-
-void amx_pack_b_pairs_bf16(const uint16_t* b, int64_t ldb, bool trans_b, int64_t kc, int64_t w, uint16_t* out) {
-  const int64_t kp = (kc + 31) / 32 * 32;
-  std::memset(out, 0, static_cast<size_t>(kp / 2 * 64) * 2);
-  for (int64_t j = 0; j < w; ++j)
-    for (int64_t p = 0; p < kc; ++p) out[(p / 2) * 64 + j * 2 + (p & 1)] = trans_b ? b[j * ldb + p] : b[p * ldb + j];
-}
-
-}  // namespace rlx::cpu::gemm_detail
