@@ -120,8 +120,15 @@ RLX_AMX void block(const uint16_t* a, int64_t kp, const uint16_t* b, float* c, i
 
 }  // namespace
 
-bool amx_bf16_supported() { return tiles_usable() && ((cpuid7_edx() >> 22) & 1); }
-bool amx_int8_supported() { return tiles_usable() && ((cpuid7_edx() >> 25) & 1); }
+// (cached: cpuid is slow, and under a hypervisor it traps to it)
+bool amx_bf16_supported() {
+  static const bool ok = tiles_usable() && ((cpuid7_edx() >> 22) & 1);
+  return ok;
+}
+bool amx_int8_supported() {
+  static const bool ok = tiles_usable() && ((cpuid7_edx() >> 25) & 1);
+  return ok;
+}
 
 void amx_bf16_block(const uint16_t* a, int64_t kp, const uint16_t* b, float* c, int64_t ldc, int rows16, int cols16,
                     bool load_c) {
