@@ -231,7 +231,8 @@ void run_case(const Types& ty, const Case& cs, uint32_t seed) {
   // widening kernels, so the same f32 accumulation bound holds. What differs is that it treats
   // denormal inputs as zero (a product with a factor below 2^-126 is lost entirely: `flushed`)
   // and flushes a denormal sum to zero (less than 2^-126 lost per addition, k additions).
-  const bool dot = gemm_kernel_name(ty.a, ty.b, ty.c).find("vdpbf16ps") != std::string::npos;
+  const std::string kernel = gemm_kernel_name(ty.a, ty.b, ty.c);
+  const bool dot = kernel.find("vdpbf16ps") != std::string::npos || kernel.find("amx-bf16") != std::string::npos;
   const double tiny = std::ldexp(1.0, -126);
   int64_t failures = 0;
   for (int64_t it = 0; it < cs.batch; ++it)

@@ -278,7 +278,6 @@ Expected<NativeState> CpuExecutable::plan_gemm(kir::NativeKernel& n) {
     // packed once; 16-bit ones stay 16-bit in their panels (half the bytes to stream)
     st.packed = pack_b_for(st.a_type, ptrs_[n.inputs[1]], st.b_type, st.plan.ldb, st.plan.trans_b, st.plan.k, st.plan.n);
     if (st.packed.valid()) stats_.weight_bytes += st.packed.bytes();
-    if (st.packed.amx_pairs()) n.how += " (packed B: amx-bf16 tiles)";
   }
   return st;
 }

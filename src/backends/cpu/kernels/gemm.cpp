@@ -869,7 +869,8 @@ const char* gemm_kernel_name() { return family().name; }
 std::string gemm_kernel_name(GemmType a, GemmType b, GemmType c) {
   const KernelFamily& f = family_for(b);
   std::string out = f.name;
-  if (uses_dot(f, a, b)) out += " vdpbf16ps";
+  if (uses_amx(a, b)) out += " amx-bf16";
+  else if (uses_dot(f, a, b)) out += " vdpbf16ps";
   if (a == b && b == c) {
     if (a != GemmType::f32) out += cat(" ", gemm_type_name(a));
   } else {

@@ -20,11 +20,10 @@
 // A micro-panels are packed as bf16 pairs (not widened), B keeps the usual panels and the
 // kernels interleave two of its rows as they load them. See set_gemm_bf16_dot.
 //
-// AMX: where the CPU has AMX-BF16 tiles (and Linux grants the process their state), a bf16 B
-// packed for a bf16 A (pack_b_for) is stored in the tiles' pair layout, and products with it
-// run on tdpbf16ps in blocks of 32 x 32 (see set_gemm_amx and gemm_amx.cpp). B that is not
-// pre-packed keeps the vdpbf16ps kernels: converting it to pairs on every call would cost more
-// than the tiles save unless many rows share it.
+// AMX: where the CPU has AMX-BF16 tiles (and Linux grants the process their state), products
+// with A and B both bf16 run on tdpbf16ps in blocks of 32 x 32 instead (see set_gemm_amx and
+// gemm_amx.cpp): a bf16 B packed for a bf16 A (pack_b_for) is stored in the tiles' pair
+// layout, and a B that is not pre-packed is packed so by the call.
 #pragma once
 
 #include <cstddef>
@@ -178,7 +177,8 @@ const char* gemm_kernel_name();
 // The kernels that run a product with these operand types, for the dispatch report: the
 // family name, then the type when all three agree ("avx2 6x16 bf16") or each one
 // ("avx2 6x16 a=f32 b=f16 c=f32"); nothing is added for all-f32. The bf16-pair kernels add
-// "vdpbf16ps" after the family ("avx512 14x32 vdpbf16ps bf16"). A family that cannot widen
+// "vdpbf16ps" after the family ("avx512 14x32 vdpbf16ps bf16"), the AMX tiles "amx-bf16"
+// ("avx512 14x32 amx-bf16 bf16"). A family that cannot widen
 // f16 on this CPU (AVX2 without F16C) hands f16 products to the portable kernels, and the
 // name says so.
 std::string gemm_kernel_name(GemmType a, GemmType b, GemmType c);
@@ -210,18 +210,18 @@ GemmIsa gemm_isa();
 // lacks them. Not thread-safe against running GEMMs.
 bool set_gemm_bf16_dot(bool enable);
 
-// True when a bf16 x bf16 product would run on the vdpbf16ps kernels now.
+// True when the vdpbf16ps kernels are on (bf16 x bf16 products run on them unless gemm_amx()).
 bool gemm_bf16_dot();
 
-// Whether pack_b_for packs bf16 weights for bf16 activations in the AMX pair layout, whose
-// products then run on AMX-BF16 tiles (tdpbf16ps: the numerics of vdpbf16ps, 16 x 16 x 32
-// products per instruction). On by default on a CPU whose cpuid reports amx-tile and amx-bf16
+// Whether products with A and B both bf16 run on AMX-BF16 tiles (tdpbf16ps: the numerics of
+// vdpbf16ps, 16 x 16 x 32 products per instruction), pack_b_for packing their B in the tiles'
+// pair layout. On by default on a CPU whose cpuid reports amx-tile and amx-bf16
 // and whose kernel grants the tile state. set_gemm_amx(true) returns false and changes
 // nothing where that is not the case. A PackedB already packed with pairs cannot be used
 // after set_gemm_amx(false). Not thread-safe against running GEMMs.
 bool set_gemm_amx(bool enable);
 
-// True when pack_b_for would pack bf16 x bf16 products for the AMX kernels now.
+// True when bf16 x bf16 products run on the AMX tiles now.
 bool gemm_amx();
 
 // ---------------------------------------------------------------------------------------
