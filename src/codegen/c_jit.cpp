@@ -31,7 +31,13 @@ namespace {
 #else
 #define RLX_JIT_VECTOR_WIDTH ""
 #endif
-#define RLX_JIT_CODE_FLAGS "-O3 -march=native" RLX_JIT_VECTOR_WIDTH " -std=gnu11 -fwrapv -fno-math-errno -fopenmp-simd"
+// -fno-trapping-math: rlx never reads the floating-point exception flags, and with GCC's
+// default (-ftrapping-math) a select whose untaken side holds an FP operation that could raise
+// one (f16's subnormal widening, a division) is not if-converted, so the loop is not
+// vectorized: f16 training's relu backward, 128 x 128, ran at 71 us instead of 2.7 us. The flag
+// changes no value (unlike -ffast-math); it only lets the compiler evaluate both sides.
+#define RLX_JIT_CODE_FLAGS \
+  "-O3 -march=native" RLX_JIT_VECTOR_WIDTH " -std=gnu11 -fwrapv -fno-math-errno -fno-trapping-math -fopenmp-simd"
 constexpr const char* kCodeFlags = RLX_JIT_CODE_FLAGS;
 constexpr const char* kFlags = RLX_JIT_CODE_FLAGS " -fPIC -shared -w";
 

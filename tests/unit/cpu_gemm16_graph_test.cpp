@@ -72,12 +72,14 @@ void check_matmul_with_epilogue(DType t, int64_t m, int64_t k, int64_t n, std::m
   EXPECT_NE(st.kernel_listing.find(" epilogue "), std::string::npos) << "add + relu fused into the GEMM\n"
                                                                         << st.kernel_listing;
   // the weight itself plus its panels, which keep 2 bytes per element (padded to 32 columns;
-  // for the AMX tiles, each K block of at most 384 rows padded to a multiple of 32 rows)
+  // for the AMX tiles, each K block of at most 384 rows padded to a multiple of 32 rows, and
+  // an f16 weight in two parts, hi and lo)
   const size_t wbytes = static_cast<size_t>(k * n * 2);
   int64_t k_rows = k;
-  if (st.kernel_listing.find("amx-bf16") != std::string::npos) {
+  if (st.kernel_listing.find("amx-bf16") != std::string::npos && (t != DType::f16 || m >= 32)) {
     const int64_t nkb = (k + 383) / 384, kc = (k + nkb - 1) / nkb;
     k_rows = (nkb - 1) * ((kc + 31) / 32 * 32) + (k - (nkb - 1) * kc + 31) / 32 * 32;
+    if (t == DType::f16) k_rows *= 2;
   }
   const size_t panels = static_cast<size_t>(k_rows * ((n + 31) / 32 * 32) * 2);
   EXPECT_LE(st.weight_bytes, wbytes + panels + 64) << "weights packed as 16-bit panels";

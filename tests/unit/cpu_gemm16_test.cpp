@@ -214,8 +214,8 @@ void run_case(const Types& ty, const Case& cs, uint32_t seed) {
     PackedB pb = pack_b_for(ty.a, b.data(), ty.b, ldb, cs.trans_b, k, n);
     ASSERT_TRUE(pb.valid());
     ASSERT_EQ(pb.type(), ty.b);
-    ASSERT_EQ(pb.amx_pairs(), g_amx_path && ty.a == GemmType::bf16 && ty.b == GemmType::bf16 && k > 0 && n > 0)
-        << "the AMX path is selected exactly for bf16 x bf16";
+    ASSERT_EQ(pb.amx_pairs(), g_amx_path && ty.a == ty.b && ty.a != GemmType::f32 && k > 0 && n > 0)
+        << "the AMX path is selected exactly for bf16 x bf16 and f16 x f16";
     g.b = nullptr;  // must be ignored
     const Status s = sgemm_packed(g, pb);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -551,7 +551,8 @@ TEST_F(Gemm16Bf16Dot, AwkwardShapesWithEpilogues) {
     }
 }
 
-// The AMX kernels (B packed in pairs, before or by the call) on the shapes that stress them: rows off and on the
+// The AMX kernels (B packed in pairs, before or by the call; bf16, and f16 as two bf16 parts)
+// on the shapes that stress them: rows off and on the
 // 16-row slices and 32-row blocks (whole blocks load and store C in the tiles, edge blocks go
 // through scratch), columns off the 16-column slices, K off the 32-value steps and in several
 // K blocks (accumulated in the tiles from C), beta 1 (C loaded into the tiles), alpha and beta
@@ -574,25 +575,26 @@ TEST_F(Gemm16Amx, AwkwardShapesWithEpilogues) {
   const GemmType cts[] = {GemmType::bf16, GemmType::f32, GemmType::f16};
   int variant = 0;
   for (const S& s : shapes)
-    for (GemmType ct : cts) {
-      const Types ty{GemmType::bf16, GemmType::bf16, ct};
-      Case cs;
-      cs.m = s.m;
-      cs.n = s.n;
-      cs.k = s.k;
-      cs.trans_a = variant & 1;
-      cs.trans_b = variant & 2;
-      cs.beta = variant % 4 == 1 ? 1.f : variant % 4 == 3 ? 0.5f : 0.f;
-      cs.alpha = variant % 5 == 2 ? -1.5f : 1.f;
-      cs.bias = variant % 2 == 0;
-      cs.epilogue = variant % 3 != 2;
-      cs.ldc_pad = variant % 3;
-      cs.batch = variant % 7 == 3 ? 3 : 1;
-      cs.packed = variant % 2 == 1;
-      ++variant;
-      run_case(ty, cs, fresh_seed());
-      if (HasFailure()) return;
-    }
+    for (GemmType ct : cts)
+      for (GemmType ab : {GemmType::bf16, GemmType::f16}) {  // f16: hi and lo bf16 parts
+        const Types ty{ab, ab, ct};
+        Case cs;
+        cs.m = s.m;
+        cs.n = s.n;
+        cs.k = s.k;
+        cs.trans_a = variant & 1;
+        cs.trans_b = (variant / 2) & 1;
+        cs.beta = variant % 4 == 1 ? 1.f : variant % 4 == 3 ? 0.5f : 0.f;
+        cs.alpha = variant % 5 == 2 ? -1.5f : 1.f;
+        cs.bias = variant % 2 == 0;
+        cs.epilogue = variant % 3 != 2;
+        cs.ldc_pad = variant % 3;
+        cs.batch = variant % 7 == 3 ? 3 : 1;
+        cs.packed = (variant / 4) % 2 == 1;
+        ++variant;
+        run_case(ty, cs, fresh_seed());
+        if (HasFailure()) return;
+      }
 }
 
 // A B packed in AMX pairs is refused, with the reason, once the product cannot run on the

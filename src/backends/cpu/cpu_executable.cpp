@@ -276,7 +276,8 @@ Expected<NativeState> CpuExecutable::plan_gemm(kir::NativeKernel& n) {
   if (fixed_b && (st.plan.batch == 1 || st.plan.stride_b == 0)) {
     // weights and folded constants (e.g. a weight cast to bf16 by autocast's narrow form) are
     // packed once; 16-bit ones stay 16-bit in their panels (half the bytes to stream)
-    st.packed = pack_b_for(st.a_type, ptrs_[n.inputs[1]], st.b_type, st.plan.ldb, st.plan.trans_b, st.plan.k, st.plan.n);
+    st.packed = pack_b_for(st.a_type, ptrs_[n.inputs[1]], st.b_type, st.plan.ldb, st.plan.trans_b, st.plan.k, st.plan.n,
+                           st.plan.m);
     if (st.packed.valid()) stats_.weight_bytes += st.packed.bytes();
   }
   return st;

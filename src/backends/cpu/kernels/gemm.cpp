@@ -115,9 +115,21 @@ bool uses_dot(const KernelFamily& f, GemmType a, GemmType b) {
 
 // Whether a B of type b packed now for an A of type a takes the AMX pair layout (the tiles
 // belong with the AVX-512 family: selecting another family for a test turns them off too).
+// f16 x f16 runs there too, each f16 operand split into two bf16 parts (amx_split_f16).
 bool uses_amx(GemmType a, GemmType b) {
-  return a == GemmType::bf16 && b == GemmType::bf16 && g_amx.load(std::memory_order_relaxed) &&
+  return a == b && (a == GemmType::bf16 || a == GemmType::f16) && g_amx.load(std::memory_order_relaxed) &&
          family().isa == GemmIsa::avx512 && gemm_detail::amx_bf16_supported();
+}
+
+// bf16 matrices an operand of type t is the sum of on the AMX tiles: 2 for f16 (hi and lo).
+int amx_parts(GemmType t) { return t == GemmType::f16 ? 2 : 1; }
+
+// Whether a product of m rows with these types runs on the tiles: f16 only from 32 rows on (its
+// four products per pair of values lose to the widening kernels on few rows: 0.6-0.7x of
+// them at m = 1, 1.3-1.9x f32 at m = 128, bench/gemm_bench.cpp --narrow); bf16 always (at
+// m = 1 the tiles ran 0.9-1.3x the vdpbf16ps kernels, bound by reading B).
+bool amx_for_rows(GemmType a, GemmType b, int64_t m) {
+  return uses_amx(a, b) && (a != GemmType::f16 || m < 0 || m >= 32);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -239,25 +251,26 @@ void pack_b_panels(const KernelFamily& f, GemmType bt, const void* b, int64_t ld
   }
 }
 
-// The same in the AMX pair layout (bf16 only; see PackedB::amx_pairs): rows k0..k0+kcl of
-// columns j0..j1 into consecutive pair panels of amx_kp(kcl) rows at out...
-void pack_b_pairs_block(const void* b, int64_t ldb, bool trans_b, int64_t k0, int64_t kcl, int64_t j0, int64_t j1,
-                        uint16_t* out) {
+// The same in the AMX pair layout (see PackedB::amx_pairs): rows k0..k0+kcl of columns
+// j0..j1 of a bf16 or f16 B into consecutive pair panels of amx_kp(kcl) rows at out; an f16
+// panel is its hi part's panel followed by its lo part's.
+void pack_b_pairs_block(GemmType type, const void* b, int64_t ldb, bool trans_b, int64_t k0, int64_t kcl, int64_t j0,
+                        int64_t j1, uint16_t* out) {
   const auto* src = static_cast<const uint16_t*>(b);
-  for (int64_t col = j0; col < j1; col += kPanel, out += amx_kp(kcl) * kPanel)
-    gemm_detail::amx_pack_b_pairs_bf16(src + (trans_b ? col * ldb + k0 : k0 * ldb + col), ldb, trans_b, kcl,
-                                       std::min<int64_t>(kPanel, j1 - col), out);
+  const auto pack = type == GemmType::f16 ? gemm_detail::amx_pack_b_pairs_f16 : gemm_detail::amx_pack_b_pairs_bf16;
+  for (int64_t col = j0; col < j1; col += kPanel, out += amx_parts(type) * amx_kp(kcl) * kPanel)
+    pack(src + (trans_b ? col * ldb + k0 : k0 * ldb + col), ldb, trans_b, kcl, std::min<int64_t>(kPanel, j1 - col), out);
 }
 
-// ... and panels q0..q1 of every K block of a B with n columns (block kb at kb * amx_kp(kc)
-// * padded_n(n) elements).
-void pack_b_pairs_panels(const void* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, int64_t kc, uint16_t* dst,
-                         int64_t q0, int64_t q1) {
-  const int64_t npad = padded_n(n);
+// ... and panels q0..q1 of every K block of a B with n columns (block kb at kb * parts *
+// amx_kp(kc) * padded_n(n) elements).
+void pack_b_pairs_panels(GemmType type, const void* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, int64_t kc,
+                         uint16_t* dst, int64_t q0, int64_t q1) {
+  const int64_t npad = padded_n(n), parts = amx_parts(type);
   for (int64_t k0 = 0, kb = 0; k0 < k; k0 += kc, ++kb) {
     const int64_t kcl = std::min(kc, k - k0);
-    pack_b_pairs_block(b, ldb, trans_b, k0, kcl, q0 * kPanel, std::min(n, q1 * kPanel),
-                       dst + kb * amx_kp(kc) * npad + q0 * amx_kp(kcl) * kPanel);
+    pack_b_pairs_block(type, b, ldb, trans_b, k0, kcl, q0 * kPanel, std::min(n, q1 * kPanel),
+                       dst + parts * (kb * amx_kp(kc) * npad + q0 * amx_kp(kcl) * kPanel));
   }
 }
 
@@ -429,11 +442,12 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
 void compute_block_amx(const Problem& P, const KernelFamily& f, const void* a, const BView& bv, void* c, int64_t m0,
                        int64_t m1, int64_t n0, int64_t n1) {
   const int64_t kc_pad = amx_kp(P.kc);
-  auto* abuf = static_cast<uint16_t*>(t_apack.bytes(static_cast<size_t>(kAmxRows * kc_pad * 2)));
+  const int parts = amx_parts(P.a_type);
+  auto* abuf = static_cast<uint16_t*>(t_apack.bytes(static_cast<size_t>(parts * kAmxRows * kc_pad * 2)));
   float* edge = t_amx_edge.get(static_cast<size_t>(kAmxRows * kPanel));
   uint16_t* bbuf = nullptr;
   if (bv.mode == BMode::pack_per_block) {
-    bbuf = static_cast<uint16_t*>(t_bblock.bytes(static_cast<size_t>(kc_pad * padded_n(n1 - n0) * 2)));
+    bbuf = static_cast<uint16_t*>(t_bblock.bytes(static_cast<size_t>(parts * kc_pad * padded_n(n1 - n0) * 2)));
     if (!bbuf) {
       P.oom->store(true);
       return;
@@ -455,27 +469,28 @@ void compute_block_amx(const Problem& P, const KernelFamily& f, const void* a, c
     const int64_t kp = amx_kp(kcl);
     const bool last = kb == P.nkb - 1;
     const float beta = kb == 0 ? P.beta : 1.f;
-    const uint16_t* bblock = static_cast<const uint16_t*>(bv.p) + kb * kc_pad * bv.npad;
+    const uint16_t* bblock = static_cast<const uint16_t*>(bv.p) + parts * kb * kc_pad * bv.npad;
     int64_t j_base = bv.j_base;
     if (bv.mode == BMode::pack_per_block) {
-      pack_b_pairs_block(bv.p, P.ldb, P.trans_b, k0, kcl, n0, n1, bbuf);
+      pack_b_pairs_block(P.b_type, bv.p, P.ldb, P.trans_b, k0, kcl, n0, n1, bbuf);
       bblock = bbuf;
       j_base = n0;
     }
     for (int64_t i = m0; i < m1; i += kAmxRows) {
       const int64_t mr = std::min(kAmxRows, m1 - i);
       const int rows16 = static_cast<int>(ceil_div(mr, 16));
-      gemm_detail::amx_pack_a_bf16(static_cast<const uint16_t*>(a) + i * P.a_rs + k0 * P.a_cs, P.lda, P.trans_a, mr,
-                                   kcl, kp, rows16 * 16, abuf);
+      const uint16_t* ai = static_cast<const uint16_t*>(a) + i * P.a_rs + k0 * P.a_cs;
+      (parts == 1 ? gemm_detail::amx_pack_a_bf16 : gemm_detail::amx_pack_a_f16)(ai, P.lda, P.trans_a, mr, kcl, kp,
+                                                                                rows16 * 16, abuf);
       for (int64_t j = n0; j < n1; j += kPanel) {
         const int64_t nr = std::min<int64_t>(kPanel, n1 - j);
         const int cols16 = static_cast<int>(ceil_div(nr, 16));
-        const uint16_t* bp = bblock + (j - j_base) / kPanel * kp * kPanel;
+        const uint16_t* bp = bblock + (j - j_base) / kPanel * parts * kp * kPanel;
         float* cd = narrow_c ? ct + (i - m0) * ldct + (j - n0) : static_cast<float*>(c) + i * P.ldc + j;
         if (mr == rows16 * 16 && nr == cols16 * 16 && P.alpha == 1.f && (beta == 0.f || beta == 1.f)) {
-          gemm_detail::amx_bf16_block(abuf, kp, bp, cd, ldd, rows16, cols16, beta != 0.f);
+          gemm_detail::amx_bf16_block(abuf, kp, bp, parts, cd, ldd, rows16, cols16, beta != 0.f);
         } else {
-          gemm_detail::amx_bf16_block(abuf, kp, bp, edge, kPanel, rows16, cols16, false);
+          gemm_detail::amx_bf16_block(abuf, kp, bp, parts, edge, kPanel, rows16, cols16, false);
           for (int64_t r = 0; r < mr; ++r)
             for (int64_t jj = 0; jj < nr; ++jj) {
               float& out = cd[r * ldd + jj];
@@ -675,7 +690,7 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   P.a_es = static_cast<int64_t>(gemm_type_size(g.a_type));
   P.b_es = static_cast<int64_t>(gemm_type_size(g.b_type));
   P.c_es = static_cast<int64_t>(gemm_type_size(g.c_type));
-  P.amx = pre ? pre->amx_pairs() : uses_amx(g.a_type, g.b_type);
+  P.amx = pre ? pre->amx_pairs() : amx_for_rows(g.a_type, g.b_type, g.m);
 
   const int threads = pool.size();
   const int64_t npad = padded_n(g.n);
@@ -689,16 +704,18 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   if (pre) {
     shared = const_cast<void*>(pre->data());
   } else if (mode == BMode::packed) {
-    shared = t_shared_b.bytes(static_cast<size_t>((P.amx ? amx_k_rows(g.k, P.kc) : g.k) * chunk * P.b_es));
+    const int64_t k_rows = P.amx ? amx_parts(g.b_type) * amx_k_rows(g.k, P.kc) : g.k;
+    shared = t_shared_b.bytes(static_cast<size_t>(k_rows * chunk * P.b_es));
     if (!shared) return error(ErrorCode::runtime_error, "sgemm: out of memory for packing B");
   }
   auto pack_shared = [&](const void* b, int64_t j0, int64_t j1) {
     const void* bj = at(b, g.trans_b ? j0 * g.ldb : j0, P.b_es);
     pool.parallel_for(ceil_div(j1 - j0, kPanel), pack_grain(g.k), [&](int64_t q0, int64_t q1) {
-      if (P.amx)
-        pack_b_pairs_panels(bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, static_cast<uint16_t*>(shared), q0, q1);
-      else
+      if (P.amx) {
+        pack_b_pairs_panels(g.b_type, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, static_cast<uint16_t*>(shared), q0, q1);
+      } else {
         pack_b_panels(f, g.b_type, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, shared, q0, q1);
+      }
     });
   };
 
@@ -808,10 +825,11 @@ Status sgemm(const GemmArgs& args) {
 }
 
 PackedB pack_b(const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n) {
-  return pack_b_for(GemmType::f32, b, type, ldb, trans_b, k, n);
+  return pack_b_for(GemmType::f32, b, type, ldb, trans_b, k, n, -1);
 }
 
-PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n) {
+PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n,
+                   int64_t rows_hint) {
   PackedB out;
   if (k < 0 || n < 0 || !valid_type(type)) return out;
   if (k > 0 && n > 0) {
@@ -820,8 +838,9 @@ PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, b
   }
   const int64_t kc = choose_kc(k);
   const int64_t npad = padded_n(n);
-  const bool amx = uses_amx(a_type, type) && k > 0 && n > 0;
-  const int64_t k_rows = amx ? amx_k_rows(k, kc) : k;  // the pair layout rounds K blocks up to 32
+  const bool amx = amx_for_rows(a_type, type, rows_hint) && k > 0 && n > 0;
+  // the pair layout rounds K blocks up to 32 rows, and holds two parts of an f16 B
+  const int64_t k_rows = amx ? amx_parts(type) * amx_k_rows(k, kc) : k;
   auto total = checked_mul_i64(k_rows, npad);
   if (!total || *total > INT64_MAX / 8) return out;
   if (*total > 0) {
@@ -836,7 +855,7 @@ PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, b
         pack_b_panels(family_for(type), type, b, ldb, trans_b, k, n, kc, p, q0, q1);
         return;
       }
-      pack_b_pairs_panels(b, ldb, trans_b, k, n, kc, reinterpret_cast<uint16_t*>(p), q0, q1);
+      pack_b_pairs_panels(type, b, ldb, trans_b, k, n, kc, reinterpret_cast<uint16_t*>(p), q0, q1);
     });
   }
   out.type_ = type;
@@ -869,7 +888,7 @@ const char* gemm_kernel_name() { return family().name; }
 std::string gemm_kernel_name(GemmType a, GemmType b, GemmType c) {
   const KernelFamily& f = family_for(b);
   std::string out = f.name;
-  if (uses_amx(a, b)) out += " amx-bf16";
+  if (uses_amx(a, b)) out += b == GemmType::f16 ? " amx-bf16 (f16 as hi + lo bf16)" : " amx-bf16";
   else if (uses_dot(f, a, b)) out += " vdpbf16ps";
   if (a == b && b == c) {
     if (a != GemmType::f32) out += cat(" ", gemm_type_name(a));
@@ -886,7 +905,7 @@ std::string describe_sgemm(const GemmArgs& g, bool packed_b) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return out + "; empty";
   if (g.k == 0 || g.alpha == 0.f) return out + "; C = beta*C + bias only";
   const int threads = ThreadPool::global().size();
-  const bool amx = uses_amx(g.a_type, g.b_type);
+  const bool amx = amx_for_rows(g.a_type, g.b_type, g.m);
   const Strategy st = decide(g, packed_b, amx, choose_kc(g.k), threads, f);
   if (amx) out += "; amx-bf16 32x32 tile blocks";
   out += packed_b && amx                       ? "; B pre-packed in AMX pairs"

@@ -139,7 +139,7 @@ class PackedB {
 
  private:
   friend PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k,
-                            int64_t n);
+                            int64_t n, int64_t rows_hint);
   struct Free {
     void operator()(void* p) const;
   };
@@ -156,9 +156,11 @@ class PackedB {
 // invalid (negative sizes, ldb too small, null b with k*n > 0) or memory runs out. `b`
 // holds elements of `type`; the panels keep that type.
 PackedB pack_b(const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n);
-// Like pack_b, for products whose A has type a_type: a bf16 B for a bf16 A is packed in the
-// AMX pair layout while gemm_amx() is on (see PackedB::amx_pairs); anything else as pack_b.
-PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n);
+// Like pack_b, for products whose A has type a_type and (if rows_hint >= 0) rows_hint rows: a
+// bf16 B for a bf16 A, or an f16 B for an f16 A of at least 32 rows, is packed in the AMX pair
+// layout while gemm_amx() is on (see PackedB::amx_pairs); anything else as pack_b.
+PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n,
+                   int64_t rows_hint = -1);
 // pack_b of an f32 B.
 inline PackedB pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k, int64_t n) {
   return pack_b(b, GemmType::f32, ldb, trans_b, k, n);
@@ -319,10 +321,21 @@ void amx_pack_a_bf16(const uint16_t* a, int64_t lda, bool trans, int64_t mr, int
 void amx_pack_b_pairs_bf16(const uint16_t* b, int64_t ldb, bool trans_b, int64_t kc, int64_t w, uint16_t* out);
 // C block (16 * rows16 rows, 16 * cols16 columns, f32, row stride ldc elements) = A * B, or
 // C + A * B if load_c, over kp (a multiple of 32) k-values: A is 16 * rows16 rows of kp bf16
-// (from amx_pack_a_bf16), B one panel in the pair layout. rows16 and cols16 are 1 or 2. The
-// calling thread's tiles are configured on its first call. Only for amx_bf16_supported().
-void amx_bf16_block(const uint16_t* a, int64_t kp, const uint16_t* b, float* c, int64_t ldc, int rows16, int cols16,
-                    bool load_c);
+// (from amx_pack_a_bf16), B one panel in the pair layout. rows16 and cols16 are 1 or 2. With
+// parts > 1, A and B are sums of `parts` bf16 matrices (part s of A at a + s * 32 * kp, of B
+// at b + s * 32 * kp), and every part of A is multiplied with every part of B. The calling
+// thread's tiles are configured on its first call. Only for amx_bf16_supported().
+void amx_bf16_block(const uint16_t* a, int64_t kp, const uint16_t* b, int parts, float* c, int64_t ldc, int rows16,
+                    int cols16, bool load_c);
+// f16 operands as the sum of two bf16 matrices: hi = each value truncated to bf16, lo = the
+// rest (exact: an f16 significand has 11 bits, so hi + lo == x; infinities and NaN go whole into
+// hi, with lo 0). Products of the parts are exact in f32, so the tiles sum the four products of
+// a pair of f16 values as an f32 FMA chain sums their product. amx_pack_a_f16 and
+// amx_pack_b_pairs_f16 write what their bf16 versions do for each part: part 0 (hi) at dst /
+// out, part 1 (lo) 32 * kp elements further.
+void amx_pack_a_f16(const uint16_t* a, int64_t lda, bool trans, int64_t mr, int64_t kc, int64_t kp, int64_t rows,
+                    uint16_t* dst);
+void amx_pack_b_pairs_f16(const uint16_t* b, int64_t ldb, bool trans_b, int64_t kc, int64_t w, uint16_t* out);
 
 // Sets every packing and conversion entry of f to the portable versions (families then
 // replace the ones they vectorize).

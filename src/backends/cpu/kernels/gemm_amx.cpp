@@ -2,19 +2,23 @@
 // layer's AMX-INT8 kernel, qgemm_amx.cpp), the tile configuration, the packing of A rows and B
 // pairs into the layouts the tile loads read, and the 32 x 32 block kernel.
 //
-// The tiles (palette 1) are all configured alike: 16 rows of 64 bytes. tmm0..3 hold a 2 x 2
-// grid of 16 x 16 f32 blocks of C, tmm4/5 two 16-row slices of A (16 rows x 32 bf16 k-values)
-// and tmm6/7 two 16-column slices of B (16 k-pairs x 16 columns x 2 bf16). One step of k = 32
-// is then 2 A loads, 2 B loads and 4 tdpbf16ps, each of which adds 16 x 16 x 32 products: the
-// 2 x 2 grid is the largest that leaves room for both operands in the 8 tile registers.
+// The tiles (palette 1) are all configured alike: 16 rows of 64 bytes. tmm0..3 hold a 2 x 2 grid of
+// 16 x 16 f32 blocks of C, tmm4/5 two 16-row slices of A (16 rows x 32 bf16 k-values) and tmm6/7
+// two 16-column slices of B (16 k-pairs x 16 columns x 2 bf16). One step of k = 32 is then 2 A
+// loads, 2 B loads and 4 tdpbf16ps, each of which adds 16 x 16 x 32 products: the 2 x 2 grid is the
+// largest that leaves room for both operands in the 8 tile registers.
 //
-// tdpbf16ps multiplies bf16 pairs exactly and adds them into the f32 lanes with round to
-// nearest even, treating denormal inputs and results as zero: the numerics of vdpbf16ps.
+// tdpbf16ps multiplies bf16 pairs exactly and adds them into the f32 lanes with round to nearest
+// even, treating denormal inputs and results as zero: the numerics of vdpbf16ps.
+//
+// f16 operands run on the same tiles as the sum of two bf16 parts each (hi: the value truncated to
+// bf16; lo: the rest, exact), packed side by side; the block kernel multiplies every part of A with
+// every part of B, so each f16 product is the exact sum of four exact bf16 products.
 //
 // Linux hands out the 8 KiB of tile state only to a process that asks for it
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); a kernel that refuses (too old, or a
-// signal stack too small for the larger frame) leaves the feature off, and the AVX-512 kernels
-// run instead. Each thread loads the tile configuration once, before its first block.
+// signal stack too small for the larger frame) leaves the feature off, and the AVX-512 kernels run
+// instead. Each thread loads the tile configuration once, before its first block.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -42,8 +46,8 @@ unsigned cpuid7_edx() {
   return edx;
 }
 
-// AMX tiles with AVX-512 (which every kernel here uses around them), and the tile state
-// granted (asked once per process).
+// AMX tiles with AVX-512 (which every kernel here uses around them), and the tile state granted
+// (asked once per process).
 bool tiles_usable() {
   static const bool ok = [] {
     __builtin_cpu_init();
@@ -73,8 +77,8 @@ RLX_AMX void amx_configure_tiles() {
     cfg.colsb[t] = 64;
     cfg.rows[t] = 16;
   }
-  // not _tile_loadconfig: GCC 12's asm for it names only the first 8 bytes of the
-  // configuration as read, and the stores of the rest were removed as dead
+  // not _tile_loadconfig: GCC 12's asm for it names only the first 8 bytes of the configuration as
+  // read, and the stores of the rest were removed as dead
   __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
   t_configured = true;
 }
@@ -83,7 +87,7 @@ namespace {
 
 // The block for `R` 16-row slices of A and `C` 16-column slices of B; see amx_bf16_block.
 template <int R, int C>
-RLX_AMX void block(const uint16_t* a, int64_t kp, const uint16_t* b, float* c, int64_t ldc, bool load_c) {
+RLX_AMX void block(const uint16_t* a0, int64_t kp, const uint16_t* b0, int parts, float* c, int64_t ldc, bool load_c) {
   const int64_t c_stride = ldc * 4, a_stride = kp * 2;
   // The tile intrinsics are asm statements without a memory clobber: these barriers keep the
   // compiler from moving the packing stores or C's reads across them.
@@ -99,18 +103,24 @@ RLX_AMX void block(const uint16_t* a, int64_t kp, const uint16_t* b, float* c, i
     if (R > 1) _tile_zero(2);
     if (R > 1 && C > 1) _tile_zero(3);
   }
-  for (int64_t p = 0; p < kp; p += 32, b += 16 * 64) {
-    _tile_loadd(4, a + p, a_stride);
-    _tile_loadd(6, b, 128);
-    if (C > 1) _tile_loadd(7, b + 32, 128);
-    _tile_dpbf16ps(0, 4, 6);
-    if (C > 1) _tile_dpbf16ps(1, 4, 7);
-    if (R > 1) {
-      _tile_loadd(5, a + 16 * kp + p, a_stride);
-      _tile_dpbf16ps(2, 5, 6);
-      if (C > 1) _tile_dpbf16ps(3, 5, 7);
+  // every part of A against every part of B (one part each for bf16; hi and lo for f16)
+  for (int pa = 0; pa < parts; ++pa)
+    for (int pb = 0; pb < parts; ++pb) {
+      const uint16_t* a = a0 + pa * 32 * kp;
+      const uint16_t* b = b0 + pb * 32 * kp;
+      for (int64_t p = 0; p < kp; p += 32, b += 16 * 64) {
+        _tile_loadd(4, a + p, a_stride);
+        _tile_loadd(6, b, 128);
+        if (C > 1) _tile_loadd(7, b + 32, 128);
+        _tile_dpbf16ps(0, 4, 6);
+        if (C > 1) _tile_dpbf16ps(1, 4, 7);
+        if (R > 1) {
+          _tile_loadd(5, a + 16 * kp + p, a_stride);
+          _tile_dpbf16ps(2, 5, 6);
+          if (C > 1) _tile_dpbf16ps(3, 5, 7);
+        }
+      }
     }
-  }
   _tile_stored(0, c, c_stride);
   if (C > 1) _tile_stored(1, c + 16, c_stride);
   if (R > 1) _tile_stored(2, c + 16 * ldc, c_stride);
@@ -130,13 +140,41 @@ bool amx_int8_supported() {
   return ok;
 }
 
-void amx_bf16_block(const uint16_t* a, int64_t kp, const uint16_t* b, float* c, int64_t ldc, int rows16, int cols16,
-                    bool load_c) {
+void amx_bf16_block(const uint16_t* a, int64_t kp, const uint16_t* b, int parts, float* c, int64_t ldc, int rows16,
+                    int cols16, bool load_c) {
   amx_configure_tiles();
   if (rows16 > 1)
-    cols16 > 1 ? block<2, 2>(a, kp, b, c, ldc, load_c) : block<2, 1>(a, kp, b, c, ldc, load_c);
+    cols16 > 1 ? block<2, 2>(a, kp, b, parts, c, ldc, load_c) : block<2, 1>(a, kp, b, parts, c, ldc, load_c);
   else
-    cols16 > 1 ? block<1, 2>(a, kp, b, c, ldc, load_c) : block<1, 1>(a, kp, b, c, ldc, load_c);
+    cols16 > 1 ? block<1, 2>(a, kp, b, parts, c, ldc, load_c) : block<1, 1>(a, kp, b, parts, c, ldc, load_c);
+}
+
+// f16 as hi + lo bf16 (see amx_split_f16 in gemm.h), on 16 values widened with vcvtph2ps: hi is the
+// top 16 bits of each f32 and lo the rest, x - hi (exact), zero for infinities and NaN (which go
+// whole into hi: inf - inf would make lo a NaN). Both are returned as f32 bits whose top halves are
+// the bf16 parts.
+struct SplitF16 {
+  __m512i hi, lo;
+};
+RLX_AMX __attribute__((target("f16c"), always_inline)) inline SplitF16 split16(__m256i h16) {
+  const __m512 x = _mm512_cvtph_ps(h16);
+  const __m512i xb = _mm512_castps_si512(x);
+  const __m512 h = _mm512_castsi512_ps(_mm512_and_si512(xb, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(__builtin_inff()), _CMP_LT_OQ);
+  return {xb, _mm512_castps_si512(_mm512_maskz_sub_ps(finite, x, h))};
+}
+
+// 32-bit words bf16(even) | bf16(odd) << 16 from the f32 bits of two parts.
+RLX_AMX __attribute__((always_inline)) inline __m512i pair_words(__m512i even, __m512i odd) {
+  return _mm512_or_si512(_mm512_srli_epi32(even, 16),
+                         _mm512_and_si512(odd, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
+// The top halves of 32 f32 (two vectors, in order) as 32 bf16.
+RLX_AMX __attribute__((always_inline)) inline __m512i top_halves(__m512i a, __m512i b) {
+  alignas(64) static const uint16_t odd[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31,
+                                               33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  return _mm512_permutex2var_epi16(a, _mm512_load_si512(odd), b);
 }
 
 namespace {
@@ -166,8 +204,8 @@ RLX_AMX void pack_pairs_rows(const uint16_t* b, int64_t ldb, int64_t kc, int64_t
   }
 }
 
-// Transposed B (column j of op(B) is row j of b, k contiguous): pair q of column j is the
-// 32-bit word at b + j * ldb + 2q, so 16 columns x 16 pairs are one 16 x 16 32-bit transpose.
+// Transposed B (column j of op(B) is row j of b, k contiguous): pair q of column j is the 32-bit
+// word at b + j * ldb + 2q, so 16 columns x 16 pairs are one 16 x 16 32-bit transpose.
 RLX_AMX void pack_pairs_trans(const uint16_t* b, int64_t ldb, int64_t kc, int64_t w, uint16_t* out) {
   const int64_t kp = (kc + 31) / 32 * 32;
   for (int64_t c0 = 0; c0 < 32; c0 += 16)
@@ -189,9 +227,104 @@ void amx_pack_b_pairs_bf16(const uint16_t* b, int64_t ldb, bool trans_b, int64_t
   trans_b ? pack_pairs_trans(b, ldb, kc, w, out) : pack_pairs_rows(b, ldb, kc, w, out);
 }
 
-// A transposed (A(i, p) = a[p * lda + i]): the words A(i, 2q) | A(i, 2q + 1) << 16 of 16 rows
-// i and 16 pairs q are built from two rows of a, then one 32-bit 16 x 16 transpose puts each
-// row's pairs in order. Row-major A is copied row by row.
+namespace {
+
+// The f16 versions: part 0 (hi) at out, part 1 (lo) at out + kp * 32. Row-major B: the pair words
+// of 16 columns come from rows 2q and 2q + 1 split in registers.
+RLX_AMX __attribute__((target("f16c"))) void pack_pairs_rows_f16(const uint16_t* b, int64_t ldb, int64_t kc, int64_t w,
+                                                                 uint16_t* out) {
+  const int64_t kp = (kc + 31) / 32 * 32;
+  uint16_t* out_lo = out + kp * 32;
+  for (int64_t c0 = 0; c0 < 32; c0 += 16) {
+    const int64_t valid = std::min<int64_t>(16, std::max<int64_t>(0, w - c0));
+    const __mmask16 m = static_cast<__mmask16>((1u << valid) - 1);
+    for (int64_t p = 0; p < kp; p += 2) {
+      const __m256i zero = _mm256_setzero_si256();
+      const SplitF16 e = split16(p < kc ? _mm256_maskz_loadu_epi16(m, b + p * ldb + c0) : zero);
+      const SplitF16 o = split16(p + 1 < kc ? _mm256_maskz_loadu_epi16(m, b + (p + 1) * ldb + c0) : zero);
+      _mm512_storeu_si512(out + (p / 2) * 64 + c0 * 2, pair_words(e.hi, o.hi));
+      _mm512_storeu_si512(out_lo + (p / 2) * 64 + c0 * 2, pair_words(e.lo, o.lo));
+    }
+  }
+}
+
+// Transposed B: 32 k-values of column j (one row of b) split are the pair words of 16 pairs; then
+// the 32-bit 16 x 16 transpose, once per part.
+RLX_AMX __attribute__((target("f16c"))) void pack_pairs_trans_f16(const uint16_t* b, int64_t ldb, int64_t kc, int64_t w,
+                                                                  uint16_t* out) {
+  const int64_t kp = (kc + 31) / 32 * 32;
+  uint16_t* out_lo = out + kp * 32;
+  for (int64_t c0 = 0; c0 < 32; c0 += 16)
+    for (int64_t q0 = 0; q0 < kp / 2; q0 += 16) {
+      const int64_t valid = std::min<int64_t>(32, std::max<int64_t>(0, kc - 2 * q0));
+      const __mmask32 mk = valid >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << valid) - 1);
+      __m512 rh[16], rl[16];
+      for (int j = 0; j < 16; ++j) {
+        const __m512i v =
+            c0 + j < w ? _mm512_maskz_loadu_epi16(mk, b + (c0 + j) * ldb + 2 * q0) : _mm512_setzero_si512();
+        const SplitF16 s0 = split16(_mm512_castsi512_si256(v)), s1 = split16(_mm512_extracti64x4_epi64(v, 1));
+        rh[j] = _mm512_castsi512_ps(top_halves(s0.hi, s1.hi));
+        rl[j] = _mm512_castsi512_ps(top_halves(s0.lo, s1.lo));
+      }
+      transpose16x16(rh);
+      transpose16x16(rl);
+      for (int t = 0; t < 16; ++t) {
+        _mm512_storeu_ps(out + (q0 + t) * 64 + c0 * 2, rh[t]);
+        _mm512_storeu_ps(out_lo + (q0 + t) * 64 + c0 * 2, rl[t]);
+      }
+    }
+}
+
+}  // namespace
+
+void amx_pack_b_pairs_f16(const uint16_t* b, int64_t ldb, bool trans_b, int64_t kc, int64_t w, uint16_t* out) {
+  trans_b ? pack_pairs_trans_f16(b, ldb, kc, w, out) : pack_pairs_rows_f16(b, ldb, kc, w, out);
+}
+
+// The f16 A: part 0 (hi) at dst, part 1 (lo) at dst + 32 * kp. Row-major: 32 k-values of a row a
+// step, their parts gathered with vpermt2w; transposed: pair words from two rows of a, then the 16
+// x 16 transpose, as for bf16.
+RLX_AMX __attribute__((target("f16c"))) void amx_pack_a_f16(const uint16_t* a, int64_t lda, bool trans, int64_t mr,
+                                                            int64_t kc, int64_t kp, int64_t rows, uint16_t* dst) {
+  uint16_t* dst_lo = dst + 32 * kp;
+  if (!trans) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t p = 0; p < kp; p += 32) {
+        const int64_t valid = i < mr ? std::min<int64_t>(32, std::max<int64_t>(0, kc - p)) : 0;
+        const __mmask32 mk = valid >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << valid) - 1);
+        const __m512i v = _mm512_maskz_loadu_epi16(mk, a + i * lda + p);
+        const SplitF16 s0 = split16(_mm512_castsi512_si256(v)), s1 = split16(_mm512_extracti64x4_epi64(v, 1));
+        _mm512_storeu_si512(dst + i * kp + p, top_halves(s0.hi, s1.hi));
+        _mm512_storeu_si512(dst_lo + i * kp + p, top_halves(s0.lo, s1.lo));
+      }
+    return;
+  }
+  for (int64_t i0 = 0; i0 < rows; i0 += 16) {
+    const int64_t valid = std::min<int64_t>(16, std::max<int64_t>(0, mr - i0));
+    const __mmask16 mi = static_cast<__mmask16>((1u << valid) - 1);
+    for (int64_t q0 = 0; q0 < kp / 2; q0 += 16) {
+      __m512 rh[16], rl[16];
+      for (int t = 0; t < 16; ++t) {
+        const int64_t p = 2 * (q0 + t);
+        const __m256i zero = _mm256_setzero_si256();
+        const SplitF16 e = split16(p < kc ? _mm256_maskz_loadu_epi16(mi, a + p * lda + i0) : zero);
+        const SplitF16 o = split16(p + 1 < kc ? _mm256_maskz_loadu_epi16(mi, a + (p + 1) * lda + i0) : zero);
+        rh[t] = _mm512_castsi512_ps(pair_words(e.hi, o.hi));
+        rl[t] = _mm512_castsi512_ps(pair_words(e.lo, o.lo));
+      }
+      transpose16x16(rh);
+      transpose16x16(rl);
+      for (int i = 0; i < 16; ++i) {
+        _mm512_storeu_ps(dst + (i0 + i) * kp + 2 * q0, rh[i]);
+        _mm512_storeu_ps(dst_lo + (i0 + i) * kp + 2 * q0, rl[i]);
+      }
+    }
+  }
+}
+
+// A transposed (A(i, p) = a[p * lda + i]): the words A(i, 2q) | A(i, 2q + 1) << 16 of 16 rows i and
+// 16 pairs q are built from two rows of a, then one 32-bit 16 x 16 transpose puts each row's pairs
+// in order. Row-major A is copied row by row.
 RLX_AMX void amx_pack_a_bf16(const uint16_t* a, int64_t lda, bool trans, int64_t mr, int64_t kc, int64_t kp,
                              int64_t rows, uint16_t* dst) {
   if (!trans) {
@@ -210,8 +343,8 @@ RLX_AMX void amx_pack_a_bf16(const uint16_t* a, int64_t lda, bool trans, int64_t
       __m512 r[16];
       for (int t = 0; t < 16; ++t) {
         const int64_t p = 2 * (q0 + t);
-        const __m512i even = p < kc ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mi, a + p * lda + i0))
-                                    : _mm512_setzero_si512();
+        const __m512i even =
+            p < kc ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mi, a + p * lda + i0)) : _mm512_setzero_si512();
         const __m512i odd = p + 1 < kc ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mi, a + (p + 1) * lda + i0))
                                        : _mm512_setzero_si512();
         r[t] = _mm512_castsi512_ps(_mm512_or_si512(even, _mm512_slli_epi32(odd, 16)));
@@ -232,7 +365,9 @@ bool amx_int8_supported() { return false; }
 void amx_configure_tiles() {}
 void amx_pack_b_pairs_bf16(const uint16_t*, int64_t, bool, int64_t, int64_t, uint16_t*) {}
 void amx_pack_a_bf16(const uint16_t*, int64_t, bool, int64_t, int64_t, int64_t, int64_t, uint16_t*) {}
-void amx_bf16_block(const uint16_t*, int64_t, const uint16_t*, float*, int64_t, int, int, bool) {}
+void amx_bf16_block(const uint16_t*, int64_t, const uint16_t*, int, float*, int64_t, int, int, bool) {}
+void amx_pack_b_pairs_f16(const uint16_t*, int64_t, bool, int64_t, int64_t, uint16_t*) {}
+void amx_pack_a_f16(const uint16_t*, int64_t, bool, int64_t, int64_t, int64_t, int64_t, uint16_t*) {}
 }  // namespace rlx::cpu::gemm_detail
 
 #endif
