@@ -55,7 +55,7 @@ Graph int8_graph(const Case& c, std::mt19937& rng, Tensor& w, Tensor& ws, Tensor
 void check_case(const Case& c, std::mt19937& rng) {
   SCOPED_TRACE(cat("m=", c.m, " n=", c.n, " k=", c.k, " bias=", c.bias, " per_row=", c.per_row_scale,
                    " x_scale=", c.x_scale, " epilogue=", c.epilogue, " kernel=", cpu::qgemm_kernel_name(),
-                   cpu::i8gemm_amx() ? " (amx)" : ""));
+                   cpu::qgemm_amx() ? " (amx)" : ""));
   Tensor w, ws, b;
   Graph g = int8_graph(c, rng, w, ws, b);
   auto report = explain(g, "cpu", DispatchPolicy{});
@@ -83,7 +83,7 @@ void check_case(const Case& c, std::mt19937& rng) {
   // are on: weights are fixed here
   __builtin_cpu_init();
   const bool vnni = std::string(cpu::qgemm_kernel_name()) == "avx512" && __builtin_cpu_supports("avx512vnni");
-  const bool amx = cpu::i8gemm_amx();
+  const bool amx = cpu::qgemm_amx();
   EXPECT_EQ(listing.find("vpdpbusd 12x32 panels") != std::string::npos, vnni && !amx) << listing;
   EXPECT_EQ(listing.find("amx-int8 32x32 tiles") != std::string::npos, vnni && amx) << listing;
   auto a = (*cpu)->run(in);
@@ -133,9 +133,9 @@ TEST(Int8MatMul, NativeMatchesReferenceOnEveryKernelFamily) {
       {129, 40, 200, true, true, 0, true}, {48, 33, 64, false, true, 0}, {17, 64, 65, true, false, 0.03},
   };
   // the AMX tiles first, where the CPU has them (then the VNNI panels of the same family)
-  if (cpu::set_i8gemm_amx(true) && cpu::set_qgemm_isa(cpu::GemmIsa::avx512)) {
+  if (cpu::set_qgemm_amx(true) && cpu::set_qgemm_isa(cpu::GemmIsa::avx512)) {
     for (const Case& c : cases) check_case(c, rng);
-    cpu::set_i8gemm_amx(false);
+    cpu::set_qgemm_amx(false);
   } else {
     std::printf("AMX-INT8 tiles not usable on this CPU (cpuid amx-tile and amx-int8, and the tile state from "
                 "Linux): their run is skipped\n");
@@ -147,7 +147,7 @@ TEST(Int8MatMul, NativeMatchesReferenceOnEveryKernelFamily) {
     }
     for (const Case& c : cases) check_case(c, rng);
   }
-  cpu::set_i8gemm_amx(true);
+  cpu::set_qgemm_amx(true);
   cpu::set_qgemm_isa(cpu::GemmIsa::avx512) || cpu::set_qgemm_isa(cpu::GemmIsa::avx2);
 }
 

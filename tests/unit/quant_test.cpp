@@ -416,17 +416,36 @@ constexpr QType kKernelFormats[] = {QType::q4_0, QType::q4_1, QType::q5_0, QType
                                     QType::q8_k, QType::iq4_nl, QType::iq4_xs, QType::f16,
                                     QType::int4_g128, QType::int4_g128_asym};
 
+// Each family's own kernels (the AMX tiles off: QGemmAmx below runs them).
 class QGemmIsa : public ::testing::TestWithParam<cpu::GemmIsa> {
  protected:
   void SetUp() override {
+    cpu::set_qgemm_amx(false);
     if (!cpu::set_qgemm_isa(GetParam())) GTEST_SKIP() << "this CPU cannot run these kernels";
   }
   void TearDown() override {
-    // back to the best family
+    // back to the best family, tiles on where the CPU has them
     for (cpu::GemmIsa isa : {cpu::GemmIsa::avx512, cpu::GemmIsa::avx2, cpu::GemmIsa::portable})
       if (cpu::set_qgemm_isa(isa)) break;
+    cpu::set_qgemm_amx(true);
   }
 };
+
+// q8_0 and q4_0 prefill on the AMX-INT8 tiles: rows off and on the 16-row tile slices and
+// 32-row blocks, weight rows off the 16-row groups (a last single group), one block and many.
+TEST(QGemmAmx, PrefillMatchesDequantizeThenMatmul) {
+  if (!cpu::set_qgemm_isa(cpu::GemmIsa::avx512) || !cpu::set_qgemm_amx(true))
+    GTEST_SKIP() << "this CPU lacks AMX-INT8 (cpuid amx-tile and amx-int8, with AVX-512), or Linux did not grant "
+                    "the process the tile state";
+  std::mt19937 rng(std::random_device{}());
+  for (QType t : {QType::q8_0, QType::q4_0}) {
+    ASSERT_STREQ(cpu::qgemm_path_name(t, 40), "integer panels on amx-int8 tiles");
+    for (int64_t m : {5, 16, 17, 33, 64, 100}) check_qgemm(t, m, 37, 256, rng);
+    check_qgemm(t, 40, 130, 2048, rng);
+    check_qgemm(t, 31, 16, 32, rng);
+    check_qgemm(t, 48, 50, 4096, rng);
+  }
+}
 
 TEST_P(QGemmIsa, MatchesDequantizeThenMatmul) {
   std::mt19937 rng(std::random_device{}());

@@ -524,7 +524,7 @@ Expected<NativeState> CpuExecutable::plan_quant(kir::NativeKernel& n) {
       st.i8packed = pack_i8(static_cast<const int8_t*>(ptrs_[n.inputs[1]]), st.k, st.n, st.k);
       if (st.i8packed.valid()) stats_.weight_bytes += st.i8packed.bytes();
     }
-    const char* panels = !st.i8packed.valid() ? "" : i8gemm_amx() ? " amx-int8 32x32 tiles" : " vpdpbusd 12x32 panels";
+    const char* panels = !st.i8packed.valid() ? "" : qgemm_amx() ? " amx-int8 32x32 tiles" : " vpdpbusd 12x32 panels";
     n.how = cat("int8_matmul ", qgemm_kernel_name(), panels, " m=", st.m, " n=", st.n, " k=", st.k, n.attrs.has("x_scale") ? " (x per tensor)" : " (x per token)");
     return st;
   }

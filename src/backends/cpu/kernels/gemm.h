@@ -308,9 +308,13 @@ struct KernelFamily {
 // once, on the first call).
 bool amx_bf16_supported();
 bool amx_int8_supported();
-// Loads the tile configuration every AMX kernel here uses (palette 1, all 8 tiles 16 rows of
-// 64 bytes) on the calling thread, once per thread.
-void amx_configure_tiles();
+// Tile layouts (palette 1) of the AMX kernels. all_16x64: all 8 tiles 16 rows of 64 bytes
+// (the bf16 GEMM, the int8 layer). int8_blocks32 (quantized prefill, one block of 32 k-values a
+// step): tmm0-3 16 x 64 bytes (int32 C), tmm4/5 16 rows x 32 bytes (A), tmm6/7 8 rows x 64
+// bytes (B: 8 quads of 16 columns).
+enum class AmxTiles : uint8_t { all_16x64, int8_blocks32 };
+// Loads `layout` on the calling thread unless it is the one loaded last there.
+void amx_configure_tiles(AmxTiles layout = AmxTiles::all_16x64);
 // Writes `rows` rows of kp bf16 each at dst: row i < mr is A(i, 0..kc) (A(i, p) = a[i * lda + p],
 // or a[p * lda + i] if trans), zero from kc to kp; rows mr..rows are zero.
 void amx_pack_a_bf16(const uint16_t* a, int64_t lda, bool trans, int64_t mr, int64_t kc, int64_t kp, int64_t rows,

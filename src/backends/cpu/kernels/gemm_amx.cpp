@@ -66,21 +66,25 @@ struct TileConfig {
   uint8_t rows[16] = {};
 };
 
-thread_local bool t_configured = false;
+thread_local int t_layout = -1;  // the tile layout loaded on this thread
 
 }  // namespace
 
-RLX_AMX void amx_configure_tiles() {
-  if (t_configured) return;
+RLX_AMX void amx_configure_tiles(AmxTiles layout) {
+  if (t_layout == static_cast<int>(layout)) return;
   TileConfig cfg;
   for (int t = 0; t < 8; ++t) {
     cfg.colsb[t] = 64;
     cfg.rows[t] = 16;
   }
-  // not _tile_loadconfig: GCC 12's asm for it names only the first 8 bytes of the configuration as
-  // read, and the stores of the rest were removed as dead
+  if (layout == AmxTiles::int8_blocks32) {
+    cfg.colsb[4] = cfg.colsb[5] = 32;  // A: 16 rows of one block of 32 k-values
+    cfg.rows[6] = cfg.rows[7] = 8;     // B: the block's 8 quads of 16 columns
+  }
+  // not _tile_loadconfig: GCC 12's asm for it names only the first 8 bytes of the
+  // configuration as read, and the stores of the rest were removed as dead
   __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
-  t_configured = true;
+  t_layout = static_cast<int>(layout);
 }
 
 namespace {
@@ -362,7 +366,7 @@ RLX_AMX void amx_pack_a_bf16(const uint16_t* a, int64_t lda, bool trans, int64_t
 namespace rlx::cpu::gemm_detail {
 bool amx_bf16_supported() { return false; }
 bool amx_int8_supported() { return false; }
-void amx_configure_tiles() {}
+void amx_configure_tiles(AmxTiles) {}
 void amx_pack_b_pairs_bf16(const uint16_t*, int64_t, bool, int64_t, int64_t, uint16_t*) {}
 void amx_pack_a_bf16(const uint16_t*, int64_t, bool, int64_t, int64_t, int64_t, int64_t, uint16_t*) {}
 void amx_bf16_block(const uint16_t*, int64_t, const uint16_t*, int, float*, int64_t, int, int, bool) {}

@@ -169,12 +169,12 @@ std::atomic<const QKernelFamily*>& current() {
   return f;
 }
 
-std::atomic<bool> g_i8_amx{true};  // set by set_i8gemm_amx
+std::atomic<bool> g_qgemm_amx{true};  // set by set_qgemm_amx
 
-// Whether i8gemm runs packed weights on the AMX-INT8 panel kernel with family f: the tiles go
-// with the avx512 family's VNNI panel kernel, whose packing and epilogue they share.
-bool uses_i8_amx(const QKernelFamily* f) {
-  return f->i8panel && f->isa == GemmIsa::avx512 && g_i8_amx.load(std::memory_order_relaxed) &&
+// Whether the integer products run on the AMX-INT8 kernels with family f (see set_qgemm_amx):
+// the tiles go with the avx512 family's VNNI kernels, whose packing and epilogues they share.
+bool uses_qgemm_amx(const QKernelFamily* f) {
+  return f->i8panel && f->isa == GemmIsa::avx512 && g_qgemm_amx.load(std::memory_order_relaxed) &&
          gemm_detail::amx_int8_supported();
 }
 
@@ -313,7 +313,8 @@ void quantize_rows_portable(const float* xs, int64_t ldx, int64_t nb, int64_t i0
 // there are many), with a's weights and output.
 bool quantize_x(const QKernelFamily* fam, const QGemmArgs& a, qgemm_detail::Q8Args& q) {
   const int64_t nb = a.k / 32;
-  const int64_t qfloats = (a.m * a.k + 3) / 4;
+  // (rows padded to a multiple of 16: the AMX tiles load 16 rows at a time)
+  const int64_t qfloats = ((a.m + 15) / 16 * 16 * a.k + 3) / 4;
   float* buf = scratch(static_cast<size_t>(qfloats + 2 * a.m * nb));
   if (!buf) return false;
   int8_t* qx = reinterpret_cast<int8_t*>(buf);
@@ -351,7 +352,8 @@ bool quantize_x(const QKernelFamily* fam, const QGemmArgs& a, qgemm_detail::Q8Ar
 Status integer_prefill(const QKernelFamily* fam, const QGemmArgs& a) {
   qgemm_detail::Q8Args q{};
   if (!quantize_x(fam, a, q)) return error(ErrorCode::runtime_error, "qgemm: out of memory for quantized x");
-  const qgemm_detail::Q8PanelFn panel = fam->q8panel[static_cast<int>(a.type)];
+  const qgemm_detail::Q8PanelFn amx = fam->q8panel_amx[static_cast<int>(a.type)];
+  const qgemm_detail::Q8PanelFn panel = amx && uses_qgemm_amx(fam) ? amx : fam->q8panel[static_cast<int>(a.type)];
   ThreadPool& pool = ThreadPool::global();
   int64_t rows = std::clamp<int64_t>((int64_t{192} << 10) / a.k, 8, 128);
   rows = std::min(rows, (a.n + 2 * pool.size() - 1) / (2 * pool.size()));
@@ -561,7 +563,7 @@ Status i8gemm(const I8GemmArgs& a) {
   const int64_t ws_stride = a.w_scale_per_row ? 1 : 0;
   const GemmEpilogue& ep = a.epilogue;
   if (panel) {
-    const qgemm_detail::I8PanelFn panel_fn = uses_i8_amx(fam) ? qgemm_detail::i8_panel_amx : fam->i8panel;
+    const qgemm_detail::I8PanelFn panel_fn = uses_qgemm_amx(fam) ? qgemm_detail::i8_panel_amx : fam->i8panel;
     constexpr int64_t kChunk = 96;  // a multiple of 16, as i8_panel_amx needs
     const int64_t chunks = (a.m + kChunk - 1) / kChunk, panels = a.packed->panels();
     auto panel_rows = [&](int64_t p, int64_t i0, int64_t i1) {
@@ -625,19 +627,21 @@ bool qgemm_quantizes_x(QType t, int64_t m) {
 
 const char* qgemm_path_name(QType t, int64_t m) {
   if (m <= kQGemmFusedMaxRows) return "fused decode";
-  if (current().load(std::memory_order_relaxed)->q8panel[static_cast<int>(t)]) return "integer panels";
+  const QKernelFamily* fam = current().load(std::memory_order_relaxed);
+  if (fam->q8panel_amx[static_cast<int>(t)] && uses_qgemm_amx(fam)) return "integer panels on amx-int8 tiles";
+  if (fam->q8panel[static_cast<int>(t)]) return "integer panels";
   return m <= kQGemmFusedDecodeRows ? "fused decode" : "f32 tiles + gemm";
 }
 
 const char* qgemm_kernel_name() { return current().load()->name; }
 
-bool set_i8gemm_amx(bool enable) {
+bool set_qgemm_amx(bool enable) {
   if (enable && !gemm_detail::amx_int8_supported()) return false;
-  g_i8_amx.store(enable, std::memory_order_relaxed);
+  g_qgemm_amx.store(enable, std::memory_order_relaxed);
   return true;
 }
 
-bool i8gemm_amx() { return uses_i8_amx(current().load(std::memory_order_relaxed)); }
+bool qgemm_amx() { return uses_qgemm_amx(current().load(std::memory_order_relaxed)); }
 
 bool set_qgemm_isa(GemmIsa isa) {
   const QKernelFamily* f = family_for(isa);

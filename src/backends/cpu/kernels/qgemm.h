@@ -64,7 +64,7 @@ inline constexpr int64_t kQGemmFusedMaxRows = 4;
 inline constexpr int64_t kQGemmFusedDecodeRows = 32;
 
 // Which path qgemm takes for m rows of x with weights of type t, for reports: "fused decode",
-// "integer panels" or "f32 tiles + gemm".
+// "integer panels" (or "integer panels on amx-int8 tiles") or "f32 tiles + gemm".
 const char* qgemm_path_name(quant::QType t, int64_t m);
 
 // Whether qgemm, with the kernels in use, quantizes m rows of x to int8 blocks of 32 (Q8_0:
@@ -135,14 +135,15 @@ class PackedI8 {
 // kI8GemmMaxK, ldw < k, null w) or when memory runs out; i8gemm then reads w itself.
 PackedI8 pack_i8(const int8_t* w, int64_t ldw, int64_t n, int64_t k);
 
-// Whether i8gemm runs packed weights on AMX-INT8 tiles (tdpbusd, 16 x 16 x 64 products per
-// instruction; the same exact int32 sums as vpdpbusd, so the same results) instead of the
-// vpdpbusd panel kernel. On by default on a CPU whose cpuid reports amx-tile and amx-int8 and
-// whose kernel grants the tile state, while the avx512 family is selected.
-// set_i8gemm_amx(true) returns false and changes nothing where that is not the case. Not
-// thread-safe against running products.
-bool set_i8gemm_amx(bool enable);
-bool i8gemm_amx();
+// Whether the integer products run on AMX-INT8 tiles where the CPU has them: i8gemm's packed
+// weights (tdpbusd, 16 x 16 x 64 products per instruction; the same exact int32 sums as
+// vpdpbusd, so the same results) and the q8_0 / q4_0 prefill panels (tdpbssd / tdpbsud per
+// block of 32; the same exact block sums, scaled as the zmm kernel does). On by default on a
+// CPU whose cpuid reports amx-tile and amx-int8 and whose kernel grants the tile state, while
+// the avx512 family is selected. set_qgemm_amx(true) returns false and changes nothing where
+// that is not the case. Not thread-safe against running products.
+bool set_qgemm_amx(bool enable);
+bool qgemm_amx();
 
 // The kernel family in use ("avx512", "avx2", "portable"); set_qgemm_isa selects one (tests),
 // returning false if the CPU cannot run it.
@@ -218,6 +219,7 @@ struct QKernelFamily {
   RowsFn rows[quant::kNumQTypes][kQGemmFusedMaxRows];
   Q8RowsFn q8rows[quant::kNumQTypes][kQGemmFusedMaxRows];  // null where the format has none
   Q8PanelFn q8panel[quant::kNumQTypes];  // many rows of x (prefill); null: the f32 tile + GEMM path
+  Q8PanelFn q8panel_amx[quant::kNumQTypes];  // the same on AMX-INT8 tiles where the CPU has them; null: none
   Q8QuantFn q8quant = nullptr;         // null: the portable loop
   DecodeFn decode[quant::kNumQTypes];
   I8RowsFn i8rows = nullptr;  // the int8 linear layer

@@ -1,5 +1,5 @@
 // The int8 linear layer's panel kernel on AMX-INT8 tiles (I8PanelArgs, pack_i8's layout; see
-// qgemm.h, set_i8gemm_amx). pack_i8's panel already is the tiles' B layout: one quad of k
+// qgemm.h, set_qgemm_amx). pack_i8's panel already is the tiles' B layout: one quad of k
 // (4 consecutive k-values) of 32 channels is a 128-byte row, so columns 0-15 and 16-31 of a
 // step of 16 quads are two tiles of 16 rows x 64 bytes, 128 bytes apart. x's quants (u8,
 // q + 128) are A: 16 rows x 64 k-values a tile, read in place (row stride ldq). tdpbusd

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/qgemm.h"
@@ -277,6 +278,94 @@ RLX_Q8_ENTRY void q8_panel16(const Q8Args& a, int64_t m, int64_t j0, int64_t j1)
   panel_driver<T, 16, Group16<T>>(a, m, j0, j1);
 }
 
+// Prefill of q8_0 and q4_0 on AMX-INT8 tiles (where the CPU has them; see set_qgemm_amx): the
+// weight panel is repacked as for the zmm kernel (16-row groups: per block, 8 quads of 16 rows
+// x 4 bytes, which is the tiles' B layout), and 32 rows of x by 32 weight rows (two groups) are
+// one block of C: per block of 32 k-values, two 16-row tiles of x's quants (read in place), two
+// of the weights, four int32 tiles of exact sums (tdpbssd: signed x by q8_0's signed quants;
+// tdpbsud: by q4_0's unsigned nibbles, the -8 coming back through x's sums as in the zmm
+// kernel). Each block's sums are scaled by x's and w's block scales into f32 accumulators, the
+// same operations as the zmm kernel, so the results are equal up to the order of the f32 adds
+// (each block's int32 sum is exact in both). x's quants must be readable for a multiple of 16
+// rows (quantize_x pads them).
+#define RLX_AMX_Q8 \
+  __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2"), noinline))
+
+template <QT8 T, int R, int C>
+RLX_AMX_Q8 void amx_block_sums(const int8_t* x, int64_t ldq, const uint8_t* w0, const uint8_t* w1, int32_t* c) {
+  __asm__ volatile("" ::: "memory");  // the tile intrinsics are asm without memory operands
+  _tile_zero(0);
+  if (C > 1) _tile_zero(1);
+  if (R > 1) _tile_zero(2);
+  if (R > 1 && C > 1) _tile_zero(3);
+  _tile_loadd(4, x, ldq);
+  _tile_loadd(6, w0, 64);
+  if (C > 1) _tile_loadd(7, w1, 64);
+  if (R > 1) _tile_loadd(5, x + 16 * ldq, ldq);
+  if constexpr (T == QT8::q8_0) {
+    _tile_dpbssd(0, 4, 6);
+    if (C > 1) _tile_dpbssd(1, 4, 7);
+    if (R > 1) _tile_dpbssd(2, 5, 6);
+    if (R > 1 && C > 1) _tile_dpbssd(3, 5, 7);
+  } else {
+    _tile_dpbsud(0, 4, 6);
+    if (C > 1) _tile_dpbsud(1, 4, 7);
+    if (R > 1) _tile_dpbsud(2, 5, 6);
+    if (R > 1 && C > 1) _tile_dpbsud(3, 5, 7);
+  }
+  _tile_stored(0, c, 64);
+  if (C > 1) _tile_stored(1, c + 256, 64);
+  if (R > 1) _tile_stored(2, c + 512, 64);
+  if (R > 1 && C > 1) _tile_stored(3, c + 768, 64);
+  __asm__ volatile("" ::: "memory");
+}
+
+template <QT8 T>
+RLX_AMX_Q8 void q8_panel_amx(const Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
+  constexpr int G = 16;
+  const auto [pq, pd] = panel_repack<T, G>(a, j0, j1);
+  gemm_detail::amx_configure_tiles(gemm_detail::AmxTiles::int8_blocks32);
+  const int64_t nb = a.nb, groups = (j1 - j0 + G - 1) / G;
+  alignas(64) int32_t c[4 * 256];  // tile t (row slice t / 2, column group t % 2): 16 x 16
+  alignas(64) float acc[32 * 32];
+  for (int64_t i = 0; i < m; i += 32) {
+    const int64_t rows = std::min<int64_t>(32, m - i);
+    const int8_t* x = a.qx + i * a.ldq;
+    for (int64_t g = 0; g < groups; g += 2) {
+      const bool two = g + 1 < groups;
+      const uint8_t* q0 = pq + g * nb * 32 * G;
+      const uint8_t* q1 = two ? q0 + nb * 32 * G : q0;
+      const float* d0 = pd + g * nb * 2 * G;
+      const float* d1 = two ? d0 + nb * 2 * G : d0;
+      std::memset(acc, 0, sizeof acc);
+      for (int64_t b = 0; b < nb; ++b) {
+        const int8_t* xb = x + 32 * b;
+        if (rows > 16)
+          two ? amx_block_sums<T, 2, 2>(xb, a.ldq, q0 + b * 512, q1 + b * 512, c)
+              : amx_block_sums<T, 2, 1>(xb, a.ldq, q0 + b * 512, q1 + b * 512, c);
+        else
+          two ? amx_block_sums<T, 1, 2>(xb, a.ldq, q0 + b * 512, q1 + b * 512, c)
+              : amx_block_sums<T, 1, 1>(xb, a.ldq, q0 + b * 512, q1 + b * 512, c);
+        for (int h = 0; h < (two ? 2 : 1); ++h) {
+          const float* d = h ? d1 : d0;
+          const __m512 dw = _mm512_loadu_ps(d + b * G), mw = _mm512_loadu_ps(d + nb * G + b * G);
+          for (int64_t r = 0; r < rows; ++r) {
+            const __m512i s = _mm512_load_si512(c + ((r / 16) * 2 + h) * 256 + (r % 16) * 16);
+            float* ar = acc + r * 32 + 16 * h;
+            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.dx[(i + r) * a.ldd + b])),
+                                       _mm512_load_ps(ar));
+            if constexpr (T != QT8::q8_0)  // q4_0's -8
+              v = _mm512_fnmadd_ps(mw, _mm512_set1_ps(a.cx[(i + r) * a.ldd + b]), v);
+            _mm512_store_ps(ar, v);
+          }
+        }
+      }
+      const int64_t cols = std::min<int64_t>(two ? 32 : 16, j1 - j0 - g * G);
+      for (int64_t r = 0; r < rows; ++r) std::memcpy(a.y + (i + r) * a.ldy + j0 + g * G, acc + r * 32, cols * 4);
+    }
+  }
+}
+
 QKernelFamily make_avx512() {
   QKernelFamily f = make_family("avx512", GemmIsa::avx512);
   if (__builtin_cpu_supports("avx512vnni")) {
@@ -287,6 +376,10 @@ QKernelFamily make_avx512() {
     f.q8panel[static_cast<int>(QT8::q4_0)] = q8_panel16<QT8::q4_0>;
     f.q8panel[static_cast<int>(QT8::int4_g128)] = q8_panel16<QT8::int4_g128>;
     f.q8panel[static_cast<int>(QT8::int4_g128_asym)] = q8_panel16<QT8::int4_g128_asym>;
+    if (gemm_detail::amx_int8_supported()) {
+      f.q8panel_amx[static_cast<int>(QT8::q8_0)] = q8_panel_amx<QT8::q8_0>;
+      f.q8panel_amx[static_cast<int>(QT8::q4_0)] = q8_panel_amx<QT8::q4_0>;
+    }
   } else if (const QKernelFamily* g = qgemm_avx2_family()) {
     for (int t = 0; t < ::rlx::quant::kNumQTypes; ++t)
       for (int r = 0; r < kQGemmFusedMaxRows; ++r) f.q8rows[t][r] = g->q8rows[t][r];

@@ -496,8 +496,11 @@ RLX_Q8 void panel_group8(const ::rlx::cpu::qgemm_detail::Q8Args& a, const uint8_
 // 64, for the AVX-512 family's zmm kernels), per group nb * G scales then nb * G offset
 // coefficients; Group::run<MR>(a, pq, pd, pm, y, ldy, cols) multiplies MR rows of x by one
 // group, in steps of 4 rows.
-template <QT8 T, int G, typename Group>
-RLX_Q8 void panel_driver(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
+// Repacks weight rows [j0, j1) in groups of G into per-thread buffers that only grow (the
+// layout panel_driver describes) and returns them: quants, then scales and offsets.
+template <QT8 T, int G>
+RLX_Q8 std::pair<const uint8_t*, const float*> panel_repack(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t j0,
+                                                            int64_t j1) {
   thread_local std::vector<uint8_t> qbuf;
   thread_local std::vector<float> dbuf;
   const int64_t groups = (j1 - j0 + G - 1) / G, nb = a.nb;
@@ -514,6 +517,13 @@ RLX_Q8 void panel_driver(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m, i
                                gd + nb * G + b * G + 8 * h, 4 * G);
     }
   }
+  return {qbuf.data(), dbuf.data()};
+}
+
+template <QT8 T, int G, typename Group>
+RLX_Q8 void panel_driver(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
+  const int64_t groups = (j1 - j0 + G - 1) / G, nb = a.nb;
+  const auto [qdata, ddata] = panel_repack<T, G>(a, j0, j1);
   ::rlx::cpu::qgemm_detail::Q8Args r = a;
   for (int64_t i = 0; i < m; i += 4) {
     r.qx = a.qx + i * a.ldq;
@@ -521,8 +531,8 @@ RLX_Q8 void panel_driver(const ::rlx::cpu::qgemm_detail::Q8Args& a, int64_t m, i
     r.cx = a.cx + i * a.ldd;
     float* y = a.y + i * a.ldy + j0;
     for (int64_t g = 0; g < groups; ++g) {
-      const uint8_t* pq = qbuf.data() + g * nb * 32 * G;
-      const float* pd = dbuf.data() + g * nb * 2 * G;
+      const uint8_t* pq = qdata + g * nb * 32 * G;
+      const float* pd = ddata + g * nb * 2 * G;
       const float* pm = pd + nb * G;
       const int64_t cols = std::min<int64_t>(G, j1 - j0 - G * g);
       switch (std::min<int64_t>(4, m - i)) {
