@@ -325,7 +325,7 @@ int run_narrow(bool quick, int rounds, bool use_min, bool torch, const std::stri
         for (size_t i = 0; i < b32.size(); ++i) b16[t][i] = round(b32[i]);
         g[t].a = a16[t].data();
         g[t].c = c16[t].data();
-        packed[t] = rlx::cpu::pack_b_for(types[t], b16[t].data(), types[t], n, false, k, n);
+        packed[t] = rlx::cpu::pack_b_for(types[t], b16[t].data(), types[t], n, false, k, n, m);
       }
       // the next best path's own B: packed in panels
       rlx::cpu::PackedB packed_next = rlx::cpu::pack_b(b16[2].data(), GemmType::bf16, n, false, k, n);
