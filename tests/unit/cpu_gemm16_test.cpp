@@ -16,6 +16,7 @@
 #include <memory>
 #include <ostream>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -520,35 +521,49 @@ class Gemm16Bf16Dot : public ::testing::Test {
   PathGuard guard_;
 };
 
-TEST_F(Gemm16Bf16Dot, AwkwardShapesWithEpilogues) {
-  struct S {
-    int64_t m, n, k;
-  };
-  const S shapes[] = {{1, 1, 1},    {1, 129, 2},  {1, 300, 777}, {2, 161, 33},  {3, 97, 5},   {4, 31, 3},
-                      {13, 17, 99}, {14, 32, 64}, {15, 33, 65},  {29, 200, 385}, {57, 45, 777}, {200, 130, 127}};
+// m x n x k of a product.
+struct Shape {
+  int64_t m, n, k;
+};
+
+// Runs every shape with A and B of each type in `ab` and C of each 16-bit and f32 type, in
+// variants that cycle through transposes, packed B, beta (0, 1 and 0.5), alpha, bias, the
+// epilogue, C's row padding and batches of 3 sharing B. `kernel`, if not empty, is a string the
+// kernel name must contain.
+void run_awkward_shapes(std::span<const Shape> shapes, std::span<const GemmType> ab, const char* kernel) {
   const GemmType cts[] = {GemmType::bf16, GemmType::f32, GemmType::f16};
   int variant = 0;
-  for (const S& s : shapes)
-    for (GemmType ct : cts) {
-      const Types ty{GemmType::bf16, GemmType::bf16, ct};
-      ASSERT_NE(gemm_kernel_name(ty.a, ty.b, ty.c).find("vdpbf16ps"), std::string::npos)
-          << gemm_kernel_name(ty.a, ty.b, ty.c);
-      Case cs;
-      cs.m = s.m;
-      cs.n = s.n;
-      cs.k = s.k;
-      cs.trans_a = variant & 1;
-      cs.trans_b = variant & 2;
-      cs.packed = variant % 3 == 0;
-      cs.beta = variant % 4 == 1 ? 0.5f : 0.f;
-      cs.alpha = variant % 5 == 2 ? -1.5f : 1.f;
-      cs.bias = variant % 2 == 0;
-      cs.epilogue = variant % 3 != 2;
-      cs.ldc_pad = variant % 3;
-      ++variant;
-      run_case(ty, cs, fresh_seed());
-      if (HasFailure()) return;
-    }
+  for (const Shape& s : shapes)
+    for (GemmType ct : cts)
+      for (GemmType t : ab) {
+        const Types ty{t, t, ct};
+        if (*kernel)
+          ASSERT_NE(gemm_kernel_name(ty.a, ty.b, ty.c).find(kernel), std::string::npos)
+              << gemm_kernel_name(ty.a, ty.b, ty.c);
+        Case cs;
+        cs.m = s.m;
+        cs.n = s.n;
+        cs.k = s.k;
+        cs.trans_a = variant & 1;
+        cs.trans_b = (variant / 2) & 1;
+        cs.packed = (variant / 4) % 2 == 1 || variant % 3 == 0;
+        cs.beta = variant % 4 == 1 ? 1.f : variant % 4 == 3 ? 0.5f : 0.f;
+        cs.alpha = variant % 5 == 2 ? -1.5f : 1.f;
+        cs.bias = variant % 2 == 0;
+        cs.epilogue = variant % 3 != 2;
+        cs.ldc_pad = variant % 3;
+        cs.batch = variant % 7 == 3 ? 3 : 1;
+        ++variant;
+        run_case(ty, cs, fresh_seed());
+        if (::testing::Test::HasFailure()) return;
+      }
+}
+
+TEST_F(Gemm16Bf16Dot, AwkwardShapesWithEpilogues) {
+  const Shape shapes[] = {{1, 1, 1},    {1, 129, 2},  {1, 300, 777}, {2, 161, 33},  {3, 97, 5},   {4, 31, 3},
+                          {13, 17, 99}, {14, 32, 64}, {15, 33, 65},  {29, 200, 385}, {57, 45, 777}, {200, 130, 127}};
+  const GemmType ab[] = {GemmType::bf16};
+  run_awkward_shapes(shapes, ab, "vdpbf16ps");
 }
 
 // The AMX kernels (B packed in pairs, before or by the call; bf16, and f16 as two bf16 parts)
@@ -567,34 +582,11 @@ class Gemm16Amx : public ::testing::Test {
 };
 
 TEST_F(Gemm16Amx, AwkwardShapesWithEpilogues) {
-  struct S {
-    int64_t m, n, k;
-  };
-  const S shapes[] = {{1, 1, 1},     {1, 129, 2},   {16, 16, 32},   {32, 32, 32},   {17, 48, 31},   {31, 33, 65},
-                      {64, 64, 384}, {96, 100, 777}, {45, 17, 1000}, {160, 96, 64}, {200, 130, 127}, {33, 300, 385}};
-  const GemmType cts[] = {GemmType::bf16, GemmType::f32, GemmType::f16};
-  int variant = 0;
-  for (const S& s : shapes)
-    for (GemmType ct : cts)
-      for (GemmType ab : {GemmType::bf16, GemmType::f16}) {  // f16: hi and lo bf16 parts
-        const Types ty{ab, ab, ct};
-        Case cs;
-        cs.m = s.m;
-        cs.n = s.n;
-        cs.k = s.k;
-        cs.trans_a = variant & 1;
-        cs.trans_b = (variant / 2) & 1;
-        cs.beta = variant % 4 == 1 ? 1.f : variant % 4 == 3 ? 0.5f : 0.f;
-        cs.alpha = variant % 5 == 2 ? -1.5f : 1.f;
-        cs.bias = variant % 2 == 0;
-        cs.epilogue = variant % 3 != 2;
-        cs.ldc_pad = variant % 3;
-        cs.batch = variant % 7 == 3 ? 3 : 1;
-        cs.packed = (variant / 4) % 2 == 1;
-        ++variant;
-        run_case(ty, cs, fresh_seed());
-        if (HasFailure()) return;
-      }
+  const Shape shapes[] = {{1, 1, 1},     {1, 129, 2},    {16, 16, 32},   {32, 32, 32},  {17, 48, 31},
+                          {31, 33, 65},  {64, 64, 384},  {96, 100, 777}, {45, 17, 1000}, {160, 96, 64},
+                          {200, 130, 127}, {33, 300, 385}};
+  const GemmType ab[] = {GemmType::bf16, GemmType::f16};  // f16: hi and lo bf16 parts
+  run_awkward_shapes(shapes, ab, "amx-bf16");
 }
 
 // A B packed in AMX pairs is refused, with the reason, once the product cannot run on the
