@@ -113,9 +113,9 @@ bool uses_dot(const KernelFamily& f, GemmType a, GemmType b) {
          g_bf16_dot.load(std::memory_order_relaxed);
 }
 
-// Whether a B of type b packed now for an A of type a takes the AMX pair layout (the tiles
-// belong with the AVX-512 family: selecting another family for a test turns them off too).
-// f16 x f16 runs there too, each f16 operand split into two bf16 parts (amx_split_f16).
+// Whether products of these types run on the AMX tiles (the tiles belong with the AVX-512
+// family: selecting another family for a test turns them off too): bf16 x bf16, and f16 x f16
+// with each f16 operand as two bf16 parts (gemm_detail::amx_pack_a_f16).
 bool uses_amx(GemmType a, GemmType b) {
   return a == b && (a == GemmType::bf16 || a == GemmType::f16) && g_amx.load(std::memory_order_relaxed) &&
          family().isa == GemmIsa::avx512 && gemm_detail::amx_bf16_supported();
@@ -292,7 +292,7 @@ struct Problem {
   std::atomic<bool>* oom;  // set when a task could not get scratch memory
   GemmType a_type, b_type, c_type;
   int64_t a_es, b_es, c_es;  // element sizes in bytes
-  bool amx;                  // bf16 x bf16 on the AMX tiles (B in their pair layout)
+  bool amx;                  // on the AMX tiles (B in their pair layout; see uses_amx)
 };
 
 // Where the kernels find B for one item.
@@ -433,8 +433,9 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
 }
 
 // compute_block on the AMX tiles, for a B in the pair layout (bv.mode == packed) or packed
-// into it here block by block (pack_per_block): per K block, each 32-row panel of the rows is packed as bf16 rows (zero-padded to a multiple of 32
-// k-values) and multiplied with the tile columns' panels 32 x 32 at a time. A whole block of
+// into it here block by block (pack_per_block): per K block, each 32-row panel of the rows is
+// packed as bf16 rows (zero-padded to a multiple of 32 k-values; an f16 A as its two parts) and
+// multiplied with the tile columns' panels 32 x 32 at a time. A whole block of
 // f32 C (or of the f32 scratch of a 16-bit C) is loaded into the tiles and stored from them
 // directly when alpha is 1 and the K block's beta 0 or 1; a block at an edge of C, or with
 // other scalars, goes through a 32 x 32 scratch block. Bias, rounding to C's type and the

@@ -153,7 +153,7 @@ void amx_bf16_block(const uint16_t* a, int64_t kp, const uint16_t* b, int parts,
     cols16 > 1 ? block<1, 2>(a, kp, b, parts, c, ldc, load_c) : block<1, 1>(a, kp, b, parts, c, ldc, load_c);
 }
 
-// f16 as hi + lo bf16 (see amx_split_f16 in gemm.h), on 16 values widened with vcvtph2ps: hi is the
+// f16 as hi + lo bf16 (see amx_pack_a_f16 in gemm.h), on 16 values widened with vcvtph2ps: hi is the
 // top 16 bits of each f32 and lo the rest, x - hi (exact), zero for infinities and NaN (which go
 // whole into hi: inf - inf would make lo a NaN). Both are returned as f32 bits whose top halves are
 // the bf16 parts.
