@@ -443,6 +443,7 @@ TEST(QGemmAmx, PrefillMatchesDequantizeThenMatmul) {
     for (int64_t m : {5, 16, 17, 33, 64, 100}) check_qgemm(t, m, 37, 256, rng);
     check_qgemm(t, 40, 130, 2048, rng);
     check_qgemm(t, 31, 16, 32, rng);
+    check_qgemm(t, 20, 40, 96, rng);  // an odd number of blocks: pairs, then one
     check_qgemm(t, 48, 50, 4096, rng);
   }
 }

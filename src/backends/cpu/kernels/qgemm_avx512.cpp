@@ -280,88 +280,108 @@ RLX_Q8_ENTRY void q8_panel16(const Q8Args& a, int64_t m, int64_t j0, int64_t j1)
 
 // Prefill of q8_0 and q4_0 on AMX-INT8 tiles (where the CPU has them; see set_qgemm_amx): the
 // weight panel is repacked as for the zmm kernel (16-row groups: per block, 8 quads of 16 rows
-// x 4 bytes, which is the tiles' B layout), and 32 rows of x by 32 weight rows (two groups) are
-// one block of C: per block of 32 k-values, two 16-row tiles of x's quants (read in place), two
-// of the weights, four int32 tiles of exact sums (tdpbssd: signed x by q8_0's signed quants;
-// tdpbsud: by q4_0's unsigned nibbles, the -8 coming back through x's sums as in the zmm
-// kernel). Each block's sums are scaled by x's and w's block scales into f32 accumulators, the
-// same operations as the zmm kernel, so the results are equal up to the order of the f32 adds
-// (each block's int32 sum is exact in both). x's quants must be readable for a multiple of 16
-// rows (quantize_x pads them).
+// x 4 bytes, which is the tiles' B layout), and 16 rows of x by one group of 16 weight rows are
+// one block of C, its 16 f32 accumulators in registers. Per block of 32 k-values a tile of x's
+// quants (read in place) times a tile of weights gives 16 x 16 exact int32 sums (tdpbssd:
+// signed x by q8_0's signed quants; tdpbsud: by q4_0's unsigned nibbles, the -8 coming back
+// through x's sums as in the zmm kernel), which are scaled by x's and w's block scales into the
+// accumulators, the zmm kernel's operations. Two blocks go at a time on two tiles, so that one
+// block's product runs while the other's sums are scaled. The results equal the zmm kernel's up
+// to the order of the f32 adds (each block's int32 sum is exact in both). x's quants must be
+// readable for a multiple of 16 rows (quantize_x pads them).
 #define RLX_AMX_Q8 \
-  __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2"), noinline))
+  __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c,avx2")))
 
-template <QT8 T, int R, int C>
-RLX_AMX_Q8 void amx_block_sums(const int8_t* x, int64_t ldq, const uint8_t* w0, const uint8_t* w1, int32_t* c) {
-  __asm__ volatile("" ::: "memory");  // the tile intrinsics are asm without memory operands
-  _tile_zero(0);
-  if (C > 1) _tile_zero(1);
-  if (R > 1) _tile_zero(2);
-  if (R > 1 && C > 1) _tile_zero(3);
-  _tile_loadd(4, x, ldq);
-  _tile_loadd(6, w0, 64);
-  if (C > 1) _tile_loadd(7, w1, 64);
-  if (R > 1) _tile_loadd(5, x + 16 * ldq, ldq);
-  if constexpr (T == QT8::q8_0) {
-    _tile_dpbssd(0, 4, 6);
-    if (C > 1) _tile_dpbssd(1, 4, 7);
-    if (R > 1) _tile_dpbssd(2, 5, 6);
-    if (R > 1 && C > 1) _tile_dpbssd(3, 5, 7);
-  } else {
-    _tile_dpbsud(0, 4, 6);
-    if (C > 1) _tile_dpbsud(1, 4, 7);
-    if (R > 1) _tile_dpbsud(2, 5, 6);
-    if (R > 1 && C > 1) _tile_dpbsud(3, 5, 7);
+// acc[r] += the block's int32 sums of row r scaled by w's block scales d and x's dx[r * ldd]
+// (for q4_0, minus w's offsets m times x's cx[r * ldd]), for the first n_rows rows.
+template <QT8 T, int ROWS>
+RLX_AMX_Q8 __attribute__((always_inline)) inline void q8_amx_scale(const int32_t* sums, const float* d, const float* m,
+                                                                   const float* dx, const float* cx, int64_t ldd,
+                                                                   int64_t n_rows, __m512 (&acc)[16]) {
+  const __m512 dw = _mm512_loadu_ps(d), mw = _mm512_loadu_ps(m);
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) {
+    if (!ROWS && r >= n_rows) break;
+    const __m512 s = _mm512_cvtepi32_ps(_mm512_load_si512(sums + 16 * r));
+    acc[r] = _mm512_fmadd_ps(s, _mm512_mul_ps(dw, _mm512_set1_ps(dx[r * ldd])), acc[r]);
+    if constexpr (T != QT8::q8_0)  // q4_0's -8
+      acc[r] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(cx[r * ldd]), acc[r]);
   }
-  _tile_stored(0, c, 64);
-  if (C > 1) _tile_stored(1, c + 256, 64);
-  if (R > 1) _tile_stored(2, c + 512, 64);
-  if (R > 1 && C > 1) _tile_stored(3, c + 768, 64);
-  __asm__ volatile("" ::: "memory");
+}
+
+// One 16 x 16 block: ROWS valid rows of x (16, or 0: `rows` of them), cols valid columns of y.
+template <QT8 T, int ROWS>
+RLX_AMX_Q8 __attribute__((noinline)) void q8_amx_block(const Q8Args& a, int64_t i, int64_t rows, const uint8_t* q,
+                                                       const float* d, float* y, int64_t cols) {
+  const int64_t nb = a.nb, n_rows = ROWS ? ROWS : rows;
+  const int8_t* x = a.qx + i * a.ldq;
+  const float* dx = a.dx + i * a.ldd;
+  const float* cx = a.cx + i * a.ldd;
+  const float* dm = d + nb * 16;  // the offsets' coefficients
+  alignas(64) int32_t c[2][256];
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    __asm__ volatile("" ::: "memory");  // the tile intrinsics are asm without memory operands
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_loadd(4, x + 32 * b, a.ldq);
+    _tile_loadd(6, q + b * 512, 64);
+    _tile_loadd(5, x + 32 * (b + 1), a.ldq);
+    _tile_loadd(7, q + (b + 1) * 512, 64);
+    if constexpr (T == QT8::q8_0) {
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 5, 7);
+    } else {
+      _tile_dpbsud(0, 4, 6);
+      _tile_dpbsud(1, 5, 7);
+    }
+    _tile_stored(0, c[0], 64);
+    _tile_stored(1, c[1], 64);
+    __asm__ volatile("" ::: "memory");
+    q8_amx_scale<T, ROWS>(c[0], d + b * 16, dm + b * 16, dx + b, cx + b, a.ldd, n_rows, acc);
+    q8_amx_scale<T, ROWS>(c[1], d + (b + 1) * 16, dm + (b + 1) * 16, dx + b + 1, cx + b + 1, a.ldd, n_rows, acc);
+  }
+  if (b < nb) {
+    __asm__ volatile("" ::: "memory");
+    _tile_zero(0);
+    _tile_loadd(4, x + 32 * b, a.ldq);
+    _tile_loadd(6, q + b * 512, 64);
+    if constexpr (T == QT8::q8_0)
+      _tile_dpbssd(0, 4, 6);
+    else
+      _tile_dpbsud(0, 4, 6);
+    _tile_stored(0, c[0], 64);
+    __asm__ volatile("" ::: "memory");
+    q8_amx_scale<T, ROWS>(c[0], d + b * 16, dm + b * 16, dx + b, cx + b, a.ldd, n_rows, acc);
+  }
+  const __mmask16 mk = static_cast<__mmask16>(cols >= 16 ? 0xFFFF : (1u << cols) - 1);
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) {
+    if (!ROWS && r >= n_rows) break;
+    _mm512_mask_storeu_ps(y + r * a.ldy, mk, acc[r]);
+  }
 }
 
 template <QT8 T>
-RLX_AMX_Q8 void q8_panel_amx(const Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
+RLX_AMX_Q8 __attribute__((noinline)) void q8_panel_amx(const Q8Args& a, int64_t m, int64_t j0, int64_t j1) {
   constexpr int G = 16;
   const auto [pq, pd] = panel_repack<T, G>(a, j0, j1);
   gemm_detail::amx_configure_tiles(gemm_detail::AmxTiles::int8_blocks32);
   const int64_t nb = a.nb, groups = (j1 - j0 + G - 1) / G;
-  alignas(64) int32_t c[4 * 256];  // tile t (row slice t / 2, column group t % 2): 16 x 16
-  alignas(64) float acc[32 * 32];
-  for (int64_t i = 0; i < m; i += 32) {
-    const int64_t rows = std::min<int64_t>(32, m - i);
-    const int8_t* x = a.qx + i * a.ldq;
-    for (int64_t g = 0; g < groups; g += 2) {
-      const bool two = g + 1 < groups;
-      const uint8_t* q0 = pq + g * nb * 32 * G;
-      const uint8_t* q1 = two ? q0 + nb * 32 * G : q0;
-      const float* d0 = pd + g * nb * 2 * G;
-      const float* d1 = two ? d0 + nb * 2 * G : d0;
-      std::memset(acc, 0, sizeof acc);
-      for (int64_t b = 0; b < nb; ++b) {
-        const int8_t* xb = x + 32 * b;
-        if (rows > 16)
-          two ? amx_block_sums<T, 2, 2>(xb, a.ldq, q0 + b * 512, q1 + b * 512, c)
-              : amx_block_sums<T, 2, 1>(xb, a.ldq, q0 + b * 512, q1 + b * 512, c);
-        else
-          two ? amx_block_sums<T, 1, 2>(xb, a.ldq, q0 + b * 512, q1 + b * 512, c)
-              : amx_block_sums<T, 1, 1>(xb, a.ldq, q0 + b * 512, q1 + b * 512, c);
-        for (int h = 0; h < (two ? 2 : 1); ++h) {
-          const float* d = h ? d1 : d0;
-          const __m512 dw = _mm512_loadu_ps(d + b * G), mw = _mm512_loadu_ps(d + nb * G + b * G);
-          for (int64_t r = 0; r < rows; ++r) {
-            const __m512i s = _mm512_load_si512(c + ((r / 16) * 2 + h) * 256 + (r % 16) * 16);
-            float* ar = acc + r * 32 + 16 * h;
-            __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(a.dx[(i + r) * a.ldd + b])),
-                                       _mm512_load_ps(ar));
-            if constexpr (T != QT8::q8_0)  // q4_0's -8
-              v = _mm512_fnmadd_ps(mw, _mm512_set1_ps(a.cx[(i + r) * a.ldd + b]), v);
-            _mm512_store_ps(ar, v);
-          }
-        }
-      }
-      const int64_t cols = std::min<int64_t>(two ? 32 : 16, j1 - j0 - g * G);
-      for (int64_t r = 0; r < rows; ++r) std::memcpy(a.y + (i + r) * a.ldy + j0 + g * G, acc + r * 32, cols * 4);
+  for (int64_t i = 0; i < m; i += 16) {
+    const int64_t rows = std::min<int64_t>(16, m - i);
+    for (int64_t g = 0; g < groups; ++g) {
+      const uint8_t* q = pq + g * nb * 32 * G;
+      const float* d = pd + g * nb * 2 * G;
+      float* y = a.y + i * a.ldy + j0 + g * G;
+      const int64_t cols = std::min<int64_t>(G, j1 - j0 - g * G);
+      if (rows == 16)
+        q8_amx_block<T, 16>(a, i, rows, q, d, y, cols);
+      else
+        q8_amx_block<T, 0>(a, i, rows, q, d, y, cols);
     }
   }
 }
