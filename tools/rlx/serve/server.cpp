@@ -9,10 +9,8 @@
 #include <ctime>
 #include <random>
 
-// cpp-httplib listens with a backlog of 5: a burst of clients connecting at once (32 in the
-// load test and the benchmark) overflowed it, and with SYN cookies the kernel then reset some
-// of the connections that the clients believed open
-#define CPPHTTPLIB_LISTEN_BACKLOG 1024
+#include <sys/socket.h>
+
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
@@ -398,6 +396,18 @@ Status Server::run() {
   http_.set_keep_alive_timeout(static_cast<time_t>(o_.idle_timeout_s));
   http_.set_read_timeout(static_cast<time_t>(o_.idle_timeout_s));
   http_.set_write_timeout(static_cast<time_t>(o_.idle_timeout_s));
+  // cpp-httplib listens with a backlog of 5: a burst of clients connecting at once (32 in the
+  // load test and the benchmark, 60 in the full-queue test) overflowed it, and with SYN cookies
+  // the kernel then reset some of the connections that the clients believed open. Debian's
+  // cpp-httplib is a compiled library, so CPPHTTPLIB_LISTEN_BACKLOG cannot change it; the
+  // listening socket is caught when it is created and listen() is called on it again after the
+  // bind with a longer queue (Linux resizes the queue of a listening socket).
+  constexpr int kListenBacklog = 1024;
+  int listen_fd = -1;
+  http_.set_socket_options([&listen_fd](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd = sock;
+  });
   int port = o_.port;
   if (port == 0) {
     port = http_.bind_to_any_port(o_.host);
@@ -405,6 +415,9 @@ Status Server::run() {
   } else if (!http_.bind_to_port(o_.host, port)) {
     return error(ErrorCode::io_error, "serve: cannot listen on ", o_.host, ":", port, " (in use, or not an address of this machine)");
   }
+  if (listen_fd < 0 || ::listen(listen_fd, kListenBacklog) != 0)
+    std::fprintf(stderr, "rlx serve: warning: could not lengthen the listen queue to %d; bursts of connections may "
+                         "be reset\n", kListenBacklog);
   std::printf("rlx serve: listening on http://%s:%d (pid %d)\n", o_.host.c_str(), port, static_cast<int>(getpid()));
   std::fflush(stdout);
   std::thread loader([this] { load_models(); });
