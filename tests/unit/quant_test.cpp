@@ -460,6 +460,10 @@ TEST_P(QGemmIsa, MatchesDequantizeThenMatmul) {
     check_qgemm(t, 17, 150, 4096, rng);
     if (!portable) check_qgemm(t, 64, 130, 2048, rng);
   }
+  // decode over block counts off the zmm q4_0 kernel's groups of 16 blocks and pairs: one
+  // block, an odd count below 16, and 37 = 2 x 16 + 5
+  for (QType t : {QType::q4_0, QType::q8_0})
+    for (int64_t k : {32, 96, 1184}) check_qgemm(t, 1, 21, k, rng);
   // f16 rows whose length is not a multiple of 16 take the scalar path
   check_qgemm(QType::f16, 1, 9, 100, rng);
   check_qgemm(QType::f16, 9, 9, 37, rng);

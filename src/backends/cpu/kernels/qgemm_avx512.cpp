@@ -116,6 +116,76 @@ struct Dot8 {
 };
 #include "backends/cpu/kernels/qgemm_q8.h"
 
+// q4_0 decode (one row of x) on zmm registers, two blocks per vector. The ymm kernel above
+// spends four port-5 operations per block on Intel cores (the nibble halves' insert, the
+// scale's insert, conversion and broadcast), which bounded it near 4 cycles per block. Here:
+//  - a group of 16 blocks' f16 scales comes in with one gather, is converted and multiplied by
+//    x's 16 block scales at once, and the -8 offset's correction is one fma per group;
+//  - blocks b and b + 1 are broadcast into lanes [b, b, b + 1, b + 1] (loads: no shuffle
+//    port), the odd lanes shifted right by 4 under a mask, so the vector holds both blocks'
+//    32 nibbles in element order, against 64 contiguous bytes of x in one vpdpbusd;
+//  - the pair's scales reach their halves of the vector through one vpermps of the group's.
+alignas(64) constexpr int32_t kQ4PairScaleIdx[8][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},         {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},         {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9},         {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13}, {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
+
+// Blocks b and b + 1 of a q4_0 row (hi: whether b + 1 is there) times 64 bytes of x, with
+// the pair's scales taken from d by pair p of the group: acc += isum * (dw * dx).
+RLX_Q8 __m512 q4_0_pair_zmm(const uint8_t* blk, const int8_t* xq, __m512 d, int p, bool hi, __m512 acc) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512i t = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)));
+  __m512i x;
+  if (hi) {
+    t = _mm512_mask_broadcast_i32x4(t, 0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 20)));
+    x = _mm512_loadu_si512(xq);
+  } else {
+    x = _mm512_maskz_loadu_epi8(0xFFFFFFFFull, xq);  // zeros against the upper copy of block b
+  }
+  const __m512i u = _mm512_and_si512(_mm512_mask_srli_epi16(t, 0xFF00FF00u, t, 4), m4);
+  const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, x);
+  const __m512 s = _mm512_permutexvar_ps(_mm512_load_si512(kQ4PairScaleIdx[p]), d);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), s, acc);
+}
+
+RLX_Q8_ENTRY void q4_0_row_zmm(const Q8Args& a, int64_t j0, int64_t j1) {
+  constexpr int64_t BB = 18;
+  const int64_t nb = a.nb;
+  const __m512i offs = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(BB));
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* wr = a.w + j * a.ldw;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 corr = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+      const int cnt = static_cast<int>(std::min<int64_t>(16, nb - b0));
+      const __mmask16 mk = static_cast<__mmask16>(cnt == 16 ? 0xFFFF : (1u << cnt) - 1);
+      const uint8_t* g = wr + b0 * BB;
+      __builtin_prefetch(g + 16 * BB);
+      __builtin_prefetch(g + 16 * BB + 64);
+      __builtin_prefetch(g + 16 * BB + 128);
+      __builtin_prefetch(g + 16 * BB + 192);
+      __builtin_prefetch(g + 16 * BB + 256);
+      // each lane reads its block's first 4 bytes: the f16 scale and two bytes of nibbles
+      const __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, offs, g, 1);
+      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+      corr = _mm512_fmadd_ps(dw, _mm512_maskz_loadu_ps(mk, a.cx + b0), corr);
+      const __m512 d = _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(mk, a.dx + b0));
+      const int8_t* xq = a.qx + 32 * b0;
+      if (cnt == 16) {
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; ++p) acc[p & 3] = q4_0_pair_zmm(g + 2 * p * BB, xq + 64 * p, d, p, true, acc[p & 3]);
+      } else {
+        for (int p = 0; 2 * p < cnt; ++p)
+          acc[p & 3] = q4_0_pair_zmm(g + 2 * p * BB, xq + 64 * p, d, p, 2 * p + 1 < cnt, acc[p & 3]);
+      }
+    }
+    const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    a.y[j] = _mm512_reduce_add_ps(s) - _mm512_reduce_add_ps(corr);
+  }
+}
+
 // The int8 linear layer's panel kernel (I8PanelArgs, pack_i8's layout): MR rows of x by the
 // panel's 32 channels in 2 x MR zmm accumulators. Per quad of k: the panel's two 64-byte
 // vectors are loaded once and each row's 4 quants (u8, q + 128) broadcast into a vpdpbusd
@@ -390,6 +460,7 @@ QKernelFamily make_avx512() {
   QKernelFamily f = make_family("avx512", GemmIsa::avx512);
   if (__builtin_cpu_supports("avx512vnni")) {
     fill_q8_family(f);
+    f.q8rows[static_cast<int>(QT8::q4_0)][0] = q4_0_row_zmm;
     f.i8panel = i8_panel;
     f.i8quant = i8_quantize_row_512;
     f.q8panel[static_cast<int>(QT8::q8_0)] = q8_panel16<QT8::q8_0>;
