@@ -186,6 +186,112 @@ RLX_Q8_ENTRY void q4_0_row_zmm(const Q8Args& a, int64_t j0, int64_t j1) {
   }
 }
 
+// q4_k decode (one row of x) on zmm registers: each 64-value chunk of a 256-value block is one
+// 32-byte load broadcast to both halves of a vector, the upper half shifted right by 4 under a
+// mask, so the vector holds the chunk's 64 nibbles in element order against 64 contiguous bytes
+// of x in one vpdpbusd; the two sub-blocks' scales (d * sc * dx) reach their halves through
+// one vpermps. The 6-bit scales and mins are unpacked with 32-bit integer operations.
+RLX_Q8_ENTRY void q4_k_row_zmm(const Q8Args& a, int64_t j0, int64_t j1) {
+  constexpr int64_t BB = 144;
+  const int64_t nb = a.nb / 8;  // a.nb counts blocks of 32
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* wr = a.w + j * a.ldw;
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = wr + b * BB;
+      __builtin_prefetch(blk + 2 * BB);
+      __builtin_prefetch(blk + 2 * BB + 64);
+      __builtin_prefetch(blk + 2 * BB + 128);
+      // scales[12]: bytes 0-3 the low 6 bits of sc[0..3] (top 2 bits: sc[4..7]'s high bits),
+      // bytes 4-7 likewise for m, bytes 8-11 the low nibbles of sc[4..7] and m[4..7]
+      uint32_t s[3];
+      std::memcpy(s, blk + 4, 12);
+      const uint32_t sc_lo = s[0] & 0x3F3F3F3Fu, m_lo = s[1] & 0x3F3F3F3Fu;
+      const uint32_t sc_hi = (s[2] & 0x0F0F0F0Fu) | (((s[0] >> 6) & 0x03030303u) << 4);
+      const uint32_t m_hi = ((s[2] >> 4) & 0x0F0F0F0Fu) | (((s[1] >> 6) & 0x03030303u) << 4);
+      const __m128i sm = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(m_lo),
+                                        static_cast<int>(m_hi));
+      const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm));
+      const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(sm, sm)));
+      accm = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(q8_h2f(blk + 2)), mn), _mm256_loadu_ps(a.cx + 8 * b), accm);
+      const __m256 s8 = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(q8_h2f(blk)), sc), _mm256_loadu_ps(a.dx + 8 * b));
+      const __m512 d = _mm512_castps256_ps512(s8);  // vpermps below reads lanes 0..7 only
+      const int8_t* xq = a.qx + 256 * b;
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m512i t = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c)));
+        const __m512i u = _mm512_and_si512(_mm512_mask_srli_epi16(t, 0xFFFF0000u, t, 4), m4);
+        const __m512i is = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_loadu_si512(xq + 64 * c));
+        const __m512 sv = _mm512_permutexvar_ps(_mm512_load_si512(kQ4PairScaleIdx[c]), d);
+        acc[c & 1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sv, acc[c & 1]);
+      }
+    }
+    a.y[j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1])) - q8_hsum(accm);
+  }
+}
+
+// q6_k decode (one row of x) on zmm registers. A 128-value half of a 256-value block is two
+// vectors of 64 six-bit values in element order: the low nibbles (ql, one 64-byte load) or
+// high nibbles (shifted down), with the 2-bit high parts from qh (32 bytes broadcast to both
+// halves) shifted into bits 4-5 by per-half counts and merged in one vpternlogd. The values
+// are used unsigned (0..63) in vpdpbusd, whose accumulator input carries the -32 offset:
+// -32 * (sum of each 4 quants of x), computed once per call. Each 16-value group's scale
+// (d * scales[g] * dx) reaches its 128-bit lane through one vpermps.
+alignas(64) constexpr int32_t kQ6GroupIdx[4][16] = {{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3},
+                                                    {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
+                                                    {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11},
+                                                    {12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15}};
+
+RLX_Q8_ENTRY void q6_k_row_zmm(const Q8Args& a, int64_t j0, int64_t j1) {
+  constexpr int64_t BB = 210;
+  const int64_t nb = a.nb / 8;  // a.nb counts blocks of 32
+  const int64_t k = 32 * a.nb;
+  static thread_local std::vector<int32_t> offset_buf;
+  if (static_cast<int64_t>(offset_buf.size()) < k / 4) offset_buf.resize(static_cast<size_t>(k / 4));
+  int32_t* off = offset_buf.data();
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t i = 0; i < k; i += 64)
+    _mm512_storeu_si512(off + i / 4, _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(32),
+                                                                                _mm512_loadu_si512(a.qx + i))));
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  // 16-bit shift counts by vector half: values 0..31 take qh bits 0-1 (<< 4), 32..63 bits 2-3
+  // (<< 2); values 64..95 bits 4-5 (as they are), 96..127 bits 6-7 (>> 2)
+  const __m512i sh_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+  const __m512i sh_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  const __m512i dx_pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* wr = a.w + j * a.ldw;
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = wr + b * BB;
+      __builtin_prefetch(blk + 2 * BB);
+      __builtin_prefetch(blk + 2 * BB + 64);
+      __builtin_prefetch(blk + 2 * BB + 128);
+      __builtin_prefetch(blk + 2 * BB + 192);
+      const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192))));
+      const __m512 dx = _mm512_permutexvar_ps(dx_pairs, _mm512_castps256_ps512(_mm256_loadu_ps(a.dx + 8 * b)));
+      const __m512 f = _mm512_mul_ps(_mm512_mul_ps(sc, _mm512_set1_ps(q8_h2f(blk + 208))), dx);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const int64_t v0 = 256 * b + 128 * h;  // the half's first value
+        const __m512i ql = _mm512_loadu_si512(blk + 64 * h);
+        const __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h)));
+        // A | (B & C): the nibbles, or'ed with the high bits masked to bits 4-5
+        const __m512i q0 = _mm512_ternarylogic_epi32(_mm512_and_si512(ql, m4), _mm512_sllv_epi16(hb, sh_lo), m30, 0xF8);
+        const __m512i q1 = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                                     _mm512_srlv_epi16(hb, sh_hi), m30, 0xF8);
+        const __m512i s0 = _mm512_dpbusd_epi32(_mm512_loadu_si512(off + v0 / 4), q0, _mm512_loadu_si512(a.qx + v0));
+        const __m512i s1 = _mm512_dpbusd_epi32(_mm512_loadu_si512(off + v0 / 4 + 16), q1, _mm512_loadu_si512(a.qx + v0 + 64));
+        acc[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_permutexvar_ps(_mm512_load_si512(kQ6GroupIdx[2 * h]), f), acc[0]);
+        acc[1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_permutexvar_ps(_mm512_load_si512(kQ6GroupIdx[2 * h + 1]), f), acc[1]);
+      }
+    }
+    a.y[j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1]));
+  }
+}
+
 // The int8 linear layer's panel kernel (I8PanelArgs, pack_i8's layout): MR rows of x by the
 // panel's 32 channels in 2 x MR zmm accumulators. Per quad of k: the panel's two 64-byte
 // vectors are loaded once and each row's 4 quants (u8, q + 128) broadcast into a vpdpbusd
@@ -461,6 +567,8 @@ QKernelFamily make_avx512() {
   if (__builtin_cpu_supports("avx512vnni")) {
     fill_q8_family(f);
     f.q8rows[static_cast<int>(QT8::q4_0)][0] = q4_0_row_zmm;
+    f.q8rows[static_cast<int>(QT8::q4_k)][0] = q4_k_row_zmm;
+    f.q8rows[static_cast<int>(QT8::q6_k)][0] = q6_k_row_zmm;
     f.i8panel = i8_panel;
     f.i8quant = i8_quantize_row_512;
     f.q8panel[static_cast<int>(QT8::q8_0)] = q8_panel16<QT8::q8_0>;
