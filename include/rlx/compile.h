@@ -11,6 +11,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rlx/compile_options.h"
@@ -47,9 +48,13 @@ class Model {
 
   // Compiles (or finds) the variant for these bindings.
   Expected<CompiledVariant*> prepare(const DimBindings& dims);
-  // Runs with symbolic dims bound from the inputs.
+  // Runs with symbolic dims bound from the inputs. A graph with data-dependent ops (nonzero,
+  // unique, non_max_suppression) runs in stages: the device computes each such node's inputs,
+  // the host the node itself, whose output size binds its `count` symbol for what follows;
+  // each stage is compiled once per binding (docs/ir.md, "Data-dependent shapes").
   Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs);
-  // The variant the inputs select, for running into preallocated outputs.
+  // The variant the inputs select, for running into preallocated outputs. A graph with
+  // data-dependent ops has none (an error that says so; run() stages it).
   Expected<CompiledVariant*> variant_for(std::span<const Tensor> inputs);
 
   const Graph& graph() const { return graph_; }
@@ -59,11 +64,16 @@ class Model {
  private:
   Model(Graph g, CompileOptions o, std::shared_ptr<const Device> d)
       : graph_(std::move(g)), options_(std::move(o)), device_(std::move(d)) {}
+  Expected<CompiledVariant*> staged_variant(int key, const Graph& g, const DimBindings& dims);
+  Expected<std::vector<Tensor>> run_staged(std::span<const Tensor> inputs);
   Graph graph_;
   CompileOptions options_;
   std::shared_ptr<const Device> device_;
+  bool data_dependent_ = false;
   std::mutex mu_;
   std::map<DimBindings, std::unique_ptr<CompiledVariant>> variants_;
+  // run_staged's variants by stage (2s: the inputs of stage s's host node, 2s + 1: the rest)
+  std::map<std::pair<int, DimBindings>, std::unique_ptr<CompiledVariant>> staged_;
 };
 
 }  // namespace rlx

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "passes/graph_passes.h"
+#include "runtime/data_dependent.h"
 #include "runtime/reference_eval.h"
 #include "passes/schedule.h"
 #include "rlx/verify.h"
@@ -96,12 +97,40 @@ Expected<DispatchReport> explain(const Graph& g, const std::string& device, cons
                                  const DimBindings& dims) {
   RLX_TRY(verify_graph(g));
   RLX_ASSIGN_OR_RETURN(auto dev, get_device(device));
+  // data-dependent nodes run on the host between device programs (Model::run): the device's
+  // part is the graph without them, their outputs as inputs with counts bound like other dims
+  Graph dev_graph = g;
+  std::vector<int32_t> source(g.nodes.size());
+  for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<int32_t>(i);
+  std::vector<NodeDecision> host;
+  for (int32_t d; (d = runtime::first_data_dependent(dev_graph)) >= 0;) {
+    const Node& n = dev_graph.nodes[d];
+    NodeDecision h;
+    h.node = source[d];
+    h.name = n.name.empty() ? dev_graph.value_label(n.outputs[0]) : n.name;
+    h.op = n.op;
+    for (ValueId v : n.inputs) h.inputs.push_back(dev_graph.type(v));
+    for (ValueId v : n.outputs) h.outputs.push_back(dev_graph.type(v));
+    h.path = DispatchPath::native;
+    h.how = cat("host: run between device programs, its output size binding ", n.attrs.s("count"));
+    host.push_back(std::move(h));
+    runtime::CutGraph cut = runtime::cut_node(dev_graph, d);
+    for (int32_t& s : cut.source_node) s = source[s];
+    source = std::move(cut.source_node);
+    dev_graph = std::move(cut.graph);
+  }
   DimBindings all = dims;
-  collect_symbols(g, all);
-  RLX_ASSIGN_OR_RETURN(Graph bound, bind_graph(g, all));
+  collect_symbols(dev_graph, all);
+  for (NodeDecision& h : host) {
+    for (TensorType& t : h.inputs) t.shape = bind_shape(t.shape, all);
+    for (TensorType& t : h.outputs) t.shape = bind_shape(t.shape, all);
+  }
+  RLX_ASSIGN_OR_RETURN(Graph bound, bind_graph(dev_graph, all));
   RLX_TRY(passes::simplify(bound, runtime::evaluate_on_reference));
   RLX_ASSIGN_OR_RETURN(LegalizeResult lr, legalize(bound, *dev, policy));
   lr.report.bindings = all;
+  // (the device's decisions number the nodes of the simplified graph; host ones g's nodes)
+  for (NodeDecision& h : host) lr.report.nodes.push_back(std::move(h));
   if (lr.report.ok()) {
     // the schedule is device independent: name the kernels each node runs in
     auto prog = sched::schedule(lr.graph);
@@ -119,14 +148,18 @@ Expected<DispatchReport> explain(const Graph& g, const std::string& device, cons
 Expected<std::unique_ptr<Model>> Model::compile(Graph g, CompileOptions options) {
   RLX_TRY(verify_graph(g));
   RLX_ASSIGN_OR_RETURN(auto dev, get_device(options.device));
-  return std::unique_ptr<Model>(new Model(std::move(g), std::move(options), std::move(dev)));
+  const bool staged = runtime::has_data_dependent(g);
+  auto m = std::unique_ptr<Model>(new Model(std::move(g), std::move(options), std::move(dev)));
+  m->data_dependent_ = staged;
+  return m;
 }
 
-Expected<CompiledVariant*> Model::prepare(const DimBindings& dims) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = variants_.find(dims);
-  if (it != variants_.end()) return it->second.get();
-  RLX_ASSIGN_OR_RETURN(Graph bound, bind_graph(graph_, dims));
+namespace {
+
+// Binds g's symbols, checks every size, simplifies, legalizes and compiles for the device.
+Expected<std::unique_ptr<CompiledVariant>> compile_variant(const Graph& g, const DimBindings& dims, const Device& device,
+                                                           const CompileOptions& options) {
+  RLX_ASSIGN_OR_RETURN(Graph bound, bind_graph(g, dims));
   for (const Value& v : bound.values) {
     if (!is_static(v.type.shape))
       return error(ErrorCode::shape_error, "value ", v.name.empty() ? "?" : v.name, " is still ", v.type.to_string(),
@@ -140,19 +173,81 @@ Expected<CompiledVariant*> Model::prepare(const DimBindings& dims) {
     }
   }
   RLX_TRY(passes::simplify(bound, runtime::evaluate_on_reference));
-  RLX_ASSIGN_OR_RETURN(LegalizeResult lr, legalize(bound, *device_, options_.policy));
+  RLX_ASSIGN_OR_RETURN(LegalizeResult lr, legalize(bound, device, options.policy));
   lr.report.bindings = dims;
   if (!lr.report.ok()) return lr.report.illegal_error();
   RLX_TRY(verify_graph(lr.graph).with_context("legalized graph"));
   auto var = std::make_unique<CompiledVariant>();
   var->bindings = dims;
-  RLX_ASSIGN_OR_RETURN(var->executable, device_->compile(lr.graph, options_));
+  RLX_ASSIGN_OR_RETURN(var->executable, device.compile(lr.graph, options));
   var->primitive_graph = std::move(lr.graph);
   var->report = std::move(lr.report);
   attach_kernels(var->report, var->executable->stats().kernel_origins);
+  return var;
+}
+
+}  // namespace
+
+Expected<CompiledVariant*> Model::prepare(const DimBindings& dims) {
+  if (int32_t d = runtime::first_data_dependent(graph_); d >= 0)
+    return error(ErrorCode::invalid_argument, graph_.node_label(d), " has an output shape that depends on the data, "
+                 "so this graph has no single compiled variant: Model::run stages it");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = variants_.find(dims);
+  if (it != variants_.end()) return it->second.get();
+  RLX_ASSIGN_OR_RETURN(auto var, compile_variant(graph_, dims, *device_, options_));
   CompiledVariant* p = var.get();
   variants_[dims] = std::move(var);
   return p;
+}
+
+Expected<CompiledVariant*> Model::staged_variant(int key, const Graph& g, const DimBindings& dims) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = staged_.find({key, dims});
+  if (it != staged_.end()) return it->second.get();
+  RLX_ASSIGN_OR_RETURN(auto var, compile_variant(g, dims, *device_, options_));
+  CompiledVariant* p = var.get();
+  staged_[{key, dims}] = std::move(var);
+  return p;
+}
+
+// Stage s computes the inputs of the graph's first data-dependent node (variant key 2s), the
+// host runs the node and binds its count, and the node's outputs become inputs of the rest;
+// the last graph, with none left, is variant key 2s + 1. What the stages share is computed
+// again by each (a stage's device program ends where the data-dependent node starts).
+Expected<std::vector<Tensor>> Model::run_staged(std::span<const Tensor> inputs) {
+  RLX_ASSIGN_OR_RETURN(DimBindings dims, bindings_from_inputs(graph_, inputs));
+  for (const auto& [k, v] : options_.dims) dims.emplace(k, v);
+  Graph cur = graph_;
+  std::vector<Tensor> feeds(inputs.begin(), inputs.end());
+  int stage = 0;
+  for (int32_t d; (d = runtime::first_data_dependent(cur)) >= 0; ++stage) {
+    const Node& n = cur.nodes[d];
+    std::vector<Tensor> args(n.inputs.size());
+    std::vector<ValueId> computed;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      const ValueId v = n.inputs[k];
+      if (cur.values[v].producer >= 0) {
+        computed.push_back(v);
+        continue;
+      }
+      const auto pos = std::find(cur.inputs.begin(), cur.inputs.end(), v) - cur.inputs.begin();
+      args[k] = feeds[static_cast<size_t>(pos)];
+    }
+    if (!computed.empty()) {
+      RLX_ASSIGN_OR_RETURN(CompiledVariant * pre, staged_variant(2 * stage, runtime::with_outputs(cur, computed), dims));
+      RLX_ASSIGN_OR_RETURN(std::vector<Tensor> vals, pre->executable->run(feeds));
+      for (size_t k = 0, c = 0; k < n.inputs.size(); ++k)
+        if (cur.values[n.inputs[k]].producer >= 0) args[k] = std::move(vals[c++]);
+    }
+    RLX_ASSIGN_OR_RETURN(std::vector<Tensor> outs, runtime::run_data_dependent(n, args, cur.node_label(d)));
+    RLX_ASSIGN_OR_RETURN(int64_t count, runtime::data_dependent_count(cur, n, outs));
+    dims[n.attrs.s("count")] = count;
+    cur = runtime::cut_node(cur, d).graph;
+    for (Tensor& t : outs) feeds.push_back(std::move(t));
+  }
+  RLX_ASSIGN_OR_RETURN(CompiledVariant * last, staged_variant(2 * stage + 1, cur, dims));
+  return last->executable->run(feeds);
 }
 
 Expected<CompiledVariant*> Model::variant_for(std::span<const Tensor> inputs) {
@@ -162,6 +257,7 @@ Expected<CompiledVariant*> Model::variant_for(std::span<const Tensor> inputs) {
 }
 
 Expected<std::vector<Tensor>> Model::run(std::span<const Tensor> inputs) {
+  if (data_dependent_) return run_staged(inputs);
   RLX_ASSIGN_OR_RETURN(CompiledVariant * v, variant_for(inputs));
   return v->executable->run(inputs);
 }

@@ -17,6 +17,7 @@ const OpRules& rules_for(Op op) {
     register_splat_rules(t);
     register_sparse_rules(t);
     register_collective_rules(t);
+    register_data_dependent_rules(t);
     return t;
   }();
   return table[static_cast<size_t>(op)];

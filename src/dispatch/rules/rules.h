@@ -47,6 +47,7 @@ void register_linalg_rules(std::vector<OpRules>& t);
 void register_splat_rules(std::vector<OpRules>& t);
 void register_sparse_rules(std::vector<OpRules>& t);
 void register_collective_rules(std::vector<OpRules>& t);
+void register_data_dependent_rules(std::vector<OpRules>& t);
 
 // Helpers shared by the rule files.
 Sizes static_sizes_or_empty(const TensorType& t);

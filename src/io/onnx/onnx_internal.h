@@ -71,6 +71,7 @@ void register_rnn_ops(OpTable& t);
 void register_attention_ops(OpTable& t);
 void register_control_ops(OpTable& t);
 void register_sequence_ops(OpTable& t);
+void register_data_dependent_ops(OpTable& t);
 // Ops over symbolic shape values; returns false (and does nothing) if `op` is not one.
 bool is_symbolic_op(const std::string& op);
 Status map_symbolic(Importer& m);
@@ -212,6 +213,8 @@ class Importer {
 Expected<std::vector<int64_t>> tensor_ints(const Tensor& t, const std::string& what);
 // Normalizes axis against rank (error names the node).
 Expected<int> axis_of(Importer& m, int64_t axis, int rank);
+// Compress(x, condition) with a condition known only at run time (onnx_ops_data_dependent.cpp).
+Status map_compress_computed(Importer& m, ValueId x);
 std::vector<int64_t> static_dims(const TensorType& t);  // -1 for non-static dims
 
 }  // namespace rlx::onnx_import

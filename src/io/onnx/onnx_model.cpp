@@ -39,6 +39,7 @@ const OpTable& op_table() {
     register_attention_ops(r);
     register_control_ops(r);
     register_sequence_ops(r);
+    register_data_dependent_ops(r);
     return r;
   }();
   return t;

@@ -747,6 +747,7 @@ Status map_one_hot(Importer& m) {
 
 Status map_compress(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  if (!m.is_konst(1)) return map_compress_computed(m, x);
   RLX_ASSIGN_OR_RETURN(Tensor cond, m.konst(1));
   OpBuilder& o = m.o();
   std::vector<int64_t> keep;

@@ -42,5 +42,6 @@ Expected<Types> infer_linalg(Op op, const NodeSig& sig);
 Expected<Types> infer_splat(Op op, const NodeSig& sig);
 Expected<Types> infer_sparse(Op op, const NodeSig& sig);
 Expected<Types> infer_collective(Op op, const NodeSig& sig);
+Expected<Types> infer_data_dependent(Op op, const NodeSig& sig);
 
 }  // namespace rlx::infer

@@ -36,6 +36,7 @@ OpInfo row(Op op, std::string_view name, OpClass cls, OpFamily family) {
     case OpFamily::splat: r.infer = infer::infer_splat; break;
     case OpFamily::sparse: r.infer = infer::infer_sparse; break;
     case OpFamily::collective: r.infer = infer::infer_collective; break;
+    case OpFamily::data_dependent: r.infer = infer::infer_data_dependent; break;
   }
   return r;
 }
@@ -292,6 +293,23 @@ std::vector<OpInfo> build_table() {
         "x reduced over the ranks (reduce: sum default) and split along axis into ranks equal blocks; "
         "rank r gets block r");
   attrs(Op::Broadcast, {{"root", K::i64}, {"group", K::i64}}, "the root rank's x (default rank 0), on every rank");
+  // count: the symbol of the output dimension the values decide (one per node)
+  attrs(Op::NonZero, {{"count", K::str, true}},
+        "indices of the non-zero elements of x (any rank, row-major order) -> i64 [rank(x), count]");
+  attrs(Op::Unique, {{"count", K::str, true}, {"axis", K::i64}, {"sorted", K::i64}},
+        "the distinct elements of x (flattened when axis is absent) or distinct slices along axis -> y "
+        "([count], or x's shape with count at axis), indices i64 [count] (first occurrences), inverse i64 "
+        "[numel(x) or x.shape[axis]] (each element's or slice's index in y), counts i64 [count]; sorted=1 "
+        "(default) orders y ascending (slices lexicographically), sorted=0 by first occurrence");
+  at(Op::Unique).num_outputs = 4;
+  attrs(Op::NonMaxSuppression, {{"count", K::str, true}, {"center_point_box", K::i64}},
+        "ONNX NonMaxSuppression: boxes f32 [B, N, 4] (corners y1, x1, y2, x2 in either order, or with "
+        "center_point_box=1 x_center, y_center, width, height), scores f32 [B, C, N], optional "
+        "max_output_boxes_per_class (i64, one value; absent or 0: no boxes), iou_threshold (f32, one value; "
+        "default 0), score_threshold (f32, one value; absent: none) -> i64 [count, 3] rows (batch, class, box): "
+        "per batch and class, boxes by descending score (ties: lower index first) with a score above the "
+        "threshold, each kept unless its IoU with a kept box exceeds iou_threshold");
+  arity(Op::NonMaxSuppression, 2, 5);
   return t;
 }
 
@@ -324,6 +342,7 @@ std::string_view op_family_name(OpFamily f) {
     case OpFamily::splat: return "splat";
     case OpFamily::sparse: return "sparse";
     case OpFamily::collective: return "collective";
+    case OpFamily::data_dependent: return "data-dependent";
   }
   return "?";
 }
