@@ -58,6 +58,8 @@ class Model {
   Expected<CompiledVariant*> variant_for(std::span<const Tensor> inputs);
 
   const Graph& graph() const { return graph_; }
+  // Whether the graph has data-dependent ops (run() stages it; it has no single variant).
+  bool staged() const { return data_dependent_; }
   const Device& device() const { return *device_; }
   const CompileOptions& options() const { return options_; }
 

@@ -82,6 +82,8 @@ class OpBuilder {
 
   // movement
   ValueId reshape(ValueId x, std::vector<int64_t> shape);
+  // Reshape to exactly these sizes (a 0 is an empty dim, not ONNX's "copy the input dim").
+  ValueId reshape_to(ValueId x, const Sizes& sizes);
   ValueId transpose(ValueId x, std::vector<int64_t> perm);
   ValueId expand(ValueId x, std::vector<int64_t> shape);
   ValueId strided_slice(ValueId x, std::vector<int64_t> starts, std::vector<int64_t> steps,

@@ -98,34 +98,33 @@ Expected<DispatchReport> explain(const Graph& g, const std::string& device, cons
   RLX_TRY(verify_graph(g));
   RLX_ASSIGN_OR_RETURN(auto dev, get_device(device));
   // data-dependent nodes run on the host between device programs (Model::run): the device's
-  // part is the graph without them, their outputs as inputs with counts bound like other dims
-  Graph dev_graph = g;
+  // part is the graph without them, their outputs as inputs, counts bound like other dims
+  DimBindings all = dims;
+  collect_symbols(g, all);
+  RLX_ASSIGN_OR_RETURN(Graph bound, bind_graph(g, all));
   std::vector<int32_t> source(g.nodes.size());
   for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<int32_t>(i);
   std::vector<NodeDecision> host;
-  for (int32_t d; (d = runtime::first_data_dependent(dev_graph)) >= 0;) {
-    const Node& n = dev_graph.nodes[d];
+  for (int32_t d; (d = runtime::first_data_dependent(bound)) >= 0;) {
+    const Node& n = bound.nodes[d];
+    all.emplace(n.attrs.s("count"), 1);
     NodeDecision h;
     h.node = source[d];
-    h.name = n.name.empty() ? dev_graph.value_label(n.outputs[0]) : n.name;
+    h.name = n.name.empty() ? bound.value_label(n.outputs[0]) : n.name;
     h.op = n.op;
-    for (ValueId v : n.inputs) h.inputs.push_back(dev_graph.type(v));
-    for (ValueId v : n.outputs) h.outputs.push_back(dev_graph.type(v));
+    for (ValueId v : n.inputs) h.inputs.push_back(bound.type(v));
+    for (ValueId v : n.outputs) h.outputs.push_back(TensorType{bound.type(v).dtype, bind_shape(bound.type(v).shape, all)});
     h.path = DispatchPath::native;
     h.how = cat("host: run between device programs, its output size binding ", n.attrs.s("count"));
+    // what computes the node's inputs runs on the device too (a stage of its own in a run)
+    for (ValueId v : n.inputs)
+      if (bound.values[v].producer >= 0) bound.outputs.push_back(v);
+    runtime::CutGraph cut = runtime::cut_node(bound, d, h.outputs);
     host.push_back(std::move(h));
-    runtime::CutGraph cut = runtime::cut_node(dev_graph, d);
     for (int32_t& s : cut.source_node) s = source[s];
     source = std::move(cut.source_node);
-    dev_graph = std::move(cut.graph);
+    RLX_ASSIGN_OR_RETURN(bound, bind_graph(cut.graph, all));
   }
-  DimBindings all = dims;
-  collect_symbols(dev_graph, all);
-  for (NodeDecision& h : host) {
-    for (TensorType& t : h.inputs) t.shape = bind_shape(t.shape, all);
-    for (TensorType& t : h.outputs) t.shape = bind_shape(t.shape, all);
-  }
-  RLX_ASSIGN_OR_RETURN(Graph bound, bind_graph(dev_graph, all));
   RLX_TRY(passes::simplify(bound, runtime::evaluate_on_reference));
   RLX_ASSIGN_OR_RETURN(LegalizeResult lr, legalize(bound, *dev, policy));
   lr.report.bindings = all;
@@ -243,7 +242,8 @@ Expected<std::vector<Tensor>> Model::run_staged(std::span<const Tensor> inputs) 
     RLX_ASSIGN_OR_RETURN(std::vector<Tensor> outs, runtime::run_data_dependent(n, args, cur.node_label(d)));
     RLX_ASSIGN_OR_RETURN(int64_t count, runtime::data_dependent_count(cur, n, outs));
     dims[n.attrs.s("count")] = count;
-    cur = runtime::cut_node(cur, d).graph;
+    const std::vector<TensorType> types = runtime::computed_types(cur, n, outs);
+    cur = runtime::cut_node(cur, d, types).graph;
     for (Tensor& t : outs) feeds.push_back(std::move(t));
   }
   RLX_ASSIGN_OR_RETURN(CompiledVariant * last, staged_variant(2 * stage + 1, cur, dims));

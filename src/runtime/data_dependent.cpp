@@ -254,7 +254,18 @@ Graph empty_like(const Graph& g) {
 
 }  // namespace
 
-CutGraph cut_node(const Graph& g, int32_t node) {
+std::vector<TensorType> computed_types(const Graph& g, const Node& n, std::span<const Tensor> outputs) {
+  std::vector<TensorType> types;
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    TensorType t = g.type(n.outputs[k]);
+    for (size_t d = 0; d < t.shape.size() && k < outputs.size() && d < outputs[k].sizes().size(); ++d)
+      if (t.shape[d].is_unknown()) t.shape[d] = Dim(outputs[k].sizes()[d]);
+    types.push_back(std::move(t));
+  }
+  return types;
+}
+
+CutGraph cut_node(const Graph& g, int32_t node, std::span<const TensorType> types) {
   CutGraph c{empty_like(g), {}};
   std::vector<ValueId> map(g.values.size(), kNoValue);
   for (ValueId in : g.inputs) map[in] = c.graph.add_input(g.values[in].name, g.values[in].type);
@@ -262,7 +273,7 @@ CutGraph cut_node(const Graph& g, int32_t node) {
   for (size_t k = 0; k < cut.outputs.size(); ++k) {
     const Value& v = g.values[cut.outputs[k]];
     std::string name = v.name.empty() ? cat(cut.name.empty() ? std::string(op_name(cut.op)) : cut.name, ":", k) : v.name;
-    map[cut.outputs[k]] = c.graph.add_input(std::move(name), v.type);
+    map[cut.outputs[k]] = c.graph.add_input(std::move(name), k < types.size() ? types[k] : v.type);
   }
   std::vector<char> keep(g.nodes.size(), 1);
   keep[node] = 0;

@@ -28,13 +28,17 @@ Expected<std::vector<Tensor>> run_data_dependent(const Node& n, std::span<const 
 Expected<int64_t> data_dependent_count(const Graph& g, const Node& n, std::span<const Tensor> outputs);
 
 // g without node `node`, whose outputs become graph inputs appended after g's own (in output
-// order, with their names and types); source_node[i] is the index in g of the new graph's
-// node i.
+// order, with their names and the node's output types, or `types` where given);
+// source_node[i] is the index in g of the new graph's node i.
 struct CutGraph {
   Graph graph;
   std::vector<int32_t> source_node;
 };
-CutGraph cut_node(const Graph& g, int32_t node);
+CutGraph cut_node(const Graph& g, int32_t node, std::span<const TensorType> types = {});
+
+// The types of data-dependent node n's outputs for what follows it: as inferred, with the dims
+// inference could not tell (unknown) taken from the outputs computed.
+std::vector<TensorType> computed_types(const Graph& g, const Node& n, std::span<const Tensor> outputs);
 
 // g cut down to computing `values` (its outputs): the nodes they need, with all of g's inputs.
 Graph with_outputs(const Graph& g, const std::vector<ValueId>& values);

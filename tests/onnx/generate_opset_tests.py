@@ -371,6 +371,49 @@ case("stft_two_sided_complex_hann", 17,
      [node("HannWindow", ["wl"], ["w"]), node("STFT", ["x", "step", "w"], ["y"], onesided=0)],
      [("x", f32(2, 40, 2))], ["y"], [("wl", np.array(8, np.int64)), ("step", np.array(5, np.int64))])
 
+# --- output shapes that depend on the data (rlx stages the graph around them at run time) ---
+I64 = TensorProto.INT64
+case("nonzero_computed_then_gather_sum", 18,
+     [node("Relu", ["x"], ["r"]), node("Reshape", ["r", "flat"], ["f"]), node("Greater", ["f", "zero"], ["m"]),
+      node("NonZero", ["m"], ["nz"]), node("Squeeze", ["nz", "ax0"], ["idx"]), node("Gather", ["f", "idx"], ["g"]),
+      node("Mul", ["g", "two"], ["g2"]), node("ReduceSum", ["g2"], ["y"], keepdims=0),
+      node("NonZero", ["r"], ["nz2"])],
+     [("x", f32(4, 6))], ["y", "idx", "nz2"],
+     [("flat", i64(-1)), ("zero", np.array(0, np.float32)), ("ax0", i64(0)), ("two", np.array(2, np.float32))],
+     out_types={"idx": I64, "nz2": I64})
+case("compress_computed_condition", 18,
+     [node("ReduceSum", ["x", "ax1"], ["s"], keepdims=0), node("Greater", ["s", "zero"], ["c"]),
+      node("Compress", ["x", "c"], ["k"], axis=0), node("Mul", ["k", "three"], ["y"])],
+     [("x", f32(7, 3))], ["y"], [("ax1", i64(1)), ("zero", np.array(0.3, np.float32)), ("three", np.array(3, np.float32))])
+base = f32(3, 5)
+dup_cols = np.concatenate([base, base[:, [1, 3, 0]]], axis=1)  # 8 columns, 3 repeated
+for sorted_, axis in ((1, None), (0, None), (1, 1), (0, 1)):
+    extra = {} if axis is None else {"axis": axis}
+    case(f"unique_of_computed_sorted{sorted_}" + ("" if axis is None else f"_axis{axis}"), 18,
+         [node("Mul", ["x", "three"], ["x3"]), node("Floor", ["x3"], ["q"]),
+          node("Unique", ["q"], ["u", "i", "inv", "n"], sorted=sorted_, **extra), node("Add", ["u", "one"], ["y"])],
+         [("x", f32(3, 8) if axis is None else dup_cols)], ["y", "i", "inv", "n"],
+         [("three", np.array(3, np.float32)), ("one", np.array(1, np.float32))],
+         out_types={"i": I64, "inv": I64, "n": I64})
+boxes = np.concatenate([rng.uniform(0, 6, (2, 9, 2)), rng.uniform(4, 10, (2, 9, 2))], axis=2).astype(np.float32)
+case("nms_of_computed_scores_then_gather", 18,
+     [node("Sigmoid", ["logits"], ["sc"]),
+      node("NonMaxSuppression", ["b", "sc", "maxn", "iou", "smin"], ["sel"]),
+      node("Gather", ["sel", "col2"], ["box"], axis=1), node("Gather", ["b", "box"], ["picked"], axis=1),
+      # the count through shape arithmetic: Range(0, rows of sel)
+      node("Shape", ["sel"], ["shp"]), node("Gather", ["shp", "zero"], ["rows"]),
+      node("Range", ["zero", "rows", "one"], ["iota"])],
+     [("b", boxes), ("logits", f32(2, 3, 9, lo=-3, hi=3))], ["sel", "picked", "iota"],
+     [("maxn", i64(5)), ("iou", np.array([0.3], np.float32)), ("smin", np.array([0.35], np.float32)),
+      ("col2", i64(2)), ("zero", np.array(0, np.int64)), ("one", np.array(1, np.int64))],
+     out_types={"sel": I64, "iota": I64})
+case("nonzero_then_unique_two_stages", 18,
+     [node("Greater", ["x", "zero"], ["m"]), node("NonZero", ["m"], ["nz"]), node("Gather", ["nz", "one"], ["cols"], axis=0),
+      node("Unique", ["cols"], ["u", "i", "inv", "n"]), node("Cast", ["u"], ["uf"], to=TensorProto.FLOAT),
+      node("Mul", ["uf", "half"], ["y"])],
+     [("x", f32(5, 7))], ["y", "n"], [("zero", np.array(0, np.float32)), ("one", i64(1)),
+                                       ("half", np.array(0.5, np.float32))], out_types={"n": I64})
+
 # --- writing -------------------------------------------------------------------------------
 def ort_available():
     if not shutil.which("node"):

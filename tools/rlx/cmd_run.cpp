@@ -180,6 +180,39 @@ int run_rten(const Args& a) {
   return kOk;
 }
 
+// A graph with data-dependent ops (nonzero, unique, non_max_suppression) has no single compiled
+// variant: Model::run stages it, and the dispatch shown is explain's, with the host nodes.
+int run_staged(const Args& a, const Graph& g, Model& model, const std::vector<Tensor>& inputs, const std::string& device,
+               const DispatchPolicy& policy) {
+  double t0 = now_ms();
+  auto outs = model.run(inputs);
+  if (!outs) return report_error(outs.status());
+  double t1 = now_ms();
+  auto again = model.run(inputs);
+  if (!again) return report_error(again.status());
+  double t2 = now_ms();
+  auto rep = explain(g, device, policy, model.options().dims);
+  if (!rep) return report_error(rep.status());
+  std::printf("model:    %s\ndevice:   %s (staged: data-dependent output sizes run on the host)\n",
+              a.positional[0].c_str(), device.c_str());
+  std::printf("dispatch: %s\n", rep->summary().c_str());
+  for (const NodeDecision& d : rep->nodes)
+    std::printf("  %-24s %-12s %-10s %s\n", d.name.c_str(), std::string(op_name(d.op)).c_str(),
+                std::string(dispatch_path_name(d.path)).c_str(), d.how.c_str());
+  for (size_t i = 0; i < outs->size(); ++i) {
+    const Tensor& t = (*outs)[i];
+    std::printf("output %s: %s\n", g.value_label(g.outputs[i]).c_str(), t.to_string(8).c_str());
+    if (auto dir = a.get("out")) {
+      std::string name = g.values[g.outputs[i]].name.empty() ? "output_" + std::to_string(i) : g.values[g.outputs[i]].name;
+      for (char& c : name)
+        if (c == '/' || c == ':') c = '_';
+      if (Status s = write_npy(*dir + "/" + name + ".npy", t); !s) return report_error(s);
+    }
+  }
+  std::printf("time:     compile and first run %.1f ms, steady run %.3f ms\n", t1 - t0, t2 - t1);
+  return kOk;
+}
+
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
@@ -239,6 +272,7 @@ int cmd_run(int argc, char** argv) {
   }
   auto model = Model::compile(g, {.device = l->device, .policy = l->policy, .dims = dims});
   if (!model) return report_error(model.status());
+  if ((*model)->staged()) return run_staged(*args, g, **model, *inputs, l->device, l->policy);
   double t0 = now_ms();
   auto var = (*model)->variant_for(*inputs);
   if (!var) return report_error(var.status());
@@ -309,15 +343,22 @@ int cmd_bench(int argc, char** argv) {
       DimBindings dims = batch_seq_bindings(g, b, s, l->dims);
       auto inputs = synthesize_inputs(g, dims, 1);
       if (!inputs) return report_error(inputs.status());
-      auto var = (*model)->variant_for(*inputs);
-      if (!var) return report_error(var.status());
-      Executable& ex = *(*var)->executable;
-      auto outs = ex.run(*inputs);
-      if (!outs) return report_error(outs.status());
+      // a staged model (data-dependent output sizes) times whole runs: its stages, with the
+      // host's part and each stage's outputs allocated per run
+      Executable* ex = nullptr;
+      std::vector<Tensor> outs;
+      if (!(*model)->staged()) {
+        auto var = (*model)->variant_for(*inputs);
+        if (!var) return report_error(var.status());
+        ex = (*var)->executable.get();
+      }
+      auto first = ex ? ex->run(*inputs) : (*model)->run(*inputs);
+      if (!first) return report_error(first.status());
+      outs = std::move(*first);
       std::vector<double> times;
       for (int i = 0; i < warmup + runs; ++i) {
         double t0 = now_ms();
-        Status st = ex.run_into(*inputs, *outs);
+        Status st = ex ? ex->run_into(*inputs, outs) : (*model)->run(*inputs).status();
         double t1 = now_ms();
         if (!st.is_ok()) return report_error(st);
         if (i >= warmup) times.push_back(t1 - t0);

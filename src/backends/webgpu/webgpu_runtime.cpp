@@ -49,6 +49,9 @@ std::string text(api::StringView s) {
 }
 
 uint64_t round4(uint64_t n) { return (n + 3) / 4 * 4; }
+// The smallest allocation and binding: a binding must hold one element of the shader's array,
+// up to 16 bytes (vec4), even for an empty tensor (a nonzero with no hits).
+constexpr uint64_t kMinBinding = 16;
 
 api::Buffer buf(const hal::BufferRange& r) { return reinterpret_cast<Runtime::Allocation*>(r.buffer.id)->buffer; }
 
@@ -272,7 +275,7 @@ Status Runtime::pop_error_scope(const std::string& what) {
 }
 
 Expected<api::Buffer> Runtime::make_buffer(uint64_t bytes, api::Flags usage, const std::string& what) {
-  bytes = std::max<uint64_t>(round4(bytes), 4);
+  bytes = std::max<uint64_t>(round4(bytes), kMinBinding);
   if (bytes > dev_limits_.max_buffer_size)
     return error(ErrorCode::runtime_error, "webgpu: ", what, " needs ", bytes, " bytes, more than the ",
                  dev_limits_.max_buffer_size, " one buffer may hold on this device (maxBufferSize)");
@@ -292,7 +295,7 @@ Expected<api::Buffer> Runtime::make_buffer(uint64_t bytes, api::Flags usage, con
 Expected<hal::Buffer> Runtime::allocate(uint64_t bytes, const std::string& what) {
   std::lock_guard<std::mutex> lock(mu_);
   RLX_ASSIGN_OR_RETURN(api::Buffer b, make_buffer(bytes, api::kBufferUsageStorage | api::kBufferUsageCopySrc | api::kBufferUsageCopyDst, what));
-  return hal::Buffer{reinterpret_cast<uint64_t>(new Allocation{b, std::max<uint64_t>(round4(bytes), 4)}), bytes};
+  return hal::Buffer{reinterpret_cast<uint64_t>(new Allocation{b, std::max<uint64_t>(round4(bytes), kMinBinding)}), bytes};
 }
 
 void Runtime::release(hal::Buffer b) {
@@ -499,7 +502,9 @@ Expected<std::unique_ptr<hal::Recording>> Runtime::record(hal::CommandList list)
       entries[a].binding = static_cast<uint32_t>(a);
       entries[a].buffer = buf(d.buffers[a]);
       entries[a].offset = d.buffers[a].offset;
-      entries[a].size = std::max<uint64_t>(round4(d.buffers[a].bytes), 4);
+      // small ranges widen to kMinBinding where their allocation has the room
+      const uint64_t room = reinterpret_cast<const Allocation*>(d.buffers[a].buffer.id)->bytes - d.buffers[a].offset;
+      entries[a].size = std::max<uint64_t>(round4(d.buffers[a].bytes), std::min<uint64_t>(kMinBinding, room));
     }
     if (p->scalars) {
       // the scalars as i32, in vec4 slots (a uniform array's stride is 16 bytes)

@@ -31,7 +31,7 @@ Status matmul(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
     out = o.dot(a, b, bd, bd, {r - 1}, {r - 2});
   }
   // Drop promoted unit dims of 1-D operands.
-  return single(o, o.reshape(out, static_sizes_or_empty(n.output_types[0])), outputs);
+  return single(o, o.reshape_to(out, static_sizes_or_empty(n.output_types[0])), outputs);
 }
 
 Status gemm(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {

@@ -8,7 +8,7 @@ namespace {
 std::vector<int64_t> out_sizes(const RuleNode& n, int i = 0) { return static_sizes_or_empty(n.output_types[i]); }
 
 Status canonical_reshape(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
-  return single(o, o.reshape(n.inputs[0], out_sizes(n)), outputs);
+  return single(o, o.reshape_to(n.inputs[0], out_sizes(n)), outputs);
 }
 
 Status canonical_transpose(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {

@@ -127,7 +127,10 @@ Status Importer::out_dims(int i, std::vector<Dim> dims, bool scalar) {
 }
 
 Expected<ValueId> Importer::value_with_dim(const Dim& d) {
-  for (ValueId in : model_.inputs) {
+  // a graph input, else any value (a data-dependent op's output carries its count)
+  std::vector<ValueId> order(model_.inputs.begin(), model_.inputs.end());
+  for (ValueId v = 0; v < static_cast<ValueId>(model_.values.size()); ++v) order.push_back(v);
+  for (ValueId in : order) {
     const Shape& s = model_.type(in).shape;
     for (size_t k = 0; k < s.size(); ++k) {
       if (s[k] != d) continue;
@@ -142,7 +145,7 @@ Expected<ValueId> Importer::value_with_dim(const Dim& d) {
       return v;
     }
   }
-  return fail(ErrorCode::unsupported, "no graph input has the symbolic dim ", d.to_string());
+  return fail(ErrorCode::unsupported, "no graph value has the symbolic dim ", d.to_string());
 }
 
 Expected<ValueId> Importer::in(int i) {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "rlx/op_builder.h"
 
 namespace rlx {
@@ -73,6 +74,12 @@ ValueId OpBuilder::argmax(ValueId x, int64_t axis, bool keepdims) {
 
 ValueId OpBuilder::reshape(ValueId x, std::vector<int64_t> shape) {
   return op(Op::Reshape, {x}, Attrs{{"shape", std::move(shape)}});
+}
+
+ValueId OpBuilder::reshape_to(ValueId x, const Sizes& sizes) {
+  Attrs a{{"shape", std::vector<int64_t>(sizes.begin(), sizes.end())}};
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) a.set("allowzero", int64_t{1});
+  return op(Op::Reshape, {x}, std::move(a));
 }
 
 ValueId OpBuilder::transpose(ValueId x, std::vector<int64_t> perm) {

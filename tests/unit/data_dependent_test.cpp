@@ -1,0 +1,157 @@
+// Data-dependent output shapes (nonzero, unique, non_max_suppression): Model::run stages a
+// graph around them on every device, with fresh random inputs whose counts differ run to run,
+// against the same computation written out in the test; explain reports the host nodes, and
+// the ways to misuse them are errors that name the node.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+
+#include "device_fixture.h"
+#include "rlx/compile.h"
+#include "rlx/op_builder.h"
+
+namespace rlx {
+namespace {
+
+// y = 2 * x[nonzero(x > t)], s = sum(y), and the unique values of floor(4 * y) with counts:
+// a device stage before nonzero, one between nonzero and unique, one after.
+Graph two_stage_graph() {
+  Graph g;
+  ValueId x = g.add_input("x", TensorType{DType::f32, {Dim::symbol("n")}});
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  ValueId keep = o.binary(Op::Greater, o.relu(x), o.scalar(0.25, DType::f32));
+  ValueId idx = o.reshape(o.op(Op::NonZero, {keep}, Attrs{{"count", std::string("k")}}), {-1});
+  ValueId y = o.mul(o.gather(x, idx, 0), o.scalar(2, DType::f32));
+  ValueId s = o.reduce_sum(y, {0}, false);
+  ValueId q = o.unary(Op::Floor, o.mul(y, o.scalar(4, DType::f32)));
+  std::vector<ValueId> u = o.op_multi(Op::Unique, {q}, Attrs{{"count", std::string("u")}});
+  EXPECT_TRUE(o.ok()) << o.status().to_string();
+  g.outputs = {y, s, u[0], u[3], idx};
+  return g;
+}
+
+class DataDependent : public device_tests::DeviceTest {};
+
+TEST_P(DataDependent, StagedRunsMatchTheHostComputation) {
+  const std::string device = GetParam();
+  for (const DeviceInfo& d : list_devices()) {
+    if (d.name != device) continue;
+    if (!d.available) GTEST_SKIP() << device << " is not available: " << d.reason;
+    if (d.kind == DeviceKind::skeleton) GTEST_SKIP() << device << " is a skeleton device: it runs no kernels";
+  }
+  auto m = Model::compile(two_stage_graph(), {.device = device});
+  ASSERT_TRUE(m.has_value()) << m.status().to_string();
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  std::set<int64_t> counts;
+  for (int64_t n : {7, 40, 40, 1, 129, 5}) {
+    Tensor x = Tensor::zeros(DType::f32, {n});
+    // (the last input has no value above the threshold: empty tensors from nonzero on)
+    for (int64_t i = 0; i < n; ++i) x.data<float>()[i] = n == 5 ? -std::fabs(val(rng)) : val(rng);
+    auto out = (*m)->run(std::vector<Tensor>{x});
+    ASSERT_TRUE(out.has_value()) << device << ": " << out.status().to_string();
+    // the same computation by hand
+    std::vector<float> y;
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < n; ++i)
+      if (std::max(x.data<float>()[i], 0.f) > 0.25f) {
+        idx.push_back(i);
+        y.push_back(2 * x.data<float>()[i]);
+      }
+    std::map<float, int64_t> uniq;
+    float sum = 0;
+    for (float v : y) {
+      ++uniq[std::floor(4 * v)];
+      sum += v;
+    }
+    counts.insert(static_cast<int64_t>(y.size()));
+    const std::vector<Tensor>& r = *out;
+    ASSERT_EQ(r[0].sizes(), Sizes{static_cast<int64_t>(y.size())}) << "n=" << n;
+    for (size_t i = 0; i < y.size(); ++i) {
+      EXPECT_EQ(r[0].data<float>()[i], y[i]);
+      EXPECT_EQ(r[4].data<int64_t>()[i], idx[i]);
+    }
+    EXPECT_NEAR(r[1].get_f64(0), sum, 1e-5 * (1 + std::fabs(sum)));
+    ASSERT_EQ(r[2].numel(), static_cast<int64_t>(uniq.size()));
+    size_t k = 0;
+    for (const auto& [v, c] : uniq) {
+      EXPECT_EQ(r[2].data<float>()[k], v);
+      EXPECT_EQ(r[3].data<int64_t>()[k], c);
+      ++k;
+    }
+  }
+  EXPECT_TRUE(counts.count(0));
+  std::printf("%s: counts seen %zu distinct\n", device.c_str(), counts.size());
+}
+
+RLX_INSTANTIATE_FOR_DEVICES(DataDependent);
+
+TEST(DataDependentGraph, ExplainReportsHostNodesAndPrepareRefuses) {
+  Graph g = two_stage_graph();
+  auto rep = explain(g, "cpu", DispatchPolicy{}, {{"n", 16}});
+  ASSERT_TRUE(rep.has_value()) << rep.status().to_string();
+  int host = 0;
+  for (const NodeDecision& d : rep->nodes)
+    if (d.op == Op::NonZero || d.op == Op::Unique) {
+      ++host;
+      EXPECT_NE(d.how.find("host"), std::string::npos) << d.how;
+    }
+  EXPECT_EQ(host, 2);
+  EXPECT_TRUE(rep->ok()) << rep->to_text();
+  auto m = Model::compile(g, {.device = "cpu"});
+  ASSERT_TRUE(m.has_value());
+  auto v = (*m)->prepare({{"n", 16}});
+  ASSERT_FALSE(v.has_value());
+  EXPECT_NE(v.status().message().find("depends on the data"), std::string::npos) << v.status().message();
+}
+
+TEST(DataDependentGraph, BadAttributesAndInputsNameTheNode) {
+  Graph g;
+  ValueId x = g.add_input("x", TensorType{DType::f32, {4, 3}});
+  auto bad_axis = g.add_node(Op::Unique, {x}, Attrs{{"count", std::string("u")}, {"axis", int64_t{2}}}, "uq");
+  ASSERT_FALSE(bad_axis.has_value());
+  EXPECT_NE(bad_axis.status().message().find("'uq'"), std::string::npos) << bad_axis.status().message();
+  auto no_count = g.add_node(Op::NonZero, {x}, Attrs{}, "nz");
+  ASSERT_FALSE(no_count.has_value());
+  ValueId b = g.add_input("b", TensorType{DType::f32, {1, 5, 4}});
+  ValueId s = g.add_input("s", TensorType{DType::f32, {1, 2, 6}});
+  auto mismatch = g.add_node(Op::NonMaxSuppression, {b, s}, Attrs{{"count", std::string("c")}}, "nms");
+  ASSERT_FALSE(mismatch.has_value());
+  EXPECT_NE(mismatch.status().message().find("disagree"), std::string::npos) << mismatch.status().message();
+}
+
+// Non-max suppression by hand on boxes whose overlaps are known: two near-identical boxes and
+// a far one, three classes, a score threshold that drops one class entirely.
+TEST(DataDependentGraph, NonMaxSuppressionKeepsTheExpectedBoxes) {
+  Graph g;
+  ValueId b = g.add_input("b", TensorType{DType::f32, {1, 3, 4}});
+  ValueId s = g.add_input("s", TensorType{DType::f32, {1, 3, 3}});
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  ValueId sel = o.op(Op::NonMaxSuppression,
+                     {b, s, o.scalar(2, DType::i64), o.scalar(0.5, DType::f32), o.scalar(0.2, DType::f32)},
+                     Attrs{{"count", std::string("kept")}});
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  g.outputs = {sel};
+  auto m = Model::compile(g, {.device = "cpu"});
+  ASSERT_TRUE(m.has_value());
+  // corners flipped in box 1 (y2 < y1 is allowed); box 0 and 1 overlap with IoU 0.81
+  Tensor boxes = Tensor::from_vector(DType::f32, {1, 3, 4}, std::vector<float>{0, 0, 10, 10, 10, 10, 1, 1, 20, 20, 30, 30});
+  Tensor scores = Tensor::from_vector(
+      DType::f32, {1, 3, 3}, std::vector<float>{0.9f, 0.8f, 0.7f, /* class 1 */ 0.1f, 0.15f, 0.05f, /* class 2 */ 0.3f, 0.6f, 0.6f});
+  auto out = (*m)->run(std::vector<Tensor>{boxes, scores});
+  ASSERT_TRUE(out.has_value()) << out.status().to_string();
+  // class 0: box 0, box 2 (box 1 suppressed); class 1: none above 0.2; class 2: boxes 1 and 2
+  // tie at 0.6: the lower index first, then the limit of 2
+  const std::vector<int64_t> want = {0, 0, 0, 0, 0, 2, 0, 2, 1, 0, 2, 2};
+  ASSERT_EQ((*out)[0].sizes(), (Sizes{4, 3}));
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ((*out)[0].data<int64_t>()[i], want[i]) << "entry " << i;
+}
+
+}  // namespace
+}  // namespace rlx
