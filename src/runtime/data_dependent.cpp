@@ -191,6 +191,33 @@ Expected<std::vector<Tensor>> non_max_suppression(const Node& n, std::span<const
 
 }  // namespace
 
+Expected<Tensor> range_values(const Tensor& start, const Tensor& limit, const Tensor& delta, const std::string& what) {
+  if (start.numel() != 1 || limit.numel() != 1 || delta.numel() != 1)
+    return error(ErrorCode::shape_error, what, ": start, limit and delta must hold one value each");
+  const DType dt = start.dtype();
+  const double s = start.get_f64(0), l = limit.get_f64(0), d = delta.get_f64(0);
+  if (d == 0) return error(ErrorCode::invalid_argument, what, ": delta is 0");
+  const double nf = std::ceil((l - s) / d);
+  if (std::isnan(nf)) return error(ErrorCode::invalid_argument, what, ": start, limit or delta is NaN");
+  if (nf > static_cast<double>(int64_t{1} << 40))
+    return error(ErrorCode::out_of_range, what, ": ", nf, " elements, more than 2^40");
+  const int64_t n = std::max<int64_t>(static_cast<int64_t>(nf), 0);
+  RLX_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(dt, {n}, what));
+  if (is_float(dt)) {
+    double v = s;
+    for (int64_t i = 0; i < n; ++i) {
+      t.set_f64(i, v);
+      v = dt == DType::f32 ? static_cast<float>(static_cast<float>(v) + static_cast<float>(d)) : v + d;
+    }
+  } else if (dt == DType::i64) {
+    const int64_t s64 = start.data<int64_t>()[0], d64 = delta.data<int64_t>()[0];
+    for (int64_t i = 0; i < n; ++i) t.data<int64_t>()[i] = s64 + i * d64;
+  } else {
+    for (int64_t i = 0; i < n; ++i) t.set_f64(i, s + static_cast<double>(i) * d);
+  }
+  return t;
+}
+
 bool has_data_dependent(const Graph& g) { return first_data_dependent(g) >= 0; }
 
 int32_t first_data_dependent(const Graph& g) {
@@ -204,9 +231,19 @@ Expected<std::vector<Tensor>> run_data_dependent(const Node& n, std::span<const 
   for (const Tensor& t : inputs) types.push_back(t.type());
   // the node's own checks on the concrete input types
   RLX_TRY(infer_types(n.op, NodeSig{types, n.attrs, n.name}).status().with_context(label));
-  Expected<std::vector<Tensor>> out = n.op == Op::NonZero ? nonzero(inputs[0])
-                                      : n.op == Op::Unique ? unique(n, inputs[0])
-                                                           : non_max_suppression(n, inputs);
+  Expected<std::vector<Tensor>> out = std::vector<Tensor>{};
+  switch (n.op) {
+    case Op::NonZero: out = nonzero(inputs[0]); break;
+    case Op::Unique: out = unique(n, inputs[0]); break;
+    case Op::NonMaxSuppression: out = non_max_suppression(n, inputs); break;
+    case Op::Range: {
+      auto r = range_values(inputs[0], inputs[1], inputs[2], "range");
+      if (r) out = std::vector<Tensor>{std::move(*r)};
+      else out = std::move(r).take_status();
+      break;
+    }
+    default: return error(ErrorCode::internal, label, ": not a data-dependent op");
+  }
   if (!out) return std::move(out).take_status().with_context(label);
   return out;
 }

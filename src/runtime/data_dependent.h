@@ -1,4 +1,4 @@
-// Ops whose output shape depends on the data (nonzero, unique, non_max_suppression; family
+// Ops whose output shape depends on the data (nonzero, unique, non_max_suppression, range; family
 // data_dependent): their host implementations, and the graph surgery with which Model::run
 // stages a graph around them. A run computes the inputs of the first such node with a device
 // program (the graph cut down to those values), runs the node on the host, binds its `count`
@@ -23,6 +23,11 @@ int32_t first_data_dependent(const Graph& g);
 // Runs data-dependent node n on the host on its inputs (one tensor per input of n). Errors
 // name the node (label).
 Expected<std::vector<Tensor>> run_data_dependent(const Node& n, std::span<const Tensor> inputs, const std::string& label);
+
+// ONNX Range: [max(ceil((limit - start) / delta), 0)] values start + i * delta, floats
+// accumulating the additions in the element type as ONNX's reference and ONNX Runtime do
+// (the importer folds constant Ranges with it). what: for messages.
+Expected<Tensor> range_values(const Tensor& start, const Tensor& limit, const Tensor& delta, const std::string& what);
 
 // The size the outputs of data-dependent node n give its `count` symbol.
 Expected<int64_t> data_dependent_count(const Graph& g, const Node& n, std::span<const Tensor> outputs);

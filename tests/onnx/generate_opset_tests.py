@@ -407,6 +407,15 @@ case("nms_of_computed_scores_then_gather", 18,
      [("maxn", i64(5)), ("iou", np.array([0.3], np.float32)), ("smin", np.array([0.35], np.float32)),
       ("col2", i64(2)), ("zero", np.array(0, np.int64)), ("one", np.array(1, np.int64))],
      out_types={"sel": I64, "iota": I64})
+lengths = np.array([3, 7, 2], np.int64)
+case("range_of_computed_limit", 18,
+     [node("ReduceMax", ["len"], ["lim"], keepdims=0), node("Range", ["start", "lim", "step"], ["r"]),
+      node("Cast", ["r"], ["rf"], to=TensorProto.FLOAT), node("Mul", ["rf", "scale"], ["y"]),
+      node("Add", ["x", "one"], ["flim"]), node("Range", ["fstart", "flim", "fstep"], ["fr"])],
+     [("len", lengths), ("x", np.array(2.3, np.float32))], ["r", "y", "fr"],
+     [("start", np.array(1, np.int64)), ("step", np.array(2, np.int64)), ("scale", np.array(0.5, np.float32)),
+      ("fstart", np.array(-1.0, np.float32)), ("fstep", np.array(0.7, np.float32)), ("one", np.array(1, np.float32))],
+     out_types={"r": I64})
 case("nonzero_then_unique_two_stages", 18,
      [node("Greater", ["x", "zero"], ["m"]), node("NonZero", ["m"], ["nz"]), node("Gather", ["nz", "one"], ["cols"], axis=0),
       node("Unique", ["cols"], ["u", "i", "inv", "n"]), node("Cast", ["u"], ["uf"], to=TensorProto.FLOAT),

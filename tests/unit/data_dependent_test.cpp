@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "device_fixture.h"
 #include "rlx/compile.h"
@@ -151,6 +152,39 @@ TEST(DataDependentGraph, NonMaxSuppressionKeepsTheExpectedBoxes) {
   const std::vector<int64_t> want = {0, 0, 0, 0, 0, 2, 0, 2, 1, 0, 2, 2};
   ASSERT_EQ((*out)[0].sizes(), (Sizes{4, 3}));
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ((*out)[0].data<int64_t>()[i], want[i]) << "entry " << i;
+}
+
+// range of run-time values: the length from the values (negative steps and empty ranges
+// included), floats accumulating in f32, and a zero step an error naming the node.
+TEST(DataDependentGraph, RangeOfRunTimeValues) {
+  for (DType dt : {DType::i64, DType::f32}) {
+    Graph g;
+    ValueId a = g.add_input("a", TensorType{dt, {}});
+    ValueId b = g.add_input("b", TensorType{dt, {}});
+    ValueId d = g.add_input("d", TensorType{dt, {}});
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    g.outputs = {o.op(Op::Range, {a, b, d}, Attrs{{"count", std::string("len")}})};
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    auto m = Model::compile(g, {.device = "cpu"});
+    ASSERT_TRUE(m.has_value());
+    auto run = [&](double s, double l, double st) {
+      return (*m)->run(std::vector<Tensor>{Tensor::from_f64(dt, {}, std::vector<double>{s}),
+                                           Tensor::from_f64(dt, {}, std::vector<double>{l}),
+                                           Tensor::from_f64(dt, {}, std::vector<double>{st})});
+    };
+    for (auto [s, l, st] : {std::tuple{1.0, 10.0, 3.0}, {10.0, 1.0, -2.0}, {5.0, 5.0, 1.0}, {3.0, 1.0, 1.0}}) {
+      auto out = run(s, l, st);
+      ASSERT_TRUE(out.has_value()) << out.status().to_string();
+      const int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((l - s) / st)), 0);
+      ASSERT_EQ((*out)[0].sizes(), Sizes{n}) << s << " " << l << " " << st;
+      float v = static_cast<float>(s);
+      for (int64_t i = 0; i < n; ++i, v += static_cast<float>(st)) EXPECT_EQ((*out)[0].get_f64(i), v);
+    }
+    auto zero = run(1, 4, 0);
+    ASSERT_FALSE(zero.has_value());
+    EXPECT_NE(zero.status().message().find("delta is 0"), std::string::npos) << zero.status().message();
+  }
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// NonZero, Unique, NonMaxSuppression and Compress with a computed condition: ops whose output
+// NonZero, Unique, NonMaxSuppression, and Compress and Range of computed values: ops whose output
 // shape depends on the input values. They become rlx's data-dependent ops, whose output count
 // is a symbol named after the node's first output ("<output>.count"); Model::run computes them
 // on the host and binds the count (src/runtime/data_dependent.h). With constant inputs the
@@ -60,6 +60,15 @@ Status map_compress_computed(Importer& m, ValueId x) {
     x = o.reshape(x, {-1});
   }
   return m.out(0, o.gather(x, pos, axis));
+}
+
+Status map_range_computed(Importer& m) {
+  std::vector<ValueId> ins;
+  for (int i = 0; i < 3; ++i) {
+    RLX_ASSIGN_OR_RETURN(ValueId v, m.in(i));
+    ins.push_back(v);
+  }
+  return m.out(0, m.o().op(Op::Range, ins, Attrs{{"count", count_symbol(m)}}));
 }
 
 void register_data_dependent_ops(OpTable& t) {

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "onnx_internal.h"
+#include "runtime/data_dependent.h"
 #include "rlx/checked.h"
 
 namespace rlx::onnx_import {
@@ -659,27 +660,14 @@ Status map_constant_of_shape(Importer& m) {
   return m.out(0, m.o().full(x, v.dtype(), s));
 }
 
+// Range of constants folds here; of values computed at run time it is the data-dependent
+// range op (onnx_ops_data_dependent.cpp).
 Status map_range(Importer& m) {
+  if (!m.is_konst(0) || !m.is_konst(1) || !m.is_konst(2)) return map_range_computed(m);
   RLX_ASSIGN_OR_RETURN(Tensor st, m.konst(0));
   RLX_ASSIGN_OR_RETURN(Tensor li, m.konst(1));
   RLX_ASSIGN_OR_RETURN(Tensor de, m.konst(2));
-  if (st.numel() != 1 || li.numel() != 1 || de.numel() != 1) return m.fail(ErrorCode::shape_error, "inputs must be scalars");
-  double s = st.get_f64(0), l = li.get_f64(0), d = de.get_f64(0);
-  if (d == 0) return m.fail(ErrorCode::invalid_argument, "delta is 0");
-  double nf = std::ceil((l - s) / d);
-  if (!(nf <= double(int64_t{1} << 24))) return m.fail(ErrorCode::overflow, "range too long");
-  int64_t n = std::max<int64_t>(static_cast<int64_t>(nf), 0);
-  Tensor t = Tensor::zeros(st.dtype(), {n});
-  if (is_float(st.dtype())) {
-    // accumulate in the element type as the reference does
-    double v = s;
-    for (int64_t i = 0; i < n; ++i) {
-      t.set_f64(i, v);
-      v = st.dtype() == DType::f32 ? static_cast<float>(static_cast<float>(v) + static_cast<float>(d)) : v + d;
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) t.set_f64(i, s + static_cast<double>(i) * d);
-  }
+  RLX_ASSIGN_OR_RETURN(Tensor t, runtime::range_values(st, li, de, m.where()));
   return m.out_const(0, t);
 }
 

@@ -1,5 +1,5 @@
 // Type rules of the ops whose output shape depends on the input values (nonzero, unique,
-// non_max_suppression). The dimension the values decide is the symbol named by the node's
+// non_max_suppression, range). The dimension the values decide is the symbol named by the node's
 // `count` attribute; everything else about the outputs is static where the inputs are.
 #include "infer_util.h"
 
@@ -27,6 +27,14 @@ Expected<Types> infer_data_dependent(Op op, const NodeSig& sig) {
   if (is_packed(x.dtype) || is_complex(x.dtype))
     return fail(ErrorCode::dtype_error, op, sig, "takes real dtypes of whole bytes, got ", dtype_name(x.dtype));
   if (op == Op::NonZero) return Types{TensorType{DType::i64, {Dim(x.rank()), count}}};
+  if (op == Op::Range) {
+    if (x.dtype == DType::boolean) return fail(ErrorCode::dtype_error, op, sig, "takes numbers, got bool");
+    for (int i = 0; i < 3; ++i) {
+      RLX_TRY(expect_one_value(op, sig, i));
+      if (sig.inputs[i].dtype != x.dtype) return fail(ErrorCode::dtype_error, op, sig, "start, limit and delta must have one dtype");
+    }
+    return Types{TensorType{x.dtype, {count}}};
+  }
   if (op == Op::Unique) {
     TensorType y = x, inverse{DType::i64, {}};
     if (sig.attrs.has("axis")) {

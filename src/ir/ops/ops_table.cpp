@@ -310,6 +310,11 @@ std::vector<OpInfo> build_table() {
         "per batch and class, boxes by descending score (ties: lower index first) with a score above the "
         "threshold, each kept unless its IoU with a kept box exceeds iou_threshold");
   arity(Op::NonMaxSuppression, 2, 5);
+  attrs(Op::Range, {{"count", K::str, true}},
+        "ONNX Range of run-time values: start, limit, delta (one value each, one real dtype) -> [count] with "
+        "count = max(ceil((limit - start) / delta), 0), element i = start + i * delta (floats accumulate the "
+        "additions in the element type); a delta of 0 is an error");
+  arity(Op::Range, 3, 3);
   return t;
 }
 
