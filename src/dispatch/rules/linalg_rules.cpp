@@ -14,8 +14,7 @@ Status refuse(OpBuilder&, const RuleNode& n, std::vector<ValueId>&) {
 }  // namespace
 
 void register_linalg_rules(std::vector<OpRules>& t) {
-  for (int i = 0; i < kNumOps; ++i)
-    if (op_info(static_cast<Op>(i)).family == OpFamily::linalg) t[static_cast<size_t>(i)].decompose = refuse;
+  set_family_decompose(t, OpFamily::linalg, refuse);
 }
 
 }  // namespace rlx::dispatch

@@ -29,4 +29,9 @@ Sizes static_sizes_or_empty(const TensorType& t) {
   return s;
 }
 
+void set_family_decompose(std::vector<OpRules>& t, OpFamily family, RuleFn f) {
+  for (int i = 0; i < kNumOps; ++i)
+    if (op_info(static_cast<Op>(i)).family == family) t[static_cast<size_t>(i)].decompose = f;
+}
+
 }  // namespace rlx::dispatch

@@ -50,6 +50,9 @@ void register_collective_rules(std::vector<OpRules>& t);
 void register_data_dependent_rules(std::vector<OpRules>& t);
 
 // Helpers shared by the rule files.
+// Sets the decomposition of every op of `family` to f (the native-only families register the
+// refusal that says where their ops run).
+void set_family_decompose(std::vector<OpRules>& t, OpFamily family, RuleFn f);
 Sizes static_sizes_or_empty(const TensorType& t);
 // Output of the rule must be the single value v.
 inline Status single(OpBuilder& o, ValueId v, std::vector<ValueId>& outputs) {

@@ -23,8 +23,7 @@ Status refuse(OpBuilder&, const RuleNode& n, std::vector<ValueId>&) {
 }  // namespace
 
 void register_sparse_rules(std::vector<OpRules>& t) {
-  for (int i = 0; i < kNumOps; ++i)
-    if (op_info(static_cast<Op>(i)).family == OpFamily::sparse) t[static_cast<size_t>(i)].decompose = refuse;
+  set_family_decompose(t, OpFamily::sparse, refuse);
 }
 
 }  // namespace rlx::dispatch

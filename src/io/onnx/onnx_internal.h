@@ -213,9 +213,9 @@ class Importer {
 Expected<std::vector<int64_t>> tensor_ints(const Tensor& t, const std::string& what);
 // Normalizes axis against rank (error names the node).
 Expected<int> axis_of(Importer& m, int64_t axis, int rank);
-// Compress(x, condition) with a condition known only at run time, and Range of run-time values
-// (onnx_ops_data_dependent.cpp).
-Status map_compress_computed(Importer& m, ValueId x);
+// The positions Compress keeps of a condition known only at run time, and Range of run-time
+// values (onnx_ops_data_dependent.cpp).
+Expected<ValueId> compress_positions(Importer& m);
 Status map_range_computed(Importer& m);
 std::vector<int64_t> static_dims(const TensorType& t);  // -1 for non-static dims
 

@@ -46,20 +46,12 @@ Status map_nms(Importer& m) {
 
 }  // namespace
 
-// Compress whose condition is computed: the kept positions are nonzero(condition), gathered.
-Status map_compress_computed(Importer& m, ValueId x) {
+// The positions Compress keeps where its condition is computed: nonzero(condition), flattened.
+Expected<ValueId> compress_positions(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId cond, m.in(1));
   OpBuilder& o = m.o();
   if (o.rank(cond) != 1) return m.fail(ErrorCode::shape_error, "condition must be 1-D, got ", o.type(cond).to_string());
-  ValueId pos = o.reshape(o.op(Op::NonZero, {cond}, Attrs{{"count", count_symbol(m)}}), {-1});
-  int64_t axis = 0;
-  if (m.has_attr("axis")) {
-    RLX_ASSIGN_OR_RETURN(int a, axis_of(m, m.ai("axis", 0), o.rank(x)));
-    axis = a;
-  } else {
-    x = o.reshape(x, {-1});
-  }
-  return m.out(0, o.gather(x, pos, axis));
+  return o.reshape(o.op(Op::NonZero, {cond}, Attrs{{"count", count_symbol(m)}}), {-1});
 }
 
 Status map_range_computed(Importer& m) {

@@ -735,12 +735,17 @@ Status map_one_hot(Importer& m) {
 
 Status map_compress(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
-  if (!m.is_konst(1)) return map_compress_computed(m, x);
-  RLX_ASSIGN_OR_RETURN(Tensor cond, m.konst(1));
   OpBuilder& o = m.o();
-  std::vector<int64_t> keep;
-  for (int64_t i = 0; i < cond.numel(); ++i)
-    if (cond.get_f64(i) != 0) keep.push_back(i);
+  ValueId pos = kNoValue;
+  if (m.is_konst(1)) {
+    RLX_ASSIGN_OR_RETURN(Tensor cond, m.konst(1));
+    std::vector<int64_t> keep;
+    for (int64_t i = 0; i < cond.numel(); ++i)
+      if (cond.get_f64(i) != 0) keep.push_back(i);
+    pos = m.c(i64_tensor(keep, {static_cast<int64_t>(keep.size())}));
+  } else {
+    RLX_ASSIGN_OR_RETURN(pos, compress_positions(m));
+  }
   int64_t axis = 0;
   if (m.has_attr("axis")) {
     RLX_ASSIGN_OR_RETURN(int a, axis_of(m, m.ai("axis", 0), o.rank(x)));
@@ -748,7 +753,7 @@ Status map_compress(Importer& m) {
   } else {
     x = o.reshape(x, {-1});
   }
-  return m.out(0, o.gather(x, m.c(i64_tensor(keep, {static_cast<int64_t>(keep.size())})), axis));
+  return m.out(0, o.gather(x, pos, axis));
 }
 
 Status map_depth_space(Importer& m, bool to_space) {
