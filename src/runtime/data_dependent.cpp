@@ -189,6 +189,43 @@ Expected<std::vector<Tensor>> non_max_suppression(const Node& n, std::span<const
   return std::vector<Tensor>{Tensor::from_vector(DType::i64, {m, 3}, rows)};
 }
 
+// The k largest or smallest along the axis, sorted, ties by lower index; NaN counts as larger
+// than every number (first among the largest, last among the smallest, as PyTorch's topk).
+Expected<std::vector<Tensor>> top_k(const Node& n, const Tensor& x, const Tensor& kt) {
+  RLX_ASSIGN_OR_RETURN(int axis, normalize_axis(n.attrs.i("axis", -1), x.rank()));
+  const int64_t len = x.sizes()[axis];
+  const double kd = kt.get_f64(0);
+  if (!(kd >= 0 && kd <= static_cast<double>(len)))
+    return error(ErrorCode::out_of_range, "k = ", kd, " is outside [0, ", len, "], the size of axis ", axis);
+  const int64_t k = static_cast<int64_t>(kd);
+  const bool largest = n.attrs.i("largest", 1) != 0;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x.sizes()[d];
+  for (int d = axis + 1; d < x.rank(); ++d) inner *= x.sizes()[d];
+  Sizes os = x.sizes();
+  os[axis] = k;
+  RLX_ASSIGN_OR_RETURN(Tensor vals, Tensor::allocate(x.dtype(), os, "top_k values"));
+  RLX_ASSIGN_OR_RETURN(Tensor idx, Tensor::allocate(DType::i64, os, "top_k indices"));
+  const Keys keys = Keys::of(x);
+  const size_t eb = static_cast<size_t>(dtype_bits(x.dtype()) / 8);
+  std::vector<int64_t> order(static_cast<size_t>(len));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t in = 0; in < inner; ++in) {
+      auto at = [&](int64_t i) { return (o * len + i) * inner + in; };
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
+        const int c = keys.cmp(at(a), at(b));
+        return c != 0 ? (largest ? c > 0 : c < 0) : a < b;
+      });
+      for (int64_t r = 0; r < k; ++r) {
+        const int64_t dst = (o * k + r) * inner + in;
+        std::memcpy(vals.bytes() + static_cast<size_t>(dst) * eb, x.bytes() + static_cast<size_t>(at(order[r])) * eb, eb);
+        idx.data<int64_t>()[dst] = order[r];
+      }
+    }
+  return std::vector<Tensor>{std::move(vals), std::move(idx)};
+}
+
 }  // namespace
 
 Expected<Tensor> range_values(const Tensor& start, const Tensor& limit, const Tensor& delta, const std::string& what) {
@@ -236,6 +273,7 @@ Expected<std::vector<Tensor>> run_data_dependent(const Node& n, std::span<const 
     case Op::NonZero: out = nonzero(inputs[0]); break;
     case Op::Unique: out = unique(n, inputs[0]); break;
     case Op::NonMaxSuppression: out = non_max_suppression(n, inputs); break;
+    case Op::TopK: out = top_k(n, inputs[0], inputs[1]); break;
     case Op::Range: {
       auto r = range_values(inputs[0], inputs[1], inputs[2], "range");
       if (r) out = std::vector<Tensor>{std::move(*r)};

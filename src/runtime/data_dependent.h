@@ -1,4 +1,4 @@
-// Ops whose output shape depends on the data (nonzero, unique, non_max_suppression, range; family
+// Ops whose output shape depends on the data (nonzero, unique, non_max_suppression, range, top_k; family
 // data_dependent): their host implementations, and the graph surgery with which Model::run
 // stages a graph around them. A run computes the inputs of the first such node with a device
 // program (the graph cut down to those values), runs the node on the host, binds its `count`

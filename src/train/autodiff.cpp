@@ -97,7 +97,10 @@ Differentiability differentiability(Op op) {
   switch (op_info(op).family) {
     case OpFamily::compare:
     case OpFamily::logical:
-    case OpFamily::argreduce: return Differentiability::not_differentiable;
+    case OpFamily::argreduce:
+    // indices and counts; top_k's and unique's values would have a scatter as their adjoint,
+    // but these ops run on the host between device programs, which training graphs do not stage
+    case OpFamily::data_dependent: return Differentiability::not_differentiable;
     case OpFamily::source: return Differentiability::source;
     default: return Differentiability::differentiable;
   }

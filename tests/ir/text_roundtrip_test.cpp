@@ -250,12 +250,13 @@ const std::vector<std::string>& corpus() {
 }
 )",
       // data-dependent output sizes: each node's count symbol is bound when it runs
-      R"(graph @data_dependent(%x: f32[4, 5], %b: f32[1, 6, 4], %s: f32[1, 2, 6], %k: i64[]) -> (i64[2, nz], f32[4, u], i64[kept, 3], i64[len]) {
+      R"(graph @data_dependent(%x: f32[4, 5], %b: f32[1, 6, 4], %s: f32[1, 2, 6], %k: i64[]) -> (i64[2, nz], f32[4, u], i64[kept, 3], i64[len], f32[k, 5]) {
   %n = nonzero(%x) {count = "nz"} : i64[2, nz]
   %y, %i, %inv, %c = unique(%x) {axis = 1, count = "u", sorted = 0} : f32[4, u], i64[u], i64[5], i64[u]
   %keep = non_max_suppression(%b, %s, %k) {center_point_box = 1, count = "kept"} : i64[kept, 3]
   %r = range(%k, %k, %k) {count = "len"} : i64[len]
-  return %n, %y, %keep, %r
+  %tv, %ti = top_k(%x, %k) {axis = 0, count = "k", largest = 0} : f32[k, 5], i64[k, 5]
+  return %n, %y, %keep, %r, %tv
 }
 )",
       // primitive level: strict primitives plus a natively claimed composite with static shapes

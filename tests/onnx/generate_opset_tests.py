@@ -416,6 +416,16 @@ case("range_of_computed_limit", 18,
      [("start", np.array(1, np.int64)), ("step", np.array(2, np.int64)), ("scale", np.array(0.5, np.float32)),
       ("fstart", np.array(-1.0, np.float32)), ("fstep", np.array(0.7, np.float32)), ("one", np.array(1, np.float32))],
      out_types={"r": I64})
+xt = f32(3, 10)
+xt[1, 4] = xt[1, 7]  # a tie: the lower index first
+for largest in (1, 0):
+    case(f"topk_computed_k_largest{largest}", 18,
+         # k: how many of row 0 exceed 0.2 (at most the row's 10)
+         [node("Greater", ["x", "zero"], ["m"]), node("Cast", ["m"], ["mi"], to=TensorProto.INT64),
+          node("Gather", ["mi", "row0"], ["m0"], axis=0), node("ReduceSum", ["m0"], ["ks"], keepdims=0),
+          node("Reshape", ["ks", "shp1"], ["k"]), node("TopK", ["x", "k"], ["v", "i"], axis=1, largest=largest)],
+         [("x", xt)], ["v", "i"], [("zero", np.array(0.2, np.float32)), ("row0", np.array(0, np.int64)),
+                                   ("shp1", i64(1))], out_types={"i": I64})
 case("nonzero_then_unique_two_stages", 18,
      [node("Greater", ["x", "zero"], ["m"]), node("NonZero", ["m"], ["nz"]), node("Gather", ["nz", "one"], ["cols"], axis=0),
       node("Unique", ["cols"], ["u", "i", "inv", "n"]), node("Cast", ["u"], ["uf"], to=TensorProto.FLOAT),

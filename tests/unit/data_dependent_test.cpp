@@ -187,5 +187,40 @@ TEST(DataDependentGraph, RangeOfRunTimeValues) {
   }
 }
 
+// top_k with a run-time k: ties by lower index, NaN above every number, k = 0 and k past the
+// axis (an error naming the node).
+TEST(DataDependentGraph, TopKOfARunTimeK) {
+  for (int64_t largest : {1, 0}) {
+    Graph g;
+    ValueId x = g.add_input("x", TensorType{DType::f32, {2, 6}});
+    ValueId k = g.add_input("k", TensorType{DType::i64, {1}});
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    std::vector<ValueId> tk = o.op_multi(Op::TopK, {x, k}, Attrs{{"count", std::string("k")}, {"largest", largest}});
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    g.outputs = {tk[0], tk[1]};
+    auto m = Model::compile(g, {.device = "cpu"});
+    ASSERT_TRUE(m.has_value());
+    const float nan = std::nanf("");
+    Tensor xv = Tensor::from_vector(DType::f32, {2, 6}, std::vector<float>{3, 1, 4, 1, 5, 9, /* row 1 */ 2, nan, 2, -7, 0, 2});
+    auto run = [&](int64_t kk) { return (*m)->run(std::vector<Tensor>{xv, Tensor::from_vector(DType::i64, {1}, std::vector<int64_t>{kk})}); };
+    auto out = run(3);
+    ASSERT_TRUE(out.has_value()) << out.status().to_string();
+    ASSERT_EQ((*out)[1].sizes(), (Sizes{2, 3}));
+    const std::vector<int64_t> want = largest ? std::vector<int64_t>{5, 4, 2, 1, 0, 2} : std::vector<int64_t>{1, 3, 0, 3, 4, 0};
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ((*out)[1].data<int64_t>()[i], want[i]) << "largest=" << largest << " entry " << i;
+      const float v = xv.data<float>()[(i / 3) * 6 + want[i]], got = (*out)[0].data<float>()[i];
+      EXPECT_TRUE(got == v || (std::isnan(got) && std::isnan(v))) << i;
+    }
+    auto none = run(0);
+    ASSERT_TRUE(none.has_value()) << none.status().to_string();
+    EXPECT_EQ((*none)[0].sizes(), (Sizes{2, 0}));
+    auto past = run(7);
+    ASSERT_FALSE(past.has_value());
+    EXPECT_NE(past.status().message().find("top_k"), std::string::npos) << past.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace rlx

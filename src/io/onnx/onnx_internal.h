@@ -217,6 +217,8 @@ Expected<int> axis_of(Importer& m, int64_t axis, int rank);
 // values (onnx_ops_data_dependent.cpp).
 Expected<ValueId> compress_positions(Importer& m);
 Status map_range_computed(Importer& m);
+// TopK with a k known only at run time (or too large for the unrolled rounds): the host's top_k.
+Status map_topk_computed(Importer& m, ValueId x);
 std::vector<int64_t> static_dims(const TensorType& t);  // -1 for non-static dims
 
 }  // namespace rlx::onnx_import

@@ -1,8 +1,8 @@
-// NonZero, Unique, NonMaxSuppression, and Compress and Range of computed values: ops whose output
-// shape depends on the input values. They become rlx's data-dependent ops, whose output count
-// is a symbol named after the node's first output ("<output>.count"); Model::run computes them
-// on the host and binds the count (src/runtime/data_dependent.h). With constant inputs the
-// importer folds them like any other node.
+// NonZero, Unique, NonMaxSuppression, Compress and Range of computed values, TopK of a computed
+// k: ops whose output shape depends on the input values. They become rlx's data-dependent ops,
+// whose output count is a symbol named after the node's first output ("<output>.count");
+// Model::run computes them on the host and binds the count (src/runtime/data_dependent.h).
+// With constant inputs the importer folds them like any other node.
 #include "onnx_internal.h"
 
 namespace rlx::onnx_import {
@@ -61,6 +61,17 @@ Status map_range_computed(Importer& m) {
     ins.push_back(v);
   }
   return m.out(0, m.o().op(Op::Range, ins, Attrs{{"count", count_symbol(m)}}));
+}
+
+Status map_topk_computed(Importer& m, ValueId x) {
+  RLX_ASSIGN_OR_RETURN(ValueId k, m.in(1));
+  std::vector<ValueId> outs = m.o().op_multi(
+      Op::TopK, {x, k},
+      Attrs{{"count", count_symbol(m)}, {"axis", m.ai("axis", -1)}, {"largest", m.ai("largest", 1)}});
+  if (outs.size() != 2) return m.o().status().with_context(m.where());
+  RLX_TRY(m.out(0, outs[0]));
+  if (m.wants(1)) RLX_TRY(m.out(1, outs[1]));
+  return Status::ok();
 }
 
 void register_data_dependent_ops(OpTable& t) {

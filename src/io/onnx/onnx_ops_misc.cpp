@@ -352,10 +352,13 @@ Status map_einsum(Importer& m) {
 // first index of the extreme (ONNX orders ties by index) and masks it out. k is 1 to 64.
 Status map_topk(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
-  RLX_ASSIGN_OR_RETURN(auto kv, m.ints(1));
-  OpBuilder& o = m.o();
-  if (kv.size() != 1 || kv[0] < 1 || kv[0] > 64) return m.fail(ErrorCode::unsupported, "k must be a constant from 1 to 64");
   if (m.ai("sorted", 1) == 0) return m.fail(ErrorCode::unsupported, "sorted=0 is not supported");
+  // a k known only at run time, or past the rounds below: the data-dependent top_k
+  if (!m.is_konst(1)) return map_topk_computed(m, x);
+  RLX_ASSIGN_OR_RETURN(auto kv, m.ints(1));
+  if (kv.size() == 1 && kv[0] > 64) return map_topk_computed(m, x);
+  OpBuilder& o = m.o();
+  if (kv.size() != 1 || kv[0] < 1) return m.fail(ErrorCode::invalid_argument, "k must be one value of at least 1");
   const int64_t k = kv[0];
   const int r = o.rank(x);
   RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", -1), r));

@@ -1,5 +1,5 @@
 // Type rules of the ops whose output shape depends on the input values (nonzero, unique,
-// non_max_suppression, range). The dimension the values decide is the symbol named by the node's
+// non_max_suppression, range, top_k). The dimension the values decide is the symbol named by the node's
 // `count` attribute; everything else about the outputs is static where the inputs are.
 #include "infer_util.h"
 
@@ -27,6 +27,20 @@ Expected<Types> infer_data_dependent(Op op, const NodeSig& sig) {
   if (is_packed(x.dtype) || is_complex(x.dtype))
     return fail(ErrorCode::dtype_error, op, sig, "takes real dtypes of whole bytes, got ", dtype_name(x.dtype));
   if (op == Op::NonZero) return Types{TensorType{DType::i64, {Dim(x.rank()), count}}};
+  if (op == Op::TopK) {
+    if (x.rank() == 0) return fail(ErrorCode::shape_error, op, sig, "needs a tensor of rank >= 1, got a scalar");
+    if (x.dtype == DType::boolean) return fail(ErrorCode::dtype_error, op, sig, "takes numbers, got bool");
+    auto axis = normalize_axis(sig.attrs.i("axis", -1), x.rank());
+    if (!axis) return fail(ErrorCode::invalid_argument, op, sig, axis.status().message());
+    if (!is_int(sig.inputs[1].dtype) || is_packed(sig.inputs[1].dtype))
+      return fail(ErrorCode::dtype_error, op, sig, "k must be an integer, got ", sig.inputs[1].to_string());
+    RLX_TRY(expect_one_value(op, sig, 1));
+    TensorType v = x;
+    v.shape[*axis] = count;
+    TensorType i = v;
+    i.dtype = DType::i64;
+    return Types{v, i};
+  }
   if (op == Op::Range) {
     if (x.dtype == DType::boolean) return fail(ErrorCode::dtype_error, op, sig, "takes numbers, got bool");
     for (int i = 0; i < 3; ++i) {

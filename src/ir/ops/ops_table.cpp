@@ -315,6 +315,12 @@ std::vector<OpInfo> build_table() {
         "count = max(ceil((limit - start) / delta), 0), element i = start + i * delta (floats accumulate the "
         "additions in the element type); a delta of 0 is an error");
   arity(Op::Range, 3, 3);
+  attrs(Op::TopK, {{"count", K::str, true}, {"axis", K::i64}, {"largest", K::i64}},
+        "the k largest (largest=1, default) or smallest elements of x along axis (default -1), k a run-time "
+        "integer (one value, 0 <= k <= the axis' size) -> values (x's shape with count at axis) and their indices "
+        "(i64), sorted (largest: descending, NaN first; smallest: ascending, NaN last), ties by lower index");
+  arity(Op::TopK, 2, 2);
+  at(Op::TopK).num_outputs = 2;
   return t;
 }
 
