@@ -223,21 +223,22 @@ Expected<std::vector<Tensor>> Model::run_staged(std::span<const Tensor> inputs) 
   for (int32_t d; (d = runtime::first_data_dependent(cur)) >= 0; ++stage) {
     const Node& n = cur.nodes[d];
     std::vector<Tensor> args(n.inputs.size());
-    std::vector<ValueId> computed;
+    std::vector<ValueId> computed;  // each once, though the node may read one several times
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       const ValueId v = n.inputs[k];
-      if (cur.values[v].producer >= 0) {
+      if (cur.values[v].producer < 0) {
+        const auto pos = std::find(cur.inputs.begin(), cur.inputs.end(), v) - cur.inputs.begin();
+        args[k] = feeds[static_cast<size_t>(pos)];
+      } else if (std::find(computed.begin(), computed.end(), v) == computed.end()) {
         computed.push_back(v);
-        continue;
       }
-      const auto pos = std::find(cur.inputs.begin(), cur.inputs.end(), v) - cur.inputs.begin();
-      args[k] = feeds[static_cast<size_t>(pos)];
     }
     if (!computed.empty()) {
       RLX_ASSIGN_OR_RETURN(CompiledVariant * pre, staged_variant(2 * stage, runtime::with_outputs(cur, computed), dims));
       RLX_ASSIGN_OR_RETURN(std::vector<Tensor> vals, pre->executable->run(feeds));
-      for (size_t k = 0, c = 0; k < n.inputs.size(); ++k)
-        if (cur.values[n.inputs[k]].producer >= 0) args[k] = std::move(vals[c++]);
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (cur.values[n.inputs[k]].producer >= 0)
+          args[k] = vals[static_cast<size_t>(std::find(computed.begin(), computed.end(), n.inputs[k]) - computed.begin())];
     }
     RLX_ASSIGN_OR_RETURN(std::vector<Tensor> outs, runtime::run_data_dependent(n, args, cur.node_label(d)));
     RLX_ASSIGN_OR_RETURN(int64_t count, runtime::data_dependent_count(cur, n, outs));

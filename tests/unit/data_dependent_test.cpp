@@ -185,6 +185,21 @@ TEST(DataDependentGraph, RangeOfRunTimeValues) {
     ASSERT_FALSE(zero.has_value());
     EXPECT_NE(zero.status().message().find("delta is 0"), std::string::npos) << zero.status().message();
   }
+  // one computed value read twice by the node: range(c, 3 c, c) with c = 2 a
+  Graph g;
+  ValueId a = g.add_input("a", TensorType{DType::i64, {}});
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  ValueId c = o.mul(a, o.scalar(2, DType::i64));
+  g.outputs = {o.op(Op::Range, {c, o.mul(c, o.scalar(3, DType::i64)), c}, Attrs{{"count", std::string("len")}})};
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  auto m = Model::compile(g, {.device = "cpu"});
+  ASSERT_TRUE(m.has_value());
+  auto out = (*m)->run(std::vector<Tensor>{Tensor::from_vector(DType::i64, {}, std::vector<int64_t>{3})});
+  ASSERT_TRUE(out.has_value()) << out.status().to_string();
+  ASSERT_EQ((*out)[0].sizes(), Sizes{2});  // 6, 12 up to 18
+  EXPECT_EQ((*out)[0].data<int64_t>()[0], 6);
+  EXPECT_EQ((*out)[0].data<int64_t>()[1], 12);
 }
 
 // top_k with a run-time k: ties by lower index, NaN above every number, k = 0 and k past the
