@@ -2,6 +2,7 @@
 // torch.onnx.export with dynamic batch and sequence axes) runs through rlx's ONNX importer on
 // the CPU and matches PyTorch's own output. This is the path `rlx run MODEL.onnx` takes: shape
 // subgraphs (Shape, Gather, Unsqueeze, Concat, Range) fold, or stay symbolic without inputs.
+// Also a small module whose outputs' sizes depend on the data (x[mask], nonzero, topk).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -152,6 +153,49 @@ np.save(sys.argv[1] + "/want.npy", m(ids).detach().numpy())
   ASSERT_TRUE(want.has_value()) << want.status().to_string();
   ASSERT_EQ((*got)[0].sizes(), want->sizes());
   for (int64_t i = 0; i < want->numel(); ++i) EXPECT_EQ((*got)[0].get_f64(i), want->get_f64(i)) << i;
+}
+
+// Data-dependent sizes as PyTorch's exporter writes them: x[mask] (NonZero, Transpose,
+// GatherND), torch.nonzero, and topk, with dynamic axes; run at another shape through
+// `rlx run`'s path (load_and_run: the graph is staged around NonZero) and compared with
+// PyTorch's own outputs.
+TEST(OnnxTorchExport, MaskedSelectAndNonZeroMatchPyTorch) {
+  if (!have_torch()) {
+    if (std::getenv("CI")) GTEST_FAIL() << "CI installs python3-torch (scripts/install-deps.sh), the oracle here";
+    GTEST_SKIP() << "python3-torch is not installed (scripts/install-deps.sh installs it)";
+  }
+  TinyBert t;
+  const std::string script = t.dir + "/export.py";
+  std::ofstream(script) << R"PY(import sys, numpy as np, torch
+class M(torch.nn.Module):
+    def forward(self, x):
+        y = x[x > 0.2] * 2
+        return y.sum(), y, torch.nonzero(x > 0.5), torch.topk(x.flatten(), k=3)[0]
+m = M()
+torch.onnx.export(m, (torch.randn(4, 7),), sys.argv[1] + "/m.onnx", input_names=["x"], opset_version=17,
+                  output_names=["s", "y", "idx", "t"], dynamic_axes={"x": {0: "b", 1: "n"}})
+torch.manual_seed(5)
+x = torch.randn(5, 9)
+np.save(sys.argv[1] + "/x.npy", x.numpy())
+for name, o in zip(["s", "y", "idx", "t"], m(x)):
+    np.save(sys.argv[1] + "/" + name + ".npy", o.detach().numpy().copy(order="C"))
+)PY";
+  const std::string cmd = "OMP_NUM_THREADS=1 /usr/bin/python3 " + script + " " + t.dir + " > " + t.dir + "/export.log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "export failed, see " << t.dir << "/export.log";
+  auto x = read_npy(t.dir + "/x.npy");
+  ASSERT_TRUE(x.has_value()) << x.status().to_string();
+  auto r = onnx::load_and_run(t.dir + "/m.onnx", {{"x", *x}}, "cpu");
+  ASSERT_TRUE(r.has_value()) << r.status().to_string();
+  ASSERT_EQ(r->outputs.size(), 4u);
+  const char* names[] = {"s", "y", "idx", "t"};
+  for (int k = 0; k < 4; ++k) {
+    auto want = read_npy(t.dir + "/" + names[k] + ".npy");
+    ASSERT_TRUE(want.has_value()) << want.status().to_string();
+    const Tensor& got = r->outputs[static_cast<size_t>(k)];
+    ASSERT_EQ(got.sizes(), want->sizes()) << names[k];
+    for (int64_t i = 0; i < want->numel(); ++i)
+      EXPECT_NEAR(got.get_f64(i), want->get_f64(i), 1e-5 * (1 + std::fabs(want->get_f64(i)))) << names[k] << " " << i;
+  }
 }
 
 }  // namespace

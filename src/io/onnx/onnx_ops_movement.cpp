@@ -368,12 +368,23 @@ Status map_gather_nd(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId idx, m.in(1));
   OpBuilder& o = m.o();
   RLX_ASSIGN_OR_RETURN(Sizes ds, need_static(m, o.type(x), "data"));
-  RLX_ASSIGN_OR_RETURN(Sizes is, need_static(m, o.type(idx), "indices"));
-  if (is.empty()) return m.fail(ErrorCode::shape_error, "indices must have rank >= 1");
-  RLX_TRY(bound(m, is));
+  const int64_t batch = m.ai("batch_dims", 0);
+  Sizes is;
+  if (batch == 0) {
+    // without batch dims only the index depth must be known: the tuples' count may be symbolic
+    // (PyTorch's x[mask] exports GatherND of NonZero's transposed output)
+    const Shape& sh = o.shape(idx);
+    if (sh.empty()) return m.fail(ErrorCode::shape_error, "indices must have rank >= 1");
+    if (!sh.back().is_static()) return m.fail(ErrorCode::shape_error, "indices' last dim (the index depth) must be static");
+    for (const Dim& d : sh) is.push_back(d.is_static() ? d.size() : -1);
+  } else {
+    RLX_ASSIGN_OR_RETURN(is, need_static(m, o.type(idx), "indices"));
+    if (is.empty()) return m.fail(ErrorCode::shape_error, "indices must have rank >= 1");
+    RLX_TRY(bound(m, is));
+  }
   int64_t rows;
   Sizes rest;
-  RLX_ASSIGN_OR_RETURN(ValueId lin, nd_rows(m, idx, ds, is, m.ai("batch_dims", 0), rows, rest));
+  RLX_ASSIGN_OR_RETURN(ValueId lin, nd_rows(m, idx, ds, is, batch, rows, rest));
   std::vector<int64_t> flat_shape{rows};
   flat_shape.insert(flat_shape.end(), rest.begin(), rest.end());
   return m.out(0, o.gather(o.reshape(x, flat_shape), lin, 0));
