@@ -44,6 +44,12 @@ TEST_P(DataDependent, StagedRunsMatchTheHostComputation) {
     if (d.name != device) continue;
     if (!d.available) GTEST_SKIP() << device << " is not available: " << d.reason;
     if (d.kind == DeviceKind::skeleton) GTEST_SKIP() << device << " is a skeleton device: it runs no kernels";
+#if defined(__SANITIZE_ADDRESS__)
+    // PoCL's LLVM and Mesa keep allocations past exit, which LeakSanitizer reports as leaks
+    if (d.kind == DeviceKind::gpu)
+      GTEST_SKIP() << device << ": its driver's allocations outlive the process, which LeakSanitizer reports; the "
+                   << "release suite runs this device";
+#endif
   }
   auto m = Model::compile(two_stage_graph(), {.device = device});
   ASSERT_TRUE(m.has_value()) << m.status().to_string();
