@@ -93,6 +93,7 @@ class Scheduler {
   std::map<ValueId, std::pair<std::set<int>, int>> expensive_users;
   Status add_native(int node_index);
   Status add_scatter(int node_index);
+  // a kernel copying src_buffer into dst_buffer, its index in prog.generated; -1 (no kernel) when empty
   int add_copy_kernel(int src_buffer, int dst_buffer);
 
   std::vector<std::vector<int>> consumers_;
@@ -519,11 +520,14 @@ Status Scheduler::assign_buffers() {
 }
 
 int Scheduler::add_copy_kernel(int src, int dst) {
+  const Buffer& b = prog.buffers[dst];
+  // an empty tensor has nothing to copy (a kernel of one element would read and write past both
+  // buffers: the WGSL and HLSL range checks caught it reading an i64 that was never there)
+  const int64_t n = numel(b.sizes);
+  if (n == 0) return -1;
   GeneratedKernel k;
   k.name = cat("k", prog.generated.size());
   KernelBuilder kb(k);
-  const Buffer& b = prog.buffers[dst];
-  int64_t n = std::max<int64_t>(1, numel(b.sizes));
   int loop = kb.add_loop(n);
   k.domain_rank = 1;
   k.args = {src, dst};
@@ -648,10 +652,11 @@ Status Scheduler::add_native(int ni) {
 Status Scheduler::add_scatter(int ni) {
   const Node& n = g.nodes[ni];
   const int out = buffer_of[n.outputs[0]];
-  add_copy_kernel(buffer_of[n.inputs[0]], out);
-  prog.generated.back().origins.push_back(n.origin);
-  // when the output is donated to the base (a cache updated in place) the copy is a no-op
-  prog.generated.back().skip_if_aliased = true;
+  if (const int copy = add_copy_kernel(buffer_of[n.inputs[0]], out); copy >= 0) {
+    prog.generated[copy].origins.push_back(n.origin);
+    // when the output is donated to the base (a cache updated in place) the copy is a no-op
+    prog.generated[copy].skip_if_aliased = true;
+  }
   // out[..., clamp(indices[j]), ...] (+)= updates[..., j, ...] over the updates' shape, serially
   GeneratedKernel k;
   k.name = cat("k", prog.generated.size());
