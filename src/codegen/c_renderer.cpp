@@ -5,7 +5,7 @@
 
 #include "dialect.h"
 #include "rlx/unary_math.h"
-#include "wgsl_prelude.h"
+#include "hlsl_prelude.h"
 
 #include <algorithm>
 #include <cmath>
@@ -44,7 +44,7 @@ class Renderer {
            const std::vector<GlslArgPlace>& places)
       : k_(k), args_(args), d_(dialect(target)), places_(places) {}
   Expected<std::string> render(const std::string& symbol);
-  // WGSL: whether the kernel binds the range-check word (see wgsl_range_checked)
+  // whether the kernel binds the range-check word (see range_checked in c_renderer.h)
   bool range_checked() {
     analyze();
     return range_checked_;
@@ -61,6 +61,7 @@ class Renderer {
   std::string cast_expr(const std::string& v, DType from, DType to);
   Status emit_glsl_signature(const std::string& symbol);
   Status emit_wgsl_signature(const std::string& symbol);
+  Status emit_hlsl_signature(const std::string& symbol);
 
   // Spellings: each helper writes one construct as the dialect (d_) says.
   std::string ct(DType t) const { return c_compute_type(t, d_.strict_types); }
@@ -676,7 +677,7 @@ Status Renderer::emit_wgsl_signature(const std::string& symbol) {
   }
   if (range_checked_) {
     out_ << "@group(0) @binding(" << bindings++ << ") var<storage, read_write> rlx_check: array<atomic<u32>>;\n";
-    out_ << wgsl_range_check_helpers();
+    out_ << d_.range_check_helpers();
   }
   out_ << "@group(0) @binding(" << bindings << ") var<uniform> rlx_domain: array<vec4<i32>, 1>;\n";
   out_ << "@compute @workgroup_size(" << kGlslWorkgroupSize << ")\n";
@@ -692,8 +693,55 @@ Status Renderer::emit_wgsl_signature(const std::string& symbol) {
   return Status::ok();
 }
 
+// HLSL compute: as WGSL, with RWStructuredBuffers at registers u0..n-1 (i64/u64 as int2/uint2
+// words), the check word after them, and the domain size as a constant buffer of int64 words.
+// HLSL has no built-in for the dispatch's group count: the runtime lays out grids of more than
+// kHlslMaxGroupsX groups as rows of exactly that many.
+Status Renderer::emit_hlsl_signature(const std::string& symbol) {
+  out_ << "// kernel " << symbol << "\n";
+  std::vector<char> declared(args_.size(), 0);
+  int bindings = 0;
+  for (size_t a = 0; a < args_.size(); ++a) {
+    const int bind = places_.empty() ? static_cast<int>(a) : places_[a].binding;
+    if (bind < 0 || bind >= static_cast<int>(args_.size()))
+      return error(ErrorCode::internal, "HLSL renderer: argument ", a, " placed at binding ", bind);
+    bindings = std::max(bindings, bind + 1);
+    if (declared[bind]) continue;  // arguments sharing a binding share its dtype
+    declared[bind] = 1;
+    std::string st;
+    switch (args_[a]) {
+      case DType::f32: st = "float"; break;
+      case DType::i32: st = "int"; break;
+      case DType::u32: st = "uint"; break;
+      case DType::i64: st = "int2"; break;  // (low, high) words
+      case DType::u64: st = "uint2"; break;
+      default:
+        if (!packed(args_[a]))
+          return error(ErrorCode::unsupported, "rlx's HLSL has no ", dtype_name(args_[a]), " values (no 64-bit floats)");
+        st = "uint";
+    }
+    out_ << "RWStructuredBuffer<" << st << "> b" << bind << " : register(u" << bind << ");\n";
+  }
+  if (range_checked_) {
+    out_ << "RWStructuredBuffer<uint> rlx_check : register(u" << bindings++ << ");\n";
+    out_ << d_.range_check_helpers();
+  }
+  out_ << "struct RlxDomain { int2 rows; int2 cols; };\n[[vk::push_constant]] ConstantBuffer<RlxDomain> rlx_domain;\n";
+  out_ << "[numthreads(" << kGlslWorkgroupSize << ", 1, 1)]\n";
+  out_ << "void main(uint3 rlx_id : SV_DispatchThreadID) {\n";
+  out_ << "  int rows = rlx_domain.rows.x, cols = rlx_domain.cols.x;\n";
+  out_ << "  int gid = int(rlx_id.x) + int(rlx_id.y) * " << kHlslMaxGroupsX * kGlslWorkgroupSize << ";\n";
+  if (k_.serial) {
+    out_ << "  if (gid != 0) return;\n  int r0 = 0, r1 = rows, c0 = 0, c1 = cols;\n";
+  } else {
+    out_ << "  if (gid >= rows * cols) return;\n  int r0 = gid / cols, r1 = r0 + 1, c0 = gid % cols, c1 = c0 + 1;\n";
+  }
+  return Status::ok();
+}
+
 Status Renderer::emit_signature(const std::string& symbol) {
   if (d_.frame == KernelFrame::wgsl_shader) return emit_wgsl_signature(symbol);
+  if (d_.frame == KernelFrame::hlsl_shader) return emit_hlsl_signature(symbol);
   if (d_.frame == KernelFrame::glsl_shader) return emit_glsl_signature(symbol);
   if (d_.frame == KernelFrame::host_function) {
     out_ << "void " << symbol << "(void* const* restrict bufs, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {\n";
@@ -817,8 +865,8 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
 
 }  // namespace
 
-bool wgsl_range_checked(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes) {
-  return Renderer(k, arg_dtypes, CTarget::wgsl, {}).range_checked();
+bool range_checked(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes, CTarget target) {
+  return Renderer(k, arg_dtypes, target, {}).range_checked();
 }
 
 Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes,

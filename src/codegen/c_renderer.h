@@ -37,11 +37,12 @@ Expected<std::string> render_c_kernel(const kir::GeneratedKernel& k, const std::
                                       const std::string& symbol, CTarget target = CTarget::host,
                                       const std::vector<GlslArgPlace>& places = {});
 
-// Whether a kernel rendered in CTarget::wgsl binds the range-check word: one more storage
-// buffer after its arguments (and before its uniform), a u32 the kernel sets to nonzero when a
-// 64-bit integer value it loads or computes does not fit the 32 bits WGSL computes in. True
-// for kernels with i64/u64 data (wgsl_prelude.h).
-bool wgsl_range_checked(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes);
+// Whether a kernel rendered in `target`, a dialect that emulates 64-bit integers (WGSL, HLSL),
+// binds the range-check word: one more storage buffer after its arguments, a u32 the kernel
+// sets to nonzero when a 64-bit integer value it loads or computes does not fit the 32 bits it
+// computes in. True for kernels with i64/u64 data (wgsl_prelude.h, hlsl_prelude.h); false in
+// the other dialects.
+bool range_checked(const kir::GeneratedKernel& k, const std::vector<DType>& arg_dtypes, CTarget target);
 
 // Whether generated code in the device dialects (OpenCL C, CUDA, GLSL) computes strict
 // primitive `n`: every dtype but c64 (complex arithmetic is host C only) and packed i4/u4

@@ -33,7 +33,7 @@ Expected<std::vector<KernelModule>> render_device_modules(const kir::KernelProgr
       for (const GlslArgPlace& p : at) bindings = std::max(bindings, p.binding + 1);
       e.buffers = bindings;
     }
-    if (d.emulates_int64 && wgsl_range_checked(k, dts)) ++e.buffers;  // the check word, bound last
+    if (d.emulates_int64 && range_checked(k, dts, target)) ++e.buffers;  // the check word, bound last
     if (per_kernel) {
       if (dump) std::fprintf(stderr, "%s\n", fn.c_str());  // the kernel, without the prelude
       modules.push_back({prelude + fn, {e}});

@@ -18,7 +18,7 @@ namespace rlx::codegen {
 // an entry per kernel (OpenCL, CUDA), or module i for kernel i (GLSL). `places[i]`, when given
 // (GLSL only), says where kernel i's arguments live; a kernel without one binds argument j at
 // binding j, and its entry's buffer count is then its argument count, else the bindings used;
-// a WGSL kernel with 64-bit integer data binds the range-check word after them (wgsl_range_checked).
+// a WGSL kernel with 64-bit integer data binds the range-check word after them (range_checked).
 Expected<std::vector<KernelModule>> render_device_modules(const kir::KernelProgram& prog, CTarget target,
                                                               const std::vector<std::vector<GlslArgPlace>>& places = {});
 

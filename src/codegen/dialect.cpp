@@ -1,4 +1,4 @@
-// The dialect values: host C, OpenCL C, CUDA C++, GLSL for Vulkan and for OpenGL, WGSL.
+// The dialect values: host C, OpenCL C, CUDA C++, GLSL for Vulkan and for OpenGL, WGSL, HLSL.
 #include "codegen/dialect.h"
 
 #include <cmath>
@@ -6,6 +6,7 @@
 
 #include "codegen/c_prelude.h"
 #include "codegen/glsl_prelude.h"
+#include "codegen/hlsl_prelude.h"
 #include "codegen/wgsl_prelude.h"
 
 namespace rlx::codegen {
@@ -86,6 +87,14 @@ std::string wgsl_float_literal(double v, DType) {
   return digits(static_cast<double>(static_cast<float>(v)), "%.9g");
 }
 
+// HLSL: as WGSL's (f32 only: f64 values are refused), NaN and infinity through the prelude's
+// macros
+std::string hlsl_float_literal(double v, DType) {
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v) || std::fabs(v) > 3.4028234663852886e38) return v > 0 ? "INFINITY" : "(-INFINITY)";
+  return digits(static_cast<double>(static_cast<float>(v)), "%.9g");
+}
+
 std::string c_int_literal(int64_t v, DType t) {
   if (v == INT64_MIN) return "INT64_MIN";
   if (t == DType::u64) return std::to_string(v) + "ULL";
@@ -107,6 +116,15 @@ std::string wgsl_int_literal(int64_t v, DType t) {
   return c_compute_type(t, true) + "(" + std::to_string(v) + ")";
 }
 
+// HLSL: 32-bit values (64-bit integers are emulated in 32 bits, and the renderer flags
+// constants past them), unsigned literals marked `u`, the least int as an expression
+std::string hlsl_int_literal(int64_t v, DType t) {
+  if (t == DType::boolean) return v ? "true" : "false";
+  if (is_unsigned_int(t)) return c_compute_type(t, true) + "(" + std::to_string(static_cast<uint32_t>(v)) + "u)";
+  if (v == INT32_MIN) return c_compute_type(t, true) + "(-2147483647 - 1)";
+  return c_compute_type(t, true) + "(" + std::to_string(v) + ")";
+}
+
 const char* lane_mask(int bits) { return bits == 8 ? "0xffu" : "0xffffu"; }
 
 // The value first: it may read the element (an accumulating store), which the atomicAnd clears.
@@ -124,12 +142,20 @@ std::string wgsl_packed_store(const std::string& b, const std::string& index, in
          "[rlx_w], ~(" + mask + " << rlx_s)); atomicOr(&" + b + "[rlx_w], rlx_v << rlx_s); }";
 }
 
+std::string hlsl_packed_store(const std::string& b, const std::string& index, int bits, const std::string& value) {
+  const std::string mask = lane_mask(bits), per = std::to_string(32 / bits);
+  return "{ uint rlx_v = uint(" + value + ") & " + mask + "; int rlx_w = int((" + index + ") / " + per +
+         "); uint rlx_s = uint((" + index + ") % " + per + ") * " + std::to_string(bits) + "u; InterlockedAnd(" + b +
+         "[rlx_w], ~(" + mask + " << rlx_s)); InterlockedOr(" + b + "[rlx_w], rlx_v << rlx_s); }";
+}
+
 std::string host_prelude() { return std::string(c_prelude()) + std::string(c_runtime_helpers()); }
 std::string opencl_prelude() { return "#define RLX_OPENCL 1\n" + host_prelude(); }
 std::string cuda_prelude() { return "#define RLX_CUDA 1\n" + host_prelude(); }
 std::string vulkan_prelude() { return glsl_prelude(CTarget::glsl_vulkan); }
 std::string gl_prelude() { return glsl_prelude(CTarget::glsl_gl); }
 std::string webgpu_prelude() { return std::string(wgsl_prelude()); }
+std::string directx_prelude() { return std::string(hlsl_prelude()); }
 
 Dialect c_family(CTarget target, const char* name, KernelFrame frame, std::string (*prelude)()) {
   Dialect d{target, name, frame};
@@ -188,6 +214,24 @@ Dialect wgsl() {
   d.float_literal = wgsl_float_literal;
   d.int_literal = wgsl_int_literal;
   d.packed_store = wgsl_packed_store;
+  d.range_check_helpers = wgsl_range_check_helpers;
+  return d;
+}
+
+// WGSL's semantics in C's spelling (hlsl_prelude.h says why)
+Dialect hlsl() {
+  Dialect d = shader(CTarget::hlsl, "HLSL", KernelFrame::hlsl_shader, directx_prelude);
+  d.packs_narrow_types = true;
+  d.emulates_int64 = true;
+  d.range_check_helpers = hlsl_range_check_helpers;
+  d.own_f32_to_u32 = true;  // `double` is float here: the C path's 4294967295.0 bound rounds up
+  d.builtin_bitfield_extract = false;
+  d.loop_index = "int";
+  d.i64_suffix = "";
+  d.u64_suffix = "u";
+  d.float_literal = hlsl_float_literal;
+  d.int_literal = hlsl_int_literal;
+  d.packed_store = hlsl_packed_store;
   return d;
 }
 
@@ -205,6 +249,7 @@ const Dialect& dialect(CTarget target) {
   static const Dialect vulkan = glsl(CTarget::glsl_vulkan, "GLSL (Vulkan)", true);
   static const Dialect gl = glsl(CTarget::glsl_gl, "GLSL (OpenGL)", false);
   static const Dialect webgpu = wgsl();
+  static const Dialect directx = hlsl();
   switch (target) {
     case CTarget::host: return host;
     case CTarget::opencl: return opencl;
@@ -212,6 +257,7 @@ const Dialect& dialect(CTarget target) {
     case CTarget::glsl_vulkan: return vulkan;
     case CTarget::glsl_gl: return gl;
     case CTarget::wgsl: return webgpu;
+    case CTarget::hlsl: return directx;
   }
   return host;
 }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "rlx/dtype.h"
 #include "rlx/status.h"
@@ -39,8 +40,14 @@ namespace rlx::codegen {
 // typing (bool comparisons, explicit conversions), and WGSL's own syntax for declarations,
 // selects, loops and atomics. WGSL has no 64-bit types: index arithmetic is 32-bit, and
 // f64 values are refused and i64/u64 values computed in 32 bits with range checks
-// (wgsl_supports, wgsl_range_checked).
-enum class CTarget { host, opencl, cuda, glsl_vulkan, glsl_gl, wgsl };
+// (wgsl_supports, range_checked).
+//
+// The HLSL dialect renders a compute shader for D3D12 (Shader Model 6) after the HLSL prelude
+// (hlsl_prelude.h), verified here through glslang's HLSL front end on Vulkan: WGSL's semantics
+// (32-bit index math, packed 8/16-bit values stored with Interlocked atomics, i64/u64 in 32 bits
+// with range checks) in C's syntax, RWStructuredBuffers at registers u0..n-1 and the domain size
+// in a constant buffer (root constants on D3D12, push constants on Vulkan).
+enum class CTarget { host, opencl, cuda, glsl_vulkan, glsl_gl, wgsl, hlsl };
 
 // The frame around a kernel's body: its signature, where its buffers and domain size come
 // from, and how an invocation finds its (row, column).
@@ -50,6 +57,7 @@ enum class KernelFrame : uint8_t {
   cuda_kernel,    // extern "C" __global__, __restrict__ buffers, then long long rows, cols
   glsl_shader,    // std430 storage buffers at bindings 0..n-1, main(), a 2D grid of work groups
   wgsl_shader,    // storage buffers at bindings, the domain size in a uniform buffer after them
+  hlsl_shader,    // RWStructuredBuffers at registers u0..n-1, the domain size in a constant buffer
 };
 
 struct Dialect {
@@ -67,8 +75,10 @@ struct Dialect {
   // in 32-bit words, computed in int/uint and wrapped to their width, stored with atomics.
   bool packs_narrow_types = false;
   // No 64-bit integers: i64/u64 are (low, high) words, computed in 32 bits with range checks
-  // that set a check word the executor reads (wgsl_range_checked).
+  // that set a check word the executor reads (range_checked): the helpers that do so follow
+  // the word's declaration.
   bool emulates_int64 = false;
+  std::string_view (*range_check_helpers)() = nullptr;
   bool complex_values = false;  // c64 as C99 _Complex
   bool omp_simd = false;        // `#pragma omp simd` before vectorizable loops
   // Locals of run-time values may be `const`, and `(void)x;` marks one unused (GLSL's const

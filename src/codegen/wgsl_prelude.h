@@ -19,7 +19,7 @@ namespace rlx::codegen {
 // The prelude text (it needs no version line or extension).
 std::string_view wgsl_prelude();
 
-// Helpers of kernels with 64-bit integer data (wgsl_range_checked in c_renderer.h), placed
+// Helpers of kernels with 64-bit integer data (range_checked in c_renderer.h), placed
 // after their `rlx_check` binding: WGSL has no 64-bit integers, so such values are computed
 // in 32 bits, and every load of a value past 32 bits and every operation whose exact result
 // does not fit sets the check word (the device's run then fails saying so), never a silent

@@ -191,8 +191,8 @@ Expected<std::vector<codegen::GlslArgPlace>> ProgramExecutable::place_arguments(
   return places;
 }
 
-// The word WGSL kernels with 64-bit integer data set when a value does not fit the 32 bits they
-// compute in (codegen::wgsl_range_checked): one per program, zeroed before the first kernel.
+// The word kernels with 64-bit integer data set, in the dialects that compute them in 32 bits
+// (WGSL, HLSL), when a value does not fit (codegen::range_checked): one per program, zeroed before the first kernel.
 Expected<BufferRange> ProgramExecutable::range_check_word() {
   if (range_word_.buffer.id) return range_word_;
   RLX_ASSIGN_OR_RETURN(range_word_, scratch(4, "the range-check word", nullptr));
@@ -202,7 +202,7 @@ Expected<BufferRange> ProgramExecutable::range_check_word() {
   list_.commands.insert(list_.commands.begin(), zero);
   check_word(range_word_, [dev = device()](int32_t) {
     return error(ErrorCode::out_of_range, dev, ": a 64-bit integer value of this program does not fit the 32 bits ", dev,
-                 " computes in (WGSL has no 64-bit integers); run it on another device");
+                 " computes in (its shaders compute 64-bit integers in 32 bits); run it on another device");
   });
   return range_word_;
 }
@@ -217,7 +217,7 @@ Status ProgramExecutable::build_generated(std::vector<Kernel>& kernels, std::vec
     if (dialect.emulates_int64) {
       std::vector<DType> dts;
       for (int b : k.args) dts.push_back(prog_.buffers[b].dtype);
-      checked = codegen::wgsl_range_checked(k, dts);
+      checked = codegen::range_checked(k, dts, target_.dialect);
     }
     const int limit = rt_->limits().max_bindings - (checked ? 1 : 0);
     if (static_cast<int>(k.args.size()) <= limit) {

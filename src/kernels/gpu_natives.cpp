@@ -4,6 +4,7 @@
 #include <map>
 
 #include "codegen/glsl_prelude.h"
+#include "codegen/hlsl_prelude.h"
 #include "kernels/csr_spmv.h"
 #include "kernels/gemm_plan.h"
 
@@ -103,6 +104,25 @@ Words gemm_words(codegen::CTarget dialect, bool shared_ab) {
     w["RLX_GROUP_Z"] = "i32(rlx_wg.z)";
     w["RLX_INDEX"] = "";
     w["RLX_BARRIER"] = "workgroupBarrier()";
+  } else if (dialect == codegen::CTarget::hlsl) {
+    // RWStructuredBuffers at registers u0.., the parameters as a constant buffer (root
+    // constants on D3D12, push constants on Vulkan) read by their low words, the tiles as
+    // groupshared arrays; HLSL's fma is double-only, mad is its float multiply-add
+    std::string head = codegen::hlsl_scalar_block(10);
+    for (int i = 0; i < 10; ++i) head += cat("#define ", kGemmParams[i], " rlx_scalars.p", i, ".x\n");
+    for (size_t i = 0; i < bufs.size(); ++i) head += cat("RWStructuredBuffer<float> ", bufs[i], " : register(u", i, ");\n");
+    w["RLX_HEAD"] = head + "#define fma mad\ngroupshared float as_[16][16];\ngroupshared float bs_[16][17];\n[numthreads(16, 16, 1)]";
+    w["RLX_SIGNATURE"] = "void main(uint3 rlx_lid : SV_GroupThreadID, uint3 rlx_wg : SV_GroupID)";
+    w["RLX_ENTRY"] = "";
+    w["RLX_CONST_INT"] = w["RLX_CONST_LONG"] = w["RLX_VAR_INT"] = w["RLX_VAR_LONG"] = "int";
+    w["RLX_VAR_FLOAT"] = "float";
+    w["RLX_LOCAL_X"] = "int(rlx_lid.x)";
+    w["RLX_LOCAL_Y"] = "int(rlx_lid.y)";
+    w["RLX_GROUP_X"] = "int(rlx_wg.x)";
+    w["RLX_GROUP_Y"] = "int(rlx_wg.y)";
+    w["RLX_GROUP_Z"] = "int(rlx_wg.z)";
+    w["RLX_INDEX"] = "int";
+    w["RLX_BARRIER"] = "GroupMemoryBarrierWithGroupSync()";
   } else {
     // OpenCL C: the buffers and parameters as kernel arguments, the tiles in kernel scope
     std::string sig = "__kernel void rlx_native_gemm_f32(";

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/directx/directx_device.h"
 #include "backends/null/null_device.h"
 #ifdef RLX_HAVE_OPENCL
 #include "backends/opencl/opencl_device.h"
@@ -70,6 +71,7 @@ const std::vector<Entry>& entries() {
       {"vulkan", make_vulkan},
       {"opengl", make_opengl},
       {"webgpu", webgpu::make_webgpu_device},
+      {"directx", directx::make_directx_device},
       {"cuda", make_cuda},
       {"null", null_device::make_null_device},
   };

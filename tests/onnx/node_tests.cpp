@@ -198,7 +198,7 @@ TEST(OnnxNodeManifest, CoversAtMostFifteenPercent) {
 
 // The node tests that pass on the CPU, run on another device. Each builds an OpenCL program
 // (about a second on PoCL with a cold cache), Vulkan pipelines or WGSL shaders, so this runs on
-// request, except for webgpu, which CI runs (tests/CMakeLists.txt):
+// request, except for webgpu and directx, which CI runs (tests/CMakeLists.txt):
 //   RLX_ONNX_NODE_DEVICE=opencl build/bin/rlx_tests_onnx --gtest_filter='OnnxNodeOtherDevice.*'
 // A test the device does not pass must be refused with a reason (a node illegal there, a value
 // it cannot hold), never answered wrongly, and at least 90% must pass. It prints every

@@ -11,6 +11,7 @@
 
 #include "codegen/c_jit.h"
 #include "codegen/c_renderer.h"
+#include "codegen/hlsl_prelude.h"
 
 namespace rlx::vulkan {
 
@@ -49,9 +50,11 @@ bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* n
   return false;
 }
 
-// The numbered source lines around the first "ERROR: <file>:<line>:" of a shaderc log.
+// The numbered source lines around the first "<file>:<line>:" of a shaderc log.
 std::string excerpt(const std::string& src, const std::string& log) {
-  auto p = log.find(":", log.find("rlx.comp"));
+  const size_t at = log.find("rlx.comp");
+  if (at == std::string::npos) return "";
+  auto p = log.find(":", at);
   if (p == std::string::npos) return "";
   int line = std::atoi(log.c_str() + p + 1);
   std::istringstream in(src);
@@ -63,8 +66,8 @@ std::string excerpt(const std::string& src, const std::string& log) {
 
 }  // namespace
 
-Expected<std::shared_ptr<Runtime>> Runtime::create() {
-  std::shared_ptr<Runtime> r(new Runtime());
+Expected<std::shared_ptr<Runtime>> Runtime::create(ShaderLanguage language) {
+  std::shared_ptr<Runtime> r(new Runtime(language));
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "rlx";
   app.apiVersion = VK_API_VERSION_1_1;
@@ -209,10 +212,12 @@ Expected<std::shared_ptr<Runtime>> Runtime::create() {
   }
 
   r->description_ = cat(props.deviceName, " (Vulkan ", VK_API_VERSION_MAJOR(props.apiVersion), ".",
-                        VK_API_VERSION_MINOR(props.apiVersion), "), ", c.memory_bytes >> 20, " MiB, fp64 ",
-                        c.fp64 ? "yes" : "no", ", fp16 ", c.fp16 ? "yes" : "no", " (f16 stored, computed in f32), int8 ",
-                        c.int8 ? "yes" : "no", ", 16-bit storage ", c.int16 ? "yes" : "no", ", subgroup ", c.subgroup_size,
-                        ", generated GLSL compute");
+                        VK_API_VERSION_MINOR(props.apiVersion), "), ", c.memory_bytes >> 20, " MiB");
+  // what GLSL kernels use; HLSL kernels compute as hlsl_prelude.h says, whatever the device has
+  if (language == ShaderLanguage::glsl)
+    r->description_ += cat(", fp64 ", c.fp64 ? "yes" : "no", ", fp16 ", c.fp16 ? "yes" : "no", " (f16 stored, computed in f32), int8 ",
+                           c.int8 ? "yes" : "no", ", 16-bit storage ", c.int16 ? "yes" : "no", ", subgroup ", c.subgroup_size,
+                           ", generated GLSL compute");
   return r;
 }
 
@@ -297,6 +302,7 @@ void Runtime::destroy_buffer(Buffer& b) {
 }
 
 Expected<std::vector<uint32_t>> Runtime::spirv(const std::string& glsl) {
+  const bool hlsl = language_ == ShaderLanguage::hlsl;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = spirv_.find(glsl); it != spirv_.end()) return it->second;
@@ -304,7 +310,7 @@ Expected<std::vector<uint32_t>> Runtime::spirv(const std::string& glsl) {
   unsigned ver = 0, rev = 0;
   shaderc_get_spv_version(&ver, &rev);
   const std::string dir = codegen::kernel_cache_dir();
-  const std::string path = dir + "/vk-" + codegen::hex_key(glsl + cat("\n//shaderc spv ", ver, ".", rev)) + ".spv";
+  const std::string path = dir + "/vk-" + codegen::hex_key(glsl + cat("\n//shaderc spv ", ver, ".", rev, hlsl ? " hlsl" : "")) + ".spv";
   std::vector<uint32_t> words;
   if (std::ifstream f(path, std::ios::binary); f) {
     std::string bytes((std::istreambuf_iterator<char>(f)), {});
@@ -319,6 +325,7 @@ Expected<std::vector<uint32_t>> Runtime::spirv(const std::string& glsl) {
     shaderc_compile_options_t opts = shaderc_compile_options_initialize();
     shaderc_compile_options_set_target_env(opts, shaderc_target_env_vulkan, shaderc_env_version_vulkan_1_1);
     shaderc_compile_options_set_optimization_level(opts, shaderc_optimization_level_zero);  // the driver optimizes
+    if (hlsl) shaderc_compile_options_set_source_language(opts, shaderc_source_language_hlsl);
     shaderc_compilation_result_t res =
         shaderc_compile_into_spv(compiler, glsl.data(), glsl.size(), shaderc_compute_shader, "rlx.comp", "main", opts);
     const bool ok = shaderc_result_get_compilation_status(res) == shaderc_compilation_status_success;
@@ -333,7 +340,8 @@ Expected<std::vector<uint32_t>> Runtime::spirv(const std::string& glsl) {
     shaderc_compiler_release(compiler);
     if (!ok) {
       if (log.size() > 3000) log = log.substr(0, 3000) + "\n...";
-      return error(ErrorCode::runtime_error, "vulkan: compiling the generated GLSL failed:\n", log, excerpt(glsl, log));
+      return error(ErrorCode::runtime_error, name(), ": compiling the generated ", hlsl ? "HLSL" : "GLSL", " failed:\n", log,
+                   excerpt(glsl, log));
     }
     if (codegen::make_dirs(dir)) {  // a cache that cannot be written is only slower
       const std::string tmp = cat(path, ".", getpid(), ".tmp");
@@ -532,9 +540,21 @@ Expected<std::vector<hal::Kernel>> Runtime::build(const hal::KernelModule& modul
   return out;
 }
 
+Status Runtime::groups(const hal::Dispatch& d, uint32_t out[3]) const {
+  if (language_ == ShaderLanguage::glsl) return hal::dispatch_groups(d, codegen::kGlslWorkgroupSize, caps_.max_groups, "vulkan", out);
+  // HLSL kernels index in 32 bits and find their element in rows of kHlslMaxGroupsX groups
+  if (d.items > INT32_MAX)
+    return error(ErrorCode::unsupported, "directx: kernel ", d.name, " runs ", d.items, " work items, more than 2^31-1");
+  for (int64_t v : d.scalars)
+    if (v < INT32_MIN || v > INT32_MAX)
+      return error(ErrorCode::unsupported, "directx: kernel ", d.name, " takes the size ", v, ", past the 32 bits HLSL kernels index in");
+  const uint32_t max[3] = {std::min<uint32_t>(caps_.max_groups[0], codegen::kHlslMaxGroupsX), caps_.max_groups[1], caps_.max_groups[2]};
+  return hal::dispatch_groups(d, codegen::kGlslWorkgroupSize, max, "directx", out);
+}
+
 Status Runtime::check_dispatch(const hal::Dispatch& d) const {
   uint32_t g[3];
-  return hal::dispatch_groups(d, codegen::kGlslWorkgroupSize, caps_.max_groups, "vulkan", g);
+  return groups(d, g);
 }
 
 Expected<std::unique_ptr<hal::Recording>> Runtime::record(hal::CommandList list) {
@@ -609,7 +629,7 @@ Expected<std::unique_ptr<hal::Recording>> Runtime::record(hal::CommandList list)
     }
     vkUpdateDescriptorSets(device_, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
     uint32_t g[3];
-    RLX_TRY(hal::dispatch_groups(d, codegen::kGlslWorkgroupSize, caps_.max_groups, "vulkan", g));
+    RLX_TRY(groups(d, g));
     vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
     vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0, nullptr);
     if (p->push_bytes)

@@ -54,6 +54,12 @@ struct Pipeline {
   uint32_t push_bytes = 0;
 };
 
+// The shading language a runtime's kernels are written in: GLSL (the vulkan device), or HLSL
+// (the directx device verified on Vulkan: compiled with glslang's HLSL front end, with grids
+// laid out as D3D12 lays them out, codegen::kHlslMaxGroupsX groups a row, and no kernel of
+// more than 2^31-1 work items, since HLSL kernels index in 32 bits).
+enum class ShaderLanguage { glsl, hlsl };
+
 // The device runtime layer's runtime (hal.h) for the vulkan device: a hal::Buffer is a
 // Buffer record of this runtime, a kernel a Pipeline, and a recording one command buffer
 // (copies in from per-input staging buffers, every command with a compute->compute barrier
@@ -62,7 +68,7 @@ class Runtime final : public hal::Runtime {
  public:
   // The instance and logical device, created once per process; an error saying why when there
   // is no Vulkan driver, no device, or the device lacks what rlx needs (shaderInt64).
-  static Expected<std::shared_ptr<Runtime>> create();
+  static Expected<std::shared_ptr<Runtime>> create(ShaderLanguage language = ShaderLanguage::glsl);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -71,16 +77,17 @@ class Runtime final : public hal::Runtime {
   uint32_t queue_family() const { return family_; }
   const Caps& caps() const { return caps_; }
   const std::string& description() const { return description_; }
+  ShaderLanguage language() const { return language_; }
 
   // A storage buffer of `bytes` (at least 4): device-local, or host-visible and coherent
   // (mapped) for staging. The error names `what`.
   Expected<Buffer> create_buffer(VkDeviceSize bytes, bool host, const std::string& what);
   void destroy_buffer(Buffer& b);
 
-  // SPIR-V for a GLSL compute shader: from memory, else from the disk cache
+  // SPIR-V for a compute shader in the runtime's language: from memory, else from the disk cache
   // ($RLX_CACHE_DIR, see codegen::kernel_cache_dir), else compiled with shaderc. Compile
   // errors carry shaderc's log and the numbered source lines around the first error.
-  Expected<std::vector<uint32_t>> spirv(const std::string& glsl);
+  Expected<std::vector<uint32_t>> spirv(const std::string& source);
 
   // The pipeline for `glsl`, built once per process and kept until the runtime ends; the
   // driver's pipeline cache is loaded from and saved to the cache folder (one file per device
@@ -100,7 +107,10 @@ class Runtime final : public hal::Runtime {
   Status replay(hal::Recording& r, std::span<const void* const> inputs, std::span<void* const> outputs) override;
 
  private:
-  Runtime() : hal::Runtime("vulkan") {}
+  explicit Runtime(ShaderLanguage language)
+      : hal::Runtime(language == ShaderLanguage::hlsl ? "directx" : "vulkan"), language_(language) {}
+  // The grid of `d` as this runtime dispatches it (hal::dispatch_groups, HLSL's rows of groups).
+  Status groups(const hal::Dispatch& d, uint32_t out[3]) const;
   Expected<uint32_t> memory_type(uint32_t bits, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) const;
   // A blocking copy between host memory and a device buffer through a staging buffer.
   Status transfer(const hal::BufferRange& range, void* data, uint64_t bytes, bool to_device);
@@ -113,6 +123,7 @@ class Runtime final : public hal::Runtime {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;
   Caps caps_;
+  ShaderLanguage language_;
   VkPhysicalDeviceMemoryProperties mem_props_{};
   std::string description_;
   std::string cache_file_;
