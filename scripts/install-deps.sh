@@ -14,6 +14,8 @@ packages=(
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
   # devices: Vulkan (Mesa lavapipe runs it on the CPU; shaderc compiles GLSL to SPIR-V at run time)
   libvulkan-dev mesa-vulkan-drivers libshaderc-dev
+  # devices: the directx device's D3D12 runtime compiles against these headers (it loads D3D12 at run time)
+  directx-headers-dev
   # devices: OpenGL 4.5 compute through headless EGL (Mesa llvmpipe)
   libegl-dev libgles-dev libopengl-dev libgl1-mesa-dri libgbm-dev
   # scientific: LAPACK(E) factorizations, SuiteSparse sparse direct solvers

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -31,6 +32,28 @@ TEST(Cli, HelpAndDevices) {
   EXPECT_NE(d.out.find("cpu"), std::string::npos);
   EXPECT_NE(d.out.find("available"), std::string::npos);
   EXPECT_EQ(rlx("frobnicate").code, 2);
+}
+
+// The directx device's D3D12 runtime is compiled (CI installs directx-headers-dev) and, asked
+// for on a machine without D3D12, says why it is unavailable instead of failing; where D3D12
+// and DXC are present (WSL2) it opens them.
+TEST(Cli, DirectxD3d12RuntimeIsBuiltAndSaysWhyItIsUnavailable) {
+  setenv("RLX_DIRECTX_RUNTIME", "d3d12", 1);
+  Result d = rlx("devices");
+  unsetenv("RLX_DIRECTX_RUNTIME");
+  EXPECT_EQ(d.code, 0) << d.out;
+  const size_t at = d.out.find("\ndirectx");
+  ASSERT_NE(at, std::string::npos) << d.out;
+  const std::string line = d.out.substr(at + 1, d.out.find('\n', at + 1) - at - 1);
+  if (line.find("built without the D3D12 headers") != std::string::npos) {
+    if (std::getenv("CI")) FAIL() << "CI installs directx-headers-dev, but: " << line;
+    GTEST_SKIP() << line;
+  }
+  const bool here = line.find("D3D12 device") != std::string::npos;
+  const bool why = line.find("unavailable") != std::string::npos &&
+                   (line.find("libd3d12.so") != std::string::npos || line.find("libdxcompiler.so") != std::string::npos ||
+                    line.find("D3D12CreateDevice") != std::string::npos);
+  EXPECT_TRUE(here || why) << line;
 }
 
 TEST(Cli, RunPrintsDispatchOutputsAndTime) {
