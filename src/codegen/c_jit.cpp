@@ -123,9 +123,11 @@ std::string kernel_cache_dir() {
   return "/tmp/rlx-kernels";
 }
 
-Expected<std::shared_ptr<JitModule>> compile_c(const std::string& source) {
+Expected<std::shared_ptr<JitModule>> compile_c(const std::string& source, const JitOptions* options) {
   const std::string cc = c_compiler();
-  const std::string key = hex_key(source + "\n//" + cc + " " + kFlags + "\n//" + compiler_version());
+  // C++ through the same driver (gcc and clang take -x c++); nothing of C++'s library is linked
+  const std::string flags = options ? (options->cxx ? "-x c++ " : "") + options->flags + " -fPIC -shared -w" : kFlags;
+  const std::string key = hex_key(source + "\n//" + cc + " " + flags + "\n//" + compiler_version());
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = g_loaded.find(key);
   if (it != g_loaded.end())
@@ -146,7 +148,7 @@ Expected<std::shared_ptr<JitModule>> compile_c(const std::string& source) {
       f << source;
       if (!f) return error(ErrorCode::io_error, "cannot write ", c_path);
     }
-    std::string cmd = cc + " " + kFlags + " -o '" + tmp_so + "' '" + c_path + "' -lm > '" + log + "' 2>&1";
+    std::string cmd = cc + " " + flags + " -o '" + tmp_so + "' '" + c_path + "' -lm > '" + log + "' 2>&1";
     int rc = std::system(cmd.c_str());
     if (rc != 0) {
       std::ifstream lf(log);

@@ -9,6 +9,13 @@
 
 namespace rlx::codegen {
 
+// How compile_c compiles a source other than the generated C: as C++ (`cxx`), with `flags`
+// instead of the generated C's code flags (c_code_flags), e.g. an include folder.
+struct JitOptions {
+  bool cxx = false;
+  std::string flags;
+};
+
 // A loaded shared object; symbols stay valid while it lives.
 class JitModule {
  public:
@@ -21,7 +28,7 @@ class JitModule {
   bool from_cache() const { return from_cache_; }
 
  private:
-  friend Expected<std::shared_ptr<JitModule>> compile_c(const std::string& source);
+  friend Expected<std::shared_ptr<JitModule>> compile_c(const std::string& source, const JitOptions* options);
   JitModule(void* handle, std::string path, bool cached) : handle_(handle), path_(std::move(path)), from_cache_(cached) {}
   void* handle_;
   std::string path_;
@@ -39,9 +46,9 @@ std::string kernel_cache_dir();
 std::string hex_key(const std::string& s);
 // Creates `path` and its parents (like mkdir -p); the error names the folder.
 Status make_dirs(const std::string& path);
-// Compiles `source` (a complete C file) to a shared object, or reuses the cached one, and
-// loads it. Modules are also cached in memory by the same key. Errors carry the compiler's
-// diagnostics.
-Expected<std::shared_ptr<JitModule>> compile_c(const std::string& source);
+// Compiles `source` (a complete C file, or what `options` says) to a shared object, or reuses
+// the cached one, and loads it. Modules are also cached in memory by the same key. Errors
+// carry the compiler's diagnostics.
+Expected<std::shared_ptr<JitModule>> compile_c(const std::string& source, const JitOptions* options = nullptr);
 
 }  // namespace rlx::codegen

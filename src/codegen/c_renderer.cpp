@@ -751,6 +751,25 @@ Status Renderer::emit_signature(const std::string& symbol) {
     }
     return Status::ok();
   }
+  if (d_.frame == KernelFrame::msl_kernel) {
+    // Metal: device buffers and the domain size as arguments at [[buffer(i)]]; a thread of the
+    // 2D grid computes one (row, column) element, a serial kernel runs in thread (0, 0)
+    out_ << "kernel void " << symbol << "(";
+    for (size_t a = 0; a < args_.size(); ++a) {
+      RLX_ASSIGN_OR_RETURN(std::string st, c_storage_type(args_[a]));
+      out_ << "device " << st << "* b" << a << " [[buffer(" << a << ")]], ";
+    }
+    out_ << "constant int64_t& rows [[buffer(" << args_.size() << ")]], constant int64_t& cols [[buffer(" << args_.size() + 1
+         << ")]], uint3 rlx_gid [[thread_position_in_grid]], uint3 rlx_grid [[threads_per_grid]]) {\n";
+    if (k_.serial) {
+      out_ << "  if (rlx_gid.x != 0 || rlx_gid.y != 0) return;\n  const int64_t r0 = 0, r1 = rows, c0 = 0, c1 = cols;\n";
+    } else {
+      out_ << "  const int64_t gid = (int64_t)rlx_gid.x + (int64_t)rlx_gid.y * (int64_t)rlx_grid.x;\n";
+      out_ << "  if (gid >= rows * cols) return;\n";
+      out_ << "  const int64_t r0 = gid / cols, r1 = r0 + 1, c0 = gid % cols, c1 = c0 + 1;\n";
+    }
+    return Status::ok();
+  }
   // OpenCL and CUDA: buffers are kernel arguments; a work item (CUDA thread) computes one
   // (row, column) element, a serial kernel runs its whole domain in one work item.
   const bool cuda = d_.frame == KernelFrame::cuda_kernel;
@@ -781,6 +800,11 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
   for (const Expr& e : k_.exprs) cplx |= is_complex(e.dtype);
   if (cplx && !d_.complex_values)
     return error(ErrorCode::unsupported, "C renderer: complex (c64) values are rendered in the host C dialect only");
+  // a kernel the device was never asked about (a copy into an output) may still hold f64
+  bool f64 = false;
+  for (DType t : args_) f64 |= t == DType::f64;
+  for (const Expr& e : k_.exprs) f64 |= e.dtype == DType::f64;
+  if (f64 && !d_.f64_values) return error(ErrorCode::unsupported, d_.name, " has no 64-bit floats (f64 values)");
   analyze();
   RLX_TRY(emit_signature(symbol));
   for (const Expr& e : k_.exprs)

@@ -1,4 +1,4 @@
-// The dialect values: host C, OpenCL C, CUDA C++, GLSL for Vulkan and for OpenGL, WGSL, HLSL.
+// The dialect values: host C, OpenCL C, CUDA C++, GLSL for Vulkan and for OpenGL, WGSL, HLSL, MSL.
 #include "codegen/dialect.h"
 
 #include <cmath>
@@ -7,6 +7,7 @@
 #include "codegen/c_prelude.h"
 #include "codegen/glsl_prelude.h"
 #include "codegen/hlsl_prelude.h"
+#include "codegen/msl_prelude.h"
 #include "codegen/wgsl_prelude.h"
 
 namespace rlx::codegen {
@@ -156,6 +157,7 @@ std::string vulkan_prelude() { return glsl_prelude(CTarget::glsl_vulkan); }
 std::string gl_prelude() { return glsl_prelude(CTarget::glsl_gl); }
 std::string webgpu_prelude() { return std::string(wgsl_prelude()); }
 std::string directx_prelude() { return std::string(hlsl_prelude()); }
+std::string metal_prelude() { return std::string(msl_prelude()); }
 
 Dialect c_family(CTarget target, const char* name, KernelFrame frame, std::string (*prelude)()) {
   Dialect d{target, name, frame};
@@ -194,6 +196,7 @@ Dialect glsl(CTarget target, const char* name, bool vulkan) {
 
 Dialect wgsl() {
   Dialect d = shader(CTarget::wgsl, "WGSL", KernelFrame::wgsl_shader, webgpu_prelude);
+  d.f64_values = false;
   d.packs_narrow_types = true;
   d.emulates_int64 = true;
   // SwiftShader truncates integer -> f32, compares NaN as ordered in !=, and WGSL's own
@@ -221,6 +224,7 @@ Dialect wgsl() {
 // WGSL's semantics in C's spelling (hlsl_prelude.h says why)
 Dialect hlsl() {
   Dialect d = shader(CTarget::hlsl, "HLSL", KernelFrame::hlsl_shader, directx_prelude);
+  d.f64_values = false;
   d.packs_narrow_types = true;
   d.emulates_int64 = true;
   d.range_check_helpers = hlsl_range_check_helpers;
@@ -250,6 +254,13 @@ const Dialect& dialect(CTarget target) {
   static const Dialect gl = glsl(CTarget::glsl_gl, "GLSL (OpenGL)", false);
   static const Dialect webgpu = wgsl();
   static const Dialect directx = hlsl();
+  static const Dialect metal = [] {
+    Dialect d = c_family(CTarget::msl, "MSL", KernelFrame::msl_kernel, metal_prelude);
+    d.f64_values = false;
+    d.builtin_isnan = true;   // x != x is no NaN test under fast math
+    d.own_f32_to_u32 = true;  // `double` is float in MSL: the C path's 4294967295.0 bound rounds up
+    return d;
+  }();
   switch (target) {
     case CTarget::host: return host;
     case CTarget::opencl: return opencl;
@@ -258,6 +269,7 @@ const Dialect& dialect(CTarget target) {
     case CTarget::glsl_gl: return gl;
     case CTarget::wgsl: return webgpu;
     case CTarget::hlsl: return directx;
+    case CTarget::msl: return metal;
   }
   return host;
 }

@@ -47,7 +47,12 @@ namespace rlx::codegen {
 // (32-bit index math, packed 8/16-bit values stored with Interlocked atomics, i64/u64 in 32 bits
 // with range checks) in C's syntax, RWStructuredBuffers at registers u0..n-1 and the domain size
 // in a constant buffer (root constants on D3D12, push constants on Vulkan).
-enum class CTarget { host, opencl, cuda, glsl_vulkan, glsl_gl, wgsl, hlsl };
+//
+// The MSL dialect renders Metal kernels after the MSL prelude (msl_prelude.h): C's semantics
+// (64-bit integers, native 8/16-bit types) without double, buffers as `device T*` arguments at
+// [[buffer(i)]], the domain size as `constant int64_t&` after them, one thread per domain
+// element of a 2D grid (x + y * grid width).
+enum class CTarget { host, opencl, cuda, glsl_vulkan, glsl_gl, wgsl, hlsl, msl };
 
 // The frame around a kernel's body: its signature, where its buffers and domain size come
 // from, and how an invocation finds its (row, column).
@@ -58,6 +63,7 @@ enum class KernelFrame : uint8_t {
   glsl_shader,    // std430 storage buffers at bindings 0..n-1, main(), a 2D grid of work groups
   wgsl_shader,    // storage buffers at bindings, the domain size in a uniform buffer after them
   hlsl_shader,    // RWStructuredBuffers at registers u0..n-1, the domain size in a constant buffer
+  msl_kernel,     // Metal: device buffers at [[buffer(i)]], then constant rows, cols; a 2D grid
 };
 
 struct Dialect {
@@ -80,6 +86,7 @@ struct Dialect {
   bool emulates_int64 = false;
   std::string_view (*range_check_helpers)() = nullptr;
   bool complex_values = false;  // c64 as C99 _Complex
+  bool f64_values = true;       // false: the language has no double (WGSL, HLSL here, MSL)
   bool omp_simd = false;        // `#pragma omp simd` before vectorizable loops
   // Locals of run-time values may be `const`, and `(void)x;` marks one unused (GLSL's const
   // is a compile-time constant).

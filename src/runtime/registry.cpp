@@ -6,6 +6,7 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "backends/directx/directx_device.h"
+#include "backends/metal/metal_device.h"
 #include "backends/null/null_device.h"
 #ifdef RLX_HAVE_OPENCL
 #include "backends/opencl/opencl_device.h"
@@ -72,6 +73,7 @@ const std::vector<Entry>& entries() {
       {"opengl", make_opengl},
       {"webgpu", webgpu::make_webgpu_device},
       {"directx", directx::make_directx_device},
+      {"metal", metal::make_metal_device},
       {"cuda", make_cuda},
       {"null", null_device::make_null_device},
   };

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "conformance.h"
+#include "rlx/device.h"
 
 namespace rlx::conformance {
 namespace {
@@ -285,6 +286,13 @@ OpsMatrix merge_unavailable(const OpsMatrix& fresh, const OpsMatrix& old) {
     for (const DeviceColumn& f : fresh.columns) have |= f.device == c.device;
     if (!have) r.columns.push_back(c);
   }
+  // columns in one order whichever devices a run covered: ref, then the registry's order
+  std::vector<std::string> order = device_names();
+  order.insert(order.begin(), "ref");
+  auto rank = [&](const DeviceColumn& c) {
+    return std::find(order.begin(), order.end(), c.device) - order.begin();
+  };
+  std::stable_sort(r.columns.begin(), r.columns.end(), [&](const DeviceColumn& a, const DeviceColumn& b) { return rank(a) < rank(b); });
   return r;
 }
 
