@@ -19,6 +19,11 @@ ratio to the best peer's: with --threads 1 that measures the work each engine do
 the machine's load (with more threads it also counts threads spinning while they wait). The first output row of every engine is
 compared with rlx's (max abs difference) so that all compute the same thing.
 
+oneapi: the engine rlx-oneapi is rlx's oneapi device (oneDNN's matmul, softmax and layer
+normalization beside the cpu device's kernels), against the same peers:
+
+    /usr/bin/python3 bench/minilm.py --engines rlx,rlx-oneapi,ort --batch 1,8,32
+
 int8: the engines rlx-int8 (the folder of `rlx quantize --scheme int8`, made beside the model)
 and ort-int8 (the same int8 weights in the DynamicQuantizeLinear / MatMulInteger form of ONNX
 Runtime's quantize_dynamic, scripts/peers/onnx_quantize_dynamic.py) are compared with each
@@ -200,6 +205,9 @@ def measure():
             if e in ("rlx", "rlx-int8"):
                 running.append(Engine(e, [server, model if e == "rlx" else model_int8, str(b), str(s)] + files,
                                       {"RLX_NUM_THREADS": th}))
+            elif e == "rlx-oneapi":  # the oneapi device: oneDNN primitives (OpenMP threads) beside the cpu's kernels
+                running.append(Engine(e, [server, model, str(b), str(s)] + files,
+                                      {"RLX_NUM_THREADS": th, "OMP_NUM_THREADS": th, "RLX_BENCH_DEVICE": "oneapi"}))
             elif e in ("torch", "torch-script"):
                 argv = ["/usr/bin/python3", os.path.join(ROOT, "scripts/peers/bert_torch.py"), "serve", model, str(b), str(s)]
                 argv += files + ["--threads=" + th] + (["--script"] if e == "torch-script" else [])

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -49,7 +50,9 @@ int main(int argc, char** argv) {
     }
     inputs.push_back(*t);
   }
-  auto model = Model::compile(m->graph, {.device = "cpu", .dims = {{"batch", b}, {"seq", s}}});
+  // RLX_BENCH_DEVICE picks another host device (bench/minilm.py's rlx-oneapi engine)
+  const char* dev = std::getenv("RLX_BENCH_DEVICE");
+  auto model = Model::compile(m->graph, {.device = dev ? dev : "cpu", .dims = {{"batch", b}, {"seq", s}}});
   if (!model) {
     std::fprintf(stderr, "%s\n", model.status().to_string().c_str());
     return 1;

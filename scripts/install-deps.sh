@@ -16,6 +16,8 @@ packages=(
   libvulkan-dev mesa-vulkan-drivers libshaderc-dev
   # devices: the directx device's D3D12 runtime compiles against these headers (it loads D3D12 at run time)
   directx-headers-dev
+  # devices: oneapi (oneDNN primitives on its CPU engine)
+  libdnnl-dev
   # devices: OpenGL 4.5 compute through headless EGL (Mesa llvmpipe)
   libegl-dev libgles-dev libopengl-dev libgl1-mesa-dri libgbm-dev
   # scientific: LAPACK(E) factorizations, SuiteSparse sparse direct solvers

@@ -7,6 +7,7 @@
 #include "backends/cpu/cpu_device.h"
 #include "backends/directx/directx_device.h"
 #include "backends/metal/metal_device.h"
+#include "backends/oneapi/oneapi_device.h"
 #include "backends/null/null_device.h"
 #ifdef RLX_HAVE_OPENCL
 #include "backends/opencl/opencl_device.h"
@@ -68,6 +69,7 @@ const std::vector<Entry>& entries() {
   static const std::vector<Entry> e = {
       {"cpu", cpu::make_cpu_device},
       {"ref", ref::make_ref_device},
+      {"oneapi", oneapi::make_oneapi_device},
       {"opencl", make_opencl},
       {"vulkan", make_vulkan},
       {"opengl", make_opengl},

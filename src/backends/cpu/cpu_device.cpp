@@ -3,9 +3,7 @@
 #include <thread>
 
 #include "codegen/c_renderer.h"
-#include "passes/schedule.h"
 #include "cpu_executable.h"
-#include "dist/collective_ops.h"
 #include "kernels/gemm.h"
 #include "native_contraction.h"
 #include "rlx/compile_options.h"
@@ -43,21 +41,7 @@ class CpuDevice final : public Device {
   Claim supports_primitive(const NodeDesc& n) const override { return codegen::c_host_renderer_supports(n); }
 
   Expected<std::unique_ptr<Executable>> compile(const Graph& g, const CompileOptions& options) const override {
-    // collectives (and what only feeds them) as early as their inputs allow, so that the
-    // executable's asynchronous collectives overlap the kernels after them
-    Graph ordered = g;
-    if (dist::overlap_collectives()) sched::order_collectives_early(ordered);
-    RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(ordered));
-    // the GEMMs (and int8_matmul) run elementwise consumers of their output on each finished tile (a 16-bit
-    // output is rounded first: the epilogue reads the stored values, as it would unfused)
-    sched::fuse_native_epilogues(prog, [](const kir::NativeKernel& n) {
-      const DType t = n.output_types[0].dtype;
-      if (n.op == Op::Int8MatMul) return t == DType::f32;
-      return (n.op == Op::MatMul || n.op == Op::Dot || n.op == Op::Gemm) &&
-             (t == DType::f32 || t == DType::f16 || t == DType::bf16);
-    });
-    RLX_TRY(sched::apply_donations(prog, options.donate));
-    return make_cpu_executable(std::move(prog), g, options.comm);
+    return compile_host_program(g, options);
   }
 
  private:

@@ -20,6 +20,8 @@
 #include "native_contraction.h"
 #include "dist/collective_ops.h"
 #include "kernels/host_families.h"
+#include "passes/schedule.h"
+#include "rlx/compile_options.h"
 #include "rlx/thread_pool.h"
 
 namespace rlx::cpu {
@@ -81,8 +83,9 @@ struct ArenaFree {
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(kir::KernelProgram p, std::shared_ptr<dist::Communicator> comm)
-      : prog_(std::move(p)), comm_(std::move(comm)) {}
+  CpuExecutable(kir::KernelProgram p, std::shared_ptr<dist::Communicator> comm,
+                std::span<const kernels::HostFamily> device_families)
+      : prog_(std::move(p)), comm_(std::move(comm)), device_families_(device_families) {}
   ~CpuExecutable() override { print_profile(); }
   Status init(const Graph& g);
   Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs) override;
@@ -105,6 +108,7 @@ class CpuExecutable final : public Executable {
 
   kir::KernelProgram prog_;
   std::shared_ptr<dist::Communicator> comm_;  // collectives' group; null: this process alone
+  std::span<const kernels::HostFamily> device_families_;  // the device's own native kernels (static tables)
   // Asynchronous collectives (all_reduce and broadcast, which work in place on their output
   // buffer): step s starts one on the queue's thread and step wait_before_[s] waits for it
   // before it runs (the first later step that touches the output's memory; the memory plan
@@ -210,8 +214,17 @@ Status CpuExecutable::init(const Graph& g) {
       argv_.emplace_back(k.args.size(), nullptr);
     }
   }
-  // natives: each planned by its family (native_contraction.h)
+  // natives: each planned by the device's own family that claims it, else by the cpu's
+  // (native_contraction.h)
   for (kir::NativeKernel& n : prog_.natives) {
+    if (const kernels::HostFamily* own = claiming_family(device_families_, hal::node_desc(n))) {
+      NativeState st;
+      st.kind = NativeState::Kind::host_family;
+      st.host = own;
+      n.how = own->claim(hal::node_desc(n)).text;
+      natives_.push_back(std::move(st));
+      continue;
+    }
     const CpuFamily* family = cpu_family(n.op);
     if (!family) return error(ErrorCode::internal, "cpu: no native family runs ", op_name(n.op));
     const CpuNativeKind kind = family->kind;
@@ -640,10 +653,38 @@ Expected<std::vector<Tensor>> CpuExecutable::run(std::span<const Tensor> inputs)
 
 }  // namespace
 
+const kernels::HostFamily* claiming_family(std::span<const kernels::HostFamily> device_families, const NodeDesc& n) {
+  for (const kernels::HostFamily& f : device_families)
+    if (f.family == op_info(n.op).family && f.claim(n).ok) return &f;
+  return nullptr;
+}
+
+Expected<std::unique_ptr<Executable>> compile_host_program(const Graph& g, const CompileOptions& options,
+                                                           std::span<const kernels::HostFamily> device_families) {
+  // collectives (and what only feeds them) as early as their inputs allow, so that the
+  // executable's asynchronous collectives overlap the kernels after them
+  Graph ordered = g;
+  if (dist::overlap_collectives()) sched::order_collectives_early(ordered);
+  RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(ordered));
+  // the GEMMs (and int8_matmul) run elementwise consumers of their output on each finished tile (a 16-bit
+  // output is rounded first: the epilogue reads the stored values, as it would unfused); a
+  // device family's kernels take none
+  sched::fuse_native_epilogues(prog, [&](const kir::NativeKernel& n) {
+    if (claiming_family(device_families, hal::node_desc(n))) return false;
+    const DType t = n.output_types[0].dtype;
+    if (n.op == Op::Int8MatMul) return t == DType::f32;
+    return (n.op == Op::MatMul || n.op == Op::Dot || n.op == Op::Gemm) &&
+           (t == DType::f32 || t == DType::f16 || t == DType::bf16);
+  });
+  RLX_TRY(sched::apply_donations(prog, options.donate));
+  return make_cpu_executable(std::move(prog), g, options.comm, device_families);
+}
+
 Expected<std::unique_ptr<Executable>> make_cpu_executable(kir::KernelProgram program, const Graph& g,
-                                                          std::shared_ptr<dist::Communicator> comm) {
+                                                          std::shared_ptr<dist::Communicator> comm,
+                                                          std::span<const kernels::HostFamily> device_families) {
   RLX_TRY(kir::verify_program(program));
-  auto e = std::make_unique<CpuExecutable>(std::move(program), std::move(comm));
+  auto e = std::make_unique<CpuExecutable>(std::move(program), std::move(comm), device_families);
   RLX_TRY(e->init(g));
   return std::unique_ptr<Executable>(std::move(e));
 }
