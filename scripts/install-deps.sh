@@ -26,6 +26,8 @@ packages=(
   libopenmpi-dev openmpi-bin libucx-dev
   # ahead-of-time targets (docs/targets.md): Cortex-M cross compiler, its C library, QEMU to run the images
   gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm
+  # ahead-of-time targets: Hexagon (clang's Hexagon target and ld.lld build it, qemu-hexagon runs it)
+  clang-15 lld-15 llvm-15 qemu-user
   # ahead-of-time targets: FPGA (Verilator simulates the generated SystemVerilog, Yosys synthesizes it)
   verilator yosys
   # Python bindings

@@ -2,6 +2,7 @@
 // (checked in QEMU with --run when the toolchain is here), for the MLP and tinyconv.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "cli/run_rlx.h"
 #include "rlx/safetensors.h"
 #include "targets/cortex_m/cortex_m.h"
+#include "targets/hexagon/hexagon.h"
 #include "train/data.h"
 #include "train/models.h"
 
@@ -56,6 +58,31 @@ TEST(CodegenCli, MlpProjectWithReport) {
     EXPECT_NE(ss.str().find("m0 (microbit): flash"), std::string::npos) << ss.str();
     EXPECT_NE(ss.str().find("bit-identical to the host reference on 3 of 3 inputs"), std::string::npos) << ss.str();
   }
+}
+
+// rlx codegen hexagon for the three MNIST architectures: each project builds with clang's Hexagon
+// target with its dot products on HVX (vrmpy in the binary), runs in qemu-hexagon, and prints
+// logits bit-identical to the host int8 reference.
+TEST(CodegenCli, HexagonProjectsRunBitExactInQemu) {
+  const std::string why = rlx::targets::hexagon::toolchain_missing();
+  if (!why.empty()) {
+    if (std::getenv("CI")) FAIL() << "CI installs the Hexagon toolchain (scripts/install-deps.sh), but: " << why;
+    GTEST_SKIP() << why;
+  }
+  for (const char* arch : {"mlp", "tinyconv", "dsconv"}) {
+    const std::string model = save_model(arch, "hexagon"), out = temp(std::string("hexagon_") + arch);
+    std::filesystem::remove_all(out);
+    Result r = rlx("codegen hexagon " + model + " --out " + out + " --calib 50 --eval 50 --inputs 3 --run");
+    ASSERT_EQ(r.code, 0) << arch << ": " << r.out;
+    EXPECT_NE(r.out.find("bit-identical to the host reference on 3 of 3 inputs"), std::string::npos) << arch << ": " << r.out;
+    EXPECT_NE(r.out.find("HVX vrmpy instructions in the binary"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(" 0 HVX vrmpy"), std::string::npos) << arch << ": the dot products are not on HVX\n" << r.out;
+    for (const char* f : {"model.c", "model.h", "main.c", "Makefile", "rlx_mcu_kernels.h", "test_inputs.h", "report.txt"})
+      EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << arch << ": " << f;
+  }
+  Result bad = rlx("codegen hexagon " + save_model("mlp", "hexagon_lanes") + " --out " + temp("hexagon_lanes") + " --lanes 4");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--lanes is an option of the fpga target"), std::string::npos) << bad.out;
 }
 
 // --data DIR reads MNIST IDX files (here the synthetic set written in that format).

@@ -1,5 +1,7 @@
-// rlx codegen cortex-m|fpga MODEL --out DIR: ahead-of-time code generation of full-integer int8
-// inference for Cortex-M microcontrollers (C) and FPGAs (SystemVerilog) (docs/targets.md).
+// rlx codegen cortex-m|hexagon|fpga MODEL --out DIR: ahead-of-time code generation of
+// full-integer int8 inference for Cortex-M microcontrollers (C), Hexagon DSPs (C with HVX) and
+// FPGAs (SystemVerilog) (docs/targets.md). The hexagon target's --run builds with clang's Hexagon
+// target and runs the program in qemu-hexagon, checking its logits bit for bit as for Cortex-M.
 //
 // MODEL is a checkpoint written by `rlx train mnist --save FILE.safetensors` (its "arch"
 // metadata, or the tensor names, say which architecture). The verb builds the model's graph,
@@ -20,6 +22,7 @@
 #include "rlx/safetensors.h"
 #include "targets/cortex_m/cortex_m.h"
 #include "targets/fpga/fpga.h"
+#include "targets/hexagon/hexagon.h"
 #include "train/data.h"
 #include "train/models.h"
 #include "targets/int8/rlx_mcu_kernels.h"
@@ -45,7 +48,9 @@ struct Prepared {
   std::string summary;
 };
 
-Expected<Prepared> prepare(const Args& a, bool fpga) {
+enum class Target { cortex_m, hexagon, fpga };
+
+Expected<Prepared> prepare(const Args& a, Target target) {
   const std::string model_path = a.positional[1];
   RLX_ASSIGN_OR_RETURN(int64_t n_calib, a.integer("calib", 500, 1, INT32_MAX));
   RLX_ASSIGN_OR_RETURN(int64_t n_eval, a.integer("eval", 1000, 0, INT32_MAX));
@@ -63,7 +68,9 @@ Expected<Prepared> prepare(const Args& a, bool fpga) {
   }
   RLX_ASSIGN_OR_RETURN(train::ModelDef model, train::mnist_model(arch, 1));
   RLX_ASSIGN_OR_RETURN(Graph g, classifier_graph(model, f.tensors));
-  auto lowered = fpga ? targets::fpga::lower_for_fpga(g) : lower_for_cortex_m(g);
+  auto lowered = target == Target::fpga      ? targets::fpga::lower_for_fpga(g)
+                 : target == Target::hexagon ? targets::hexagon::lower_for_hexagon(g)
+                                             : lower_for_cortex_m(g);
   if (!lowered) return lowered.status().with_context(cat(model_path, " (", arch, ")"));
   FloatProgram fp = std::move(*lowered);
   // data: real MNIST files or the trainer's synthetic set
@@ -133,7 +140,7 @@ Expected<Prepared> prepare(const Args& a, bool fpga) {
 
 Status codegen_cortex_m(const Args& a) {
   const std::string out = *a.get("out");
-  RLX_ASSIGN_OR_RETURN(Prepared pr, prepare(a, false));
+  RLX_ASSIGN_OR_RETURN(Prepared pr, prepare(a, Target::cortex_m));
   const Int8Program& q = pr.q;
   const EmbeddedInputs& ins = pr.ins;
   const std::vector<std::vector<int8_t>>& want = pr.want;
@@ -175,12 +182,40 @@ Status codegen_cortex_m(const Args& a) {
   return Status::ok();
 }
 
+Status codegen_hexagon(const Args& a) {
+  const std::string out = *a.get("out");
+  RLX_ASSIGN_OR_RETURN(Prepared pr, prepare(a, Target::hexagon));
+  RLX_TRY(targets::hexagon::emit_project(pr.q, pr.ins, out, pr.summary));
+  std::printf("%s\n%s", pr.q.report.summary().c_str(), pr.summary.c_str());
+  std::printf("wrote %s: model.c (%zu layers, %lld-byte arena), main.c with %zu embedded inputs, Makefile, report.txt\n",
+              out.c_str(), pr.q.layers.size(), static_cast<long long>(pr.q.arena_bytes()), pr.ins.inputs.size());
+  if (!a.has("run")) return Status::ok();
+  RLX_ASSIGN_OR_RETURN(targets::hexagon::QemuRun r, targets::hexagon::build_and_run(out));
+  if (r.logits.size() != pr.want.size())
+    return error(ErrorCode::runtime_error, "model.elf reported ", r.logits.size(), " inputs, expected ", pr.want.size());
+  int64_t same = 0;
+  for (size_t i = 0; i < pr.want.size(); ++i) same += r.logits[i] == pr.want[i];
+  const std::string run_summary =
+      cat("\nbuilt with clang --target=hexagon -mv66 -mhvx (128-byte HVX), run in qemu-hexagon: ", r.text,
+          " bytes of code and constants, ", r.hvx_packets, " HVX vrmpy instructions in the binary; logits bit-identical "
+          "to the host reference on ", same, " of ", pr.want.size(), " inputs; ", r.packets_per_inference,
+          " instruction packets per inference (QEMU, single-stepped; no cycle model)\n");
+  std::printf("%s", run_summary.c_str());
+  if (same != static_cast<int64_t>(pr.want.size()))
+    return error(ErrorCode::runtime_error, "the Hexagon logits differ from the host int8 reference on ",
+                 pr.want.size() - static_cast<size_t>(same), " inputs:\n", r.output);
+  std::ofstream rep(out + "/report.txt", std::ios::app);
+  rep << run_summary;
+  if (!rep) return error(ErrorCode::io_error, out, "/report.txt: cannot write");
+  return Status::ok();
+}
+
 Status codegen_fpga(const Args& a) {
   const std::string out = *a.get("out");
   RLX_ASSIGN_OR_RETURN(int64_t lanes, a.integer("lanes", 8, 1, INT32_MAX));
   targets::fpga::Options o;
   o.lanes = static_cast<int32_t>(std::min<int64_t>(lanes, 1 << 20));
-  RLX_ASSIGN_OR_RETURN(Prepared pr, prepare(a, true));
+  RLX_ASSIGN_OR_RETURN(Prepared pr, prepare(a, Target::fpga));
   RLX_ASSIGN_OR_RETURN(targets::fpga::Layout lay, targets::fpga::layout(pr.q, o));
   RLX_TRY(targets::fpga::emit_design(pr.q, o, pr.ins.inputs, out, pr.summary));
   std::printf("%s\n%s", pr.q.report.summary().c_str(), pr.summary.c_str());
@@ -223,15 +258,15 @@ Status codegen_fpga(const Args& a) {
 int cmd_codegen(int argc, char** argv) {
   auto a = parse_args(argc, argv, 2, {"run", "ptq"}, {"out", "calib", "eval", "inputs", "data", "seed", "arch", "lanes"});
   if (!a) return report_error(a.status());
-  const char* usage = "usage: rlx codegen cortex-m|fpga MODEL --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] "
+  const char* usage = "usage: rlx codegen cortex-m|hexagon|fpga MODEL --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] "
                       "[--lanes P (fpga)] [--ptq] [--run]";
   if (a->positional.size() != 2 || !a->get("out")) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string& target = a->positional[0];
-  if (target != "cortex-m" && target != "fpga")
-    return report_error(error(ErrorCode::invalid_argument, "unknown target '", target, "' (expected cortex-m or fpga); ", usage));
-  if (target == "cortex-m" && a->get("lanes"))
+  if (target != "cortex-m" && target != "hexagon" && target != "fpga")
+    return report_error(error(ErrorCode::invalid_argument, "unknown target '", target, "' (expected cortex-m, hexagon or fpga); ", usage));
+  if (target != "fpga" && a->get("lanes"))
     return report_error(error(ErrorCode::invalid_argument, "--lanes is an option of the fpga target"));
-  Status s = target == "fpga" ? codegen_fpga(*a) : codegen_cortex_m(*a);
+  Status s = target == "fpga" ? codegen_fpga(*a) : target == "hexagon" ? codegen_hexagon(*a) : codegen_cortex_m(*a);
   if (!s.is_ok()) return report_error(s);
   return kOk;
 }

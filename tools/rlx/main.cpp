@@ -55,7 +55,7 @@ const std::vector<Verb>& verbs() {
        cmd_train},
       {"codegen", "ahead-of-time full-integer int8 inference: C for Cortex-M (QEMU-checked with --run), "
        "SystemVerilog for FPGAs (Verilator-checked and Yosys-synthesized with --run)",
-       "rlx codegen cortex-m|fpga MODEL.safetensors --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] [--seed S] "
+       "rlx codegen cortex-m|hexagon|fpga MODEL.safetensors --out DIR [--calib N] [--eval N] [--inputs N] [--data DIR] [--seed S] "
        "[--arch mlp|tinyconv|dsconv] [--lanes P (fpga, 8)] [--ptq] [--run]; a checkpoint trained with --qat int8 brings its "
        "activation scales (--ptq calibrates instead)  (docs/targets.md)",
        cmd_codegen},

@@ -24,6 +24,7 @@
 #include "rlx/graph.h"
 #include "rlx/status.h"
 #include "rlx/tensor.h"
+#include "targets/int8/emit_c.h"
 #include "targets/int8/int8.h"
 #include "train/models.h"
 
@@ -54,11 +55,9 @@ inline Expected<FloatProgram> lower_for_cortex_m(const Graph& g) {
   return int8::lower_to_int8(g, kDeviceName, int8::LayerSupport::all());
 }
 
-// How the generated main exercises the model: these int8 inputs (each n_in) with labels.
-struct EmbeddedInputs {
-  std::vector<std::vector<int8_t>> inputs;
-  std::vector<int32_t> labels;  // -1 when unknown
-};
+// The embedded inputs and the kernels' text are the shared C emitter's (targets/int8/emit_c.h).
+using int8::EmbeddedInputs;
+using int8::kernels_text;
 
 // Writes the project into `dir` (created if needed): rlx_mcu_kernels.h, model.h, model.c
 // (const weights, the static arena, rlx_model_run), test_inputs.h, main.c (runs each input,
@@ -69,9 +68,6 @@ struct EmbeddedInputs {
 // appended to report.txt.
 Status emit_project(const Int8Program& p, const EmbeddedInputs& inputs, const std::string& dir,
                     const std::string& summary = "");
-
-// The text of rlx_mcu_kernels.h (embedded at build time).
-std::string_view kernels_text();
 
 // --- building and running the emitted project (tests, `rlx codegen --run`) ---
 

@@ -55,29 +55,10 @@ Expected<QemuRun> build_and_run(const std::string& dir, const std::string& cpu, 
   const int rc = run_shell(cmd, &out);
   r.output = out;
   if (rc != 0) return error(ErrorCode::runtime_error, elf, " in qemu-system-arm ", r.machine, " exited with ", rc, ":\n", out);
-  std::istringstream is(out);
-  std::string line;
-  bool done = false;
-  while (std::getline(is, line)) {
-    std::istringstream ls(line);
-    std::string w;
-    ls >> w;
-    if (w == "done") done = true;
-    if (w != "input") continue;
-    int64_t idx = 0, label = 0, pred = 0, ticks = 0;
-    std::string a, b, t, c;
-    if (!(ls >> idx >> a >> label >> b >> pred >> t >> ticks >> c) || a != "label" || b != "pred" || t != "ticks" ||
-        c != "logits" ||
-        idx != static_cast<int64_t>(r.preds.size()))
-      return error(ErrorCode::runtime_error, "unexpected firmware output line: ", line);
-    std::vector<int8_t> logits;
-    int v;
-    while (ls >> v) logits.push_back(static_cast<int8_t>(v));
-    r.preds.push_back(static_cast<int32_t>(pred));
-    r.instructions.push_back(std::llround(static_cast<double>(ticks) * ns_per_tick));
-    r.logits.push_back(std::move(logits));
-  }
-  if (!done) return error(ErrorCode::runtime_error, elf, " did not finish (no 'done' line):\n", out);
+  RLX_ASSIGN_OR_RETURN(int8::FirmwareOutput fw, int8::parse_firmware_output(out, elf + " in qemu-system-arm"));
+  r.preds = std::move(fw.preds);
+  r.logits = std::move(fw.logits);
+  for (int64_t t : fw.ticks) r.instructions.push_back(std::llround(static_cast<double>(t) * ns_per_tick));
   return r;
 }
 
