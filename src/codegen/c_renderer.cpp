@@ -8,6 +8,8 @@
 #include "hlsl_prelude.h"
 
 #include <algorithm>
+#include <array>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -62,6 +64,8 @@ class Renderer {
   Status emit_glsl_signature(const std::string& symbol);
   Status emit_wgsl_signature(const std::string& symbol);
   Status emit_hlsl_signature(const std::string& symbol);
+  Expected<int> emit_emulated_bindings(const std::array<const char*, 6>& names,
+                                       const std::function<void(int, const std::string&)>& declare);
 
   // Spellings: each helper writes one construct as the dialect (d_) says.
   std::string ct(DType t) const { return c_compute_type(t, d_.strict_types); }
@@ -648,33 +652,45 @@ Status Renderer::emit_glsl_signature(const std::string& symbol) {
   return Status::ok();
 }
 
-// WGSL compute: as glsl_gl, with the domain size as i32 in a uniform buffer after the storage
-// buffers, and packed (8/16-bit, bool) buffers as atomic<u32> words.
-Status Renderer::emit_wgsl_signature(const std::string& symbol) {
-  out_ << "// kernel " << symbol << "\n";
+// The storage buffers of a dialect that emulates 64-bit integers (WGSL, HLSL): each binding
+// declared once by `declare` with its element type, spelled from `names` (f32, i32, u32, i64's
+// and u64's word pairs, packed words); returns how many bindings the arguments use.
+Expected<int> Renderer::emit_emulated_bindings(const std::array<const char*, 6>& names,
+                                               const std::function<void(int, const std::string&)>& declare) {
   std::vector<char> declared(args_.size(), 0);
   int bindings = 0;
   for (size_t a = 0; a < args_.size(); ++a) {
     const int bind = places_.empty() ? static_cast<int>(a) : places_[a].binding;
     if (bind < 0 || bind >= static_cast<int>(args_.size()))
-      return error(ErrorCode::internal, "WGSL renderer: argument ", a, " placed at binding ", bind);
+      return error(ErrorCode::internal, d_.name, " renderer: argument ", a, " placed at binding ", bind);
     bindings = std::max(bindings, bind + 1);
     if (declared[bind]) continue;  // arguments sharing a binding share its dtype
     declared[bind] = 1;
-    std::string st;
-    switch (args_[a]) {
-      case DType::f32: st = "f32"; break;
-      case DType::i32: st = "i32"; break;
-      case DType::u32: st = "u32"; break;
-      case DType::i64: st = "vec2<i32>"; break;  // (low, high) words
-      case DType::u64: st = "vec2<u32>"; break;
-      default:
-        if (!packed(args_[a]))
-          return error(ErrorCode::unsupported, "WGSL has no ", dtype_name(args_[a]), " values (no 64-bit floats)");
-        st = "atomic<u32>";
-    }
-    out_ << "@group(0) @binding(" << bind << ") var<storage, read_write> b" << bind << ": array<" << st << ">;\n";
+    const DType t = args_[a];
+    const char* st = t == DType::f32   ? names[0]
+                     : t == DType::i32 ? names[1]
+                     : t == DType::u32 ? names[2]
+                     : t == DType::i64 ? names[3]
+                     : t == DType::u64 ? names[4]
+                     : packed(t)       ? names[5]
+                                       : nullptr;
+    if (!st) return error(ErrorCode::unsupported, d_.name, " has no ", dtype_name(t), " values (no 64-bit floats)");
+    declare(bind, st);
   }
+  return bindings;
+}
+
+// WGSL compute: as glsl_gl, with the domain size as i32 in a uniform buffer after the storage
+// buffers, and packed (8/16-bit, bool) buffers as atomic<u32> words.
+Status Renderer::emit_wgsl_signature(const std::string& symbol) {
+  out_ << "// kernel " << symbol << "\n";
+  // i64/u64 as (low, high) words; packed (8/16-bit, bool) buffers as atomic words
+  RLX_ASSIGN_OR_RETURN(int bindings, emit_emulated_bindings({"f32", "i32", "u32", "vec2<i32>", "vec2<u32>", "atomic<u32>"},
+                                                            [&](int bind, const std::string& st) {
+                                                              out_ << "@group(0) @binding(" << bind
+                                                                   << ") var<storage, read_write> b" << bind << ": array<"
+                                                                   << st << ">;\n";
+                                                            }));
   if (range_checked_) {
     out_ << "@group(0) @binding(" << bindings++ << ") var<storage, read_write> rlx_check: array<atomic<u32>>;\n";
     out_ << d_.range_check_helpers();
@@ -699,29 +715,11 @@ Status Renderer::emit_wgsl_signature(const std::string& symbol) {
 // kHlslMaxGroupsX groups as rows of exactly that many.
 Status Renderer::emit_hlsl_signature(const std::string& symbol) {
   out_ << "// kernel " << symbol << "\n";
-  std::vector<char> declared(args_.size(), 0);
-  int bindings = 0;
-  for (size_t a = 0; a < args_.size(); ++a) {
-    const int bind = places_.empty() ? static_cast<int>(a) : places_[a].binding;
-    if (bind < 0 || bind >= static_cast<int>(args_.size()))
-      return error(ErrorCode::internal, "HLSL renderer: argument ", a, " placed at binding ", bind);
-    bindings = std::max(bindings, bind + 1);
-    if (declared[bind]) continue;  // arguments sharing a binding share its dtype
-    declared[bind] = 1;
-    std::string st;
-    switch (args_[a]) {
-      case DType::f32: st = "float"; break;
-      case DType::i32: st = "int"; break;
-      case DType::u32: st = "uint"; break;
-      case DType::i64: st = "int2"; break;  // (low, high) words
-      case DType::u64: st = "uint2"; break;
-      default:
-        if (!packed(args_[a]))
-          return error(ErrorCode::unsupported, "rlx's HLSL has no ", dtype_name(args_[a]), " values (no 64-bit floats)");
-        st = "uint";
-    }
-    out_ << "RWStructuredBuffer<" << st << "> b" << bind << " : register(u" << bind << ");\n";
-  }
+  RLX_ASSIGN_OR_RETURN(int bindings, emit_emulated_bindings({"float", "int", "uint", "int2", "uint2", "uint"},
+                                                            [&](int bind, const std::string& st) {
+                                                              out_ << "RWStructuredBuffer<" << st << "> b" << bind
+                                                                   << " : register(u" << bind << ");\n";
+                                                            }));
   if (range_checked_) {
     out_ << "RWStructuredBuffer<uint> rlx_check : register(u" << bindings++ << ");\n";
     out_ << d_.range_check_helpers();
@@ -934,6 +932,16 @@ Claim supports(const NodeDesc& n, bool host) {
 Claim c_renderer_supports(const NodeDesc& n) { return supports(n, false); }
 
 Claim c_host_renderer_supports(const NodeDesc& n) { return supports(n, true); }
+
+Claim c_renderer_supports_without_f64(const NodeDesc& n, const char* language, const char* no_f64, const char* no_random) {
+  for (std::span<const TensorType> ts : {n.inputs, n.outputs})
+    for (const TensorType& t : ts)
+      if (t.dtype == DType::f64) return Claim::no(no_f64);
+  if (n.op == Op::Random) return Claim::no(no_random);
+  Claim c = c_renderer_supports(n);
+  if (c.ok) c.text = cat("generated ", language);
+  return c;
+}
 
 std::string_view c_runtime_helpers() {
   return R"C(

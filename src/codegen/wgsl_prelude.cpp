@@ -424,21 +424,8 @@ std::string_view wgsl_prelude() { return kPrelude; }
 std::string_view wgsl_range_check_helpers() { return kRangeChecks; }
 
 Claim wgsl_supports(const NodeDesc& n) {
-  auto check = [&](const TensorType& t) -> std::string {
-    switch (t.dtype) {
-      case DType::f64: return "WGSL has no 64-bit floats";
-      default: return "";
-    }
-  };
-  for (const TensorType& t : n.inputs)
-    if (auto why = check(t); !why.empty()) return Claim::no(why);
-  for (const TensorType& t : n.outputs)
-    if (auto why = check(t); !why.empty()) return Claim::no(why);
-  if (n.op == Op::Random)
-    return Claim::no("rlx's counter-based random numbers need 64-bit integers, which WGSL does not have");
-  Claim c = c_renderer_supports(n);
-  if (c.ok) c.text = "generated WGSL";
-  return c;
+  return c_renderer_supports_without_f64(n, "WGSL", "WGSL has no 64-bit floats",
+                                         "rlx's counter-based random numbers need 64-bit integers, which WGSL does not have");
 }
 
 }  // namespace rlx::codegen

@@ -1,10 +1,10 @@
 #include "gpu_natives.h"
 
-#include <cctype>
 #include <map>
 
 #include "codegen/glsl_prelude.h"
 #include "codegen/hlsl_prelude.h"
+#include "codegen/text_words.h"
 #include "kernels/csr_spmv.h"
 #include "kernels/gemm_plan.h"
 
@@ -49,7 +49,8 @@ RLX_SIGNATURE {
 // The ten parameters, in launch order.
 constexpr const char* kGemmParams[] = {"P_M", "P_N", "P_K", "P_SAB", "P_SAM", "P_SAK", "P_SBB", "P_SBK", "P_SBN", "P_SCB"};
 
-using Words = std::map<std::string, std::string, std::less<>>;
+using codegen::Words;
+using codegen::expand_words;
 
 // What each RLX_ word of kTiledGemm is in `dialect`. With `shared_ab` A and B are one buffer
 // (a matrix times itself): bound once, because WebGPU refuses two writable bindings of one
@@ -145,24 +146,6 @@ Words gemm_words(codegen::CTarget dialect, bool shared_ab) {
     w["RLX_BARRIER"] = "barrier(CLK_LOCAL_MEM_FENCE)";
   }
   return w;
-}
-
-// `text` with every identifier that is a key of `words` replaced by its value.
-std::string expand_words(std::string_view text, const Words& words) {
-  std::string out;
-  size_t i = 0;
-  while (i < text.size()) {
-    if (std::isalpha(static_cast<unsigned char>(text[i])) || text[i] == '_') {
-      size_t j = i;
-      while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
-      const auto it = words.find(text.substr(i, j - i));
-      out += it == words.end() ? text.substr(i, j - i) : std::string_view(it->second);
-      i = j;
-    } else {
-      out += text[i++];
-    }
-  }
-  return out;
 }
 
 std::vector<std::string> param_names(int n) {

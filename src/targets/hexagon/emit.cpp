@@ -119,19 +119,8 @@ std::string main_c() {
 
 Status emit_project(const int8::Int8Program& p, const int8::EmbeddedInputs& inputs, const std::string& dir,
                     const std::string& summary) {
-  if (p.layers.empty()) return error(ErrorCode::invalid_argument, "the program has no layers to emit");
-  for (size_t i = 0; i < inputs.inputs.size(); ++i)
-    if (inputs.inputs[i].size() != static_cast<size_t>(p.n_in))
-      return error(ErrorCode::invalid_argument, "embedded input ", i, " has ", inputs.inputs[i].size(),
-                   " values, the model reads ", p.n_in);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return error(ErrorCode::io_error, dir, ": cannot create the folder (", ec.message(), ")");
+  RLX_TRY(int8::write_model_files(p, inputs, dir, kDeviceName));
   const std::string d = dir + "/";
-  RLX_TRY(int8::write_file(d + "rlx_mcu_kernels.h", std::string(int8::kernels_text())));
-  RLX_TRY(int8::write_file(d + "model.h", int8::model_h(p, kDeviceName)));
-  RLX_TRY(int8::write_file(d + "model.c", int8::model_c(p, kDeviceName)));
-  RLX_TRY(int8::write_file(d + "test_inputs.h", int8::test_inputs_h(p, inputs, kDeviceName)));
   RLX_TRY(int8::write_file(d + "main.c", main_c()));
   RLX_TRY(int8::write_file(d + "Makefile", kMakefile));
   return int8::write_file(d + "report.txt", int8::report_text(p, inputs, kDeviceName, summary));

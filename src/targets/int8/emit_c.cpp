@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -251,6 +252,23 @@ std::string report_text(const Int8Program& p, const EmbeddedInputs& inputs, std:
     << "  embedded inputs: " << inputs.inputs.size() << "\n";
   if (!summary.empty()) r << "\n" << summary << (summary.back() == '\n' ? "" : "\n");
   return r.str();
+}
+
+Status write_model_files(const Int8Program& p, const EmbeddedInputs& inputs, const std::string& dir,
+                         std::string_view target) {
+  if (p.layers.empty()) return error(ErrorCode::invalid_argument, "the program has no layers to emit");
+  for (size_t i = 0; i < inputs.inputs.size(); ++i)
+    if (inputs.inputs[i].size() != static_cast<size_t>(p.n_in))
+      return error(ErrorCode::invalid_argument, "embedded input ", i, " has ", inputs.inputs[i].size(),
+                   " values, the model reads ", p.n_in);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return error(ErrorCode::io_error, dir, ": cannot create the folder (", ec.message(), ")");
+  const std::string d = dir + "/";
+  RLX_TRY(write_file(d + "rlx_mcu_kernels.h", std::string(kernels_text())));
+  RLX_TRY(write_file(d + "model.h", model_h(p, target)));
+  RLX_TRY(write_file(d + "model.c", model_c(p, target)));
+  return write_file(d + "test_inputs.h", test_inputs_h(p, inputs, target));
 }
 
 Expected<FirmwareOutput> parse_firmware_output(const std::string& out, const std::string& what) {

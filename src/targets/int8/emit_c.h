@@ -31,6 +31,11 @@ std::string model_h(const Int8Program& p, std::string_view target);
 std::string model_c(const Int8Program& p, std::string_view target);
 std::string test_inputs_h(const Int8Program& p, const EmbeddedInputs& in, std::string_view target);
 
+// Checks `inputs` against `p` and writes the files every target's project has into `dir`
+// (created if needed): rlx_mcu_kernels.h, model.h, model.c and test_inputs.h.
+Status write_model_files(const Int8Program& p, const EmbeddedInputs& inputs, const std::string& dir,
+                         std::string_view target);
+
 // C text for main.c, after model.h: rlx_report_line(n, label, pred, ticks, logits) and
 // rlx_done_line(n) build "input I label L pred P ticks T logits v0 v1 ..." and "done N" (with a
 // newline) in a static buffer, without libc.
