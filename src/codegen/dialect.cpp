@@ -194,44 +194,46 @@ Dialect glsl(CTarget target, const char* name, bool vulkan) {
   return d;
 }
 
-Dialect wgsl() {
-  Dialect d = shader(CTarget::wgsl, "WGSL", KernelFrame::wgsl_shader, webgpu_prelude);
+// What the shading languages that compute in 32 bits share (WGSL, and HLSL as glslang takes
+// it): no doubles, 8/16-bit values packed in words, 64-bit integers emulated with range checks,
+// f32 -> u32 saturated by the prelude (WGSL's own conversion clamps at 4294967040; HLSL's C
+// path bound 4294967295.0 rounds up in float), bit fields extracted by the prelude.
+Dialect shader_32_bit(CTarget target, const char* name, KernelFrame frame, std::string (*prelude)(),
+                      std::string_view (*range_check_helpers)()) {
+  Dialect d = shader(target, name, frame, prelude);
   d.f64_values = false;
   d.packs_narrow_types = true;
   d.emulates_int64 = true;
-  // SwiftShader truncates integer -> f32, compares NaN as ordered in !=, and WGSL's own
-  // f32 -> u32 clamps at 4294967040
+  d.range_check_helpers = range_check_helpers;
+  d.own_f32_to_u32 = true;
+  d.builtin_bitfield_extract = false;
+  d.i64_suffix = "";
+  return d;
+}
+
+Dialect wgsl() {
+  Dialect d = shader_32_bit(CTarget::wgsl, "WGSL", KernelFrame::wgsl_shader, webgpu_prelude, wgsl_range_check_helpers);
+  // SwiftShader truncates integer -> f32 and compares NaN as ordered in !=
   d.exact_int_to_f32 = false;
   d.ordered_not_equal = true;
-  d.own_f32_to_u32 = true;
   d.negates_unsigned = false;
   d.var_declarations = true;
   d.select_function = true;
   d.postfix_increment = true;
   d.braced_if_bodies = true;
   d.explicit_atomic_loads = true;
-  d.builtin_bitfield_extract = false;
   d.loop_index = "i32";
-  d.i64_suffix = "";
   d.nan = "rlx_nan()";
   d.float_literal = wgsl_float_literal;
   d.int_literal = wgsl_int_literal;
   d.packed_store = wgsl_packed_store;
-  d.range_check_helpers = wgsl_range_check_helpers;
   return d;
 }
 
 // WGSL's semantics in C's spelling (hlsl_prelude.h says why)
 Dialect hlsl() {
-  Dialect d = shader(CTarget::hlsl, "HLSL", KernelFrame::hlsl_shader, directx_prelude);
-  d.f64_values = false;
-  d.packs_narrow_types = true;
-  d.emulates_int64 = true;
-  d.range_check_helpers = hlsl_range_check_helpers;
-  d.own_f32_to_u32 = true;  // `double` is float here: the C path's 4294967295.0 bound rounds up
-  d.builtin_bitfield_extract = false;
+  Dialect d = shader_32_bit(CTarget::hlsl, "HLSL", KernelFrame::hlsl_shader, directx_prelude, hlsl_range_check_helpers);
   d.loop_index = "int";
-  d.i64_suffix = "";
   d.u64_suffix = "u";
   d.float_literal = hlsl_float_literal;
   d.int_literal = hlsl_int_literal;

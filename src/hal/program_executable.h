@@ -91,6 +91,17 @@ class RuntimeDevice : public Device {
     return *rt;
   }
 
+  // What a device whose shading language computes in 32 bits (WGSL, HLSL) declares: every dtype
+  // but f64 and c64, i64/u64 computed in 32 bits with range checks (a value past them fails the
+  // run), f32 subnormals that may be flushed (both languages allow it). `natives` is its table.
+  void declare_32_bit_shaders(codegen::CTarget dialect, NativeTable natives) {
+    info_.dtypes = {DType::f32, DType::i32, DType::u32, DType::i64, DType::u64, DType::f16,
+                    DType::bf16, DType::i16, DType::u16, DType::i8, DType::u8, DType::boolean};
+    info_.flushes_subnormals = true;
+    info_.int64_in_32_bits = true;
+    target_ = {dialect, std::move(natives)};
+  }
+
   DeviceInfo info_;
   std::shared_ptr<Runtime> runtime_;
   Target target_;

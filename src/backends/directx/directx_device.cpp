@@ -53,13 +53,8 @@ class DirectXDevice final : public hal::RuntimeDevice {
       return;
 #endif
     }
-    // i64/u64 are computed in 32 bits with range checks (a value past them fails the run)
-    info_.dtypes = {DType::f32, DType::i32, DType::u32, DType::i64, DType::u64, DType::f16,
-                    DType::bf16, DType::i16, DType::u16, DType::i8, DType::u8, DType::boolean};
-    info_.flushes_subnormals = true;  // D3D12 may flush f32 subnormals in arithmetic
-    info_.int64_in_32_bits = true;
     // the tiled GEMM natively; the CSR kernels have no HLSL text, so sparse ops are refused
-    target_ = {codegen::CTarget::hlsl, {kernels::tiled_gemm_family({"directx", codegen::CTarget::hlsl})}};
+    declare_32_bit_shaders(codegen::CTarget::hlsl, {kernels::tiled_gemm_family({"directx", codegen::CTarget::hlsl})});
   }
   Claim supports_primitive(const NodeDesc& n) const override { return codegen::hlsl_supports(n); }
 };

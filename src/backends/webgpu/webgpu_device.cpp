@@ -16,13 +16,9 @@ class WebGpuDevice final : public hal::RuntimeDevice {
     const api::Limits& l = rt->device_limits();
     info_.description = cat(rt->description(), ", ", l.max_storage_buffers_per_shader_stage, " storage buffers per kernel of up to ",
                             l.max_storage_buffer_binding_size >> 20, " MiB, 32-bit sizes, native tiled GEMM, generated WGSL");
-    // i64/u64 are computed in 32 bits with range checks (a value past them fails the run)
-    info_.dtypes = {DType::f32, DType::i32, DType::u32, DType::i64, DType::u64, DType::f16,
-                    DType::bf16, DType::i16, DType::u16, DType::i8, DType::u8, DType::boolean};
-    info_.flushes_subnormals = true;  // WGSL allows it, SwiftShader does it
-    info_.int64_in_32_bits = true;
-    // the tiled GEMM natively; the CSR kernels have no WGSL text, so sparse ops are refused
-    target_ = {codegen::CTarget::wgsl, {kernels::tiled_gemm_family({"webgpu", codegen::CTarget::wgsl})}};
+    // (SwiftShader does flush subnormals.) The tiled GEMM natively; the CSR kernels have no WGSL
+    // text, so sparse ops are refused
+    declare_32_bit_shaders(codegen::CTarget::wgsl, {kernels::tiled_gemm_family({"webgpu", codegen::CTarget::wgsl})});
   }
   Claim supports_primitive(const NodeDesc& n) const override { return codegen::wgsl_supports(n); }
 };
