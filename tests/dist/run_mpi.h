@@ -67,7 +67,40 @@ inline nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(f, nullptr, false);
 }
 
-// Greedy tokens of `model` for two prompts of different lengths, single process and on ranks.
+// Greedy tokens of two runs of `generate --json` (a: one process, b: on ranks, `label` says how):
+// equal, except that past a near tie they may part. Sharding changes the order in which the
+// all_reduce sums the partial products, so on random-weight models (whose logits sit close
+// together) two candidates within `tie` of each other may swap; where the sequences part, each
+// run's own logits (--json's top_logits) must put the other's token within `tie` of its choice.
+inline void expect_same_tokens_up_to_near_ties(const nlohmann::json& a, const nlohmann::json& b, const std::string& label,
+                                               double tie = 1e-3) {
+  ASSERT_TRUE(a.contains("tokens") && b.contains("tokens") && a.contains("top_logits") && b.contains("top_logits"));
+  ASSERT_EQ(a["tokens"].size(), b["tokens"].size());
+  const std::string both = "single process " + a["tokens"].dump() + " vs " + label + " " + b["tokens"].dump();
+  // how far below its own choice a run's logits put `token` at `step` (infinite: not in its top few)
+  auto gap = [](const nlohmann::json& top, int64_t token) {
+    for (const auto& p : top)
+      if (p[0].get<int64_t>() == token) return top[0][1].get<double>() - p[1].get<double>();
+    return HUGE_VAL;
+  };
+  for (size_t s = 0; s < a["tokens"].size(); ++s) {
+    const auto &x = a["tokens"][s], &y = b["tokens"][s];
+    EXPECT_EQ(x.size(), 12u);
+    ASSERT_EQ(x.size(), y.size()) << both;
+    size_t same = 0;
+    while (same < x.size() && x[same] == y[same]) ++same;
+    if (same == x.size()) continue;
+    const int64_t tx = x[same].get<int64_t>(), ty = y[same].get<int64_t>();
+    const double ga = gap(a["top_logits"][s][same], ty), gb = gap(b["top_logits"][s][same], tx);
+    std::printf("sequence %zu parts at step %zu (%lld vs %lld) at logit gaps %.3g and %.3g (a near tie is at most %.3g)\n",
+                s, same, static_cast<long long>(tx), static_cast<long long>(ty), ga, gb, tie);
+    EXPECT_LE(ga, tie) << "step " << same << " of sequence " << s << " is no near tie: " << both;
+    EXPECT_LE(gb, tie) << "step " << same << " of sequence " << s << " is no near tie: " << both;
+  }
+}
+
+// Greedy tokens of `model` for two prompts of different lengths, single process and on `ranks`
+// ranks with `flag` (--tp or --pp, plus `rlx_extra` options): the same up to near ties.
 inline void expect_same_tokens(const std::string& model, const std::string& dir, const std::string& flag, int ranks,
                                const std::string& rlx_extra = "", const std::string& mpi_extra = "") {
   const std::string gen = "generate " + model + " --tokens 5,17,300,42,7 --tokens 11,12 -n 12 --ignore-eos --quiet";
@@ -79,9 +112,8 @@ inline void expect_same_tokens(const std::string& model, const std::string& dir,
   ASSERT_EQ(par.code, 0) << par.out;
   nlohmann::json a = read_json(dir + "/one.json"), b = read_json(dir + "/par.json");
   ASSERT_TRUE(a.contains("tokens") && b.contains("tokens")) << par.out;
-  EXPECT_EQ(a["tokens"], b["tokens"]) << "single process " << a["tokens"].dump() << " vs " << flag << " " << ranks << " "
-                                      << b["tokens"].dump();
-  EXPECT_EQ(a["tokens"][0].size(), 12u);
+  EXPECT_EQ(a["tokens"].size(), 2u);
+  expect_same_tokens_up_to_near_ties(a, b, flag + " " + std::to_string(ranks) + " " + rlx_extra);
 }
 
 // Sentence embeddings of three texts with the BERT folder `model`, one process and on `ranks`

@@ -61,6 +61,16 @@ int64_t sample_token(const float* logits, int64_t vocab, const Sampling& s, std:
   return idx[keep - 1];
 }
 
+// The k largest logits of a row with their tokens, largest first.
+static std::vector<std::pair<int64_t, float>> top_logits(const float* row, int64_t vocab, int64_t k) {
+  std::vector<int64_t> idx(vocab);
+  std::iota(idx.begin(), idx.end(), int64_t{0});
+  k = std::min(k, vocab);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+  std::vector<std::pair<int64_t, float>> top;
+  for (int64_t i = 0; i < k; ++i) top.emplace_back(idx[i], row[idx[i]]);
+  return top;
+}
 
 int cmd_make_decoder_tiny(int argc, char** argv) {
   const std::string kind = argv[2];
@@ -200,6 +210,7 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
     std::mt19937_64 rng(o.seed);
     out.assign(batch, {});
     std::vector<bool> done(batch, false);
+    if (run == 0) r.top_logits.assign(batch, {});
     if (show && tokenizer) o.stream(tokenizer->decode(prompts[0]));
     auto t0 = std::chrono::steady_clock::now();
     RLX_ASSIGN_OR_RETURN(Tensor logits, session->prefill(prompts));
@@ -220,8 +231,12 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
     for (int64_t step = 0; step < n; ++step) {
       std::vector<int64_t> next(batch, eos);
       bool any = false;
-      for (int64_t b = 0; b < batch; ++b)
-        if (!done[b]) next[b] = sample_token(logits.data<float>() + (b * P + P - 1) * V, V, sp, rng);
+      for (int64_t b = 0; b < batch; ++b) {
+        if (done[b]) continue;
+        const float* row = logits.data<float>() + (b * P + P - 1) * V;
+        next[b] = sample_token(row, V, sp, rng);
+        if (run == 0) r.top_logits[b].push_back(top_logits(row, V, GenerateResult::kTopLogits));
+      }
       // every rank continues with rank 0's tokens (their logits agree, up to the summation
       // order of the all_reduce, which a near tie could expose)
       if (comm->size() > 1) RLX_TRY(comm->broadcast(next.data(), batch, DType::i64, 0));
@@ -342,6 +357,7 @@ int cmd_generate(int argc, char** argv) {
     j["tokens"] = r->tokens;
     if (r->has_tokenizer) j["text"] = r->texts;
     if (o.prompt_top1) j["prompt_top1"] = r->prompt_top1;
+    j["top_logits"] = r->top_logits;
     j["stop_token_ids"] = r->stop_ids;
     j["prefill_tokens_per_s"] = r->prefill_tokens_per_s();
     j["decode_tokens_per_s"] = r->decode_tokens_per_s();

@@ -93,6 +93,10 @@ struct GenerateResult {
   std::vector<std::vector<int64_t>> prompt_tokens, tokens;  // per prompt
   std::vector<int64_t> stop_ids;  // the ids that end a sequence (models::end_of_generation_ids)
   std::vector<std::vector<int64_t>> prompt_top1;  // with prompt_top1: per prompt, argmax of the logits after each token
+  // per prompt and generated step, the kTopLogits best (token, logit) pairs the step chose from:
+  // what tells a near tie (which summation order or rounding may flip) from a real difference
+  static constexpr int64_t kTopLogits = 4;
+  std::vector<std::vector<std::vector<std::pair<int64_t, float>>>> top_logits;
   bool has_tokenizer = false;
   std::vector<std::string> prompt_texts, texts;  // decoded (when there is a tokenizer)
   int64_t prompt_token_count = 0, decode_steps = 0, weight_bytes_per_step = 0;
