@@ -16,6 +16,9 @@ packages=(
   libvulkan-dev mesa-vulkan-drivers libshaderc-dev
   # devices: the directx device's D3D12 runtime compiles against these headers (it loads D3D12 at run time)
   directx-headers-dev
+  # devices: rocm (HIP headers and runtime library; clang 19's AMDGPU backend and the ROCm device
+  # libraries compile its generated code for gfx90a, gfx942 and gfx1100 without a GPU)
+  libamdhip64-dev rocm-device-libs clang-19 lld-19
   # devices: oneapi (oneDNN primitives on its CPU engine)
   libdnnl-dev
   # devices: OpenGL 4.5 compute through headless EGL (Mesa llvmpipe)

@@ -23,6 +23,10 @@ constexpr std::string_view kPrelude =
     R"RLXC(/* ---- rlx C prelude: vectorizable math for generated kernels (see c_prelude.h) ---- */
 #ifndef RLX_C_PRELUDE_INCLUDED
 #define RLX_C_PRELUDE_INCLUDED 1
+#if defined(__CUDACC__) || defined(__HIP__)
+/* GPU C++: CUDA under NVRTC, HIP under hipRTC or clang (the cuda and rocm devices) */
+#define RLX__GPU_CXX 1
+#endif
 #ifdef __OPENCL_VERSION__
 /* OpenCL C (the opencl device renders the same kernels): fixed-width integer names, the C
    library's float names mapped to OpenCL's overloaded built-ins, bit casts through as_type. */
@@ -46,6 +50,23 @@ typedef ulong uint64_t;
 #define fabsf fabs
 #define fmodf fmod
 #define rintf rint
+#elif defined(__HIP__)
+/* HIP C++ (the rocm device renders the same kernels as cuda): hip_runtime.h, which the HIP
+   prelude includes first, has the fixed-width integer names, INFINITY and NAN, and the C
+   library's math names as device functions; the HIP prelude makes these static functions
+   device functions too (clang's force_cuda_host_device pragma: HIP has no -default-device). */
+#ifndef INT32_MAX
+#define INT32_MAX 2147483647
+#endif
+#ifndef INT64_MAX
+#define INT64_MAX 9223372036854775807LL
+#endif
+#ifndef INT64_MIN
+#define INT64_MIN (-INT64_MAX - 1LL)
+#endif
+#ifndef UINT64_MAX
+#define UINT64_MAX 18446744073709551615ULL
+#endif
 #elif defined(__CUDACC__)
 /* CUDA C++ under NVRTC (the cuda device renders the same kernels). NVRTC compiles without
    system headers, so the fixed-width integer names and C's INFINITY/NAN are defined here; the
@@ -82,7 +103,7 @@ static inline uint32_t rlx_f32_bits(float x) { return as_uint(x); }
 static inline float rlx_f32_from_bits(uint32_t u) { return as_float(u); }
 static inline uint64_t rlx_f64_bits(double x) { return as_ulong(x); }
 static inline double rlx_f64_from_bits(uint64_t u) { return as_double(u); }
-#elif defined(__CUDACC__)
+#elif defined(RLX__GPU_CXX)
 static inline uint32_t rlx_f32_bits(float x) { return __float_as_uint(x); }
 static inline float rlx_f32_from_bits(uint32_t u) { return __uint_as_float(u); }
 static inline uint64_t rlx_f64_bits(double x) { return (uint64_t)__double_as_longlong(x); }
@@ -337,7 +358,7 @@ static inline float rlx_gelu_tanh_f32(float x) {
    k is read from the low bits of x*2/pi + 1.5*2^52. That is accurate for |x| < 2^20*pi/2;
    from |x| = 2^20 on (finite) the reduction is Payne-Hanek's instead (below). Both are
    computed and one selected, so the loop stays branch-free and vectorizes. */
-#if !defined(__OPENCL_VERSION__) && !defined(__CUDACC__)
+#if !defined(__OPENCL_VERSION__) && !defined(RLX__GPU_CXX)
 /* 2/pi: a zero word, then bits 1..224 of its binary expansion. */
 static const uint32_t rlx__two_over_pi[8] = {0u, 0xa2f9836eu, 0x4e441529u, 0xfc2757d1u,
                                              0xf534ddc0u, 0xdb629599u, 0x3c439041u, 0xfe5163abu};
@@ -389,7 +410,7 @@ static inline float rlx__sincos_f32(float x, uint64_t quadrant_offset) {
   double r = xd - kd * 0x1.921fb544p+0;
   r = r - kd * 0x1.0b4611a6p-34;
   r = r - kd * 0x1.3198a2e037073p-69;
-#if !defined(__OPENCL_VERSION__) && !defined(__CUDACC__)
+#if !defined(__OPENCL_VERSION__) && !defined(RLX__GPU_CXX)
   uint64_t q_large;
   double r_large = rlx__reduce_large_f32(x, &q_large);
   uint32_t ax = rlx_f32_bits(x) & 0x7fffffffu;
@@ -420,7 +441,7 @@ static inline float rlx__sincos_f32(float x, uint64_t quadrant_offset) {
 /* OpenCL's built-ins reduce large arguments exactly (4 ulp); there is no vectorizer to please */
 static inline float rlx_sin_f32(float x) { return sin(x); }
 static inline float rlx_cos_f32(float x) { return cos(x); }
-#elif defined(__CUDACC__)
+#elif defined(RLX__GPU_CXX)
 /* CUDA's sinf/cosf reduce large arguments exactly (2 ulp) without -use_fast_math */
 static inline float rlx_sin_f32(float x) { return sinf(x); }
 static inline float rlx_cos_f32(float x) { return cosf(x); }
@@ -432,7 +453,7 @@ static inline float rlx_cos_f32(float x) { return rlx__sincos_f32(x, 1u); }
 #endif
 
 /* ---------------------------------------------------------------- sqrt, rsqrt, rounding */
-#if defined(__NO_MATH_ERRNO__) || defined(__CUDACC__)
+#if defined(__NO_MATH_ERRNO__) || defined(RLX__GPU_CXX)
 /* CUDA's sqrtf is correctly rounded (NVRTC's default -prec-sqrt=true) and sets no errno.
    With -fno-math-errno, sqrt is one vector instruction (and correctly rounded). rsqrt goes
    through double so that it is rounded once (1.0f / sqrtf(x) is off by up to 1.5 ulp). */
@@ -483,7 +504,7 @@ static inline float rlx_rsqrt_f32(float x) {
 /* Round half to even (default rounding mode). rintf is one instruction where the target has
    a vector round; otherwise adding and removing 2^23 rounds |x| < 2^23 the same way. */
 static inline float rlx_round_f32(float x) {
-#if defined(__SSE4_1__) || defined(__aarch64__) || defined(__ARM_NEON) || defined(__CUDACC__)
+#if defined(__SSE4_1__) || defined(__aarch64__) || defined(__ARM_NEON) || defined(RLX__GPU_CXX)
   return rintf(x);
 #else
   float a = rlx__abs_f32(x);
@@ -691,7 +712,7 @@ static inline int32_t rlx_clamp_index_i32(int32_t i, int32_t n) {
    so each result rounds once, when stored. OpenCL C, CUDA and GLSL kernels never see c64.
    No <complex.h>: its macro I would clash with kernel and test code; the parts go through a
    union, and modulus and argument are glibc's own definitions of cabs and carg. */
-#if !defined(__OPENCL_VERSION__) && !defined(__CUDACC__)
+#if !defined(__OPENCL_VERSION__) && !defined(RLX__GPU_CXX)
 typedef union { double _Complex z; double p[2]; } rlx__c64_parts;
 /* re + i im without arithmetic (re + im * I would turn an infinite im into a NaN real part) */
 static inline double _Complex rlx_cplx(double re, double im) {

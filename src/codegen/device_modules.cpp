@@ -8,7 +8,18 @@
 
 namespace rlx::codegen {
 
-std::string cuda_translation_unit(std::string_view kernels) { return dialect(CTarget::cuda).prelude() + std::string(kernels); }
+std::string translation_unit(CTarget target, std::string_view kernels) { return dialect(target).prelude() + std::string(kernels); }
+
+Expected<std::string> render_unit_kernels(const kir::KernelProgram& prog, const std::string& prefix, CTarget target) {
+  std::string src;
+  for (const kir::GeneratedKernel& k : prog.generated) {
+    std::vector<DType> dts;
+    for (int b : k.args) dts.push_back(prog.buffers[b].dtype);
+    RLX_ASSIGN_OR_RETURN(std::string fn, render_c_kernel(k, dts, prefix + k.name, target));
+    src += "\n" + fn;
+  }
+  return src;
+}
 
 Expected<std::vector<KernelModule>> render_device_modules(const kir::KernelProgram& prog, CTarget target,
                                                               const std::vector<std::vector<GlslArgPlace>>& places) {

@@ -22,7 +22,12 @@ namespace rlx::codegen {
 Expected<std::vector<KernelModule>> render_device_modules(const kir::KernelProgram& prog, CTarget target,
                                                               const std::vector<std::vector<GlslArgPlace>>& places = {});
 
-// The CUDA C++ translation unit around `kernels` (the C prelude and runtime helpers first).
-std::string cuda_translation_unit(std::string_view kernels);
+// The translation unit of a dialect that puts every kernel in one unit (CUDA, HIP, OpenCL)
+// around `kernels`: the dialect's prelude (the C prelude and runtime helpers) first.
+std::string translation_unit(CTarget target, std::string_view kernels);
+
+// The generated kernels of `prog` in `target`'s dialect, kernel i named `prefix +
+// generated[i].name`, one after the other (what translation_unit wraps).
+Expected<std::string> render_unit_kernels(const kir::KernelProgram& prog, const std::string& prefix, CTarget target);
 
 }  // namespace rlx::codegen

@@ -1,4 +1,4 @@
-// The dialect values: host C, OpenCL C, CUDA C++, GLSL for Vulkan and for OpenGL, WGSL, HLSL, MSL.
+// The dialect values: host C, OpenCL C, CUDA C++, HIP C++, GLSL for Vulkan and for OpenGL, WGSL, HLSL, MSL.
 #include "codegen/dialect.h"
 
 #include <cmath>
@@ -153,6 +153,11 @@ std::string hlsl_packed_store(const std::string& b, const std::string& index, in
 std::string host_prelude() { return std::string(c_prelude()) + std::string(c_runtime_helpers()); }
 std::string opencl_prelude() { return "#define RLX_OPENCL 1\n" + host_prelude(); }
 std::string cuda_prelude() { return "#define RLX_CUDA 1\n" + host_prelude(); }
+// hipRTC includes hip_runtime.h itself (the include is then a no-op); an offline clang needs it
+std::string hip_prelude() {
+  return "#define RLX_HIP 1\n#include <hip/hip_runtime.h>\n#pragma clang force_cuda_host_device begin\n" + host_prelude() +
+         "#pragma clang force_cuda_host_device end\n";
+}
 std::string vulkan_prelude() { return glsl_prelude(CTarget::glsl_vulkan); }
 std::string gl_prelude() { return glsl_prelude(CTarget::glsl_gl); }
 std::string webgpu_prelude() { return std::string(wgsl_prelude()); }
@@ -252,6 +257,7 @@ const Dialect& dialect(CTarget target) {
   }();
   static const Dialect opencl = c_family(CTarget::opencl, "OpenCL C", KernelFrame::opencl_kernel, opencl_prelude);
   static const Dialect cuda = c_family(CTarget::cuda, "CUDA C++", KernelFrame::cuda_kernel, cuda_prelude);
+  static const Dialect hip = c_family(CTarget::hip, "HIP C++", KernelFrame::cuda_kernel, hip_prelude);
   static const Dialect vulkan = glsl(CTarget::glsl_vulkan, "GLSL (Vulkan)", true);
   static const Dialect gl = glsl(CTarget::glsl_gl, "GLSL (OpenGL)", false);
   static const Dialect webgpu = wgsl();
@@ -267,6 +273,7 @@ const Dialect& dialect(CTarget target) {
     case CTarget::host: return host;
     case CTarget::opencl: return opencl;
     case CTarget::cuda: return cuda;
+    case CTarget::hip: return hip;
     case CTarget::glsl_vulkan: return vulkan;
     case CTarget::glsl_gl: return gl;
     case CTarget::wgsl: return webgpu;

@@ -21,7 +21,9 @@ namespace rlx::codegen {
 // CUDA C++ for NVRTC (an `extern "C" __global__` kernel, one thread per domain element from
 // blockIdx/threadIdx with 64-bit index math, `__restrict__` buffer pointers followed by
 // `long long rows, long long cols`; a serial kernel runs in one thread). The CUDA dialect
-// needs the prelude compiled with RLX_CUDA defined and NVRTC's -default-device.
+// needs the prelude compiled with RLX_CUDA defined and NVRTC's -default-device. HIP C++ (for
+// hipRTC or clang's AMDGPU target) is the CUDA dialect with a prelude that includes
+// hip/hip_runtime.h and makes the prelude's functions device functions.
 //
 // The GLSL dialects render a compute shader's body (the GLSL prelude, glsl_prelude.h, goes
 // first): buffers as std430 storage buffers at bindings 0..n-1, one invocation per domain
@@ -52,7 +54,7 @@ namespace rlx::codegen {
 // (64-bit integers, native 8/16-bit types) without double, buffers as `device T*` arguments at
 // [[buffer(i)]], the domain size as `constant int64_t&` after them, one thread per domain
 // element of a 2D grid (x + y * grid width).
-enum class CTarget { host, opencl, cuda, glsl_vulkan, glsl_gl, wgsl, hlsl, msl };
+enum class CTarget { host, opencl, cuda, hip, glsl_vulkan, glsl_gl, wgsl, hlsl, msl };
 
 // The frame around a kernel's body: its signature, where its buffers and domain size come
 // from, and how an invocation finds its (row, column).

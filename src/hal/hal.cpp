@@ -66,6 +66,24 @@ Status StreamRuntime::replay(Recording& rec, std::span<const void* const> inputs
   return finish();
 }
 
+std::unique_ptr<PointerLaunch> pointer_launch(const Dispatch& d, int block_size) {
+  auto l = std::make_unique<PointerLaunch>();
+  for (const BufferRange& b : d.buffers) l->pointers.push_back(device_address(b));
+  l->scalars.assign(d.scalars.begin(), d.scalars.end());
+  for (void*& p : l->pointers) l->args.push_back(&p);
+  for (long long& v : l->scalars) l->args.push_back(&v);
+  if (d.items > 0) {
+    l->block[0] = static_cast<uint32_t>(std::min<int64_t>(block_size, d.items));
+    l->grid[0] = static_cast<uint32_t>((d.items + l->block[0] - 1) / l->block[0]);
+  } else {
+    for (int i = 0; i < 3; ++i) {
+      l->grid[i] = d.groups[i];
+      l->block[i] = d.local[i];
+    }
+  }
+  return l;
+}
+
 void grid_2d(int64_t items, int size, int64_t max_x, uint32_t out[3]) {
   const int64_t groups = (items + size - 1) / size;
   max_x = std::max<int64_t>(max_x, 1);

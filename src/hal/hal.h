@@ -185,6 +185,22 @@ class StreamRuntime : public Runtime {
 // `items`: the shape the GLSL (and WGSL) dialects' generated kernels expect.
 void grid_2d(int64_t items, int size, int64_t max_x, uint32_t out[3]);
 
+// A dispatch as CUDA-style launch APIs take it (cudaLaunchKernel, hipModuleLaunchKernel): a
+// pointer to each argument (the buffers' device addresses, then the scalars as 64-bit
+// integers; device_address), and blocks of `block_size` threads over a 1D grid covering `items`, or the
+// dispatch's explicit groups and local size. `args` points into the object: keep it alive
+// until the launch call returns.
+struct PointerLaunch {
+  std::vector<void*> pointers;
+  std::vector<long long> scalars;
+  std::vector<void*> args;
+  uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+};
+std::unique_ptr<PointerLaunch> pointer_launch(const Dispatch& d, int block_size);
+
+// A range's device address on runtimes whose Buffer id is a device pointer (cuda, rocm).
+inline void* device_address(const BufferRange& r) { return reinterpret_cast<char*>(r.buffer.id) + r.offset; }
+
 // The work-group counts of `d` on a device that runs launches over items in groups of
 // `group_size` on a 2D grid (grid_2d), and explicit launches as given; an error naming the
 // dispatch where a count passes the device's `max_groups`.

@@ -354,10 +354,46 @@ Expected<std::unique_ptr<Executable>> make_executable(std::shared_ptr<Runtime> r
 
 Expected<std::unique_ptr<Executable>> compile_program(std::shared_ptr<Runtime> rt, const Target& target, const Graph& g,
                                                       const CompileOptions& options) {
-  RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(g));
-  RLX_TRY(sched::apply_donations(prog, options.donate));
-  RLX_TRY(kir::verify_program(prog));
+  RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, schedule_program(g, options));
   return make_executable(std::move(rt), target, std::move(prog), g);
+}
+
+namespace {
+
+class CodegenDevice final : public Device {
+ public:
+  CodegenDevice(std::string name, std::string reason, std::function<Claim(const NodeDesc&)> native,
+                std::function<Claim(const NodeDesc&)> primitive)
+      : native_(std::move(native)), primitive_(std::move(primitive)) {
+    info_.name = std::move(name);
+    info_.available = false;
+    info_.reason = std::move(reason);
+  }
+  const DeviceInfo& info() const override { return info_; }
+  Claim claim_native(const NodeDesc& n) const override { return native_(n); }
+  Claim supports_primitive(const NodeDesc& n) const override { return primitive_(n); }
+  Expected<std::unique_ptr<Executable>> compile(const Graph&, const CompileOptions&) const override {
+    return error(ErrorCode::unavailable, info_.name, ": ", info_.reason);
+  }
+
+ private:
+  std::function<Claim(const NodeDesc&)> native_, primitive_;
+  DeviceInfo info_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Device> make_codegen_device(std::string name, std::string reason,
+                                                  std::function<Claim(const NodeDesc&)> native,
+                                                  std::function<Claim(const NodeDesc&)> primitive) {
+  return std::make_shared<CodegenDevice>(std::move(name), std::move(reason), std::move(native), std::move(primitive));
+}
+
+Expected<kir::KernelProgram> schedule_program(const Graph& g, const CompileOptions& options) {
+  RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(g));
+  RLX_TRY(sched::apply_donations(prog, options.donate));  // a donated output shares its input's memory
+  RLX_TRY(kir::verify_program(prog));
+  return prog;
 }
 
 }  // namespace rlx::hal

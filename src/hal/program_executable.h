@@ -129,7 +129,18 @@ inline Command call_command(std::string name, std::function<Status()> fn) {
 }
 
 // Schedules a legalized primitive graph (sched::schedule), applies the requested donations (a
-// donated output shares its input's buffer), verifies the program and makes its executable.
+// donated output shares its input's buffer) and verifies the program: what every runtime
+// device runs, and what code-generation checks without a device (tests/cuda, tests/rocm) render.
+Expected<kir::KernelProgram> schedule_program(const Graph& g, const CompileOptions& options);
+
+// A device that answers the legalizer's two questions (`native`, `primitive`) as device `name`
+// would, without its hardware: for checking code generation (tests/cuda/, tests/rocm/). It is
+// listed as unavailable with `reason`, and compile() refuses with it.
+std::shared_ptr<const Device> make_codegen_device(std::string name, std::string reason,
+                                                  std::function<Claim(const NodeDesc&)> native,
+                                                  std::function<Claim(const NodeDesc&)> primitive);
+
+// schedule_program, then the program's executable on `rt`.
 Expected<std::unique_ptr<Executable>> compile_program(std::shared_ptr<Runtime> rt, const Target& target, const Graph& g,
                                                       const CompileOptions& options);
 

@@ -22,6 +22,9 @@
 #ifdef RLX_HAVE_OPENGL
 #include "backends/opengl/opengl_device.h"
 #endif
+#ifdef RLX_HAVE_HIP
+#include "backends/rocm/rocm_device.h"
+#endif
 #include "backends/webgpu/webgpu_device.h"
 #include "rlx/device.h"
 
@@ -46,6 +49,14 @@ std::shared_ptr<const Device> make_cuda() {
   return cuda::make_cuda_device();
 #else
   return null_device::make_unavailable_device("cuda", "rlx was built without the CUDA toolkit (install it, e.g. in /usr/local/cuda, then rebuild)");
+#endif
+}
+
+std::shared_ptr<const Device> make_rocm() {
+#ifdef RLX_HAVE_HIP
+  return rocm::make_rocm_device();
+#else
+  return null_device::make_unavailable_device("rocm", "rlx was built without the HIP headers (install libamdhip64-dev, then rebuild)");
 #endif
 }
 
@@ -77,6 +88,7 @@ const std::vector<Entry>& entries() {
       {"directx", directx::make_directx_device},
       {"metal", metal::make_metal_device},
       {"cuda", make_cuda},
+      {"rocm", make_rocm},
       {"null", null_device::make_null_device},
   };
   return e;

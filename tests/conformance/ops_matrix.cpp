@@ -184,7 +184,11 @@ std::string render_ops_md(const OpsMatrix& m) {
      << "- **no reference**: the type rules accept the dtype but `ref` does not implement it, so it is\n"
      << "  not tested anywhere.\n\n"
      << "The `ref` column is what the suite can check: the dtypes the ops table accepts and `ref` runs.\n"
-     << "Counts are (op, dtype) cells.\n\n";
+     << "Counts are (op, dtype) cells.\n\n"
+     << "Devices without a column cannot run on the machines rlx is tested on: `cuda` and `rocm` (no\n"
+     << "NVIDIA or AMD GPU). Their generated code for every case of the suite is compiled instead, by\n"
+     << "NVRTC for sm_90 and sm_80 (`tests/cuda/`) and by clang's AMDGPU backend for gfx90a, gfx942 and\n"
+     << "gfx1100 (`tests/rocm/`, docs/rocm.md); nothing about their results is claimed here.\n\n";
   os << "## Summary\n\n| device | pass | partial | xfail | unsupported | FAIL |\n|---|---|---|---|---|---|\n";
   for (const DeviceColumn& c : m.columns) os << "| " << c.device << " | " << c.counts << " |\n";
   os << "\n## Matrix\n\n| op | family |";

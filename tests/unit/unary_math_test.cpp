@@ -44,7 +44,7 @@ TEST(UnaryMath, EveryUnaryOpHasARowOrASemanticsOfItsOwn) {
 
 TEST(UnaryMath, EveryPreludeDefinesTheFunctionsRowsCall) {
   for (const UnaryMathOp& r : unary_math_ops()) {
-    for (codegen::CTarget t : {codegen::CTarget::host, codegen::CTarget::opencl, codegen::CTarget::cuda, codegen::CTarget::glsl_vulkan,
+    for (codegen::CTarget t : {codegen::CTarget::host, codegen::CTarget::opencl, codegen::CTarget::cuda, codegen::CTarget::hip, codegen::CTarget::glsl_vulkan,
                               codegen::CTarget::glsl_gl, codegen::CTarget::wgsl}) {
       const codegen::Dialect& d = codegen::dialect(t);
       const std::string prelude = d.prelude();

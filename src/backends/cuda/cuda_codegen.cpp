@@ -5,7 +5,7 @@
 #include "codegen/c_prelude.h"
 #include "codegen/c_renderer.h"
 #include "codegen/device_modules.h"
-#include "passes/schedule.h"
+#include "hal/program_executable.h"
 #include "kernels/csr_spmv.h"
 #include "kernels/splat_source.h"
 
@@ -81,48 +81,18 @@ Claim supports_primitive(const NodeDesc& n) {
 }
 
 Expected<kir::KernelProgram> schedule_program(const Graph& g, const CompileOptions& options) {
-  RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(g));
-  RLX_TRY(sched::apply_donations(prog, options.donate));  // a donated output shares its input's memory
-  RLX_TRY(kir::verify_program(prog));
-  return prog;
+  return hal::schedule_program(g, options);
 }
 
 Expected<std::string> render_kernels(const kir::KernelProgram& prog, const std::string& prefix) {
-  std::string src;
-  for (const kir::GeneratedKernel& k : prog.generated) {
-    std::vector<DType> dts;
-    for (int b : k.args) dts.push_back(prog.buffers[b].dtype);
-    RLX_ASSIGN_OR_RETURN(std::string fn, codegen::render_c_kernel(k, dts, prefix + k.name, codegen::CTarget::cuda));
-    src += "\n" + fn;
-  }
-  return src;
+  return codegen::render_unit_kernels(prog, prefix, codegen::CTarget::cuda);
 }
 
-std::string translation_unit(std::string_view kernels) { return codegen::cuda_translation_unit(kernels); }
+std::string translation_unit(std::string_view kernels) { return codegen::translation_unit(codegen::CTarget::cuda, kernels); }
 
-namespace {
-
-class CodegenDevice final : public Device {
- public:
-  explicit CodegenDevice(ComputeCapability cc) : cc_(cc) {
-    info_.name = "cuda";
-    info_.available = false;
-    info_.reason = cat("code generation only (legalizes and renders as for sm_", cc, "; runs nothing)");
-  }
-  const DeviceInfo& info() const override { return info_; }
-  Claim claim_native(const NodeDesc& n) const override { return cuda::claim_native(n, cc_); }
-  Claim supports_primitive(const NodeDesc& n) const override { return cuda::supports_primitive(n); }
-  Expected<std::unique_ptr<Executable>> compile(const Graph&, const CompileOptions&) const override {
-    return error(ErrorCode::unavailable, "cuda: ", info_.reason);
-  }
-
- private:
-  ComputeCapability cc_;
-  DeviceInfo info_;
-};
-
-}  // namespace
-
-std::shared_ptr<const Device> make_codegen_device(ComputeCapability cc) { return std::make_shared<CodegenDevice>(cc); }
+std::shared_ptr<const Device> make_codegen_device(ComputeCapability cc) {
+  return hal::make_codegen_device("cuda", cat("code generation only (legalizes and renders as for sm_", cc, "; runs nothing)"),
+                                  [cc](const NodeDesc& n) { return claim_native(n, cc); }, supports_primitive);
+}
 
 }  // namespace rlx::cuda

@@ -21,7 +21,7 @@ Expected<cudaDataType_t> cuda_dtype(DType t) {
   return error(ErrorCode::unsupported, "cuBLAS has no ", dtype_name(t), " GEMM here");
 }
 
-void* device_ptr(const hal::BufferRange& r) { return reinterpret_cast<char*>(r.buffer.id) + r.offset; }
+void* device_ptr(const hal::BufferRange& r) { return hal::device_address(r); }
 
 // One cuBLAS call in column-major terms (column_major_gemm: B is the first operand).
 Status gemm(Runtime& rt, const std::string& name, const kernels::GemmPlan& p, DType t, const void* a, const void* b, void* c) {

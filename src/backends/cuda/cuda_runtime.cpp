@@ -130,7 +130,7 @@ Expected<cudaKernel_t> Runtime::kernel(const std::string& source, const std::str
 
 namespace rlx::cuda {
 namespace {
-void* ptr(const hal::BufferRange& r) { return reinterpret_cast<char*>(r.buffer.id) + r.offset; }
+void* ptr(const hal::BufferRange& r) { return hal::device_address(r); }
 }  // namespace
 
 Expected<hal::Buffer> Runtime::allocate(uint64_t bytes, const std::string& what) {
@@ -183,21 +183,10 @@ Status Runtime::enqueue(const hal::Command& c) {
   if (c.kind == hal::Command::Kind::zero)
     return cuda_check(cudaMemsetAsync(ptr(c.range), 0, c.range.bytes, stream_), "cudaMemsetAsync " + c.name);
   const hal::Dispatch& d = c.dispatch;
-  // cudaLaunchKernel reads each argument through a pointer to it
-  std::vector<void*> ptrs;
-  std::vector<long long> scalars(d.scalars.begin(), d.scalars.end());
-  std::vector<void*> args;
-  ptrs.reserve(d.buffers.size());
-  for (const hal::BufferRange& b : d.buffers) ptrs.push_back(ptr(b));
-  for (void*& p : ptrs) args.push_back(&p);
-  for (long long& v : scalars) args.push_back(&v);
-  dim3 grid(d.groups[0], d.groups[1], d.groups[2]), block(d.local[0], d.local[1], d.local[2]);
-  if (d.items > 0) {
-    block = dim3(static_cast<unsigned>(std::min<int64_t>(kThreadsPerBlock, d.items)));
-    grid = dim3(static_cast<unsigned>((d.items + block.x - 1) / block.x));
-  }
-  return cuda_check(cudaLaunchKernel(reinterpret_cast<const void*>(reinterpret_cast<cudaKernel_t>(d.kernel.id)), grid, block,
-                                     args.data(), 0, stream_),
+  const auto l = hal::pointer_launch(d, kThreadsPerBlock);
+  return cuda_check(cudaLaunchKernel(reinterpret_cast<const void*>(reinterpret_cast<cudaKernel_t>(d.kernel.id)),
+                                     dim3(l->grid[0], l->grid[1], l->grid[2]), dim3(l->block[0], l->block[1], l->block[2]),
+                                     l->args.data(), 0, stream_),
                     "cudaLaunchKernel " + d.name);
 }
 
