@@ -64,7 +64,7 @@ class Renderer {
   Status emit_glsl_signature(const std::string& symbol);
   Status emit_wgsl_signature(const std::string& symbol);
   Status emit_hlsl_signature(const std::string& symbol);
-  Expected<int> emit_emulated_bindings(const std::array<const char*, 6>& names,
+  Expected<int> emit_emulated_bindings(const std::array<const char*, 7>& names,
                                        const std::function<void(int, const std::string&)>& declare);
 
   // Spellings: each helper writes one construct as the dialect (d_) says.
@@ -288,7 +288,7 @@ std::string Renderer::cast_expr(const std::string& v_in, DType from, DType to) {
   if (!d_.exact_int_to_f32 && to == DType::f32 && (from == DType::i32 || from == DType::u32 || from == DType::i64 || from == DType::u64))
     return std::string(is_unsigned_int(from) ? "rlx_u32_to_f32(" : "rlx_i32_to_f32(") + v + ")";
   if (d_.emulates_int64 && (to == DType::i64 || to == DType::u64)) {  // a value past 32 bits is flagged
-    if (is_float(from)) return std::string(to == DType::i64 ? "rlx_f32_to_i64c(" : "rlx_f32_to_u64c(") + v + ")";
+    if (is_float(from)) return "rlx_" + std::string(is_f64(from) ? "f64" : "f32") + (to == DType::i64 ? "_to_i64c(" : "_to_u64c(") + v + ")";
     if (to == DType::i64 && is_unsigned_int(from)) return "rlx_u32_to_i64c(" + conv("uint", v) + ")";
     if (to == DType::u64 && !is_unsigned_int(from)) return "rlx_i32_to_u64c(" + conv("int", v) + ")";
   }
@@ -335,6 +335,8 @@ Expected<std::string> Renderer::unary(const Expr& e) {
       default: return error(ErrorCode::unsupported, "C renderer: unary ", op_name(e.op), " on c64");
     }
   }
+  if (is_f64(t) && !d_.f64_builtins && (e.op == Op::Floor || e.op == Op::Ceil))
+    return std::string(e.op == Op::Floor ? "rlx_floor_f64(" : "rlx_ceil_f64(") + a + ")";
   if (const UnaryMathOp* row = unary_math(e.op)) return unary_math_call(*row, t, a);  // rlx/unary_math.h
   switch (e.op) {
     case Op::Neg:
@@ -654,8 +656,9 @@ Status Renderer::emit_glsl_signature(const std::string& symbol) {
 
 // The storage buffers of a dialect that emulates 64-bit integers (WGSL, HLSL): each binding
 // declared once by `declare` with its element type, spelled from `names` (f32, i32, u32, i64's
-// and u64's word pairs, packed words); returns how many bindings the arguments use.
-Expected<int> Renderer::emit_emulated_bindings(const std::array<const char*, 6>& names,
+// and u64's word pairs, packed words, f64 or null where the dialect has no doubles); returns how
+// many bindings the arguments use.
+Expected<int> Renderer::emit_emulated_bindings(const std::array<const char*, 7>& names,
                                                const std::function<void(int, const std::string&)>& declare) {
   std::vector<char> declared(args_.size(), 0);
   int bindings = 0;
@@ -673,6 +676,7 @@ Expected<int> Renderer::emit_emulated_bindings(const std::array<const char*, 6>&
                      : t == DType::i64 ? names[3]
                      : t == DType::u64 ? names[4]
                      : packed(t)       ? names[5]
+                     : t == DType::f64 ? names[6]
                                        : nullptr;
     if (!st) return error(ErrorCode::unsupported, d_.name, " has no ", dtype_name(t), " values (no 64-bit floats)");
     declare(bind, st);
@@ -685,7 +689,7 @@ Expected<int> Renderer::emit_emulated_bindings(const std::array<const char*, 6>&
 Status Renderer::emit_wgsl_signature(const std::string& symbol) {
   out_ << "// kernel " << symbol << "\n";
   // i64/u64 as (low, high) words; packed (8/16-bit, bool) buffers as atomic words
-  RLX_ASSIGN_OR_RETURN(int bindings, emit_emulated_bindings({"f32", "i32", "u32", "vec2<i32>", "vec2<u32>", "atomic<u32>"},
+  RLX_ASSIGN_OR_RETURN(int bindings, emit_emulated_bindings({"f32", "i32", "u32", "vec2<i32>", "vec2<u32>", "atomic<u32>", nullptr},
                                                             [&](int bind, const std::string& st) {
                                                               out_ << "@group(0) @binding(" << bind
                                                                    << ") var<storage, read_write> b" << bind << ": array<"
@@ -715,7 +719,7 @@ Status Renderer::emit_wgsl_signature(const std::string& symbol) {
 // kHlslMaxGroupsX groups as rows of exactly that many.
 Status Renderer::emit_hlsl_signature(const std::string& symbol) {
   out_ << "// kernel " << symbol << "\n";
-  RLX_ASSIGN_OR_RETURN(int bindings, emit_emulated_bindings({"float", "int", "uint", "int2", "uint2", "uint"},
+  RLX_ASSIGN_OR_RETURN(int bindings, emit_emulated_bindings({"float", "int", "uint", "int2", "uint2", "uint", "double"},
                                                             [&](int bind, const std::string& st) {
                                                               out_ << "RWStructuredBuffer<" << st << "> b" << bind
                                                                    << " : register(u" << bind << ");\n";
@@ -933,11 +937,13 @@ Claim c_renderer_supports(const NodeDesc& n) { return supports(n, false); }
 
 Claim c_host_renderer_supports(const NodeDesc& n) { return supports(n, true); }
 
-Claim c_renderer_supports_without_f64(const NodeDesc& n, const char* language, const char* no_f64, const char* no_random) {
-  for (std::span<const TensorType> ts : {n.inputs, n.outputs})
-    for (const TensorType& t : ts)
-      if (t.dtype == DType::f64) return Claim::no(no_f64);
-  if (n.op == Op::Random) return Claim::no(no_random);
+Claim c_renderer_supports_without_f64(const NodeDesc& n, const char* language, std::string_view no_f64,
+                                      std::string_view no_random) {
+  if (!no_f64.empty())
+    for (std::span<const TensorType> ts : {n.inputs, n.outputs})
+      for (const TensorType& t : ts)
+        if (t.dtype == DType::f64) return Claim::no(std::string(no_f64));
+  if (n.op == Op::Random) return Claim::no(std::string(no_random));
   Claim c = c_renderer_supports(n);
   if (c.ok) c.text = cat("generated ", language);
   return c;

@@ -88,9 +88,14 @@ std::string wgsl_float_literal(double v, DType) {
   return digits(static_cast<double>(static_cast<float>(v)), "%.9g");
 }
 
-// HLSL: as WGSL's (f32 only: f64 values are refused), NaN and infinity through the prelude's
-// macros
-std::string hlsl_float_literal(double v, DType) {
+// HLSL: f32 as WGSL's, NaN and infinity through the prelude's macros; f64 with the L suffix
+// (a bare literal is a float)
+std::string hlsl_float_literal(double v, DType t) {
+  if (is_f64(t)) {
+    if (std::isnan(v)) return "double(NAN)";
+    if (std::isinf(v)) return v > 0 ? "double(INFINITY)" : "(-double(INFINITY))";
+    return digits(v, "%.17g") + "L";
+  }
   if (std::isnan(v)) return "NAN";
   if (std::isinf(v) || std::fabs(v) > 3.4028234663852886e38) return v > 0 ? "INFINITY" : "(-INFINITY)";
   return digits(static_cast<double>(static_cast<float>(v)), "%.9g");
@@ -243,6 +248,9 @@ Dialect hlsl() {
   d.float_literal = hlsl_float_literal;
   d.int_literal = hlsl_int_literal;
   d.packed_store = hlsl_packed_store;
+  d.f64_values = true;  // arithmetic in doubles, transcendentals from the prelude (shader_f64_math)
+  d.f64_builtins = false;
+  d.f64_suffix = "L";
   return d;
 }
 

@@ -88,7 +88,10 @@ struct Dialect {
   bool emulates_int64 = false;
   std::string_view (*range_check_helpers)() = nullptr;
   bool complex_values = false;  // c64 as C99 _Complex
-  bool f64_values = true;       // false: the language has no double (WGSL, HLSL here, MSL)
+  bool f64_values = true;       // false: the language has no double (WGSL, MSL)
+  // false: floor and ceil take no doubles (HLSL under glslang converts them to float), so f64
+  // Floor and Ceil call the prelude's rlx_floor_f64 and rlx_ceil_f64
+  bool f64_builtins = true;
   bool omp_simd = false;        // `#pragma omp simd` before vectorizable loops
   // Locals of run-time values may be `const`, and `(void)x;` marks one unused (GLSL's const
   // is a compile-time constant).

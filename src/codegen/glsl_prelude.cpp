@@ -1,4 +1,5 @@
 #include "codegen/glsl_prelude.h"
+#include "codegen/shader_math.h"
 #include "rlx/unary_math.h"
 
 // Why the GLSL looks the way it does:
@@ -201,153 +202,17 @@ float rlx_pow_f32(float x, float y) { return float(rlx_pow_f64(double(x), double
 float rlx_round_f32(float x) { return roundEven(x); }
 float rlx_sign_f32(float x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
 
-/* ---------------------------------------------------------------- f64 arithmetic */
-double rlx_sqrt_f64(double x) { return x < 0.0lf ? double(NAN) : sqrt(x); }
-double rlx_rsqrt_f64(double x) {
-  if (x < 0.0lf) return double(NAN);
-  if (x == 0.0lf) return (unpackDouble2x32(x).y >> 31) != 0u ? -double(INFINITY) : double(INFINITY);
-  if (isinf(x)) return 0.0lf;
-  return 1.0lf / sqrt(x);
-}
-/* half to even by hand: lavapipe's (Mesa 22.3) double roundEven rounds halves toward zero
-   (1.5 -> 1, -3.5 -> -3); every double from 2^52 up (and inf, NaN) is already integral */
-double rlx_round_f64(double x) {
-  if (!(abs(x) < 4503599627370496.0lf)) return x;
-  double f = floor(x), d = x - f;
-  double r = d > 0.5lf ? f + 1.0lf : d < 0.5lf ? f : (fract(f * 0.5lf) == 0.0lf ? f : f + 1.0lf);
-  return r == 0.0lf && x < 0.0lf ? -0.0lf : r;
-}
-/* double exp, log, expm1 in double arithmetic (GLSL's built-ins are float-only): argument
-   reduction by ln2 with a two-part ln2 and Taylor/atanh series to below 1e-17 relative;
-   within a few ulp for normal results (subnormal results rely on ldexp) */
-double rlx_x_exp_taylor(double r, int terms) {  /* e^r = 1 + r(1 + r/2(1 + r/3(...))) */
-  double p = 1.0lf;
-  for (int n = terms; n >= 1; --n) p = 1.0lf + r * p / double(n);
-  return p;
-}
-double rlx_exp_f64(double x) {
-  if (isnan(x)) return x;
-  if (x > 709.782712893384lf) return double(INFINITY);
-  if (x < -745.1332191019412lf) return 0.0lf;
-  double k = roundEven(x * 1.4426950408889634lf);
-  double r = (x - k * 0.6931471803691238lf) - k * 1.9082149292705877e-10lf;  /* |r| <= 0.35 */
-  double p = rlx_x_exp_taylor(r, 14);
-  int ki = int(k);  /* split so that 2^k1 and 2^k2 stay normal */
-  int k1 = ki / 2;
-  return ldexp(ldexp(p, k1), ki - k1);
-}
-double rlx_expm1_f64(double x) {
-  if (abs(x) >= 0.5lf) return rlx_exp_f64(x) - 1.0lf;
-  double p = 1.0lf;  /* expm1(r) = r(1 + r/2(1 + r/3(...))) without the leading 1 */
-  for (int n = 18; n >= 2; --n) p = 1.0lf + x * p / double(n);
-  return x * p;
-}
-double rlx_log_f64(double x) {
-  if (isnan(x) || x == double(INFINITY)) return x;
-  if (x < 0.0lf) return double(NAN);
-  if (x == 0.0lf) return -double(INFINITY);
-  double adj = 0.0lf;  /* lavapipe's frexp misreads subnormals: scale them up by 2^54 first */
-  if (x < 2.2250738585072014e-308lf) {
-    x *= 18014398509481984.0lf;
-    adj = 54.0lf;
-  }
-  int e;
-  double m = frexp(x, e);  /* m in [0.5, 1) */
-  if (m < 0.7071067811865476lf) {
-    m *= 2.0lf;
-    e -= 1;
-  }
-  double f = (m - 1.0lf) / (m + 1.0lf), s = f * f;  /* log(m) = 2 atanh(f), |f| <= 0.172 */
-  double p = 1.0lf / 25.0lf;
-  for (int n = 11; n >= 0; --n) p = p * s + 1.0lf / double(2 * n + 1);
-  double de = double(e) - adj;
-  return de * 0.6931471803691238lf + (de * 1.9082149292705877e-10lf + 2.0lf * f * p);
-}
-double rlx_sigmoid_f64(double x) {
-  if (isnan(x)) return x;
-  double e = rlx_exp_f64(-abs(x));
-  return (x >= 0.0lf ? 1.0lf : e) / (1.0lf + e);
-}
-double rlx_tanh_f64(double x) {
-  if (isnan(x)) return x;
-  double a = min(abs(x), 20.0lf);
-  double em = rlx_expm1_f64(2.0lf * a);
-  double r = em / (em + 2.0lf);
-  return x < 0.0lf ? -r : r;
-}
-/* C's pow: integral exponents by repeated squaring (exact where the result is, as BitShift
-   and integer Pow need), others through exp(y*log|x|) */
-double rlx_pow_f64(double x, double y) {
-  if (y == 0.0lf || x == 1.0lf) return 1.0lf;
-  if (isnan(x) || isnan(y)) return double(NAN);
-  double ax = abs(x), ay = abs(y);
-  /* an infinite y counts as an even integer, as in C; floor(inf) is NaN on llvmpipe's OpenGL
-     (its double floor is x - fract(x)), so it is tested first */
-  bool yint = isinf(y) || floor(y) == y;
-  bool yodd = yint && ay < 9007199254740992.0lf && fract(ay * 0.5lf) != 0.0lf;
-  bool neg = (unpackDouble2x32(x).y >> 31) != 0u;
-  if (neg && ax != 0.0lf && !isinf(x) && !yint) return double(NAN);
-  double r;
-  if (ax == 0.0lf) r = y < 0.0lf ? double(INFINITY) : 0.0lf;
-  else if (isinf(ax)) r = y < 0.0lf ? 0.0lf : double(INFINITY);
-  else if (isinf(y)) r = ax == 1.0lf ? 1.0lf : ((ax > 1.0lf) == (y > 0.0lf) ? double(INFINITY) : 0.0lf);
-  else if (yint && ay <= 4294967296.0lf) {
-    uint64_t n = uint64_t(ay);
-    double b = ax;
-    r = 1.0lf;
-    while (n != 0ul) {
-      if ((n & 1ul) != 0ul) r *= b;
-      b *= b;
-      n >>= 1;
-    }
-    if (y < 0.0lf) r = 1.0lf / r;
-  } else {
-    r = rlx_exp_f64(y * rlx_log_f64(ax));
-  }
-  return neg && yodd ? -r : r;
-}
-double rlx_sign_f64(double x) { return x > 0.0lf ? 1.0lf : (x < 0.0lf ? -1.0lf : x); }
-/* C's fmod, exact: |b| scaled by powers of two is subtracted from |a| from the top bit down
-   (each subtraction is exact), the result takes a's sign */
-/* frexp's exponent of a positive finite x (x = m 2^e, m in [0.5, 1)), and 2^n for n in
-   [-1022, 1023], from the bits: lavapipe's frexp/ldexp mishandle f64 subnormals */
-int rlx_frexp_exp_f64(double x) {
-  int bias = 1022;
-  if (x < 2.2250738585072014e-308lf) {  /* subnormal: scale by 2^54 into the normal range */
-    x *= 18014398509481984.0lf;
-    bias += 54;
-  }
-  return int((unpackDouble2x32(x).y >> 20) & 0x7ffu) - bias;
-}
-double rlx_pow2_f64(int n) { return packDouble2x32(uvec2(0u, uint(n + 1023) << 20)); }
-double rlx_fmod_f64(double a, double b) {
-  if (isnan(a) || isnan(b) || isinf(a) || b == 0.0lf) return double(NAN);
-  if (isinf(b)) return a;
-  double r = abs(a), d = abs(b);
-  if (r >= d) {
-    const int ea = rlx_frexp_exp_f64(r), eb = rlx_frexp_exp_f64(d);
-    /* s = d 2^(ea - eb), exact (s <= 2r), in steps that stay inside rlx_pow2_f64's range */
-    double s = d;
-    int k = ea - eb;
-    for (; k > 1000; k -= 1000) s *= rlx_pow2_f64(1000);
-    s *= rlx_pow2_f64(k);
-    for (int i = ea - eb; i >= 0; --i) {
-      if (r >= s) r -= s;
-      s *= 0.5lf;
-    }
-  }
-  return a < 0.0lf || (a == 0.0lf && (unpackDouble2x32(a).y >> 31) != 0u) ? -r : r;
-}
-float rlx_fmod_f32(float a, float b) { return float(rlx_fmod_f64(double(a), double(b))); }
+)GLSL";
+
+constexpr const char* kF64Words = R"GLSL(uint rlx_f64_hi(double x) { return unpackDouble2x32(x).y; }
+double rlx_f64_from_words(uint lo, uint hi) { return packDouble2x32(uvec2(lo, hi)); }
+)GLSL";
+
+constexpr const char* kPreludeAfterF64 = R"GLSL(float rlx_fmod_f32(float a, float b) { return float(rlx_fmod_f64(double(a), double(b))); }
 float rlx_fmod_floor_f32(float a, float b) {
   float r = rlx_fmod_f32(a, b);
   return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
 }
-double rlx_fmod_floor_f64(double a, double b) {
-  double r = rlx_fmod_f64(a, b);
-  return (r != 0.0lf && ((r < 0.0lf) != (b < 0.0lf))) ? r + b : r;
-}
-
 /* ---------------------------------------------------------------- saturating casts */
 int32_t rlx_f32_to_i32_sat(float x) {
   if (isnan(x)) return 0;
@@ -507,8 +372,8 @@ Claim glsl_supports(const NodeDesc& n, const GlslCaps& caps) {
 }
 
 std::string glsl_prelude(CTarget target) {
-  if (target == CTarget::glsl_gl) return std::string(kGlHeader) + kPreludeBody + kSmallTypes;
-  return std::string(kVulkanHeader) + kPreludeBody + kSmallTypes;
+  const std::string body = std::string(kPreludeBody) + kF64Words + shader_f64_math(target) + kPreludeAfterF64 + kSmallTypes;
+  return (target == CTarget::glsl_gl ? kGlHeader : kVulkanHeader) + body;
 }
 
 std::string glsl_native_header(CTarget target, int params) {

@@ -1,5 +1,6 @@
 #include "hlsl_prelude.h"
 
+#include "rlx/unary_math.h"
 #include "shader_math.h"
 
 namespace rlx::codegen {
@@ -18,8 +19,6 @@ constexpr const char* kPreludeHead = R"HLSL(/* ---- rlx HLSL prelude (src/codege
 /* index arithmetic: 32-bit (the runtime refuses sizes past it) */
 #define int64_t int
 #define uint64_t uint
-/* only in the saturating casts' helper below (f64 tensors are refused) */
-#define double float
 #define INT64_MIN (-2147483647 - 1)
 #define INT64_MAX 2147483647
 #define UINT64_MAX 4294967295u
@@ -31,6 +30,61 @@ constexpr const char* kPreludeHead = R"HLSL(/* ---- rlx HLSL prelude (src/codege
 #define ceilf ceil
 
 int rlx_i32_to_i64(int x) { return x; }
+/* ---------------------------------------------------------------- double built-ins
+   HLSL's intrinsics take doubles in name only: glslang converts a double argument of abs,
+   floor, trunc, min, clamp, sqrt or isinf to float. These compute in double arithmetic
+   (isnan of the float conversion is right: no finite double converts to NaN). */
+#define fabs rlx_abs_f64
+#define fmod rlx_fmod_f64
+double rlx_abs_f64(double x) { return x <= 0.0L ? 0.0L - x : x; }
+bool rlx_isinf_f64(double x) { return x == double(INFINITY) || x == -double(INFINITY); }
+double rlx_min_f64(double a, double b) { return a < b ? a : b; }
+/* below 2^52 adding 2^52 rounds to an integer, half to even; from there on every double is one
+   (`precise`: Mesa would fold (a + c) - c into a) */
+double rlx_rint_f64(double x) {
+  double a = rlx_abs_f64(x);
+  if (!(a < 4503599627370496.0L)) return x;
+  precise double r = (a + 4503599627370496.0L) - 4503599627370496.0L;
+  return x < 0.0L || (x == 0.0L && 1.0L / x < 0.0L) ? -r : r;
+}
+double rlx_trunc_f64(double x) {
+  double a = rlx_abs_f64(x);
+  if (!(a < 4503599627370496.0L) || x == 0.0L) return x;
+  precise double r = (a + 4503599627370496.0L) - 4503599627370496.0L;
+  if (r > a) r -= 1.0L;
+  return x < 0.0L ? -r : r;
+}
+double rlx_floor_f64(double x) { double t = rlx_trunc_f64(x); return t > x ? t - 1.0L : t; }
+double rlx_ceil_f64(double x) { double t = rlx_trunc_f64(x); return t < x ? t + 1.0L : t; }
+double rlx_fract_f64(double x) { return x - rlx_floor_f64(x); }
+/* sqrt of x >= 0 (and of NaN, inf: themselves): scaled by powers of 4 into float's range, float's
+   sqrt as the start, two Newton steps in double (within about 1 ulp) */
+double rlx_sqrt_nonneg_f64(double x) {
+  if (!(x > 0.0L) || x == double(INFINITY)) return x;
+  double s = x, k = 1.0L;
+  for (; s >= 18446744073709551616.0L; k *= 4294967296.0L) s *= 5.421010862427522170037264004349708557128906e-20L;
+  for (; s < 5.421010862427522170037264004349708557128906e-20L; k *= 2.3283064365386962890625e-10L) s *= 18446744073709551616.0L;
+  double y = double(sqrt(float(s)));
+  y = 0.5L * (y + s / y);
+  y = 0.5L * (y + s / y);
+  return y * k;
+}
+/* The sign and exponent bits of a double's high word (its 20 mantissa bits left 0: the f64
+   helpers read only those), computed: glslang's HLSL has asdouble but not asuint of a double. */
+uint rlx_f64_hi(double x) {
+  uint sign = x < 0.0L || (x == 0.0L && 1.0L / x < 0.0L) ? 0x80000000u : 0u;
+  double a = rlx_abs_f64(x);
+  if (isnan(x)) return 0x7ff80000u;
+  if (rlx_isinf_f64(a)) return sign | 0x7ff00000u;
+  if (a == 0.0L) return sign;
+  int e = 0;  /* a 2^-e in float's normal range, by exact powers of two */
+  for (; a >= 18446744073709551616.0L; e += 64) a *= 5.421010862427522170037264004349708557128906e-20L;
+  for (; a < 5.421010862427522170037264004349708557128906e-20L; e -= 64) a *= 18446744073709551616.0L;
+  int fe = int((asuint(float(a)) >> 23u) & 0xffu) - 127;
+  if (double(asfloat(uint(fe + 127) << 23u)) > a) fe -= 1;  /* float(a) rounded up to a power of two */
+  return sign | (uint(max(e + fe + 1023, 0)) << 20u);
+}
+double rlx_f64_from_words(uint lo, uint hi) { return asdouble(lo, hi); }
 int rlx_extract_i(int v, int offset, int bits) { return (v << uint(32 - offset - bits)) >> uint(32 - bits); }
 uint rlx_extract_u(uint v, int offset, int bits) { return (v >> uint(offset)) & (bits == 32 ? 0xffffffffu : (1u << uint(bits)) - 1u); }
 
@@ -50,14 +104,17 @@ uint rlx_f32_to_u32_sat(float x) {
   if (x >= 4294967296.0) return 4294967295u;
   return uint(x);
 }
-float rlx_f64_to_range_sat(float x, float lo, float hi) {
-  if (isnan(x)) return 0.0;
+double rlx_f64_to_range_sat(double x, double lo, double hi) {
+  if (isnan(x)) return 0.0L;
   if (x < lo) return lo;
   if (x > hi) return hi;
-  return trunc(x);
+  return rlx_trunc_f64(x);
 }
 int rlx_f32_to_i8_sat(float x) { return isnan(x) ? 0 : int(clamp(x, -128.0, 127.0)); }
 uint rlx_f32_to_u8_sat(float x) { return isnan(x) ? 0u : uint(clamp(x, 0.0, 255.0)); }
+int rlx_f64_to_i32_sat(double x) { return int(rlx_f64_to_range_sat(x, -2147483648.0L, 2147483647.0L)); }
+int rlx_f64_to_i8_sat(double x) { return int(rlx_f64_to_range_sat(x, -128.0L, 127.0L)); }
+uint rlx_f64_to_u8_sat(double x) { return uint(rlx_f64_to_range_sat(x, 0.0L, 255.0L)); }
 
 /* ---------------------------------------------------------------- integer helpers (32-bit) */
 int rlx_tdiv_i64(int a, int b) {
@@ -169,6 +226,14 @@ uint rlx_f32_to_u64c(float x) {
   if (!isnan(x) && x >= 4294967296.0) rlx_range_error();
   return rlx_f32_to_u32_sat(x);
 }
+int rlx_f64_to_i64c(double x) {
+  if (!isnan(x) && (x >= 2147483648.0L || x < -2147483648.0L)) rlx_range_error();
+  return rlx_f64_to_i32_sat(x);
+}
+uint rlx_f64_to_u64c(double x) {
+  if (!isnan(x) && x >= 4294967296.0L) rlx_range_error();
+  return uint(rlx_f64_to_range_sat(x, 0.0L, 4294967295.0L));
+}
 int rlx_u32_to_i64c(uint x) { if (x > 2147483647u) rlx_range_error(); return int(x); }
 uint rlx_i32_to_u64c(int x) { if (x < 0) rlx_range_error(); return uint(x); }
 )HLSL";
@@ -176,7 +241,7 @@ uint rlx_i32_to_u64c(int x) { if (x < 0) rlx_range_error(); return uint(x); }
 }  // namespace
 
 std::string_view hlsl_prelude() {
-  static const std::string text = kPreludeHead + shader_f32_math(CTarget::hlsl) + kPreludeTail;
+  static const std::string text = kPreludeHead + shader_f32_math(CTarget::hlsl) + shader_f64_math(CTarget::hlsl) + kPreludeTail;
   return text;
 }
 
@@ -191,9 +256,16 @@ std::string hlsl_scalar_block(int count) {
   return s;
 }
 
-Claim hlsl_supports(const NodeDesc& n) {
+Claim hlsl_supports(const NodeDesc& n, bool fp64) {
+  // f64 as in GLSL: D3D12's doubles have arithmetic and no transcendentals, so the prelude
+  // computes the ones GLSL's does (shader_f64_math) and the others are refused
+  const UnaryMathOp* row = unary_math(n.op);
   return c_renderer_supports_without_f64(
-      n, "HLSL", "rlx's HLSL has no 64-bit floats (D3D12's doubles are optional and have no transcendentals)",
+      n, "HLSL",
+      !fp64 ? std::string("this device has no doubles (Vulkan's shaderFloat64, D3D12's DoublePrecisionFloatShaderOps)")
+      : row && !row->glsl_f64 ? cat("HLSL has no double-precision ", op_name(n.op),
+                                  " (its transcendental built-ins are float-only; rlx emulates f64 exp, log, tanh, sigmoid and pow)")
+                            : std::string(),
       "rlx's counter-based random numbers need 64-bit integers, which rlx's HLSL computes in 32 bits");
 }
 

@@ -3,16 +3,17 @@
 //
 // The HLSL rlx writes is what both of its compilers take: Shader Model 6's HLSL as DXC
 // compiles it for D3D12, and the HLSL front end of glslang, through which rlx verifies it on
-// Vulkan (lavapipe here). glslang's HLSL has no signed 64-bit type, 8/16-bit types need
-// extensions D3D12 makes optional, and D3D12's doubles have no transcendental functions, so
-// the dialect is shaped like WGSL's:
+// Vulkan (lavapipe here). glslang's HLSL has no signed 64-bit type and 8/16-bit types need
+// extensions D3D12 makes optional, so the dialect is shaped like WGSL's:
 // - index arithmetic is 32-bit (`int64_t` is #defined to int; the runtime refuses sizes past
 //   2^31-1), 8/16-bit values are computed in int/uint and kept packed in uint words, stored
 //   with InterlockedAnd/InterlockedOr;
 // - i64/u64 tensors are (low, high) int2/uint2 words, computed in 32 bits with range checks
 //   that set a check word the executor reads (hlsl_range_check_helpers);
-// - no f64 tensors and no random numbers (rlx's generator is 64-bit): hlsl_supports refuses
-//   them, saying why;
+// - f64 tensors in doubles (optional in D3D12 and Vulkan: the device says whether it has them),
+//   whose transcendentals D3D12 lacks: the prelude computes exp, log, expm1, tanh, sigmoid,
+//   pow and exact fmod in double arithmetic (shader_f64_math, shared with GLSL) and
+//   hlsl_supports refuses the others; no random numbers (rlx's generator is 64-bit);
 // - f32 math with C's special values in f32 arithmetic (the helpers the C prelude names:
 //   rlx_exp_f32, rlx_pow_f32, exact fmodf, sin/cos with a three-part pi/2), saturating casts,
 //   the integer helpers, exact f16/bf16 conversions.
@@ -47,7 +48,8 @@ std::string_view hlsl_range_check_helpers();
 std::string hlsl_scalar_block(int count);
 
 // Whether generated HLSL computes strict primitive `n`: what the C renderer handles in the
-// device dialects (c_renderer_supports), without f64 values and random numbers.
-Claim hlsl_supports(const NodeDesc& n);
+// device dialects (c_renderer_supports), without random numbers, and with f64 values only
+// where `fp64` (the device has doubles) and the prelude computes the op in double.
+Claim hlsl_supports(const NodeDesc& n, bool fp64);
 
 }  // namespace rlx::codegen

@@ -251,7 +251,162 @@ RLX_FN float rlx_fmod_floor_f32(float a, float b) {
 
 )MATH";
 
+// The f64 helpers of the shading languages with doubles but float-only transcendentals (GLSL,
+// HLSL), in double arithmetic: the RLX_ words and the `lf` literal suffix are each language's
+// spelling (shader_f64_math); each prelude defines rlx_f64_hi and rlx_f64_from_words first.
+constexpr const char* kF64Math = R"MATH(/* ---------------------------------------------------------------- f64 math */
+/* In double arithmetic only (GLSL's and HLSL's transcendental built-ins are float-only), with
+   the exponent read and 2^n built from the bits (lavapipe's frexp and ldexp mishandle f64
+   subnormals; HLSL's frexp returns its exponent as a double). */
+/* frexp's exponent of a positive finite x (x = m 2^e, m in [0.5, 1)), and 2^n for n in
+   [-1022, 1023] */
+int rlx_frexp_exp_f64(double x) {
+  int bias = 1022;
+  if (x < 2.2250738585072014e-308lf) {  /* subnormal: scale by 2^54 into the normal range */
+    x *= 18014398509481984.0lf;
+    bias += 54;
+  }
+  return int((rlx_f64_hi(x) >> 20) & 0x7ffu) - bias;
+}
+double rlx_pow2_f64(int n) { return rlx_f64_from_words(0u, uint(n + 1023) << 20); }
+double rlx_sqrt_f64(double x) { return x < 0.0lf ? double(NAN) : RLX_SQRT(x); }
+double rlx_rsqrt_f64(double x) {
+  if (x < 0.0lf) return double(NAN);
+  if (x == 0.0lf) return (rlx_f64_hi(x) >> 31) != 0u ? -double(INFINITY) : double(INFINITY);
+  if (RLX_ISINF(x)) return 0.0lf;
+  return 1.0lf / RLX_SQRT(x);
+}
+/* half to even by hand: lavapipe's (Mesa 22.3) double roundEven rounds halves toward zero
+   (1.5 -> 1, -3.5 -> -3); every double from 2^52 up (and inf, NaN) is already integral */
+double rlx_round_f64(double x) {
+  if (!(RLX_ABS(x) < 4503599627370496.0lf)) return x;
+  double f = RLX_FLOOR(x), d = x - f;
+  double r = d > 0.5lf ? f + 1.0lf : d < 0.5lf ? f : (RLX_FRACT(f * 0.5lf) == 0.0lf ? f : f + 1.0lf);
+  return r == 0.0lf && x < 0.0lf ? -0.0lf : r;
+}
+/* exp, log, expm1: argument reduction by ln2 with a two-part ln2 and Taylor/atanh series to
+   below 1e-17 relative; within a few ulp for normal results */
+double rlx_x_exp_taylor(double r, int terms) {  /* e^r = 1 + r(1 + r/2(1 + r/3(...))) */
+  double p = 1.0lf;
+  for (int n = terms; n >= 1; --n) p = 1.0lf + r * p / double(n);
+  return p;
+}
+double rlx_exp_f64(double x) {
+  if (isnan(x)) return x;
+  if (x > 709.782712893384lf) return double(INFINITY);
+  if (x < -745.1332191019412lf) return 0.0lf;
+  double k = RLX_RINT(x * 1.4426950408889634lf);
+  double r = (x - k * 0.6931471803691238lf) - k * 1.9082149292705877e-10lf;  /* |r| <= 0.35 */
+  double p = rlx_x_exp_taylor(r, 14);
+  int ki = int(k);  /* in two steps, each 2^k normal; the second rounds a subnormal result once */
+  int k1 = ki / 2;
+  return p * rlx_pow2_f64(k1) * rlx_pow2_f64(ki - k1);
+}
+double rlx_expm1_f64(double x) {
+  if (RLX_ABS(x) >= 0.5lf) return rlx_exp_f64(x) - 1.0lf;
+  double p = 1.0lf;  /* expm1(r) = r(1 + r/2(1 + r/3(...))) without the leading 1 */
+  for (int n = 18; n >= 2; --n) p = 1.0lf + x * p / double(n);
+  return x * p;
+}
+double rlx_log_f64(double x) {
+  if (isnan(x) || x == double(INFINITY)) return x;
+  if (x < 0.0lf) return double(NAN);
+  if (x == 0.0lf) return -double(INFINITY);
+  int e = rlx_frexp_exp_f64(x);
+  int e1 = e / 2;  /* m = x 2^-e in [0.5, 1), scaled in two exact steps */
+  double m = x * rlx_pow2_f64(-e1) * rlx_pow2_f64(e1 - e);
+  if (m < 0.7071067811865476lf) {
+    m *= 2.0lf;
+    e -= 1;
+  }
+  double f = (m - 1.0lf) / (m + 1.0lf), s = f * f;  /* log(m) = 2 atanh(f), |f| <= 0.172 */
+  double p = 1.0lf / 25.0lf;
+  for (int n = 11; n >= 0; --n) p = p * s + 1.0lf / double(2 * n + 1);
+  double de = double(e);
+  return de * 0.6931471803691238lf + (de * 1.9082149292705877e-10lf + 2.0lf * f * p);
+}
+double rlx_sigmoid_f64(double x) {
+  if (isnan(x)) return x;
+  double e = rlx_exp_f64(-RLX_ABS(x));
+  return (x >= 0.0lf ? 1.0lf : e) / (1.0lf + e);
+}
+double rlx_tanh_f64(double x) {
+  if (isnan(x)) return x;
+  double a = RLX_MIN(RLX_ABS(x), 20.0lf);
+  double em = rlx_expm1_f64(2.0lf * a);
+  double r = em / (em + 2.0lf);
+  return x < 0.0lf ? -r : r;
+}
+/* C's pow: integral exponents below 2^32 by repeated squaring (exact where the result is, as
+   BitShift and integer Pow need), others through exp(y*log|x|) */
+double rlx_pow_f64(double x, double y) {
+  if (y == 0.0lf || x == 1.0lf) return 1.0lf;
+  if (isnan(x) || isnan(y)) return double(NAN);
+  double ax = RLX_ABS(x), ay = RLX_ABS(y);
+  /* an infinite y counts as an even integer, as in C; RLX_FLOOR(inf) is NaN on llvmpipe's OpenGL
+     (its double floor is x - fract(x)), so it is tested first */
+  bool yint = RLX_ISINF(y) || RLX_FLOOR(y) == y;
+  bool yodd = yint && ay < 9007199254740992.0lf && RLX_FRACT(ay * 0.5lf) != 0.0lf;
+  bool neg = (rlx_f64_hi(x) >> 31) != 0u;
+  if (neg && ax != 0.0lf && !RLX_ISINF(x) && !yint) return double(NAN);
+  double r;
+  if (ax == 0.0lf) r = y < 0.0lf ? double(INFINITY) : 0.0lf;
+  else if (RLX_ISINF(ax)) r = y < 0.0lf ? 0.0lf : double(INFINITY);
+  else if (RLX_ISINF(y)) r = ax == 1.0lf ? 1.0lf : ((ax > 1.0lf) == (y > 0.0lf) ? double(INFINITY) : 0.0lf);
+  else if (yint && ay < 4294967296.0lf) {
+    uint n = uint(ay);
+    double b = ax;
+    r = 1.0lf;
+    while (n != 0u) {
+      if ((n & 1u) != 0u) r *= b;
+      b *= b;
+      n >>= 1;
+    }
+    if (y < 0.0lf) r = 1.0lf / r;
+  } else {
+    r = rlx_exp_f64(y * rlx_log_f64(ax));
+  }
+  return neg && yodd ? -r : r;
+}
+double rlx_sign_f64(double x) { return x > 0.0lf ? 1.0lf : (x < 0.0lf ? -1.0lf : x); }
+/* C's fmod, exact: |b| scaled by powers of two is subtracted from |a| from the top bit down
+   (each subtraction is exact), the result takes a's sign */
+double rlx_fmod_f64(double a, double b) {
+  if (isnan(a) || isnan(b) || RLX_ISINF(a) || b == 0.0lf) return double(NAN);
+  if (RLX_ISINF(b)) return a;
+  double r = RLX_ABS(a), d = RLX_ABS(b);
+  if (r >= d) {
+    int ea = rlx_frexp_exp_f64(r), eb = rlx_frexp_exp_f64(d);
+    /* s = d 2^(ea - eb), exact (s <= 2r), in steps that stay inside rlx_pow2_f64's range */
+    double s = d;
+    int k = ea - eb;
+    for (; k > 1000; k -= 1000) s *= rlx_pow2_f64(1000);
+    s *= rlx_pow2_f64(k);
+    for (int i = ea - eb; i >= 0; --i) {
+      if (r >= s) r -= s;
+      s *= 0.5lf;
+    }
+  }
+  return a < 0.0lf || (a == 0.0lf && (rlx_f64_hi(a) >> 31) != 0u) ? -r : r;
+}
+double rlx_fmod_floor_f64(double a, double b) {
+  double r = rlx_fmod_f64(a, b);
+  return (r != 0.0lf && ((r < 0.0lf) != (b < 0.0lf))) ? r + b : r;
+}
+)MATH";
+
 }  // namespace
+
+std::string shader_f64_math(CTarget target) {
+  // HLSL's intrinsics take doubles in name only (glslang converts them to float), so the HLSL
+  // prelude computes these in double arithmetic (hlsl_prelude.cpp)
+  if (target == CTarget::hlsl)
+    return expand_words(kF64Math, {{"RLX_RINT", "rlx_rint_f64"}, {"RLX_FRACT", "rlx_fract_f64"}, {"RLX_ABS", "rlx_abs_f64"},
+                                   {"RLX_FLOOR", "rlx_floor_f64"}, {"RLX_MIN", "rlx_min_f64"}, {"RLX_ISINF", "rlx_isinf_f64"},
+                                   {"RLX_SQRT", "rlx_sqrt_nonneg_f64"}, {"lf", "L"}});
+  return expand_words(kF64Math, {{"RLX_RINT", "roundEven"}, {"RLX_FRACT", "fract"}, {"RLX_ABS", "abs"}, {"RLX_FLOOR", "floor"},
+                                 {"RLX_MIN", "min"}, {"RLX_ISINF", "isinf"}, {"RLX_SQRT", "sqrt"}});
+}
 
 std::string shader_f32_math(CTarget target) {
   Words w;

@@ -45,12 +45,14 @@ TEST(UnaryMath, EveryUnaryOpHasARowOrASemanticsOfItsOwn) {
 TEST(UnaryMath, EveryPreludeDefinesTheFunctionsRowsCall) {
   for (const UnaryMathOp& r : unary_math_ops()) {
     for (codegen::CTarget t : {codegen::CTarget::host, codegen::CTarget::opencl, codegen::CTarget::cuda, codegen::CTarget::hip, codegen::CTarget::glsl_vulkan,
-                              codegen::CTarget::glsl_gl, codegen::CTarget::wgsl}) {
+                              codegen::CTarget::glsl_gl, codegen::CTarget::wgsl, codegen::CTarget::hlsl}) {
       const codegen::Dialect& d = codegen::dialect(t);
       const std::string prelude = d.prelude();
       std::vector<const char*> calls = {r.f32_call};
-      // f64: not in WGSL (no 64-bit floats), and in GLSL only where the prelude emulates it
-      if (t != codegen::CTarget::wgsl && (!codegen::is_glsl(t) || r.glsl_f64)) calls.push_back(r.f64_call);
+      // f64: not in WGSL (no 64-bit floats), and in GLSL and HLSL only where the prelude
+      // computes it (shader_f64_math)
+      const bool emulated_f64 = codegen::is_glsl(t) || t == codegen::CTarget::hlsl;
+      if (t != codegen::CTarget::wgsl && (!emulated_f64 || r.glsl_f64)) calls.push_back(r.f64_call);
       for (const char* call : calls) {
         const std::string fn = function_of(call);
         if (fn.empty() || (d.frame != codegen::KernelFrame::glsl_shader && d.frame != codegen::KernelFrame::wgsl_shader &&

@@ -31,6 +31,7 @@ class DirectXDevice final : public hal::RuntimeDevice {
       auto rt = open("directx", create_d3d12_runtime());
       if (!rt) return;
       info_.description = d3d12_description(*rt);
+      // (doubles stay off on D3D12 until its DoublePrecisionFloatShaderOps is queried and run)
 #else
       open("directx", Expected<std::shared_ptr<hal::Runtime>>(error(
                           ErrorCode::unavailable, "RLX_DIRECTX_RUNTIME=d3d12, but rlx was built without the D3D12 headers "
@@ -46,6 +47,7 @@ class DirectXDevice final : public hal::RuntimeDevice {
       }
       info_.description = cat("HLSL (Shader Model 6) through glslang's HLSL front end on Vulkan: ", rt->description(),
                               "; no D3D12 here, 32-bit sizes, native tiled GEMM, generated HLSL");
+      fp64_ = rt->caps().fp64;
 #else
       open("directx", Expected<std::shared_ptr<hal::Runtime>>(error(
                           ErrorCode::unavailable, "rlx was built without Vulkan to verify its HLSL on (install libvulkan-dev "
@@ -55,8 +57,12 @@ class DirectXDevice final : public hal::RuntimeDevice {
     }
     // the tiled GEMM natively; the CSR kernels have no HLSL text, so sparse ops are refused
     declare_32_bit_shaders(codegen::CTarget::hlsl, {kernels::tiled_gemm_family({"directx", codegen::CTarget::hlsl})});
+    if (fp64_) info_.dtypes.push_back(DType::f64);
   }
-  Claim supports_primitive(const NodeDesc& n) const override { return codegen::hlsl_supports(n); }
+  Claim supports_primitive(const NodeDesc& n) const override { return codegen::hlsl_supports(n, fp64_); }
+
+ private:
+  bool fp64_ = false;  // the device has doubles
 };
 
 }  // namespace
