@@ -84,6 +84,12 @@ std::unique_ptr<PointerLaunch> pointer_launch(const Dispatch& d, int block_size)
   return l;
 }
 
+Status check_pointer_launch(const Dispatch& d, int block_size, int64_t max_blocks, std::string_view device) {
+  if (d.items > 0 && (d.items + block_size - 1) / block_size > max_blocks)
+    return error(ErrorCode::unsupported, device, ": kernel ", d.name, " has ", d.items, " work items, more than one launch covers");
+  return Status::ok();
+}
+
 void grid_2d(int64_t items, int size, int64_t max_x, uint32_t out[3]) {
   const int64_t groups = (items + size - 1) / size;
   max_x = std::max<int64_t>(max_x, 1);

@@ -197,6 +197,9 @@ struct PointerLaunch {
   uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
 };
 std::unique_ptr<PointerLaunch> pointer_launch(const Dispatch& d, int block_size);
+// An error naming `device` and the dispatch when its blocks of `block_size` items would pass
+// `max_blocks` (the launch API's grid limit).
+Status check_pointer_launch(const Dispatch& d, int block_size, int64_t max_blocks, std::string_view device);
 
 // A range's device address on runtimes whose Buffer id is a device pointer (cuda, rocm).
 inline void* device_address(const BufferRange& r) { return reinterpret_cast<char*>(r.buffer.id) + r.offset; }

@@ -161,9 +161,7 @@ Expected<std::vector<hal::Kernel>> Runtime::build(const hal::KernelModule& modul
 }
 
 Status Runtime::check_dispatch(const hal::Dispatch& d) const {
-  if (d.items > 0 && (d.items + kThreadsPerBlock - 1) / kThreadsPerBlock > INT32_MAX)
-    return error(ErrorCode::unsupported, "cuda: kernel ", d.name, " has ", d.items, " work items, more than one launch covers");
-  return Status::ok();
+  return hal::check_pointer_launch(d, kThreadsPerBlock, INT32_MAX, "cuda");
 }
 
 Status Runtime::write(const hal::BufferRange& r, const void* data, uint64_t bytes) {
