@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "dist/dist_internal.h"
+#include "support/dynamic_library.h"
 
 #if __has_include(<nccl.h>)
 #include <nccl.h>
@@ -69,10 +70,8 @@ Expected<const NcclApi*> nccl_api() {
     if (!h) h = dlopen((std::string(RLX_CUDA_LIB_DIR) + "/" + so).c_str(), RTLD_NOW | RTLD_LOCAL);
 #endif
     if (!h) return error(ErrorCode::unavailable, "nccl: cannot load ", so, ": ", dlerror());
-    auto sym = [&](auto& fn, const char* name) -> Status {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
-      if (!fn) return error(ErrorCode::unavailable, "nccl: ", so, " has no ", name, " (NCCL older than 2.18?)");
-      return Status::ok();
+    auto sym = [&](auto& fn, const char* name) {
+      return load_function(h, fn, name, cat("nccl: ", so), " (NCCL older than 2.18?)");
     };
     RLX_TRY(sym(a.get_version, "ncclGetVersion"));
     RLX_TRY(sym(a.get_unique_id, "ncclGetUniqueId"));

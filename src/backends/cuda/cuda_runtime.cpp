@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cuda_nvrtc.h"
+#include "support/dynamic_library.h"
 
 namespace rlx::cuda {
 
@@ -27,11 +28,7 @@ Expected<const CublasApi*> cublas_api() {
     if (!h) h = dlopen((std::string(RLX_CUDA_LIB_DIR) + "/" + so).c_str(), RTLD_NOW | RTLD_LOCAL);
 #endif
     if (!h) return error(ErrorCode::unavailable, "cuda: cannot load cuBLAS (", so, "): ", dlerror());
-    auto sym = [&](auto& fn, const char* name) -> Status {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
-      if (!fn) return error(ErrorCode::unavailable, "cuda: ", so, " has no ", name);
-      return Status::ok();
-    };
+    auto sym = [&](auto& fn, const char* name) { return load_function(h, fn, name, "cuda: " + so); };
     RLX_TRY(sym(a.create, "cublasCreate_v2"));
     RLX_TRY(sym(a.set_stream, "cublasSetStream_v2"));
     RLX_TRY(sym(a.gemm_strided_batched, "cublasGemmStridedBatchedEx"));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rocm_codegen.h"
+#include "support/dynamic_library.h"
 
 namespace rlx::rocm {
 
@@ -51,11 +52,7 @@ Expected<const HipApi*> hip_api() {
     void* h = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
     if (!h) return error(ErrorCode::unavailable, "no HIP runtime here (", kLibrary, " does not load: ", dlerror(),
                          "; Debian's libamdhip64-5 installs it)");
-    auto sym = [&](auto& fn, const char* name) -> Status {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
-      if (!fn) return error(ErrorCode::unavailable, kLibrary, " has no ", name);
-      return Status::ok();
-    };
+    auto sym = [&](auto& fn, const char* name) { return load_function(h, fn, name, kLibrary); };
     RLX_TRY(sym(a.get_device_count, "hipGetDeviceCount"));
     RLX_TRY(sym(a.set_device, "hipSetDevice"));
     RLX_TRY(sym(a.get_device_properties, "hipGetDeviceProperties"));
