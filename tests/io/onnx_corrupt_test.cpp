@@ -728,3 +728,61 @@ TEST(OnnxCorrupt, TensorFileRoundTrip) {
 
 }  // namespace
 }  // namespace rlx
+
+namespace rlx {
+namespace {
+
+// TfIdfVectorizer's tables are checked against each other before anything is built from them.
+TEST(OnnxCorrupt, TfIdfVectorizerTablesThatDoNotAgree) {
+  auto model = [](std::vector<int64_t> counts, std::vector<int64_t> indexes, const char* mode, bool strings) {
+    ModelProto m = base_model(9);
+    add_input(m, "x", TensorProto::INT64, {2, 6});
+    auto* n = add_node(m, "TfIdfVectorizer", {"x"}, {"y"}, "tfidf");
+    auto ints = [&](const char* name, const std::vector<int64_t>& v) {
+      auto* a = n->add_attribute();
+      a->set_name(name);
+      a->set_type(::onnx::AttributeProto::INTS);
+      for (int64_t x : v) a->add_ints(x);
+    };
+    auto one = [&](const char* name, int64_t v) {
+      auto* a = n->add_attribute();
+      a->set_name(name);
+      a->set_type(::onnx::AttributeProto::INT);
+      a->set_i(v);
+    };
+    one("min_gram_length", 1);
+    one("max_gram_length", 2);
+    one("max_skip_count", 0);
+    auto* md = n->add_attribute();
+    md->set_name("mode");
+    md->set_type(::onnx::AttributeProto::STRING);
+    md->set_s(mode);
+    ints("ngram_counts", counts);
+    ints("ngram_indexes", indexes);
+    if (strings) {
+      auto* a = n->add_attribute();
+      a->set_name("pool_strings");
+      a->set_type(::onnx::AttributeProto::STRINGS);
+      a->add_strings("a");
+    } else {
+      ints("pool_int64s", {1, 2, 3, 4, 5});  // 1 unigram, 2 bigrams
+    }
+    add_output(m, "y");
+    return m;
+  };
+  {  // the tables agreeing: it loads
+    TempDir d;
+    write_file(d.path + "/model.onnx", model({0, 1}, {0, 1, 2}, "TF", false).SerializeAsString());
+    auto r = onnx::load(d.path + "/model.onnx");
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+  }
+  expect_error("tfidf_split_bigram", model({0, 2}, {0, 1, 2}, "TF", false), ErrorCode::format_error,
+               "node 'tfidf' (#0) TfIdfVectorizer: ngram_counts 1 gives pool items [2, 5) for 2-grams");
+  expect_error("tfidf_indexes", model({0, 1}, {0, 1}, "TF", false), ErrorCode::format_error,
+               "ngram_indexes has 2 entries for 3 pool n-grams");
+  expect_error("tfidf_mode", model({0, 1}, {0, 1, 2}, "BM25", false), ErrorCode::format_error, "mode must be TF, IDF or TFIDF");
+  expect_error("tfidf_strings", model({0, 1}, {0, 1, 2}, "TF", true), ErrorCode::unsupported, "pool_strings: string tensors");
+}
+
+}  // namespace
+}  // namespace rlx

@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 OUT, NPM = sys.argv[1], sys.argv[2]
 NODE_DIR = os.path.join(OUT, "node")
 INT4, UINT4 = 22, 21  # TensorProto.DataType values onnx 1.12 does not name
-IR_FOR_OPSET = {15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
+IR_FOR_OPSET = {9: 4, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
 
 ORT_TYPES = {np.float32: "float32", np.float64: "float64", np.int8: "int8", np.uint8: "uint8",
              np.int16: "int16", np.uint16: "uint16", np.int32: "int32", np.int64: "int64",
@@ -432,6 +432,21 @@ case("nonzero_then_unique_two_stages", 18,
       node("Mul", ["uf", "half"], ["y"])],
      [("x", f32(5, 7))], ["y", "n"], [("zero", np.array(0, np.float32)), ("one", i64(1)),
                                        ("half", np.array(0.5, np.float32))], out_types={"n": I64})
+
+# TfIdfVectorizer over integer n-grams: the three modes with weights, trigrams at skips, int64
+# input with N rows, a pool whose unigrams are below min_gram_length
+tokens = rng.integers(0, 4, size=(3, 40)).astype(np.int64)
+pool = [1, 2, 5,  1, 2, 2, 3, 0, 0,  1, 1, 2, 2, 3, 1]  # 3 unigrams (5 never occurs), 3 bigrams, 2 trigrams
+for mode in ("TF", "IDF", "TFIDF"):
+    case(f"tfidfvectorizer_{mode.lower()}_trigrams_skip2", 9,
+         [node("TfIdfVectorizer", ["x"], ["y"], mode=mode, min_gram_length=1, max_gram_length=3, max_skip_count=2,
+               ngram_counts=[0, 3, 9], ngram_indexes=[7, 0, 1, 2, 3, 4, 5, 6], pool_int64s=pool,
+               weights=[0.5, 1.0, 2.0, 0.25, 3.0, 1.5, 0.75, 2.5])],
+         [("x", tokens)], ["y"])
+case("tfidfvectorizer_int32_row_bigrams_and_trigrams", 9,
+     [node("TfIdfVectorizer", ["x"], ["y"], mode="TF", min_gram_length=2, max_gram_length=3, max_skip_count=1,
+           ngram_counts=[0, 3, 9], ngram_indexes=[0, 1, 2, 3, 4, 5, 6, 7], pool_int64s=pool)],
+     [("x", tokens[0].astype(np.int32))], ["y"])
 
 # --- writing -------------------------------------------------------------------------------
 def ort_available():

@@ -593,10 +593,101 @@ Status map_dft(Importer& m) {
   return m.out(0, dft_along(m, x, axis, L, m.ai("inverse", 0) != 0, m.ai("onesided", 0) != 0));
 }
 
+// TfIdfVectorizer over integer n-grams (pool_int64s), compiled at import, where the pool is
+// known: an n-gram of length n at skip s (the same gap of s items between consecutive items;
+// a unigram only once) occurs where the windows x[i + k(s+1)], k < n, all equal it, so each
+// (n, s) is n slices stacked, compared with the pool's n-grams of that length at once and
+// counted; the counts of every pool entry whose length is in [min_gram_length,
+// max_gram_length] are weighted by the mode and placed at ngram_indexes by a 0/1 matrix.
+// Rows of a [N, C] input are counted separately, a [C] input as one row.
+Status map_tfidf(Importer& m) {
+  RLX_TRY(m.only_attrs({"max_gram_length", "max_skip_count", "min_gram_length", "mode", "ngram_counts", "ngram_indexes",
+                        "pool_int64s", "pool_strings", "weights"}));
+  if (m.has_attr("pool_strings"))
+    return m.fail(ErrorCode::unsupported, "pool_strings: string tensors are not supported (rlx has no string dtype)");
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
+  OpBuilder& o = m.o();
+  if (o.dtype(x) != DType::i32 && o.dtype(x) != DType::i64)
+    return m.fail(ErrorCode::unsupported, "input must be int32 or int64 (string tensors are not supported), got ", o.type(x).to_string());
+  const int rank = o.rank(x);
+  if (rank != 1 && rank != 2) return m.fail(ErrorCode::shape_error, "input must be [C] or [N, C], got ", o.type(x).to_string());
+  const Dim& cd = o.shape(x)[rank - 1];
+  if (!cd.is_static()) return m.fail(ErrorCode::unsupported, "the input's last dimension must be static, got ", o.type(x).to_string());
+  const int64_t C = cd.size();
+  const int64_t min_n = m.ai("min_gram_length", 0), max_n = m.ai("max_gram_length", 0), max_skip = m.ai("max_skip_count", -1);
+  const std::string mode = m.as("mode", "");
+  const std::vector<int64_t> starts = m.aints("ngram_counts"), indexes = m.aints("ngram_indexes"), pool = m.aints("pool_int64s");
+  std::vector<double> weights = m.afloats("weights");
+  if (min_n < 1 || max_n < min_n || max_n > 64)
+    return m.fail(ErrorCode::format_error, "need 1 <= min_gram_length <= max_gram_length <= 64, got ", min_n, " and ", max_n);
+  if (max_skip < 0) return m.fail(ErrorCode::format_error, "max_skip_count must be given and at least 0, got ", max_skip);
+  if (mode != "TF" && mode != "IDF" && mode != "TFIDF") return m.fail(ErrorCode::format_error, "mode must be TF, IDF or TFIDF, got '", mode, "'");
+  if (static_cast<int64_t>(starts.size()) != max_n)
+    return m.fail(ErrorCode::format_error, "ngram_counts has ", starts.size(), " entries for max_gram_length ", max_n);
+  // the pool's n-grams of each length: [starts[n-1], next start) holds them, n items each
+  std::vector<int64_t> per_length(max_n + 1, 0);
+  for (int64_t n = 1; n <= max_n; ++n) {
+    const int64_t b = starts[n - 1], e = n < max_n ? starts[n] : static_cast<int64_t>(pool.size());
+    if (b < 0 || e < b || e > static_cast<int64_t>(pool.size()) || (e - b) % n != 0)
+      return m.fail(ErrorCode::format_error, "ngram_counts ", n - 1, " gives pool items [", b, ", ", e, ") for ", n,
+                    "-grams, which is not a whole number of them within the pool of ", pool.size());
+    per_length[n] = (e - b) / n;
+  }
+  int64_t entries = 0, outputs = 0;
+  for (int64_t n = 1; n <= max_n; ++n) entries += per_length[n];
+  if (static_cast<int64_t>(indexes.size()) != entries)
+    return m.fail(ErrorCode::format_error, "ngram_indexes has ", indexes.size(), " entries for ", entries, " pool n-grams");
+  for (int64_t i : indexes) {
+    if (i < 0 || i >= (int64_t{1} << 24)) return m.fail(ErrorCode::format_error, "ngram_indexes entry ", i, " is out of range");
+    outputs = std::max(outputs, i + 1);
+  }
+  if (weights.empty()) weights.assign(static_cast<size_t>(entries), 1.0);
+  if (static_cast<int64_t>(weights.size()) != entries)
+    return m.fail(ErrorCode::format_error, "weights has ", weights.size(), " entries for ", entries, " pool n-grams");
+  if (entries == 0) return m.fail(ErrorCode::format_error, "the pool holds no n-grams");
+
+  ValueId rows = o.cast(rank == 1 ? o.reshape(x, {1, C}) : x, DType::i64);
+  // a row's count for every pool entry, length by length: [N, entries] in f32
+  std::vector<ValueId> counts;
+  for (int64_t n = 1; n <= max_n; ++n) {
+    const int64_t p = per_length[n];
+    if (p == 0) continue;
+    std::vector<int64_t> items(pool.begin() + starts[n - 1], pool.begin() + starts[n - 1] + p * n);
+    ValueId grams = m.c(Tensor::from_vector<int64_t>(DType::i64, Sizes{p, n}, items));
+    ValueId total = kNoValue;
+    const bool counted = n >= min_n;
+    for (int64_t s = 0; counted && s <= (n == 1 ? 0 : max_skip); ++s) {
+      const int64_t window = C - (n - 1) * (s + 1);
+      if (window <= 0) break;  // longer gaps do not fit either
+      std::vector<ValueId> parts;
+      for (int64_t k = 0; k < n; ++k)
+        parts.push_back(o.op(Op::Unsqueeze, {o.slice(rows, {k * (s + 1)}, {k * (s + 1) + window}, {1})},
+                             Attrs{{"axes", std::vector<int64_t>{-1}}}));
+      ValueId w = o.op(Op::Unsqueeze, {n == 1 ? parts[0] : o.concat(parts, -1)}, Attrs{{"axes", std::vector<int64_t>{2}}});
+      ValueId all = o.reduce(Op::ReduceMin, o.cast(o.binary(Op::Equal, w, grams), DType::f32), {3}, false);  // [N, window, p]
+      ValueId c = o.reduce_sum(all, {1}, false);
+      total = total == kNoValue ? c : o.add(total, c);
+    }
+    if (total == kNoValue)  // not counted, or no window fits: zeros of [N, p]
+      total = o.mul(o.reduce_sum(o.cast(rows, DType::f32), {1}, true), m.c(Tensor::zeros(DType::f32, Sizes{1, p})));
+    counts.push_back(total);
+  }
+  ValueId v = counts.size() == 1 ? counts[0] : o.concat(counts, 1);
+  std::vector<float> w32(weights.begin(), weights.end());
+  ValueId wv = m.c(Tensor::from_vector<float>(DType::f32, Sizes{entries}, w32));
+  if (mode == "IDF") v = o.mul(o.cast(o.binary(Op::Greater, v, m.cs(0, DType::f32)), DType::f32), wv);
+  else if (mode == "TFIDF") v = o.mul(v, wv);
+  std::vector<float> place(static_cast<size_t>(entries * outputs), 0.f);
+  for (int64_t i = 0; i < entries; ++i) place[static_cast<size_t>(i * outputs + indexes[i])] = 1.f;
+  ValueId y = o.matmul(v, m.c(Tensor::from_vector<float>(DType::f32, Sizes{entries, outputs}, place)));
+  return m.out(0, rank == 1 ? o.reshape(y, {outputs}) : y);
+}
+
 }  // namespace
 
 void register_misc_ops(OpTable& t) {
   t["DFT"] = {map_dft};
+  t["TfIdfVectorizer"] = {map_tfidf};
   t["Det"] = {[](Importer& m) -> Status {  // rlx's det (LAPACK on the cpu device)
     RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
     return m.out(0, m.o().op(Op::Det, {x}));
