@@ -937,8 +937,8 @@ Claim c_renderer_supports(const NodeDesc& n) { return supports(n, false); }
 
 Claim c_host_renderer_supports(const NodeDesc& n) { return supports(n, true); }
 
-Claim c_renderer_supports_without_f64(const NodeDesc& n, const char* language, std::string_view no_f64,
-                                      std::string_view no_random) {
+Claim c_renderer_supports_32_bit(const NodeDesc& n, const char* language, std::string_view no_f64,
+                                 std::string_view no_random) {
   if (!no_f64.empty())
     for (std::span<const TensorType> ts : {n.inputs, n.outputs})
       for (const TensorType& t : ts)

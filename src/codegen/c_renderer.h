@@ -56,8 +56,8 @@ Claim c_host_renderer_supports(const NodeDesc& n);
 // c_renderer_supports for a dialect that computes in 32 bits: f64 values are refused with
 // `no_f64` (where it is not empty: HLSL computes some f64 ops), random numbers (rlx's generator
 // is 64-bit) with `no_random`, and a claim reads "generated <language>".
-Claim c_renderer_supports_without_f64(const NodeDesc& n, const char* language, std::string_view no_f64,
-                                      std::string_view no_random);
+Claim c_renderer_supports_32_bit(const NodeDesc& n, const char* language, std::string_view no_f64,
+                                 std::string_view no_random);
 
 // Helpers every rendered file needs beyond the math prelude (random numbers, integer
 // division without traps, saturating casts).

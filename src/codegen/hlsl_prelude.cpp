@@ -260,7 +260,7 @@ Claim hlsl_supports(const NodeDesc& n, bool fp64) {
   // f64 as in GLSL: D3D12's doubles have arithmetic and no transcendentals, so the prelude
   // computes the ones GLSL's does (shader_f64_math) and the others are refused
   const UnaryMathOp* row = unary_math(n.op);
-  return c_renderer_supports_without_f64(
+  return c_renderer_supports_32_bit(
       n, "HLSL",
       !fp64 ? std::string("this device has no doubles (Vulkan's shaderFloat64, D3D12's DoublePrecisionFloatShaderOps)")
       : row && !row->glsl_f64 ? cat("HLSL has no double-precision ", op_name(n.op),

@@ -137,7 +137,7 @@ std::string_view msl_prelude() {
 }
 
 Claim msl_supports(const NodeDesc& n) {
-  return c_renderer_supports_without_f64(n, "MSL", "MSL has no 64-bit floats",
+  return c_renderer_supports_32_bit(n, "MSL", "MSL has no 64-bit floats",
                                          "rlx's counter-based random numbers are computed in double, which MSL does not have");
 }
 

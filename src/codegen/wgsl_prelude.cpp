@@ -424,7 +424,7 @@ std::string_view wgsl_prelude() { return kPrelude; }
 std::string_view wgsl_range_check_helpers() { return kRangeChecks; }
 
 Claim wgsl_supports(const NodeDesc& n) {
-  return c_renderer_supports_without_f64(n, "WGSL", "WGSL has no 64-bit floats",
+  return c_renderer_supports_32_bit(n, "WGSL", "WGSL has no 64-bit floats",
                                          "rlx's counter-based random numbers need 64-bit integers, which WGSL does not have");
 }
 
