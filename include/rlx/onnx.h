@@ -36,6 +36,26 @@
 
 namespace rlx::onnx {
 
+// What a graph input or output holds, from its declared ONNX type.
+enum class ValueKind { tensor, sequence, optional_tensor, optional_sequence };
+
+// A value at an ONNX graph's boundary, as test_data_set files hold them (TensorProto,
+// SequenceProto, OptionalProto): a tensor, a sequence of tensors, or nothing (an empty
+// optional). An optional that holds a value is that value.
+struct Value {
+  enum class Kind { tensor, sequence, none };
+  Kind kind = Kind::tensor;
+  Tensor tensor;                 // Kind::tensor
+  std::vector<Tensor> elements;  // Kind::sequence
+  DType elem_dtype = DType::f32; // the elements' (or the empty optional's) dtype
+
+  static Value of(Tensor t);
+  static Value sequence(std::vector<Tensor> elements, DType elem_dtype);
+  static Value none(DType elem_dtype);
+  // "tensor f32[2, 3]", "sequence of 3 f32", "none".
+  std::string to_string() const;
+};
+
 struct LoadOptions {
   // Sizes for symbolic input dimensions (ONNX dim_param names, or "<input>_dim<k>" for
   // unnamed dynamic dims). Bound dims become static, so shape arithmetic folds at import.
@@ -46,6 +66,12 @@ struct LoadOptions {
   std::map<std::string, Tensor> input_values;
   // Bind every symbolic dim of an input given in input_values to that value's size.
   bool bind_dims_from_values = true;
+  // Sequence and optional graph inputs, by name. rlx compiles a graph for one structure of
+  // them: a sequence of n tensors becomes the graph inputs "NAME[0]" .. "NAME[n-1]", typed as
+  // the given elements (their values are fed at run time, not folded); an empty optional
+  // (Value::none) makes OptionalHasElement false at import and OptionalGetElement an error. An
+  // optional input holding a tensor is given in input_values like a tensor input.
+  std::map<std::string, Value> structured_inputs;
 };
 
 // Loads an .onnx file; external data is looked up next to it. Graph inputs and outputs keep
@@ -61,17 +87,24 @@ Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, con
 struct Signature {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
+  std::vector<ValueKind> input_kinds;  // per input: what its declared type holds
+  std::vector<ValueKind> output_kinds;
 };
 Expected<Signature> read_signature(const std::string& path);
 
 // Imports `path` with `inputs` (by graph input name) available where ops need constants,
 // binds symbolic dims from the inputs' sizes, compiles for `device` and runs once. Every
-// graph input left after import must be in `inputs`. Outputs come in graph output order.
+// graph input left after import must be in `inputs`. `outputs` are the compiled graph's, in
+// its order (a sequence output of n elements is n of them, "NAME[0]" ..; an empty optional
+// none); `values` are the ONNX graph's outputs, one per declared output, in its order.
 struct RunResult {
   LoadedModel model;
   std::vector<std::string> output_names;
   std::vector<Tensor> outputs;
+  std::vector<Value> values;
 };
+Expected<RunResult> load_and_run(const std::string& path, const std::map<std::string, Value>& inputs,
+                                 const std::string& device = "cpu");
 Expected<RunResult> load_and_run(const std::string& path, const std::map<std::string, Tensor>& inputs,
                                  const std::string& device = "cpu");
 
@@ -80,5 +113,12 @@ Expected<Tensor> read_tensor_file(const std::string& path, std::string* name_out
 Expected<Tensor> parse_tensor(std::string_view bytes, const std::string& what, std::string* name_out = nullptr);
 // Writes a TensorProto file with raw_data.
 Status write_tensor_file(const std::string& path, const Tensor& t, const std::string& name = "");
+// A test_data_set file holding a value of the declared `kind`: a TensorProto, a SequenceProto
+// of tensors, or an OptionalProto of either (an empty one reads as Value::none).
+Expected<Value> read_value_file(const std::string& path, ValueKind kind);
+// The same from bytes in memory; `what` names them in messages.
+Expected<Value> parse_value(std::string_view bytes, const std::string& what, ValueKind kind);
+// Writes `v` as the message `kind` declares (TensorProto, SequenceProto or OptionalProto).
+Status write_value_file(const std::string& path, const Value& v, ValueKind kind, const std::string& name = "");
 
 }  // namespace rlx::onnx

@@ -54,6 +54,15 @@ void add_input(ModelProto& m, const std::string& name, int32_t dt, std::vector<i
 
 void add_output(ModelProto& m, const std::string& name) { m.mutable_graph()->add_output()->set_name(name); }
 
+// A graph input declared as a sequence of `dt` tensors of `dims`.
+void add_sequence_input(ModelProto& m, const std::string& name, int32_t dt, std::vector<int64_t> dims) {
+  auto* in = m.mutable_graph()->add_input();
+  in->set_name(name);
+  auto* tt = in->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type();
+  tt->set_elem_type(dt);
+  for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
 ::onnx::NodeProto* add_node(ModelProto& m, const std::string& op, std::vector<std::string> ins,
                             std::vector<std::string> outs, const std::string& name = "") {
   auto* n = m.mutable_graph()->add_node();
@@ -359,7 +368,9 @@ TEST(OnnxCorrupt, NoOutputs) {
 TEST(OnnxCorrupt, InputWithoutTensorType) {
   ModelProto m = add_model();
   m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_sequence_type();
-  expect_error("input_sequence", m, ErrorCode::unsupported, "graph input 'x' is not a tensor");
+  expect_error("input_sequence_of_nothing", m, ErrorCode::unsupported, "graph input 'x' is a sequence of other values than tensors");
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_map_type();
+  expect_error("input_map", m, ErrorCode::unsupported, "graph input 'x' is neither a tensor, a sequence of tensors nor an optional");
 }
 
 TEST(OnnxCorrupt, InputNegativeDim) {
@@ -644,12 +655,12 @@ TEST(OnnxCorrupt, ControlFlowThatCannotBeCompiled) {
 }
 
 TEST(OnnxCorrupt, SequencesThatCannotBeCompiled) {
-  {  // a sequence as a graph output: rlx's outputs are tensors
+  {  // a sequence graph input given no elements: its length is what rlx compiles for
     ModelProto m = base_model(18);
-    add_input(m, "a", TensorProto::FLOAT, {2});
-    add_node(m, "SequenceConstruct", {"a", "a"}, {"s"}, "construct");
-    add_output(m, "s");
-    expect_error("sequence_output", m, ErrorCode::unsupported, "graph output 's' is a sequence");
+    add_sequence_input(m, "xs", TensorProto::FLOAT, {2});
+    add_node(m, "ConcatFromSequence", {"xs"}, {"y"}, "concat");
+    add_output(m, "y");
+    expect_error("sequence_input_without_elements", m, ErrorCode::unsupported, "graph input 'xs' is a sequence: give its elements");
   }
   {  // a position past the end
     ModelProto m = base_model(18);
@@ -668,6 +679,179 @@ TEST(OnnxCorrupt, SequencesThatCannotBeCompiled) {
     add_output(m, "y");
     expect_error("sequence_as_tensor", m, ErrorCode::unsupported, "input 0 ('s') is a sequence");
   }
+}
+
+// Sequences and optionals at the graph's boundary: a sequence input specialized to the elements
+// it is given, sequence outputs as NAME[k] graph outputs, empty optionals, and If on a run-time
+// condition whose branches make sequences.
+TEST(OnnxValues, SequenceAndOptionalInputsAndOutputs) {
+  TempDir d;
+  const std::string path = d.path + "/model.onnx";
+  Tensor a = Tensor::from_vector<double>(DType::f32, {2}, {1, -2});
+  Tensor b = Tensor::from_vector<double>(DType::f32, {2}, {3, 4});
+  {  // a sequence output: one graph output per element, reassembled by load_and_run
+    ModelProto m = base_model(18);
+    add_input(m, "a", TensorProto::FLOAT, {2});
+    add_node(m, "Relu", {"a"}, {"r"}, "relu");
+    add_node(m, "SequenceConstruct", {"a", "r"}, {"s"}, "construct");
+    add_output(m, "s");
+    write_file(path, m.SerializeAsString());
+    auto loaded = onnx::load(path);
+    ASSERT_TRUE(loaded.has_value()) << loaded.status().to_string();
+    ASSERT_EQ(loaded->graph.outputs.size(), 2u);
+    EXPECT_EQ(loaded->graph.values[loaded->graph.outputs[1]].name, "s[1]");
+    EXPECT_EQ(loaded->metadata.at("onnx.output_sequence.s"), "2");
+    auto r = onnx::load_and_run(path, std::map<std::string, Tensor>{{"a", a}});
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    ASSERT_EQ(r->values.size(), 1u);
+    ASSERT_EQ(r->values[0].kind, onnx::Value::Kind::sequence);
+    ASSERT_EQ(r->values[0].elements.size(), 2u);
+    EXPECT_EQ(r->values[0].elements[0].to_f64(), a.to_f64());
+    EXPECT_EQ(r->values[0].elements[1].to_f64(), (std::vector<double>{1, 0}));
+  }
+  {  // a sequence input: its elements become graph inputs xs[k], checked against the declared type
+    ModelProto m = base_model(18);
+    add_sequence_input(m, "xs", TensorProto::FLOAT, {2});
+    auto* ax = add_node(m, "ConcatFromSequence", {"xs"}, {"y"}, "concat")->add_attribute();
+    ax->set_name("axis");
+    ax->set_type(::onnx::AttributeProto::INT);
+    ax->set_i(0);
+    add_output(m, "y");
+    write_file(path, m.SerializeAsString());
+    onnx::LoadOptions opts;
+    opts.structured_inputs["xs"] = onnx::Value::sequence({a, b, a}, DType::f32);
+    auto loaded = onnx::load(path, opts);
+    ASSERT_TRUE(loaded.has_value()) << loaded.status().to_string();
+    ASSERT_EQ(loaded->graph.inputs.size(), 3u);
+    EXPECT_EQ(loaded->graph.values[loaded->graph.inputs[2]].name, "xs[2]");
+    auto r = onnx::load_and_run(path, std::map<std::string, onnx::Value>{{"xs", opts.structured_inputs["xs"]}});
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    EXPECT_EQ(r->values[0].tensor.to_f64(), (std::vector<double>{1, -2, 3, 4, 1, -2}));
+
+    opts.structured_inputs["xs"] = onnx::Value::sequence({a, Tensor::from_vector<double>(DType::i64, {2}, {1, 2})}, DType::f32);
+    auto bad = onnx::load(path, opts);
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_EQ(bad.status().code(), ErrorCode::dtype_error);
+    EXPECT_NE(bad.status().message().find("graph input 'xs[1]' is i64"), std::string::npos) << bad.status().message();
+    opts.structured_inputs["xs"] = onnx::Value::sequence({Tensor::from_vector<double>(DType::f32, {3}, {1, 2, 3})}, DType::f32);
+    bad = onnx::load(path, opts);
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_EQ(bad.status().code(), ErrorCode::shape_error);
+    EXPECT_NE(bad.status().message().find("'xs[0]' has size 3 in dim 0, the model declares 2"), std::string::npos)
+        << bad.status().message();
+    opts.structured_inputs["xs"] = onnx::Value::none(DType::f32);
+    bad = onnx::load(path, opts);
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_EQ(bad.status().code(), ErrorCode::invalid_argument);
+    EXPECT_NE(bad.status().message().find("'xs' is given no value, and it is not optional"), std::string::npos)
+        << bad.status().message();
+  }
+  {  // an empty optional: OptionalHasElement folds to false, OptionalGetElement is an error
+    ModelProto m = base_model(18);
+    auto* in = m.mutable_graph()->add_input();
+    in->set_name("o");
+    auto* tt = in->mutable_type()->mutable_optional_type()->mutable_elem_type()->mutable_tensor_type();
+    tt->set_elem_type(TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_value(2);
+    add_node(m, "OptionalHasElement", {"o"}, {"has"}, "has");
+    add_output(m, "has");
+    write_file(path, m.SerializeAsString());
+    auto r = onnx::load_and_run(path, std::map<std::string, onnx::Value>{{"o", onnx::Value::none(DType::f32)}});
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    EXPECT_EQ(r->values[0].tensor.to_f64(), (std::vector<double>{0}));
+    r = onnx::load_and_run(path, std::map<std::string, onnx::Value>{{"o", onnx::Value::of(a)}});
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    EXPECT_EQ(r->values[0].tensor.to_f64(), (std::vector<double>{1}));
+    m.mutable_graph()->mutable_node(0)->set_op_type("OptionalGetElement");
+    write_file(path, m.SerializeAsString());
+    r = onnx::load_and_run(path, std::map<std::string, onnx::Value>{{"o", onnx::Value::none(DType::f32)}});
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.status().code(), ErrorCode::invalid_argument);
+    EXPECT_NE(r.status().message().find("OptionalGetElement: the optional ('o') is empty"), std::string::npos)
+        << r.status().message();
+  }
+  // If on a run-time condition, branches making sequences: of one length, selected element by
+  // element at run time; of two lengths, refused unless the condition is known at import
+  for (int else_len : {2, 3}) {
+    ModelProto m = base_model(18);
+    add_input(m, "c", TensorProto::BOOL, {});
+    add_input(m, "a", TensorProto::FLOAT, {2});
+    auto* n = add_node(m, "If", {"c"}, {"s"}, "branch");
+    for (const char* br : {"then_branch", "else_branch"}) {
+      auto* at = n->add_attribute();
+      at->set_name(br);
+      at->set_type(::onnx::AttributeProto::GRAPH);
+      auto* g = at->mutable_g();
+      auto* neg = g->add_node();
+      neg->set_op_type("Neg");
+      neg->add_input("a");
+      neg->add_output(std::string(br) + "_neg");
+      auto* k = g->add_node();
+      k->set_op_type("SequenceConstruct");
+      const int len = br[0] == 't' ? 2 : else_len;
+      for (int i = 0; i < len; ++i) k->add_input(br[0] == 't' && i == 1 ? std::string(br) + "_neg" : "a");
+      k->add_output(std::string(br) + "_out");
+      g->add_output()->set_name(std::string(br) + "_out");
+    }
+    add_output(m, "s");
+    write_file(path, m.SerializeAsString());
+    auto loaded = onnx::load(path);
+    if (else_len == 2) {
+      ASSERT_TRUE(loaded.has_value()) << loaded.status().to_string();
+      EXPECT_EQ(loaded->graph.inputs.size(), 2u);  // the condition stays a run-time input
+    } else {
+      ASSERT_FALSE(loaded.has_value());
+      EXPECT_EQ(loaded.status().code(), ErrorCode::unsupported);
+      EXPECT_NE(loaded.status().message().find("the branches give a sequence of 2 and a sequence of 3"), std::string::npos)
+          << loaded.status().message();
+    }
+    for (bool cv : {true, false}) {
+      Tensor c = Tensor::zeros(DType::boolean, {});
+      c.bytes()[0] = cv;
+      auto r = onnx::load_and_run(path, std::map<std::string, Tensor>{{"c", c}, {"a", a}});
+      ASSERT_TRUE(r.has_value()) << r.status().to_string();
+      ASSERT_EQ(r->values[0].elements.size(), cv ? 2u : static_cast<size_t>(else_len));
+      EXPECT_EQ(r->values[0].elements[1].to_f64(), cv ? (std::vector<double>{-1, 2}) : a.to_f64());
+    }
+  }
+}
+
+TEST(OnnxValues, ValueFilesRoundTrip) {
+  TempDir d;
+  Tensor a = Tensor::from_vector<double>(DType::f32, {2}, {1, -2});
+  Tensor b = Tensor::from_vector<double>(DType::f32, {1, 3}, {3, 4, 5});
+  struct Case {
+    onnx::Value v;
+    onnx::ValueKind kind;
+  };
+  for (const Case& c : {Case{onnx::Value::of(a), onnx::ValueKind::tensor},
+                        Case{onnx::Value::sequence({a, b}, DType::f32), onnx::ValueKind::sequence},
+                        Case{onnx::Value::sequence({}, DType::f32), onnx::ValueKind::sequence},
+                        Case{onnx::Value::of(b), onnx::ValueKind::optional_tensor},
+                        Case{onnx::Value::sequence({b}, DType::f32), onnx::ValueKind::optional_sequence},
+                        Case{onnx::Value::none(DType::f32), onnx::ValueKind::optional_sequence}}) {
+    const std::string file = d.path + "/v.pb";
+    ASSERT_TRUE(onnx::write_value_file(file, c.v, c.kind, "v").is_ok()) << c.v.to_string();
+    auto r = onnx::read_value_file(file, c.kind);
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    EXPECT_EQ(r->to_string(), c.v.to_string());
+    ASSERT_EQ(r->elements.size(), c.v.elements.size());
+    for (size_t k = 0; k < c.v.elements.size(); ++k) {
+      EXPECT_EQ(r->elements[k].sizes(), c.v.elements[k].sizes());
+      EXPECT_EQ(r->elements[k].to_f64(), c.v.elements[k].to_f64());
+    }
+  }
+  // an optional holding a tensor where the model declares an optional sequence
+  ASSERT_TRUE(onnx::write_value_file(d.path + "/o.pb", onnx::Value::of(a), onnx::ValueKind::optional_tensor).is_ok());
+  auto r = onnx::read_value_file(d.path + "/o.pb", onnx::ValueKind::optional_sequence);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.status().code(), ErrorCode::dtype_error);
+  EXPECT_NE(r.status().message().find("o.pb: the optional holds a tensor"), std::string::npos) << r.status().message();
+  write_file(d.path + "/bad.pb", "\x0a\xff\xff");
+  r = onnx::read_value_file(d.path + "/bad.pb", onnx::ValueKind::sequence);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.status().code(), ErrorCode::format_error);
+  EXPECT_NE(r.status().message().find("bad.pb: not a valid SequenceProto"), std::string::npos) << r.status().message();
 }
 
 TEST(OnnxCorrupt, Opset18ImportTimeTablesAreBounded) {

@@ -66,6 +66,30 @@ TEST_F(OnnxCli, RunWritesTestDataSetOutputs) {
   }
 }
 
+// Sequence and optional inputs and outputs: read as SequenceProto / OptionalProto by the
+// model's declared types, written back the same way.
+TEST_F(OnnxCli, RunReadsAndWritesSequencesAndOptionals) {
+  for (const char* name : {"test_sequence_insert_at_front", "test_identity_opt", "test_loop13_seq"}) {
+    const std::string t = kNode + "/" + name;
+    std::string out;
+    int rc = run(kRlx + " run " + t + "/model.onnx --inputs " + t + "/test_data_set_0 --out " + dir_, &out);
+    ASSERT_EQ(rc, 0) << name << ": " << out;
+    auto sig = onnx::read_signature(t + "/model.onnx");
+    ASSERT_TRUE(sig.has_value()) << sig.status().to_string();
+    auto got = onnx::read_value_file(dir_ + "/output_0.pb", sig->output_kinds[0]);
+    auto want = onnx::read_value_file(t + "/test_data_set_0/output_0.pb", sig->output_kinds[0]);
+    ASSERT_TRUE(got.has_value()) << got.status().to_string();
+    ASSERT_TRUE(want.has_value()) << want.status().to_string();
+    EXPECT_EQ(got->to_string(), want->to_string()) << name;
+    ASSERT_EQ(got->elements.size(), want->elements.size()) << name;
+    for (size_t k = 0; k < want->elements.size(); ++k) {
+      EXPECT_EQ(got->elements[k].sizes(), want->elements[k].sizes()) << name << " element " << k;
+      EXPECT_EQ(got->elements[k].to_f64(), want->elements[k].to_f64()) << name << " element " << k;
+    }
+    EXPECT_NE(out.find("sequence of"), std::string::npos) << out;
+  }
+}
+
 TEST_F(OnnxCli, InfoAndExplain) {
   const std::string model = kNode + "/test_gemm_all_attributes/model.onnx";
   std::string out;

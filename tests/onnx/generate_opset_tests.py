@@ -279,6 +279,22 @@ for cv in (True, False):
     case(f"if_runtime_condition_{str(cv).lower()}", 18,
          [node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
          [("c", np.array(cv)), ("x", f32(3, 4))], ["y"], [("two", np.array(2.0, np.float32)), ("w", f32(3, 4))])
+# If on a run-time condition whose branches make sequences of the same length (rlx selects them
+# element by element), read back by ConcatFromSequence; and one whose branches make sequences of
+# different lengths (rlx needs the condition at import: the run-time harness folds it in)
+seq_t = helper.make_tensor_sequence_value_info
+then_s = helper.make_graph([node("Mul", ["x", "two"], ["t"]), node("SequenceConstruct", ["t", "x"], ["ts"])],
+                           "then_s", [], [seq_t("ts", TensorProto.FLOAT, [3, 4])])
+else_s = helper.make_graph([node("Add", ["x", "w"], ["e"]), node("SequenceConstruct", ["x", "e"], ["es"])],
+                           "else_s", [], [seq_t("es", TensorProto.FLOAT, [3, 4])])
+else_s3 = helper.make_graph([node("Add", ["x", "w"], ["e"]), node("SequenceConstruct", ["x", "e", "x"], ["es"])],
+                            "else_s3", [], [seq_t("es", TensorProto.FLOAT, [3, 4])])
+for cv in (True, False):
+    for tag, eg in (("same_length", else_s), ("other_length", else_s3)):
+        case(f"if_runtime_condition_sequences_{tag}_{str(cv).lower()}", 18,
+             [node("If", ["c"], ["s"], then_branch=then_s, else_branch=eg),
+              node("ConcatFromSequence", ["s"], ["y"], axis=0)],
+             [("c", np.array(cv)), ("x", f32(3, 4))], ["y"], [("two", np.array(2.0, np.float32)), ("w", f32(3, 4))])
 # Loop: a known trip count, a loop-carried value, a scan output, an outer-scope weight, and an If
 # nested in the body on the iteration number
 inner_then = helper.make_graph([node("Mul", ["s_in", "w"], ["s_odd"])], "odd", [], [vi("s_odd", shape=[2, 3])])

@@ -87,29 +87,46 @@ std::string run_node_test(const std::string& name, const std::string& device = "
   if (!sig) return sig.status().to_string();
   for (const std::string& set : list_dir(dir)) {
     if (set.rfind("test_data_set_", 0) != 0) continue;
-    std::map<std::string, Tensor> inputs;
+    std::map<std::string, onnx::Value> inputs;
     auto in_files = numbered(dir + "/" + set, "input_");
     if (in_files.size() > sig->inputs.size()) return "more input files than graph inputs";
     for (size_t i = 0; i < in_files.size(); ++i) {
-      auto t = onnx::read_tensor_file(in_files[i]);
-      if (!t) return t.status().to_string();
-      inputs[sig->inputs[i]] = *t;
+      auto v = onnx::read_value_file(in_files[i], sig->input_kinds[i]);
+      if (!v) return v.status().to_string();
+      inputs[sig->inputs[i]] = *v;
     }
     auto r = onnx::load_and_run(dir + "/model.onnx", inputs, device);
     if (!r) return r.status().to_string();
     auto out_files = numbered(dir + "/" + set, "output_");
-    if (out_files.size() != r->outputs.size())
-      return cat(out_files.size(), " expected outputs, the model gave ", r->outputs.size());
+    if (out_files.size() != r->values.size())
+      return cat(out_files.size(), " expected outputs, the model gave ", r->values.size());
+    // each output's tensors: one for a tensor, the elements of a sequence, none for an empty optional
+    std::vector<std::pair<std::string, Tensor>> got_tensors, want_tensors;
     for (size_t k = 0; k < out_files.size(); ++k) {
-      auto e = onnx::read_tensor_file(out_files[k]);
+      auto e = onnx::read_value_file(out_files[k], sig->output_kinds[k]);
       if (!e) return e.status().to_string();
-      Tensor got = r->outputs[k];
+      const onnx::Value& g = r->values[k];
+      if (g.kind != e->kind || g.elements.size() != e->elements.size())
+        return cat("output ", k, ": ", g.to_string(), ", expected ", e->to_string());
+      if (g.kind == onnx::Value::Kind::tensor) {
+        got_tensors.emplace_back(cat("output ", k), g.tensor);
+        want_tensors.emplace_back(cat("output ", k), e->tensor);
+      }
+      for (size_t j = 0; j < g.elements.size(); ++j) {
+        got_tensors.emplace_back(cat("output ", k, " element ", j), g.elements[j]);
+        want_tensors.emplace_back(cat("output ", k, " element ", j), e->elements[j]);
+      }
+    }
+    for (size_t k = 0; k < got_tensors.size(); ++k) {
+      const std::string& what = got_tensors[k].first;
+      const Tensor* e = &want_tensors[k].second;
+      Tensor got = got_tensors[k].second;
       if (got.dtype() == DType::bf16 && e->dtype() == DType::u16)  // bf16 expected as u16 bits
         got = Tensor(DType::u16, got.sizes(), got.storage(), got.byte_offset());
       if (got.dtype() != e->dtype())
-        return cat("output ", k, ": dtype ", dtype_name(got.dtype()), ", expected ", dtype_name(e->dtype()));
+        return cat(what, ": dtype ", dtype_name(got.dtype()), ", expected ", dtype_name(e->dtype()));
       if (got.sizes() != e->sizes())
-        return cat("output ", k, ": shape ", sizes_to_string(got.sizes()), ", expected ", sizes_to_string(e->sizes()));
+        return cat(what, ": shape ", sizes_to_string(got.sizes()), ", expected ", sizes_to_string(e->sizes()));
       const bool fl = is_float(e->dtype()) || is_complex(e->dtype());
       for (int64_t i = 0; i < e->numel(); ++i) {
         double a = got.get_f64(i), b = e->get_f64(i);
@@ -123,7 +140,7 @@ std::string run_node_test(const std::string& name, const std::string& device = "
         } else {
           ok = a == b;
         }
-        if (!ok) return cat("output ", k, " element ", i, ": ", a, ", expected ", b);
+        if (!ok) return cat(what, " at ", i, ": ", a, ", expected ", b);
       }
     }
   }

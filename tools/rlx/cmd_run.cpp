@@ -61,15 +61,24 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // rlx run MODEL.onnx with inputs from --inputs DIR (input_N.pb in graph-input order, or
 // NAME.npy / NAME.pb by input name) and --input NAME=FILE; outputs to --out DIR as
-// output_N.pb (TensorProto, as in ONNX's test_data_set folders) and NAME.npy.
+// output_N.pb (TensorProto, or SequenceProto / OptionalProto for outputs declared so, as in
+// ONNX's test_data_set folders) and NAME.npy (a sequence's elements as NAME_K.npy).
 int run_onnx(const Args& a) {
   const std::string path = a.positional[0];
   auto sig = onnx::read_signature(path);
   if (!sig) return report_error(sig.status());
-  std::map<std::string, Tensor> inputs;
-  auto read_any = [](const std::string& file) -> Expected<Tensor> {
-    if (ends_with(file, ".npy")) return read_npy(file);
-    return onnx::read_tensor_file(file);
+  std::map<std::string, onnx::Value> inputs;
+  auto kind_of = [&](const std::string& name) {
+    for (size_t i = 0; i < sig->inputs.size(); ++i)
+      if (sig->inputs[i] == name) return sig->input_kinds[i];
+    return onnx::ValueKind::tensor;
+  };
+  auto read_any = [&](const std::string& name, const std::string& file) -> Expected<onnx::Value> {
+    if (ends_with(file, ".npy")) {
+      RLX_ASSIGN_OR_RETURN(Tensor t, read_npy(file));
+      return onnx::Value::of(std::move(t));
+    }
+    return onnx::read_value_file(file, kind_of(name));
   };
   auto known = [&](const std::string& name) {
     return std::find(sig->inputs.begin(), sig->inputs.end(), name) != sig->inputs.end();
@@ -81,9 +90,9 @@ int run_onnx(const Args& a) {
                                       base + sig->inputs[i] + ".npy"}) {
         struct stat st;
         if (stat(file.c_str(), &st) != 0) continue;
-        auto t = read_any(file);
-        if (!t) return report_error(t.status());
-        inputs[sig->inputs[i]] = *t;
+        auto v = read_any(sig->inputs[i], file);
+        if (!v) return report_error(v.status());
+        inputs[sig->inputs[i]] = *v;
         break;
       }
     }
@@ -93,9 +102,9 @@ int run_onnx(const Args& a) {
     if (eq == std::string::npos) return report_error(error(ErrorCode::invalid_argument, "--input expects NAME=FILE"));
     std::string name = spec.substr(0, eq);
     if (!known(name)) return report_error(error(ErrorCode::invalid_argument, "the model has no input named '", name, "'"));
-    auto t = read_any(spec.substr(eq + 1));
-    if (!t) return report_error(t.status());
-    inputs[name] = *t;
+    auto v = read_any(name, spec.substr(eq + 1));
+    if (!v) return report_error(v.status());
+    inputs[name] = *v;
   }
   std::string missing;
   for (const std::string& n : sig->inputs)
@@ -110,16 +119,24 @@ int run_onnx(const Args& a) {
   double t1 = now_ms();
   std::printf("model:    %s (%s, opset %s)\ndevice:   %s\n", path.c_str(), r->model.format.c_str(),
               r->model.metadata["opset"].c_str(), device.c_str());
-  for (size_t i = 0; i < r->outputs.size(); ++i) {
-    const Tensor& t = r->outputs[i];
-    std::printf("output %s: %s\n", r->output_names[i].c_str(), t.to_string(8).c_str());
+  auto npy_name = [](std::string name) {
+    for (char& c : name)
+      if (c == '/' || c == ':') c = '_';
+    return name;
+  };
+  for (size_t i = 0; i < r->values.size(); ++i) {
+    const onnx::Value& v = r->values[i];
+    const std::string& name = sig->outputs[i];
+    if (v.kind == onnx::Value::Kind::tensor) std::printf("output %s: %s\n", name.c_str(), v.tensor.to_string(8).c_str());
+    else std::printf("output %s: %s\n", name.c_str(), v.to_string().c_str());
+    for (size_t k = 0; k < v.elements.size(); ++k)
+      std::printf("  [%zu]: %s\n", k, v.elements[k].to_string(8).c_str());
     if (auto dir = a.get("out")) {
-      Status s = onnx::write_tensor_file(*dir + "/output_" + std::to_string(i) + ".pb", t, r->output_names[i]);
+      Status s = onnx::write_value_file(*dir + "/output_" + std::to_string(i) + ".pb", v, sig->output_kinds[i], name);
       if (!s.is_ok()) return report_error(s);
-      std::string name = r->output_names[i];
-      for (char& c : name)
-        if (c == '/' || c == ':') c = '_';
-      s = write_npy(*dir + "/" + name + ".npy", t);
+      if (v.kind == onnx::Value::Kind::tensor) s = write_npy(*dir + "/" + npy_name(name) + ".npy", v.tensor);
+      for (size_t k = 0; k < v.elements.size() && s.is_ok(); ++k)
+        s = write_npy(*dir + "/" + npy_name(name) + "_" + std::to_string(k) + ".npy", v.elements[k]);
       if (!s.is_ok()) return report_error(s);
     }
   }

@@ -48,7 +48,20 @@ struct OValue {
   // SplitToSequence, ... compile to list operations here); `type.dtype` is the elements'.
   // It has no graph value: the Sequence ops read it, anything else refuses it.
   std::shared_ptr<const std::vector<OValue>> seq;
+  // An empty optional (Optional without an input, or a graph input given Value::none);
+  // `type.dtype` is the element dtype. An optional holding a value is that value.
+  bool none = false;
 };
+
+// What a declared graph input or output type holds; `what` names it in errors.
+Expected<onnx::ValueKind> value_kind_of(const ::onnx::TypeProto& t, const std::string& what);
+// Metadata keys under which parse() records graph outputs that are not single tensors:
+// "onnx.output_sequence.NAME" = element count (the graph outputs NAME[0] ..), and
+// "onnx.output_none.NAME" = the empty optional's element dtype.
+inline constexpr const char* kSequenceOutputKey = "onnx.output_sequence.";
+inline constexpr const char* kNoneOutputKey = "onnx.output_none.";
+// The graph input or output naming element k of sequence `name`.
+inline std::string element_name(const std::string& name, size_t k) { return cat(name, "[", k, "]"); }
 
 class Importer;
 using MapFn = std::function<Status(Importer&)>;
@@ -207,6 +220,13 @@ class Importer {
  public:
   // Graph inputs with values in opts.input_values that a failed konst() depended on.
   const std::set<std::string>& needed_inputs() const { return needed_inputs_; }
+  // After import_graph: the outputs that are sequences or empty optionals (kSequenceOutputKey).
+  const std::map<std::string, std::string>& output_structure() const { return output_structure_; }
+
+ private:
+  std::map<std::string, std::string> output_structure_;
+  Status import_structured_input(const std::string& name, const ::onnx::TypeProto& type, const onnx::Value& given);
+  Status add_graph_output(OValue& v, const std::string& name);
 };
 
 // Helpers shared by the op families.

@@ -156,6 +156,8 @@ Expected<ValueId> Importer::in(int i) {
   if (v.seq)
     return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') is a sequence, which rlx reads only "
                 "through the Sequence ops (SequenceAt, ConcatFromSequence, ...)");
+  if (v.none)
+    return fail(ErrorCode::invalid_argument, "input ", i, " ('", node->input(i), "') is an empty optional, not a tensor");
   if (v.sym) {
     std::vector<Dim> d = *v.sym;
     return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') is a shape value with symbolic dims ",
@@ -189,6 +191,8 @@ Expected<Tensor> Importer::konst(int i) {
   note_needed(node->input(i));
   if (!folding_ && values_.at(node->input(i)).seq)
     return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') is a sequence, not a tensor");
+  if (!folding_ && values_.at(node->input(i)).none)
+    return fail(ErrorCode::invalid_argument, "input ", i, " ('", node->input(i), "') is an empty optional, not a tensor");
   if (is_sym(i))
     return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') holds symbolic dims ",
                 shape_to_string(*values_.at(node->input(i)).sym),
@@ -490,6 +494,7 @@ Expected<std::vector<OValue>> Importer::seq_in(int i) {
   if (!has(i)) return fail(ErrorCode::format_error, "input ", i, " is missing");
   inputs_read_.insert(i);
   const OValue* v = folding_ ? &fold_inputs_[i] : &values_.at(node->input(i));
+  if (v->none) return fail(ErrorCode::invalid_argument, "input ", i, " ('", node->input(i), "') is an empty optional, not a sequence");
   if (!v->seq) return fail(ErrorCode::dtype_error, "input ", i, " ('", node->input(i), "') must be a sequence");
   return *v->seq;
 }
@@ -595,9 +600,21 @@ Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& f
     if (initializer_names.count(name)) continue;  // an initializer with a default value: a weight
     if (values_.count(name)) return error(ErrorCode::format_error, file_, ": graph input '", name, "' is defined twice");
     graph_input_names_.insert(name);
-    if (!vi.type().has_tensor_type())
-      return error(ErrorCode::unsupported, file_, ": graph input '", name, "' is not a tensor (sequences, maps and optionals are not supported)");
-    const auto& tt = vi.type().tensor_type();
+    RLX_ASSIGN_OR_RETURN(onnx::ValueKind kind, value_kind_of(vi.type(), cat(file_, ": graph input '", name, "'")));
+    const ::onnx::TypeProto& declared =
+        vi.type().has_optional_type() ? vi.type().optional_type().elem_type() : vi.type();
+    auto structured = opts_.structured_inputs.find(name);
+    if (structured != opts_.structured_inputs.end() && structured->second.kind != onnx::Value::Kind::tensor) {
+      if (structured->second.kind == onnx::Value::Kind::none && kind != onnx::ValueKind::optional_tensor &&
+          kind != onnx::ValueKind::optional_sequence)
+        return error(ErrorCode::invalid_argument, file_, ": graph input '", name, "' is given no value, and it is not optional");
+      RLX_TRY(import_structured_input(name, declared, structured->second));
+      continue;
+    }
+    if (kind == onnx::ValueKind::sequence || kind == onnx::ValueKind::optional_sequence)
+      return error(ErrorCode::unsupported, file_, ": graph input '", name, "' is a sequence: give its elements "
+                   "(rlx compiles the graph for one length of it; LoadOptions::structured_inputs)");
+    const auto& tt = declared.tensor_type();
     auto dt = dtype_from_onnx(tt.elem_type());
     if (!dt) return error(ErrorCode::unsupported, file_, ": graph input '", name, "' has data type ", onnx_dtype_name(tt.elem_type()));
     auto given = opts_.input_values.find(name);
@@ -656,20 +673,85 @@ Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& f
     auto it = values_.find(vi.name());
     if (it == values_.end())
       return error(ErrorCode::format_error, file_, ": graph output '", vi.name(), "' is not produced by any node");
-    if (it->second.seq)
-      return error(ErrorCode::unsupported, file_, ": graph output '", vi.name(),
-                   "' is a sequence (rlx compiles sequences inside a graph; its inputs and outputs are tensors)");
-    RLX_ASSIGN_OR_RETURN(ValueId id, materialize(it->second, vi.name()));
-    bool reused = model_.values[id].producer < 0;
-    for (ValueId o : model_.outputs) reused |= o == id;
-    if (reused || (!model_.values[id].name.empty() && model_.values[id].name != vi.name())) {
-      // a graph input or an already named value: give the output its own node and name
-      id = model_.add_node_typed(Op::Reshape, {id}, Attrs{{"shape", std::vector<int64_t>(model_.type(id).rank(), 0)}},
-                                 {model_.type(id)}, "output_" + vi.name())[0];
+    OValue& v = it->second;
+    if (v.none) {
+      output_structure_[kNoneOutputKey + vi.name()] = dtype_name(v.type.dtype);
+    } else if (v.seq) {
+      output_structure_[kSequenceOutputKey + vi.name()] = std::to_string(v.seq->size());
+      std::vector<OValue> elems = *v.seq;
+      for (size_t k = 0; k < elems.size(); ++k) RLX_TRY(add_graph_output(elems[k], element_name(vi.name(), k)));
+    } else {
+      RLX_TRY(add_graph_output(v, vi.name()));
     }
-    model_.values[id].name = vi.name();
-    model_.outputs.push_back(id);
   }
+  if (model_.outputs.empty())
+    return error(ErrorCode::unsupported, file_, ": every graph output is an empty sequence or optional, so the "
+                 "compiled graph would compute nothing");
+  return Status::ok();
+}
+
+Status Importer::add_graph_output(OValue& v, const std::string& name) {
+  RLX_ASSIGN_OR_RETURN(ValueId id, materialize(v, name));
+  bool reused = model_.values[id].producer < 0;
+  for (ValueId o : model_.outputs) reused |= o == id;
+  if (reused || (!model_.values[id].name.empty() && model_.values[id].name != name)) {
+    // a graph input or an already named value: give the output its own node and name
+    id = model_.add_node_typed(Op::Reshape, {id}, Attrs{{"shape", std::vector<int64_t>(model_.type(id).rank(), 0)}},
+                               {model_.type(id)}, "output_" + name)[0];
+  }
+  model_.values[id].name = name;
+  model_.outputs.push_back(id);
+  return Status::ok();
+}
+
+// A sequence graph input becomes one graph input per given element (NAME[k], typed as the
+// element), checked against the declared element type; an empty optional becomes `none`.
+Status Importer::import_structured_input(const std::string& name, const ::onnx::TypeProto& declared,
+                                         const onnx::Value& given) {
+  const ::onnx::TypeProto& elem_type =
+      declared.has_sequence_type() ? declared.sequence_type().elem_type() : declared;
+  if (!elem_type.has_tensor_type())
+    return error(ErrorCode::unsupported, file_, ": graph input '", name, "' holds no tensors");
+  const auto& tt = elem_type.tensor_type();
+  auto dt = dtype_from_onnx(tt.elem_type());
+  if (!dt) return error(ErrorCode::unsupported, file_, ": graph input '", name, "' has data type ", onnx_dtype_name(tt.elem_type()));
+  OValue v;
+  v.type = TensorType{*dt, {}};
+  if (given.kind == onnx::Value::Kind::none) {
+    v.none = true;
+    values_[name] = std::move(v);
+    return Status::ok();
+  }
+  if (!declared.has_sequence_type())
+    return error(ErrorCode::dtype_error, file_, ": graph input '", name, "' is given a sequence; the model declares a tensor");
+  if (given.elements.size() > (size_t{1} << 16))
+    return error(ErrorCode::unsupported, file_, ": graph input '", name, "' is given ", given.elements.size(),
+                 " elements (rlx holds sequences of up to 2^16)");
+  std::vector<OValue> elems;
+  for (size_t k = 0; k < given.elements.size(); ++k) {
+    const Tensor& e = given.elements[k];
+    const std::string en = element_name(name, k);
+    if (e.dtype() != *dt)
+      return error(ErrorCode::dtype_error, file_, ": graph input '", en, "' is ", dtype_name(e.dtype()),
+                   ", the model declares a sequence of ", dtype_name(*dt));
+    if (tt.has_shape()) {
+      if (tt.shape().dim_size() != e.rank())
+        return error(ErrorCode::shape_error, file_, ": graph input '", en, "' has rank ", e.rank(),
+                     ", the model declares elements of rank ", tt.shape().dim_size());
+      for (int d = 0; d < e.rank(); ++d)
+        if (tt.shape().dim(d).has_dim_value() && tt.shape().dim(d).dim_value() != e.sizes()[d])
+          return error(ErrorCode::shape_error, file_, ": graph input '", en, "' has size ", e.sizes()[d], " in dim ", d,
+                       ", the model declares ", tt.shape().dim(d).dim_value());
+    }
+    for (ValueId in : model_.inputs)
+      if (model_.values[in].name == en) return error(ErrorCode::format_error, file_, ": two graph inputs are named '", en, "'");
+    OValue ev;
+    ev.type = e.type();
+    ev.id = model_.add_input(en, ev.type);
+    elems.push_back(std::move(ev));
+  }
+  v.seq = std::make_shared<const std::vector<OValue>>(std::move(elems));
+  values_[name] = std::move(v);
   return Status::ok();
 }
 
@@ -725,6 +807,7 @@ Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, con
       if (!mp.graph().name().empty()) m.metadata["graph"] = mp.graph().name();
       for (const auto& p : mp.metadata_props()) m.metadata["meta." + p.key()] = p.value();
       for (const std::string& c : consts) m.metadata["folded_input." + c] = "yes";
+      for (const auto& [k, v] : imp.output_structure()) m.metadata[k] = v;
       return m;
     }
     bool grew = false;
@@ -753,9 +836,17 @@ Expected<Signature> read_signature(const std::string& path) {
   std::set<std::string> inits;
   for (const auto& t : mp.graph().initializer()) inits.insert(t.name());
   Signature s;
-  for (const auto& v : mp.graph().input())
-    if (!inits.count(v.name())) s.inputs.push_back(v.name());
-  for (const auto& v : mp.graph().output()) s.outputs.push_back(v.name());
+  for (const auto& v : mp.graph().input()) {
+    if (inits.count(v.name())) continue;
+    RLX_ASSIGN_OR_RETURN(onnx::ValueKind k, onnx_import::value_kind_of(v.type(), cat(path, ": graph input '", v.name(), "'")));
+    s.inputs.push_back(v.name());
+    s.input_kinds.push_back(k);
+  }
+  for (const auto& v : mp.graph().output()) {
+    RLX_ASSIGN_OR_RETURN(onnx::ValueKind k, onnx_import::value_kind_of(v.type(), cat(path, ": graph output '", v.name(), "'")));
+    s.outputs.push_back(v.name());
+    s.output_kinds.push_back(k);
+  }
   return s;
 }
 

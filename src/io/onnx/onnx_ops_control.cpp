@@ -74,16 +74,49 @@ Status map_if(Importer& m) {
   RLX_ASSIGN_OR_RETURN(auto b, m.run_subgraph(*else_g, {}, "else_branch"));
   if (o.rank(cond) > 1) return m.fail(ErrorCode::shape_error, "the condition must hold one element");
   ValueId c = o.reshape(cond, {});
-  for (int i = 0; i < m.num_outputs(); ++i) {
-    OValue& x = a[static_cast<size_t>(i)];
-    OValue& y = b[static_cast<size_t>(i)];
-    RLX_ASSIGN_OR_RETURN(ValueId xi, m.value_id(x, m.node->output(i) + "_then"));
-    RLX_ASSIGN_OR_RETURN(ValueId yi, m.value_id(y, m.node->output(i) + "_else"));
+  // one tensor of each branch, selected by the condition
+  auto select = [&](OValue& x, OValue& y, const std::string& name, int i) -> Expected<ValueId> {
+    RLX_ASSIGN_OR_RETURN(ValueId xi, m.value_id(x, name + "_then"));
+    RLX_ASSIGN_OR_RETURN(ValueId yi, m.value_id(y, name + "_else"));
     if (o.shape(xi) != o.shape(yi) || o.dtype(xi) != o.dtype(yi))
       return m.fail(ErrorCode::unsupported, "output ", i, ": the branches give ", o.type(xi).to_string(), " and ",
                     o.type(yi).to_string(), ", and the condition is known only at run time (rlx compiles both "
                     "branches and selects, so their types must agree)");
-    RLX_TRY(m.out(i, o.where(c, xi, yi)));
+    return o.where(c, xi, yi);
+  };
+  for (int i = 0; i < m.num_outputs(); ++i) {
+    OValue& x = a[static_cast<size_t>(i)];
+    OValue& y = b[static_cast<size_t>(i)];
+    const std::string name = m.node->output(i);
+    if (!x.seq && !y.seq && !x.none && !y.none) {
+      RLX_ASSIGN_OR_RETURN(ValueId v, select(x, y, name, i));
+      RLX_TRY(m.out(i, v));
+      continue;
+    }
+    // sequences and optionals: the same structure in both branches selects element by element;
+    // a structure that depends on the condition needs the condition at import
+    const bool same_structure = x.none == y.none && (x.seq != nullptr) == (y.seq != nullptr) &&
+                                (!x.seq || x.seq->size() == y.seq->size()) && x.type.dtype == y.type.dtype;
+    if (!same_structure) {
+      (void)m.konst(0);  // records the graph inputs it depends on, for the import that folds them in
+      return m.fail(ErrorCode::unsupported, "output ", i, ": the branches give ",
+                    x.none ? "an empty optional" : x.seq ? cat("a sequence of ", x.seq->size()) : "a tensor", " and ",
+                    y.none ? "an empty optional" : y.seq ? cat("a sequence of ", y.seq->size()) : "a tensor",
+                    ", and the condition is known only at run time");
+    }
+    if (x.none) {
+      RLX_TRY(m.out_value(i, x));
+      continue;
+    }
+    std::vector<OValue> xs = *x.seq, ys = *y.seq, elems;
+    for (size_t k = 0; k < xs.size(); ++k) {
+      RLX_ASSIGN_OR_RETURN(ValueId v, select(xs[k], ys[k], element_name(name, k), i));
+      OValue e;
+      e.id = v;
+      e.type = o.type(v);
+      elems.push_back(std::move(e));
+    }
+    RLX_TRY(m.out_seq(i, std::move(elems), x.type.dtype));
   }
   return Status::ok();
 }

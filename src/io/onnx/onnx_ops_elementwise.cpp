@@ -141,7 +141,7 @@ Status map_prelu(Importer& m) {
 
 Status map_identity(Importer& m) {
   RLX_ASSIGN_OR_RETURN(OValue v, m.input_value(0));
-  if (v.seq) return m.out_value(0, v);  // a sequence passes through as it is
+  if (v.seq || v.none) return m.out_value(0, v);  // a sequence or an empty optional passes through as it is
   if (m.is_konst(0)) {
     RLX_ASSIGN_OR_RETURN(Tensor t, m.konst(0));
     return m.out_const(0, t);

@@ -1,8 +1,10 @@
-// ONNX sequence ops, compiled at import: a sequence whose length and positions are known at
-// import (as exporters write them: torch's unbind/stack, lists built in loops) is a list of
-// values held by the importer, and each op is list manipulation; the tensors stay graph values
-// or constants. SequenceMap runs its body once per element, inline. Sequences as graph inputs
-// or outputs, and positions computed at run time, are refused with the reason.
+// ONNX sequence and optional ops, compiled at import: a sequence whose length and positions are
+// known at import (as exporters write them: torch's unbind/stack, lists built in loops; a graph
+// input specialized to the length it is given) is a list of values held by the importer, and
+// each op is list manipulation; the tensors stay graph values or constants. SequenceMap runs
+// its body once per element, inline. An optional's presence is known at import too: an empty
+// one is a marked value (OValue::none), a full one is its value. Positions computed at run
+// time are refused with the reason.
 #include "onnx_internal.h"
 
 namespace rlx::onnx_import {
@@ -17,6 +19,15 @@ Expected<int64_t> position(Importer& m, int i, int64_t n, int64_t def, bool end_
   if (p[0] < -n || p[0] > hi)
     return m.fail(ErrorCode::out_of_range, "position ", p[0], " is outside [", -n, ", ", hi, "] of a sequence of ", n);
   return p[0] < 0 ? p[0] + n : p[0];
+}
+
+// A position input must be known at import: one computed from graph inputs given as values is
+// folded in by the import's retry (konst records them); one computed from data is refused.
+Status position_known(Importer& m, int i) {
+  if (!m.has(i) || m.is_konst(i)) return Status::ok();
+  (void)m.konst(i);
+  return m.fail(ErrorCode::unsupported, "the position is computed at run time (rlx compiles sequences whose "
+                "positions are known at import)");
 }
 
 Status map_sequence_construct(Importer& m) {
@@ -44,7 +55,7 @@ Status map_sequence_empty(Importer& m) {
 Status map_sequence_at(Importer& m) {
   RLX_ASSIGN_OR_RETURN(auto elems, m.seq_in(0));
   const int64_t n = static_cast<int64_t>(elems.size());
-  if (!m.is_konst(1)) return m.fail(ErrorCode::unsupported, "the position is computed at run time");
+  RLX_TRY(position_known(m, 1));
   RLX_ASSIGN_OR_RETURN(int64_t p, position(m, 1, n, 0, false));
   return m.out_value(0, elems[static_cast<size_t>(p)]);
 }
@@ -57,7 +68,7 @@ Status map_sequence_insert(Importer& m) {
     return m.fail(ErrorCode::dtype_error, "inserting ", dtype_name(t.type.dtype), " into a sequence of ",
                   dtype_name(elems[0].type.dtype));
   const int64_t n = static_cast<int64_t>(elems.size());
-  if (m.has(2) && !m.is_konst(2)) return m.fail(ErrorCode::unsupported, "the position is computed at run time");
+  RLX_TRY(position_known(m, 2));
   RLX_ASSIGN_OR_RETURN(int64_t p, position(m, 2, n, n, true));
   const DType dt = t.type.dtype;
   elems.insert(elems.begin() + p, std::move(t));
@@ -68,7 +79,7 @@ Status map_sequence_erase(Importer& m) {
   RLX_ASSIGN_OR_RETURN(auto elems, m.seq_in(0));
   const int64_t n = static_cast<int64_t>(elems.size());
   if (n == 0) return m.fail(ErrorCode::out_of_range, "erasing from an empty sequence");
-  if (m.has(1) && !m.is_konst(1)) return m.fail(ErrorCode::unsupported, "the position is computed at run time");
+  RLX_TRY(position_known(m, 1));
   RLX_ASSIGN_OR_RETURN(int64_t p, position(m, 1, n, n - 1, false));
   const DType dt = elems[0].type.dtype;
   elems.erase(elems.begin() + p);
@@ -181,9 +192,49 @@ Status map_sequence_map(Importer& m) {
   return Status::ok();
 }
 
+// Optional(x) is x; Optional() with a `type` is an empty optional of that type.
+Status map_optional(Importer& m) {
+  if (m.has(0)) {
+    (void)m.attr("type");  // only needed without an input
+    RLX_ASSIGN_OR_RETURN(OValue v, m.input_value(0));
+    return m.out_value(0, std::move(v));
+  }
+  const ::onnx::AttributeProto* a = m.attr("type");
+  if (!a || !a->has_tp()) return m.fail(ErrorCode::format_error, "Optional without an input needs the 'type' attribute");
+  const ::onnx::TypeProto& tp = a->tp();
+  const ::onnx::TypeProto& elem = tp.has_sequence_type() ? tp.sequence_type().elem_type() : tp;
+  if (!elem.has_tensor_type()) return m.fail(ErrorCode::unsupported, "an optional of other values than tensors or sequences of them");
+  auto dt = dtype_from_onnx(elem.tensor_type().elem_type());
+  if (!dt) return m.fail(ErrorCode::unsupported, "dtype ", onnx_dtype_name(elem.tensor_type().elem_type()));
+  OValue v;
+  v.none = true;
+  v.type = TensorType{*dt, {}};
+  return m.out_value(0, std::move(v));
+}
+
+Status map_optional_has_element(Importer& m) {
+  bool has = false;  // opset 18: no input is an empty optional
+  if (m.has(0)) {
+    RLX_ASSIGN_OR_RETURN(OValue v, m.input_value(0));
+    has = !v.none;
+  }
+  Tensor t = Tensor::zeros(DType::boolean, {});
+  t.bytes()[0] = has;
+  return m.out_const(0, std::move(t));
+}
+
+Status map_optional_get_element(Importer& m) {
+  RLX_ASSIGN_OR_RETURN(OValue v, m.input_value(0));
+  if (v.none) return m.fail(ErrorCode::invalid_argument, "the optional ('", m.node->input(0), "') is empty");
+  return m.out_value(0, std::move(v));
+}
+
 }  // namespace
 
 void register_sequence_ops(OpTable& t) {
+  t["Optional"] = {map_optional, false};
+  t["OptionalHasElement"] = {map_optional_has_element, false};
+  t["OptionalGetElement"] = {map_optional_get_element, false};
   // not foldable: a sequence is not a tensor the reference device could evaluate
   t["SequenceConstruct"] = {map_sequence_construct, false};
   t["SequenceEmpty"] = {map_sequence_empty, false};
