@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 OUT, NPM = sys.argv[1], sys.argv[2]
 NODE_DIR = os.path.join(OUT, "node")
 INT4, UINT4 = 22, 21  # TensorProto.DataType values onnx 1.12 does not name
-IR_FOR_OPSET = {9: 4, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
+IR_FOR_OPSET = {9: 4, 11: 6, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
 
 ORT_TYPES = {np.float32: "float32", np.float64: "float64", np.int8: "int8", np.uint8: "uint8",
              np.int16: "int16", np.uint16: "uint16", np.int32: "int32", np.int64: "int64",
@@ -93,6 +93,35 @@ for red in ("max", "min"):
          [("x", f32(3, 5)), ("u", f32(3, 2))], ["y"], [("i", np.array([[0, 4], [2, 2], [1, 0]], np.int64))])
     case(f"scatternd_{red}", 18, [node("ScatterND", ["x", "i", "u"], ["y"], reduction=red)],
          [("x", f32(4, 3)), ("u", f32(3, 3))], ["y"], [("i", np.array([[1], [3], [1]], np.int64))])
+# the same reductions (and mul) with the indices fed at run time: duplicates, negative indices,
+# an int32 data tensor, ScatterND over 2-D index tuples with trailing row elements
+for red in ("max", "min", "mul"):
+    case(f"scatterelements_{red}_runtime_indices", 18,
+         [node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction=red)],
+         [("x", f32(3, 5)), ("i", np.array([[0, -1, 4], [2, 2, 2], [1, 0, -5]], np.int64)), ("u", f32(3, 3, lo=-2, hi=2))],
+         ["y"])
+    case(f"scatternd_{red}_runtime_indices", 18, [node("ScatterND", ["x", "i", "u"], ["y"], reduction=red)],
+         [("x", f32(2, 3, 4)), ("i", np.array([[1, 2], [0, -1], [1, 2], [1, -1]], np.int64)), ("u", f32(4, 4, lo=-2, hi=2))],
+         ["y"])
+xi = rng.integers(-50, 50, size=(6,)).astype(np.int32)
+case("scatterelements_mul_runtime_indices_int32", 18,
+     [node("ScatterElements", ["x", "i", "u"], ["y"], axis=0, reduction="mul")],
+     [("x", xi), ("i", np.array([5, 0, 5, 2], np.int64)), ("u", np.array([3, -2, 2, 7], np.int32))], ["y"],
+     out_types={"y": TensorProto.INT32})
+# 3-D convolution and transposed convolution (opset 11 semantics; rlx stacks the depth taps
+# into one 2-D convolution): pads, strides, dilations, groups, bias, output_padding, auto_pad
+case("conv3d_pads_strides_dilations_groups_bias", 11,
+     [node("Conv", ["x", "w", "b"], ["y"], pads=[1, 0, 2, 0, 1, 1], strides=[2, 1, 2], dilations=[1, 2, 1], group=2)],
+     [("x", f32(2, 4, 7, 6, 9))], ["y"], [("w", f32(6, 2, 3, 2, 3)), ("b", f32(6))])
+case("conv3d_same_upper", 11, [node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2, 2, 1])],
+     [("x", f32(1, 3, 5, 6, 4))], ["y"], [("w", f32(2, 3, 2, 3, 3))])
+case("convtranspose3d_strides_output_padding_groups_bias", 11,
+     [node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 1, 3], output_padding=[1, 0, 2], pads=[1, 0, 1, 0, 1, 2],
+           group=2)],
+     [("x", f32(2, 4, 3, 4, 3))], ["y"], [("w", f32(4, 3, 3, 2, 3)), ("b", f32(6))])
+case("convtranspose3d_dilations_output_shape", 11,
+     [node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2, 2], dilations=[2, 1, 1], output_shape=[8, 7, 6])],
+     [("x", f32(1, 2, 3, 3, 3))], ["y"], [("w", f32(2, 2, 2, 3, 2))])
 case("mish", 18, [node("Mish", ["x"], ["y"])], [("x", f32(3, 4, lo=-5, hi=5))], ["y"])
 a = rng.integers(-100, 100, size=(3, 4)).astype(np.int32)
 b = rng.integers(-100, 100, size=(3, 4)).astype(np.int32)

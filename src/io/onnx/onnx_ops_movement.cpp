@@ -283,15 +283,47 @@ Expected<ValueId> scatter_reduce_known(Importer& m, ValueId data_rows, int64_t r
   return red == "max" ? o.max(data_rows, r) : red == "min" ? o.min(data_rows, r) : o.mul(data_rows, r);
 }
 
+// The same for indices known only at run time (rlx has scatter and scatter_add primitives, no
+// scatter-mul/max/min): every update row is compared with every destination row, the updates
+// of the rows they hit kept and the others replaced by the reduction's identity, then reduced
+// over the updates: U x R x rest elements, bounded. `dest` [U] holds each update row's
+// destination row, clamped into [0, R) as rlx's scatter_add clamps an index out of range.
+Expected<ValueId> scatter_reduce_runtime(Importer& m, ValueId data_rows, int64_t rows, ValueId dest, ValueId upd_rows,
+                                         const std::string& red) {
+  OpBuilder& o = m.o();
+  RLX_ASSIGN_OR_RETURN(Sizes us, need_static(m, o.type(upd_rows), "updates"));
+  const int64_t U = us[0];
+  const int64_t rest = numel(Sizes(us.begin() + 1, us.end()));
+  if (U == 0) return o.reshape(data_rows, std::vector<int64_t>(o.rank(data_rows), 0));
+  constexpr int64_t kMaxCompared = int64_t{1} << 24;
+  if (rows > kMaxCompared / U || rows * U > kMaxCompared / std::max<int64_t>(rest, 1))
+    return m.fail(ErrorCode::unsupported, "reduction '", red, "' over indices known only at run time compares ", U,
+                  " update rows with ", rows, " data rows of ", rest, " elements, over rlx's 2^24 (no scatter-", red,
+                  " primitive; give the indices at import to scatter them directly)");
+  const DType dt = o.dtype(upd_rows);
+  const double lowest = is_float(dt) ? -INFINITY : -std::ldexp(1.0, dtype_bits(dt) - 1);
+  const double highest = is_float(dt) ? INFINITY : std::ldexp(1.0, dtype_bits(dt) - (is_unsigned_int(dt) ? 0 : 1)) - 1;
+  const double identity = red == "max" ? lowest : red == "min" ? highest : 1.0;
+  ValueId d = o.reshape(o.cast(dest, DType::i64), {U, 1});
+  d = o.min(o.max(d, o.scalar(0, DType::i64)), o.scalar(static_cast<double>(rows - 1), DType::i64));
+  std::vector<int64_t> hit_shape{U, rows}, upd_shape{U, 1};
+  for (size_t i = 1; i < us.size(); ++i) {
+    hit_shape.push_back(1);
+    upd_shape.push_back(us[i]);
+  }
+  ValueId hit = o.reshape(o.binary(Op::Equal, d, o.iota(DType::i64, {1, rows}, 1)), hit_shape);
+  ValueId kept = o.where(hit, o.reshape(upd_rows, upd_shape), o.scalar(identity, dt));
+  const Op rop = red == "max" ? Op::ReduceMax : red == "min" ? Op::ReduceMin : Op::ReduceProd;
+  ValueId r = o.reduce(rop, kept, {0}, false);
+  return red == "max" ? o.max(data_rows, r) : red == "min" ? o.min(data_rows, r) : o.mul(data_rows, r);
+}
+
 // The reduction a Scatter node names, refused where the opset does not define it.
 Expected<std::string> scatter_reduction(Importer& m) {
   std::string red = m.as("reduction", "none");
   const bool known = red == "none" || red == "add" || (red == "mul" && m.opset >= 16) ||
                      ((red == "max" || red == "min") && m.opset >= 18);
   if (!known) return m.fail(ErrorCode::unsupported, "reduction '", red, "' at opset ", m.opset);
-  if (red != "none" && red != "add" && !m.is_konst(1))
-    return m.fail(ErrorCode::unsupported, "reduction '", red, "' needs indices known at import (rlx has no scatter-",
-                  red, " primitive)");
   return red;
 }
 
@@ -308,7 +340,7 @@ Status map_scatter_elements(Importer& m) {
   RLX_TRY(bound(m, is));
   RLX_ASSIGN_OR_RETURN(int axis, axis_of(m, m.ai("axis", 0), static_cast<int>(ds.size())));
   Sizes dstr = contiguous_strides(ds);
-  if (red != "none" && red != "add") {
+  if (red != "none" && red != "add" && m.is_konst(1)) {
     RLX_ASSIGN_OR_RETURN(auto iv, m.konst(1));
     Tensor base = base_offsets(is, ds, axis);
     std::vector<int64_t> dest(static_cast<size_t>(iv.numel()));
@@ -320,8 +352,15 @@ Status map_scatter_elements(Importer& m) {
     RLX_ASSIGN_OR_RETURN(ValueId r, scatter_reduce_known(m, o.reshape(x, {-1}), numel(ds), dest, o.reshape(upd, {-1}), red));
     return m.out(0, o.reshape(r, std::vector<int64_t>(ds.begin(), ds.end())));
   }
-  ValueId flat = o.add(m.c(base_offsets(is, ds, axis)),
-                       o.mul(norm_index(o, idx, ds[axis]), o.scalar(static_cast<double>(dstr[axis]), DType::i64)));
+  // an index out of range along the axis is clamped into it before it is flattened
+  ValueId along = o.min(o.max(norm_index(o, idx, ds[axis]), o.scalar(0, DType::i64)),
+                        o.scalar(static_cast<double>(ds[axis] - 1), DType::i64));
+  ValueId flat = o.add(m.c(base_offsets(is, ds, axis)), o.mul(along, o.scalar(static_cast<double>(dstr[axis]), DType::i64)));
+  if (red != "none" && red != "add") {
+    RLX_ASSIGN_OR_RETURN(ValueId r, scatter_reduce_runtime(m, o.reshape(x, {-1}), numel(ds), o.reshape(flat, {-1}),
+                                                           o.reshape(upd, {-1}), red));
+    return m.out(0, o.reshape(r, std::vector<int64_t>(ds.begin(), ds.end())));
+  }
   ValueId r = o.op(op, {o.reshape(x, {-1}), o.reshape(flat, {-1}), o.reshape(upd, {-1})}, Attrs{{"axis", int64_t{0}}});
   return m.out(0, o.reshape(r, std::vector<int64_t>(ds.begin(), ds.end())));
 }
@@ -407,6 +446,11 @@ Status map_scatter_nd(Importer& m) {
   std::vector<int64_t> flat_shape{rows}, upd_shape{-1};
   flat_shape.insert(flat_shape.end(), rest.begin(), rest.end());
   upd_shape.insert(upd_shape.end(), rest.begin(), rest.end());
+  if (red != "none" && red != "add" && !m.is_konst(1)) {
+    RLX_ASSIGN_OR_RETURN(ValueId r, scatter_reduce_runtime(m, o.reshape(x, flat_shape), rows, o.reshape(lin, {-1}),
+                                                           o.reshape(upd, upd_shape), red));
+    return m.out(0, o.reshape(r, std::vector<int64_t>(ds.begin(), ds.end())));
+  }
   if (red != "none" && red != "add") {
     // the destination rows on the host: the index tuples' row-major offsets over the first k dims
     RLX_ASSIGN_OR_RETURN(auto iv, m.konst(1));

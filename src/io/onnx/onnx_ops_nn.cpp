@@ -358,12 +358,54 @@ struct Spatial {
   Sizes in;  // spatial sizes
 };
 
-// Conv of x by w (and bias b, or kNoValue) with the node's attributes, 1-D or 2-D.
+// A 3-D convolution as one 2-D convolution (rlx's native conv2d): the Kd depth taps of every
+// output depth are stacked into the channels, grouped as the weight's channels are, and the
+// output depths move into the batch. x [N, C, D, H, W], w [M, C/g, Kd, Kh, Kw]; pads are ONNX's
+// [d, h, w begins, d, h, w ends]. The stacked input is Kd times x's size (im2col along depth).
+Expected<ValueId> conv3d(Importer& m, ValueId x, ValueId w, ValueId b, const std::vector<int64_t>& strides,
+                         const std::vector<int64_t>& pads, const std::vector<int64_t>& dil, int64_t g) {
+  OpBuilder& o = m.o();
+  auto xs = static_sizes(o.shape(x));
+  auto ws = static_sizes(o.shape(w));
+  if (!xs || !ws || xs->size() != 5 || ws->size() != 5) return m.fail(ErrorCode::unsupported, "3-D convolution needs static 5-D shapes");
+  const int64_t N = (*xs)[0], C = (*xs)[1], D = (*xs)[2], H = (*xs)[3], W = (*xs)[4];
+  const int64_t M = (*ws)[0], Cg = (*ws)[1], Kd = (*ws)[2], Kh = (*ws)[3], Kw = (*ws)[4];
+  if (g < 1 || C % g || Cg * g != C || M % g)
+    return m.fail(ErrorCode::shape_error, "weight ", sizes_to_string(*ws), " does not match ", C, " channels in ", g, " groups");
+  const int64_t span = (Kd - 1) * dil[0] + 1, Dp = D + pads[0] + pads[3];
+  if (Dp < span) return m.fail(ErrorCode::shape_error, "the kernel spans ", span, " of the padded depth ", Dp);
+  const int64_t Do = (Dp - span) / strides[0] + 1;
+  auto stacked = checked_numel(Sizes{N, Do, Kd, C, H, W});
+  if (!stacked || *stacked > (int64_t{1} << 34))
+    return m.fail(ErrorCode::unsupported, "the depth taps of a 3-D convolution would hold over 2^34 elements");
+  ValueId xp = pads[0] || pads[3] ? o.pad(x, {0, 0, pads[0], 0, 0, 0, 0, pads[3], 0, 0}) : x;
+  std::vector<ValueId> taps;
+  for (int64_t kd = 0; kd < Kd; ++kd) {
+    ValueId t = o.slice(xp, {kd * dil[0]}, {kd * dil[0] + (Do - 1) * strides[0] + 1}, {2}, {strides[0]});
+    taps.push_back(o.reshape(t, {N, C, 1, Do, H, W}));
+  }
+  ValueId st = taps.size() == 1 ? taps[0] : o.concat(taps, 2);  // [N, C, Kd, Do, H, W]
+  st = o.transpose(o.reshape(st, {N, g, Cg, Kd, Do, H, W}), {0, 4, 1, 3, 2, 5, 6});
+  st = o.reshape(st, {N * Do, C * Kd, H, W});
+  ValueId wk = o.reshape(o.transpose(w, {0, 2, 1, 3, 4}), {M, Kd * Cg, Kh, Kw});
+  std::vector<ValueId> ins{st, wk};
+  if (b != kNoValue) ins.push_back(b);
+  ValueId y = o.op(Op::Conv2d, ins,
+                   Attrs{{"strides", std::vector<int64_t>{strides[1], strides[2]}},
+                         {"pads", std::vector<int64_t>{pads[1], pads[2], pads[4], pads[5]}},
+                         {"dilations", std::vector<int64_t>{dil[1], dil[2]}}, {"group", g}});
+  if (!o.ok()) return o.status().with_context(m.where());
+  auto ys = static_sizes(o.shape(y));
+  return o.transpose(o.reshape(y, {N, Do, M, (*ys)[2], (*ys)[3]}), {0, 2, 1, 3, 4});
+}
+
+// Conv of x by w (and bias b, or kNoValue) with the node's attributes, 1-D, 2-D or 3-D.
 Expected<ValueId> conv_core(Importer& m, ValueId x, ValueId w, ValueId b) {
   OpBuilder& o = m.o();
   if (!o.ok()) return o.status().with_context(m.where());
   int r = o.rank(x);
-  if (r != 3 && r != 4) return m.fail(ErrorCode::unsupported, "only 1-D and 2-D convolutions are supported (input rank ", r, ")");
+  if (r < 3 || r > 5)
+    return m.fail(ErrorCode::unsupported, "only 1-D, 2-D and 3-D convolutions are supported (input rank ", r, ")");
   auto xs = static_sizes(o.shape(x));
   auto ws = static_sizes(o.shape(w));
   if (!xs || !ws) return m.fail(ErrorCode::unsupported, "convolution needs static shapes");
@@ -373,6 +415,7 @@ Expected<ValueId> conv_core(Importer& m, ValueId x, ValueId w, ValueId b) {
   std::vector<int64_t> dil = m.aints("dilations", std::vector<int64_t>(n, 1));
   Sizes in(xs->begin() + 2, xs->end());
   RLX_ASSIGN_OR_RETURN(auto pads, conv_pads(m, in, kernel, strides, dil));
+  if (n == 3) return conv3d(m, x, w, b, strides, pads, dil, m.ai("group", 1));
   std::vector<ValueId> ins{x, w};
   if (b != kNoValue) ins.push_back(b);
   if (n == 1) {
@@ -416,7 +459,11 @@ Status map_conv_integer(Importer& m) {
     RLX_ASSIGN_OR_RETURN(ValueId z, m.in(3));
     ValueId zf = o.cast(z, DType::f64);
     if (!o.ok()) return o.status().with_context(m.where());
-    if (o.rank(zf) == 1) zf = o.reshape(zf, {-1, 1, 1, 1});
+    if (o.rank(zf) == 1) {  // per output channel: [M, 1, ...] against the weight's rank
+      std::vector<int64_t> shape(static_cast<size_t>(o.rank(wf)), 1);
+      shape[0] = -1;
+      zf = o.reshape(zf, shape);
+    }
     wf = o.sub(wf, zf);
   }
   RLX_ASSIGN_OR_RETURN(ValueId y, conv_core(m, xf, wf, kNoValue));
@@ -431,7 +478,12 @@ Status map_qlinear_conv(Importer& m) {
   std::vector<ValueId> in(8);
   for (int i = 0; i < 8; ++i) { RLX_ASSIGN_OR_RETURN(in[i], m.in(i)); }
   auto f = [&](ValueId v) { return o.cast(v, DType::f64); };
-  auto per_out = [&](ValueId v) { return o.ok() && o.rank(v) == 1 ? o.reshape(v, {-1, 1, 1, 1}) : v; };
+  auto per_out = [&](ValueId v) {  // per output channel: [M, 1, ...] against the weight's rank
+    if (!o.ok() || o.rank(v) != 1) return v;
+    std::vector<int64_t> shape(static_cast<size_t>(o.rank(in[3])), 1);
+    shape[0] = -1;
+    return o.reshape(v, shape);
+  };
   ValueId x = o.mul(o.sub(f(in[0]), f(in[2])), f(in[1]));
   ValueId w = o.mul(o.sub(f(in[3]), per_out(f(in[5]))), per_out(f(in[4])));
   ValueId b = kNoValue;
@@ -455,7 +507,7 @@ Status map_conv_transpose(Importer& m) {
   RLX_ASSIGN_OR_RETURN(ValueId w, m.in(1));
   OpBuilder& o = m.o();
   int r = o.rank(x);
-  if (r != 3 && r != 4) return m.fail(ErrorCode::unsupported, "only 1-D and 2-D transposed convolutions are supported");
+  if (r < 3 || r > 5) return m.fail(ErrorCode::unsupported, "only 1-D, 2-D and 3-D transposed convolutions are supported");
   auto xs0 = static_sizes(o.shape(x));
   auto ws0 = static_sizes(o.shape(w));
   if (!xs0 || !ws0 || ws0->size() != static_cast<size_t>(r)) return m.fail(ErrorCode::unsupported, "needs static shapes");
@@ -500,35 +552,60 @@ Status map_conv_transpose(Importer& m) {
     opad.insert(opad.begin(), 0);
     pads = {0, pads[0], 0, pads[1]};
   }
-  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], Mg = ws[1], kh = ws[2], kw = ws[3];
+  const int ns = static_cast<int>(xs.size()) - 2;  // 2 or 3 spatial dims from here
+  const int64_t N = xs[0], C = xs[1], Mg = ws[1];
+  const Sizes sp(xs.begin() + 2, xs.end()), ks(ws.begin() + 2, ws.end());
   if (C % g || ws[0] != C) return m.fail(ErrorCode::shape_error, "weight ", sizes_to_string(ws), " does not match ", C, " channels");
-  const int64_t sh = strides[0], sw = strides[1];
   ValueId z = x;
-  if (sh > 1 || sw > 1) {
-    z = o.reshape(x, {N, C, H, 1, W, 1});
-    z = o.pad(z, {0, 0, 0, 0, 0, 0, 0, 0, 0, sh - 1, 0, sw - 1});
-    z = o.reshape(z, {N, C, H * sh, W * sw});
-    z = o.slice(z, {0, 0}, {(H - 1) * sh + 1, (W - 1) * sw + 1}, {2, 3});
+  bool strided = false;
+  for (int64_t st : strides) strided |= st > 1;
+  if (strided) {
+    // zero-insert: each spatial dim followed by a singleton padded to the stride, merged, cropped
+    std::vector<int64_t> interleaved{N, C}, merged{N, C}, starts, ends, axes;
+    const size_t R = 2 + 2 * static_cast<size_t>(ns);
+    std::vector<int64_t> zp(2 * R, 0);
+    for (int i = 0; i < ns; ++i) {
+      interleaved.push_back(sp[i]);
+      interleaved.push_back(1);
+      zp[R + 3 + 2 * static_cast<size_t>(i)] = strides[i] - 1;
+      merged.push_back(sp[i] * strides[i]);
+      starts.push_back(0);
+      ends.push_back((sp[i] - 1) * strides[i] + 1);
+      axes.push_back(2 + i);
+    }
+    z = o.reshape(o.pad(o.reshape(x, interleaved), zp), merged);
+    z = o.slice(z, starts, ends, axes);
   }
-  std::vector<int64_t> cp = {0, 0, (kh - 1) * dil[0] - pads[0], (kw - 1) * dil[1] - pads[1],
-                             0, 0, (kh - 1) * dil[0] - pads[2] + opad[0], (kw - 1) * dil[1] - pads[3] + opad[1]};
+  std::vector<int64_t> cp(2 * (2 + static_cast<size_t>(ns)), 0);
+  for (int i = 0; i < ns; ++i) {
+    cp[2 + i] = (ks[i] - 1) * dil[i] - pads[i];
+    cp[2 + ns + 2 + i] = (ks[i] - 1) * dil[i] - pads[i + ns] + opad[i];
+  }
   z = o.pad(z, cp);
-  // kernel: [C, M/g, kh, kw] -> [M, C/g, kh, kw], flipped in space
-  ValueId wk = o.reshape(w, {g, C / g, Mg, kh, kw});
-  wk = o.reshape(o.transpose(wk, {0, 2, 1, 3, 4}), {g * Mg, C / g, kh, kw});
-  auto rev = [&](int64_t len) {
-    Tensor t = Tensor::zeros(DType::i64, {len});
-    for (int64_t i = 0; i < len; ++i) t.data<int64_t>()[i] = len - 1 - i;
-    return m.c(t);
-  };
-  wk = o.gather(o.gather(wk, rev(kh), 2), rev(kw), 3);
-  std::vector<ValueId> ins{z, wk};
-  if (m.has(2)) {
-    RLX_ASSIGN_OR_RETURN(ValueId b, m.in(2));
-    ins.push_back(b);
+  // kernel: [C, M/g, k...] -> [M, C/g, k...], flipped in space
+  std::vector<int64_t> grouped{g, C / g, Mg}, perm{0, 2, 1}, flat{g * Mg, C / g};
+  for (int i = 0; i < ns; ++i) {
+    grouped.push_back(ks[i]);
+    perm.push_back(3 + i);
+    flat.push_back(ks[i]);
   }
-  ValueId y = o.op(Op::Conv2d, ins, Attrs{{"strides", std::vector<int64_t>{1, 1}}, {"pads", std::vector<int64_t>{0, 0, 0, 0}},
-                                          {"dilations", dil}, {"group", g}});
+  ValueId wk = o.reshape(o.transpose(o.reshape(w, grouped), perm), flat);
+  for (int i = 0; i < ns; ++i) {
+    Tensor rev = Tensor::zeros(DType::i64, {ks[i]});
+    for (int64_t j = 0; j < ks[i]; ++j) rev.data<int64_t>()[j] = ks[i] - 1 - j;
+    wk = o.gather(wk, m.c(rev), 2 + i);
+  }
+  ValueId b = kNoValue;
+  if (m.has(2)) { RLX_ASSIGN_OR_RETURN(b, m.in(2)); }
+  ValueId y;
+  if (ns == 3) {
+    RLX_ASSIGN_OR_RETURN(y, conv3d(m, z, wk, b, {1, 1, 1}, std::vector<int64_t>(6, 0), dil, g));
+  } else {
+    std::vector<ValueId> ins{z, wk};
+    if (b != kNoValue) ins.push_back(b);
+    y = o.op(Op::Conv2d, ins, Attrs{{"strides", std::vector<int64_t>{1, 1}}, {"pads", std::vector<int64_t>{0, 0, 0, 0}},
+                                    {"dilations", dil}, {"group", g}});
+  }
   if (r == 3 && o.ok()) {
     auto ys = static_sizes(o.shape(y));
     y = o.reshape(y, {(*ys)[0], (*ys)[1], (*ys)[3]});
