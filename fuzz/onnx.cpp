@@ -1,5 +1,6 @@
 // libFuzzer target: rlx::onnx::parse (ModelProto import), rlx::onnx::parse_tensor (TensorProto
-// files) and rlx::onnx::parse_value (SequenceProto and OptionalProto files) on arbitrary bytes. Beyond "no crash, no sanitizer report", an accepted
+// files) and rlx::onnx::parse_value (string TensorProto, SequenceProto and OptionalProto files)
+// on arbitrary bytes. Beyond "no crash, no sanitizer report", an accepted
 // model must have a non-empty error-free graph that passes the verifier (parse runs it), and
 // every error must carry a message. Models are read from memory, so external data is refused.
 #include <cstdint>
@@ -25,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     volatile double sink = 0;
     for (int64_t i = 0; i < t->numel(); ++i) sink = sink + t->get_f64(i);
   }
-  for (auto kind : {rlx::onnx::ValueKind::sequence, rlx::onnx::ValueKind::optional_tensor,
+  for (auto kind : {rlx::onnx::ValueKind::tensor, rlx::onnx::ValueKind::sequence, rlx::onnx::ValueKind::optional_tensor,
                     rlx::onnx::ValueKind::optional_sequence}) {
     auto v = rlx::onnx::parse_value(bytes, "fuzz.pb", kind);
     if (!v) {
@@ -34,6 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     size_t total = 0;
     for (const rlx::Tensor& e : v->elements) total += e.numel() > 0 ? e.nbytes() : 0;
+    for (const std::string& e : v->strings) total += e.size();
     if (total > 8 * size + 64) __builtin_trap();
   }
   return 0;

@@ -40,19 +40,23 @@ namespace rlx::onnx {
 enum class ValueKind { tensor, sequence, optional_tensor, optional_sequence };
 
 // A value at an ONNX graph's boundary, as test_data_set files hold them (TensorProto,
-// SequenceProto, OptionalProto): a tensor, a sequence of tensors, or nothing (an empty
-// optional). An optional that holds a value is that value.
+// SequenceProto, OptionalProto): a tensor, a sequence of tensors, nothing (an empty
+// optional), or a string tensor (rlx has no string dtype: string tensors exist only at
+// import, see LoadOptions::structured_inputs). An optional that holds a value is that value.
 struct Value {
-  enum class Kind { tensor, sequence, none };
+  enum class Kind { tensor, sequence, none, strings };
   Kind kind = Kind::tensor;
   Tensor tensor;                 // Kind::tensor
   std::vector<Tensor> elements;  // Kind::sequence
   DType elem_dtype = DType::f32; // the elements' (or the empty optional's) dtype
+  Sizes string_sizes;                // Kind::strings: the shape
+  std::vector<std::string> strings;  // Kind::strings: the elements, row-major (UTF-8)
 
   static Value of(Tensor t);
   static Value sequence(std::vector<Tensor> elements, DType elem_dtype);
   static Value none(DType elem_dtype);
-  // "tensor f32[2, 3]", "sequence of 3 f32", "none".
+  static Value of_strings(Sizes sizes, std::vector<std::string> strings);
+  // "tensor f32[2, 3]", "sequence of 3 f32", "none", "string[2, 3]".
   std::string to_string() const;
 };
 
@@ -70,7 +74,10 @@ struct LoadOptions {
   // them: a sequence of n tensors becomes the graph inputs "NAME[0]" .. "NAME[n-1]", typed as
   // the given elements (their values are fed at run time, not folded); an empty optional
   // (Value::none) makes OptionalHasElement false at import and OptionalGetElement an error. An
-  // optional input holding a tensor is given in input_values like a tensor input.
+  // optional input holding a tensor is given in input_values like a tensor input. A string
+  // tensor input (Value::of_strings) is a constant of the import: the string ops (Cast and
+  // CastLike to and from strings, StringNormalizer, Identity) compute at import, and a graph
+  // input of strings without a value is refused.
   std::map<std::string, Value> structured_inputs;
 };
 

@@ -335,6 +335,23 @@ TEST(OnnxCorrupt, ForeignDomain) {
   expect_error("foreign_domain", m, ErrorCode::unsupported, "op domain 'com.microsoft'");
 }
 
+// ai.onnx.preview.training: its ops only in its domain, at version 1, and a model importing only
+// it has no default-domain ops.
+TEST(OnnxCorrupt, TrainingDomainIsCheckedAsItsOwn) {
+  ModelProto m = add_model();
+  m.mutable_opset_import(0)->set_domain("ai.onnx.preview.training");
+  expect_error("training_domain_only", m, ErrorCode::format_error,
+               "node 'Add_node' (#0) Add: a default-domain op, and the model imports no version of the default ONNX opset");
+  m = add_model();
+  m.mutable_graph()->mutable_node(0)->set_op_type("Adam");
+  expect_error("adam_in_default_domain", m, ErrorCode::unsupported, "op Adam is not supported");
+  auto* op = m.add_opset_import();
+  op->set_domain("ai.onnx.preview.training");
+  op->set_version(2);
+  m.mutable_graph()->mutable_node(0)->set_domain("ai.onnx.preview.training");
+  expect_error("training_domain_version", m, ErrorCode::unsupported, "imports ai.onnx.preview.training version 2");
+}
+
 TEST(OnnxCorrupt, DtypeMismatch) {
   ModelProto m = base_model();
   add_input(m, "x", TensorProto::FLOAT, {4});
@@ -813,6 +830,94 @@ TEST(OnnxValues, SequenceAndOptionalInputsAndOutputs) {
       ASSERT_EQ(r->values[0].elements.size(), cv ? 2u : static_cast<size_t>(else_len));
       EXPECT_EQ(r->values[0].elements[1].to_f64(), cv ? (std::vector<double>{-1, 2}) : a.to_f64());
     }
+  }
+}
+
+// String tensors exist only at import: given graph inputs and Casts of constants, read by the
+// string ops; load() refuses a string output (only load_and_run returns it).
+TEST(OnnxValues, StringTensorsAtImport) {
+  TempDir d;
+  const std::string path = d.path + "/model.onnx";
+  auto add_attr_i = [](::onnx::NodeProto* n, const char* name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::INT);
+    a->set_i(v);
+  };
+  {  // float -> Relu -> string -> float: the cast to string needs x at import
+    ModelProto m = base_model(13);
+    add_input(m, "x", TensorProto::FLOAT, {3});
+    add_node(m, "Relu", {"x"}, {"r"}, "relu");
+    add_attr_i(add_node(m, "Cast", {"r"}, {"s"}, "to_string"), "to", TensorProto::STRING);
+    add_attr_i(add_node(m, "Cast", {"s"}, {"y"}, "to_float"), "to", TensorProto::FLOAT);
+    add_output(m, "y");
+    write_file(path, m.SerializeAsString());
+    auto loaded = onnx::load(path);
+    ASSERT_FALSE(loaded.has_value());
+    EXPECT_EQ(loaded.status().code(), ErrorCode::unsupported);
+    EXPECT_NE(loaded.status().message().find("node 'to_string' (#1) Cast: a cast to string of a value computed at run time"),
+              std::string::npos) << loaded.status().message();
+    Tensor x = Tensor::from_vector<double>(DType::f32, {3}, {0.1, -2, 3.25e-7});
+    auto r = onnx::load_and_run(path, std::map<std::string, Tensor>{{"x", x}});
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    EXPECT_EQ(r->values[0].tensor.to_f64(), (std::vector<double>{static_cast<float>(0.1), 0, static_cast<float>(3.25e-7)}));
+  }
+  {  // a string input: refused without its value; a string output only through load_and_run
+    ModelProto m = base_model(13);
+    add_input(m, "s", TensorProto::STRING, {1, 3});
+    auto* n = add_node(m, "StringNormalizer", {"s"}, {"y"}, "normalize");
+    auto* a = n->add_attribute();
+    a->set_name("case_change_action");
+    a->set_type(::onnx::AttributeProto::STRING);
+    a->set_s("UPPER");
+    a = n->add_attribute();
+    a->set_name("stopwords");
+    a->set_type(::onnx::AttributeProto::STRINGS);
+    a->add_strings("straße");
+    add_output(m, "y");
+    write_file(path, m.SerializeAsString());
+    auto loaded = onnx::load(path);
+    ASSERT_FALSE(loaded.has_value());
+    EXPECT_NE(loaded.status().message().find("graph input 's' is a string tensor: rlx has no string dtype"), std::string::npos)
+        << loaded.status().message();
+    onnx::LoadOptions opts;
+    const onnx::Value words = onnx::Value::of_strings({1, 3}, {"Straße", "größe", "ok"});
+    opts.structured_inputs["s"] = words;
+    loaded = onnx::load(path, opts);
+    ASSERT_FALSE(loaded.has_value());
+    EXPECT_NE(loaded.status().message().find("graph output 'y' is a string tensor"), std::string::npos) << loaded.status().message();
+    auto r = onnx::load_and_run(path, std::map<std::string, onnx::Value>{{"s", words}});
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    ASSERT_EQ(r->values[0].kind, onnx::Value::Kind::strings);
+    EXPECT_EQ(r->values[0].string_sizes, (Sizes{1, 2}));  // the stopword matched without case
+    EXPECT_EQ(r->values[0].strings, (std::vector<std::string>{"GRÖSSE", "OK"}));
+    auto bad = onnx::load_and_run(path, std::map<std::string, onnx::Value>{{"s", onnx::Value::of_strings({2, 2}, {"a", "b", "c", "d"})}});
+    ASSERT_FALSE(bad.has_value());
+    EXPECT_EQ(bad.status().code(), ErrorCode::shape_error);
+    EXPECT_NE(bad.status().message().find("must be [C] or [1, C], got [2, 2]"), std::string::npos) << bad.status().message();
+  }
+  {  // a string that is not a number
+    ModelProto m = base_model(13);
+    add_input(m, "s", TensorProto::STRING, {2});
+    add_attr_i(add_node(m, "Cast", {"s"}, {"y"}, "parse"), "to", TensorProto::INT64);
+    add_output(m, "y");
+    write_file(path, m.SerializeAsString());
+    auto r = onnx::load_and_run(path, std::map<std::string, onnx::Value>{{"s", onnx::Value::of_strings({2}, {"-12", "7"})}});
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    EXPECT_EQ(r->values[0].tensor.to_f64(), (std::vector<double>{-12, 7}));
+    r = onnx::load_and_run(path, std::map<std::string, onnx::Value>{{"s", onnx::Value::of_strings({2}, {"3", "3.5"})}});
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.status().code(), ErrorCode::invalid_argument);
+    EXPECT_NE(r.status().message().find("node 'parse' (#0) Cast: the string '3.5' is not a i64"), std::string::npos)
+        << r.status().message();
+  }
+  {  // a string tensor file round trip
+    const onnx::Value v = onnx::Value::of_strings({2, 1}, {"a b", ""});
+    ASSERT_TRUE(onnx::write_value_file(d.path + "/s.pb", v, onnx::ValueKind::tensor, "s").is_ok());
+    auto r = onnx::read_value_file(d.path + "/s.pb", onnx::ValueKind::tensor);
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    EXPECT_EQ(r->to_string(), "string[2, 1]");
+    EXPECT_EQ(r->strings, v.strings);
   }
 }
 

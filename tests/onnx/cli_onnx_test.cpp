@@ -66,10 +66,11 @@ TEST_F(OnnxCli, RunWritesTestDataSetOutputs) {
   }
 }
 
-// Sequence and optional inputs and outputs: read as SequenceProto / OptionalProto by the
-// model's declared types, written back the same way.
-TEST_F(OnnxCli, RunReadsAndWritesSequencesAndOptionals) {
-  for (const char* name : {"test_sequence_insert_at_front", "test_identity_opt", "test_loop13_seq"}) {
+// Sequence, optional and string inputs and outputs: read as SequenceProto / OptionalProto /
+// string TensorProto by the model's declared types, written back the same way.
+TEST_F(OnnxCli, RunReadsAndWritesSequencesOptionalsAndStrings) {
+  for (const char* name : {"test_sequence_insert_at_front", "test_identity_opt", "test_loop13_seq",
+                           "test_strnormalizer_export_monday_casesensintive_upper"}) {
     const std::string t = kNode + "/" + name;
     std::string out;
     int rc = run(kRlx + " run " + t + "/model.onnx --inputs " + t + "/test_data_set_0 --out " + dir_, &out);
@@ -81,12 +82,13 @@ TEST_F(OnnxCli, RunReadsAndWritesSequencesAndOptionals) {
     ASSERT_TRUE(got.has_value()) << got.status().to_string();
     ASSERT_TRUE(want.has_value()) << want.status().to_string();
     EXPECT_EQ(got->to_string(), want->to_string()) << name;
+    EXPECT_EQ(got->strings, want->strings) << name;
     ASSERT_EQ(got->elements.size(), want->elements.size()) << name;
     for (size_t k = 0; k < want->elements.size(); ++k) {
       EXPECT_EQ(got->elements[k].sizes(), want->elements[k].sizes()) << name << " element " << k;
       EXPECT_EQ(got->elements[k].to_f64(), want->elements[k].to_f64()) << name << " element " << k;
     }
-    EXPECT_NE(out.find("sequence of"), std::string::npos) << out;
+    EXPECT_NE(out.find(want->kind == onnx::Value::Kind::strings ? "string[" : "sequence of"), std::string::npos) << out;
   }
 }
 

@@ -108,6 +108,12 @@ std::string run_node_test(const std::string& name, const std::string& device = "
       const onnx::Value& g = r->values[k];
       if (g.kind != e->kind || g.elements.size() != e->elements.size())
         return cat("output ", k, ": ", g.to_string(), ", expected ", e->to_string());
+      if (g.kind == onnx::Value::Kind::strings) {
+        if (g.string_sizes != e->string_sizes) return cat("output ", k, ": ", g.to_string(), ", expected ", e->to_string());
+        for (size_t j = 0; j < g.strings.size(); ++j)
+          if (g.strings[j] != e->strings[j])
+            return cat("output ", k, " at ", j, ": '", g.strings[j], "', expected '", e->strings[j], "'");
+      }
       if (g.kind == onnx::Value::Kind::tensor) {
         got_tensors.emplace_back(cat("output ", k), g.tensor);
         want_tensors.emplace_back(cat("output ", k), e->tensor);

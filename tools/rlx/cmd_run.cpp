@@ -129,12 +129,13 @@ int run_onnx(const Args& a) {
     const std::string& name = sig->outputs[i];
     if (v.kind == onnx::Value::Kind::tensor) std::printf("output %s: %s\n", name.c_str(), v.tensor.to_string(8).c_str());
     else std::printf("output %s: %s\n", name.c_str(), v.to_string().c_str());
+    for (size_t k = 0; k < v.strings.size() && k < 8; ++k) std::printf("  [%zu]: '%s'\n", k, v.strings[k].c_str());
     for (size_t k = 0; k < v.elements.size(); ++k)
       std::printf("  [%zu]: %s\n", k, v.elements[k].to_string(8).c_str());
     if (auto dir = a.get("out")) {
       Status s = onnx::write_value_file(*dir + "/output_" + std::to_string(i) + ".pb", v, sig->output_kinds[i], name);
       if (!s.is_ok()) return report_error(s);
-      if (v.kind == onnx::Value::Kind::tensor) s = write_npy(*dir + "/" + npy_name(name) + ".npy", v.tensor);
+      if (v.kind == onnx::Value::Kind::tensor) s = write_npy(*dir + "/" + npy_name(name) + ".npy", v.tensor);  // strings: .pb only
       for (size_t k = 0; k < v.elements.size() && s.is_ok(); ++k)
         s = write_npy(*dir + "/" + npy_name(name) + "_" + std::to_string(k) + ".npy", v.elements[k]);
       if (!s.is_ok()) return report_error(s);

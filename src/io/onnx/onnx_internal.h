@@ -34,6 +34,16 @@ std::string onnx_dtype_name(int32_t t);
 // `what` names the file and tensor in messages.
 Expected<Tensor> tensor_from_proto(const ::onnx::TensorProto& t, const std::string& folder, const std::string& what);
 
+// A TensorProto of STRING data as a Value (Kind::strings); `what` names it in errors.
+Expected<onnx::Value> strings_from_proto(const ::onnx::TensorProto& t, const std::string& what);
+
+// A string tensor during import: rlx has no string dtype, so strings are values of the import
+// (given graph inputs, or computed from constants by the string ops) and never graph values.
+struct StringTensor {
+  Sizes sizes;
+  std::vector<std::string> values;  // row-major, UTF-8
+};
+
 // One ONNX value during import: a graph value, a constant known at import time, or both.
 struct OValue {
   ValueId id = kNoValue;
@@ -51,6 +61,8 @@ struct OValue {
   // An empty optional (Optional without an input, or a graph input given Value::none);
   // `type.dtype` is the element dtype. An optional holding a value is that value.
   bool none = false;
+  // A string tensor (then nothing else is set but `type.shape`).
+  std::shared_ptr<const StringTensor> strs;
 };
 
 // What a declared graph input or output type holds; `what` names it in errors.
@@ -62,6 +74,17 @@ inline constexpr const char* kSequenceOutputKey = "onnx.output_sequence.";
 inline constexpr const char* kNoneOutputKey = "onnx.output_none.";
 // The graph input or output naming element k of sequence `name`.
 inline std::string element_name(const std::string& name, size_t k) { return cat(name, "[", k, "]"); }
+// Metadata key of a graph output computed at import (a string tensor): no graph output has
+// its name; onnx::load_and_run returns its value.
+inline constexpr const char* kImportOutputKey = "onnx.output_at_import.";
+
+// parse() that also hands back the outputs computed entirely at import (string tensors),
+// which plain parse() refuses since its caller would not see them.
+Expected<LoadedModel> parse_model(std::string_view bytes, const std::string& name, const std::string& folder,
+                                  const onnx::LoadOptions& options, std::map<std::string, onnx::Value>* import_outputs);
+// The same from a file (external data next to it).
+Expected<LoadedModel> load_model_file(const std::string& path, const onnx::LoadOptions& options,
+                                      std::map<std::string, onnx::Value>* import_outputs);
 
 class Importer;
 using MapFn = std::function<Status(Importer&)>;
@@ -85,6 +108,13 @@ void register_attention_ops(OpTable& t);
 void register_control_ops(OpTable& t);
 void register_sequence_ops(OpTable& t);
 void register_data_dependent_ops(OpTable& t);
+void register_string_ops(OpTable& t);
+// The ai.onnx.preview.training domain's ops (its own table: their names are not default-domain ops).
+inline constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
+void register_training_ops(OpTable& t);
+const OpTable& training_op_table();
+// Cast / CastLike where the input or the target is a string tensor (onnx_ops_string.cpp).
+Status map_cast_strings(Importer& m, bool to_string, DType to);
 // Ops over symbolic shape values; returns false (and does nothing) if `op` is not one.
 bool is_symbolic_op(const std::string& op);
 Status map_symbolic(Importer& m);
@@ -102,6 +132,8 @@ class Importer {
   const ::onnx::NodeProto* node = nullptr;
   int node_index = -1;
   int opset = 17;
+  int64_t training_opset = 0;           // the ai.onnx.preview.training version imported, 0 if none
+  bool default_opset_imported = true;   // false: only the training domain is imported
 
   // inputs
   int num_inputs() const;
@@ -176,6 +208,12 @@ class Importer {
   Expected<std::vector<OValue>> seq_in(int i);
   // Sets output i to a sequence of `elems` (of dtype `dt`).
   Status out_seq(int i, std::vector<OValue> elems, DType dt);
+  // Input i is a string tensor.
+  bool is_strings(int i) const;
+  // Input i, which must be a string tensor.
+  Expected<std::shared_ptr<const StringTensor>> strings_in(int i);
+  // Sets output i to a string tensor.
+  Status out_strings(int i, StringTensor t);
   // A subgraph result as a graph value.
   Expected<ValueId> value_id(OValue& v, const std::string& name) { return materialize(v, name); }
 
@@ -222,9 +260,12 @@ class Importer {
   const std::set<std::string>& needed_inputs() const { return needed_inputs_; }
   // After import_graph: the outputs that are sequences or empty optionals (kSequenceOutputKey).
   const std::map<std::string, std::string>& output_structure() const { return output_structure_; }
+  // After import_graph: the outputs computed entirely at import (string tensors), by name.
+  const std::map<std::string, onnx::Value>& import_outputs() const { return import_outputs_; }
 
  private:
   std::map<std::string, std::string> output_structure_;
+  std::map<std::string, onnx::Value> import_outputs_;
   Status import_structured_input(const std::string& name, const ::onnx::TypeProto& type, const onnx::Value& given);
   Status add_graph_output(OValue& v, const std::string& name);
 };

@@ -26,6 +26,15 @@ constexpr int64_t kInlineConstMax = 64;
 
 }  // namespace
 
+const OpTable& training_op_table() {
+  static const OpTable t = [] {
+    OpTable r;
+    register_training_ops(r);
+    return r;
+  }();
+  return t;
+}
+
 const OpTable& op_table() {
   static const OpTable t = [] {
     OpTable r;
@@ -40,6 +49,7 @@ const OpTable& op_table() {
     register_control_ops(r);
     register_sequence_ops(r);
     register_data_dependent_ops(r);
+    register_string_ops(r);
     return r;
   }();
   return t;
@@ -158,6 +168,9 @@ Expected<ValueId> Importer::in(int i) {
                 "through the Sequence ops (SequenceAt, ConcatFromSequence, ...)");
   if (v.none)
     return fail(ErrorCode::invalid_argument, "input ", i, " ('", node->input(i), "') is an empty optional, not a tensor");
+  if (v.strs)
+    return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') is a string tensor, which rlx holds only "
+                "at import (read by Cast, CastLike, StringNormalizer and Identity)");
   if (v.sym) {
     std::vector<Dim> d = *v.sym;
     return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') is a shape value with symbolic dims ",
@@ -193,6 +206,8 @@ Expected<Tensor> Importer::konst(int i) {
     return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') is a sequence, not a tensor");
   if (!folding_ && values_.at(node->input(i)).none)
     return fail(ErrorCode::invalid_argument, "input ", i, " ('", node->input(i), "') is an empty optional, not a tensor");
+  if (!folding_ && values_.at(node->input(i)).strs)
+    return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') is a string tensor, not a numeric one");
   if (is_sym(i))
     return fail(ErrorCode::unsupported, "input ", i, " ('", node->input(i), "') holds symbolic dims ",
                 shape_to_string(*values_.at(node->input(i)).sym),
@@ -380,7 +395,7 @@ Status Importer::fold_node(const OpMapping& m) {
   for (int i = 0; i < node->output_size(); ++i) {
     if (!wants(i)) continue;
     if (!pending_outputs_[i]) return fail(ErrorCode::internal, "output ", i, " was not produced");
-    if (!pending_outputs_[i]->konst) {
+    if (!pending_outputs_[i]->konst && !pending_outputs_[i]->strs) {
       scratch.outputs.push_back(pending_outputs_[i]->id);
       computed.push_back(i);
     }
@@ -405,7 +420,7 @@ Status Importer::fold_node(const OpMapping& m) {
   for (int i = 0; i < node->output_size(); ++i) {
     if (!wants(i)) continue;
     OValue v;
-    if (pending_outputs_[i]->konst) {
+    if (pending_outputs_[i]->konst || pending_outputs_[i]->strs) {
       v = *pending_outputs_[i];
     } else {
       v.konst = results[k++];
@@ -420,9 +435,16 @@ Status Importer::fold_node(const OpMapping& m) {
 Status Importer::import_node(const ::onnx::NodeProto& n, int index) {
   node = &n;
   node_index = index;
-  if (!n.domain().empty() && n.domain() != "ai.onnx")
-    return fail(ErrorCode::unsupported, "op domain '", n.domain(), "' is not supported (only the default ONNX domain)");
-  if (opset < 7) {
+  const bool training = n.domain() == kTrainingDomain;
+  if (!n.domain().empty() && n.domain() != "ai.onnx" && !training)
+    return fail(ErrorCode::unsupported, "op domain '", n.domain(), "' is not supported (the default ONNX domain and ",
+                kTrainingDomain, " are)");
+  if (training && training_opset != 1)
+    return fail(ErrorCode::unsupported, "the model imports ", kTrainingDomain, " version ", training_opset,
+                " (rlx reads version 1)");
+  if (!training && !default_opset_imported)
+    return fail(ErrorCode::format_error, "a default-domain op, and the model imports no version of the default ONNX opset");
+  if (opset < 7 && !training) {
     // Models older than opset 7 load only if every op is one whose semantics have not changed
     // since (its definition in the model's opset is the one rlx maps).
     static const std::set<std::string> unchanged = {
@@ -433,7 +455,7 @@ Status Importer::import_node(const ::onnx::NodeProto& n, int index) {
       return fail(ErrorCode::unsupported, "opset ", opset, " is not supported for ", n.op_type(),
                   " (rlx imports opsets 7 to 23; older models only with ops unchanged since)");
   }
-  const OpTable& table = op_table();
+  const OpTable& table = training ? training_op_table() : op_table();
   auto it = table.find(n.op_type());
   if (it == table.end()) return fail(ErrorCode::unsupported, "op ", n.op_type(), " is not supported by rlx's ONNX importer");
   bool all_konst = true, any_sym = false;
@@ -497,6 +519,28 @@ Expected<std::vector<OValue>> Importer::seq_in(int i) {
   if (v->none) return fail(ErrorCode::invalid_argument, "input ", i, " ('", node->input(i), "') is an empty optional, not a sequence");
   if (!v->seq) return fail(ErrorCode::dtype_error, "input ", i, " ('", node->input(i), "') must be a sequence");
   return *v->seq;
+}
+
+bool Importer::is_strings(int i) const {
+  if (!has(i)) return false;
+  if (folding_) return fold_inputs_[i].strs != nullptr;
+  auto it = values_.find(node->input(i));
+  return it != values_.end() && it->second.strs != nullptr;
+}
+
+Expected<std::shared_ptr<const StringTensor>> Importer::strings_in(int i) {
+  if (!has(i)) return fail(ErrorCode::format_error, "input ", i, " is missing");
+  inputs_read_.insert(i);
+  const OValue* v = folding_ ? &fold_inputs_[i] : &values_.at(node->input(i));
+  if (!v->strs) return fail(ErrorCode::dtype_error, "input ", i, " ('", node->input(i), "') must be a string tensor");
+  return v->strs;
+}
+
+Status Importer::out_strings(int i, StringTensor t) {
+  OValue v;
+  v.type = TensorType{DType::u8, Shape(t.sizes.begin(), t.sizes.end())};  // dtype unused: strs marks it
+  v.strs = std::make_shared<const StringTensor>(std::move(t));
+  return out_value(i, std::move(v));
 }
 
 Status Importer::out_seq(int i, std::vector<OValue> elems, DType dt) {
@@ -604,7 +648,8 @@ Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& f
     const ::onnx::TypeProto& declared =
         vi.type().has_optional_type() ? vi.type().optional_type().elem_type() : vi.type();
     auto structured = opts_.structured_inputs.find(name);
-    if (structured != opts_.structured_inputs.end() && structured->second.kind != onnx::Value::Kind::tensor) {
+    if (structured != opts_.structured_inputs.end() && structured->second.kind != onnx::Value::Kind::tensor &&
+        structured->second.kind != onnx::Value::Kind::strings) {
       if (structured->second.kind == onnx::Value::Kind::none && kind != onnx::ValueKind::optional_tensor &&
           kind != onnx::ValueKind::optional_sequence)
         return error(ErrorCode::invalid_argument, file_, ": graph input '", name, "' is given no value, and it is not optional");
@@ -615,6 +660,24 @@ Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& f
       return error(ErrorCode::unsupported, file_, ": graph input '", name, "' is a sequence: give its elements "
                    "(rlx compiles the graph for one length of it; LoadOptions::structured_inputs)");
     const auto& tt = declared.tensor_type();
+    if (tt.elem_type() == ::onnx::TensorProto::STRING) {
+      if (structured == opts_.structured_inputs.end() || structured->second.kind != onnx::Value::Kind::strings)
+        return error(ErrorCode::unsupported, file_, ": graph input '", name, "' is a string tensor: rlx has no string "
+                     "dtype and computes string ops at import, so it needs the input's value (rlx run)");
+      const onnx::Value& sv = structured->second;
+      auto n = checked_numel(sv.string_sizes);
+      if (!n || *n != static_cast<int64_t>(sv.strings.size()))
+        return error(ErrorCode::invalid_argument, file_, ": graph input '", name, "' is given ", sv.strings.size(),
+                     " strings for the shape ", sizes_to_string(sv.string_sizes));
+      OValue v;
+      v.type = TensorType{DType::u8, Shape(sv.string_sizes.begin(), sv.string_sizes.end())};
+      v.strs = std::make_shared<const StringTensor>(StringTensor{sv.string_sizes, sv.strings});
+      values_[name] = std::move(v);
+      continue;
+    }
+    if (structured != opts_.structured_inputs.end() && structured->second.kind == onnx::Value::Kind::strings)
+      return error(ErrorCode::dtype_error, file_, ": graph input '", name, "' is given strings; the model declares ",
+                   onnx_dtype_name(tt.elem_type()));
     auto dt = dtype_from_onnx(tt.elem_type());
     if (!dt) return error(ErrorCode::unsupported, file_, ": graph input '", name, "' has data type ", onnx_dtype_name(tt.elem_type()));
     auto given = opts_.input_values.find(name);
@@ -674,7 +737,10 @@ Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& f
     if (it == values_.end())
       return error(ErrorCode::format_error, file_, ": graph output '", vi.name(), "' is not produced by any node");
     OValue& v = it->second;
-    if (v.none) {
+    if (v.strs) {
+      output_structure_[kImportOutputKey + vi.name()] = "string" + sizes_to_string(v.strs->sizes);
+      import_outputs_[vi.name()] = onnx::Value::of_strings(v.strs->sizes, v.strs->values);
+    } else if (v.none) {
       output_structure_[kNoneOutputKey + vi.name()] = dtype_name(v.type.dtype);
     } else if (v.seq) {
       output_structure_[kSequenceOutputKey + vi.name()] = std::to_string(v.seq->size());
@@ -684,7 +750,7 @@ Status Importer::import_graph(const ::onnx::GraphProto& gp, const std::string& f
       RLX_TRY(add_graph_output(v, vi.name()));
     }
   }
-  if (model_.outputs.empty())
+  if (model_.outputs.empty() && import_outputs_.empty())
     return error(ErrorCode::unsupported, file_, ": every graph output is an empty sequence or optional, so the "
                  "compiled graph would compute nothing");
   return Status::ok();
@@ -777,14 +843,45 @@ namespace rlx::onnx {
 
 using onnx_import::parse_model_proto;
 
+namespace {
+
+// load() and parse() return a graph; an output computed at import is not in it.
+Status string_output_error(const std::string& file, const std::map<std::string, Value>& import_outputs) {
+  return error(ErrorCode::unsupported, file, ": graph output '", import_outputs.begin()->first,
+               "' is a string tensor, which rlx computes at import and no compiled graph holds (onnx::load_and_run "
+               "and rlx run return it)");
+}
+
+}  // namespace
+
 Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, const std::string& folder,
                             const LoadOptions& options) {
+  std::map<std::string, Value> import_outputs;
+  RLX_ASSIGN_OR_RETURN(LoadedModel m, onnx_import::parse_model(bytes, name, folder, options, &import_outputs));
+  if (!import_outputs.empty()) return string_output_error(name, import_outputs);
+  return m;
+}
+
+}  // namespace rlx::onnx
+
+namespace rlx::onnx_import {
+
+Expected<LoadedModel> parse_model(std::string_view bytes, const std::string& name, const std::string& folder,
+                                  const onnx::LoadOptions& options, std::map<std::string, onnx::Value>* import_outputs) {
+  using onnx::LoadOptions;
   ::onnx::ModelProto mp;
   RLX_TRY(parse_model_proto(bytes, name, mp));
   if (!mp.has_graph()) return error(ErrorCode::format_error, name, ": the model has no graph");
-  int64_t opset = -1;
-  for (const auto& o : mp.opset_import())
+  int64_t opset = -1, training_opset = 0;
+  for (const auto& o : mp.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+    if (o.domain() == kTrainingDomain) training_opset = o.version();
+  }
+  bool default_imported = true;
+  if (opset < 0 && training_opset > 0) {
+    opset = kMaxOpset;  // only the training domain: a default-domain node is refused
+    default_imported = false;
+  }
   if (opset < 0) {
     if (mp.ir_version() >= 3 || mp.opset_import_size() > 0)
       return error(ErrorCode::format_error, name, ": the model imports no version of the default ONNX opset");
@@ -797,6 +894,8 @@ Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, con
     LoadedModel m;
     onnx_import::Importer imp(m.graph, name, options, consts);
     imp.opset = static_cast<int>(opset);
+    imp.training_opset = training_opset;
+    imp.default_opset_imported = default_imported;
     Status s = imp.import_graph(mp.graph(), folder);
     if (s.is_ok()) {
       RLX_TRY(verify_graph(m.graph).with_context(name));
@@ -808,6 +907,7 @@ Expected<LoadedModel> parse(std::string_view bytes, const std::string& name, con
       for (const auto& p : mp.metadata_props()) m.metadata["meta." + p.key()] = p.value();
       for (const std::string& c : consts) m.metadata["folded_input." + c] = "yes";
       for (const auto& [k, v] : imp.output_structure()) m.metadata[k] = v;
+      *import_outputs = imp.import_outputs();
       return m;
     }
     bool grew = false;
@@ -829,8 +929,20 @@ Expected<std::string> read_model_bytes(const std::string& path) {
 
 }  // namespace
 
-Expected<Signature> read_signature(const std::string& path) {
+Expected<LoadedModel> load_model_file(const std::string& path, const onnx::LoadOptions& options,
+                                      std::map<std::string, onnx::Value>* import_outputs) {
   RLX_ASSIGN_OR_RETURN(std::string bytes, read_model_bytes(path));
+  std::string folder = path.find('/') == std::string::npos ? "." : path.substr(0, path.find_last_of('/'));
+  if (folder.empty()) folder = "/";
+  return parse_model(bytes, path, folder, options, import_outputs);
+}
+
+}  // namespace rlx::onnx_import
+
+namespace rlx::onnx {
+
+Expected<Signature> read_signature(const std::string& path) {
+  RLX_ASSIGN_OR_RETURN(std::string bytes, read_regular_file(path, static_cast<uint64_t>(INT_MAX)));
   ::onnx::ModelProto mp;
   RLX_TRY(parse_model_proto(bytes, path, mp));
   std::set<std::string> inits;
@@ -851,10 +963,10 @@ Expected<Signature> read_signature(const std::string& path) {
 }
 
 Expected<LoadedModel> load(const std::string& path, const LoadOptions& options) {
-  RLX_ASSIGN_OR_RETURN(std::string bytes, read_model_bytes(path));
-  std::string folder = path.find('/') == std::string::npos ? "." : path.substr(0, path.find_last_of('/'));
-  if (folder.empty()) folder = "/";
-  return parse(bytes, path, folder, options);
+  std::map<std::string, Value> import_outputs;
+  RLX_ASSIGN_OR_RETURN(LoadedModel m, onnx_import::load_model_file(path, options, &import_outputs));
+  if (!import_outputs.empty()) return string_output_error(path, import_outputs);
+  return m;
 }
 
 }  // namespace rlx::onnx

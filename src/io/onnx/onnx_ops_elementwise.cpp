@@ -52,9 +52,11 @@ MapFn variadic(Op op, bool mean) {
 }
 
 Status map_cast(Importer& m) {
-  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
-  auto to = dtype_from_onnx(static_cast<int32_t>(m.ai("to", 0)));
   (void)m.ai("saturate", 1);  // opset 19: applies to float8 targets only, which rlx has not
+  const bool to_string = m.ai("to", 0) == ::onnx::TensorProto::STRING;
+  auto to = dtype_from_onnx(static_cast<int32_t>(m.ai("to", 0)));
+  if (to_string || (m.is_strings(0) && to)) return map_cast_strings(m, to_string, to ? *to : DType::u8);
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   // ONNX saturates a cast to 4 bits (rlx's cast wraps); QuantizeLinear is the way to make them
   if (!to || is_packed(*to))
     return m.fail(ErrorCode::unsupported, "cast to ", onnx_dtype_name(static_cast<int32_t>(m.ai("to", 0))), " is not supported");
@@ -62,8 +64,13 @@ Status map_cast(Importer& m) {
 }
 
 Status map_cast_like(Importer& m) {
-  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   (void)m.ai("saturate", 1);  // as Cast's
+  if (m.is_strings(1)) {
+    m.ignore_input(1);  // only its type matters
+    return map_cast_strings(m, true, DType::u8);
+  }
+  if (m.is_strings(0)) return map_cast_strings(m, false, m.type(1).dtype);
+  RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
   if (is_packed(m.type(1).dtype)) return m.fail(ErrorCode::unsupported, "cast to ", dtype_name(m.type(1).dtype), " is not supported");
   return m.out(0, m.o().cast(x, m.type(1).dtype));
 }
@@ -141,7 +148,7 @@ Status map_prelu(Importer& m) {
 
 Status map_identity(Importer& m) {
   RLX_ASSIGN_OR_RETURN(OValue v, m.input_value(0));
-  if (v.seq || v.none) return m.out_value(0, v);  // a sequence or an empty optional passes through as it is
+  if (v.seq || v.none || v.strs) return m.out_value(0, v);  // a sequence, empty optional or string tensor passes through
   if (m.is_konst(0)) {
     RLX_ASSIGN_OR_RETURN(Tensor t, m.konst(0));
     return m.out_const(0, t);

@@ -1,7 +1,8 @@
 // Import-and-run for ONNX files with concrete inputs (rlx run, the node-test suite): tensor
 // inputs are offered to the import as values it may fold, sequence and optional inputs
-// specialize the graph to their structure, and the outputs are reassembled into the ONNX
-// graph's values (sequences from their element outputs, empty optionals from the metadata).
+// specialize the graph to their structure, string inputs are constants of the import, and
+// the outputs are reassembled into the ONNX graph's values (sequences from their element
+// outputs, empty optionals from the metadata, string tensors from the import).
 #include "onnx_internal.h"
 #include "rlx/compile.h"
 
@@ -21,7 +22,8 @@ Expected<RunResult> load_and_run(const std::string& path, const std::map<std::st
     for (size_t k = 0; k < v.elements.size(); ++k) feeds_by_name[onnx_import::element_name(name, k)] = v.elements[k];
   }
   RunResult r;
-  RLX_ASSIGN_OR_RETURN(r.model, load(path, opts));
+  std::map<std::string, Value> import_outputs;  // string outputs, computed at import
+  RLX_ASSIGN_OR_RETURN(r.model, onnx_import::load_model_file(path, opts, &import_outputs));
   const Graph& g = r.model.graph;
   std::vector<Tensor> feeds;
   for (ValueId v : g.inputs) {
@@ -39,8 +41,10 @@ Expected<RunResult> load_and_run(const std::string& path, const std::map<std::st
     feeds.push_back(it->second);
   }
   for (ValueId v : g.outputs) r.output_names.push_back(g.values[v].name);
-  RLX_ASSIGN_OR_RETURN(auto model, Model::compile(g, {.device = device}));
-  RLX_ASSIGN_OR_RETURN(r.outputs, model->run(feeds));
+  if (!g.outputs.empty()) {  // else every output was computed at import
+    RLX_ASSIGN_OR_RETURN(auto model, Model::compile(g, {.device = device}));
+    RLX_ASSIGN_OR_RETURN(r.outputs, model->run(feeds));
+  }
 
   // the ONNX graph's outputs, in its order
   RLX_ASSIGN_OR_RETURN(Signature sig, read_signature(path));
@@ -51,7 +55,9 @@ Expected<RunResult> load_and_run(const std::string& path, const std::map<std::st
   };
   for (const std::string& name : sig.outputs) {
     const auto& md = r.model.metadata;
-    if (auto it = md.find(onnx_import::kNoneOutputKey + name); it != md.end()) {
+    if (auto io = import_outputs.find(name); io != import_outputs.end()) {
+      r.values.push_back(io->second);
+    } else if (auto it = md.find(onnx_import::kNoneOutputKey + name); it != md.end()) {
       auto dt = parse_dtype(it->second);
       r.values.push_back(Value::none(dt ? *dt : DType::f32));
     } else if (auto st = md.find(onnx_import::kSequenceOutputKey + name); st != md.end()) {

@@ -36,11 +36,20 @@ Value Value::none(DType elem_dtype) {
   return v;
 }
 
+Value Value::of_strings(Sizes sizes, std::vector<std::string> strings) {
+  Value v;
+  v.kind = Kind::strings;
+  v.string_sizes = std::move(sizes);
+  v.strings = std::move(strings);
+  return v;
+}
+
 std::string Value::to_string() const {
   switch (kind) {
     case Kind::tensor: return "tensor " + tensor.type().to_string();
     case Kind::sequence: return cat("sequence of ", elements.size(), " ", dtype_name(elem_dtype));
     case Kind::none: return "none";
+    case Kind::strings: return "string" + sizes_to_string(string_sizes);
   }
   return "?";
 }
@@ -103,8 +112,11 @@ Expected<Value> read_value_file(const std::string& path, ValueKind kind) {
 
 Expected<Value> parse_value(std::string_view bytes, const std::string& path, ValueKind kind) {
   if (kind == ValueKind::tensor) {
-    RLX_ASSIGN_OR_RETURN(Tensor t, parse_tensor(bytes, path));
-    return Value::of(std::move(t));
+    ::onnx::TensorProto t;
+    RLX_TRY(parse_message(bytes, path, "TensorProto", t));
+    if (t.data_type() == ::onnx::TensorProto::STRING) return onnx_import::strings_from_proto(t, path);
+    RLX_ASSIGN_OR_RETURN(Tensor x, onnx_import::tensor_from_proto(t, "", path));
+    return Value::of(std::move(x));
   }
   if (kind == ValueKind::sequence) {
     ::onnx::SequenceProto s;
@@ -133,12 +145,18 @@ Expected<Value> parse_value(std::string_view bytes, const std::string& path, Val
 }
 
 Status write_value_file(const std::string& path, const Value& v, ValueKind kind, const std::string& name) {
-  if (kind == ValueKind::tensor) {
-    if (v.kind != Value::Kind::tensor) return error(ErrorCode::invalid_argument, path, ": ", v.to_string(), " is not a tensor");
-    return write_tensor_file(path, v.tensor, name);
-  }
+  if (kind == ValueKind::tensor && v.kind == Value::Kind::tensor) return write_tensor_file(path, v.tensor, name);
+  if (kind == ValueKind::tensor && v.kind != Value::Kind::strings)
+    return error(ErrorCode::invalid_argument, path, ": ", v.to_string(), " is not a tensor");
   std::string bytes;
-  if (kind == ValueKind::sequence) {
+  if (kind == ValueKind::tensor) {
+    ::onnx::TensorProto p;
+    p.set_name(name);
+    p.set_data_type(::onnx::TensorProto::STRING);
+    for (int64_t d : v.string_sizes) p.add_dims(d);
+    for (const std::string& e : v.strings) p.add_string_data(e);
+    bytes = p.SerializeAsString();
+  } else if (kind == ValueKind::sequence) {
     ::onnx::SequenceProto s;
     s.set_name(name);
     RLX_TRY(sequence_to_proto(v, s, path));
@@ -163,6 +181,21 @@ Status write_value_file(const std::string& path, const Value& v, ValueKind kind,
 }  // namespace rlx::onnx
 
 namespace rlx::onnx_import {
+
+Expected<onnx::Value> strings_from_proto(const ::onnx::TensorProto& t, const std::string& what) {
+  if (t.data_location() == ::onnx::TensorProto::EXTERNAL)
+    return error(ErrorCode::unsupported, what, ": a string tensor with external data");
+  if (t.dims_size() > 64) return error(ErrorCode::format_error, what, ": rank over 64");
+  Sizes sizes;
+  for (int64_t d : t.dims()) {
+    if (d < 0) return error(ErrorCode::format_error, what, ": negative dimension ", d);
+    sizes.push_back(d);
+  }
+  auto n = checked_numel(sizes);
+  if (!n || *n != t.string_data_size())
+    return error(ErrorCode::format_error, what, ": dims ", sizes_to_string(sizes), " for ", t.string_data_size(), " strings");
+  return onnx::Value::of_strings(std::move(sizes), std::vector<std::string>(t.string_data().begin(), t.string_data().end()));
+}
 
 Expected<onnx::ValueKind> value_kind_of(const ::onnx::TypeProto& t, const std::string& what) {
   // no type at all (old exporters leave outputs untyped): a tensor, as before types were checked
