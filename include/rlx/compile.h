@@ -49,7 +49,7 @@ class Model {
   // Compiles (or finds) the variant for these bindings.
   Expected<CompiledVariant*> prepare(const DimBindings& dims);
   // Runs with symbolic dims bound from the inputs. A graph with data-dependent ops (nonzero,
-  // unique, non_max_suppression) runs in stages: the device computes each such node's inputs,
+  // unique, non_max_suppression, range, top_k, loop) runs in stages: the device computes each such node's inputs,
   // the host the node itself, whose output size binds its `count` symbol for what follows;
   // each stage is compiled once per binding (docs/ir.md, "Data-dependent shapes").
   Expected<std::vector<Tensor>> run(std::span<const Tensor> inputs);
@@ -68,6 +68,10 @@ class Model {
       : graph_(std::move(g)), options_(std::move(o)), device_(std::move(d)) {}
   Expected<CompiledVariant*> staged_variant(int key, const Graph& g, const DimBindings& dims);
   Expected<std::vector<Tensor>> run_staged(std::span<const Tensor> inputs);
+  // A loop node (src/runtime/loop.cpp): its body, compiled once as a model of its own on this
+  // device, run iteration by iteration; `iterations` receives the count it ran.
+  Expected<std::vector<Tensor>> run_loop(const Graph& g, const Node& n, std::span<const Tensor> args,
+                                         const std::string& label, const DimBindings& dims, int64_t& iterations);
   Graph graph_;
   CompileOptions options_;
   std::shared_ptr<const Device> device_;
@@ -76,6 +80,8 @@ class Model {
   std::map<DimBindings, std::unique_ptr<CompiledVariant>> variants_;
   // run_staged's variants by stage (2s: the inputs of stage s's host node, 2s + 1: the rest)
   std::map<std::pair<int, DimBindings>, std::unique_ptr<CompiledVariant>> staged_;
+  // loop bodies by their text
+  std::map<std::string, std::unique_ptr<Model>> loop_bodies_;
 };
 
 }  // namespace rlx

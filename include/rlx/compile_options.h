@@ -27,6 +27,9 @@ struct CompileOptions {
   // The group the graph's collectives (all_reduce, all_gather, ...) run over; null: this
   // process alone (rlx/comm.h). Devices that run collectives keep a reference.
   std::shared_ptr<dist::Communicator> comm;
+  // A loop node (a trip count or condition known only at run time, docs/ir.md) that has run
+  // this many iterations and would go on stops with an out_of_range error.
+  int64_t max_loop_iterations = int64_t{1} << 24;
 };
 
 }  // namespace rlx

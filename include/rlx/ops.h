@@ -158,7 +158,8 @@ namespace rlx {
   X(Unique, "unique", composite, data_dependent)                    \
   X(NonMaxSuppression, "non_max_suppression", composite, data_dependent) \
   X(Range, "range", composite, data_dependent)                     \
-  X(TopK, "top_k", composite, data_dependent)
+  X(TopK, "top_k", composite, data_dependent)                      \
+  X(Loop, "loop", composite, data_dependent)
 
 enum class Op : uint16_t {
 #define RLX_OP_ENUM(id, name, cls, family) id,
@@ -181,7 +182,7 @@ enum class OpFamily : uint8_t {
   sparse,  // CSR matrix ops (rlx/sparse.h): no primitive decomposition, native kernels only
   collective,  // communication between ranks (rlx/comm.h): run natively by host devices
   // outputs with a dimension known only from the input values (nonzero, unique, nms, range,
-  // top_k with a run-time k): the
+  // top_k with a run-time k, loop's iteration count): the
   // `count` attribute names that dimension's symbol; Model::run computes such a node on the
   // host, binds the symbol and runs the rest on the device (docs/ir.md, "Data-dependent shapes")
   data_dependent,

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "passes/graph_passes.h"
+#include "rlx/ir_text.h"
 #include "runtime/data_dependent.h"
 #include "runtime/reference_eval.h"
 #include "passes/schedule.h"
@@ -115,7 +116,15 @@ Expected<DispatchReport> explain(const Graph& g, const std::string& device, cons
     for (ValueId v : n.inputs) h.inputs.push_back(bound.type(v));
     for (ValueId v : n.outputs) h.outputs.push_back(TensorType{bound.type(v).dtype, bind_shape(bound.type(v).shape, all)});
     h.path = DispatchPath::native;
-    h.how = cat("host: run between device programs, its output size binding ", n.attrs.s("count"));
+    h.how = n.op == Op::Loop
+                ? cat("host: run between device programs, iteration by iteration, its body a compiled program of its own "
+                      "on the device; its iteration count binds ", n.attrs.s("count"))
+                : cat("host: run between device programs, its output size binding ", n.attrs.s("count"));
+    if (n.op == Op::Loop) {  // the body's own decisions, as a rewrite's children
+      RLX_ASSIGN_OR_RETURN(Graph body, parse_graph(n.attrs.s("body", ""), "loop body"));
+      RLX_ASSIGN_OR_RETURN(DispatchReport br, explain(body, device, policy, {}));
+      h.children = std::move(br.nodes);
+    }
     // what computes the node's inputs runs on the device too (a stage of its own in a run)
     for (ValueId v : n.inputs)
       if (bound.values[v].producer >= 0) bound.outputs.push_back(v);
@@ -240,8 +249,14 @@ Expected<std::vector<Tensor>> Model::run_staged(std::span<const Tensor> inputs) 
         if (cur.values[n.inputs[k]].producer >= 0)
           args[k] = vals[static_cast<size_t>(std::find(computed.begin(), computed.end(), n.inputs[k]) - computed.begin())];
     }
-    RLX_ASSIGN_OR_RETURN(std::vector<Tensor> outs, runtime::run_data_dependent(n, args, cur.node_label(d)));
-    RLX_ASSIGN_OR_RETURN(int64_t count, runtime::data_dependent_count(cur, n, outs));
+    std::vector<Tensor> outs;
+    int64_t count = 0;
+    if (n.op == Op::Loop) {
+      RLX_ASSIGN_OR_RETURN(outs, run_loop(cur, n, args, cur.node_label(d), dims, count));
+    } else {
+      RLX_ASSIGN_OR_RETURN(outs, runtime::run_data_dependent(n, args, cur.node_label(d)));
+      RLX_ASSIGN_OR_RETURN(count, runtime::data_dependent_count(cur, n, outs));
+    }
     dims[n.attrs.s("count")] = count;
     const std::vector<TensorType> types = runtime::computed_types(cur, n, outs);
     cur = runtime::cut_node(cur, d, types).graph;

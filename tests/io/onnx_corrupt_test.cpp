@@ -9,11 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "rlx/compile.h"
 #include "rlx/onnx.h"
 
 namespace rlx {
@@ -613,22 +615,6 @@ TEST(OnnxCorrupt, DeformConvWithInputsThatDisagree) {
 }
 
 TEST(OnnxCorrupt, ControlFlowThatCannotBeCompiled) {
-  {  // no trip count and a condition that stays true: never ends
-    ModelProto m = base_model();
-    add_input(m, "x", TensorProto::FLOAT, {2});
-    add_bool(m, "t", true);
-    add_loop(m, {"", "t", "x"}, "y", identity_body());
-    add_output(m, "y");
-    expect_error("loop_forever", m, ErrorCode::unsupported, "more than 4096 iterations");
-  }
-  {  // a trip count that is a graph input: known only at run time
-    ModelProto m = base_model();
-    add_input(m, "x", TensorProto::FLOAT, {2});
-    add_input(m, "n", TensorProto::INT64, {});
-    add_loop(m, {"n", "", "x"}, "y", identity_body());
-    add_output(m, "y");
-    expect_error("loop_runtime_trip_count", m, ErrorCode::unsupported, "the trip count M is computed at run time");
-  }
   {  // loops nested 4096 x 4096 deep: the unrolling budget stops it, quickly
     ModelProto m = base_model();
     add_input(m, "x", TensorProto::FLOAT, {2});
@@ -668,6 +654,84 @@ TEST(OnnxCorrupt, ControlFlowThatCannotBeCompiled) {
     }
     add_output(m, "y");
     expect_error("if_branch_shapes", m, ErrorCode::unsupported, "the branches give f32[2] and f32[3]");
+  }
+}
+
+// Loops whose trip count or condition is known only at run time: the body a graph of its own,
+// run by the host per iteration (the IR's loop op); a loop that would never end stops at
+// CompileOptions::max_loop_iterations.
+TEST(OnnxLoop, RunTimeTripCountConditionAndOuterValues) {
+  TempDir d;
+  const std::string path = d.path + "/model.onnx";
+  {  // y = x * w^n (w an outer-scope initializer of 8 elements: fed to the body as an input)
+    ModelProto m = base_model(13);
+    add_input(m, "x", TensorProto::FLOAT, {8});
+    add_input(m, "n", TensorProto::INT64, {});
+    auto* w = add_init(m, "w", {8}, 8);
+    w->clear_float_data();
+    for (int i = 0; i < 8; ++i) w->add_float_data(0.5f + 0.25f * static_cast<float>(i));
+    ::onnx::GraphProto body = identity_body();
+    body.mutable_node(1)->set_op_type("Mul");
+    body.mutable_node(1)->add_input("w");
+    add_loop(m, {"n", "", "x"}, "y", body);
+    add_output(m, "y");
+    write_file(path, m.SerializeAsString());
+    auto loaded = onnx::load(path);
+    ASSERT_TRUE(loaded.has_value()) << loaded.status().to_string();
+    int loops = 0;
+    for (const Node& n : loaded->graph.nodes) loops += n.op == Op::Loop;
+    EXPECT_EQ(loops, 1);
+    auto model = Model::compile(loaded->graph);
+    ASSERT_TRUE(model.has_value()) << model.status().to_string();
+    Tensor x = Tensor::from_vector<double>(DType::f32, {8}, {1, -1, 2, -2, 3, -3, 4, -4});
+    for (int64_t trips : {0, 1, 5}) {  // one compiled model, three trip counts
+      Tensor nt = Tensor::zeros(DType::i64, {});
+      nt.data<int64_t>()[0] = trips;
+      auto r = (*model)->run(std::vector<Tensor>{x, nt});
+      ASSERT_TRUE(r.has_value()) << r.status().to_string();
+      for (int i = 0; i < 8; ++i)
+        EXPECT_FLOAT_EQ(static_cast<float>((*r)[0].get_f64(i)),
+                        static_cast<float>(x.get_f64(i) * std::pow(0.5 + 0.25 * i, static_cast<double>(trips))))
+            << "trips " << trips << " element " << i;
+    }
+    auto report = explain(loaded->graph, "cpu", DispatchPolicy{}, DimBindings{});
+    ASSERT_TRUE(report.has_value()) << report.status().to_string();
+    bool host_loop = false;
+    for (const auto& nd : report->nodes) host_loop |= nd.op == Op::Loop && nd.how.find("iteration by iteration") != std::string::npos;
+    EXPECT_TRUE(host_loop);
+  }
+  {  // no trip count and a condition that stays true: stopped at max_loop_iterations
+    ModelProto m = base_model();
+    add_input(m, "x", TensorProto::FLOAT, {2});
+    add_bool(m, "t", true);
+    add_loop(m, {"", "t", "x"}, "y", identity_body());
+    add_output(m, "y");
+    write_file(path, m.SerializeAsString());
+    auto loaded = onnx::load(path);
+    ASSERT_TRUE(loaded.has_value()) << loaded.status().to_string();
+    CompileOptions o;
+    o.max_loop_iterations = 100;
+    auto model = Model::compile(loaded->graph, o);
+    ASSERT_TRUE(model.has_value()) << model.status().to_string();
+    auto r = (*model)->run(std::vector<Tensor>{Tensor::zeros(DType::f32, {2})});
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.status().code(), ErrorCode::out_of_range);
+    EXPECT_NE(r.status().message().find("the loop ran 100 iterations"), std::string::npos) << r.status().message();
+  }
+  {  // a carried value whose shape changes per iteration: refused at import, naming both types
+    ModelProto m = base_model();
+    add_input(m, "x", TensorProto::FLOAT, {2});
+    add_input(m, "n", TensorProto::INT64, {});
+    ::onnx::GraphProto body = identity_body();
+    body.mutable_node(1)->set_op_type("Concat");
+    body.mutable_node(1)->add_input("v");
+    auto* ax = body.mutable_node(1)->add_attribute();
+    ax->set_name("axis");
+    ax->set_type(::onnx::AttributeProto::INT);
+    ax->set_i(0);
+    add_loop(m, {"n", "", "x"}, "y", body);
+    add_output(m, "y");
+    expect_error("loop_growing_state", m, ErrorCode::shape_error, "carried value 0 enters as f32[2] and leaves the body as f32[4]");
   }
 }
 

@@ -259,6 +259,12 @@ const std::vector<std::string>& corpus() {
   return %n, %y, %keep, %r, %tv
 }
 )",
+      // a loop run by the host: its body a graph in text IR, its iteration count a symbol
+      R"(graph @loop(%m: i64[], %c: bool[], %x: f32[3], %w: f32[3]) -> (f32[3], f32[it, 3]) {
+  %y, %s = loop(%m, %c, %x, %w) {body = "graph @body(%i: i64[], %c: bool[], %v: f32[3], %w: f32[3]) -> (bool[], f32[3], f32[3]) {\n  %v2 = mul(%v, %w) : f32[3]\n  %c2 = not(%c) : bool[]\n  return %c2, %v2, %v2\n}\n", count = "it", num_state = 1} : f32[3], f32[it, 3]
+  return %y, %s
+}
+)",
       // primitive level: strict primitives plus a natively claimed composite with static shapes
       R"(primitive @strict(%x: f32[2, 3], %y: f32[3]) -> (f32[2, 3], f32[2, 4]) {
   %y2 = reshape(%y) {shape = [1, 3]} : f32[1, 3]

@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 OUT, NPM = sys.argv[1], sys.argv[2]
 NODE_DIR = os.path.join(OUT, "node")
 INT4, UINT4 = 22, 21  # TensorProto.DataType values onnx 1.12 does not name
-IR_FOR_OPSET = {9: 4, 11: 6, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
+IR_FOR_OPSET = {9: 4, 11: 6, 13: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
 
 ORT_TYPES = {np.float32: "float32", np.float64: "float64", np.int8: "int8", np.uint8: "uint8",
              np.int16: "int16", np.uint16: "uint16", np.int32: "int32", np.int64: "int64",
@@ -349,6 +349,47 @@ case("loop_condition_ends_early", 21, [node("Loop", ["M", "c0", "k0", "x"], ["k"
      [("M", np.array(10, np.int64)), ("c0", np.array(True)), ("k0", np.array(0, np.int64)),
       ("one", np.array(1, np.int64)), ("three", np.array(3, np.int64)), ("half", np.array(0.5, np.float32))],
      out_types={"k": TensorProto.INT64})
+# Loops whose trip count or condition is known only at run time ("runtime_loop" in the name:
+# tests/onnx/node_tests.cpp also runs these without folding the inputs in, so the loop runs on
+# the host iteration by iteration, besides the unrolled form rlx run gets by folding M)
+rl_body = helper.make_graph(
+    [node("Identity", ["cond_in"], ["cond_out"]), node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+     node("Mul", ["y_in", "w"], ["yw"]), node("Add", ["yw", "x"], ["yx"]), node("Add", ["yx", "fi"], ["y_out"]),
+     node("ReduceSum", ["y_out"], ["total"], keepdims=0)],
+    "rl_body", [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("y_in", shape=[2, 3])],
+    [vi("cond_out", TensorProto.BOOL, []), vi("y_out", shape=[2, 3]), vi("total", shape=[])])
+for trips in (0, 4):
+    case(f"runtime_loop_trip_count_scan_outer_values_{trips}", 13,
+         [node("Loop", ["M", "", "y0"], ["y", "totals"], body=rl_body)],
+         [("M", np.array(trips, np.int64)), ("y0", f32(2, 3)), ("x", f32(2, 3))], ["y", "totals"],
+         [("w", f32(2, 3))])
+# a while loop: halve s until its L1 norm drops below the threshold (a condition of the data)
+wl_body = helper.make_graph(
+    [node("Mul", ["s_in", "half"], ["s_out"]), node("ReduceL1", ["s_out"], ["l1"], keepdims=0),
+     node("Greater", ["l1", "thr"], ["cond_out"]), node("Identity", ["l1"], ["l1_scan"])],
+    "wl_body", [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("s_in", shape=[5])],
+    [vi("cond_out", TensorProto.BOOL, []), vi("s_out", shape=[5]), vi("l1_scan", shape=[])])
+case("runtime_loop_while_condition_of_data", 13, [node("Loop", ["", "c0", "s0"], ["s", "norms"], body=wl_body)],
+     [("c0", np.array(True)), ("s0", f32(5, lo=-40, hi=40)), ("thr", np.array(0.3, np.float32))], ["s", "norms"],
+     [("half", np.array(0.5, np.float32))])
+# a run-time loop inside a run-time loop (the inner trip count an input read from the outer
+# scope), with an If on the iteration's parity in the inner body
+par_then = helper.make_graph([node("Mul", ["t_in", "two"], ["t_odd"])], "odd2", [], [vi("t_odd", shape=[3])])
+par_else = helper.make_graph([node("Sub", ["t_in", "one_f"], ["t_even"])], "even2", [], [vi("t_even", shape=[3])])
+inner = helper.make_graph(
+    [node("Identity", ["ic"], ["ic_out"]), node("Mod", ["j", "two_i"], ["jp"]),
+     node("Cast", ["jp"], ["odd"], to=TensorProto.BOOL),
+     node("If", ["odd"], ["t_out"], then_branch=par_then, else_branch=par_else)],
+    "inner", [vi("j", TensorProto.INT64, []), vi("ic", TensorProto.BOOL, []), vi("t_in", shape=[3])],
+    [vi("ic_out", TensorProto.BOOL, []), vi("t_out", shape=[3])])
+outer = helper.make_graph(
+    [node("Identity", ["oc"], ["oc_out"]), node("Loop", ["N", "", "u_in"], ["u_mid"], body=inner),
+     node("Add", ["u_mid", "x"], ["u_out"]), node("ReduceMax", ["u_out"], ["peak"], keepdims=0)],
+    "outer", [vi("k", TensorProto.INT64, []), vi("oc", TensorProto.BOOL, []), vi("u_in", shape=[3])],
+    [vi("oc_out", TensorProto.BOOL, []), vi("u_out", shape=[3]), vi("peak", shape=[])])
+case("runtime_loop_nested_with_if", 13, [node("Loop", ["M", "", "u0"], ["u", "peaks"], body=outer)],
+     [("M", np.array(3, np.int64)), ("N", np.array(4, np.int64)), ("u0", f32(3)), ("x", f32(3))], ["u", "peaks"],
+     [("two", np.array(2.0, np.float32)), ("one_f", np.array(1.0, np.float32)), ("two_i", np.array(2, np.int64))])
 # Scan: a running sum over axis 1 in reverse, a second scan input forwards, outputs on axis 1
 sbody = helper.make_graph(
     [node("Add", ["acc_in", "a_t"], ["acc_out"]), node("Mul", ["acc_out", "b_t"], ["o_t"])],

@@ -1,4 +1,4 @@
-// Data-dependent output shapes (nonzero, unique, non_max_suppression): Model::run stages a
+// Data-dependent output shapes (nonzero, unique, non_max_suppression; loop): Model::run stages a
 // graph around them on every device, with fresh random inputs whose counts differ run to run,
 // against the same computation written out in the test; explain reports the host nodes, and
 // the ways to misuse them are errors that name the node.
@@ -13,6 +13,7 @@
 
 #include "device_fixture.h"
 #include "rlx/compile.h"
+#include "rlx/ir_text.h"
 #include "rlx/op_builder.h"
 
 namespace rlx {
@@ -94,6 +95,85 @@ TEST_P(DataDependent, StagedRunsMatchTheHostComputation) {
   }
   EXPECT_TRUE(counts.count(0));
   std::printf("%s: counts seen %zu distinct\n", device.c_str(), counts.size());
+}
+
+// A loop run by the host (ONNX Loop with a run-time trip count): v = v * w + i / 8 while
+// i < m and sum(|v|) < 50, each iteration's v stacked. The body, a graph of its own, runs on
+// the device; fresh random inputs, against the loop written out here.
+Graph loop_graph() {
+  Graph body;
+  body.name = "body";
+  const TensorType vec{DType::f32, {Dim::symbol("n")}};
+  ValueId i = body.add_input("i", TensorType{DType::i64, {}});
+  body.add_input("c", TensorType{DType::boolean, {}});
+  ValueId v = body.add_input("v", vec);
+  ValueId w = body.add_input("w", vec);
+  {
+    GraphBuilder gb(body);
+    OpBuilder o(gb);
+    ValueId v2 = o.add(o.mul(v, w), o.mul(o.cast(i, DType::f32), o.scalar(0.125, DType::f32)));
+    ValueId more = o.binary(Op::Less, o.reduce_sum(o.unary(Op::Abs, v2), {0}, false), o.scalar(50, DType::f32));
+    EXPECT_TRUE(o.ok()) << o.status().to_string();
+    body.outputs = {more, v2, v2};
+  }
+  Graph g;
+  ValueId m = g.add_input("m", TensorType{DType::i64, {}});
+  ValueId c = g.add_input("c", TensorType{DType::boolean, {}});
+  ValueId x = g.add_input("x", vec);
+  ValueId wx = g.add_input("w", vec);
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  std::vector<ValueId> r = o.op_multi(
+      Op::Loop, {m, c, x, wx}, Attrs{{"count", std::string("it")}, {"body", print_graph(body)}, {"num_state", int64_t{1}}});
+  EXPECT_TRUE(o.ok()) << o.status().to_string();
+  g.outputs = {r[0], r[1]};
+  return g;
+}
+
+TEST_P(DataDependent, LoopRunsItsBodyOnTheDevice) {
+  const std::string device = GetParam();
+  for (const DeviceInfo& d : list_devices()) {
+    if (d.name != device) continue;
+    if (!d.available) GTEST_SKIP() << device << " is not available: " << d.reason;
+    if (d.kind == DeviceKind::skeleton) GTEST_SKIP() << device << " is a skeleton device: it runs no kernels";
+#if defined(__SANITIZE_ADDRESS__)
+    if (d.kind == DeviceKind::gpu)
+      GTEST_SKIP() << device << ": its driver's allocations outlive the process, which LeakSanitizer reports; the "
+                   << "release suite runs this device";
+#endif
+  }
+  auto model = Model::compile(loop_graph(), {.device = device});
+  ASSERT_TRUE(model.has_value()) << model.status().to_string();
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> val(-1.f, 1.f), scale(0.9f, 1.4f);
+  for (auto [n, trips, go] : {std::tuple{5, int64_t{12}, true}, std::tuple{17, int64_t{3}, true},
+                             std::tuple{5, int64_t{0}, true}, std::tuple{5, int64_t{9}, false}}) {
+    Tensor x = Tensor::zeros(DType::f32, {n}), w = Tensor::zeros(DType::f32, {n});
+    for (int64_t k = 0; k < n; ++k) {
+      x.data<float>()[k] = val(rng);
+      w.data<float>()[k] = scale(rng);
+    }
+    Tensor mt = Tensor::zeros(DType::i64, {}), ct = Tensor::zeros(DType::boolean, {});
+    mt.data<int64_t>()[0] = trips;
+    ct.bytes()[0] = go;
+    auto out = (*model)->run(std::vector<Tensor>{mt, ct, x, w});
+    ASSERT_TRUE(out.has_value()) << device << ": " << out.status().to_string();
+    std::vector<float> v(x.data<float>(), x.data<float>() + n), stacked;
+    int64_t it = 0;
+    for (bool more = go; it < trips && more; ++it) {
+      float sum = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        v[k] = v[k] * w.data<float>()[k] + static_cast<float>(it) * 0.125f;
+        sum += std::fabs(v[k]);
+      }
+      stacked.insert(stacked.end(), v.begin(), v.end());
+      more = sum < 50;
+    }
+    ASSERT_EQ((*out)[1].sizes(), (Sizes{it, n})) << device << " n=" << n << " trips=" << trips;
+    for (int64_t k = 0; k < n; ++k) EXPECT_NEAR((*out)[0].data<float>()[k], v[k], 1e-5 * (1 + std::fabs(v[k])));
+    for (size_t k = 0; k < stacked.size(); ++k)
+      EXPECT_NEAR((*out)[1].data<float>()[k], stacked[k], 1e-5 * (1 + std::fabs(stacked[k])));
+  }
 }
 
 RLX_INSTANTIATE_FOR_DEVICES(DataDependent);

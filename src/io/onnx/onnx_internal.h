@@ -147,6 +147,10 @@ class Importer {
   // Input i's value, which must be known at import time.
   Expected<Tensor> konst(int i);
   bool is_konst(int i) const;
+  // Input i is not known at import, but it is computed from graph inputs given as values that
+  // this import has not folded in yet: the import's retry (with them folded) will know it.
+  // Records them for the retry.
+  bool foldable_from_given(int i);
   // Input i is a shape value with symbolic entries.
   bool is_sym(int i) const;
   // Input i's entries as dims: a constant integer tensor or a symbolic shape value.
@@ -204,6 +208,12 @@ class Importer {
   Expected<OValue> input_value(int i);
   // Sets output i to a value a subgraph produced.
   Status out_value(int i, OValue v);
+  // Imports `g` (a Loop body run at run time) as a graph of its own, returned in text IR: its
+  // inputs typed `types`; each outer-scope value it reads, and each large constant, becomes a
+  // further input of the body fed by a value of the enclosing graph (appended to `outside`,
+  // in the body's input order). Its outputs are the body's.
+  Expected<std::string> import_loop_body(const ::onnx::GraphProto& g, const std::vector<TensorType>& types,
+                                         std::vector<ValueId>& outside);
   // Input i, which must be a sequence: its elements.
   Expected<std::vector<OValue>> seq_in(int i);
   // Sets output i to a sequence of `elems` (of dtype `dt`).
@@ -267,6 +277,12 @@ class Importer {
   std::map<std::string, std::string> output_structure_;
   std::map<std::string, onnx::Value> import_outputs_;
   Status import_structured_input(const std::string& name, const ::onnx::TypeProto& type, const onnx::Value& given);
+  // A loop body's importer: the enclosing one, and the enclosing graph's values fed to the
+  // body's extra inputs (import_loop_body).
+  Importer* parent_ = nullptr;
+  std::vector<ValueId> outside_;
+  // Makes an enclosing scope's value `name` visible in this loop body; false if none has it.
+  Expected<bool> capture_outer(const std::string& name);
   Status add_graph_output(OValue& v, const std::string& name);
 };
 

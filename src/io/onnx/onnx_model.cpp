@@ -12,6 +12,7 @@
 #include "io/loaders.h"
 #include "onnx_internal.h"
 #include "rlx/compile.h"
+#include "rlx/ir_text.h"
 #include "rlx/verify.h"
 
 namespace rlx::onnx_import {
@@ -90,6 +91,15 @@ const TensorType& Importer::type(int i) const {
 Expected<ValueId> Importer::materialize(OValue& v, const std::string& name) {
   if (v.id != kNoValue) return v.id;
   if (!v.konst) return fail(ErrorCode::internal, "value '", name, "' has neither a graph value nor a constant");
+  if (parent_ && (v.initializer || v.konst->numel() > kInlineConstMax)) {
+    // a loop body's graph carries no weights (its text does not): the enclosing graph holds
+    // the tensor and feeds it to the body as an input
+    OValue outer = v;
+    RLX_ASSIGN_OR_RETURN(ValueId oid, parent_->materialize(outer, name));
+    v.id = model_.add_input(cat("outer.", name), v.konst->type());
+    outside_.push_back(oid);
+    return v.id;
+  }
   ValueId id;
   if (v.initializer || v.konst->numel() > kInlineConstMax) {
     std::string wname = name;
@@ -177,6 +187,29 @@ Expected<ValueId> Importer::in(int i) {
                 shape_to_string(d), " used as data; bind the dims (rlx --dims NAME=SIZE) to import it");
   }
   return materialize(v, node->input(i));
+}
+
+bool Importer::foldable_from_given(int i) {
+  if (!has(i) || is_konst(i) || folding_) return false;
+  const size_t before = needed_inputs_.size();
+  std::set<std::string> seen;
+  std::vector<std::string> stack{node->input(i)};
+  bool given = false;
+  while (!stack.empty()) {
+    std::string v = stack.back();
+    stack.pop_back();
+    if (!seen.insert(v).second) continue;
+    if (graph_input_names_.count(v)) {
+      given |= opts_.input_values.count(v) > 0 && !const_inputs_.count(v);
+      continue;
+    }
+    auto it = producer_.find(v);
+    if (it == producer_.end()) continue;
+    for (const std::string& in : it->second->input())
+      if (!in.empty()) stack.push_back(in);
+  }
+  note_needed(node->input(i));
+  return given || needed_inputs_.size() > before;
 }
 
 void Importer::note_needed(const std::string& value_name) {
@@ -463,6 +496,12 @@ Status Importer::import_node(const ::onnx::NodeProto& n, int index) {
   for (int i = 0; i < n.input_size(); ++i) {
     if (n.input(i).empty()) continue;
     auto v = values_.find(n.input(i));
+    if (v == values_.end()) {  // in a loop body imported as a graph of its own: an outer-scope value
+      RLX_ASSIGN_OR_RETURN(bool captured, capture_outer(n.input(i)));
+      node = &n;
+      node_index = index;
+      if (captured) v = values_.find(n.input(i));
+    }
     if (v == values_.end())
       return fail(ErrorCode::format_error, "input '", n.input(i),
                   "' is not a graph input, an initializer or an output of an earlier node (missing "
@@ -548,6 +587,88 @@ Status Importer::out_seq(int i, std::vector<OValue> elems, DType dt) {
   v.type = TensorType{dt, {}};
   v.seq = std::make_shared<const std::vector<OValue>>(std::move(elems));
   return out_value(i, std::move(v));
+}
+
+Expected<bool> Importer::capture_outer(const std::string& name) {
+  if (!parent_) return false;
+  auto it = parent_->values_.find(name);
+  if (it == parent_->values_.end()) {
+    RLX_ASSIGN_OR_RETURN(bool found, parent_->capture_outer(name));
+    if (!found) return false;
+    it = parent_->values_.find(name);
+  }
+  OValue& ov = it->second;
+  if (ov.seq || ov.none || ov.strs)
+    return parent_->fail(ErrorCode::unsupported, "the loop body reads '", name, "', a sequence, optional or string "
+                         "tensor, which a loop run at run time cannot read");
+  if (ov.sym || (ov.konst && !ov.initializer && ov.konst->numel() <= kInlineConstMax)) {
+    OValue copy = ov;  // known at import: the body gets it as it is
+    copy.id = kNoValue;
+    copy.sym = ov.sym;
+    if (!copy.konst && !copy.sym) return parent_->fail(ErrorCode::internal, "'", name, "' has no value");
+    values_[name] = std::move(copy);
+    return true;
+  }
+  RLX_ASSIGN_OR_RETURN(ValueId oid, parent_->materialize(ov, name));
+  OValue bv;
+  bv.type = parent_->model_.type(oid);
+  bv.id = model_.add_input(cat("outer.", name), bv.type);
+  outside_.push_back(oid);
+  values_[name] = std::move(bv);
+  return true;
+}
+
+Expected<std::string> Importer::import_loop_body(const ::onnx::GraphProto& g, const std::vector<TensorType>& types,
+                                                 std::vector<ValueId>& outside) {
+  if (static_cast<size_t>(g.input_size()) != types.size())
+    return fail(ErrorCode::format_error, "the body has ", g.input_size(), " inputs, the node gives it ", types.size());
+  if (g.sparse_initializer_size() > 0) return fail(ErrorCode::unsupported, "the body has sparse initializers");
+  inlined_nodes_ += g.node_size() + 1;
+  if (inlined_nodes_ > kMaxInlinedNodes)
+    return fail(ErrorCode::unsupported, "control flow imports more than ", kMaxInlinedNodes, " subgraph nodes");
+  Graph bg;
+  bg.name = "loop_body";
+  Importer sub(bg, file_, opts_, {});
+  sub.opset = opset;
+  sub.training_opset = training_opset;
+  sub.default_opset_imported = default_opset_imported;
+  sub.folder_ = folder_;
+  sub.parent_ = this;
+  sub.inlined_nodes_ = inlined_nodes_;
+  for (int i = 0; i < g.input_size(); ++i) {
+    OValue v;
+    v.type = types[static_cast<size_t>(i)];
+    v.id = bg.add_input(g.input(i).name().empty() ? cat("in", i) : g.input(i).name(), v.type);
+    sub.values_[g.input(i).name()] = std::move(v);
+  }
+  for (const auto& t : g.initializer()) {
+    RLX_ASSIGN_OR_RETURN(Tensor tensor, tensor_from_proto(t, folder_, cat(where(), ": body initializer")));
+    OValue v;
+    v.type = tensor.type();
+    v.konst = std::move(tensor);
+    sub.values_[t.name()] = std::move(v);
+  }
+  for (int i = 0; i < g.node_size(); ++i)
+    for (const std::string& o : g.node(i).output())
+      if (!o.empty()) sub.producer_.emplace(o, &g.node(i));
+  const std::string outer_where = where();
+  for (int i = 0; i < g.node_size(); ++i) {
+    Status ns = sub.import_node(g.node(i), i);
+    if (!ns.is_ok()) return ns.with_context(cat("in the body of ", outer_where, " (a loop run at run time)"));
+  }
+  sub.node = nullptr;
+  for (const auto& vi : g.output()) {
+    auto it = sub.values_.find(vi.name());
+    if (it == sub.values_.end()) return fail(ErrorCode::format_error, "body output '", vi.name(), "' is not produced");
+    if (it->second.seq || it->second.none || it->second.strs || it->second.sym)
+      return fail(ErrorCode::unsupported, "body output '", vi.name(), "' is a sequence, optional, string or symbolic "
+                  "shape value, which a loop run at run time cannot carry");
+    RLX_TRY(sub.add_graph_output(it->second, vi.name()));
+  }
+  inlined_nodes_ = sub.inlined_nodes_;
+  outside = sub.outside_;
+  RLX_TRY(verify_graph(bg).with_context(cat(where(), ": loop body")));
+  return print_graph(bg);
 }
 
 Expected<std::vector<OValue>> Importer::run_subgraph(const ::onnx::GraphProto& g, std::vector<OValue> inputs,

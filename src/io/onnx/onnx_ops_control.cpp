@@ -2,8 +2,10 @@
 // subgraphs are imported inline (outer-scope values visible, nested control flow included):
 // If with a condition known at import takes one branch, and with a run-time condition both,
 // selected element-wise by it; Loop and Scan are unrolled over a trip count known at import
-// (at most kMaxUnroll iterations). What cannot be compiled this way (a run-time trip count or
-// loop condition, branches of different shapes) is refused, saying which.
+// (at most kMaxUnroll iterations). A Loop whose trip count or condition is known only at run
+// time (or that runs longer) becomes the IR's loop op: its body a graph of its own, run by the
+// host once per iteration on the model's device. Branches of different shapes on a run-time
+// condition are refused, saying which.
 #include <algorithm>
 
 #include "onnx_internal.h"
@@ -121,8 +123,46 @@ Status map_if(Importer& m) {
   return Status::ok();
 }
 
+// Loop run by the host (the IR's loop op, docs/onnx.md "Control flow"): the body imported as a
+// graph of its own, compiled once and run once per iteration while i < M and cond.
+Status runtime_loop(Importer& m, const ::onnx::GraphProto& body, int n_state, int n_scan) {
+  OpBuilder& o = m.o();
+  std::vector<ValueId> ins;
+  if (m.has(0)) {
+    RLX_ASSIGN_OR_RETURN(ValueId mv, m.in(0));
+    if (o.type(mv).shape.size() > 1) return m.fail(ErrorCode::shape_error, "M must hold one value");
+    ins.push_back(o.reshape(o.cast(mv, DType::i64), {}));
+  } else {
+    ins.push_back(m.c(*scalar_i64(INT64_MAX).konst));  // until cond turns false
+  }
+  if (m.has(1)) {
+    RLX_ASSIGN_OR_RETURN(ValueId cv, m.in(1));
+    if (o.type(cv).shape.size() > 1) return m.fail(ErrorCode::shape_error, "cond must hold one value");
+    ins.push_back(o.reshape(o.cast(cv, DType::boolean), {}));
+  } else {
+    ins.push_back(m.c(*scalar_bool(true).konst));
+  }
+  std::vector<TensorType> types{TensorType{DType::i64, {}}, TensorType{DType::boolean, {}}};
+  for (int i = 0; i < n_state; ++i) {
+    RLX_ASSIGN_OR_RETURN(ValueId v, m.in(2 + i));
+    ins.push_back(v);
+    types.push_back(o.type(v));
+  }
+  std::vector<ValueId> outside;
+  RLX_ASSIGN_OR_RETURN(std::string text, m.import_loop_body(body, types, outside));
+  ins.insert(ins.end(), outside.begin(), outside.end());
+  const std::string count = cat(m.node->output(0).empty() ? cat("loop", m.node_index) : m.node->output(0), ".count");
+  std::vector<ValueId> outs = o.op_multi(
+      Op::Loop, ins, Attrs{{"count", count}, {"body", text}, {"num_state", static_cast<int64_t>(n_state)}});
+  RLX_TRY(m.ok().with_context(m.where()));
+  for (int i = 0; i < n_state + n_scan; ++i)
+    if (m.wants(i)) RLX_TRY(m.out(i, outs[static_cast<size_t>(i)]));
+  return Status::ok();
+}
+
 // Loop(M, cond, v...) with body(iter, cond, v...) -> (cond, v..., scan...): unrolled while
-// iter < M and cond, both of which must be known at import in every iteration.
+// iter < M and cond are known at import (up to kMaxUnroll iterations); otherwise run by the
+// host iteration by iteration (runtime_loop). Loop-carried sequences need the unrolled form.
 Status map_loop(Importer& m) {
   RLX_ASSIGN_OR_RETURN(const ::onnx::GraphProto* body, graph_attr(m, "body"));
   const int n_state = m.num_inputs() - 2;
@@ -130,12 +170,20 @@ Status map_loop(Importer& m) {
   const int n_scan = m.num_outputs() - n_state;
   if (n_scan < 0 || body->output_size() != 1 + n_state + n_scan || body->input_size() != 2 + n_state)
     return m.fail(ErrorCode::format_error, "the body's inputs and outputs do not match the node's");
+  bool carries_structured = false;  // sequences, optionals, strings: only the unrolled form holds them
+  for (int i = 0; i < n_state; ++i) {
+    RLX_ASSIGN_OR_RETURN(OValue v, m.input_value(2 + i));
+    carries_structured |= v.seq || v.none || v.strs;
+  }
   int64_t trip = kMaxUnroll + 1;  // no M: until the condition turns false
   if (m.has(0)) {
     if (!m.is_konst(0)) {
-      (void)m.konst(0);  // records the graph inputs it depends on, for the import that folds them in
-      return m.fail(ErrorCode::unsupported, "the trip count M is computed at run time (rlx unrolls loops whose trip "
-                    "count is known at import; bind the inputs it depends on)");
+      // computed from inputs given as values (rlx run): the import's retry folds them and unrolls
+      if (m.foldable_from_given(0))
+        return m.fail(ErrorCode::unsupported, "the trip count M is computed from inputs not yet folded in");
+      if (!carries_structured) return runtime_loop(m, *body, n_state, n_scan);
+      return m.fail(ErrorCode::unsupported, "the trip count M is computed at run time and the loop carries a "
+                    "sequence or optional (rlx unrolls such loops, so their trip count must be known at import)");
     }
     RLX_ASSIGN_OR_RETURN(auto mv, m.ints(0));
     if (mv.size() != 1) return m.fail(ErrorCode::shape_error, "M must hold one element");
@@ -144,8 +192,10 @@ Status map_loop(Importer& m) {
   bool cond = true;
   if (m.has(1)) {
     if (!m.is_konst(1)) {
-      (void)m.konst(1);
-      return m.fail(ErrorCode::unsupported, "the loop condition is computed at run time");
+      if (m.foldable_from_given(1))
+        return m.fail(ErrorCode::unsupported, "the loop condition is computed from inputs not yet folded in");
+      if (!carries_structured) return runtime_loop(m, *body, n_state, n_scan);
+      return m.fail(ErrorCode::unsupported, "the loop condition is computed at run time and the loop carries a sequence or optional");
     }
     RLX_ASSIGN_OR_RETURN(Tensor c, m.konst(1));
     if (c.numel() != 1) return m.fail(ErrorCode::shape_error, "cond must hold one element");
@@ -159,13 +209,21 @@ Status map_loop(Importer& m) {
   std::vector<std::vector<OValue>> scans(static_cast<size_t>(n_scan));
   int64_t it = 0;
   for (; it < trip && cond; ++it) {
-    if (it >= kMaxUnroll)
-      return m.fail(ErrorCode::unsupported, "the loop runs more than ", kMaxUnroll, " iterations (rlx unrolls loops)");
+    if (it >= kMaxUnroll) {
+      // too many iterations to unroll: run on the host instead (what was unrolled is unused)
+      if (!carries_structured) return runtime_loop(m, *body, n_state, n_scan);
+      return m.fail(ErrorCode::unsupported, "the loop runs more than ", kMaxUnroll, " iterations and carries a "
+                    "sequence or optional (rlx unrolls such loops)");
+    }
     std::vector<OValue> ins{scalar_i64(it), scalar_bool(cond)};
     ins.insert(ins.end(), state.begin(), state.end());
     RLX_ASSIGN_OR_RETURN(auto outs, m.run_subgraph(*body, std::move(ins), cat("body (iteration ", it, ")")));
-    if (!outs[0].konst)
-      return m.fail(ErrorCode::unsupported, "the loop condition is computed at run time in iteration ", it);
+    if (!outs[0].konst) {
+      // the condition depends on the data: run the whole loop on the host
+      if (!carries_structured) return runtime_loop(m, *body, n_state, n_scan);
+      return m.fail(ErrorCode::unsupported, "the loop condition is computed at run time in iteration ", it,
+                    " and the loop carries a sequence or optional");
+    }
     cond = outs[0].konst->numel() == 1 && outs[0].konst->get_f64(0) != 0;
     for (int i = 0; i < n_state; ++i) state[static_cast<size_t>(i)] = outs[static_cast<size_t>(1 + i)];
     for (int i = 0; i < n_scan; ++i) scans[static_cast<size_t>(i)].push_back(outs[static_cast<size_t>(1 + n_state + i)]);
@@ -173,8 +231,11 @@ Status map_loop(Importer& m) {
   for (int i = 0; i < n_state; ++i) RLX_TRY(m.out_value(i, state[static_cast<size_t>(i)]));
   for (int i = 0; i < n_scan; ++i) {
     if (!m.wants(n_state + i)) continue;
-    if (scans[static_cast<size_t>(i)].empty())
-      return m.fail(ErrorCode::unsupported, "scan output ", i, " of a loop that runs no iteration");
+    if (scans[static_cast<size_t>(i)].empty()) {
+      // no iteration: the body's scan values' types give [0, ...]; the host loop knows them
+      if (!carries_structured) return runtime_loop(m, *body, n_state, n_scan);
+      return m.fail(ErrorCode::unsupported, "scan output ", i, " of a loop that runs no iteration and carries a sequence");
+    }
     RLX_ASSIGN_OR_RETURN(ValueId s, stack(m, scans[static_cast<size_t>(i)], 0, m.node->output(n_state + i)));
     RLX_TRY(m.out(n_state + i, s));
   }
