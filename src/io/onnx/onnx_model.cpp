@@ -668,7 +668,13 @@ Expected<std::string> Importer::import_loop_body(const ::onnx::GraphProto& g, co
   inlined_nodes_ = sub.inlined_nodes_;
   outside = sub.outside_;
   RLX_TRY(verify_graph(bg).with_context(cat(where(), ": loop body")));
-  return print_graph(bg);
+  std::string text = print_graph(bg);
+  // a nested loop's text is escaped once more per level: bound what nesting can make of a small file
+  constexpr size_t kMaxBodyText = size_t{1} << 24;
+  if (text.size() > kMaxBodyText)
+    return fail(ErrorCode::unsupported, "the loop body's text is ", text.size(), " bytes, over rlx's 2^24 (loops run at "
+                "run time nested too deep or too large)");
+  return text;
 }
 
 Expected<std::vector<OValue>> Importer::run_subgraph(const ::onnx::GraphProto& g, std::vector<OValue> inputs,
