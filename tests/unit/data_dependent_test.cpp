@@ -39,19 +39,25 @@ Graph two_stage_graph() {
 
 class DataDependent : public device_tests::DeviceTest {};
 
-TEST_P(DataDependent, StagedRunsMatchTheHostComputation) {
-  const std::string device = GetParam();
+// Why this test does not run on `device` ("" if it does).
+std::string why_not_run(const std::string& device) {
   for (const DeviceInfo& d : list_devices()) {
     if (d.name != device) continue;
-    if (!d.available) GTEST_SKIP() << device << " is not available: " << d.reason;
-    if (d.kind == DeviceKind::skeleton) GTEST_SKIP() << device << " is a skeleton device: it runs no kernels";
+    if (!d.available) return device + " is not available: " + d.reason;
+    if (d.kind == DeviceKind::skeleton) return device + " is a skeleton device: it runs no kernels";
 #if defined(__SANITIZE_ADDRESS__)
     // PoCL's LLVM and Mesa keep allocations past exit, which LeakSanitizer reports as leaks
     if (d.kind == DeviceKind::gpu)
-      GTEST_SKIP() << device << ": its driver's allocations outlive the process, which LeakSanitizer reports; the "
-                   << "release suite runs this device";
+      return device + ": its driver's allocations outlive the process, which LeakSanitizer reports; the release "
+             "suite runs this device";
 #endif
   }
+  return "";
+}
+
+TEST_P(DataDependent, StagedRunsMatchTheHostComputation) {
+  const std::string device = GetParam();
+  if (const std::string why = why_not_run(device); !why.empty()) GTEST_SKIP() << why;
   auto m = Model::compile(two_stage_graph(), {.device = device});
   ASSERT_TRUE(m.has_value()) << m.status().to_string();
   std::mt19937 rng(std::random_device{}());
@@ -132,16 +138,7 @@ Graph loop_graph() {
 
 TEST_P(DataDependent, LoopRunsItsBodyOnTheDevice) {
   const std::string device = GetParam();
-  for (const DeviceInfo& d : list_devices()) {
-    if (d.name != device) continue;
-    if (!d.available) GTEST_SKIP() << device << " is not available: " << d.reason;
-    if (d.kind == DeviceKind::skeleton) GTEST_SKIP() << device << " is a skeleton device: it runs no kernels";
-#if defined(__SANITIZE_ADDRESS__)
-    if (d.kind == DeviceKind::gpu)
-      GTEST_SKIP() << device << ": its driver's allocations outlive the process, which LeakSanitizer reports; the "
-                   << "release suite runs this device";
-#endif
-  }
+  if (const std::string why = why_not_run(device); !why.empty()) GTEST_SKIP() << why;
   auto model = Model::compile(loop_graph(), {.device = device});
   ASSERT_TRUE(model.has_value()) << model.status().to_string();
   std::mt19937 rng(std::random_device{}());
