@@ -2,6 +2,7 @@
 // Model of its own on the model's device (so its nodes run there, and a loop or another
 // data-dependent op inside it is staged the same way), and run once per iteration while
 // i < M and cond, the carried values fed back and the scan values stacked at the end.
+#include <cstdint>
 #include <cstring>
 
 #include "rlx/compile.h"
@@ -49,7 +50,9 @@ Expected<std::vector<Tensor>> Model::run_loop(const Graph& g, const Node& n, std
   const int64_t num_state = n.attrs.i("num_state", 0);
   if (args.size() < static_cast<size_t>(2 + num_state) || args[0].numel() != 1 || args[1].numel() != 1)
     return error(ErrorCode::invalid_argument, label, ": M and cond must hold one value each");
-  const int64_t trip = args[0].dtype() == DType::i64 ? args[0].data<int64_t>()[0] : static_cast<int64_t>(args[0].get_f64(0));
+  const int64_t trip = n.attrs.i("bounded", 1) == 0         ? INT64_MAX  // no trip count: cond alone ends it
+                       : args[0].dtype() == DType::i64 ? args[0].data<int64_t>()[0]
+                                                       : static_cast<int64_t>(args[0].get_f64(0));
   bool cond = args[1].get_f64(0) != 0;
   std::vector<Tensor> feeds(args.begin(), args.end());
   const size_t n_scan = body->graph().outputs.size() - 1 - static_cast<size_t>(num_state);

@@ -133,7 +133,7 @@ Status runtime_loop(Importer& m, const ::onnx::GraphProto& body, int n_state, in
     if (o.type(mv).shape.size() > 1) return m.fail(ErrorCode::shape_error, "M must hold one value");
     ins.push_back(o.reshape(o.cast(mv, DType::i64), {}));
   } else {
-    ins.push_back(m.c(*scalar_i64(INT64_MAX).konst));  // until cond turns false
+    ins.push_back(m.c(*scalar_i64(0).konst));  // unused: the node is unbounded (below)
   }
   if (m.has(1)) {
     RLX_ASSIGN_OR_RETURN(ValueId cv, m.in(1));
@@ -153,7 +153,8 @@ Status runtime_loop(Importer& m, const ::onnx::GraphProto& body, int n_state, in
   ins.insert(ins.end(), outside.begin(), outside.end());
   const std::string count = cat(m.node->output(0).empty() ? cat("loop", m.node_index) : m.node->output(0), ".count");
   std::vector<ValueId> outs = o.op_multi(
-      Op::Loop, ins, Attrs{{"count", count}, {"body", text}, {"num_state", static_cast<int64_t>(n_state)}});
+      Op::Loop, ins,
+      Attrs{{"count", count}, {"body", text}, {"num_state", static_cast<int64_t>(n_state)}, {"bounded", int64_t{m.has(0)}}});
   RLX_TRY(m.ok().with_context(m.where()));
   for (int i = 0; i < n_state + n_scan; ++i)
     if (m.wants(i)) RLX_TRY(m.out(i, outs[static_cast<size_t>(i)]));

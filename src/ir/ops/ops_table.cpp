@@ -321,9 +321,10 @@ std::vector<OpInfo> build_table() {
         "(i64), sorted (largest: descending, NaN first; smallest: ascending, NaN last), ties by lower index");
   arity(Op::TopK, 2, 2);
   at(Op::TopK).num_outputs = 2;
-  attrs(Op::Loop, {{"count", K::str, true}, {"body", K::str, true}, {"num_state", K::i64, true}},
+  attrs(Op::Loop, {{"count", K::str, true}, {"body", K::str, true}, {"num_state", K::i64, true}, {"bounded", K::i64}},
         "a loop run by the host, iteration by iteration, while i < M and cond (ONNX Loop with a trip count or "
-        "condition known only at run time): inputs M (i64, one value), cond (bool, one value), num_state "
+        "condition known only at run time; bounded=0: no trip count, M is ignored and cond alone ends it): "
+        "inputs M (i64, one value), cond (bool, one value), num_state "
         "loop-carried values, then values the body reads from outside; body: a graph in text IR taking "
         "(i: i64[], cond: bool[], the carried values, the outside values) and returning (cond: bool, the "
         "carried values with their input types, per-iteration scan values) -> the final carried values, "
