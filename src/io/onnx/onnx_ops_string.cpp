@@ -16,8 +16,9 @@
 namespace rlx::onnx_import {
 namespace {
 
-// A number as ONNX Runtime and NumPy print it: the shortest text that reads back to the same
-// value ("0.039187793" for that f32, "1e-05", "nan", "inf").
+// A number as NumPy prints it and ONNX's node tests expect: the shortest text that reads back
+// to the same value ("0.039187793" for that f32, "1e-05", "nan", "inf"). ONNX Runtime prints
+// 8 significant digits, which differs for some values (1e-5 as "9.9999997e-06").
 Expected<std::string> format_number(Importer& m, const Tensor& t, int64_t i) {
   char buf[64];
   std::to_chars_result r{};
