@@ -13,8 +13,7 @@ struct Act {
   double alpha, beta;
 };
 
-Expected<ValueId> apply(Importer& m, const Act& a, ValueId x) {
-  OpBuilder& o = m.o();
+Expected<ValueId> apply(Importer& m, OpBuilder& o, const Act& a, ValueId x) {
   if (a.name == "Tanh") return o.tanh(x);
   if (a.name == "Sigmoid") return o.sigmoid(x);
   if (a.name == "Relu") return o.relu(x);
@@ -25,6 +24,61 @@ Expected<ValueId> apply(Importer& m, const Act& a, ValueId x) {
   if (a.name == "LeakyRelu")
     return o.where(o.binary(Op::Less, x, o.scalar_like(0, x)), o.mul(x, o.scalar_like(a.alpha, x)), x);
   return m.fail(ErrorCode::unsupported, "activation '", a.name, "' is not supported");
+}
+
+// What one time step of a direction reads besides x_t, h and c (values of the graph the step
+// is built in).
+struct StepParams {
+  Cell cell;
+  int64_t H;
+  ValueId rt, rb, pi, po, pf;  // R^T [H, G*H]; R's bias, LSTM peepholes (or kNoValue)
+  const Act *f, *g, *hh;
+  double clip;
+  bool lbr;  // GRU's linear_before_reset
+};
+
+// One step: xt = x_t W^T (+ Wb) [B, G*H] -> h (and c for LSTM), built with `o` (the model's
+// graph when unrolled, a loop body's otherwise).
+Status cell_step(Importer& m, OpBuilder& o, const StepParams& p, ValueId xt, ValueId& h, ValueId& c) {
+  const int64_t H = p.H;
+  auto clipped = [&](ValueId v) {
+    return p.clip > 0 ? o.min(o.max(v, o.scalar_like(-p.clip, v)), o.scalar_like(p.clip, v)) : v;
+  };
+  auto gate = [&](ValueId v, int k) { return o.slice(v, {k * H}, {(k + 1) * H}, {1}); };
+  if (p.cell == Cell::rnn) {
+    ValueId pre = o.add(xt, o.matmul(h, p.rt));
+    if (p.rb != kNoValue) pre = o.add(pre, p.rb);
+    RLX_ASSIGN_OR_RETURN(h, apply(m, o, *p.f, clipped(pre)));
+  } else if (p.cell == Cell::gru) {
+    ValueId hr = o.matmul(h, p.rt);
+    if (p.rb != kNoValue) hr = o.add(hr, p.rb);
+    RLX_ASSIGN_OR_RETURN(ValueId z, apply(m, o, *p.f, clipped(o.add(gate(xt, 0), gate(hr, 0)))));
+    RLX_ASSIGN_OR_RETURN(ValueId r, apply(m, o, *p.f, clipped(o.add(gate(xt, 1), gate(hr, 1)))));
+    ValueId hpart;
+    if (p.lbr) {
+      hpart = o.mul(r, gate(hr, 2));
+    } else {
+      ValueId rh = o.matmul(o.mul(r, h), o.slice(p.rt, {2 * H}, {3 * H}, {1}));
+      hpart = p.rb != kNoValue ? o.add(rh, o.slice(p.rb, {2 * H}, {3 * H}, {0})) : rh;
+    }
+    RLX_ASSIGN_OR_RETURN(ValueId ht, apply(m, o, *p.g, clipped(o.add(gate(xt, 2), hpart))));
+    h = o.add(o.mul(o.sub(o.scalar_like(1, z), z), ht), o.mul(z, h));
+  } else {
+    ValueId pre = o.add(xt, o.matmul(h, p.rt));
+    if (p.rb != kNoValue) pre = o.add(pre, p.rb);
+    ValueId ig = gate(pre, 0), og = gate(pre, 1), fg = gate(pre, 2), cg = gate(pre, 3);
+    if (p.pi != kNoValue) ig = o.add(ig, o.mul(p.pi, c));
+    if (p.pf != kNoValue) fg = o.add(fg, o.mul(p.pf, c));
+    RLX_ASSIGN_OR_RETURN(ValueId i_, apply(m, o, *p.f, clipped(ig)));
+    RLX_ASSIGN_OR_RETURN(ValueId f_, apply(m, o, *p.f, clipped(fg)));
+    RLX_ASSIGN_OR_RETURN(ValueId c_, apply(m, o, *p.g, clipped(cg)));
+    c = o.add(o.mul(f_, c), o.mul(i_, c_));
+    if (p.po != kNoValue) og = o.add(og, o.mul(p.po, c));
+    RLX_ASSIGN_OR_RETURN(ValueId o_, apply(m, o, *p.f, clipped(og)));
+    RLX_ASSIGN_OR_RETURN(ValueId hc, apply(m, o, *p.hh, c));
+    h = o.mul(o_, hc);
+  }
+  return Status::ok();
 }
 
 Status map_recurrent(Importer& m, Cell cell) {
@@ -70,7 +124,6 @@ Status map_recurrent(Importer& m, Cell cell) {
       acts.push_back({n, al, be});
     }
   const double clip = m.af("clip", 0.0);
-  auto clipped = [&](ValueId v) { return clip > 0 ? o.min(o.max(v, o.scalar_like(-clip, v)), o.scalar_like(clip, v)) : v; };
   const bool lbr = m.ai("linear_before_reset", 0) != 0;
 
   std::vector<ValueId> ys_dirs, hs, cs;
@@ -117,44 +170,12 @@ Status map_recurrent(Importer& m, Cell cell) {
     const Act* f = &acts[d * per_dir];
     const Act* g = per_dir > 1 ? &acts[d * per_dir + 1] : nullptr;
     const Act* hh = per_dir > 2 ? &acts[d * per_dir + 2] : nullptr;
+    const StepParams params{cell, H, rt, rb, pi, po, pf, f, g, hh, clip, lbr};
     std::vector<ValueId> ys(S);
     for (int64_t step = 0; step < S; ++step) {
       const int64_t t = reverse ? S - 1 - step : step;
       ValueId xt = o.reshape(o.slice(xw, {t}, {t + 1}, {0}), {B, gates * H});
-      auto gate = [&](ValueId v, int k) { return o.slice(v, {k * H}, {(k + 1) * H}, {1}); };
-      if (cell == Cell::rnn) {
-        ValueId pre = o.add(xt, o.matmul(h, rt));
-        if (rb != kNoValue) pre = o.add(pre, rb);
-        RLX_ASSIGN_OR_RETURN(h, apply(m, *f, clipped(pre)));
-      } else if (cell == Cell::gru) {
-        ValueId hr = o.matmul(h, rt);
-        if (rb != kNoValue) hr = o.add(hr, rb);
-        RLX_ASSIGN_OR_RETURN(ValueId z, apply(m, *f, clipped(o.add(gate(xt, 0), gate(hr, 0)))));
-        RLX_ASSIGN_OR_RETURN(ValueId r, apply(m, *f, clipped(o.add(gate(xt, 1), gate(hr, 1)))));
-        ValueId hpart;
-        if (lbr) {
-          hpart = o.mul(r, gate(hr, 2));
-        } else {
-          ValueId rh = o.matmul(o.mul(r, h), o.slice(rt, {2 * H}, {3 * H}, {1}));
-          hpart = rb != kNoValue ? o.add(rh, o.slice(rb, {2 * H}, {3 * H}, {0})) : rh;
-        }
-        RLX_ASSIGN_OR_RETURN(ValueId ht, apply(m, *g, clipped(o.add(gate(xt, 2), hpart))));
-        h = o.add(o.mul(o.sub(o.scalar_like(1, z), z), ht), o.mul(z, h));
-      } else {
-        ValueId pre = o.add(xt, o.matmul(h, rt));
-        if (rb != kNoValue) pre = o.add(pre, rb);
-        ValueId ig = gate(pre, 0), og = gate(pre, 1), fg = gate(pre, 2), cg = gate(pre, 3);
-        if (pi != kNoValue) ig = o.add(ig, o.mul(pi, c));
-        if (pf != kNoValue) fg = o.add(fg, o.mul(pf, c));
-        RLX_ASSIGN_OR_RETURN(ValueId i_, apply(m, *f, clipped(ig)));
-        RLX_ASSIGN_OR_RETURN(ValueId f_, apply(m, *f, clipped(fg)));
-        RLX_ASSIGN_OR_RETURN(ValueId c_, apply(m, *g, clipped(cg)));
-        c = o.add(o.mul(f_, c), o.mul(i_, c_));
-        if (po != kNoValue) og = o.add(og, o.mul(po, c));
-        RLX_ASSIGN_OR_RETURN(ValueId o_, apply(m, *f, clipped(og)));
-        RLX_ASSIGN_OR_RETURN(ValueId hc, apply(m, *hh, c));
-        h = o.mul(o_, hc);
-      }
+      RLX_TRY(cell_step(m, o, params, xt, h, c));
       ys[t] = o.reshape(h, {1, 1, B, H});
     }
     ys_dirs.push_back(S > 0 ? o.concat(ys, 0) : kNoValue);
