@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 OUT, NPM = sys.argv[1], sys.argv[2]
 NODE_DIR = os.path.join(OUT, "node")
 INT4, UINT4 = 22, 21  # TensorProto.DataType values onnx 1.12 does not name
-IR_FOR_OPSET = {9: 4, 11: 6, 13: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
+IR_FOR_OPSET = {9: 4, 11: 6, 13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10, 22: 10, 23: 11}
 
 ORT_TYPES = {np.float32: "float32", np.float64: "float64", np.int8: "int8", np.uint8: "uint8",
              np.int16: "int16", np.uint16: "uint16", np.int32: "int32", np.int64: "int64",
@@ -45,10 +45,11 @@ def i64(*values):
     return np.array(values, dtype=np.int64)
 
 
-def case(name, opset, nodes, inputs, outputs, inits=(), out_types=None):
-    """One model: `inputs` are (name, array) fed at run time, `inits` (name, array or TensorProto)."""
+def case(name, opset, nodes, inputs, outputs, inits=(), out_types=None, in_shapes=None):
+    """One model: `inputs` are (name, array) fed at run time, `inits` (name, array or TensorProto);
+    `in_shapes` declares an input's shape with symbolic dims (names) instead of the array's."""
     cases.append(dict(name=name, opset=opset, nodes=nodes, inputs=inputs, outputs=outputs, inits=list(inits),
-                      out_types=out_types or {}))
+                      out_types=out_types or {}, in_shapes=in_shapes or {}))
 
 
 def node(op, ins, outs, **attrs):
@@ -390,6 +391,25 @@ outer = helper.make_graph(
 case("runtime_loop_nested_with_if", 13, [node("Loop", ["M", "", "u0"], ["u", "peaks"], body=outer)],
      [("M", np.array(3, np.int64)), ("N", np.array(4, np.int64)), ("u0", f32(3)), ("x", f32(3))], ["u", "peaks"],
      [("two", np.array(2.0, np.float32)), ("one_f", np.array(1.0, np.float32)), ("two_i", np.array(2, np.int64))])
+# recurrent layers over a sequence (and batch) length declared symbolic: unrolled when rlx run
+# binds it from the input, a loop run by the host per direction when imported without inputs
+Hh, Ii = 4, 3
+case("lstm_runtime_loop_bidirectional_peepholes", 14,
+     [node("LSTM", ["x", "w", "r", "b", "", "h0", "c0", "p"], ["y", "yh", "yc"], hidden_size=Hh,
+           direction="bidirectional")],
+     [("x", f32(5, 2, Ii)), ("h0", f32(2, 2, Hh)), ("c0", f32(2, 2, Hh))], ["y", "yh", "yc"],
+     [("w", f32(2, 4 * Hh, Ii)), ("r", f32(2, 4 * Hh, Hh)), ("b", f32(2, 8 * Hh)), ("p", f32(2, 3 * Hh))],
+     in_shapes={"x": ["seq", "batch", Ii], "h0": [2, "batch", Hh], "c0": [2, "batch", Hh]})
+case("gru_runtime_loop_reverse_linear_before_reset", 14,
+     [node("GRU", ["x", "w", "r", "b"], ["y", "yh"], hidden_size=Hh, direction="reverse", linear_before_reset=1)],
+     [("x", f32(6, 3, Ii))], ["y", "yh"],
+     [("w", f32(1, 3 * Hh, Ii)), ("r", f32(1, 3 * Hh, Hh)), ("b", f32(1, 6 * Hh))],
+     in_shapes={"x": ["seq", 3, Ii]})
+case("rnn_runtime_loop_clip_initial_state", 14,
+     [node("RNN", ["x", "w", "r", "", "", "h0"], ["y", "yh"], hidden_size=Hh, clip=0.7)],
+     [("x", f32(7, 2, Ii, lo=-3, hi=3)), ("h0", f32(1, 2, Hh))], ["y", "yh"],
+     [("w", f32(1, Hh, Ii)), ("r", f32(1, Hh, Hh))],
+     in_shapes={"x": ["seq", "batch", Ii], "h0": [1, "batch", Hh]})
 # Scan: a running sum over axis 1 in reverse, a second scan input forwards, outputs on axis 1
 sbody = helper.make_graph(
     [node("Add", ["acc_in", "a_t"], ["acc_out"]), node("Mul", ["acc_out", "b_t"], ["o_t"])],
@@ -552,7 +572,7 @@ def write_case(c, jobs):
     d = os.path.join(NODE_DIR, "test_opset%d_%s" % (c["opset"], c["name"]))
     data = os.path.join(d, "test_data_set_0")
     os.makedirs(data)
-    inputs = [helper.make_tensor_value_info(n, elem_type(a), a.shape) for n, a in c["inputs"]]
+    inputs = [helper.make_tensor_value_info(n, elem_type(a), c["in_shapes"].get(n, a.shape)) for n, a in c["inputs"]]
     outputs = [helper.make_tensor_value_info(n, c["out_types"].get(n, TensorProto.FLOAT), None) for n in c["outputs"]]
     inits = [t if isinstance(t, TensorProto) else numpy_helper.from_array(t, n) for n, t in c["inits"]]
     for (n, _), t in zip(c["inits"], inits):

@@ -1,7 +1,11 @@
 // ONNX recurrent layers RNN, GRU and LSTM, unrolled over their static sequence length into
 // MatMul and elementwise graph ops (forward, reverse and bidirectional; layout 0 and 1;
-// GRU's linear_before_reset; LSTM peepholes; clip).
+// GRU's linear_before_reset; LSTM peepholes; clip); over a length known only at run time (or
+// past 4096 steps), each direction is a loop run by the host with one step as its body.
+#include <cmath>
+
 #include "onnx_internal.h"
+#include "rlx/ir_text.h"
 
 namespace rlx::onnx_import {
 namespace {
@@ -81,6 +85,77 @@ Status cell_step(Importer& m, OpBuilder& o, const StepParams& p, ValueId xt, Val
   return Status::ok();
 }
 
+// One direction as a loop run by the host (the IR's loop op): for a sequence length known only
+// at run time or longer than the unrolled form takes. The body computes step t (i, or S - 1 - i
+// in reverse) from x_t W^T, gathered at t, and writes h into row t of the carried Y [S, B, H].
+struct DirectionResult {
+  ValueId y, h, c;
+};
+Expected<DirectionResult> recurrent_loop(Importer& m, const StepParams& p, bool reverse, ValueId xw, ValueId h0,
+                                         ValueId c0, int d) {
+  OpBuilder& o = m.o();
+  const int64_t H = p.H;
+  const bool lstm = p.cell == Cell::lstm;
+  // Y starts as zeros [S, B, H]; the trip count is S, counted from the same columns
+  ValueId cols = o.slice(xw, {0}, {H}, {2});
+  ValueId y0 = o.cast(o.binary(Op::Less, cols, o.scalar_like(-INFINITY, cols)), o.dtype(xw));
+  ValueId first = o.slice(cols, {0, 0}, {1, 1}, {1, 2});  // [S, 1, 1]
+  ValueId ones = o.cast(o.unary(Op::Not, o.binary(Op::Less, first, o.scalar_like(-INFINITY, first))), DType::i64);
+  ValueId steps = o.reduce_sum(ones, {0, 1, 2}, false);
+  RLX_TRY(m.ok().with_context(m.where()));
+
+  Graph body;
+  body.name = "recurrence";
+  ValueId bi = body.add_input("i", TensorType{DType::i64, {}});
+  ValueId bcond = body.add_input("cond", TensorType{DType::boolean, {}});
+  ValueId bh = body.add_input("h", o.type(h0));
+  ValueId bc = lstm ? body.add_input("c", o.type(c0)) : kNoValue;
+  ValueId by = body.add_input("y", o.type(y0));
+  // the values the step reads from the enclosing graph
+  std::vector<ValueId> outside{xw, p.rt};
+  ValueId bxw = body.add_input("xw", o.type(xw));
+  ValueId brt = body.add_input("rt", o.type(p.rt));
+  auto pass = [&](ValueId v, const char* name) {
+    if (v == kNoValue) return kNoValue;
+    outside.push_back(v);
+    return body.add_input(name, o.type(v));
+  };
+  StepParams bp = p;
+  bp.rt = brt;
+  bp.rb = pass(p.rb, "rb");
+  bp.pi = pass(p.pi, "pi");
+  bp.po = pass(p.po, "po");
+  bp.pf = pass(p.pf, "pf");
+  ValueId bsteps = pass(steps, "steps");
+  {
+    GraphBuilder gb(body);
+    OpBuilder b(gb);
+    ValueId t = reverse ? b.sub(b.sub(bsteps, b.scalar(1, DType::i64)), bi) : bi;
+    ValueId t1 = b.reshape(t, {1});
+    ValueId xt = b.op(Op::Squeeze, {b.gather(bxw, t1, 0)}, Attrs{{"axes", std::vector<int64_t>{0}}});
+    ValueId h = bh, c = bc;
+    RLX_TRY(cell_step(m, b, bp, xt, h, c));
+    ValueId row = b.op(Op::Unsqueeze, {h}, Attrs{{"axes", std::vector<int64_t>{0}}});
+    ValueId y = b.op(Op::Scatter, {by, t1, row}, Attrs{{"axis", int64_t{0}}});
+    ValueId go = b.reshape(bcond, std::vector<int64_t>{});
+    if (!b.ok()) return b.status().with_context(cat(m.where(), ": recurrence body"));
+    body.outputs = {go, h};
+    if (lstm) body.outputs.push_back(c);
+    body.outputs.push_back(y);
+  }
+  std::vector<ValueId> ins{steps, o.scalar(1, DType::boolean), h0};
+  if (lstm) ins.push_back(c0);
+  ins.push_back(y0);
+  ins.insert(ins.end(), outside.begin(), outside.end());
+  const std::string count = cat(m.node->output_size() > 0 && !m.node->output(0).empty() ? m.node->output(0) : "rnn",
+                                ".dir", d, ".count");
+  std::vector<ValueId> outs = o.op_multi(Op::Loop, ins,
+                                         Attrs{{"count", count}, {"body", print_graph(body)},
+                                               {"num_state", int64_t{lstm ? 3 : 2}}, {"bounded", int64_t{1}}});
+  RLX_TRY(m.ok().with_context(m.where()));
+  return DirectionResult{lstm ? outs[2] : outs[1], outs[0], lstm ? outs[1] : kNoValue};
+}
+
 Status map_recurrent(Importer& m, Cell cell) {
   OpBuilder& o = m.o();
   RLX_ASSIGN_OR_RETURN(ValueId x, m.in(0));
@@ -90,17 +165,21 @@ Status map_recurrent(Importer& m, Cell cell) {
   const int64_t layout = m.ai("layout", 0);
   if (layout == 1) x = o.transpose(x, {1, 0, 2});
   if (!o.ok()) return o.status().with_context(m.where());
-  auto xs = static_sizes(o.shape(x));
+  const Shape xsh = o.shape(x);
   auto ws = static_sizes(o.shape(w));
-  if (!xs || !ws || xs->size() != 3 || ws->size() != 3) return m.fail(ErrorCode::unsupported, "needs static 3-D X and W");
-  const int64_t S = (*xs)[0], B = (*xs)[1];
+  if (xsh.size() != 3 || !xsh[2].is_static() || !ws || ws->size() != 3)
+    return m.fail(ErrorCode::unsupported, "needs a 3-D X with a static input size and a static 3-D W");
+  // unrolled over a static length up to 4096 steps; otherwise a loop run by the host (the
+  // sequence length, and the batch, may then be symbolic)
+  const bool unroll = xsh[0].is_static() && xsh[1].is_static() && xsh[0].size() <= 4096;
+  const int64_t S = xsh[0].is_static() ? xsh[0].size() : -1, B = xsh[1].is_static() ? xsh[1].size() : -1;
   const int64_t H = m.ai("hidden_size", (*ws)[1] / gates);
   if (H < 1 || H > (int64_t{1} << 20) || B > (int64_t{1} << 30)) return m.fail(ErrorCode::out_of_range, "hidden_size ", H, " or batch out of range");
-  if (S > 4096) return m.fail(ErrorCode::unsupported, "sequence longer than 4096 steps");
   std::string dir = m.as("direction", "forward");
   const int dirs = dir == "bidirectional" ? 2 : 1;
   if ((*ws)[0] != dirs || (*ws)[1] != gates * H) return m.fail(ErrorCode::shape_error, "W has shape ", sizes_to_string(*ws));
   if (m.has(4)) {
+    if (S < 0) return m.fail(ErrorCode::unsupported, "sequence_lens with a sequence length known only at run time");
     RLX_ASSIGN_OR_RETURN(Tensor lens, m.konst(4));
     for (int64_t i = 0; i < lens.numel(); ++i)
       if (static_cast<int64_t>(lens.get_f64(i)) != S)
@@ -143,21 +222,29 @@ Status map_recurrent(Importer& m, Cell cell) {
     if (wb != kNoValue) xw = o.add(xw, wb);
     ValueId rt = o.transpose(rd, {1, 0});  // [H, G*H]
     ValueId h = kNoValue, c = kNoValue;
+    auto squeeze0 = [&](ValueId v) { return o.op(Op::Squeeze, {v}, Attrs{{"axes", std::vector<int64_t>{0}}}); };
+    // zeros of [B, H] (B may be symbolic): x_0 W^T's first H columns compared with -inf (false
+    // for every value, NaN included)
+    auto zeros_bh = [&]() {
+      if (B >= 0) return o.full(0, o.dtype(x), {B, H});
+      ValueId first = squeeze0(o.slice(xw, {0, 0}, {1, H}, {0, 2}));
+      return o.cast(o.binary(Op::Less, first, o.scalar_like(-INFINITY, first)), o.dtype(x));
+    };
     if (m.has(5)) {
       RLX_ASSIGN_OR_RETURN(ValueId h0, m.in(5));
       if (layout == 1) h0 = o.transpose(h0, {1, 0, 2});
-      h = o.reshape(o.slice(h0, {d}, {d + 1}, {0}), {B, H});
+      h = squeeze0(o.slice(h0, {d}, {d + 1}, {0}));
     } else {
-      h = o.full(0, o.dtype(x), {B, H});
+      h = zeros_bh();
     }
     ValueId pi = kNoValue, po = kNoValue, pf = kNoValue;
     if (cell == Cell::lstm) {
       if (m.has(6)) {
         RLX_ASSIGN_OR_RETURN(ValueId c0, m.in(6));
         if (layout == 1) c0 = o.transpose(c0, {1, 0, 2});
-        c = o.reshape(o.slice(c0, {d}, {d + 1}, {0}), {B, H});
+        c = squeeze0(o.slice(c0, {d}, {d + 1}, {0}));
       } else {
-        c = o.full(0, o.dtype(x), {B, H});
+        c = zeros_bh();
       }
       if (m.has(7)) {
         RLX_ASSIGN_OR_RETURN(ValueId p, m.in(7));
@@ -171,6 +258,13 @@ Status map_recurrent(Importer& m, Cell cell) {
     const Act* g = per_dir > 1 ? &acts[d * per_dir + 1] : nullptr;
     const Act* hh = per_dir > 2 ? &acts[d * per_dir + 2] : nullptr;
     const StepParams params{cell, H, rt, rb, pi, po, pf, f, g, hh, clip, lbr};
+    if (!unroll) {
+      RLX_ASSIGN_OR_RETURN(auto r, recurrent_loop(m, params, reverse, xw, h, c, d));
+      ys_dirs.push_back(o.op(Op::Unsqueeze, {r.y}, Attrs{{"axes", std::vector<int64_t>{1}}}));
+      hs.push_back(o.op(Op::Unsqueeze, {r.h}, Attrs{{"axes", std::vector<int64_t>{0}}}));
+      if (r.c != kNoValue) cs.push_back(o.op(Op::Unsqueeze, {r.c}, Attrs{{"axes", std::vector<int64_t>{0}}}));
+      continue;
+    }
     std::vector<ValueId> ys(S);
     for (int64_t step = 0; step < S; ++step) {
       const int64_t t = reverse ? S - 1 - step : step;
