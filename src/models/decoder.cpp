@@ -207,7 +207,7 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
     Attrs a{{"theta", c.is_sliding(l) && c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta},
             {"layout", std::string("bshd")}};
     if (c.rope_interleaved) a.set("interleaved", int64_t{1});
-    if (c.rope_scaled(l)) a.set("inv_freq", c.rope_inv_freq(l, opt.context));
+    if (c.rope_scaled(l)) a.set("inv_freq", c.rope_inv_freq(l, opt.rope_context > 0 ? opt.rope_context : opt.context));
     return a;
   };
   // YaRN's factor on cos and sin multiplies q . k by its square: folded into the scale
@@ -219,6 +219,7 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
     if (c.attn_softcap > 0) a.set("softcap", c.attn_softcap);
     return a;
   };
+  std::vector<ValueId> layer_out;
   const std::string pre_mlp_norm = c.post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
   for (int64_t l = 0; l < c.layers; ++l) {
     const std::string p = layer_prefix(l);
@@ -255,6 +256,7 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
     ValueId mlp_out = tp_all_reduce(o, tp, b.linear(o.mul(act, up), p + "mlp.down_proj.weight", c.intermediate, H));
     if (c.post_norms) mlp_out = b.rms_norm(mlp_out, p + "post_feedforward_layernorm.weight", H);
     x = o.add(x, mlp_out);
+    layer_out.push_back(x);
     // where pipeline parallelism may cut the model (src/runtime/pipeline.h)
     if (l + 1 < c.layers && x != kNoValue) g.values[x].name = "layer." + std::to_string(l) + ".out";
   }
@@ -274,7 +276,66 @@ Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions
     g.outputs.push_back(new_caches[2 * l]);
     g.outputs.push_back(new_caches[2 * l + 1]);
   }
+  if (opt.layer_outputs)
+    for (int64_t l = 0; l < c.layers; ++l) {
+      // (a value that is already an output, such as the last layer's without a slice, is
+      // listed again: outputs may repeat)
+      if (g.values[layer_out[l]].name.empty()) g.values[layer_out[l]].name = "layer_out." + std::to_string(l);
+      g.outputs.push_back(layer_out[l]);
+    }
   return g;
+}
+
+Expected<Tensor> decoder_layer_outputs(const DecoderWeights& w, const std::vector<int64_t>& prompt, const std::string& device,
+                                       int64_t context) {
+  const DecoderConfig& c = w.config;
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  if (n == 0) return error(ErrorCode::invalid_argument, "an empty prompt");
+  for (int64_t t : prompt)
+    if (t < 0 || t >= c.vocab_size)
+      return error(ErrorCode::invalid_argument, "token id ", t, " is outside the vocabulary of ", c.vocab_size);
+  if (w.tp.active()) return error(ErrorCode::unsupported, "layer outputs of a tensor-parallel shard");
+  if (context < 0) return error(ErrorCode::invalid_argument, "a context of ", context, " tokens");
+  // one block of n slots holds the prompt: the table is {1, 0} (block 0 is the scratch block)
+  DecoderGraphOptions go{.context = n, .all_logits = false, .decode = false, .block_size = n, .pool_blocks = 2,
+                         .layer_outputs = true};
+  go.rope_context = context > 0 ? context : n;
+  RLX_ASSIGN_OR_RETURN(Graph g, build_decoder(w, go));
+  CompileOptions co;
+  co.device = device;
+  RLX_ASSIGN_OR_RETURN(auto model, Model::compile(std::move(g), co));
+  const int64_t keys = 2 * n;
+  RLX_TRY(check_allocation(DType::f32, {c.layers, n, c.hidden}, "layer outputs"));
+  RLX_TRY(check_allocation(DType::boolean, {2, n, keys}, "the prompt's attention masks"));
+  RLX_TRY(check_allocation(DType::f32, {2 * c.layers, c.kv_heads, keys, c.head_dim}, "the prompt's KV cache"));
+  Tensor ids = Tensor::zeros(DType::i64, {1, n}), pos = Tensor::zeros(DType::i64, {1, n});
+  Tensor slots = Tensor::zeros(DType::i64, {1, n}), table = Tensor::zeros(DType::i64, {1, 2});
+  Tensor mask = Tensor::zeros(DType::boolean, {1, 1, n, keys}), local = Tensor::zeros(DType::boolean, {1, 1, n, keys});
+  table.data<int64_t>()[0] = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    ids.data<int64_t>()[i] = prompt[static_cast<size_t>(i)];
+    pos.data<int64_t>()[i] = i;
+    slots.data<int64_t>()[i] = n + i;
+    std::fill(mask.data<bool>() + i * keys, mask.data<bool>() + i * keys + i + 1, true);
+    if (c.has_sliding_layers())
+      std::fill(local.data<bool>() + i * keys + std::max<int64_t>(0, i - c.sliding_window + 1), local.data<bool>() + i * keys + i + 1,
+                true);
+  }
+  std::vector<Tensor> inputs{ids, pos, slots, table, mask};
+  if (c.has_sliding_layers()) inputs.push_back(local);
+  for (int64_t l = 0; l < 2 * c.layers; ++l) inputs.push_back(Tensor::zeros(DType::f32, {c.kv_heads, keys, c.head_dim}));
+  RLX_ASSIGN_OR_RETURN(std::vector<Tensor> out, model->run(inputs));
+  const size_t first = 1 + 2 * static_cast<size_t>(c.layers);
+  if (out.size() != first + static_cast<size_t>(c.layers))
+    return error(ErrorCode::internal, "the layer-output graph gave ", out.size(), " outputs");
+  Tensor all = Tensor::zeros(DType::f32, {c.layers, n, c.hidden});
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const Tensor& t = out[first + static_cast<size_t>(l)];
+    if (t.dtype() != DType::f32 || t.numel() != n * c.hidden)
+      return error(ErrorCode::internal, "layer ", l, "'s output has ", t.numel(), " values, not ", n * c.hidden);
+    std::copy(t.data<float>(), t.data<float>() + n * c.hidden, all.data<float>() + l * n * c.hidden);
+  }
+  return all;
 }
 
 std::vector<std::pair<int, int>> decoder_cache_donations(const DecoderConfig& c) {

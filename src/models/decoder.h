@@ -191,6 +191,9 @@ struct DecoderGraphOptions {
   int64_t block_size = 16;   // slots per KV-cache block
   int64_t pool_blocks = 0;   // blocks in each pool, the scratch block included; 0: one sequence's
                              // (paged_table_blocks(context, block_size))
+  bool layer_outputs = false;  // also output the residual stream after each layer, `layer_out.L`
+                               // [batch, seq, hidden], after the caches (decoder_layer_outputs)
+  int64_t rope_context = 0;    // the context LongRoPE picks its factors by; 0: `context`
 };
 
 // The prefill step graph as a file is shown and run on its own (load_model of a decoder
@@ -207,6 +210,12 @@ inline int64_t paged_table_blocks(int64_t context, int64_t block_size) {
 
 // The step graph described at the top of this file; `batch` is symbolic.
 Expected<Graph> build_decoder(const DecoderWeights& w, const DecoderGraphOptions& options);
+// The residual stream after every layer (what llama.cpp names l_out-N) for one prompt prefilled
+// from position 0 on `device`: f32 [layers, tokens, hidden]. For comparing rlx with another
+// implementation layer by layer when their logits differ (`rlx generate --dump-layers`).
+// `context` is the session's (0: the prompt's length); LongRoPE picks its factors by it.
+Expected<Tensor> decoder_layer_outputs(const DecoderWeights& w, const std::vector<int64_t>& prompt,
+                                       const std::string& device = "cpu", int64_t context = 0);
 // (output, input) pairs that donate every cache input to its updated output.
 std::vector<std::pair<int, int>> decoder_cache_donations(const DecoderConfig& c);
 

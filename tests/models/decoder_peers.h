@@ -88,6 +88,56 @@ inline LlamaCppResult llama_cpp_greedy(const std::string& npm_dir, const std::st
   return r;
 }
 
+// llama.cpp's residual stream after every layer ([layers, tokens, hidden]) and its logits after
+// every position ([tokens, vocab]) for `prompt`, from tests/peer_tools/llama_cpp_layers.cpp.
+struct LlamaCppLayers {
+  Tensor layers, logits;
+  std::string error;  // non-empty when the tool is missing or failed
+};
+inline LlamaCppLayers llama_cpp_layers(const std::string& gguf, const std::vector<int64_t>& prompt, const std::string& tag) {
+  LlamaCppLayers r;
+  if (std::string(RLX_LLAMA_CPP_LAYERS).empty()) {
+    r.error = "rlx_llama_cpp_layers was not built: node-llama-cpp was not installed when CMake configured the build "
+              "(run scripts/install-npm.sh build/npm, then cmake again)";
+    return r;
+  }
+  std::string ids;
+  for (int64_t t : prompt) ids += (ids.empty() ? "" : ",") + std::to_string(t);
+  const std::string base = kModelBase + "llama_layers_" + tag + "_" + std::to_string(getpid());
+  const std::string cmd = std::string(RLX_LLAMA_CPP_LAYERS) + " '" + gguf + "' " + ids + " " + base + "_layers.npy " + base +
+                          "_logits.npy 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    r.error = "failed: " + cmd;
+    return r;
+  }
+  auto layers = read_npy(base + "_layers.npy");
+  auto logits = read_npy(base + "_logits.npy");
+  if (!layers || !logits) {
+    r.error = "cannot read the outputs of " + cmd;
+    return r;
+  }
+  r.layers = *layers;
+  r.logits = *logits;
+  return r;
+}
+
+// Per layer, the largest absolute difference between two [layers, tokens, hidden] stacks over
+// the largest magnitude of `want`'s layer: where a divergence starts.
+inline std::vector<double> layer_differences(const Tensor& got, const Tensor& want) {
+  std::vector<double> rel;
+  if (got.sizes() != want.sizes() || got.rank() != 3) return rel;
+  const int64_t per = got.sizes()[1] * got.sizes()[2];
+  for (int64_t l = 0; l < got.sizes()[0]; ++l) {
+    double diff = 0, scale = 0;
+    for (int64_t i = l * per; i < (l + 1) * per; ++i) {
+      diff = std::max(diff, std::fabs(static_cast<double>(got.data<float>()[i]) - want.data<float>()[i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(want.data<float>()[i])));
+    }
+    rel.push_back(scale > 0 ? diff / scale : diff);
+  }
+  return rel;
+}
+
 inline int64_t argmax_row(const float* row, int64_t n) { return static_cast<int64_t>(std::max_element(row, row + n) - row); }
 
 inline std::vector<int64_t> random_tokens(std::mt19937_64& rng, int64_t n, int64_t vocab) {

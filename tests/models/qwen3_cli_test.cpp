@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <tuple>
@@ -13,7 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/decoder.h"
 #include "models/text/bpe.h"
+#include "rlx/npy.h"
 
 namespace {
 
@@ -130,6 +133,39 @@ TEST(DecoderCli, TextPromptsGetTheTokenizersBos) {
   for (int64_t t : tok->encode("Hello world", false)) want.push_back(t);
   EXPECT_EQ(tok->bos_id, 1);
   EXPECT_EQ(prompt, want);
+}
+
+// --dump-layers writes the first prompt's residual stream after every layer (what the decoder
+// tests compare with llama.cpp's layer by layer): the library's values, as .npy.
+TEST(DecoderCli, DumpLayersWritesTheResidualStreamOfEachLayer) {
+  if (!have_rlx()) GTEST_SKIP() << kRlx << " is not built (ninja rlx)";
+  mkdir((std::string(RLX_BINARY_DIR) + "/test-models").c_str(), 0755);
+  const std::string dir = kDir + "_layers";
+  ASSERT_EQ(run("make-model llama-tiny --out " + dir + " --vocab 300 --layers 2 --seed 4"), 0);
+  const std::string npy = dir + "/layers.npy";
+  ASSERT_EQ(run("generate " + dir + " --tokens 5,6,7 --tokens 9,10 -n 2 --quiet --dump-layers " + npy), 0);
+  auto dumped = rlx::read_npy(npy);
+  ASSERT_TRUE(dumped.has_value()) << dumped.status().to_string();
+  auto w = rlx::models::load_decoder(dir);
+  ASSERT_TRUE(w.has_value()) << w.status().to_string();
+  ASSERT_EQ(dumped->sizes(), (rlx::Sizes{2, 3, w->config.hidden}));
+  auto want = rlx::models::decoder_layer_outputs(*w, {5, 6, 7}, "cpu", 3 + 2);
+  ASSERT_TRUE(want.has_value()) << want.status().to_string();
+  ASSERT_EQ(want->sizes(), dumped->sizes());
+  double diff = 0, size = 0;
+  for (int64_t i = 0; i < want->numel(); ++i) {
+    diff = std::max(diff, std::fabs(double{dumped->data<float>()[i]} - want->data<float>()[i]));
+    size = std::max(size, std::fabs(double{want->data<float>()[i]}));
+  }
+  EXPECT_EQ(diff, 0);
+  EXPECT_GT(size, 0.1);  // not an empty file
+  // f32 in one process only; an unwritable path names the flag
+  auto [code, out] = run_out("generate " + dir + " --tokens 5,6 --precision bf16 --dump-layers " + npy);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--dump-layers"), std::string::npos) << out;
+  std::tie(code, out) = run_out("generate " + dir + " --tokens 5,6 --dump-layers /nonexistent/dir/x.npy");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--dump-layers /nonexistent/dir/x.npy"), std::string::npos) << out;
 }
 
 TEST(Qwen3Cli, BadInputIsAnError) {

@@ -18,6 +18,7 @@
 #include "models/chat.h"
 #include "models/decoder.h"
 #include "models/text/bpe.h"
+#include "rlx/npy.h"
 
 namespace rlx::cli {
 namespace {
@@ -196,6 +197,13 @@ Expected<GenerateResult> generate_text(const std::string& path, const GenerateOp
   auto t_compile = std::chrono::steady_clock::now();
   if (o.prompt_top1 && comm->size() > 1)
     return error(ErrorCode::unsupported, "--prompt-top1 runs in one process (without --tp / --pp)");
+  if (!o.dump_layers.empty()) {
+    if (comm->size() > 1 || prec != passes::Precision::f32)
+      return error(ErrorCode::unsupported, "--dump-layers runs in f32 in one process (without --precision, --tp and --pp)");
+    RLX_ASSIGN_OR_RETURN(Tensor layers, models::decoder_layer_outputs(weights, prompts[0], o.device, context));
+    if (Status s = write_npy(o.dump_layers, layers); !s)
+      return error(ErrorCode::io_error, "--dump-layers ", o.dump_layers, ": ", s.message());
+  }
   RLX_ASSIGN_OR_RETURN(auto session, models::DecoderSession::create(weights, batch, context, o.device, o.prompt_top1, par, prec));
   r.rank = comm->rank();
   r.ranks = comm->size();
@@ -277,11 +285,11 @@ int cmd_generate(int argc, char** argv) {
   std::vector<char*> av;
   for (auto& a : store) av.push_back(a.data());
   auto args = parse_args(argc, av.data(), 2, {"quiet", "ignore-eos", "prompt-top1"},
-                         {"prompt", "tokens", "chat", "system", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context", "runs", "tp", "pp", "micro-batches", "precision"});
+                         {"prompt", "tokens", "chat", "system", "n", "temp", "top-k", "top-p", "seed", "json", "device", "context", "runs", "tp", "pp", "micro-batches", "precision", "dump-layers"});
   if (!args) return report_error(args.status());
   const char* usage =
       "usage: rlx generate MODEL ((--prompt TEXT | --tokens 1,2,3)... | --chat MESSAGE [--system TEXT]) [-n N] [--temp T --top-k K --top-p P --seed S] "
-      "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--prompt-top1] [--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)";
+      "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--prompt-top1] [--dump-layers FILE.npy] [--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)";
   if (args->positional.size() != 1) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string path = args->positional[0];
   GenerateOptions o;
@@ -322,6 +330,7 @@ int cmd_generate(int argc, char** argv) {
   o.device = args->get("device").value_or("cpu");
   o.ignore_eos = args->has("ignore-eos");
   o.prompt_top1 = args->has("prompt-top1");
+  o.dump_layers = args->get("dump-layers").value_or("");
   const bool quiet = args->has("quiet");
   if (!quiet)
     o.stream = [](const std::string& piece) {

@@ -84,6 +84,10 @@ struct GenerateOptions {
   // for agreement between two models); the prefill then computes the logits of every position,
   // so its time includes the output projection of every prompt token. One process only.
   bool prompt_top1 = false;
+  // --dump-layers FILE.npy: write the first prompt's residual stream after every layer, f32
+  // [layers, tokens, hidden] (models::decoder_layer_outputs), to compare with another
+  // implementation layer by layer. f32 and one process only.
+  std::string dump_layers;
   // Called (on rank 0 only) with text pieces as they are generated (the prompt first, then each token), for
   // one prompt on the first run only; token ids in decimal when there is no tokenizer.
   std::function<void(const std::string&)> stream;

@@ -34,7 +34,7 @@ const std::vector<Verb>& verbs() {
        cmd_embed},
       {"generate", "text generation with a decoder model (Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3; Hugging Face folder or GGUF), streaming, with tokens/s",
        "rlx generate MODEL (--prompt TEXT | --tokens 1,2,3)... [-n N] [--temp T --top-k K --top-p P --seed S] "
-       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--prompt-top1] [--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)  "
+       "[--json FILE] [--device D] [--context C] [--runs R] [--ignore-eos] [--quiet] [--prompt-top1] [--dump-layers FILE.npy] [--tp T] [--pp P [--micro-batches M]] (under mpirun -np T*P)  "
        "(docs/generation.md, docs/distributed.md)",
        cmd_generate},
       {"serve", "an OpenAI-compatible HTTP server (completions, chat, embeddings) with continuous batching",
