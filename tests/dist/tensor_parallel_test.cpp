@@ -34,13 +34,15 @@ TEST_F(TensorParallel, Qwen3GreedyTokensMatchOnTwoAndFourRanks) {
 }
 
 // The other decoder families run by the same builder: Qwen2's biases shard with their rows,
-// Gemma 2's sliding-window mask, soft-caps and extra norms, Phi-3's split fused matrices, and
-// Llama's permuted GGUF rows (interleaved rotary pairs) under both kinds of parallelism.
+// Gemma 2's sliding-window mask, soft-caps and extra norms, Phi-3's split fused matrices,
+// Llama's permuted GGUF rows (interleaved rotary pairs), Mistral's window on every layer and
+// Gemma 3's q/k norms with local and global rotary frequencies, under both kinds of parallelism.
 TEST_F(TensorParallel, OtherFamiliesGreedyTokensMatchUnderTpAndPp) {
-  for (const std::string family : {"qwen2", "gemma2", "phi3", "llama"}) {
+  for (const std::string family : {"qwen2", "gemma2", "phi3", "llama", "mistral", "gemma3_text"}) {
     SCOPED_TRACE(family);
     const std::string dir = temp_dir(family);
-    Proc mk = sh(kRlx + " make-model " + family + "-tiny --out " + dir + "/m --layers 2 --vocab 512 --gguf-type q8_0 --seed " +
+    const std::string layers = family == "gemma3_text" ? "6" : "2";  // Gemma 3's sixth layer is its global one
+    Proc mk = sh(kRlx + " make-model " + family + "-tiny --out " + dir + "/m --layers " + layers + " --vocab 512 --gguf-type q8_0 --seed " +
                 std::to_string(std::random_device{}() % 100000));
     ASSERT_EQ(mk.code, 0) << mk.out;
     const std::string model = family == "llama" ? dir + "/m/model-q8_0.gguf" : dir + "/m";
