@@ -1,14 +1,16 @@
 // The machine's read bandwidth, the yardstick of decode speed (docs/benchmarks.md, "Decoder
-// families"): each of T threads sums its share of a 1 GiB buffer with 256-bit loads where the
+// families"): each of T threads sums its share of a buffer (1 GiB, or --mib N: a model's weight
+// bytes, read from the cache level its decode reads them from) with 256-bit loads where the
 // CPU has AVX2 (the width the decode kernels read with; four independent sums, so the loop is
 // bound by memory), else eight 64-bit sums; best of 5 runs per thread count.
 //
-//   build/bin/rlx_bench_read_bandwidth [THREADS...]     (default: 1 2)
+//   build/bin/rlx_bench_read_bandwidth [--mib N] [THREADS...]     (default: 1 GiB, threads 1 2)
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -49,7 +51,18 @@ uint64_t sum_words(const uint64_t* p, size_t n) {
 
 int main(int argc, char** argv) {
   std::vector<int> counts;
+  size_t mib = 1024;
   for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--mib" && i + 1 < argc) {
+      // the buffer's size: a model's weight bytes, to read from the cache level its decode reads from
+      const long m = std::atol(argv[++i]);
+      if (m < 1 || m > (1 << 20)) {
+        std::fprintf(stderr, "read_bandwidth: --mib '%s' is not 1..1048576\n", argv[i]);
+        return 2;
+      }
+      mib = static_cast<size_t>(m);
+      continue;
+    }
     const int t = std::atoi(argv[i]);
     if (t < 1 || t > 256) {
       std::fprintf(stderr, "read_bandwidth: thread count '%s' is not 1..256\n", argv[i]);
@@ -58,7 +71,7 @@ int main(int argc, char** argv) {
     counts.push_back(t);
   }
   if (counts.empty()) counts = {1, 2};
-  const size_t words = (size_t{1} << 30) / sizeof(uint64_t);
+  const size_t words = (mib << 20) / sizeof(uint64_t);
   std::vector<uint64_t> buf(words, 1);  // written once, so every page is mapped before timing
   for (int threads : counts) {
     double best = 0;
@@ -83,7 +96,7 @@ int main(int argc, char** argv) {
       best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / s / 1e9);
       for (uint64_t v : sums) check += v;
     }
-    std::printf("%d thread(s): %.1f GB/s read (best of 5; checksum %llu)\n", threads, best,
+    std::printf("%d thread(s): %.1f GB/s read over %zu MiB (best of 5; checksum %llu)\n", threads, best, mib,
                 static_cast<unsigned long long>(check));
   }
   return 0;
