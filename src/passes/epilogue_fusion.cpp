@@ -3,6 +3,10 @@
 // row-major order, runs inside the native kernel on each finished tile (bias, activation,
 // residual add while the tile is in cache). The native output then shares the epilogue's
 // output memory, so the intermediate never goes to memory on its own.
+//
+// Operand-cast fusion: a generated kernel that only converts a buffer to f16, element for
+// element, and whose result only native kernels read (that can convert as they read), is
+// dropped; they read the source instead.
 #include <algorithm>
 #include <optional>
 
@@ -64,7 +68,80 @@ bool store_is_flat_domain(const kir::GeneratedKernel& k) {
   return true;
 }
 
+// The buffer k converts (element i of the f32 source to element i of its f16 store), or -1.
+int pure_f16_cast_source(const kir::KernelProgram& p, const kir::GeneratedKernel& k) {
+  if (k.serial || k.stores.size() != 1 || k.stores[0].accumulate || !store_is_flat_domain(k)) return -1;
+  const kir::Store& st = k.stores[0];
+  const kir::Expr& v = k.exprs[st.value];
+  if (v.kind != kir::ExprKind::cast || v.dtype != DType::f16) return -1;
+  const kir::Expr& src = k.exprs[v.a];
+  if (src.kind != kir::ExprKind::load || src.a != st.index) return -1;
+  const int x = k.args[src.buffer], y = k.args[st.buffer];
+  const kir::Buffer &xb = p.buffers[x], &yb = p.buffers[y];
+  if (xb.dtype != DType::f32 || yb.dtype != DType::f16 || numel(xb.sizes) != numel(yb.sizes) ||
+      k.rows() * k.cols() != numel(yb.sizes))
+    return -1;
+  return x;
+}
+
 }  // namespace
+
+void fuse_operand_casts(kir::KernelProgram& p, const std::function<bool(const kir::NativeKernel&, int input)>& accepts) {
+  auto root = [&](int b) {
+    while (p.buffers[b].alias_of >= 0) b = p.buffers[b].alias_of;
+    return b;
+  };
+  for (size_t si = 0; si < p.steps.size();) {
+    if (p.steps[si].native) {
+      ++si;
+      continue;
+    }
+    const kir::GeneratedKernel& k = p.generated[p.steps[si].index];
+    const int x = pure_f16_cast_source(p, k);
+    const int y = x < 0 ? -1 : k.args[k.stores[0].buffer];
+    bool ok = y >= 0 && p.buffers[y].kind == kir::BufferKind::intermediate && p.buffers[y].alias_of < 0;
+    for (size_t b = 0; ok && b < p.buffers.size(); ++b) ok = p.buffers[b].alias_of != y;  // no views of y
+    for (int o : p.outputs) ok = ok && root(o) != y;
+    // every reader of y is a native that takes x instead, and nothing writes x before the last
+    std::vector<std::pair<size_t, int>> uses;  // (step, input)
+    size_t last = si;
+    for (size_t sj = 0; ok && sj < p.steps.size(); ++sj) {
+      if (sj == si) continue;
+      if (!p.steps[sj].native) {
+        const kir::GeneratedKernel& g = p.generated[p.steps[sj].index];
+        ok = std::none_of(g.args.begin(), g.args.end(), [&](int b) { return root(b) == y; });
+        continue;
+      }
+      const kir::NativeKernel& n = p.natives[p.steps[sj].index];
+      if (n.epilogue >= 0) {
+        const auto& ea = p.generated[n.epilogue].args;
+        ok = std::none_of(ea.begin(), ea.end(), [&](int b) { return root(b) == y; });
+      }
+      for (size_t i = 0; ok && i < n.inputs.size(); ++i)
+        if (root(n.inputs[i]) == y) {
+          ok = n.inputs[i] == y && sj > si && accepts(n, static_cast<int>(i));
+          uses.emplace_back(sj, static_cast<int>(i));
+          last = std::max(last, sj);
+        }
+      for (int b : n.outputs) ok = ok && root(b) != y;
+    }
+    for (size_t sj = si + 1; ok && sj < last; ++sj) {
+      if (p.steps[sj].native) {
+        for (int b : p.natives[p.steps[sj].index].outputs) ok = ok && root(b) != root(x);
+      } else {
+        const kir::GeneratedKernel& g = p.generated[p.steps[sj].index];
+        for (const kir::Store& st : g.stores) ok = ok && root(g.args[st.buffer]) != root(x);
+      }
+    }
+    if (!ok || uses.empty()) {
+      ++si;
+      continue;
+    }
+    for (auto [sj, i] : uses) p.natives[p.steps[sj].index].inputs[static_cast<size_t>(i)] = x;
+    p.steps.erase(p.steps.begin() + static_cast<std::ptrdiff_t>(si));
+  }
+  plan_memory(p);
+}
 
 void fuse_native_epilogues(kir::KernelProgram& p, const std::function<bool(const kir::NativeKernel&)>& accepts) {
   // readers of each buffer (by root), per step

@@ -23,6 +23,14 @@ Expected<kir::KernelProgram> schedule(const Graph& g, const ScheduleOptions& opt
 void fuse_native_epilogues(kir::KernelProgram& program,
                            const std::function<bool(const kir::NativeKernel&)>& accepts);
 
+// Drops each generated kernel that only converts an f32 buffer x to an f16 buffer y element for
+// element when every reader of y is a native kernel `accepts` lets read x in its place (input
+// `input`: the native then converts as it reads, e.g. the CPU GEMM while packing); they read x.
+// Then re-plans memory. A native whose input buffer is f32 where its input type says f16 is
+// such a reader.
+void fuse_operand_casts(kir::KernelProgram& program,
+                        const std::function<bool(const kir::NativeKernel&, int input)>& accepts);
+
 // Lets output k reuse the memory of input j for each (k, j): the caller may then pass the
 // same tensor as both. Reorders steps where needed; refuses (with the reason) when the
 // kernel writing the output reads other elements of the input, or when another step must

@@ -2,6 +2,10 @@
 // native, epilogue fusion, arena reuse, and a kernel program that verifies.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <random>
+
+#include "backends/cpu/kernels/gemm.h"
 #include "passes/schedule.h"
 #include "rlx/compile.h"
 #include "rlx/ir_text.h"
@@ -175,6 +179,80 @@ graph @g(%x: f32[6, 64]) -> (f32[6, 48]) {
   EXPECT_EQ(p.natives[0].epilogue, 0);
   EXPECT_EQ(p.arena_bytes, 0u);  // the GEMM writes into the output, the epilogue works in place
   EXPECT_TRUE(kir::verify_program(p).is_ok());
+}
+
+// An f16 cast whose only readers are products (autocast's narrow form: the batch and the
+// weights each training step) is dropped when the products can convert as they read; a cast
+// that is also a program output, or is read by a generated kernel, stays.
+const char* kCastsIntoDot = R"(
+graph @g(%x: f32[40, 64], %w: f32[64, 48]) -> (f32[40, 48]%s) {
+  %xh = cast(%x) {to = f16}
+  %wh = cast(%w) {to = f16}
+  %y = dot(%xh, %wh) {lhs_contract = [1], rhs_contract = [0], out_type = f32}
+  return %y%s
+})";
+
+std::string casts_into_dot(bool cast_is_output) {
+  std::string t = kCastsIntoDot;
+  for (const char* part : {cast_is_output ? ", f16[40, 64]" : "", cast_is_output ? ", %xh" : ""})
+    t.replace(t.find("%s"), 2, part);
+  return t;
+}
+
+TEST(Schedule, F16CastsThatOnlyFeedProductsAreReadByThem) {
+  auto p = schedule_text(casts_into_dot(false), {});
+  ASSERT_EQ(p.natives.size(), 1u);
+  ASSERT_EQ(p.steps.size(), 3u);
+  std::vector<int> asked;  // the inputs offered
+  sched::fuse_operand_casts(p, [&](const kir::NativeKernel&, int input) {
+    asked.push_back(input);
+    return true;
+  });
+  EXPECT_EQ(asked, (std::vector<int>{0, 1}));
+  ASSERT_EQ(p.steps.size(), 1u);
+  const kir::NativeKernel& n = p.natives[0];
+  EXPECT_EQ(p.buffers[n.inputs[0]].dtype, DType::f32);  // the product reads x and w themselves
+  EXPECT_EQ(p.buffers[n.inputs[1]].dtype, DType::f32);
+  EXPECT_EQ(n.input_types[0].dtype, DType::f16);       // as f16
+  EXPECT_EQ(n.inputs[0], p.inputs[0]);
+  EXPECT_TRUE(kir::verify_program(p).is_ok());
+  // refused by the native, or the cast is an output too: x's cast stays
+  auto q = schedule_text(casts_into_dot(false), {});
+  sched::fuse_operand_casts(q, [](const kir::NativeKernel&, int input) { return input == 1; });
+  EXPECT_EQ(q.steps.size(), 2u);
+  auto r = schedule_text(casts_into_dot(true), {});
+  sched::fuse_operand_casts(r, [](const kir::NativeKernel&, int) { return true; });
+  EXPECT_EQ(r.steps.size(), 2u);
+  EXPECT_TRUE(kir::verify_program(r).is_ok());
+}
+
+// On the cpu the same graph gives the same bits whether x's cast runs as a kernel (the cast is
+// an output too, so it stays) or inside the GEMM's packing (on AMX tiles; elsewhere the casts
+// stay kernels, and the test says which it ran).
+TEST(Schedule, CpuProductReadingF32AsF16EqualsTheCastKernels) {
+  std::vector<Tensor> outs[2];
+  std::string listing[2];
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> dist(0.f, 2.f);
+  Tensor x = Tensor::zeros(DType::f32, {40, 64}), w = Tensor::zeros(DType::f32, {64, 48});
+  for (Tensor* t : {&x, &w})
+    for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
+  for (int v = 0; v < 2; ++v) {
+    auto g = parse_graph(casts_into_dot(v == 1));
+    ASSERT_TRUE(g.has_value()) << g.status().to_string();
+    auto m = Model::compile(std::move(*g), {.device = "cpu"});
+    ASSERT_TRUE(m.has_value()) << m.status().to_string();
+    auto var = (*m)->prepare({});
+    ASSERT_TRUE(var.has_value()) << var.status().to_string();
+    listing[v] = (*var)->executable->stats().kernel_listing;
+    auto r = (*var)->executable->run(std::vector<Tensor>{x, w});
+    ASSERT_TRUE(r.has_value()) << r.status().to_string();
+    outs[v] = *r;
+  }
+  EXPECT_EQ(std::memcmp(outs[0][0].data<float>(), outs[1][0].data<float>(), outs[0][0].nbytes()), 0);
+  const bool fused = listing[0].find("cast from f32 while packing") != std::string::npos;
+  EXPECT_EQ(fused, cpu::gemm_reads_f32_as_f16_in_place(40)) << listing[0];
+  std::printf("f16 casts %s\n", fused ? "read by the GEMM while packing (AMX)" : "run as kernels (no AMX tiles here)");
 }
 
 // A long elementwise chain read by two kernels (reductions over different axes) is

@@ -692,6 +692,83 @@ TEST(Gemm16Special, NanPropagatesThroughRounding) {
   }
 }
 
+// f32 operands read as f16 (a_as_f16 / b_as_f16: what the CPU runs for an f16 cast that only
+// feeds a product) give the product of the converted matrices bit for bit: on the AMX tiles,
+// which round while packing (rows from 32), and off them (fewer rows, or AMX switched off),
+// which convert into scratch memory first. The values cover rounding, f16's subnormals and
+// overflow to infinity; A and B plain and transposed.
+TEST(Gemm16Special, F32OperandsReadAsF16EqualTheConvertedProduct) {
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(seed);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  auto value = [&] {
+    const uint32_t r = rng() % 64;
+    if (r == 0) return dist(rng) * 1e5f;    // beyond f16's range: +-inf
+    if (r == 1) return dist(rng) * 1e-6f;   // f16 subnormals
+    return dist(rng) * 3.f;                 // rounded to 11 significant bits
+  };
+  for (bool amx : {true, false}) {
+    if (!amx) set_gemm_amx(false);
+    for (Shape3 sh : {Shape3{5, 40, 70}, Shape3{64, 48, 100}, Shape3{100, 33, 129}})
+      for (int trans = 0; trans < 4; ++trans) {
+        const bool ta = trans & 1, tb = trans & 2;
+        SCOPED_TRACE(::testing::Message() << "m " << sh.m << " n " << sh.n << " k " << sh.k << " trans_a " << ta
+                                          << " trans_b " << tb << (amx ? "" : " AMX off"));
+        std::vector<float> a(static_cast<size_t>(sh.m * sh.k)), b(static_cast<size_t>(sh.k * sh.n));
+        for (float& x : a) x = value();
+        for (float& x : b) x = value();
+        std::vector<uint16_t> a16(a.size()), b16(b.size());
+        for (size_t i = 0; i < a.size(); ++i) a16[i] = f32_to_f16(a[i]);
+        for (size_t i = 0; i < b.size(); ++i) b16[i] = f32_to_f16(b[i]);
+        std::vector<float> got(static_cast<size_t>(sh.m * sh.n)), want(got.size());
+        GemmArgs g;
+        g.m = sh.m;
+        g.n = sh.n;
+        g.k = sh.k;
+        g.trans_a = ta;
+        g.lda = ta ? sh.m : sh.k;
+        g.trans_b = tb;
+        g.ldb = tb ? sh.k : sh.n;
+        g.ldc = sh.n;
+        g.a_type = g.b_type = GemmType::f16;
+        g.a = a16.data();
+        g.b = b16.data();
+        g.c = want.data();
+        ASSERT_TRUE(sgemm(g).is_ok());
+        g.a_type = g.b_type = GemmType::f32;
+        g.a_as_f16 = g.b_as_f16 = true;
+        g.a = a.data();
+        g.b = b.data();
+        g.c = got.data();
+        ASSERT_TRUE(sgemm(g).is_ok());
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+        if (sh.m >= 32) EXPECT_EQ(gemm_reads_f32_as_f16_in_place(sh.m), amx && gemm_amx());
+      }
+  }
+  set_gemm_amx(true);
+  // an operand read as f16 is stored as f32, in a single product
+  std::vector<float> x(4, 1.f), c(4);
+  GemmArgs g;
+  g.m = g.n = g.k = 2;
+  g.a = g.b = x.data();
+  g.lda = g.ldb = g.ldc = 2;
+  g.c = c.data();
+  g.a_as_f16 = true;
+  g.a_type = GemmType::f16;
+  EXPECT_EQ(sgemm(g).code(), ErrorCode::invalid_argument);
+  g.a_type = GemmType::f32;
+  g.batch = 2;
+  g.batch_stride_c = 4;
+  EXPECT_EQ(sgemm(g).code(), ErrorCode::invalid_argument);
+  g.batch = 1;
+  ASSERT_TRUE(sgemm(g).is_ok());
+  EXPECT_EQ(c[0], 2.f);
+}
+
 // 16-bit panels take half the bytes of f32 ones; a packed B of another type is refused with
 // an error naming both types; the report names the 16-bit kernels.
 TEST(Gemm16Special, PackedTypesAndReport) {

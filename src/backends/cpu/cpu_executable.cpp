@@ -37,6 +37,7 @@ struct NativeState {
   PackedB packed;  // when B is a weight
   PackedI8 i8packed;  // int8_matmul's weights, when fixed and the CPU has the panel kernel
   GemmType a_type = GemmType::f32, b_type = GemmType::f32, c_type = GemmType::f32;
+  bool a_as_f16 = false, b_as_f16 = false;  // an f32 operand rounded to f16 as it is read
   GemmType bias_type = GemmType::f32;  // gemm's third operand, when it has one
   std::vector<float> bias32;           // a row bias times beta, in f32 (rebuilt per run)
   // qmatmul: y[m, n] = x[m, k] * W^T; dequantize: rows x cols values
@@ -275,6 +276,10 @@ Expected<NativeState> CpuExecutable::plan_gemm(kir::NativeKernel& n) {
     st.a_type = *ta;
     st.b_type = *tb;
     st.c_type = *tc;
+    // an f32 buffer where the node takes f16: the f16 cast that only fed this product was
+    // folded into it (sched::fuse_operand_casts); the GEMM rounds the values as it reads them
+    st.a_as_f16 = *ta == GemmType::f32 && n.input_types[0].dtype == DType::f16;
+    st.b_as_f16 = *tb == GemmType::f32 && n.input_types[1].dtype == DType::f16;
     if (st.plan.c_mode != GemmPlan::CMode::none) {
       auto tbias = gemm_type_of(prog_.buffers[n.inputs[2]].dtype);
       if (!tbias) return error(ErrorCode::internal, n.name, ": gemm's C must be f32, f16 or bf16");
@@ -282,11 +287,13 @@ Expected<NativeState> CpuExecutable::plan_gemm(kir::NativeKernel& n) {
       if (st.plan.c_mode == GemmPlan::CMode::bias_row) st.bias32.resize(static_cast<size_t>(st.plan.n));
     }
   }
-  n.how = cat("gemm ", gemm_kernel_name(st.a_type, st.b_type, st.c_type), " m=", st.plan.m, " n=", st.plan.n,
+  n.how = cat("gemm ",
+              gemm_kernel_name(st.a_as_f16 ? GemmType::f16 : st.a_type, st.b_as_f16 ? GemmType::f16 : st.b_type, st.c_type),
+              st.a_as_f16 || st.b_as_f16 ? " (cast from f32 while packing)" : "", " m=", st.plan.m, " n=", st.plan.n,
               " k=", st.plan.k, st.plan.batch > 1 ? cat(" batch=", st.plan.batch) : std::string());
   const kir::Buffer& bb = prog_.buffers[n.inputs[1]];
   const bool fixed_b = bb.kind == kir::BufferKind::weight || bb.kind == kir::BufferKind::constant;
-  if (fixed_b && (st.plan.batch == 1 || st.plan.stride_b == 0)) {
+  if (fixed_b && (st.plan.batch == 1 || st.plan.stride_b == 0) && !st.a_as_f16 && !st.b_as_f16) {
     // weights and folded constants (e.g. a weight cast to bf16 by autocast's narrow form) are
     // packed once; 16-bit ones stay 16-bit in their panels (half the bytes to stream)
     st.packed = pack_b_for(st.a_type, ptrs_[n.inputs[1]], st.b_type, st.plan.ldb, st.plan.trans_b, st.plan.k, st.plan.n,
@@ -366,6 +373,8 @@ Status CpuExecutable::run_native(int index) {
   a.a_type = st.a_type;
   a.b_type = st.b_type;
   a.c_type = st.c_type;
+  a.a_as_f16 = st.a_as_f16;
+  a.b_as_f16 = st.b_as_f16;
   a.a = ptrs_[n.inputs[0]];
   a.lda = p.lda;
   a.trans_a = p.trans_a;
@@ -666,6 +675,16 @@ Expected<std::unique_ptr<Executable>> compile_host_program(const Graph& g, const
   Graph ordered = g;
   if (dist::overlap_collectives()) sched::order_collectives_early(ordered);
   RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(ordered));
+  // f16 products on the AMX tiles round f32 operands while packing them (gemm.h, a_as_f16), so
+  // a cast to f16 that only feeds such products is not run on its own (autocast's f16
+  // training: the batch and the weights each step)
+  sched::fuse_operand_casts(prog, [&](const kir::NativeKernel& n, int input) {
+    if (input > 1 || claiming_family(device_families, hal::node_desc(n))) return false;
+    if (n.op != Op::MatMul && n.op != Op::Dot && n.op != Op::Gemm) return false;
+    if (n.input_types[0].dtype != DType::f16 || n.input_types[1].dtype != DType::f16) return false;
+    auto plan = plan_contraction(n.op, n.attrs, n.input_types, n.output_types);
+    return plan.has_value() && plan->batch == 1 && gemm_reads_f32_as_f16_in_place(plan->m);
+  });
   // the GEMMs (and int8_matmul) run elementwise consumers of their output on each finished tile (a 16-bit
   // output is rounded first: the epilogue reads the stored values, as it would unfused); a
   // device family's kernels take none

@@ -43,6 +43,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/huge_page_memory.h"
 #include "rlx/checked.h"
@@ -255,22 +256,26 @@ void pack_b_panels(const KernelFamily& f, GemmType bt, const void* b, int64_t ld
 // j0..j1 of a bf16 or f16 B into consecutive pair panels of amx_kp(kcl) rows at out; an f16
 // panel is its hi part's panel followed by its lo part's.
 void pack_b_pairs_block(GemmType type, const void* b, int64_t ldb, bool trans_b, int64_t k0, int64_t kcl, int64_t j0,
-                        int64_t j1, uint16_t* out) {
-  const auto* src = static_cast<const uint16_t*>(b);
-  const auto pack = type == GemmType::f16 ? gemm_detail::amx_pack_b_pairs_f16 : gemm_detail::amx_pack_b_pairs_bf16;
-  for (int64_t col = j0; col < j1; col += kPanel, out += amx_parts(type) * amx_kp(kcl) * kPanel)
-    pack(src + (trans_b ? col * ldb + k0 : k0 * ldb + col), ldb, trans_b, kcl, std::min<int64_t>(kPanel, j1 - col), out);
+                        int64_t j1, uint16_t* out, bool f32_as_f16 = false) {
+  for (int64_t col = j0; col < j1; col += kPanel, out += amx_parts(type) * amx_kp(kcl) * kPanel) {
+    const int64_t off = trans_b ? col * ldb + k0 : k0 * ldb + col, w = std::min<int64_t>(kPanel, j1 - col);
+    if (f32_as_f16)
+      gemm_detail::amx_pack_b_pairs_f16_from_f32(static_cast<const float*>(b) + off, ldb, trans_b, kcl, w, out);
+    else
+      (type == GemmType::f16 ? gemm_detail::amx_pack_b_pairs_f16 : gemm_detail::amx_pack_b_pairs_bf16)(
+          static_cast<const uint16_t*>(b) + off, ldb, trans_b, kcl, w, out);
+  }
 }
 
 // ... and panels q0..q1 of every K block of a B with n columns (block kb at kb * parts *
 // amx_kp(kc) * padded_n(n) elements).
 void pack_b_pairs_panels(GemmType type, const void* b, int64_t ldb, bool trans_b, int64_t k, int64_t n, int64_t kc,
-                         uint16_t* dst, int64_t q0, int64_t q1) {
+                         uint16_t* dst, int64_t q0, int64_t q1, bool f32_as_f16 = false) {
   const int64_t npad = padded_n(n), parts = amx_parts(type);
   for (int64_t k0 = 0, kb = 0; k0 < k; k0 += kc, ++kb) {
     const int64_t kcl = std::min(kc, k - k0);
     pack_b_pairs_block(type, b, ldb, trans_b, k0, kcl, q0 * kPanel, std::min(n, q1 * kPanel),
-                       dst + parts * (kb * amx_kp(kc) * npad + q0 * amx_kp(kcl) * kPanel));
+                       dst + parts * (kb * amx_kp(kc) * npad + q0 * amx_kp(kcl) * kPanel), f32_as_f16);
   }
 }
 
@@ -290,9 +295,10 @@ struct Problem {
   int64_t kc, nkb;
   int64_t ldc;
   std::atomic<bool>* oom;  // set when a task could not get scratch memory
-  GemmType a_type, b_type, c_type;
-  int64_t a_es, b_es, c_es;  // element sizes in bytes
+  GemmType a_type, b_type, c_type;  // the types the product sees (f16 for an a_as_f16 operand)
+  int64_t a_es, b_es, c_es;  // element sizes in bytes, as stored
   bool amx;                  // on the AMX tiles (B in their pair layout; see uses_amx)
+  bool a_f32_as_f16 = false, b_f32_as_f16 = false;  // f32 storage rounded to f16 while packing (AMX only)
 };
 
 // Where the kernels find B for one item.
@@ -473,16 +479,21 @@ void compute_block_amx(const Problem& P, const KernelFamily& f, const void* a, c
     const uint16_t* bblock = static_cast<const uint16_t*>(bv.p) + parts * kb * kc_pad * bv.npad;
     int64_t j_base = bv.j_base;
     if (bv.mode == BMode::pack_per_block) {
-      pack_b_pairs_block(P.b_type, bv.p, P.ldb, P.trans_b, k0, kcl, n0, n1, bbuf);
+      pack_b_pairs_block(P.b_type, bv.p, P.ldb, P.trans_b, k0, kcl, n0, n1, bbuf, P.b_f32_as_f16);
       bblock = bbuf;
       j_base = n0;
     }
     for (int64_t i = m0; i < m1; i += kAmxRows) {
       const int64_t mr = std::min(kAmxRows, m1 - i);
       const int rows16 = static_cast<int>(ceil_div(mr, 16));
-      const uint16_t* ai = static_cast<const uint16_t*>(a) + i * P.a_rs + k0 * P.a_cs;
-      (parts == 1 ? gemm_detail::amx_pack_a_bf16 : gemm_detail::amx_pack_a_f16)(ai, P.lda, P.trans_a, mr, kcl, kp,
-                                                                                rows16 * 16, abuf);
+      if (P.a_f32_as_f16) {
+        gemm_detail::amx_pack_a_f16_from_f32(static_cast<const float*>(a) + i * P.a_rs + k0 * P.a_cs, P.lda, P.trans_a, mr,
+                                             kcl, kp, rows16 * 16, abuf);
+      } else {
+        const uint16_t* ai = static_cast<const uint16_t*>(a) + i * P.a_rs + k0 * P.a_cs;
+        (parts == 1 ? gemm_detail::amx_pack_a_bf16 : gemm_detail::amx_pack_a_f16)(ai, P.lda, P.trans_a, mr, kcl, kp,
+                                                                                  rows16 * 16, abuf);
+      }
       for (int64_t j = n0; j < n1; j += kPanel) {
         const int64_t nr = std::min<int64_t>(kPanel, n1 - j);
         const int cols16 = static_cast<int>(ceil_div(nr, 16));
@@ -665,7 +676,10 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
     scale_only(g, pool);
     return Status::ok();
   }
-  const KernelFamily& f = family_for(g.b_type);
+  // a_as_f16 / b_as_f16 reach here only for products on the AMX tiles (sgemm converts them
+  // otherwise): the kernels see f16 operands, read from f32 storage
+  const GemmType a_type = g.a_as_f16 ? GemmType::f16 : g.a_type, b_type = g.b_as_f16 ? GemmType::f16 : g.b_type;
+  const KernelFamily& f = family_for(b_type);
   Problem P;
   P.m = g.m;
   P.n = g.n;
@@ -685,13 +699,17 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   P.oom = &oom;
   P.kc = pre ? pre->kc() : choose_kc(g.k);
   P.nkb = ceil_div(g.k, P.kc);
-  P.a_type = g.a_type;
-  P.b_type = g.b_type;
+  P.a_type = a_type;
+  P.b_type = b_type;
   P.c_type = g.c_type;
   P.a_es = static_cast<int64_t>(gemm_type_size(g.a_type));
   P.b_es = static_cast<int64_t>(gemm_type_size(g.b_type));
   P.c_es = static_cast<int64_t>(gemm_type_size(g.c_type));
-  P.amx = pre ? pre->amx_pairs() : amx_for_rows(g.a_type, g.b_type, g.m);
+  P.amx = pre ? pre->amx_pairs() : amx_for_rows(a_type, b_type, g.m);
+  P.a_f32_as_f16 = g.a_as_f16;
+  P.b_f32_as_f16 = g.b_as_f16;
+  if ((g.a_as_f16 || g.b_as_f16) && !P.amx)
+    return error(ErrorCode::internal, "sgemm: an operand read as f16 off the AMX tiles");
 
   const int threads = pool.size();
   const int64_t npad = padded_n(g.n);
@@ -705,7 +723,7 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   if (pre) {
     shared = const_cast<void*>(pre->data());
   } else if (mode == BMode::packed) {
-    const int64_t k_rows = P.amx ? amx_parts(g.b_type) * amx_k_rows(g.k, P.kc) : g.k;
+    const int64_t k_rows = P.amx ? amx_parts(b_type) * amx_k_rows(g.k, P.kc) : g.k;
     shared = t_shared_b.bytes(static_cast<size_t>(k_rows * chunk * P.b_es));
     if (!shared) return error(ErrorCode::runtime_error, "sgemm: out of memory for packing B");
   }
@@ -713,7 +731,8 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
     const void* bj = at(b, g.trans_b ? j0 * g.ldb : j0, P.b_es);
     pool.parallel_for(ceil_div(j1 - j0, kPanel), pack_grain(g.k), [&](int64_t q0, int64_t q1) {
       if (P.amx) {
-        pack_b_pairs_panels(g.b_type, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, static_cast<uint16_t*>(shared), q0, q1);
+        pack_b_pairs_panels(b_type, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, static_cast<uint16_t*>(shared), q0, q1,
+                            g.b_as_f16);
       } else {
         pack_b_panels(f, g.b_type, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, shared, q0, q1);
       }
@@ -781,6 +800,9 @@ bool valid_type(GemmType t) { return t == GemmType::f32 || t == GemmType::f16 ||
 Status check_a_c(const GemmArgs& g) {
   if (!valid_type(g.a_type) || !valid_type(g.b_type) || !valid_type(g.c_type))
     return bad("a_type, b_type and c_type must each be f32, f16 or bf16");
+  if ((g.a_as_f16 && g.a_type != GemmType::f32) || (g.b_as_f16 && g.b_type != GemmType::f32))
+    return bad("an operand read as f16 (a_as_f16, b_as_f16) must be stored as f32");
+  if ((g.a_as_f16 || g.b_as_f16) && g.batch > 1) return bad("operands read as f16 take batch 1");
   if (g.m < 0 || g.n < 0 || g.k < 0) return bad("m, n and k must be non-negative");
   if (g.batch < 0) return bad("batch must be non-negative");
   if (g.batch_stride_a < 0 || g.batch_stride_b < 0 || g.batch_stride_c < 0)
@@ -820,8 +842,43 @@ Status check_gemm_args(const GemmArgs& args) {
   return check_b(args);
 }
 
+namespace {
+
+// A copy of the stored extent of an operand (rows of `cols` values, row stride ld) as f16 bits.
+std::vector<uint16_t> to_f16(const float* x, int64_t rows, int64_t cols, int64_t ld) {
+  std::vector<uint16_t> out(static_cast<size_t>((rows - 1) * ld + cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(r * ld + c)] = f32_to_f16(x[r * ld + c]);
+  return out;
+}
+
+}  // namespace
+
+bool gemm_reads_f32_as_f16_in_place(int64_t m) { return amx_for_rows(GemmType::f16, GemmType::f16, m); }
+
 Status sgemm(const GemmArgs& args) {
   RLX_TRY(check_gemm_args(args));
+  if ((args.a_as_f16 || args.b_as_f16) && args.m > 0 && args.n > 0 && args.k > 0 && args.alpha != 0.f &&
+      !amx_for_rows(args.a_as_f16 ? GemmType::f16 : args.a_type, args.b_as_f16 ? GemmType::f16 : args.b_type, args.m)) {
+    // off the tiles: the operands converted first (check_gemm_args bounded their extents)
+    GemmArgs g = args;
+    std::vector<uint16_t> a16, b16;
+    if (args.a_as_f16) {
+      a16 = to_f16(static_cast<const float*>(args.a), args.trans_a ? args.k : args.m, args.trans_a ? args.m : args.k,
+                   args.lda);
+      g.a = a16.data();
+      g.a_type = GemmType::f16;
+      g.a_as_f16 = false;
+    }
+    if (args.b_as_f16) {
+      b16 = to_f16(static_cast<const float*>(args.b), args.trans_b ? args.n : args.k, args.trans_b ? args.k : args.n,
+                   args.ldb);
+      g.b = b16.data();
+      g.b_type = GemmType::f16;
+      g.b_as_f16 = false;
+    }
+    return run_gemm(g, nullptr);
+  }
   return run_gemm(args, nullptr);
 }
 
@@ -873,6 +930,8 @@ Status sgemm_packed(const GemmArgs& args, const PackedB& b) {
   if (b.k() != args.k || b.n() != args.n)
     return error(ErrorCode::invalid_argument, "sgemm_packed: packed B is [", b.k(), ", ", b.n(), "] but the product needs [",
                  args.k, ", ", args.n, "]");
+  if (args.a_as_f16 || args.b_as_f16)
+    return error(ErrorCode::invalid_argument, "sgemm_packed: operands read as f16 (a_as_f16, b_as_f16) need sgemm");
   if (b.type() != args.b_type)
     return error(ErrorCode::invalid_argument, "sgemm_packed: packed B holds ", gemm_type_name(b.type()),
                  " but b_type is ", gemm_type_name(args.b_type));

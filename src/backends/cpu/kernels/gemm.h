@@ -74,7 +74,18 @@ struct GemmArgs {
   const float* bias = nullptr;   // optional per-column f32 bias [n], added before the epilogue
   GemmEpilogue epilogue;
   GemmType a_type = GemmType::f32, b_type = GemmType::f32, c_type = GemmType::f32;
+  // An f32 operand read as f16: each value rounded to f16 (to nearest even, overflow to
+  // infinity) as the kernels read it, so that the product is the one of the converted
+  // matrix without a separate conversion pass (an f16 cast that only feeds the product). The
+  // operand's type must be f32 and batch 1. Where the product runs on the AMX tiles
+  // (gemm_reads_f32_as_f16_in_place) the rounding happens while packing; elsewhere the operand
+  // is converted into scratch memory first.
+  bool a_as_f16 = false, b_as_f16 = false;
 };
+
+// Whether an f16 x f16 product of m rows (m < 0: any) with a_as_f16 / b_as_f16 operands rounds
+// them while packing (the AMX tiles run it), rather than converting them into scratch memory.
+bool gemm_reads_f32_as_f16_in_place(int64_t m);
 
 // Checks the preconditions of sgemm: non-negative sizes, batch and batch strides; leading
 // dimensions at least the stored row length (and >= 1); non-null pointers wherever elements
@@ -340,6 +351,11 @@ void amx_bf16_block(const uint16_t* a, int64_t kp, const uint16_t* b, int parts,
 void amx_pack_a_f16(const uint16_t* a, int64_t lda, bool trans, int64_t mr, int64_t kc, int64_t kp, int64_t rows,
                     uint16_t* dst);
 void amx_pack_b_pairs_f16(const uint16_t* b, int64_t ldb, bool trans_b, int64_t kc, int64_t w, uint16_t* out);
+// The same from f32 values, each rounded to f16 first (vcvtps2ph, to nearest even): what the
+// f16 versions write for the converted matrix.
+void amx_pack_a_f16_from_f32(const float* a, int64_t lda, bool trans, int64_t mr, int64_t kc, int64_t kp, int64_t rows,
+                             uint16_t* dst);
+void amx_pack_b_pairs_f16_from_f32(const float* b, int64_t ldb, bool trans_b, int64_t kc, int64_t w, uint16_t* out);
 
 // Sets every packing and conversion entry of f to the portable versions (families then
 // replace the ones they vectorize).

@@ -181,6 +181,29 @@ RLX_AMX __attribute__((always_inline)) inline __m512i top_halves(__m512i a, __m5
   return _mm512_permutex2var_epi16(a, _mm512_load_si512(odd), b);
 }
 
+// Where the f16 packers read their values: f16 bits as they are, or f32 values rounded to f16
+// (vcvtps2ph, to nearest even; split16 widens them back exactly). load16 / load32 give the f16
+// bits of 16 / 32 consecutive elements, zero where the mask is clear.
+struct FromF16 {
+  using T = uint16_t;
+  RLX_AMX __attribute__((always_inline)) static __m256i load16(__mmask16 m, const uint16_t* p) {
+    return _mm256_maskz_loadu_epi16(m, p);
+  }
+  RLX_AMX __attribute__((always_inline)) static __m512i load32(__mmask32 m, const uint16_t* p) {
+    return _mm512_maskz_loadu_epi16(m, p);
+  }
+};
+struct FromF32 {
+  using T = float;
+  RLX_AMX __attribute__((target("f16c"), always_inline)) static __m256i load16(__mmask16 m, const float* p) {
+    return _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, p), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  RLX_AMX __attribute__((target("f16c"), always_inline)) static __m512i load32(__mmask32 m, const float* p) {
+    const __m256i lo = load16(static_cast<__mmask16>(m), p), hi = load16(static_cast<__mmask16>(m >> 16), p + 16);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  }
+};
+
 namespace {
 
 // Row-major B: pair row q interleaves rows 2q and 2q + 1 (vpermt2w on the two 32-column rows).
@@ -235,7 +258,8 @@ namespace {
 
 // The f16 versions: part 0 (hi) at out, part 1 (lo) at out + kp * 32. Row-major B: the pair words
 // of 16 columns come from rows 2q and 2q + 1 split in registers.
-RLX_AMX __attribute__((target("f16c"))) void pack_pairs_rows_f16(const uint16_t* b, int64_t ldb, int64_t kc, int64_t w,
+template <class Src>
+RLX_AMX __attribute__((target("f16c"))) void pack_pairs_rows_f16(const typename Src::T* b, int64_t ldb, int64_t kc, int64_t w,
                                                                  uint16_t* out) {
   const int64_t kp = (kc + 31) / 32 * 32;
   uint16_t* out_lo = out + kp * 32;
@@ -244,8 +268,8 @@ RLX_AMX __attribute__((target("f16c"))) void pack_pairs_rows_f16(const uint16_t*
     const __mmask16 m = static_cast<__mmask16>((1u << valid) - 1);
     for (int64_t p = 0; p < kp; p += 2) {
       const __m256i zero = _mm256_setzero_si256();
-      const SplitF16 e = split16(p < kc ? _mm256_maskz_loadu_epi16(m, b + p * ldb + c0) : zero);
-      const SplitF16 o = split16(p + 1 < kc ? _mm256_maskz_loadu_epi16(m, b + (p + 1) * ldb + c0) : zero);
+      const SplitF16 e = split16(p < kc ? Src::load16(m, b + p * ldb + c0) : zero);
+      const SplitF16 o = split16(p + 1 < kc ? Src::load16(m, b + (p + 1) * ldb + c0) : zero);
       _mm512_storeu_si512(out + (p / 2) * 64 + c0 * 2, pair_words(e.hi, o.hi));
       _mm512_storeu_si512(out_lo + (p / 2) * 64 + c0 * 2, pair_words(e.lo, o.lo));
     }
@@ -254,7 +278,8 @@ RLX_AMX __attribute__((target("f16c"))) void pack_pairs_rows_f16(const uint16_t*
 
 // Transposed B: 32 k-values of column j (one row of b) split are the pair words of 16 pairs; then
 // the 32-bit 16 x 16 transpose, once per part.
-RLX_AMX __attribute__((target("f16c"))) void pack_pairs_trans_f16(const uint16_t* b, int64_t ldb, int64_t kc, int64_t w,
+template <class Src>
+RLX_AMX __attribute__((target("f16c"))) void pack_pairs_trans_f16(const typename Src::T* b, int64_t ldb, int64_t kc, int64_t w,
                                                                   uint16_t* out) {
   const int64_t kp = (kc + 31) / 32 * 32;
   uint16_t* out_lo = out + kp * 32;
@@ -264,8 +289,7 @@ RLX_AMX __attribute__((target("f16c"))) void pack_pairs_trans_f16(const uint16_t
       const __mmask32 mk = valid >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << valid) - 1);
       __m512 rh[16], rl[16];
       for (int j = 0; j < 16; ++j) {
-        const __m512i v =
-            c0 + j < w ? _mm512_maskz_loadu_epi16(mk, b + (c0 + j) * ldb + 2 * q0) : _mm512_setzero_si512();
+        const __m512i v = c0 + j < w ? Src::load32(mk, b + (c0 + j) * ldb + 2 * q0) : _mm512_setzero_si512();
         const SplitF16 s0 = split16(_mm512_castsi512_si256(v)), s1 = split16(_mm512_extracti64x4_epi64(v, 1));
         rh[j] = _mm512_castsi512_ps(top_halves(s0.hi, s1.hi));
         rl[j] = _mm512_castsi512_ps(top_halves(s0.lo, s1.lo));
@@ -279,24 +303,19 @@ RLX_AMX __attribute__((target("f16c"))) void pack_pairs_trans_f16(const uint16_t
     }
 }
 
-}  // namespace
-
-void amx_pack_b_pairs_f16(const uint16_t* b, int64_t ldb, bool trans_b, int64_t kc, int64_t w, uint16_t* out) {
-  trans_b ? pack_pairs_trans_f16(b, ldb, kc, w, out) : pack_pairs_rows_f16(b, ldb, kc, w, out);
-}
-
 // The f16 A: part 0 (hi) at dst, part 1 (lo) at dst + 32 * kp. Row-major: 32 k-values of a row a
 // step, their parts gathered with vpermt2w; transposed: pair words from two rows of a, then the 16
 // x 16 transpose, as for bf16.
-RLX_AMX __attribute__((target("f16c"))) void amx_pack_a_f16(const uint16_t* a, int64_t lda, bool trans, int64_t mr,
-                                                            int64_t kc, int64_t kp, int64_t rows, uint16_t* dst) {
+template <class Src>
+RLX_AMX __attribute__((target("f16c"))) void pack_a_f16(const typename Src::T* a, int64_t lda, bool trans, int64_t mr,
+                                                       int64_t kc, int64_t kp, int64_t rows, uint16_t* dst) {
   uint16_t* dst_lo = dst + 32 * kp;
   if (!trans) {
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t p = 0; p < kp; p += 32) {
         const int64_t valid = i < mr ? std::min<int64_t>(32, std::max<int64_t>(0, kc - p)) : 0;
         const __mmask32 mk = valid >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << valid) - 1);
-        const __m512i v = _mm512_maskz_loadu_epi16(mk, a + i * lda + p);
+        const __m512i v = Src::load32(mk, a + i * lda + p);
         const SplitF16 s0 = split16(_mm512_castsi512_si256(v)), s1 = split16(_mm512_extracti64x4_epi64(v, 1));
         _mm512_storeu_si512(dst + i * kp + p, top_halves(s0.hi, s1.hi));
         _mm512_storeu_si512(dst_lo + i * kp + p, top_halves(s0.lo, s1.lo));
@@ -311,8 +330,8 @@ RLX_AMX __attribute__((target("f16c"))) void amx_pack_a_f16(const uint16_t* a, i
       for (int t = 0; t < 16; ++t) {
         const int64_t p = 2 * (q0 + t);
         const __m256i zero = _mm256_setzero_si256();
-        const SplitF16 e = split16(p < kc ? _mm256_maskz_loadu_epi16(mi, a + p * lda + i0) : zero);
-        const SplitF16 o = split16(p + 1 < kc ? _mm256_maskz_loadu_epi16(mi, a + (p + 1) * lda + i0) : zero);
+        const SplitF16 e = split16(p < kc ? Src::load16(mi, a + p * lda + i0) : zero);
+        const SplitF16 o = split16(p + 1 < kc ? Src::load16(mi, a + (p + 1) * lda + i0) : zero);
         rh[t] = _mm512_castsi512_ps(pair_words(e.hi, o.hi));
         rl[t] = _mm512_castsi512_ps(pair_words(e.lo, o.lo));
       }
@@ -324,6 +343,23 @@ RLX_AMX __attribute__((target("f16c"))) void amx_pack_a_f16(const uint16_t* a, i
       }
     }
   }
+}
+
+}  // namespace
+
+void amx_pack_b_pairs_f16(const uint16_t* b, int64_t ldb, bool trans_b, int64_t kc, int64_t w, uint16_t* out) {
+  trans_b ? pack_pairs_trans_f16<FromF16>(b, ldb, kc, w, out) : pack_pairs_rows_f16<FromF16>(b, ldb, kc, w, out);
+}
+void amx_pack_b_pairs_f16_from_f32(const float* b, int64_t ldb, bool trans_b, int64_t kc, int64_t w, uint16_t* out) {
+  trans_b ? pack_pairs_trans_f16<FromF32>(b, ldb, kc, w, out) : pack_pairs_rows_f16<FromF32>(b, ldb, kc, w, out);
+}
+void amx_pack_a_f16(const uint16_t* a, int64_t lda, bool trans, int64_t mr, int64_t kc, int64_t kp, int64_t rows,
+                    uint16_t* dst) {
+  pack_a_f16<FromF16>(a, lda, trans, mr, kc, kp, rows, dst);
+}
+void amx_pack_a_f16_from_f32(const float* a, int64_t lda, bool trans, int64_t mr, int64_t kc, int64_t kp, int64_t rows,
+                             uint16_t* dst) {
+  pack_a_f16<FromF32>(a, lda, trans, mr, kc, kp, rows, dst);
 }
 
 // A transposed (A(i, p) = a[p * lda + i]): the words A(i, 2q) | A(i, 2q + 1) << 16 of 16 rows i and
@@ -372,6 +408,8 @@ void amx_pack_a_bf16(const uint16_t*, int64_t, bool, int64_t, int64_t, int64_t, 
 void amx_bf16_block(const uint16_t*, int64_t, const uint16_t*, int, float*, int64_t, int, int, bool) {}
 void amx_pack_b_pairs_f16(const uint16_t*, int64_t, bool, int64_t, int64_t, uint16_t*) {}
 void amx_pack_a_f16(const uint16_t*, int64_t, bool, int64_t, int64_t, int64_t, int64_t, uint16_t*) {}
+void amx_pack_b_pairs_f16_from_f32(const float*, int64_t, bool, int64_t, int64_t, uint16_t*) {}
+void amx_pack_a_f16_from_f32(const float*, int64_t, bool, int64_t, int64_t, int64_t, int64_t, uint16_t*) {}
 }  // namespace rlx::cpu::gemm_detail
 
 #endif
