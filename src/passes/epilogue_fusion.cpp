@@ -87,59 +87,71 @@ int pure_f16_cast_source(const kir::KernelProgram& p, const kir::GeneratedKernel
 }  // namespace
 
 void fuse_operand_casts(kir::KernelProgram& p, const std::function<bool(const kir::NativeKernel&, int input)>& accepts) {
+  const size_t nb = p.buffers.size(), ns = p.steps.size();
   auto root = [&](int b) {
     while (p.buffers[b].alias_of >= 0) b = p.buffers[b].alias_of;
     return b;
   };
-  for (size_t si = 0; si < p.steps.size();) {
-    if (p.steps[si].native) {
-      ++si;
-      continue;
+  // per root buffer, once: the steps that read it (a native's input: step and index; -1 for
+  // a generated kernel or an epilogue) and the steps that write it, in step order; so a long
+  // program costs linear time, not one scan per cast
+  struct Use {
+    size_t step;
+    int input;
+  };
+  std::vector<std::vector<Use>> readers(nb);
+  std::vector<std::vector<size_t>> writers(nb);
+  std::vector<char> viewed(nb, 0), output(nb, 0);
+  for (size_t b = 0; b < nb; ++b)
+    if (p.buffers[b].alias_of >= 0) viewed[static_cast<size_t>(root(static_cast<int>(b)))] = 1;
+  for (int o : p.outputs) output[static_cast<size_t>(root(o))] = 1;
+  for (size_t s = 0; s < ns; ++s) {
+    if (p.steps[s].native) {
+      const kir::NativeKernel& n = p.natives[p.steps[s].index];
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        readers[root(n.inputs[i])].push_back({s, n.inputs[i] == root(n.inputs[i]) ? static_cast<int>(i) : -1});
+      for (int b : n.outputs) writers[root(b)].push_back(s);
+      if (n.epilogue >= 0)
+        for (int b : p.generated[n.epilogue].args) readers[root(b)].push_back({s, -1});
+    } else {
+      const kir::GeneratedKernel& g = p.generated[p.steps[s].index];
+      for (int b : g.args) readers[root(b)].push_back({s, -1});
+      for (const kir::Store& st : g.stores) writers[root(g.args[st.buffer])].push_back(s);
     }
+  }
+  std::vector<char> drop(ns, 0);
+  std::vector<std::pair<Use, int>> rewrites;  // (native input, its new buffer)
+  for (size_t si = 0; si < ns; ++si) {
+    if (p.steps[si].native) continue;
     const kir::GeneratedKernel& k = p.generated[p.steps[si].index];
     const int x = pure_f16_cast_source(p, k);
-    const int y = x < 0 ? -1 : k.args[k.stores[0].buffer];
-    bool ok = y >= 0 && p.buffers[y].kind == kir::BufferKind::intermediate && p.buffers[y].alias_of < 0;
-    for (size_t b = 0; ok && b < p.buffers.size(); ++b) ok = p.buffers[b].alias_of != y;  // no views of y
-    for (int o : p.outputs) ok = ok && root(o) != y;
-    // every reader of y is a native that takes x instead, and nothing writes x before the last
-    std::vector<std::pair<size_t, int>> uses;  // (step, input)
-    size_t last = si;
-    for (size_t sj = 0; ok && sj < p.steps.size(); ++sj) {
-      if (sj == si) continue;
-      if (!p.steps[sj].native) {
-        const kir::GeneratedKernel& g = p.generated[p.steps[sj].index];
-        ok = std::none_of(g.args.begin(), g.args.end(), [&](int b) { return root(b) == y; });
-        continue;
-      }
-      const kir::NativeKernel& n = p.natives[p.steps[sj].index];
-      if (n.epilogue >= 0) {
-        const auto& ea = p.generated[n.epilogue].args;
-        ok = std::none_of(ea.begin(), ea.end(), [&](int b) { return root(b) == y; });
-      }
-      for (size_t i = 0; ok && i < n.inputs.size(); ++i)
-        if (root(n.inputs[i]) == y) {
-          ok = n.inputs[i] == y && sj > si && accepts(n, static_cast<int>(i));
-          uses.emplace_back(sj, static_cast<int>(i));
-          last = std::max(last, sj);
-        }
-      for (int b : n.outputs) ok = ok && root(b) != y;
-    }
-    for (size_t sj = si + 1; ok && sj < last; ++sj) {
-      if (p.steps[sj].native) {
-        for (int b : p.natives[p.steps[sj].index].outputs) ok = ok && root(b) != root(x);
-      } else {
-        const kir::GeneratedKernel& g = p.generated[p.steps[sj].index];
-        for (const kir::Store& st : g.stores) ok = ok && root(g.args[st.buffer]) != root(x);
-      }
-    }
-    if (!ok || uses.empty()) {
-      ++si;
+    if (x < 0) continue;
+    const int y = k.args[k.stores[0].buffer];
+    const size_t yu = static_cast<size_t>(y);
+    if (p.buffers[yu].kind != kir::BufferKind::intermediate || p.buffers[yu].alias_of >= 0 || viewed[yu] || output[yu])
       continue;
+    // every reader of y but the cast itself is a later native that takes x in its place
+    bool ok = true;
+    size_t last = si;
+    std::vector<Use> uses;
+    for (const Use& u : readers[yu]) {
+      if (u.step == si) continue;
+      ok = ok && u.input >= 0 && u.step > si && accepts(p.natives[p.steps[u.step].index], u.input);
+      uses.push_back(u);
+      last = std::max(last, u.step);
     }
-    for (auto [sj, i] : uses) p.natives[p.steps[sj].index].inputs[static_cast<size_t>(i)] = x;
-    p.steps.erase(p.steps.begin() + static_cast<std::ptrdiff_t>(si));
+    for (size_t w : writers[yu]) ok = ok && w == si;
+    // and x keeps its values until the last of them has read it
+    for (size_t w : writers[static_cast<size_t>(root(x))]) ok = ok && (w < si || w > last);
+    if (!ok || uses.empty()) continue;
+    drop[si] = 1;
+    for (const Use& u : uses) rewrites.push_back({u, x});
   }
+  for (const auto& [u, x] : rewrites) p.natives[p.steps[u.step].index].inputs[static_cast<size_t>(u.input)] = x;
+  std::vector<kir::Step> kept;
+  for (size_t s = 0; s < ns; ++s)
+    if (!drop[s]) kept.push_back(p.steps[s]);
+  p.steps = std::move(kept);
   plan_memory(p);
 }
 
