@@ -844,12 +844,17 @@ Status check_gemm_args(const GemmArgs& args) {
 
 namespace {
 
-// A copy of the stored extent of an operand (rows of `cols` values, row stride ld) as f16 bits.
-std::vector<uint16_t> to_f16(const float* x, int64_t rows, int64_t cols, int64_t ld) {
-  std::vector<uint16_t> out(static_cast<size_t>((rows - 1) * ld + cols));
+// Points an f32 operand read as f16 (stored rows x cols, row stride ld) at an f16 copy of it.
+void convert_operand(const void*& p, GemmType& type, bool& as_f16, int64_t rows, int64_t cols, int64_t ld,
+                     std::vector<uint16_t>& copy) {
+  if (!as_f16) return;
+  const float* x = static_cast<const float*>(p);
+  copy.assign(static_cast<size_t>((rows - 1) * ld + cols), 0);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(r * ld + c)] = f32_to_f16(x[r * ld + c]);
-  return out;
+    for (int64_t c = 0; c < cols; ++c) copy[static_cast<size_t>(r * ld + c)] = f32_to_f16(x[r * ld + c]);
+  p = copy.data();
+  type = GemmType::f16;
+  as_f16 = false;
 }
 
 }  // namespace
@@ -863,20 +868,8 @@ Status sgemm(const GemmArgs& args) {
     // off the tiles: the operands converted first (check_gemm_args bounded their extents)
     GemmArgs g = args;
     std::vector<uint16_t> a16, b16;
-    if (args.a_as_f16) {
-      a16 = to_f16(static_cast<const float*>(args.a), args.trans_a ? args.k : args.m, args.trans_a ? args.m : args.k,
-                   args.lda);
-      g.a = a16.data();
-      g.a_type = GemmType::f16;
-      g.a_as_f16 = false;
-    }
-    if (args.b_as_f16) {
-      b16 = to_f16(static_cast<const float*>(args.b), args.trans_b ? args.n : args.k, args.trans_b ? args.k : args.n,
-                   args.ldb);
-      g.b = b16.data();
-      g.b_type = GemmType::f16;
-      g.b_as_f16 = false;
-    }
+    convert_operand(g.a, g.a_type, g.a_as_f16, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, a16);
+    convert_operand(g.b, g.b_type, g.b_as_f16, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, b16);
     return run_gemm(g, nullptr);
   }
   return run_gemm(args, nullptr);
