@@ -5,6 +5,7 @@ PyTorch, in one invocation, on the same random-weight model (rlx make-model FAMI
     scripts/install-npm.sh     # node-llama-cpp into build/npm/llama-cpp
     /usr/bin/python3 bench/qwen3_bench.py [--family qwen3] [--rlx build/bin/rlx] [--dir /tmp/rlx-FAMILY-bench]
         [--rounds 3] [--prompt 128] [--decode 64] [--types f16,q8_0,q4_0] [--threads 1,2] [--json OUT] [--no-torch]
+        [--shape "--hidden H --heads Q --kv-heads K --intermediate I --layers L --vocab V"]
 
 For each weight type (GGUF files written by rlx, read by both rlx and llama.cpp) and thread
 count, every round runs rlx and llama.cpp back to back (each keeps the best of 3 generations in
@@ -84,11 +85,14 @@ def main():
     decode = int(opt("--decode", "64"))
     types = opt("--types", "f16,q8_0,q4_0").split(",")
     threads = [int(t) for t in opt("--threads", "1,2").split(",")]
+    # make-model's size flags, e.g. "--hidden 2048 --heads 32 --kv-heads 8 --intermediate 8192 --layers 16
+    # --vocab 128256" for Llama 3.2 1B's shapes (use a --dir of its own)
+    shape = opt("--shape", "").split()
     have_llama = any(os.path.isdir(os.path.join(p, "node_modules", "node-llama-cpp")) for p in (os.path.join(HERE, "qwen3"), LLAMA_NPM))
     for t in types:
         if not os.path.exists(os.path.join(d, "model-%s.gguf" % t)):
-            subprocess.run([rlx, "make-model", family + "-tiny", "--out", d, "--seed", "1", "--gguf-type", t], check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run([rlx, "make-model", family + "-tiny", "--out", d, "--seed", "1", "--gguf-type", t] + shape,
+                           check=True, stdout=subprocess.DEVNULL)
     best = {}
 
     def keep(key, r):

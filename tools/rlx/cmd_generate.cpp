@@ -79,11 +79,13 @@ int cmd_make_decoder_tiny(int argc, char** argv) {
   if (!family)
     return report_error(error(ErrorCode::invalid_argument, "unknown model kind '", kind, "' (decoder kinds: FAMILY-tiny with FAMILY one of ",
                               models::family_names(), ")"));
-  auto args = parse_args(argc, argv, 3, {"gguf"}, {"out", "seed", "gguf-type", "vocab", "layers"});
+  auto args = parse_args(argc, argv, 3, {"gguf"},
+                         {"out", "seed", "gguf-type", "vocab", "layers", "hidden", "heads", "kv-heads", "intermediate"});
   if (!args) return report_error(args.status());
   if (!args->get("out"))
     return report_error(error(ErrorCode::invalid_argument, "usage: rlx make-model ", kind,
-                              " --out DIR [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k] [--seed S] [--vocab V] [--layers L]"));
+                              " --out DIR [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k] [--seed S] [--vocab V] [--layers L] "
+                              "[--hidden H --heads Q --kv-heads K --intermediate I]"));
   const std::string dir = *args->get("out");
   auto seed = args->seed("seed", 0);
   if (!seed) return report_error(seed.status());
@@ -93,12 +95,21 @@ int cmd_make_decoder_tiny(int argc, char** argv) {
   if (c.attention_scale == 0 && (*family == models::DecoderFamily::gemma2 || *family == models::DecoderFamily::gemma3))
     c.attention_scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   if (*family == models::DecoderFamily::mistral || *family == models::DecoderFamily::phi3) c.sliding_window = 0;  // (their GGUF form has none)
-  auto vocab = args->integer("vocab", c.vocab_size, 16, int64_t{1} << 24);
-  auto layers = args->integer("layers", c.layers, 1, 1024);
-  if (!vocab) return report_error(vocab.status());
-  if (!layers) return report_error(layers.status());
-  c.vocab_size = *vocab;
-  c.layers = *layers;
+  // the sizes of a real checkpoint (e.g. Llama 3.2 1B: --hidden 2048 --heads 32 --kv-heads 8
+  // --intermediate 8192 --layers 16 --vocab 128256), for benchmarks at real shapes
+  auto sizes = [&]() -> Status {
+    RLX_ASSIGN_OR_RETURN(c.vocab_size, args->integer("vocab", c.vocab_size, 16, int64_t{1} << 24));
+    RLX_ASSIGN_OR_RETURN(c.layers, args->integer("layers", c.layers, 1, 1024));
+    RLX_ASSIGN_OR_RETURN(c.hidden, args->integer("hidden", c.hidden, 2, int64_t{1} << 16));
+    RLX_ASSIGN_OR_RETURN(c.heads, args->integer("heads", c.hidden / c.head_dim, 1, 1024));
+    RLX_ASSIGN_OR_RETURN(c.kv_heads, args->integer("kv-heads", std::min(c.kv_heads, c.heads), 1, 1024));
+    RLX_ASSIGN_OR_RETURN(c.intermediate, args->integer("intermediate", c.intermediate, 1, int64_t{1} << 20));
+    if (c.hidden % c.heads != 0)
+      return error(ErrorCode::invalid_argument, "--hidden ", c.hidden, " is not a multiple of --heads ", c.heads);
+    c.head_dim = c.hidden / c.heads;
+    return c.validate("rlx make-model");
+  };
+  if (Status st = sizes(); !st) return report_error(st);
   const std::string type = args->get("gguf-type").value_or("f16");
   std::string gguf;
   if (args->has("gguf") || args->get("gguf-type")) {
