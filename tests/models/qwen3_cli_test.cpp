@@ -168,6 +168,29 @@ TEST(DecoderCli, DumpLayersWritesTheResidualStreamOfEachLayer) {
   EXPECT_NE(out.find("--dump-layers /nonexistent/dir/x.npy"), std::string::npos) << out;
 }
 
+// make-model's size flags (benchmarks at a real checkpoint's shapes) reach config.json; sizes
+// that do not fit together are refused naming the flag.
+TEST(DecoderCli, MakeModelTakesTheSizesOfARealCheckpoint) {
+  if (!have_rlx()) GTEST_SKIP() << kRlx << " is not built (ninja rlx)";
+  mkdir((std::string(RLX_BINARY_DIR) + "/test-models").c_str(), 0755);
+  const std::string dir = kDir + "_sizes";
+  ASSERT_EQ(run("make-model llama-tiny --out " + dir + " --hidden 96 --heads 6 --kv-heads 2 --intermediate 160 --layers 1 --vocab 300"),
+            0);
+  const nlohmann::json c = read_json(dir + "/config.json");
+  ASSERT_FALSE(c.is_discarded());
+  EXPECT_EQ(c["hidden_size"], 96);
+  EXPECT_EQ(c["num_attention_heads"], 6);
+  EXPECT_EQ(c["num_key_value_heads"], 2);
+  EXPECT_EQ(c["intermediate_size"], 160);
+  EXPECT_EQ(c.value("head_dim", 96 / 6), 16);
+  EXPECT_EQ(run("generate " + dir + " --tokens 1,2,3 -n 2 --quiet"), 0);
+  auto [code, out] = run_out("make-model llama-tiny --out " + dir + " --hidden 100 --heads 7");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--hidden 100"), std::string::npos) << out;
+  std::tie(code, out) = run_out("make-model llama-tiny --out " + dir + " --heads 8 --kv-heads 3");
+  EXPECT_EQ(code, 2);  // 8 query heads do not share 3 key-value heads
+}
+
 TEST(Qwen3Cli, BadInputIsAnError) {
   if (!have_rlx()) GTEST_SKIP() << kRlx << " is not built (ninja rlx)";
   EXPECT_EQ(WEXITSTATUS(run("generate /nonexistent --tokens 1,2")), 2);

@@ -44,7 +44,7 @@ const std::vector<Verb>& verbs() {
        "(under mpirun -np T*P)  (docs/serve.md)",
        cmd_serve},
       {"make-model", "write a deterministic random-weight model in its real layout (offline tests, benchmarks)",
-       "rlx make-model minilm|FAMILY-tiny (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3) --out DIR [--seed S] [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k]",
+       "rlx make-model minilm|FAMILY-tiny (llama, mistral, qwen2, qwen3, gemma2, gemma3_text, phi3) --out DIR [--seed S] [--gguf] [--gguf-type f16|f32|q8_0|q4_0|q4_k|q6_k] [--vocab V] [--layers L] [--hidden H --heads Q --kv-heads K --intermediate I]",
        cmd_make_model},
       {"train", "train a classifier (MNIST MLP or tiny CNNs): one compiled step for forward, backward and update",
        "rlx train mnist --arch mlp|tinyconv|dsconv [--epochs E] [--batch B] [--lr LR] [--optimizer sgd|adam|adamw] "
