@@ -90,6 +90,9 @@ typedef unsigned long long uint64_t;
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__F16C__)
+#include <immintrin.h>
+#endif
 #endif
 #if defined(__clang__)
 /* clang warns about unused static functions of the main file; most kernels use a few. */
@@ -582,6 +585,29 @@ static inline uint16_t rlx_f32_to_f16(float f) {
   h = rlx__sel_u32(a >= 0x47800000u, infnan, h);            /* 65536 and up: inf (or NaN) */
   return (uint16_t)(h | sign);
 }
+
+#if !defined(__OPENCL_VERSION__) && !defined(RLX__GPU_CXX)
+/* dst[0..n) = src[0..n) as f16 (the host's staged f16 stores, see c_renderer.cpp). The CPU's
+   vcvtps2ph where it has one: round to nearest even, overflow to inf, subnormals kept, NaN
+   quieted with its top payload bits, which is rlx_f32_to_f16 bit for bit (rlx leaves MXCSR's
+   DAZ off, and f32 denormals round to a signed f16 zero either way). */
+static inline void rlx_store_f16_n(uint16_t* restrict dst, const float* restrict src, int64_t n) {
+  int64_t i = 0;
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i*)(dst + i), _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  if (i < n) {
+    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+    _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  return;
+#elif defined(__x86_64__) && defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i*)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  for (; i < n; ++i) dst[i] = rlx_f32_to_f16(src[i]);
+}
+#endif
 
 static inline float rlx_bf16_to_f32(uint16_t h) { return rlx_f32_from_bits((uint32_t)h << 16); }
 

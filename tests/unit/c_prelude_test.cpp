@@ -402,6 +402,14 @@ int main(int argc, char** argv) {
   store("bf16_to_f32.bin", yf, 65536 * 4);
   for (i = 0; i < nc; i++) yh[i] = rlx_f32_to_f16(xc[i]);
   store("f32_to_f16.bin", yh, nc * 2);
+  /* the staged stores' row conversion, in pieces of 1 to 40 values (vector bodies and tails) */
+  for (i = 0; i < nc;) {
+    size_t piece = 1 + i % 40;
+    if (piece > nc - i) piece = nc - i;
+    rlx_store_f16_n(yh + i, xc + i, (int64_t)piece);
+    i += piece;
+  }
+  store("store_f16_n.bin", yh, nc * 2);
   for (i = 0; i < nc; i++) yh[i] = rlx_f32_to_bf16(xc[i]);
   store("f32_to_bf16.bin", yh, nc * 2);
 
@@ -737,6 +745,15 @@ void check_accuracy(const char* flags) {
 
   {  // f32 -> f16 / bf16 rounding, including every tie.
     std::vector<uint16_t> h = read_vec<uint16_t>(d / "f32_to_f16.bin");
+    // rlx_store_f16_n (the CPU's conversion where it has one) gives rlx_f32_to_f16's bits,
+    // NaN payloads included
+    std::vector<uint16_t> hn = read_vec<uint16_t>(d / "store_f16_n.bin");
+    ASSERT_EQ(hn.size(), h.size());
+    int store_failures = 0;
+    for (size_t i = 0; i < h.size(); ++i)
+      if (hn[i] != h[i] && store_failures++ < 5)
+        ADD_FAILURE() << std::hex << "rlx_store_f16_n(" << in.xc[i] << " = 0x" << f32_bits(in.xc[i]) << ") = 0x" << hn[i]
+                      << ", rlx_f32_to_f16 gives 0x" << h[i];
     std::vector<uint16_t> b = read_vec<uint16_t>(d / "f32_to_bf16.bin");
     ASSERT_EQ(h.size(), in.xc.size());
     ASSERT_EQ(b.size(), in.xc.size());
@@ -824,7 +841,7 @@ TEST(CPrelude, DeclaresEveryDocumentedFunction) {
       "float rlx_gelu_tanh_f32(float", "float rlx_silu_f32(float",       "float rlx_rsqrt_f32(float",
       "float rlx_sqrt_f32(float",      "float rlx_pow_f32(float",        "float rlx_round_f32(float",
       "float rlx_sign_f32(float",      "float rlx_softplus_f32(float",   "float rlx_f16_to_f32(uint16_t",
-      "uint16_t rlx_f32_to_f16(float", "float rlx_bf16_to_f32(uint16_t", "uint16_t rlx_f32_to_bf16(float",
+      "uint16_t rlx_f32_to_f16(float", "void rlx_store_f16_n(uint16_t*", "float rlx_bf16_to_f32(uint16_t", "uint16_t rlx_f32_to_bf16(float",
       "int64_t rlx_floordiv_i64(",     "int64_t rlx_mod_i64(",           "int32_t rlx_floordiv_i32(",
       "int32_t rlx_mod_i32(",          "int64_t rlx_clamp_index(",       "int32_t rlx_clamp_index_i32(",
       "int32_t rlx_f32_to_i32_sat(",   "int64_t rlx_f32_to_i64_sat(",    "int8_t rlx_f32_to_i8_sat(",
@@ -840,6 +857,16 @@ TEST(CPrelude, DeclaresEveryDocumentedFunction) {
 TEST(CPreludeCompiled, AccuracyWithKernelFlags) { check_accuracy(kNativeFlags); }
 
 TEST(CPreludeCompiled, AccuracyAsPortableC99) { check_accuracy(kPortableFlags); }
+
+// The kernel flags without AVX-512: rlx_store_f16_n's F16C path (AVX2 hosts) on this one.
+TEST(CPreludeCompiled, AccuracyWithKernelFlagsWithoutAvx512) {
+#if defined(__x86_64__)
+  const std::string flags = std::string(kNativeFlags) + " -mno-avx512f";
+  check_accuracy(flags.c_str());
+#else
+  GTEST_SKIP() << "x86-64 only: -mno-avx512f selects the F16C conversion of rlx_store_f16_n";
+#endif
+}
 
 // Explicit special values (also covered by the sweeps, but stated here one by one).
 TEST(CPreludeCompiled, SpecialValues) {

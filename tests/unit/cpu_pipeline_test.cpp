@@ -207,5 +207,54 @@ TEST(CpuPipeline, StoringARoundedValueKeepsTheConversionsBits) {
   }
 }
 
+// f16 stores into rows (the host renderer stages them in an f32 row buffer and converts the
+// buffer with the CPU's vcvtps2ph after the loop, c_renderer.cpp): rows of every width around
+// the vector lengths (8, 16) and the buffer's 256 columns, each row at its own offset, values
+// from special to random bits, a bias per column so the stored value is computed in the loop.
+// Bit for bit the host's conversion of the same f32 sums.
+TEST(CpuPipeline, F16RowsStoredThroughTheRowBufferKeepTheConversionsBits) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> any;
+  const std::vector<float> special = {0.f, -0.f, 65504.f, 65520.f, 7e4f, 6e-8f, 3e-8f, -1e-40f, INFINITY, -INFINITY,
+                                      std::bit_cast<float>(0x3f808000u), std::bit_cast<float>(0x33000000u)};
+  for (int64_t w : {1, 3, 7, 8, 10, 15, 16, 17, 31, 33, 255, 256, 257, 300, 600}) {
+    SCOPED_TRACE(cat("width ", w));
+    const int64_t rows = 5;
+    Graph g;
+    ValueId x = g.add_input("x", TensorType{DType::f32, {Dim(rows), Dim(w)}});
+    ValueId b = g.add_input("b", TensorType{DType::f32, {Dim(w)}});
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    g.outputs = {o.cast(o.add(x, b), DType::f16)};
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    auto cpu = Model::compile(g, {.device = "cpu"});
+    ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
+    Tensor xs = Tensor::zeros(DType::f32, {rows, w}), bs = Tensor::zeros(DType::f32, {w});
+    for (int64_t i = 0; i < rows * w; ++i) {
+      const uint32_t r = any(rng);
+      // a third special values, a third f16's range, a third any bits
+      xs.data<float>()[i] = i % 3 == 0   ? special[r % special.size()]
+                            : i % 3 == 1 ? std::ldexp(static_cast<float>(r % 20000) - 1e4f, static_cast<int>(r % 40) - 30)
+                                         : std::bit_cast<float>(r);
+    }
+    for (int64_t j = 0; j < w; ++j) bs.data<float>()[j] = j % 2 ? 0.f : std::ldexp(1.f, -static_cast<int>(j % 30));
+    auto out = (*cpu)->run(std::vector<Tensor>{xs, bs});
+    ASSERT_TRUE(out.has_value()) << out.status().to_string();
+    const uint16_t* got = (*out)[0].data<uint16_t>();
+    int failures = 0;
+    for (int64_t i = 0; i < rows * w; ++i) {
+      const float f = xs.data<float>()[i] + bs.data<float>()[i % w];
+      if (std::isnan(f)) {
+        EXPECT_TRUE(std::isnan(f16_to_f32(got[i]))) << "element " << i;
+        continue;
+      }
+      if (got[i] != f32_to_f16(f) && failures++ < 5)
+        ADD_FAILURE() << std::hex << "element " << std::dec << i << ": 0x" << std::hex << got[i] << ", want 0x" << f32_to_f16(f)
+                      << " for 0x" << std::bit_cast<uint32_t>(f);
+    }
+    EXPECT_EQ(failures, 0);
+  }
+}
+
 }  // namespace
 }  // namespace rlx
