@@ -162,6 +162,32 @@ graph @g(%x: f32[64], %b: f32[64]) -> (f32[64]) {
   EXPECT_EQ(q.generated.size(), 1u) << "read once per element: fused";
 }
 
+// Through f16 the round trip itself is materialized, as an f32 buffer of the rounded values:
+// the gather then loads floats and converts nothing (f16's conversions cost more than bf16's).
+TEST(Schedule, F16RoundTripReadManyTimesByAGatherIsMaterializedInF32) {
+  auto p = schedule_text(R"(
+graph @g(%x: f32[64], %i: i64[512]) -> (f32[512]) {
+  %r = cast(%x) {to = f16}
+  %w = cast(%r) {to = f32}
+  %y = gather(%w, %i) {axis = 0}
+  return %y
+})", {});
+  ASSERT_EQ(p.generated.size(), 2u) << "the rounded values get a buffer of their own";
+  const auto& first = p.generated[static_cast<size_t>(p.steps[0].index)];
+  const auto& rounded = p.buffers[static_cast<size_t>(first.args[first.stores[0].buffer])];
+  EXPECT_EQ(rounded.dtype, DType::f32);
+  EXPECT_EQ(numel(rounded.sizes), 64);
+  for (const auto& b : p.buffers) EXPECT_NE(b.dtype, DType::f16) << "no f16 storage between the two kernels";
+  auto q = schedule_text(R"(
+graph @g(%x: f32[64], %b: f32[64]) -> (f32[64]) {
+  %r = cast(%x) {to = f16}
+  %w = cast(%r) {to = f32}
+  %y = add(%w, %b)
+  return %y
+})", {});
+  EXPECT_EQ(q.generated.size(), 1u) << "read once per element: fused";
+}
+
 TEST(Schedule, MatmulKeepsNativeAndFusesEpilogue) {
   auto p = schedule_text(R"(
 graph @g(%x: f32[6, 64]) -> (f32[6, 48]) {
