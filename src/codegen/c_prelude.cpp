@@ -607,6 +607,37 @@ static inline void rlx_store_f16_n(uint16_t* restrict dst, const float* restrict
 #endif
   for (; i < n; ++i) dst[i] = rlx_f32_to_f16(src[i]);
 }
+
+/* dst[0..n) = src[0..n) widened from f16 (the host's staged f16 loads): vcvtph2ps where the
+   CPU has it, which is exact but quiets a signalling NaN; the quiet bit is cleared again on
+   those lanes, so the bits are rlx_f16_to_f32's (and the reference's) for every input. */
+static inline void rlx_load_f16_n(float* restrict dst, const uint16_t* restrict src, int64_t n) {
+  int64_t i = 0;
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? (__mmask16)0xffffu : (__mmask16)((1u << (n - i)) - 1u);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, src + i);
+    const __m512i w = _mm512_cvtepu16_epi32(h);
+    const __mmask16 snan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(w, _mm512_set1_epi32(0x7e00)), _mm512_set1_epi32(0x7c00)) &
+                           _mm512_test_epi32_mask(w, _mm512_set1_epi32(0x01ff));
+    __m512i f = _mm512_castps_si512(_mm512_cvtph_ps(h));
+    f = _mm512_mask_andnot_epi32(f, snan, _mm512_set1_epi32(0x00400000), f);
+    _mm512_mask_storeu_ps(dst + i, m, _mm512_castsi512_ps(f));
+  }
+  return;
+#elif defined(__x86_64__) && defined(__F16C__) && defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128((const __m128i*)(src + i));
+    const __m256i w = _mm256_cvtepu16_epi32(h);
+    const __m256i nan_exp = _mm256_cmpeq_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x7e00)), _mm256_set1_epi32(0x7c00));
+    const __m256i payload = _mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x01ff)), _mm256_setzero_si256()),
+                                                _mm256_set1_epi32(-1));
+    const __m256i quiet_bit = _mm256_and_si256(_mm256_and_si256(nan_exp, payload), _mm256_set1_epi32(0x00400000));
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_andnot_si256(quiet_bit, _mm256_castps_si256(_mm256_cvtph_ps(h)))));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = rlx_f16_to_f32(src[i]);
+}
 #endif
 
 static inline float rlx_bf16_to_f32(uint16_t h) { return rlx_f32_from_bits((uint32_t)h << 16); }

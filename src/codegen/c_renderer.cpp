@@ -186,6 +186,7 @@ class Renderer {
   std::vector<int> depth_;               // per reduce expr: nesting depth
   // per expr: computed from tensor data (a load, reduce or random below it), not index math only
   std::vector<char> data_;
+  std::map<int, std::string> staged_loads_;  // host: f16 row loads read from a row buffer (render)
   bool range_checked_ = false;  // WGSL: 64-bit integer data, computed in 32 bits with checks
   bool analyzed_ = false;
   // WGSL: a 64-bit integer value of tensor data (checked arithmetic, narrowed loads)
@@ -468,6 +469,7 @@ Expected<std::string> Renderer::value_of(int i) {
   switch (e.kind) {
     case ExprKind::load: {
       const DType t = args_[e.buffer];
+      if (staged_loads_.count(i)) return "rlx_l" + std::to_string(i) + "[i" + std::to_string(k_.domain_rank - 1) + " - rlx_cb]";
       std::string acc = packed(t) ? packed_load(e.buffer, ref(e.a), t) : element(e.buffer, e.a);
       if (t == DType::f16) return "rlx_f16_to_f32(" + acc + ")";
       if (t == DType::bf16) return "rlx_bf16_to_f32(" + acc + ")";
@@ -834,38 +836,67 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
   const bool vector_loop = !col_has_reduce && !accumulate && !cplx;
   const int col = dr - 1;
   const std::string cv = "i" + std::to_string(col);
-  // Staged f16 stores (Dialect::staged_f16_stores): an f16 store into a contiguous row (its
-  // index is the column variable, plus an offset computed outside the column loop) keeps its
-  // f32 values in a row buffer of kStageColumns, and rlx_store_f16_n converts the buffer with
-  // the CPU's own conversion instruction after the loop. Converting in the loop made GCC
-  // vectorize the whole loop in 16-bit lanes: a bias + ReLU + f16 store over 128 x 128 took
-  // 6.2 us instead of 1.5, and a 10-wide loop ran entirely in its scalar remainder (16 us for
-  // 128 x 10 instead of 2.3). The instruction rounds to nearest even as the prelude does.
+  // Staged f16 rows (Dialect::staged_f16_rows): an f16 store into a contiguous row (its index
+  // is the column variable, plus an offset computed outside the column loop) keeps its f32
+  // values in a row buffer of kStageColumns, and rlx_store_f16_n converts the buffer with the
+  // CPU's own instruction after the loop; in a loop that gathers, an f16 load of a contiguous
+  // row is converted into a row buffer by rlx_load_f16_n before it. Converting in the loop made GCC vectorize the
+  // whole loop in 16-bit lanes (a bias + ReLU + f16 store over 128 x 128 took 6.2 us instead
+  // of 1.5; a 10-wide loop ran entirely in its scalar remainder, 16 us for 128 x 10 instead of
+  // 2.3), and a loop GCC does not vectorize at all (gathers with 64-bit indices: max-pool's
+  // backward) converted each value in scalar code. Both helpers give the prelude's bits.
   constexpr int kStageColumns = 256;
   std::map<size_t, std::string> staged;  // store -> the offset of its row ("" for none)
-  if (d_.staged_f16_stores && vector_loop)
+  staged_loads_.clear();                 // load expression -> the offset of its row
+  if (d_.staged_f16_rows && vector_loop) {
+    auto is_col = [&](int e) { return k_.exprs[e].kind == ExprKind::loop_var && k_.exprs[e].loop == col; };
+    // whether index expression `ix` is the column plus an offset known outside the column loop
+    auto row_offset = [&](int ix, std::string* base) {
+      const Expr& x = k_.exprs[ix];
+      if (is_col(ix)) {
+        *base = "";
+        return true;
+      }
+      if (x.kind != ExprKind::binary || x.op != Op::Add || x.dtype != DType::i64) return false;
+      for (auto [c, o] : {std::pair{x.a, x.b}, std::pair{x.b, x.a}})
+        if (is_col(c) && home_[o] <= 1) {
+          *base = ref(o);
+          return true;
+        }
+      return false;
+    };
+    std::string base;
     for (size_t i = 0; i < k_.stores.size(); ++i) {
       const kir::Store& s = k_.stores[i];
-      if (args_[s.buffer] != DType::f16 || s.accumulate || packed(DType::f16)) continue;
-      const Expr& ix = k_.exprs[s.index];
-      auto is_col = [&](int e) { return k_.exprs[e].kind == ExprKind::loop_var && k_.exprs[e].loop == col; };
-      if (is_col(s.index)) {
-        staged[i] = "";
-      } else if (ix.kind == ExprKind::binary && ix.op == Op::Add && ix.dtype == DType::i64) {
-        for (auto [c, o] : {std::pair{ix.a, ix.b}, std::pair{ix.b, ix.a}})
-          if (is_col(c) && home_[o] <= 1) {
-            staged[i] = ref(o);
-            break;
-          }
-      }
+      if (args_[s.buffer] == DType::f16 && !s.accumulate && !packed(DType::f16) && row_offset(s.index, &base)) staged[i] = base;
     }
-  if (!staged.empty()) {
+    // f16 loads only in a loop that also gathers (a load neither of the row nor invariant in
+    // the loop), which GCC leaves scalar: in a vector loop the prelude's conversion is nearly
+    // free, and the row buffer cost more than it saved (an SGD update over 784 x 128 f16
+    // gradients: 29 us against 22)
+    bool gathers = false;
+    for (int i : region_exprs_[2])
+      if (k_.exprs[i].kind == ExprKind::load && home_[k_.exprs[i].a] == 2 && !row_offset(k_.exprs[i].a, &base)) gathers = true;
+    for (int i : region_exprs_[2]) {
+      const Expr& e = k_.exprs[i];
+      if (gathers && e.kind == ExprKind::load && args_[e.buffer] == DType::f16 && !packed(DType::f16) && row_offset(e.a, &base))
+        staged_loads_[i] = base;
+    }
+  }
+  const bool chunked = !staged.empty() || !staged_loads_.empty();
+  auto at_row = [&](int buffer, const std::string& base) {
+    return "b" + std::to_string(buffer) + " + " + (base.empty() ? "" : "(" + base + ") + ") + "rlx_cb";
+  };
+  if (chunked) {
     out_ << "    for (int64_t rlx_cb = c0; rlx_cb < c1; rlx_cb += " << kStageColumns << ") {\n";
     out_ << "    const int64_t rlx_ce = c1 - rlx_cb < " << kStageColumns << " ? c1 : rlx_cb + " << kStageColumns << ";\n";
     for (const auto& [i, base] : staged) out_ << "    float rlx_s" << i << "[" << kStageColumns << "];\n";
+    for (const auto& [i, base] : staged_loads_)
+      out_ << "    float rlx_l" << i << "[" << kStageColumns << "];\n    rlx_load_f16_n(rlx_l" << i << ", "
+           << at_row(k_.exprs[i].buffer, base) << ", rlx_ce - rlx_cb);\n";
   }
   if (vector_loop) out_ << "    " << simd();
-  out_ << "    " << (staged.empty() ? loop(cv, "c0", "c1") : loop(cv, "rlx_cb", "rlx_ce")) << "\n";
+  out_ << "    " << (chunked ? loop(cv, "rlx_cb", "rlx_ce") : loop(cv, "c0", "c1")) << "\n";
   RLX_TRY(emit_region(2, 3));
   for (size_t si = 0; si < k_.stores.size(); ++si) {
     const kir::Store& s = k_.stores[si];
@@ -923,10 +954,9 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
     out_ << "      " << target << " = " << v << ";\n";
   }
   out_ << "    }\n";
-  if (!staged.empty()) {
+  if (chunked) {
     for (const auto& [i, base] : staged)
-      out_ << "    rlx_store_f16_n(b" << k_.stores[i].buffer << " + " << (base.empty() ? "" : "(" + base + ") + ")
-           << "rlx_cb, rlx_s" << i << ", rlx_ce - rlx_cb);\n";
+      out_ << "    rlx_store_f16_n(" << at_row(k_.stores[i].buffer, base) << ", rlx_s" << i << ", rlx_ce - rlx_cb);\n";
     out_ << "    }\n";
   }
   out_ << "  }\n}\n";

@@ -398,6 +398,14 @@ int main(int argc, char** argv) {
   for (i = 0; i < 65536; i++) hs[i] = (uint16_t)i;
   for (i = 0; i < 65536; i++) yf[i] = rlx_f16_to_f32(hs[i]);
   store("f16_to_f32.bin", yf, 65536 * 4);
+  /* the staged loads' row conversion, in pieces of 1 to 40 codes */
+  for (i = 0; i < 65536;) {
+    size_t piece = 1 + i % 40;
+    if (piece > 65536 - i) piece = 65536 - i;
+    rlx_load_f16_n(yf + i, hs + i, (int64_t)piece);
+    i += piece;
+  }
+  store("load_f16_n.bin", yf, 65536 * 4);
   for (i = 0; i < 65536; i++) yf[i] = rlx_bf16_to_f32(hs[i]);
   store("bf16_to_f32.bin", yf, 65536 * 4);
   for (i = 0; i < nc; i++) yh[i] = rlx_f32_to_f16(xc[i]);
@@ -729,10 +737,16 @@ void check_accuracy(const char* flags) {
   {  // f16 / bf16 decoding: all 65536 codes, bit-exact.
     std::vector<float> f16 = read_vec<float>(d / "f16_to_f32.bin");
     std::vector<float> bf16 = read_vec<float>(d / "bf16_to_f32.bin");
+    std::vector<float> f16n = read_vec<float>(d / "load_f16_n.bin");  // rlx_load_f16_n
     ASSERT_EQ(f16.size(), 65536u);
     ASSERT_EQ(bf16.size(), 65536u);
+    ASSERT_EQ(f16n.size(), 65536u);
     int failures = 0;
     for (uint32_t h = 0; h < 65536; ++h) {
+      if (f32_bits(f16n[h]) != ref_f16_to_f32_bits(static_cast<uint16_t>(h)) && failures++ < 5) {
+        ADD_FAILURE() << std::hex << "rlx_load_f16_n(0x" << h << ") = 0x" << f32_bits(f16n[h]) << ", want 0x"
+                      << ref_f16_to_f32_bits(static_cast<uint16_t>(h));
+      }
       if (f32_bits(f16[h]) != ref_f16_to_f32_bits(static_cast<uint16_t>(h)) && failures++ < 5) {
         ADD_FAILURE() << std::hex << "rlx_f16_to_f32(0x" << h << ") = 0x" << f32_bits(f16[h]) << ", want 0x"
                       << ref_f16_to_f32_bits(static_cast<uint16_t>(h));
@@ -841,7 +855,7 @@ TEST(CPrelude, DeclaresEveryDocumentedFunction) {
       "float rlx_gelu_tanh_f32(float", "float rlx_silu_f32(float",       "float rlx_rsqrt_f32(float",
       "float rlx_sqrt_f32(float",      "float rlx_pow_f32(float",        "float rlx_round_f32(float",
       "float rlx_sign_f32(float",      "float rlx_softplus_f32(float",   "float rlx_f16_to_f32(uint16_t",
-      "uint16_t rlx_f32_to_f16(float", "void rlx_store_f16_n(uint16_t*", "float rlx_bf16_to_f32(uint16_t", "uint16_t rlx_f32_to_bf16(float",
+      "uint16_t rlx_f32_to_f16(float", "void rlx_store_f16_n(uint16_t*", "void rlx_load_f16_n(float*", "float rlx_bf16_to_f32(uint16_t", "uint16_t rlx_f32_to_bf16(float",
       "int64_t rlx_floordiv_i64(",     "int64_t rlx_mod_i64(",           "int32_t rlx_floordiv_i32(",
       "int32_t rlx_mod_i32(",          "int64_t rlx_clamp_index(",       "int32_t rlx_clamp_index_i32(",
       "int32_t rlx_f32_to_i32_sat(",   "int64_t rlx_f32_to_i64_sat(",    "int8_t rlx_f32_to_i8_sat(",

@@ -256,5 +256,52 @@ TEST(CpuPipeline, F16RowsStoredThroughTheRowBufferKeepTheConversionsBits) {
   }
 }
 
+// f16 loads of rows in a loop that also gathers (converted into an f32 row buffer by the CPU's
+// vcvtph2ps before the loop, c_renderer.cpp): every f16 code, signalling NaNs included, in rows
+// of widths around the vector lengths and the row buffer, selected by a gathered mask and stored
+// as f32, bit for bit as the host's f16_to_f32 (the reference's) widens them; and without the
+// gather (the prelude's conversion in the loop) the same.
+TEST(CpuPipeline, F16RowsLoadedThroughTheRowBufferKeepTheCodesBits) {
+  for (int64_t w : {1, 7, 10, 16, 17, 255, 256, 257, 600}) {
+    SCOPED_TRACE(cat("width ", w));
+    const int64_t rows = (65536 + w - 1) / w;
+    Graph g;
+    ValueId x = g.add_input("x", TensorType{DType::f16, {Dim(rows), Dim(w)}});
+    ValueId m = g.add_input("m", TensorType{DType::boolean, {Dim(w)}});
+    ValueId ix = g.add_input("ix", TensorType{DType::i64, {Dim(w)}});
+    GraphBuilder gb(g);
+    OpBuilder o(gb);
+    g.outputs = {o.where(o.gather(m, ix, 0), o.cast(x, DType::f32), o.scalar(0.0, DType::f32))};
+    ASSERT_TRUE(o.ok()) << o.status().to_string();
+    Graph plain = g;  // the cast alone: a vector loop, converting in it
+    plain.outputs = {plain.nodes[plain.values[g.outputs[0]].producer].inputs[1]};
+    auto cpu = Model::compile(g, {.device = "cpu"});
+    ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
+    auto cpu_plain = Model::compile(plain, {.device = "cpu"});
+    ASSERT_TRUE(cpu_plain.has_value()) << cpu_plain.status().to_string();
+    Tensor xs = Tensor::zeros(DType::f16, {rows, w}), ms = Tensor::zeros(DType::boolean, {w}), is = Tensor::zeros(DType::i64, {w});
+    for (int64_t i = 0; i < rows * w; ++i) xs.data<uint16_t>()[i] = static_cast<uint16_t>(i * 40503);  // every code
+    for (int64_t j = 0; j < w; ++j) {
+      ms.data<uint8_t>()[j] = 1;
+      is.data<int64_t>()[j] = w - 1 - j;
+    }
+    auto out = (*cpu)->run(std::vector<Tensor>{xs, ms, is});
+    ASSERT_TRUE(out.has_value()) << out.status().to_string();
+    auto out_plain = (*cpu_plain)->run(std::vector<Tensor>{xs, ms, is});
+    ASSERT_TRUE(out_plain.has_value()) << out_plain.status().to_string();
+    int failures = 0;
+    for (int64_t i = 0; i < rows * w; ++i) {
+      const uint16_t h = xs.data<uint16_t>()[i];
+      const uint32_t want = std::bit_cast<uint32_t>(f16_to_f32(h));
+      for (int k = 0; k < 2; ++k) {
+        const uint32_t got = std::bit_cast<uint32_t>((k ? *out_plain : *out)[0].data<float>()[i]);
+        if (got != want && failures++ < 5)
+          ADD_FAILURE() << std::hex << (k ? "plain" : "gathering") << " kernel, code 0x" << h << ": 0x" << got << ", want 0x" << want;
+      }
+    }
+    EXPECT_EQ(failures, 0);
+  }
+}
+
 }  // namespace
 }  // namespace rlx
