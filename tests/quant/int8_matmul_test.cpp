@@ -21,6 +21,9 @@ struct Case {
   bool per_row_scale;
   double x_scale;  // 0: per token
   bool epilogue = false;  // y feeds relu(y + r), which the cpu fuses into the kernel
+  // x / s at or within a few ulps of half-integers (the kernels divide only there; elsewhere
+  // they multiply by 1 / s, which must round to the same quants)
+  bool ties = false;
 };
 
 Graph int8_graph(const Case& c, std::mt19937& rng, Tensor& w, Tensor& ws, Tensor& b) {
@@ -69,6 +72,19 @@ void check_case(const Case& c, std::mt19937& rng) {
   std::uniform_real_distribution<float> xu(-2.f, 2.f);
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = xu(rng);
   if (c.m > 2) std::memset(x.data<float>() + c.k, 0, c.k * 4);  // an all-zero row (scale floor)
+  if (c.ties) {  // row i: amax a_i, so s = a_i / 127; then (j + 1/2) * s nudged by -3..3 ulps
+    for (int64_t i = 0; i < c.m; ++i) {
+      float* row = x.data<float>() + i * c.k;
+      const float amax = c.x_scale > 0 ? static_cast<float>(c.x_scale) * 127.f : 0.5f + 0.37f * static_cast<float>(i);
+      const float s = c.x_scale > 0 ? static_cast<float>(c.x_scale) : amax / 127.f;
+      row[0] = amax;
+      for (int64_t p = 1; p < c.k; ++p) {
+        float v = (static_cast<float>(p % 254) - 127.f + 0.5f) * s;
+        for (int64_t u = 0; u < (p / 254) % 7; ++u) v = std::nextafter(v, (p / 254) % 2 ? INFINITY : -INFINITY);
+        row[p] = v;
+      }
+    }
+  }
   std::vector<Tensor> in{x};
   if (c.epilogue) {
     Tensor r = Tensor::zeros(DType::f32, {c.m, c.n});
@@ -131,6 +147,8 @@ TEST(Int8MatMul, NativeMatchesReferenceOnEveryKernelFamily) {
       // the AMX tiles' edges: 32-row blocks with a last of 16 or fewer rows and of 17 to 31,
       // k off the 64-value steps, a chunk of 96 rows then one of 33
       {129, 40, 200, true, true, 0, true}, {48, 33, 64, false, true, 0}, {17, 64, 65, true, false, 0.03},
+      // quotients at and next to half-integers, per token and with a fixed scale
+      {40, 24, 1800, true, true, 0, false, true}, {8, 16, 1800, false, true, 0.0123, false, true},
   };
   // the AMX tiles first, where the CPU has them (then the VNNI panels of the same family)
   if (cpu::set_qgemm_amx(true) && cpu::set_qgemm_isa(cpu::GemmIsa::avx512)) {

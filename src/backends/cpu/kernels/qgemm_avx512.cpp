@@ -374,8 +374,10 @@ RLX_Q8_ENTRY void i8_panel(const I8PanelArgs& a, int64_t i0, int64_t i1) {
 
 // One row of x to the panel kernel's quants (q + 128, as i8_quantize_row in qgemm_q8.h with
 // kFullU8, which it replaces on this family): 16 values per step, packed to bytes with vpmovdb.
-// The same operations in the same order as the portable loop: amax ignores NaN (max with the
-// running value second), x / s by division, NaN clamps to -127, rounding to nearest even.
+// The same results as the portable loop: amax ignores NaN (max with the running value second),
+// round(x / s) to nearest even, NaN clamps to -127. x / s is x * (1 / s) except near a
+// half-integer (quant_quotient_needs_division), which vdivps (about 10 cycles a vector here)
+// made 12.7% of MiniLM int8's time.
 RLX_Q8_ENTRY float i8_quantize_row_512(const float* x, int64_t k, float x_scale, uint8_t* q) {
   float s = x_scale;
   if (s == 0.f) {
@@ -388,9 +390,21 @@ RLX_Q8_ENTRY float i8_quantize_row_512(const float* x, int64_t k, float x_scale,
   }
   const __m512 sv = _mm512_set1_ps(s), lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
   const __m512i off = _mm512_set1_epi32(128);
+  const float r = 1.f / s;
+  const bool multiply = std::isnormal(r);
+  const __m512 rv = _mm512_set1_ps(r), half = _mm512_set1_ps(0.5f), near = _mm512_set1_ps(kQuantTieBand);
   for (int64_t p = 0; p < k; p += 16) {
     const __mmask16 mk = static_cast<__mmask16>(k - p >= 16 ? 0xFFFF : (1u << (k - p)) - 1);
-    __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(mk, x + p), sv);
+    const __m512 xv = _mm512_maskz_loadu_ps(mk, x + p);
+    __m512 v;
+    if (multiply) {
+      v = _mm512_mul_ps(xv, rv);
+      const __m512 frac = _mm512_sub_ps(v, _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      if (_mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(_mm512_abs_ps(frac), half)), near, _CMP_LT_OQ))
+        v = _mm512_div_ps(xv, sv);
+    } else {
+      v = _mm512_div_ps(xv, sv);
+    }
     v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
     const __m512i iv = _mm512_add_epi32(_mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), off);
     _mm_mask_storeu_epi8(q + p, mk, _mm512_cvtepi32_epi8(iv));
