@@ -649,6 +649,19 @@ static inline uint16_t rlx_f32_to_bf16(float f) {
   return (uint16_t)rlx__sel_u32((x & 0x7fffffffu) > 0x7f800000u, nan, r);
 }
 
+#if !defined(__OPENCL_VERSION__) && !defined(RLX__GPU_CXX)
+/* The bf16 twins of rlx_store_f16_n / rlx_load_f16_n: the prelude's conversions in loops of
+   their own (which vectorize in 32-bit lanes; vcvtneps2bf16 would flush denormals). */
+static inline void rlx_store_bf16_n(uint16_t* restrict dst, const float* restrict src, int64_t n) {
+  int64_t i;
+  for (i = 0; i < n; ++i) dst[i] = rlx_f32_to_bf16(src[i]);
+}
+static inline void rlx_load_bf16_n(float* restrict dst, const uint16_t* restrict src, int64_t n) {
+  int64_t i;
+  for (i = 0; i < n; ++i) dst[i] = rlx_bf16_to_f32(src[i]);
+}
+#endif
+
 /* x rounded to the nearest f16 / bf16 value (ties to even) and kept in a float: what
    rlx_f16_to_f32(rlx_f32_to_f16(x)) gives, bit for bit over all 2^32 inputs, but computed in
    32-bit lanes only. The round trip through uint16_t made GCC pack and unpack 16-bit vectors

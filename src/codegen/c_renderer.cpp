@@ -186,7 +186,7 @@ class Renderer {
   std::vector<int> depth_;               // per reduce expr: nesting depth
   // per expr: computed from tensor data (a load, reduce or random below it), not index math only
   std::vector<char> data_;
-  std::map<int, std::string> staged_loads_;  // host: f16 row loads read from a row buffer (render)
+  std::map<int, std::string> staged_loads_;  // host: 16-bit row loads read from a row buffer (render)
   bool range_checked_ = false;  // WGSL: 64-bit integer data, computed in 32 bits with checks
   bool analyzed_ = false;
   // WGSL: a 64-bit integer value of tensor data (checked arithmetic, narrowed loads)
@@ -834,21 +834,25 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
   // no simd loop over complex values: gcc's complex multiply and divide call libgcc
   // (__muldc3, __divdc3) on special values, and the simd clauses are for real scalars
   const bool vector_loop = !col_has_reduce && !accumulate && !cplx;
+  auto is_16_bit_float = [](DType t) { return t == DType::f16 || t == DType::bf16; };
+  auto narrow_name = [](DType t) { return t == DType::f16 ? "f16" : "bf16"; };
   const int col = dr - 1;
   const std::string cv = "i" + std::to_string(col);
-  // Staged f16 rows (Dialect::staged_f16_rows): an f16 store into a contiguous row (its index
-  // is the column variable, plus an offset computed outside the column loop) keeps its f32
-  // values in a row buffer of kStageColumns, and rlx_store_f16_n converts the buffer with the
-  // CPU's own instruction after the loop; in a loop that gathers, an f16 load of a contiguous
-  // row is converted into a row buffer by rlx_load_f16_n before it. Converting in the loop made GCC vectorize the
-  // whole loop in 16-bit lanes (a bias + ReLU + f16 store over 128 x 128 took 6.2 us instead
-  // of 1.5; a 10-wide loop ran entirely in its scalar remainder, 16 us for 128 x 10 instead of
-  // 2.3), and a loop GCC does not vectorize at all (gathers with 64-bit indices: max-pool's
-  // backward) converted each value in scalar code. Both helpers give the prelude's bits.
+  // Staged 16-bit rows (Dialect::staged_16_bit_rows): an f16 or bf16 store into a contiguous
+  // row (its index is the column variable, plus an offset computed outside the column loop)
+  // keeps its f32 values in a row buffer of kStageColumns, and rlx_store_f16_n (the CPU's own
+  // instruction) or rlx_store_bf16_n (the prelude's conversion, in a loop of its own) converts
+  // the buffer after the loop; in a loop that gathers, a 16-bit load of a contiguous row is
+  // widened into a row buffer by rlx_load_f16_n / rlx_load_bf16_n before it. Converting in the
+  // loop made GCC vectorize the whole loop in 16-bit lanes (a bias + ReLU + f16 store over
+  // 128 x 128 took 6.2 us instead of 1.5; a 10-wide loop ran entirely in its scalar remainder,
+  // 16 us for 128 x 10 instead of 2.3), and a loop GCC does not vectorize at all (gathers with
+  // 64-bit indices: max-pool's backward) converted each value in scalar code. The helpers give
+  // the prelude's bits.
   constexpr int kStageColumns = 256;
   std::map<size_t, std::string> staged;  // store -> the offset of its row ("" for none)
   staged_loads_.clear();                 // load expression -> the offset of its row
-  if (d_.staged_f16_rows && vector_loop) {
+  if (d_.staged_16_bit_rows && vector_loop) {
     auto is_col = [&](int e) { return k_.exprs[e].kind == ExprKind::loop_var && k_.exprs[e].loop == col; };
     // whether index expression `ix` is the column plus an offset known outside the column loop
     auto row_offset = [&](int ix, std::string* base) {
@@ -868,7 +872,8 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
     std::string base;
     for (size_t i = 0; i < k_.stores.size(); ++i) {
       const kir::Store& s = k_.stores[i];
-      if (args_[s.buffer] == DType::f16 && !s.accumulate && !packed(DType::f16) && row_offset(s.index, &base)) staged[i] = base;
+      if (is_16_bit_float(args_[s.buffer]) && !s.accumulate && !packed(args_[s.buffer]) && row_offset(s.index, &base))
+        staged[i] = base;
     }
     // f16 loads only in a loop that also gathers (a load neither of the row nor invariant in
     // the loop), which GCC leaves scalar: in a vector loop the prelude's conversion is nearly
@@ -879,7 +884,8 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
       if (k_.exprs[i].kind == ExprKind::load && home_[k_.exprs[i].a] == 2 && !row_offset(k_.exprs[i].a, &base)) gathers = true;
     for (int i : region_exprs_[2]) {
       const Expr& e = k_.exprs[i];
-      if (gathers && e.kind == ExprKind::load && args_[e.buffer] == DType::f16 && !packed(DType::f16) && row_offset(e.a, &base))
+      if (gathers && e.kind == ExprKind::load && is_16_bit_float(args_[e.buffer]) && !packed(args_[e.buffer]) &&
+          row_offset(e.a, &base))
         staged_loads_[i] = base;
     }
   }
@@ -892,8 +898,8 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
     out_ << "    const int64_t rlx_ce = c1 - rlx_cb < " << kStageColumns << " ? c1 : rlx_cb + " << kStageColumns << ";\n";
     for (const auto& [i, base] : staged) out_ << "    float rlx_s" << i << "[" << kStageColumns << "];\n";
     for (const auto& [i, base] : staged_loads_)
-      out_ << "    float rlx_l" << i << "[" << kStageColumns << "];\n    rlx_load_f16_n(rlx_l" << i << ", "
-           << at_row(k_.exprs[i].buffer, base) << ", rlx_ce - rlx_cb);\n";
+      out_ << "    float rlx_l" << i << "[" << kStageColumns << "];\n    rlx_load_" << narrow_name(args_[k_.exprs[i].buffer])
+           << "_n(rlx_l" << i << ", " << at_row(k_.exprs[i].buffer, base) << ", rlx_ce - rlx_cb);\n";
   }
   if (vector_loop) out_ << "    " << simd();
   out_ << "    " << (chunked ? loop(cv, "rlx_cb", "rlx_ce") : loop(cv, "c0", "c1")) << "\n";
@@ -956,7 +962,8 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
   out_ << "    }\n";
   if (chunked) {
     for (const auto& [i, base] : staged)
-      out_ << "    rlx_store_f16_n(" << at_row(k_.stores[i].buffer, base) << ", rlx_s" << i << ", rlx_ce - rlx_cb);\n";
+      out_ << "    rlx_store_" << narrow_name(args_[k_.stores[i].buffer]) << "_n(" << at_row(k_.stores[i].buffer, base) << ", rlx_s"
+           << i << ", rlx_ce - rlx_cb);\n";
     out_ << "    }\n";
   }
   out_ << "  }\n}\n";

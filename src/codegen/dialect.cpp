@@ -261,7 +261,7 @@ const Dialect& dialect(CTarget target) {
     Dialect d = c_family(CTarget::host, "C", KernelFrame::host_function, host_prelude);
     d.complex_values = true;
     d.omp_simd = true;
-    d.staged_f16_rows = true;
+    d.staged_16_bit_rows = true;
     return d;
   }();
   static const Dialect opencl = c_family(CTarget::opencl, "OpenCL C", KernelFrame::opencl_kernel, opencl_prelude);

@@ -99,10 +99,10 @@ struct Dialect {
   // The prelude rounds a float to f16/bf16 in place (rlx_round_f16/bf16, vectorizable); else
   // through the conversions there and back.
   bool narrow_rounding_helpers = true;
-  // f16 loads and stores of contiguous rows go through f32 row buffers and the prelude's
-  // rlx_load_f16_n / rlx_store_f16_n (the host: F16C / AVX-512 conversions; c_renderer.cpp
-  // says why).
-  bool staged_f16_rows = false;
+  // f16 / bf16 stores of contiguous rows (and such loads in loops that gather) go through f32
+  // row buffers and the prelude's rlx_store_f16_n / rlx_load_f16_n (F16C / AVX-512
+  // conversions) and their bf16 twins (c_renderer.cpp says why). Host C only.
+  bool staged_16_bit_rows = false;
   // ---- what its implementations get wrong (each handled by a spelling that avoids it)
   bool exact_int_to_f32 = true;      // false: integer -> f32 through the prelude (may truncate)
   bool ordered_not_equal = false;    // NaN != x may be false: write !(a == b)

@@ -855,7 +855,7 @@ TEST(CPrelude, DeclaresEveryDocumentedFunction) {
       "float rlx_gelu_tanh_f32(float", "float rlx_silu_f32(float",       "float rlx_rsqrt_f32(float",
       "float rlx_sqrt_f32(float",      "float rlx_pow_f32(float",        "float rlx_round_f32(float",
       "float rlx_sign_f32(float",      "float rlx_softplus_f32(float",   "float rlx_f16_to_f32(uint16_t",
-      "uint16_t rlx_f32_to_f16(float", "void rlx_store_f16_n(uint16_t*", "void rlx_load_f16_n(float*", "float rlx_bf16_to_f32(uint16_t", "uint16_t rlx_f32_to_bf16(float",
+      "uint16_t rlx_f32_to_f16(float", "void rlx_store_f16_n(uint16_t*", "void rlx_load_f16_n(float*", "void rlx_store_bf16_n(uint16_t*", "void rlx_load_bf16_n(float*", "float rlx_bf16_to_f32(uint16_t", "uint16_t rlx_f32_to_bf16(float",
       "int64_t rlx_floordiv_i64(",     "int64_t rlx_mod_i64(",           "int32_t rlx_floordiv_i32(",
       "int32_t rlx_mod_i32(",          "int64_t rlx_clamp_index(",       "int32_t rlx_clamp_index_i32(",
       "int32_t rlx_f32_to_i32_sat(",   "int64_t rlx_f32_to_i64_sat(",    "int8_t rlx_f32_to_i8_sat(",

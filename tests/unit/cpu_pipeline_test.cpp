@@ -207,12 +207,15 @@ TEST(CpuPipeline, StoringARoundedValueKeepsTheConversionsBits) {
   }
 }
 
-// f16 stores into rows (the host renderer stages them in an f32 row buffer and converts the
-// buffer with the CPU's vcvtps2ph after the loop, c_renderer.cpp): rows of every width around
-// the vector lengths (8, 16) and the buffer's 256 columns, each row at its own offset, values
-// from special to random bits, a bias per column so the stored value is computed in the loop.
-// Bit for bit the host's conversion of the same f32 sums.
-TEST(CpuPipeline, F16RowsStoredThroughTheRowBufferKeepTheConversionsBits) {
+// f16 and bf16 stores into rows (the host renderer stages them in an f32 row buffer and
+// converts the buffer after the loop: f16 with the CPU's vcvtps2ph, bf16 with the prelude's
+// conversion in a loop of its own, c_renderer.cpp): rows of every width around the vector
+// lengths (8, 16) and the buffer's 256 columns, each row at its own offset, values from special
+// to random bits, a bias per column so the stored value is computed in the loop. Bit for bit
+// the host's conversion of the same f32 sums.
+TEST(CpuPipeline, NarrowFloatRowsStoredThroughTheRowBufferKeepTheConversionsBits) {
+  for (DType dt : {DType::f16, DType::bf16}) {
+  SCOPED_TRACE(dtype_name(dt));
   std::mt19937 rng(11);
   std::uniform_int_distribution<uint32_t> any;
   const std::vector<float> special = {0.f, -0.f, 65504.f, 65520.f, 7e4f, 6e-8f, 3e-8f, -1e-40f, INFINITY, -INFINITY,
@@ -225,7 +228,7 @@ TEST(CpuPipeline, F16RowsStoredThroughTheRowBufferKeepTheConversionsBits) {
     ValueId b = g.add_input("b", TensorType{DType::f32, {Dim(w)}});
     GraphBuilder gb(g);
     OpBuilder o(gb);
-    g.outputs = {o.cast(o.add(x, b), DType::f16)};
+    g.outputs = {o.cast(o.add(x, b), dt)};
     ASSERT_TRUE(o.ok()) << o.status().to_string();
     auto cpu = Model::compile(g, {.device = "cpu"});
     ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
@@ -244,29 +247,32 @@ TEST(CpuPipeline, F16RowsStoredThroughTheRowBufferKeepTheConversionsBits) {
     int failures = 0;
     for (int64_t i = 0; i < rows * w; ++i) {
       const float f = xs.data<float>()[i] + bs.data<float>()[i % w];
-      if (std::isnan(f)) {
+      if (std::isnan(f) && dt == DType::f16) {  // (the host's f16 conversion gives one quiet NaN)
         EXPECT_TRUE(std::isnan(f16_to_f32(got[i]))) << "element " << i;
         continue;
       }
-      if (got[i] != f32_to_f16(f) && failures++ < 5)
-        ADD_FAILURE() << std::hex << "element " << std::dec << i << ": 0x" << std::hex << got[i] << ", want 0x" << f32_to_f16(f)
+      const uint16_t want = dt == DType::f16 ? f32_to_f16(f) : f32_to_bf16(f);
+      if (got[i] != want && failures++ < 5)
+        ADD_FAILURE() << std::hex << "element " << std::dec << i << ": 0x" << std::hex << got[i] << ", want 0x" << want
                       << " for 0x" << std::bit_cast<uint32_t>(f);
     }
     EXPECT_EQ(failures, 0);
   }
+  }
 }
 
-// f16 loads of rows in a loop that also gathers (converted into an f32 row buffer by the CPU's
-// vcvtph2ps before the loop, c_renderer.cpp): every f16 code, signalling NaNs included, in rows
+// f16 and bf16 loads of rows in a loop that also gathers (widened into an f32 row buffer before
+// the loop, f16 by the CPU's vcvtph2ps, c_renderer.cpp): every 16-bit code, signalling NaNs included, in rows
 // of widths around the vector lengths and the row buffer, selected by a gathered mask and stored
 // as f32, bit for bit as the host's f16_to_f32 (the reference's) widens them; and without the
 // gather (the prelude's conversion in the loop) the same.
-TEST(CpuPipeline, F16RowsLoadedThroughTheRowBufferKeepTheCodesBits) {
+TEST(CpuPipeline, NarrowFloatRowsLoadedThroughTheRowBufferKeepTheCodesBits) {
+  for (DType dt : {DType::f16, DType::bf16})
   for (int64_t w : {1, 7, 10, 16, 17, 255, 256, 257, 600}) {
-    SCOPED_TRACE(cat("width ", w));
+    SCOPED_TRACE(cat(dtype_name(dt), " width ", w));
     const int64_t rows = (65536 + w - 1) / w;
     Graph g;
-    ValueId x = g.add_input("x", TensorType{DType::f16, {Dim(rows), Dim(w)}});
+    ValueId x = g.add_input("x", TensorType{dt, {Dim(rows), Dim(w)}});
     ValueId m = g.add_input("m", TensorType{DType::boolean, {Dim(w)}});
     ValueId ix = g.add_input("ix", TensorType{DType::i64, {Dim(w)}});
     GraphBuilder gb(g);
@@ -279,7 +285,7 @@ TEST(CpuPipeline, F16RowsLoadedThroughTheRowBufferKeepTheCodesBits) {
     ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
     auto cpu_plain = Model::compile(plain, {.device = "cpu"});
     ASSERT_TRUE(cpu_plain.has_value()) << cpu_plain.status().to_string();
-    Tensor xs = Tensor::zeros(DType::f16, {rows, w}), ms = Tensor::zeros(DType::boolean, {w}), is = Tensor::zeros(DType::i64, {w});
+    Tensor xs = Tensor::zeros(dt, {rows, w}), ms = Tensor::zeros(DType::boolean, {w}), is = Tensor::zeros(DType::i64, {w});
     for (int64_t i = 0; i < rows * w; ++i) xs.data<uint16_t>()[i] = static_cast<uint16_t>(i * 40503);  // every code
     for (int64_t j = 0; j < w; ++j) {
       ms.data<uint8_t>()[j] = 1;
@@ -292,7 +298,7 @@ TEST(CpuPipeline, F16RowsLoadedThroughTheRowBufferKeepTheCodesBits) {
     int failures = 0;
     for (int64_t i = 0; i < rows * w; ++i) {
       const uint16_t h = xs.data<uint16_t>()[i];
-      const uint32_t want = std::bit_cast<uint32_t>(f16_to_f32(h));
+      const uint32_t want = std::bit_cast<uint32_t>(dt == DType::f16 ? f16_to_f32(h) : bf16_to_f32(h));
       for (int k = 0; k < 2; ++k) {
         const uint32_t got = std::bit_cast<uint32_t>((k ? *out_plain : *out)[0].data<float>()[i]);
         if (got != want && failures++ < 5)
