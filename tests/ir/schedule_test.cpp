@@ -133,17 +133,21 @@ graph @g(%x: f32[8, 64], %b: f32[64]) -> (f32[8, 64]) {
   EXPECT_EQ(q.generated.size(), 1u);
 }
 
+// An f32 value rounded through `narrow` (cast there and back) and read by a gather
+// of 512 (each of the 64 values 8 times) or, not `gathered`, an add of 64 (once each).
+kir::KernelProgram rounded_and_read(const char* narrow, bool gathered) {
+  std::string t = gathered ? "graph @g(%x: f32[64], %i: i64[512]) -> (f32[512]) {\n"
+                           : "graph @g(%x: f32[64], %b: f32[64]) -> (f32[64]) {\n";
+  t += cat("  %r = cast(%x) {to = ", narrow, "}\n  %w = cast(%r) {to = f32}\n");
+  t += gathered ? "  %y = gather(%w, %i) {axis = 0}\n" : "  %y = add(%w, %b)\n";
+  return schedule_text(t + "  return %y\n}", {});
+}
+
 // A rounding to bf16 that a gather reads many times per element (a convolution's im2col under
 // --precision bf16) is a bf16 buffer of its own, rounded once per element; read once per
 // element (the same shape as the kernel) it stays fused.
 TEST(Schedule, RoundingReadManyTimesByAGatherIsMaterialized) {
-  auto p = schedule_text(R"(
-graph @g(%x: f32[64], %i: i64[512]) -> (f32[512]) {
-  %r = cast(%x) {to = bf16}
-  %w = cast(%r) {to = f32}
-  %y = gather(%w, %i) {axis = 0}
-  return %y
-})", {});
+  auto p = rounded_and_read("bf16", true);
   bool bf16_buffer = false;
   for (const auto& k : p.generated)
     if (p.buffers[k.args[k.stores[0].buffer]].dtype == DType::bf16) {
@@ -152,40 +156,20 @@ graph @g(%x: f32[64], %i: i64[512]) -> (f32[512]) {
     }
   EXPECT_TRUE(bf16_buffer) << "the rounded values get a buffer of their own";
   EXPECT_EQ(p.generated.size(), 2u);
-  auto q = schedule_text(R"(
-graph @g(%x: f32[64], %b: f32[64]) -> (f32[64]) {
-  %r = cast(%x) {to = bf16}
-  %w = cast(%r) {to = f32}
-  %y = add(%w, %b)
-  return %y
-})", {});
-  EXPECT_EQ(q.generated.size(), 1u) << "read once per element: fused";
+  EXPECT_EQ(rounded_and_read("bf16", false).generated.size(), 1u) << "read once per element: fused";
 }
 
 // Through f16 the round trip itself is materialized, as an f32 buffer of the rounded values:
 // the gather then loads floats and converts nothing (f16's conversions cost more than bf16's).
 TEST(Schedule, F16RoundTripReadManyTimesByAGatherIsMaterializedInF32) {
-  auto p = schedule_text(R"(
-graph @g(%x: f32[64], %i: i64[512]) -> (f32[512]) {
-  %r = cast(%x) {to = f16}
-  %w = cast(%r) {to = f32}
-  %y = gather(%w, %i) {axis = 0}
-  return %y
-})", {});
+  auto p = rounded_and_read("f16", true);
   ASSERT_EQ(p.generated.size(), 2u) << "the rounded values get a buffer of their own";
   const auto& first = p.generated[static_cast<size_t>(p.steps[0].index)];
   const auto& rounded = p.buffers[static_cast<size_t>(first.args[first.stores[0].buffer])];
   EXPECT_EQ(rounded.dtype, DType::f32);
   EXPECT_EQ(numel(rounded.sizes), 64);
   for (const auto& b : p.buffers) EXPECT_NE(b.dtype, DType::f16) << "no f16 storage between the two kernels";
-  auto q = schedule_text(R"(
-graph @g(%x: f32[64], %b: f32[64]) -> (f32[64]) {
-  %r = cast(%x) {to = f16}
-  %w = cast(%r) {to = f32}
-  %y = add(%w, %b)
-  return %y
-})", {});
-  EXPECT_EQ(q.generated.size(), 1u) << "read once per element: fused";
+  EXPECT_EQ(rounded_and_read("f16", false).generated.size(), 1u) << "read once per element: fused";
 }
 
 TEST(Schedule, MatmulKeepsNativeAndFusesEpilogue) {
