@@ -59,6 +59,7 @@ class Renderer {
   Status emit_region(int region, int indent);
   Status emit_expr(int e, int indent);
   Status emit_reduce(int e, int indent);
+  std::map<size_t, std::string> plan_staged_rows();
   std::string pad(int n) const { return std::string(static_cast<size_t>(n) * 2, ' '); }
   std::string cast_expr(const std::string& v, DType from, DType to);
   Status emit_glsl_signature(const std::string& symbol);
@@ -797,6 +798,60 @@ Status Renderer::emit_signature(const std::string& symbol) {
   return Status::ok();
 }
 
+// Staged 16-bit rows (Dialect::staged_16_bit_rows): an f16 or bf16 store into a contiguous row
+// (its index is the column variable, plus an offset computed outside the column loop) keeps its
+// f32 values in a row buffer of kStageColumns, and rlx_store_f16_n (the CPU's own instruction) or
+// rlx_store_bf16_n (the prelude's conversion, in a loop of its own) converts the buffer after
+// the loop; in a loop that gathers, a 16-bit load of a contiguous row is widened into a row
+// buffer by rlx_load_f16_n / rlx_load_bf16_n before it. Converting in the loop made GCC
+// vectorize the whole loop in 16-bit lanes (a bias + ReLU + f16 store over 128 x 128 took 6.2 us
+// instead of 1.5; a 10-wide loop ran entirely in its scalar remainder, 16 us for 128 x 10
+// instead of 2.3), and a loop GCC does not vectorize at all (gathers with 64-bit indices:
+// max-pool's backward) converted each value in scalar code. The helpers give the prelude's
+// bits. Returns the staged stores (store -> the offset of its row, "" for none) and fills
+// staged_loads_ (load expression -> the same).
+constexpr int kStageColumns = 256;  // a row buffer: 1 KiB of floats on the stack
+std::map<size_t, std::string> Renderer::plan_staged_rows() {
+  const int col = k_.domain_rank - 1;
+  auto is_col = [&](int e) { return k_.exprs[e].kind == ExprKind::loop_var && k_.exprs[e].loop == col; };
+  auto is_16_bit_float = [&](DType t) { return (t == DType::f16 || t == DType::bf16) && !packed(t); };
+  // whether index expression `ix` is the column plus an offset known outside the column loop
+  auto row_offset = [&](int ix, std::string* base) {
+    const Expr& x = k_.exprs[ix];
+    if (is_col(ix)) {
+      *base = "";
+      return true;
+    }
+    if (x.kind != ExprKind::binary || x.op != Op::Add || x.dtype != DType::i64) return false;
+    for (auto [c, o] : {std::pair{x.a, x.b}, std::pair{x.b, x.a}})
+      if (is_col(c) && home_[o] <= 1) {
+        *base = ref(o);
+        return true;
+      }
+    return false;
+  };
+  std::map<size_t, std::string> stores;
+  std::string base;
+  for (size_t i = 0; i < k_.stores.size(); ++i) {
+    const kir::Store& s = k_.stores[i];
+    if (is_16_bit_float(args_[s.buffer]) && !s.accumulate && row_offset(s.index, &base)) stores[i] = base;
+  }
+  // 16-bit loads only in a loop that also gathers (a load neither of the row nor invariant in
+  // the loop), which GCC leaves scalar: in a vector loop the prelude's conversion is nearly
+  // free, and the row buffer cost more than it saved (an SGD update over 784 x 128 f16
+  // gradients: 29 us against 22)
+  bool gathers = false;
+  for (int i : region_exprs_[2])
+    if (k_.exprs[i].kind == ExprKind::load && home_[k_.exprs[i].a] == 2 && !row_offset(k_.exprs[i].a, &base)) gathers = true;
+  staged_loads_.clear();
+  for (int i : region_exprs_[2]) {
+    const Expr& e = k_.exprs[i];
+    if (gathers && e.kind == ExprKind::load && is_16_bit_float(args_[e.buffer]) && row_offset(e.a, &base))
+      staged_loads_[i] = base;
+  }
+  return stores;
+}
+
 Expected<std::string> Renderer::render(const std::string& symbol) {
   // c64 values: host C only (C99 _Complex); OpenCL C, CUDA and GLSL have no complex type
   bool cplx = false;
@@ -834,61 +889,12 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
   // no simd loop over complex values: gcc's complex multiply and divide call libgcc
   // (__muldc3, __divdc3) on special values, and the simd clauses are for real scalars
   const bool vector_loop = !col_has_reduce && !accumulate && !cplx;
-  auto is_16_bit_float = [](DType t) { return t == DType::f16 || t == DType::bf16; };
   auto narrow_name = [](DType t) { return t == DType::f16 ? "f16" : "bf16"; };
   const int col = dr - 1;
   const std::string cv = "i" + std::to_string(col);
-  // Staged 16-bit rows (Dialect::staged_16_bit_rows): an f16 or bf16 store into a contiguous
-  // row (its index is the column variable, plus an offset computed outside the column loop)
-  // keeps its f32 values in a row buffer of kStageColumns, and rlx_store_f16_n (the CPU's own
-  // instruction) or rlx_store_bf16_n (the prelude's conversion, in a loop of its own) converts
-  // the buffer after the loop; in a loop that gathers, a 16-bit load of a contiguous row is
-  // widened into a row buffer by rlx_load_f16_n / rlx_load_bf16_n before it. Converting in the
-  // loop made GCC vectorize the whole loop in 16-bit lanes (a bias + ReLU + f16 store over
-  // 128 x 128 took 6.2 us instead of 1.5; a 10-wide loop ran entirely in its scalar remainder,
-  // 16 us for 128 x 10 instead of 2.3), and a loop GCC does not vectorize at all (gathers with
-  // 64-bit indices: max-pool's backward) converted each value in scalar code. The helpers give
-  // the prelude's bits.
-  constexpr int kStageColumns = 256;
   std::map<size_t, std::string> staged;  // store -> the offset of its row ("" for none)
-  staged_loads_.clear();                 // load expression -> the offset of its row
-  if (d_.staged_16_bit_rows && vector_loop) {
-    auto is_col = [&](int e) { return k_.exprs[e].kind == ExprKind::loop_var && k_.exprs[e].loop == col; };
-    // whether index expression `ix` is the column plus an offset known outside the column loop
-    auto row_offset = [&](int ix, std::string* base) {
-      const Expr& x = k_.exprs[ix];
-      if (is_col(ix)) {
-        *base = "";
-        return true;
-      }
-      if (x.kind != ExprKind::binary || x.op != Op::Add || x.dtype != DType::i64) return false;
-      for (auto [c, o] : {std::pair{x.a, x.b}, std::pair{x.b, x.a}})
-        if (is_col(c) && home_[o] <= 1) {
-          *base = ref(o);
-          return true;
-        }
-      return false;
-    };
-    std::string base;
-    for (size_t i = 0; i < k_.stores.size(); ++i) {
-      const kir::Store& s = k_.stores[i];
-      if (is_16_bit_float(args_[s.buffer]) && !s.accumulate && !packed(args_[s.buffer]) && row_offset(s.index, &base))
-        staged[i] = base;
-    }
-    // f16 loads only in a loop that also gathers (a load neither of the row nor invariant in
-    // the loop), which GCC leaves scalar: in a vector loop the prelude's conversion is nearly
-    // free, and the row buffer cost more than it saved (an SGD update over 784 x 128 f16
-    // gradients: 29 us against 22)
-    bool gathers = false;
-    for (int i : region_exprs_[2])
-      if (k_.exprs[i].kind == ExprKind::load && home_[k_.exprs[i].a] == 2 && !row_offset(k_.exprs[i].a, &base)) gathers = true;
-    for (int i : region_exprs_[2]) {
-      const Expr& e = k_.exprs[i];
-      if (gathers && e.kind == ExprKind::load && is_16_bit_float(args_[e.buffer]) && !packed(args_[e.buffer]) &&
-          row_offset(e.a, &base))
-        staged_loads_[i] = base;
-    }
-  }
+  staged_loads_.clear();
+  if (d_.staged_16_bit_rows && vector_loop) staged = plan_staged_rows();
   const bool chunked = !staged.empty() || !staged_loads_.empty();
   auto at_row = [&](int buffer, const std::string& base) {
     return "b" + std::to_string(buffer) + " + " + (base.empty() ? "" : "(" + base + ") + ") + "rlx_cb";
