@@ -811,6 +811,9 @@ Status Renderer::emit_signature(const std::string& symbol) {
 // bits. Returns the staged stores (store -> the offset of its row, "" for none) and fills
 // staged_loads_ (load expression -> the same).
 constexpr int kStageColumns = 256;  // a row buffer: 1 KiB of floats on the stack
+// At most this many row buffers a kernel (16 KiB of stack); further 16-bit rows convert in the
+// loop, so a kernel with many outputs cannot grow a pool thread's stack without bound.
+constexpr size_t kMaxStagedRows = 16;
 std::map<size_t, std::string> Renderer::plan_staged_rows() {
   const int col = k_.domain_rank - 1;
   auto is_col = [&](int e) { return k_.exprs[e].kind == ExprKind::loop_var && k_.exprs[e].loop == col; };
@@ -834,7 +837,8 @@ std::map<size_t, std::string> Renderer::plan_staged_rows() {
   std::string base;
   for (size_t i = 0; i < k_.stores.size(); ++i) {
     const kir::Store& s = k_.stores[i];
-    if (is_16_bit_float(args_[s.buffer]) && !s.accumulate && row_offset(s.index, &base)) stores[i] = base;
+    if (stores.size() < kMaxStagedRows && is_16_bit_float(args_[s.buffer]) && !s.accumulate && row_offset(s.index, &base))
+      stores[i] = base;
   }
   // 16-bit loads only in a loop that also gathers (a load neither of the row nor invariant in
   // the loop), which GCC leaves scalar: in a vector loop the prelude's conversion is nearly
@@ -846,7 +850,8 @@ std::map<size_t, std::string> Renderer::plan_staged_rows() {
   staged_loads_.clear();
   for (int i : region_exprs_[2]) {
     const Expr& e = k_.exprs[i];
-    if (gathers && e.kind == ExprKind::load && is_16_bit_float(args_[e.buffer]) && row_offset(e.a, &base))
+    if (gathers && stores.size() + staged_loads_.size() < kMaxStagedRows && e.kind == ExprKind::load &&
+        is_16_bit_float(args_[e.buffer]) && row_offset(e.a, &base))
       staged_loads_[i] = base;
   }
   return stores;

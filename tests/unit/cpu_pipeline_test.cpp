@@ -7,6 +7,7 @@
 #include <functional>
 #include <random>
 
+#include "codegen/c_renderer.h"
 #include "rlx/compile.h"
 #include "rlx/dtype.h"
 #include "rlx/op_builder.h"
@@ -307,6 +308,36 @@ TEST(CpuPipeline, NarrowFloatRowsLoadedThroughTheRowBufferKeepTheCodesBits) {
     }
     EXPECT_EQ(failures, 0);
   }
+}
+
+// A kernel with more 16-bit row stores than row buffers (20 f16 outputs of one value) stages
+// the first kMaxStagedRows (16) and converts the rest in the loop: the row buffers' stack stays
+// bounded however many outputs a kernel has.
+TEST(CpuPipeline, RowBuffersPerKernelAreBounded) {
+  kir::GeneratedKernel k;
+  k.name = "k";
+  k.domain_rank = 1;
+  k.loops.push_back({1000});
+  kir::Expr i{.kind = kir::ExprKind::loop_var, .dtype = DType::i64, .loop = 0};
+  kir::Expr load{.kind = kir::ExprKind::load, .dtype = DType::f32, .a = 0, .buffer = 0};
+  kir::Expr half{.kind = kir::ExprKind::cast, .dtype = DType::f16, .a = 1};
+  k.exprs = {i, load, half};
+  std::vector<DType> dts{DType::f32};
+  k.args = {0};
+  for (int o = 1; o <= 20; ++o) {
+    k.args.push_back(o);
+    dts.push_back(DType::f16);
+    k.stores.push_back({.buffer = o, .index = 0, .value = 2});
+  }
+  auto text = codegen::render_c_kernel(k, dts, "k");
+  ASSERT_TRUE(text.has_value()) << text.status().to_string();
+  auto count = [&](const std::string& what) {
+    int n = 0;
+    for (size_t at = text->find(what); at != std::string::npos; at = text->find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("rlx_store_f16_n(b"), 16) << *text;
+  EXPECT_EQ(count("= rlx_f32_to_f16("), 4) << *text;
 }
 
 }  // namespace
