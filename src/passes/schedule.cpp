@@ -82,6 +82,8 @@ class Scheduler {
   kir::KernelProgram prog;
   std::vector<int> buffer_of;        // value -> buffer, or -1 when inlined
   std::vector<char> forced;          // value must be materialized
+  // the nodes reading each value
+  const std::vector<int>& consumers(ValueId v) const { return consumers_[static_cast<size_t>(v)]; }
 
  private:
   void init_forced();
@@ -167,33 +169,39 @@ int Lowering::elem(ValueId v, const std::vector<Ix>& idx) {
   return r;
 }
 
-// A transcendental function (sin, exp, erf, ...), or a rounding to bf16, of a value this kernel
-// reads broadcast or gathered, at least kMaxBroadcastRecompute times per element of the value:
-// materializing it computes each element once (RoPE's cos and sin of [seq, d/2] angles were
-// otherwise computed for every head and both halves of every row: 24% of Qwen3's prefill; a
-// convolution's im2col gather rounded each input element once per tap under --precision bf16,
-// which doubled the gather's time in MNIST's tinyconv training). Not a rounding to f16: its
-// conversions to and from 16-bit storage cost more than the rounding they save (tinyconv's f16
-// step went from 7.5 to 10.5 ms with them).
+// A transcendental function (sin, exp, erf, ...), a rounding to bf16, or a round trip of f32
+// through f16 or bf16, of a value this kernel reads broadcast or gathered, at least
+// kMaxBroadcastRecompute times per element of the value: materializing it computes each
+// element once (RoPE's cos and sin of [seq, d/2] angles were otherwise computed for every head
+// and both halves of every row: 24% of Qwen3's prefill; a convolution's im2col gather rounded
+// each input element once per tap under --precision, which doubled the gather's time in MNIST's
+// tinyconv training). A round trip is stored as its f32 result, not as 16-bit values: an f16
+// buffer cost more in conversions than the rounding it saved (tinyconv's f16 step went from
+// 7.5 to 10.5 ms with one).
 bool Lowering::costly_broadcast(ValueId v) const {
   const Value& val = S.g.values[v];
   if (val.producer < 0) return false;
   const Node& n = S.g.nodes[val.producer];
   const Op op = n.op;
   const UnaryMathOp* row = unary_math(op);
+  // (a bf16 rounding that is only widened back is left to the round trip below)
+  bool widened_only = !S.consumers(v).empty();
+  for (int c : S.consumers(v))
+    widened_only = widened_only && S.g.nodes[c].op == Op::Cast && S.g.values[S.g.nodes[c].outputs[0]].type.dtype == DType::f32;
   const bool rounding = op == Op::Cast && val.type.dtype == DType::bf16 &&
-                        S.g.type(n.inputs[0]).dtype == DType::f32;
-  // an f32 value rounded through f16 (autocast's widened form) is materialized in f32 instead,
-  // so the gather reads floats and converts nothing: the rounding inlined into tinyconv's
-  // im2col gather, a loop GCC does not vectorize (its 64-bit indices), was 2.5 of the f16
-  // step's 9.3 ms against the f32 gather's 0.6
-  bool f16_round_trip = false;
+                        S.g.type(n.inputs[0]).dtype == DType::f32 && !widened_only;
+  // An f32 value rounded through f16 or bf16 (autocast's widened form) is materialized as the
+  // f32 round trip, so the gather reads floats and converts nothing: the f16 rounding inlined
+  // into tinyconv's im2col gather, a loop GCC does not vectorize (its 64-bit indices), was 2.5
+  // of the f16 step's 9.3 ms against the f32 gather's 0.6; a bf16 buffer there still cost the
+  // gather a scalar widening per tap (0.73 against 0.36 ms under load).
+  bool round_trip = false;
   if (op == Op::Cast && val.type.dtype == DType::f32) {
     const Value& narrow = S.g.values[n.inputs[0]];
-    f16_round_trip = narrow.type.dtype == DType::f16 && narrow.producer >= 0 &&
-                     S.g.nodes[narrow.producer].op == Op::Cast && S.g.type(S.g.nodes[narrow.producer].inputs[0]).dtype == DType::f32;
+    round_trip = (narrow.type.dtype == DType::f16 || narrow.type.dtype == DType::bf16) && narrow.producer >= 0 &&
+                 S.g.nodes[narrow.producer].op == Op::Cast && S.g.type(S.g.nodes[narrow.producer].inputs[0]).dtype == DType::f32;
   }
-  if (op != Op::Pow && !(row && row->transcendental) && !rounding && !f16_round_trip) return false;
+  if (op != Op::Pow && !(row && row->transcendental) && !rounding && !round_trip) return false;
   // Inside a reduction the count depends on which domain loops the reduction is hoisted out
   // of (decided later); softmax's exp in its sum, for one, runs once per element.
   if (!active_loops_.empty()) return false;

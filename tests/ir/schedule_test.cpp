@@ -143,33 +143,23 @@ kir::KernelProgram rounded_and_read(const char* narrow, bool gathered) {
   return schedule_text(t + "  return %y\n}", {});
 }
 
-// A rounding to bf16 that a gather reads many times per element (a convolution's im2col under
-// --precision bf16) is a bf16 buffer of its own, rounded once per element; read once per
-// element (the same shape as the kernel) it stays fused.
-TEST(Schedule, RoundingReadManyTimesByAGatherIsMaterialized) {
-  auto p = rounded_and_read("bf16", true);
-  bool bf16_buffer = false;
-  for (const auto& k : p.generated)
-    if (p.buffers[k.args[k.stores[0].buffer]].dtype == DType::bf16) {
-      bf16_buffer = true;
-      EXPECT_EQ(numel(p.buffers[k.args[k.stores[0].buffer]].sizes), 64);
-    }
-  EXPECT_TRUE(bf16_buffer) << "the rounded values get a buffer of their own";
-  EXPECT_EQ(p.generated.size(), 2u);
-  EXPECT_EQ(rounded_and_read("bf16", false).generated.size(), 1u) << "read once per element: fused";
-}
-
-// Through f16 the round trip itself is materialized, as an f32 buffer of the rounded values:
-// the gather then loads floats and converts nothing (f16's conversions cost more than bf16's).
-TEST(Schedule, F16RoundTripReadManyTimesByAGatherIsMaterializedInF32) {
-  auto p = rounded_and_read("f16", true);
-  ASSERT_EQ(p.generated.size(), 2u) << "the rounded values get a buffer of their own";
-  const auto& first = p.generated[static_cast<size_t>(p.steps[0].index)];
-  const auto& rounded = p.buffers[static_cast<size_t>(first.args[first.stores[0].buffer])];
-  EXPECT_EQ(rounded.dtype, DType::f32);
-  EXPECT_EQ(numel(rounded.sizes), 64);
-  for (const auto& b : p.buffers) EXPECT_NE(b.dtype, DType::f16) << "no f16 storage between the two kernels";
-  EXPECT_EQ(rounded_and_read("f16", false).generated.size(), 1u) << "read once per element: fused";
+// An f32 value rounded through f16 or bf16 (autocast's widened form) that a gather reads many
+// times per element (a convolution's im2col under --precision) is materialized as an f32
+// buffer of the rounded values, rounded once per element: the gather then loads floats and
+// converts nothing. Read once per element (the same shape as the kernel) it stays fused.
+TEST(Schedule, RoundTripReadManyTimesByAGatherIsMaterializedInF32) {
+  for (const char* narrow : {"f16", "bf16"}) {
+    SCOPED_TRACE(narrow);
+    auto p = rounded_and_read(narrow, true);
+    ASSERT_EQ(p.generated.size(), 2u) << "the rounded values get a buffer of their own";
+    const auto& first = p.generated[static_cast<size_t>(p.steps[0].index)];
+    const auto& rounded = p.buffers[static_cast<size_t>(first.args[first.stores[0].buffer])];
+    EXPECT_EQ(rounded.dtype, DType::f32);
+    EXPECT_EQ(numel(rounded.sizes), 64);
+    for (const auto& b : p.buffers)
+      EXPECT_TRUE(b.dtype != DType::f16 && b.dtype != DType::bf16) << "no 16-bit storage between the two kernels";
+    EXPECT_EQ(rounded_and_read(narrow, false).generated.size(), 1u) << "read once per element: fused";
+  }
 }
 
 TEST(Schedule, MatmulKeepsNativeAndFusesEpilogue) {
