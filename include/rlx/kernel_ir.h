@@ -134,6 +134,14 @@ struct KernelProgram {
   // of more than 64 values is summarised as `dense<N values not listed>` (not parseable), so
   // that a program with folded weight constants lists in microseconds, not seconds.
   std::string listing() const;
+
+  // The buffer whose bytes b is (following views, alias_of, to the end).
+  int root(int b) const;
+  // The root buffers step `step` reads (a native's inputs and its epilogue's arguments, a
+  // generated kernel's arguments) and writes (a native's outputs and its epilogue's stores, a
+  // generated kernel's stores); a buffer may be listed more than once.
+  std::vector<int> step_reads(size_t step) const;
+  std::vector<int> step_writes(size_t step) const;
 };
 
 // Parses the text that KernelProgram::to_text() writes; print(parse(print(p))) == print(p).

@@ -1,7 +1,8 @@
 // Epilogue fusion: a generated elementwise kernel that is the only reader of a native
-// kernel's output, reads it at the element it writes, and walks its output in the same
-// row-major order, runs inside the native kernel on each finished tile (bias, activation,
-// residual add while the tile is in cache). The native output then shares the epilogue's
+// kernel's output, reads it at the element it writes, walks its output in the same row-major
+// order, and could run right after the native (no step in between touches its buffers), runs
+// inside the native kernel on each finished tile (bias, activation, residual add while the
+// tile is in cache). The native output then shares the epilogue's
 // output memory, so the intermediate never goes to memory on its own.
 //
 // Operand-cast fusion: a generated kernel that only converts a buffer to f16, element for
@@ -28,6 +29,22 @@ bool reads_only_at_store_index(const kir::GeneratedKernel& k, int arg) {
     }
   }
   return any;
+}
+
+// Whether the generated kernel at step `from` can run at step `to` (< from) instead: no step in
+// between writes a buffer it reads or writes, or reads a buffer it writes. Autocast's rounding
+// of q, k and v for attention is built after all three projections, so each bias-and-round
+// kernel comes two or three steps after its GEMM.
+bool can_move_up(const kir::KernelProgram& p, size_t from, size_t to) {
+  const std::vector<int> reads = p.step_reads(from), writes = p.step_writes(from);
+  auto meets = [](const std::vector<int>& set, int b) { return std::find(set.begin(), set.end(), b) != set.end(); };
+  for (size_t s = to; s < from; ++s) {
+    for (int b : p.step_writes(s))
+      if (meets(reads, b) || meets(writes, b)) return false;
+    for (int b : p.step_reads(s))
+      if (meets(writes, b)) return false;
+  }
+  return true;
 }
 
 // The store index must be the flattened domain position: sum of loop vars times the
@@ -183,8 +200,9 @@ void fuse_native_epilogues(kir::KernelProgram& p, const std::function<bool(const
         reader = static_cast<int>(sj);
       }
     }
-    if (readers != 1 || reader != static_cast<int>(si) + 1 || p.steps[reader].native) continue;
+    if (readers != 1 || reader <= static_cast<int>(si) || p.steps[reader].native) continue;
     kir::GeneratedKernel& k = p.generated[p.steps[reader].index];
+    if (reader != static_cast<int>(si) + 1 && !can_move_up(p, static_cast<size_t>(reader), si + 1)) continue;
     if (k.serial) continue;
     auto arg_it = std::find(k.args.begin(), k.args.end(), out);
     if (arg_it == k.args.end()) continue;  // read only through a view: layouts may differ

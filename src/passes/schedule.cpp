@@ -91,6 +91,10 @@ class Scheduler {
   Status assign_buffers();
   // Builds the kernel that materializes v; returns false if it asked for more materialization.
   Expected<bool> build_kernel(ValueId v, int out_buffer, std::map<ValueId, std::set<int>>& reduce_users);
+  // What to materialize for a reduction that several kernels inline (see its use in run()).
+  ValueId shared_reduction_target(ValueId reduction, const std::set<int>& kernels) const;
+  // the generated kernels inlining each value (this round)
+  std::map<ValueId, std::set<int>> inline_users;
   // expensive inlined values (kMaxRecomputeExprs): the kernels inlining each, its largest cost
   std::map<ValueId, std::pair<std::set<int>, int>> expensive_users;
   Status add_native(int node_index);
@@ -635,16 +639,56 @@ Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, std::map<Value
     if (e.kind == kir::ExprKind::loop_var) e.loop = new_pos[e.loop];
   }
   for (ValueId r : best->l->inlined_reductions) reduce_users[r].insert(static_cast<int>(prog.generated.size()));
-  for (auto [iv, cost] : best->l->inlined_cost)
+  for (auto [iv, cost] : best->l->inlined_cost) {
+    inline_users[iv].insert(static_cast<int>(prog.generated.size()));
     if (cost > kMaxRecomputeExprs) {
       auto& [users, most] = expensive_users[iv];
       users.insert(static_cast<int>(prog.generated.size()));
       most = std::max(most, cost);
     }
+  }
   k.name = cat("k", prog.generated.size());
   prog.generated.push_back(std::move(k));
   prog.steps.push_back({false, static_cast<int>(prog.generated.size()) - 1});
   return true;
+}
+
+// A reduction that several kernels inline is computed once: either the reduction itself is
+// materialized, or the last value computed from it that all those kernels inline, when that
+// value is no larger than the reduction's input. The second keeps a layer norm one kernel:
+// when its output is read by two generated kernels (a rounding cast for the next products and
+// the residual add, under --precision), materializing its mean split it into five kernels
+// (sum, centre, sum of squares, scale, and the cast), each a pass over the activations.
+ValueId Scheduler::shared_reduction_target(ValueId r, const std::set<int>& kernels) const {
+  auto in_all = [&](ValueId w) {
+    auto it = inline_users.find(w);
+    return it != inline_users.end() && std::includes(it->second.begin(), it->second.end(), kernels.begin(), kernels.end());
+  };
+  const Node& rn = g.nodes[g.values[r].producer];
+  const auto in_sizes = static_sizes(g.type(rn.inputs[0]).shape);
+  if (!in_sizes) return r;
+  const int64_t bound = numel(*in_sizes);
+  // the values computed from r that every such kernel inlines (a path from r to one passes only
+  // through values those kernels inline, so the walk stays inside them)
+  ValueId best = r;
+  int best_node = -1;
+  std::vector<ValueId> stack{r};
+  std::set<ValueId> seen{r};
+  while (!stack.empty()) {
+    ValueId u = stack.back();
+    stack.pop_back();
+    for (int ni : consumers(u))
+      for (ValueId w : g.nodes[ni].outputs) {
+        if (forced[w] || !in_all(w) || !seen.insert(w).second) continue;
+        stack.push_back(w);
+        const auto sz = static_sizes(g.type(w).shape);
+        if (sz && numel(*sz) <= bound && ni > best_node) {
+          best = w;
+          best_node = ni;
+        }
+      }
+  }
+  return best;
 }
 
 Status Scheduler::add_native(int ni) {
@@ -721,6 +765,7 @@ Expected<kir::KernelProgram> Scheduler::run() {
     RLX_TRY(assign_buffers());
     std::map<ValueId, std::set<int>> reduce_users;
     expensive_users.clear();
+    inline_users.clear();
     bool restart = false;
     for (size_t ni = 0; ni < g.nodes.size() && !restart; ++ni) {
       const Node& n = g.nodes[ni];
@@ -745,11 +790,13 @@ Expected<kir::KernelProgram> Scheduler::run() {
     }
     if (restart) continue;
     // A reduction inlined into several kernels is computed once instead.
+    std::vector<ValueId> shared;
     for (const auto& [v, users] : reduce_users)
-      if (users.size() > 1) {
-        forced[v] = 1;
-        restart = true;
-      }
+      if (users.size() > 1) shared.push_back(shared_reduction_target(v, users));
+    for (ValueId v : shared) {
+      forced[v] = 1;
+      restart = true;
+    }
     if (restart) continue;
     // So is the most expensive expression (over kMaxRecomputeExprs expressions) that several
     // kernels inline; one a round, since materializing it makes the values it is computed

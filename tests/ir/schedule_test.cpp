@@ -181,6 +181,49 @@ graph @g(%x: f32[6, 64]) -> (f32[6, 48]) {
   EXPECT_TRUE(kir::verify_program(p).is_ok());
 }
 
+// An elementwise reader built after other steps (autocast rounds q, k and v for attention after
+// all three projections) still becomes its GEMM's epilogue when no step in between touches what
+// it reads or writes; a reader that needs a later GEMM's output stays where it is.
+TEST(Schedule, EpilogueBuiltAfterOtherStepsMovesUpToItsGemm) {
+  const char* both = R"(
+graph @g(%x: f32[6, 64]) -> (bf16[6, 48], bf16[6, 48]) {
+  %w1 = param "w1" : f32[64, 48]
+  %w2 = param "w2" : f32[64, 48]
+  %b = param "b" : f32[48]
+  %h1 = matmul(%x, %w1)
+  %h2 = matmul(%x, %w2)
+  %s1 = add(%h1, %b)
+  %s2 = add(%h2, %b)
+  %a1 = cast(%s1) {to = bf16}
+  %a2 = cast(%s2) {to = bf16}
+  return %a1, %a2
+})";
+  auto p = schedule_text(both, {});
+  ASSERT_EQ(p.natives.size(), 2u);
+  ASSERT_EQ(p.steps.size(), 4u);
+  sched::fuse_native_epilogues(p, [](const kir::NativeKernel&) { return true; });
+  EXPECT_EQ(p.steps.size(), 2u);
+  EXPECT_GE(p.natives[0].epilogue, 0);
+  EXPECT_GE(p.natives[1].epilogue, 0);
+  EXPECT_TRUE(kir::verify_program(p).is_ok());
+  // h1's reader also reads h2, which the second GEMM writes in between: only that GEMM takes it
+  auto q = schedule_text(R"(
+graph @g(%x: f32[6, 64]) -> (f32[6, 48]) {
+  %w1 = param "w1" : f32[64, 48]
+  %w2 = param "w2" : f32[64, 48]
+  %h1 = matmul(%x, %w1)
+  %h2 = matmul(%x, %w2)
+  %a = add(%h1, %h2)
+  return %a
+})", {});
+  ASSERT_EQ(q.steps.size(), 3u);
+  sched::fuse_native_epilogues(q, [](const kir::NativeKernel&) { return true; });
+  EXPECT_EQ(q.steps.size(), 2u);
+  EXPECT_LT(q.natives[0].epilogue, 0);
+  EXPECT_GE(q.natives[1].epilogue, 0);
+  EXPECT_TRUE(kir::verify_program(q).is_ok());
+}
+
 // An f16 cast whose only readers are products (autocast's narrow form: the batch and the
 // weights each training step) is dropped when the products can convert as they read; a cast
 // that is also a program output, or is read by a generated kernel, stays.
@@ -267,6 +310,25 @@ std::string chain_read_twice(int steps) {
   t += "  %r = reduce_sum(" + last + ") {axes = [1], keepdims = 0}\n";
   t += "  %s = reduce_sum(" + last + ") {axes = [0], keepdims = 0}\n";
   return t + "  return %r, %s\n}";
+}
+
+// A layer norm whose output two generated kernels read (under --precision: the rounding for the
+// next products and the residual add) is one kernel with its reductions inline; materializing
+// the mean instead split it into five passes over the activations.
+TEST(Schedule, NormReadByTwoKernelsStaysOneKernel) {
+  auto p = schedule_text(R"(
+graph @g(%x: f32[64, 48], %r: f32[64, 48], %s: f32[48], %b: f32[48]) -> (bf16[64, 48], f32[64]) {
+  %n = layer_norm(%x, %s, %b) {axis = -1, epsilon = 1e-5}
+  %c = cast(%n) {to = bf16}
+  %z = add(%n, %r)
+  %t = reduce_sum(%z) {axes = [1], keepdims = 0}
+  return %c, %t
+})", {});
+  // the norm (two inline reductions), the cast, the sum of the residual
+  ASSERT_EQ(p.generated.size(), 3u);
+  std::vector<int> reductions;
+  for (const auto& k : p.generated) reductions.push_back(count_exprs(k, kir::ExprKind::reduce));
+  EXPECT_EQ(reductions, (std::vector<int>{2, 0, 1}));
 }
 
 TEST(Schedule, ExpensiveChainReadByTwoKernelsIsMaterialized) {

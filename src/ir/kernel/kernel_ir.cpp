@@ -52,6 +52,41 @@ int64_t GeneratedKernel::rows() const {
 
 int64_t GeneratedKernel::cols() const { return domain_rank == 0 ? 1 : loops[domain_rank - 1].extent; }
 
+int KernelProgram::root(int b) const {
+  while (buffers[static_cast<size_t>(b)].alias_of >= 0) b = buffers[static_cast<size_t>(b)].alias_of;
+  return b;
+}
+
+std::vector<int> KernelProgram::step_reads(size_t step) const {
+  std::vector<int> r;
+  auto add_args = [&](const GeneratedKernel& k) {
+    for (int b : k.args) r.push_back(root(b));
+  };
+  if (steps[step].native) {
+    const NativeKernel& n = natives[static_cast<size_t>(steps[step].index)];
+    for (int b : n.inputs) r.push_back(root(b));
+    if (n.epilogue >= 0) add_args(generated[static_cast<size_t>(n.epilogue)]);
+  } else {
+    add_args(generated[static_cast<size_t>(steps[step].index)]);
+  }
+  return r;
+}
+
+std::vector<int> KernelProgram::step_writes(size_t step) const {
+  std::vector<int> w;
+  auto add_stores = [&](const GeneratedKernel& k) {
+    for (const Store& st : k.stores) w.push_back(root(k.args[static_cast<size_t>(st.buffer)]));
+  };
+  if (steps[step].native) {
+    const NativeKernel& n = natives[static_cast<size_t>(steps[step].index)];
+    for (int b : n.outputs) w.push_back(root(b));
+    if (n.epilogue >= 0) add_stores(generated[static_cast<size_t>(n.epilogue)]);
+  } else {
+    add_stores(generated[static_cast<size_t>(steps[step].index)]);
+  }
+  return w;
+}
+
 Status verify_program(const KernelProgram& p) {
   const int nb = static_cast<int>(p.buffers.size());
   auto bad = [](auto... parts) { return error(ErrorCode::verify_error, "kernel program: ", parts...); };
