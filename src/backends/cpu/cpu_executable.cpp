@@ -1,11 +1,13 @@
 #include "cpu_executable.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 
 #include "codegen/c_jit.h"
@@ -25,6 +27,13 @@
 #include "rlx/thread_pool.h"
 
 namespace rlx::cpu {
+
+namespace {
+std::atomic<bool> g_int8_quant_reuse{true};  // set_int8_quant_reuse
+}  // namespace
+
+bool set_int8_quant_reuse(bool enable) { return g_int8_quant_reuse.exchange(enable); }
+
 namespace {
 
 using KernelFn = void (*)(void* const*, int64_t, int64_t, int64_t, int64_t);
@@ -44,6 +53,12 @@ struct NativeState {
   quant::QType qtype = quant::QType::q8_0;
   int64_t m = 0, n = 0, k = 0;
   AttentionPlan attention;
+  // int8: where x's quants come from (CpuExecutable::plan_int8_quants): i8quants_[xq], made
+  // by an earlier step when xq_ready, else made here; yq >= 0: this step quantizes its output
+  // into i8quants_[yq] with x_scale yq_scale, for a later int8_matmul
+  int xq = -1, yq = -1;
+  bool xq_ready = false;
+  float yq_scale = 0.f;
 };
 
 // Runs a generated kernel on one finished GEMM tile: the tile's elements are the flattened
@@ -104,6 +119,7 @@ class CpuExecutable final : public Executable {
   // call) and a GemmEpilogue for a C at `c` with elements of `esize` bytes.
   GemmEpilogue bind_epilogue(const kir::NativeKernel& n, const void* c, int64_t esize, EpilogueCtx& ctx);
   Expected<NativeState> plan_quant(kir::NativeKernel& n);
+  void plan_int8_quants();
   Expected<NativeState> plan_gemm(kir::NativeKernel& n);
   void print_profile() const;
 
@@ -124,6 +140,7 @@ class CpuExecutable final : public Executable {
   std::vector<void*> ptrs_;
   std::vector<std::vector<void*>> argv_;
   std::vector<NativeState> natives_;
+  std::vector<std::unique_ptr<I8Quants>> i8quants_;  // activations quantized once for int8_matmuls
   std::vector<int64_t> work_;
   std::unique_ptr<uint8_t, ArenaFree> arena_;
   std::vector<Tensor> keep_;  // weights and constants referenced by pointer
@@ -260,9 +277,78 @@ Status CpuExecutable::init(const Graph& g) {
     }
     natives_.push_back(std::move(st));
   }
+  plan_int8_quants();
   plan_async_collectives();
   hal::describe_program(prog_, stats_);
   return Status::ok();
+}
+
+// Each activation an int8_matmul reads is quantized once: by the first int8_matmul that reads
+// it, for the later ones that read it before anything writes it again (a layer's query, key and
+// value projections), or, when it is the output of an int8_matmul (after its fused epilogue:
+// the FFN's GELU), by that one as its blocks of rows are final, while they are in cache. The
+// quants are the same bits either way (kernels/qgemm.h, I8Quants).
+void CpuExecutable::plan_int8_quants() {
+  if (!g_int8_quant_reuse.load()) return;
+  auto root = [&](int b) { return prog_.root(b); };
+  auto int8_at = [&](size_t s) -> NativeState* {
+    if (!prog_.steps[s].native) return nullptr;
+    NativeState& st = natives_[prog_.steps[s].index];
+    return st.kind == NativeState::Kind::int8 ? &st : nullptr;
+  };
+  auto x_scale_of = [&](size_t s) {
+    const kir::NativeKernel& n = prog_.natives[prog_.steps[s].index];
+    return n.attrs.has("x_scale") ? static_cast<float>(n.attrs.f("x_scale")) : 0.f;
+  };
+  // per root buffer: the steps writing it, and the int8 steps reading it as x (in step order)
+  const size_t ns = prog_.steps.size();
+  std::vector<std::vector<size_t>> writers(prog_.buffers.size()), x_readers(prog_.buffers.size());
+  for (size_t s = 0; s < ns; ++s) {
+    for (int b : prog_.step_writes(s)) writers[b].push_back(s);
+    if (int8_at(s)) x_readers[root(prog_.natives[prog_.steps[s].index].inputs[0])].push_back(s);
+  }
+  auto written_between = [&](int b, size_t s0, size_t s1) {  // a write in (s0, s1)
+    auto it = std::upper_bound(writers[b].begin(), writers[b].end(), s0);
+    return it != writers[b].end() && *it < s1;
+  };
+  // the quants that hold each root's current values: slot, then k and x_scale
+  struct Held {
+    int slot;
+    int64_t k;
+    float x_scale;
+  };
+  std::map<int, Held> held;
+  for (size_t s = 0; s < ns; ++s) {
+    NativeState* st = int8_at(s);
+    if (st && st->m > 0 && st->n > 0) {
+      const int x = root(prog_.natives[prog_.steps[s].index].inputs[0]);
+      auto h = held.find(x);
+      if (h != held.end() && h->second.k == st->k && h->second.x_scale == x_scale_of(s)) {
+        st->xq = h->second.slot;
+        st->xq_ready = true;
+      } else if (x_readers[x].size() > 1) {
+        st->xq = static_cast<int>(i8quants_.size());
+        i8quants_.push_back(std::make_unique<I8Quants>());
+        held[x] = {st->xq, st->k, x_scale_of(s)};
+      }
+    }
+    for (int b : prog_.step_writes(s)) held.erase(b);
+    if (!st || st->m == 0 || st->n == 0) continue;
+    // this step's output, read as x by a later int8_matmul before anything writes it again
+    const int y = root(prog_.natives[prog_.steps[s].index].outputs[0]);
+    auto next = std::upper_bound(x_readers[y].begin(), x_readers[y].end(), s);
+    if (next == x_readers[y].end() || written_between(y, s, *next)) continue;
+    const NativeState* c = int8_at(*next);
+    if (c->k != st->n || c->m != st->m) continue;
+    st->yq = static_cast<int>(i8quants_.size());
+    st->yq_scale = x_scale_of(*next);
+    i8quants_.push_back(std::make_unique<I8Quants>());
+    held[y] = {st->yq, st->n, st->yq_scale};
+    prog_.natives[prog_.steps[s].index].how += cat(" (quantizes its output for ", prog_.natives[prog_.steps[*next].index].name, ")");
+  }
+  for (size_t s = 0; s < ns; ++s)
+    if (NativeState* st = int8_at(s); st && st->xq_ready)
+      prog_.natives[prog_.steps[s].index].how += " (x quantized before)";
 }
 
 // matmul, dot, gemm: one GEMM call (its plan, element types, and B packed once when it is fixed)
@@ -444,10 +530,7 @@ void CpuExecutable::plan_async_collectives() {
   async_fn_.assign(static_cast<size_t>(ns), nullptr);
   std::vector<size_t> waits_count(static_cast<size_t>(ns) + 1, 0);
   if (!dist::overlap_collectives()) return;
-  auto root = [&](int b) {
-    while (prog_.buffers[b].alias_of >= 0) b = prog_.buffers[b].alias_of;
-    return b;
-  };
+  auto root = [&](int b) { return prog_.root(b); };
   auto touches = [&](const kir::Step& st, int r) {
     auto any = [&](const std::vector<int>& bs) {
       return std::any_of(bs.begin(), bs.end(), [&](int b) { return root(b) == r; });
@@ -590,6 +673,14 @@ Status CpuExecutable::run_quant(const kir::NativeKernel& n, const NativeState& s
     a.y = static_cast<float*>(ptrs_[n.outputs[0]]);
     a.ldy = st.n;
     if (st.i8packed.valid()) a.packed = &st.i8packed;
+    if (st.xq >= 0) {
+      a.x_quants = i8quants_[static_cast<size_t>(st.xq)].get();
+      a.x_quants_ready = st.xq_ready;
+    }
+    if (st.yq >= 0) {
+      a.y_quants = i8quants_[static_cast<size_t>(st.yq)].get();
+      a.y_x_scale = st.yq_scale;
+    }
     EpilogueCtx ctx;
     a.epilogue = bind_epilogue(n, a.y, sizeof(float), ctx);
     return i8gemm(a);

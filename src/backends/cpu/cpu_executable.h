@@ -32,6 +32,12 @@ Expected<std::unique_ptr<Executable>> make_cpu_executable(kir::KernelProgram pro
 Expected<std::unique_ptr<Executable>> compile_host_program(const Graph& g, const CompileOptions& options,
                                                            std::span<const kernels::HostFamily> device_families = {});
 
+// Whether executables built from now on quantize each activation that int8_matmuls read once
+// (by the first reader for the later ones, or by the int8_matmul that produced it, as its rows
+// are final; on by default) instead of once per int8_matmul. The results are the same bits;
+// the switch is for tests and measurements. Returns the previous setting.
+bool set_int8_quant_reuse(bool enable);
+
 // The family of `device_families` that claims native node `n`; nullptr when none does.
 const kernels::HostFamily* claiming_family(std::span<const kernels::HostFamily> device_families, const NodeDesc& n);
 

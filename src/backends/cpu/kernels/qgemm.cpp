@@ -506,6 +506,53 @@ PackedI8 pack_i8(const int8_t* w, int64_t ldw, int64_t n, int64_t k) {
   return p;
 }
 
+bool I8Quants::reserve(int64_t m, int64_t k, int64_t ldq, float x_scale, int offset) {
+  // (rows padded to a multiple of 16: the AMX tiles load 16 rows at a time)
+  const size_t bytes = static_cast<size_t>((m + 15) / 16 * 16 * ldq + 4 * m + 64);
+  if (bytes > cap_) {
+    data_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+    cap_ = data_ ? bytes : 0;
+    if (!data_) return false;
+  }
+  m_ = m;
+  k_ = k;
+  ldq_ = ldq;
+  x_scale_ = x_scale;
+  offset_ = offset;
+  return true;
+}
+
+namespace {
+
+// Rows [i0, i1) of x quantized to qx (row stride ldq, plus `offset`) with scales sx[i]: per
+// tensor with x_scale, per row when it is 0.
+void quantize_x_rows(const QKernelFamily* fam, const float* xs, int64_t ldx, int64_t k, float x_scale, int offset,
+                     int64_t i0, int64_t i1, uint8_t* qx, int64_t ldq, float* sx) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const float* x = xs + i * ldx;
+    uint8_t* q = qx + i * ldq;
+    if (fam->i8quant) {
+      sx[i] = fam->i8quant(x, k, x_scale, q);
+      continue;
+    }
+    float s = x_scale;
+    if (s == 0.f) {
+      float amax = 0.f;
+      for (int64_t p = 0; p < k; ++p) amax = std::max(amax, std::fabs(x[p]));
+      s = std::max(amax / 127.f, 1e-30f);
+    }
+    sx[i] = s;
+    // x / s (a division, as the reference decomposition does), clamped, then rounded to
+    // nearest even by the 1.5 * 2^23 trick (exact for |v| <= 127)
+    for (int64_t p = 0; p < k; ++p) {
+      const float v = std::min(127.f, std::max(-127.f, x[p] / s));
+      q[p] = static_cast<uint8_t>(static_cast<int>((v + 12582912.f) - 12582912.f) + offset);
+    }
+  }
+}
+
+}  // namespace
+
 Status i8gemm(const I8GemmArgs& a) {
   auto bad = [](const char* what) { return error(ErrorCode::invalid_argument, "i8gemm: ", what); };
   if (a.m < 0 || a.n < 0 || a.k < 1) return bad("m, n must be >= 0 and k >= 1");
@@ -520,46 +567,64 @@ Status i8gemm(const I8GemmArgs& a) {
   if (panel && (a.packed->n() != a.n || a.packed->k() != a.k)) return bad("the packed weights are not [n, k]");
   if (!(a.x_scale >= 0.f) || !std::isfinite(a.x_scale)) return bad("x_scale must be 0 (per token) or positive");
   // x's quants (k bytes a row, 64-byte aligned rows, so the panel kernel may read whole quads
-  // past k: their weights are zero) and per-row scales in the caller's scratch; the worker
-  // threads only read them
+  // past k: their weights are zero) and per-row scales, in the caller's I8Quants or in scratch
+  // memory; the worker threads only read them
   // (rows padded to a multiple of 16: the AMX tiles load 16 rows at a time)
   const int64_t ldq = (a.k + 63) / 64 * 64;
-  const int64_t qfloats = (a.m + 15) / 16 * 16 * ldq / 4;
-  float* buf = scratch(static_cast<size_t>(qfloats + a.m));
-  if (!buf) return error(ErrorCode::runtime_error, "i8gemm: out of memory for quantized x");
-  uint8_t* qx = reinterpret_cast<uint8_t*>(buf);
-  float* sx = buf + qfloats;
   const int offset = fam->i8_offset_x ? 128 : 0;
-  auto quantize_rows = [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float* x = a.x + i * a.ldx;
-      uint8_t* q = qx + i * ldq;
-      if (fam->i8quant) {
-        sx[i] = fam->i8quant(x, a.k, a.x_scale, q);
-        continue;
-      }
-      float s = a.x_scale;
-      if (s == 0.f) {
-        float amax = 0.f;
-        for (int64_t p = 0; p < a.k; ++p) amax = std::max(amax, std::fabs(x[p]));
-        s = std::max(amax / 127.f, 1e-30f);
-      }
-      sx[i] = s;
-      // x / s (a division, as the reference decomposition does), clamped, then rounded to
-      // nearest even by the 1.5 * 2^23 trick (exact for |v| <= 127)
-      for (int64_t p = 0; p < a.k; ++p) {
-        const float v = std::min(127.f, std::max(-127.f, x[p] / s));
-        q[p] = static_cast<uint8_t>(static_cast<int>((v + 12582912.f) - 12582912.f) + offset);
-      }
+  if (a.y_quants && a.ldy != a.n) return bad("y_quants needs ldy == n");
+  if (a.x_quants_ready && (!a.x_quants || a.x_quants->m_ != a.m || a.x_quants->k_ != a.k ||
+                           a.x_quants->x_scale_ != a.x_scale))
+    return bad("x_quants do not hold this x's rows");
+  uint8_t* qx;
+  float* sx;
+  const bool have_quants = a.x_quants_ready && a.x_quants->offset_ == offset;
+  if (a.x_quants) {
+    if (!have_quants && !a.x_quants->reserve(a.m, a.k, ldq, a.x_scale, offset))
+      return error(ErrorCode::runtime_error, "i8gemm: out of memory for quantized x");
+    qx = a.x_quants->data_.get();
+    sx = reinterpret_cast<float*>(qx + (a.m + 15) / 16 * 16 * ldq);
+  } else {
+    const int64_t qfloats = (a.m + 15) / 16 * 16 * ldq / 4;
+    float* buf = scratch(static_cast<size_t>(qfloats + a.m));
+    if (!buf) return error(ErrorCode::runtime_error, "i8gemm: out of memory for quantized x");
+    qx = reinterpret_cast<uint8_t*>(buf);
+    sx = buf + qfloats;
+  }
+  ThreadPool& pool = ThreadPool::global();
+  if (!have_quants) {
+    auto quantize_rows = [&](int64_t i0, int64_t i1) {
+      quantize_x_rows(fam, a.x, a.ldx, a.k, a.x_scale, offset, i0, i1, qx, ldq, sx);
+    };
+    const int64_t qgrain = std::max<int64_t>(1, 16384 / a.k);
+    if (a.m <= qgrain) {
+      quantize_rows(0, a.m);
+    } else {
+      pool.parallel_for(a.m, qgrain, quantize_rows);
+    }
+  }
+  // y's quants for the next call, made as blocks of rows are final (or after all of y)
+  uint8_t* qy = nullptr;
+  float* sy = nullptr;
+  const int64_t ldqy = (a.n + 63) / 64 * 64;
+  if (a.y_quants) {
+    if (!a.y_quants->reserve(a.m, a.n, ldqy, a.y_x_scale, offset))
+      return error(ErrorCode::runtime_error, "i8gemm: out of memory for quantized y");
+    qy = a.y_quants->data_.get();
+    sy = reinterpret_cast<float*>(qy + (a.m + 15) / 16 * 16 * ldqy);
+  }
+  auto quantize_y = [&](int64_t i0, int64_t i1) {
+    quantize_x_rows(fam, a.y, a.ldy, a.n, a.y_x_scale, offset, i0, i1, qy, ldqy, sy);
+  };
+  auto quantize_all_y = [&] {
+    if (!qy) return;
+    const int64_t grain = std::max<int64_t>(1, 16384 / a.n);
+    if (a.m <= grain) {
+      quantize_y(0, a.m);
+    } else {
+      pool.parallel_for(a.m, grain, quantize_y);
     }
   };
-  ThreadPool& pool = ThreadPool::global();
-  const int64_t qgrain = std::max<int64_t>(1, 16384 / a.k);
-  if (a.m <= qgrain) {
-    quantize_rows(0, a.m);
-  } else {
-    pool.parallel_for(a.m, qgrain, quantize_rows);
-  }
   const int64_t ws_stride = a.w_scale_per_row ? 1 : 0;
   const GemmEpilogue& ep = a.epilogue;
   if (panel) {
@@ -583,6 +648,7 @@ Status i8gemm(const I8GemmArgs& a) {
           const int64_t i0 = c * kChunk, i1 = std::min(a.m, i0 + kChunk);
           for (int64_t p = 0; p < panels; ++p) panel_rows(p, i0, i1);
           if (ep.fn) ep.fn(ep.ctx, a.y + i0 * a.ldy, a.ldy, i0, 0, i1 - i0, a.n);
+          if (qy) quantize_y(i0, i1);  // whole rows, final and still in L2
         }
       };
       pool.parallel_for(chunks, 1, rows);
@@ -603,6 +669,7 @@ Status i8gemm(const I8GemmArgs& a) {
     } else {
       pool.parallel_for(units, 1, body);
     }
+    quantize_all_y();
     return Status::ok();
   }
   qgemm_detail::I8Args k{a.m, a.k, qx, ldq, sx, a.w, a.ldw, a.w_scale, ws_stride, a.bias, a.y, a.ldy};
@@ -616,6 +683,7 @@ Status i8gemm(const I8GemmArgs& a) {
   } else {
     pool.parallel_for(a.n, grain, rows);
   }
+  quantize_all_y();
   return Status::ok();
 }
 

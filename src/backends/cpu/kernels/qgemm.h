@@ -88,6 +88,32 @@ bool qgemm_quantizes_x(quant::QType t, int64_t m);
 // Without a packed w the kernel takes dot products of rows (one weight row per 32 k-values at
 // a time).
 class PackedI8;
+// x's rows quantized as i8gemm quantizes them (quants in the kernel family's layout, and the
+// row scales), kept by the caller between calls. One quantization of an activation then
+// serves several int8_matmuls (a layer's query, key and value projections read the same x),
+// or is made by the int8_matmul whose output the activation is, block by block of rows as
+// soon as they are final (after its bias and epilogue, while they are in cache), instead of
+// by the next one, which would read them back from memory (I8GemmArgs::x_quants, y_quants).
+class I8Quants {
+ public:
+  int64_t rows() const { return m_; }
+  int64_t k() const { return k_; }
+  float x_scale() const { return x_scale_; }
+
+ private:
+  friend Status i8gemm(const struct I8GemmArgs&);
+  // room for m rows of k (row stride ldq), or false when memory runs out
+  bool reserve(int64_t m, int64_t k, int64_t ldq, float x_scale, int offset);
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t[], Free> data_;  // quants, then m float scales, 64-byte aligned
+  size_t cap_ = 0;
+  int64_t m_ = 0, k_ = 0, ldq_ = 0;
+  float x_scale_ = 0.f;
+  int offset_ = 0;  // what the family adds to each quant (128: u8 for vpdpbusd)
+};
+
 struct I8GemmArgs {
   int64_t m = 0, n = 0, k = 0;
   const float* x = nullptr; int64_t ldx = 0;
@@ -98,6 +124,16 @@ struct I8GemmArgs {
   float x_scale = 0.f;                                          // > 0: per tensor; 0: per token
   float* y = nullptr; int64_t ldy = 0;
   GemmEpilogue epilogue;  // runs on each finished block of y (f32, after the bias)
+  // x's quants: with x_quants_ready, read from *x_quants, which must hold this x's m rows of k
+  // quantized with this x_scale (invalid_argument otherwise; quantized again when the kernel
+  // family changed since), instead of quantizing x; otherwise, when x_quants is set, x is
+  // quantized into it (for later calls) rather than into scratch memory.
+  I8Quants* x_quants = nullptr;
+  bool x_quants_ready = false;
+  // y's quants for a later call whose x is y (ldy must be n): each block of rows, once final,
+  // quantized with y_x_scale (0: per row) into *y_quants.
+  I8Quants* y_quants = nullptr;
+  float y_x_scale = 0.f;
 };
 // Checks the arguments (invalid_argument naming the field) and runs, multi-threaded over n
 // (and over rows of x on the panel kernel). k is at most kI8GemmMaxK: the int32 sums of
