@@ -326,7 +326,8 @@ void CpuExecutable::plan_int8_quants() {
       if (h != held.end() && h->second.k == st->k && h->second.x_scale == x_scale_of(s)) {
         st->xq = h->second.slot;
         st->xq_ready = true;
-      } else if (x_readers[x].size() > 1) {
+      } else if (auto later = std::upper_bound(x_readers[x].begin(), x_readers[x].end(), s);
+                 later != x_readers[x].end() && !written_between(x, s, *later)) {
         st->xq = static_cast<int>(i8quants_.size());
         i8quants_.push_back(std::make_unique<I8Quants>());
         held[x] = {st->xq, st->k, x_scale_of(s)};
