@@ -41,17 +41,19 @@ class DataDependent : public device_tests::DeviceTest {};
 
 // Why this test does not run on `device` ("" if it does).
 std::string why_not_run(const std::string& device) {
-  for (const DeviceInfo& d : list_devices()) {
-    if (d.name != device) continue;
-    if (!d.available) return device + " is not available: " + d.reason;
-    if (d.kind == DeviceKind::skeleton) return device + " is a skeleton device: it runs no kernels";
 #if defined(__SANITIZE_ADDRESS__)
-    // PoCL's LLVM and Mesa keep allocations past exit, which LeakSanitizer reports as leaks
-    if (d.kind == DeviceKind::gpu)
-      return device + ": its driver's allocations outlive the process, which LeakSanitizer reports; the release "
-             "suite runs this device";
+  // A GPU device is not even made here: making one loads its driver, and Mesa's lavapipe
+  // orphans an allocation when it is unloaded at exit, which LeakSanitizer reports whatever
+  // the test did (seen for the vulkan and directx cases alone, and for cpu, ref and oneapi when
+  // list_devices() had made every device; PoCL's LLVM keeps allocations past exit too). The
+  // release suite runs every device.
+  if (device != "cpu" && device != "ref" && device != "oneapi")
+    return device + ": under AddressSanitizer only the host and reference devices (cpu, ref, oneapi) run this test";
 #endif
-  }
+  // only this device is made (list_devices() would make every one, loading the GPU drivers)
+  auto made = get_device(device);
+  if (!made.has_value()) return device + " is not available: " + made.status().message();
+  if ((*made)->info().kind == DeviceKind::skeleton) return device + " is a skeleton device: it runs no kernels";
   return "";
 }
 
