@@ -52,7 +52,7 @@ std::string why_not_run(const std::string& device) {
 #endif
   // only this device is made (list_devices() would make every one, loading the GPU drivers)
   auto made = get_device(device);
-  if (!made.has_value()) return device + " is not available: " + made.status().message();
+  if (!made.has_value()) return made.status().message();  // "device X is not available: why"
   if ((*made)->info().kind == DeviceKind::skeleton) return device + " is a skeleton device: it runs no kernels";
   return "";
 }
