@@ -242,7 +242,9 @@ Expected<Graph> build_bert(const BertConfig& c, const std::map<std::string, Tens
     ValueId q = heads(b.linear(x, p + "attention.self.query", h, ah));
     ValueId k = heads(b.linear(x, p + "attention.self.key", h, ah));
     ValueId v = heads(b.linear(x, p + "attention.self.value", h, ah));
-    ValueId ctx = o.op(Op::Attention, {q, k, v, key_mask}, Attrs{{"causal", int64_t{0}}, {"layout", std::string("bshd")}});
+    Attrs attention{{"causal", int64_t{0}}, {"layout", std::string("bshd")}};
+    if (c.int8_attention_scores) attention.set("int8_scores", int64_t{1});
+    ValueId ctx = o.op(Op::Attention, {q, k, v, key_mask}, attention);
     ctx = o.reshape(ctx, {0, 0, ah});
     ValueId attn = b.linear_partial(ctx, p + "attention.output.dense", ah, h, tp);
     x = b.layer_norm(o.add(attn, x), p + "attention.output.LayerNorm", h, c.layer_norm_eps);
@@ -295,6 +297,12 @@ Expected<BertModel> load_bert_folder(const std::string& dir, BertOutput output, 
   RLX_ASSIGN_OR_RETURN(safetensors::File f, safetensors::load(weights));
   auto fmt = f.metadata.find(std::string(kBlockWeightFormatKey));
   const std::string weight_format = fmt == f.metadata.end() ? std::string() : fmt->second;
+  if (auto scores = f.metadata.find(std::string(kAttentionScoresKey)); scores != f.metadata.end()) {
+    if (scores->second != "int8")
+      return error(ErrorCode::format_error, weights, ": metadata ", kAttentionScoresKey, " = '", scores->second,
+                   "' (only \"int8\" is known)");
+    m.config.int8_attention_scores = true;
+  }
   if (tp.active() && !weight_format.empty())
     return error(ErrorCode::unsupported, dir, ": tensor parallelism of a checkpoint with ", weight_format,
                  " block weights (", f.metadata.count("rlx.quantization") ? f.metadata.at("rlx.quantization") : weight_format,

@@ -19,6 +19,10 @@ struct BertConfig {
   int64_t max_positions = 512, type_vocab = 2;
   double layer_norm_eps = 1e-12;
   std::string hidden_act = "gelu";
+  // Attention scores from q and k quantized to int8 per row (attention's int8_scores). Not a
+  // config.json field: load_bert_folder sets it from the safetensors metadata
+  // kAttentionScoresKey = "int8" (written by `rlx quantize --scheme int8`).
+  bool int8_attention_scores = false;
   // From a Hugging Face config.json; errors name the file and the field.
   static Expected<BertConfig> from_json_file(const std::string& path);
   // The same from the file's text; `name` labels errors.
@@ -50,6 +54,9 @@ Expected<Graph> build_bert(const BertConfig& cfg, const std::map<std::string, Te
 // The safetensors metadata key naming the block format of a BERT folder's U8 Linear weights
 // (written by quant::quantize_bert_blocks_folder, read by load_bert_folder).
 inline constexpr std::string_view kBlockWeightFormatKey = "rlx.weight_format";
+// The safetensors metadata key whose value "int8" asks for int8 attention scores
+// (BertConfig::int8_attention_scores); any other value is an error.
+inline constexpr std::string_view kAttentionScoresKey = "rlx.attention_scores";
 
 // Rank tp.rank's tensor-parallel shard (models/tensor_parallel.h) of a BERT checkpoint: the
 // config counts this rank's heads and intermediate features; query/key/value and

@@ -158,8 +158,10 @@ Expected<ValueId> emit_narrow(Builder& b, Op op, const std::vector<ValueId>& inp
 // probabilities stay f32: in the widened form as an f32 attention on rounded operands, in the
 // narrow form as attention on narrow operands with out_type f32, unless it has a float mask
 // (which would have to become narrow too) or asks for narrow results: then it stays f32.
-bool applies(Op op, std::span<const TensorType> in_types, size_t outputs, const AutocastOptions& o) {
+// Attention with int8 scores (an int8 model's) stays f32 as well: its q and k are quantized.
+bool applies(Op op, std::span<const TensorType> in_types, const Attrs& attrs, size_t outputs, const AutocastOptions& o) {
   if (!autocast_narrow_op(op) || outputs != 1) return false;
+  if (op == Op::Attention && attrs.i("int8_scores", 0) != 0) return false;
   if (op == Op::Attention && o.compute != AutocastOptions::Compute::widened &&
       (o.narrow_output || (in_types.size() == 4 && in_types[3].dtype != DType::boolean)))
     return false;
@@ -190,7 +192,7 @@ Status check_options(const AutocastOptions& o) {
 Expected<std::vector<ValueId>> AutocastBuilder::emit(Op op, std::vector<ValueId> inputs, Attrs attrs) {
   std::vector<TensorType> types;
   for (ValueId v : inputs) types.push_back(inner_.type(v));
-  if (!applies(op, types, static_cast<size_t>(op_info(op).num_outputs == 1 ? 1 : 0), options_))
+  if (!applies(op, types, attrs, static_cast<size_t>(op_info(op).num_outputs == 1 ? 1 : 0), options_))
     return inner_.emit(op, std::move(inputs), std::move(attrs));
   RLX_TRY(check_options(options_));
   RLX_ASSIGN_OR_RETURN(ValueId y, emit_narrow(inner_, op, inputs, attrs, options_));
@@ -213,7 +215,7 @@ Expected<int> autocast(Graph& g, const AutocastOptions& options) {
       ins.push_back(map[v]);
       in_types.push_back(g.type(v));
     }
-    if (applies(n.op, in_types, n.outputs.size(), options)) {
+    if (applies(n.op, in_types, n.attrs, n.outputs.size(), options)) {
       // weights with data: rounded once here, as a weight of their own ("<name>#bf16") that the
       // device prepares like any other (the CPU packs it for its GEMM), instead of two casts
       std::vector<ValueId> pre(ins.size(), kNoValue);

@@ -71,7 +71,7 @@ Expected<Rewritten> rewrite_linear_weights(const safetensors::File& f,
 }  // namespace
 
 Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary,
-                            const CalibrationResult* calib) {
+                            const CalibrationResult* calib, bool int8_attention_scores) {
   RLX_ASSIGN_OR_RETURN(safetensors::File f, load_and_copy_folder(in, out));
   std::vector<std::string> uncalibrated;
   RLX_ASSIGN_OR_RETURN(Rewritten rw, rewrite_linear_weights(f, [&](const std::string& name, const Tensor& t, NamedTensors& ts) -> Status {
@@ -95,11 +95,13 @@ Status quantize_int8_folder(const std::string& in, const std::string& out, std::
   std::map<std::string, std::string> md = f.metadata;
   md["rlx.quantization"] = "int8";
   if (calib) md["rlx.activation_scales"] = calib->description;
+  if (int8_attention_scores) md[std::string(models::kAttentionScoresKey)] = "int8";
   RLX_TRY(safetensors::save(out + "/model.safetensors", ts, md));
   if (summary)
     *summary = cat("wrote ", out, ": ", quantized, " Linear weights quantized to int8 (per-row scales), ", ts.size(),
                    " tensors, ", bytes_in / 1000000, " MB -> ", bytes_out / 1000000, " MB",
-                   calib ? cat("; static activation scales, ", calib->description) : std::string("; activations per token at run time"));
+                   calib ? cat("; static activation scales, ", calib->description) : std::string("; activations per token at run time"),
+                   int8_attention_scores ? "; attention scores from int8 q and k" : "");
   if (summary && !uncalibrated.empty()) {
     *summary += cat("; ", uncalibrated.size(), " Linear layers the calibration did not reach stay per token:");
     for (const std::string& n : uncalibrated) *summary += " " + n;

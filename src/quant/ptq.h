@@ -21,8 +21,11 @@ namespace rlx::quant {
 // the calibration did not reach (BERT's pooler, unused by sentence embeddings) stay per token
 // and are named in the summary. A folder whose metadata already has "rlx.quantization" is refused
 // (unsupported), here and in quantize_bert_blocks_folder.
+// With int8_attention_scores the metadata also gets models::kAttentionScoresKey = "int8": the
+// BERT builder then quantizes attention's q and k per row for the score product
+// (attention's int8_scores).
 Status quantize_int8_folder(const std::string& in, const std::string& out, std::string* summary = nullptr,
-                            const CalibrationResult* calib = nullptr);
+                            const CalibrationResult* calib = nullptr, bool int8_attention_scores = false);
 
 // BERT-family folder `in` -> folder `out` with every Linear weight (as for int8 above) stored
 // weight-only in the block format `format` ("q4_0", "q4_1", "int4_g128", "int4_g128_asym",

@@ -29,6 +29,9 @@ Status attention(Ctx& c, std::vector<ValueId>& out) {
   auto cst = [&](double x) { return o.scalar(x, c.out_types[0].dtype); };
   if (c.attrs().f("softcap", 0.0) != 0.0)
     return error(ErrorCode::unsupported, "the gradient of attention with softcap is not implemented");
+  // rounding to quants has no useful derivative (a straight-through estimate would be a choice)
+  if (c.attrs().i("int8_scores", 0) != 0)
+    return error(ErrorCode::unsupported, "the gradient of attention with int8_scores is not implemented");
   double scale = c.attrs().f("scale", 0.0);
   if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(d));
   const double neg_inf = -std::numeric_limits<double>::infinity();

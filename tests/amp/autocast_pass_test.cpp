@@ -391,6 +391,17 @@ TEST(Autocast, AttentionRoundsQKVAndKeepsItsSoftmaxF32) {
     auto mf2 = passes::autocast(fm, {.narrow = dt, .compute = passes::AutocastOptions::Compute::narrow});
     ASSERT_TRUE(mf2.has_value());
     EXPECT_EQ(*mf2, 0) << "a float mask would have to become narrow: attention stays f32";
+    // int8 scores (an int8 model's attention): q and k are quantized, not rounded to 16 bits
+    constexpr const char* kInt8 = R"(graph @g(%q: f32[1, 2, 4, 8], %k: f32[1, 2, 4, 8], %v: f32[1, 2, 4, 8]) -> (f32[1, 2, 4, 8]) {
+  %o = attention(%q, %k, %v) {int8_scores = 1}
+  return %o
+})";
+    for (auto compute : {passes::AutocastOptions::Compute::widened, passes::AutocastOptions::Compute::narrow}) {
+      Graph i8 = parse(kInt8);
+      auto mi = passes::autocast(i8, {.narrow = dt, .compute = compute});
+      ASSERT_TRUE(mi.has_value());
+      EXPECT_EQ(*mi, 0) << "attention with int8 scores stays f32";
+    }
   }
 }
 

@@ -58,6 +58,25 @@ TEST(QuantizeCli, Int8WithCalibrationEmbeds) {
   EXPECT_NE(r.out.find("(384 dims)"), std::string::npos) << r.out;
 }
 
+// --attention-scores int8: the folder's metadata asks for int8 attention scores, which the
+// BERT builder passes to every attention (explain shows them) and embed runs.
+TEST(QuantizeCli, Int8AttentionScoresExplainAndEmbed) {
+  const std::string m = temp("minilm-scores"), q = temp("minilm-int8-scores");
+  std::filesystem::remove_all(q);
+  if (!std::filesystem::exists(m + "/config.json")) ASSERT_EQ(rlx("make-model minilm --out " + m).code, 0);
+  auto r = rlx("quantize " + m + " " + q + " --scheme int8 --attention-scores int8");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("attention scores from int8 q and k"), std::string::npos) << r.out;
+  r = rlx("explain " + q);
+  ASSERT_EQ(r.code, 0) << r.out;
+  size_t scores = 0;
+  for (size_t at = r.out.find("int8 scores"); at != std::string::npos; at = r.out.find("int8 scores", at + 1)) ++scores;
+  EXPECT_EQ(scores, 6u) << "one attention per layer\n" << r.out;
+  r = rlx("embed " + q + " \"Hello world.\"");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(384 dims)"), std::string::npos) << r.out;
+}
+
 TEST(QuantizeCli, BadArgumentsExitTwo) {
   const std::string m = temp("minilm-args");
   if (!std::filesystem::exists(m + "/config.json")) ASSERT_EQ(rlx("make-model minilm --out " + m).code, 0);
@@ -70,7 +89,10 @@ TEST(QuantizeCli, BadArgumentsExitTwo) {
                              "--percentile expects a number from 0 to 100, got 'abc'"},
                         Case{"--scheme int8 --calib " + kSentences + " --calib-method percentile --percentile 0", "(0, 100]"},
                         Case{"--scheme int4-g128 --calib " + kSentences, "--calib applies to --scheme int8"},
-                        Case{"--scheme int4-g64", "unknown scheme 'int4-g64'"}}) {
+                        Case{"--scheme int4-g64", "unknown scheme 'int4-g64'"},
+                        Case{"--scheme int8 --attention-scores int4", "--attention-scores int4: f32 or int8"},
+                        Case{"--scheme int4-g32 --attention-scores int8",
+                             "--attention-scores applies to --scheme int8 on BERT-family folders"}}) {
     auto r = rlx("quantize " + m + " " + out + " " + c.args);
     EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << "\n" << r.out;

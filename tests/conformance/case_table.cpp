@@ -523,7 +523,14 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
        V("out_f32_bshd_mask", {T({2, 9, 2, 16}), T({2, 9, 2, 16}), T({2, 9, 2, 16}), D(DType::boolean, {2, 1, 1, 9}, Dist::mask)},
          {{"layout", std::string("bshd")}, {"out_type", DType::f32}}).k(16).mag(2).dtypes({DType::bf16, DType::f16}),
        V("out_f32_gqa_causal", {T({1, 4, 5, 8}), T({1, 2, 7, 8}), T({1, 2, 7, 8})},
-         {{"causal", int64_t{1}}, {"out_type", DType::f32}}).k(8).mag(2).dtypes({DType::bf16})});
+         {{"causal", int64_t{1}}, {"out_type", DType::f32}}).k(8).mag(2).dtypes({DType::bf16}),
+       // q and k quantized to int8 per row for the scores (int8 BERT folders); the bshd one has
+       // the rows and head dimension of the cpu's vpdpbusd direct kernel. f32 only: the
+       // quantization is defined in f32 steps, which an f64 program may keep wider (directx)
+       V("int8_scores_bshd_mask", {T({2, 9, 2, 16}), T({2, 9, 2, 16}), T({2, 9, 2, 16}), D(DType::boolean, {2, 1, 1, 9}, Dist::mask)},
+         {{"layout", std::string("bshd")}, {"int8_scores", int64_t{1}}}).k(16).mag(2).dtypes({DType::f32}),
+       V("int8_scores_gqa_causal", {T({1, 4, 5, 8}), T({1, 2, 7, 8}), T({1, 2, 7, 8})},
+         {{"causal", int64_t{1}}, {"int8_scores", int64_t{1}}}).k(8).mag(2).dtypes({DType::f32})});
   // paged KV cache: pools [Hkv, blocks * block_size, D], random block tables (repeats allowed)
   // and masks over the gathered keys
   add(t, Op::PagedAttention, TolClass::composite,

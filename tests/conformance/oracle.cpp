@@ -370,7 +370,24 @@ std::optional<std::vector<A>> compute(Op op, const Attrs& at, const std::vector<
       return std::vector<A>{r};
     }
     case Op::Attention: {
-      const A &q = in[0], &kk = in[1], &vv = in[2];
+      // int8_scores: each row of q and k (over the head dimension) replaced by its int8 quants
+      // times its scale, quantized in f32 as int8_matmul defines it
+      auto int8_rows = [](A x) {
+        const int64_t d = x.s.back();
+        for (size_t r = 0; r < x.v.size(); r += static_cast<size_t>(d)) {
+          float amax = 0.f;
+          for (int64_t c = 0; c < d; ++c) amax = std::max(amax, std::fabs(static_cast<float>(x.v[r + c])));
+          const float scale = std::max(amax / 127.f, 1e-30f);
+          for (int64_t c = 0; c < d; ++c) {
+            const float t = std::nearbyint(std::clamp(static_cast<float>(x.v[r + c]) / scale, -127.f, 127.f));
+            x.v[r + c] = t * scale;  // the product rounded to f32, as the quants' dequantization
+          }
+        }
+        return x;
+      };
+      const bool i8 = at.i("int8_scores", 0) != 0;
+      const A qi = i8 ? int8_rows(in[0]) : A{}, ki = i8 ? int8_rows(in[1]) : A{};
+      const A &q = i8 ? qi : in[0], &kk = i8 ? ki : in[1], &vv = in[2];
       const int64_t B = q.s[0], HQ = q.s[1], SQ = q.s[2], D = q.s[3], HK = kk.s[1], SK = kk.s[2], DV = vv.s[3];
       double scale = at.f("scale", 0.0);
       if (scale == 0.0) scale = 1.0 / std::sqrt(static_cast<double>(D));

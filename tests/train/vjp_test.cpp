@@ -680,6 +680,21 @@ TEST(Vjp, ComplexValuesAreAClearError) {
   }
 }
 
+// Attention with int8 scores has no gradient rule (rounding to quants): a clear refusal.
+TEST(Vjp, AttentionWithInt8ScoresIsRefused) {
+  Graph g;
+  const TensorType t{DType::f32, {1, 2, 4, 8}};
+  const ValueId q = g.add_input("q", t), k = g.add_input("k", t), v = g.add_input("v", t);
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  const ValueId y = o.op(Op::Attention, {q, k, v}, Attrs{{"int8_scores", int64_t{1}}});
+  const ValueId loss = o.reduce_sum(y, {}, false);
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  auto grads = gradients(g, loss, std::vector<ValueId>{q});
+  ASSERT_FALSE(grads.has_value());
+  EXPECT_NE(grads.status().message().find("int8_scores is not implemented"), std::string::npos) << grads.status().message();
+}
+
 // The static check: every differentiable op of the ops table has a rule and a case above;
 // ops without a gradient have no rule.
 TEST(Vjp, EveryDifferentiableOpHasARuleAndATestCase) {

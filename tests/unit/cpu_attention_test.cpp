@@ -9,6 +9,7 @@
 #include <random>
 
 #include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/kernels/qgemm.h"
 #include "rlx/compile.h"
 #include "rlx/op_builder.h"
 
@@ -30,6 +31,8 @@ struct Case {
   int64_t window = 0;
   bool bf16 = false;  // bf16 q, k, v and out_type f32
   bool bf16_direct = false;  // ... on the direct kernel's vdpbf16ps (where the CPU has it), else widened
+  bool int8 = false;  // int8_scores
+  bool int8_direct = false;  // ... on the direct kernel's vpdpbusd (where the CPU has it), else dequantized
 };
 
 Sizes qkv_shape(const Case& c, int64_t h, int64_t s, int64_t d) {
@@ -57,7 +60,11 @@ void run_case(const Case& c) {
   Attrs at{{"causal", int64_t{c.causal ? 1 : 0}}, {"layout", c.layout}};
   if (c.scale != 0.0) at.set("scale", c.scale);
   if (c.bf16) at.set("out_type", DType::f32);
+  if (c.int8) at.set("int8_scores", int64_t{1});
   g.outputs = {o.op(Op::Attention, ins, at)};
+  // int8 scores: the same attention without them, whose result the quantization must move
+  at.erase("int8_scores");
+  if (c.int8) g.outputs.push_back(o.op(Op::Attention, ins, at));
   if (c.bf16) {
     ASSERT_EQ(g.type(g.outputs[0]).dtype, DType::f32);
   }
@@ -100,6 +107,11 @@ void run_case(const Case& c) {
   if (c.bf16) {
     EXPECT_NE(d->how.find(cpu::gemm_bf16_dot() && c.bf16_direct ? "vdpbf16ps" : "widened"), std::string::npos) << d->how;
   }
+  if (c.int8) {
+    const bool vnni = __builtin_cpu_supports("avx512vnni") && std::string(cpu::qgemm_kernel_name()) == "avx512";
+    EXPECT_NE(d->how.find(vnni && c.int8_direct ? "int8 scores vpdpbusd" : "int8 scores dequantized"), std::string::npos)
+        << d->how;
+  }
   auto b = (*ref)->run(xs);
   ASSERT_TRUE(b.has_value()) << b.status().to_string();
   const Tensor& x = (*a)[0];
@@ -117,6 +129,14 @@ void run_case(const Case& c) {
   }
   if (c.mask_row_empty) {
     EXPECT_GT(nans, 0) << "the fully masked row should give NaN";
+  }
+  if (c.int8) {
+    // the reference's int8 scores against its f32 ones: rounding q and k to 127 levels moves
+    // the result far beyond the tolerance above
+    double moved = 0;
+    for (int64_t j = 0; j < y.numel(); ++j)
+      if (!std::isnan(y.get_f64(j))) moved = std::max(moved, std::fabs(y.get_f64(j) - (*b)[1].get_f64(j)));
+    EXPECT_GT(moved, 1e-4) << "int8 scores left the result where f32 scores put it";
   }
 }
 
@@ -216,6 +236,41 @@ TEST(CpuAttention, Bf16OperandsWithF32ResultMatchReference) {
     cpu::set_gemm_bf16_dot(true);
   } else {
     std::printf("this CPU has no AVX-512 BF16: the bf16 cases ran the widened path only\n");
+  }
+}
+
+// int8 scores (q and k quantized per row) against the reference's decomposition: the direct
+// path (vpdpbusd where the CPU has AVX-512 VNNI) with heads of 32 and 64, tails of keys, value
+// columns and rows, 5 quads, grouped decode; and the dequantized f32 paths: a head dimension not
+// a multiple of 4, one over 64 (GEMM path), few rows, decode. Then everything again on the
+// dequantized paths with the avx2 qgemm family selected.
+TEST(CpuAttention, Int8ScoresMatchReference) {
+  std::vector<Case> cases;
+  cases.push_back({.name = "int8 direct bert shape", .layout = "bshd", .b = 2, .hq = 12, .hkv = 12, .sq = 128,
+                   .sk = 128, .d = 32, .dv = 32, .mask = 1, .mask_shape = {2, 1, 1, 128}, .int8 = true,
+                   .int8_direct = true});
+  cases.push_back({.name = "int8 direct heads of 64, causal gqa", .layout = "bshd", .b = 1, .hq = 4, .hkv = 2, .sq = 70,
+                   .sk = 70, .d = 64, .dv = 64, .causal = true, .int8 = true, .int8_direct = true});
+  cases.push_back({.name = "int8 direct tails, 5 quads, f32 mask", .b = 1, .hq = 2, .hkv = 1, .sq = 29, .sk = 45, .d = 20,
+                   .dv = 27, .mask = 2, .mask_shape = {1, 2, 29, 45}, .scale = 0.3, .int8 = true, .int8_direct = true});
+  cases.push_back({.name = "int8 direct grouped decode", .b = 2, .hq = 16, .hkv = 2, .sq = 1, .sk = 37, .d = 24,
+                   .dv = 32, .mask = 1, .mask_shape = {2, 1, 1, 37}, .int8 = true, .int8_direct = true});
+  cases.push_back({.name = "int8 head dimension 18 (dequantized)", .layout = "bshd", .b = 2, .hq = 3, .hkv = 3, .sq = 13,
+                   .sk = 30, .d = 18, .dv = 13, .int8 = true});
+  cases.push_back({.name = "int8 head dimension 80 (dequantized, GEMM path)", .b = 1, .hq = 2, .hkv = 1, .sq = 40,
+                   .sk = 40, .d = 80, .dv = 80, .causal = true, .int8 = true});
+  cases.push_back({.name = "int8 few rows (dequantized, GEMM path)", .b = 2, .hq = 2, .hkv = 2, .sq = 5, .sk = 9, .d = 16,
+                   .dv = 16, .mask = 1, .mask_shape = {2, 1, 5, 9}, .int8 = true});
+  cases.push_back({.name = "int8 decode (dequantized)", .b = 2, .hq = 4, .hkv = 2, .sq = 1, .sk = 23, .d = 16, .dv = 16,
+                   .causal = true, .int8 = true});
+  for (const Case& c : cases) run_case(c);
+  if (__builtin_cpu_supports("avx512vnni") && std::string(cpu::qgemm_kernel_name()) == "avx512" &&
+      cpu::set_qgemm_isa(cpu::GemmIsa::avx2)) {
+    for (const Case& c : cases) run_case(c);
+    ASSERT_TRUE(cpu::set_qgemm_isa(cpu::GemmIsa::avx512));
+  } else {
+    std::printf("this CPU has no AVX-512 VNNI (or the avx512 qgemm family is not selected): the int8 cases ran "
+                "the dequantized paths only\n");
   }
 }
 

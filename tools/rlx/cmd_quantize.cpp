@@ -9,6 +9,9 @@
 //                   per-tensor scale for each Linear's input, from the f32 model run on DATA
 //                   (--calib-method minmax|percentile, --percentile P, default 99.99;
 //                   quant/calibrate.h); int8_matmul then takes it as x_scale.
+//                   --attention-scores int8 (BERT folders) also quantizes attention's q and k
+//                   per row for the score product (attention's int8_scores); f32, the
+//                   default, keeps them f32.
 //   q8_0|q4_0|q4_k  decoder folders (docs/generation.md): OUT is a GGUF file with the matrices in llama.cpp's
 //                   block format (rows k-quants cannot tile stay q8_0); `rlx generate OUT` runs
 //                   it with qmatmul.
@@ -32,11 +35,11 @@
 namespace rlx::cli {
 
 int cmd_quantize(int argc, char** argv) {
-  auto args = parse_args(argc, argv, 2, {}, {"scheme", "calib", "calib-method", "percentile"});
+  auto args = parse_args(argc, argv, 2, {}, {"scheme", "calib", "calib-method", "percentile", "attention-scores"});
   if (!args) return report_error(args.status());
   const char* usage =
       "usage: rlx quantize IN_DIR OUT --scheme int8|q8_0|q4_0|q4_k|int4-g32|int4-g32-asym|int4-g128|int4-g128-asym "
-      "[--calib SENTENCES.txt [--calib-method minmax|percentile] [--percentile 99.99]]";
+      "[--calib SENTENCES.txt [--calib-method minmax|percentile] [--percentile 99.99]] [--attention-scores f32|int8]";
   if (args->positional.size() != 2 || !args->get("scheme")) return report_error(error(ErrorCode::invalid_argument, usage));
   const std::string in = args->positional[0], out = args->positional[1], scheme = *args->get("scheme");
   Status st;
@@ -47,6 +50,12 @@ int cmd_quantize(int argc, char** argv) {
   if (calib && scheme != "int8")
     return report_error(error(ErrorCode::invalid_argument, "--calib applies to --scheme int8 (static activation scales); ",
                               scheme, " quantizes weights only"));
+  const std::string scores = args->get("attention-scores").value_or("f32");
+  if (scores != "f32" && scores != "int8")
+    return report_error(error(ErrorCode::invalid_argument, "--attention-scores ", scores, ": f32 or int8"));
+  if (args->get("attention-scores") && (scheme != "int8" || !models::is_bert_folder(in)))
+    return report_error(error(ErrorCode::invalid_argument, "--attention-scores applies to --scheme int8 on BERT-family folders"));
+  const bool int8_scores = scores == "int8";
   if (scheme == "int8") {
     if (!models::is_bert_folder(in) && !(models::is_decoder_model(in) && std::filesystem::is_directory(in)))
       return report_error(error(ErrorCode::unsupported, in, ": --scheme int8 quantizes BERT- and decoder folders (docs/generation.md)"));
@@ -66,9 +75,9 @@ int cmd_quantize(int argc, char** argv) {
       if (!sentences) return report_error(sentences.status());
       auto cr = quant::calibrate_bert(in, *sentences, co);
       if (!cr) return report_error(cr.status());
-      st = quant::quantize_int8_folder(in, out, &summary, &*cr);
+      st = quant::quantize_int8_folder(in, out, &summary, &*cr, int8_scores);
     } else {
-      st = quant::quantize_int8_folder(in, out, &summary);
+      st = quant::quantize_int8_folder(in, out, &summary, nullptr, int8_scores);
     }
   } else if (scheme == "q8_0" || scheme == "q4_0" || scheme == "q4_k" || scheme == "int4-g32" || scheme == "int4-g32-asym" ||
              scheme == "int4-g128" || scheme == "int4-g128-asym") {

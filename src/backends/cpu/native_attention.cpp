@@ -96,7 +96,11 @@ Expected<AttentionPlan> plan_attention(const Attrs& attrs, std::span<const Tenso
   AttentionArgs a;
   a.operand_type = operands;
   int64_t q[4], k[4], v[4], o[4];
-  RLX_TRY(plan_common(attrs, {"causal", "scale", "layout", "softcap", "out_type"}, in[0], out[0], a, q, o));
+  RLX_TRY(plan_common(attrs, {"causal", "scale", "layout", "softcap", "out_type", "int8_scores"}, in[0], out[0], a, q, o));
+  a.int8_scores = attrs.i("int8_scores", 0) != 0;
+  if (a.int8_scores && operands != DType::f32)
+    return error(ErrorCode::unsupported, "int8 scores of ", dtype_name(operands),
+                 " operands (the native attention quantizes f32 ones; these decompose)");
   const bool bshd = attrs.s("layout", "bhsd") == "bshd";
   bhsd_dims(in[1], bshd, k, a.k_strides);
   bhsd_dims(in[2], bshd, v, a.v_strides);
@@ -176,6 +180,8 @@ Claim claim_cpu_attention(const NodeDesc& n) {
   // the bf16 score product runs on vdpbf16ps in the direct kernel; elsewhere the task's
   // operands are widened to f32
   if (bf16) how += attention_bf16_direct(a) ? " vdpbf16ps" : " widened";
+  // int8 scores: vpdpbusd on the quants in the direct kernel, else the dequantized rows in f32
+  if (a.int8_scores) how += attention_int8_direct(a) ? " int8 scores vpdpbusd" : " int8 scores dequantized";
   return Claim::yes(how);
 }
 

@@ -32,6 +32,15 @@ Status attention(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs)
   const DType dt = n.input_types[0].dtype;
   auto wide = [&](ValueId v) { return narrow(dt) ? o.cast(v, DType::f32) : v; };
   ValueId q = wide(n.inputs[0]), k = wide(n.inputs[1]), v = wide(n.inputs[2]);
+  if (n.attrs.i("int8_scores", 0)) {
+    // each row of q and of k through its int8 quants (in f32) and back: the scores are then the
+    // quants' integer dot products times both rows' scales, up to rounding
+    for (ValueId* x : {&q, &k}) {
+      const Int8Rows r = int8_rows(o, dt == DType::f64 ? o.cast(*x, DType::f32) : *x, 4);
+      *x = o.mul(r.quants, r.scale);
+      if (dt == DType::f64) *x = o.cast(*x, DType::f64);
+    }
+  }
   // Query heads that share a key/value head become extra rows: [B, Hkv, rep*Sq, D].
   ValueId qg = o.reshape(q, {b, hkv, rep * sq, d});
   ValueId s = o.dot(qg, k, {0, 1}, {0, 1}, {3}, {3});  // [B, Hkv, rep*Sq, Sk]

@@ -21,15 +21,15 @@ Status qmatmul(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
 Status int8_matmul(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
   ValueId x = n.inputs[0];
   const int64_t r = static_cast<int64_t>(n.input_types[0].rank());
-  ValueId s;
+  ValueId s, q;
   if (n.attrs.has("x_scale")) {
     s = o.scalar(static_cast<float>(n.attrs.f("x_scale")), DType::f32);
+    q = o.op(Op::Round, {o.div(x, s)});
+    q = o.min(o.max(q, o.scalar(-127, DType::f32)), o.scalar(127, DType::f32));
   } else {
-    s = o.div(o.reduce_max(o.abs(x), {r - 1}, true), o.scalar(127, DType::f32));
-    s = o.max(s, o.scalar(1e-30f, DType::f32));
+    const Int8Rows rows = int8_rows(o, x, r);
+    q = rows.quants, s = rows.scale;
   }
-  ValueId q = o.op(Op::Round, {o.div(x, s)});
-  q = o.min(o.max(q, o.scalar(-127, DType::f32)), o.scalar(127, DType::f32));
   ValueId acc = o.dot(q, o.cast(n.inputs[1], DType::f32), {}, {}, {r - 1}, {1});
   ValueId y = o.mul(o.mul(acc, s), n.inputs[2]);
   if (n.inputs.size() == 4) y = o.add(y, n.inputs[3]);

@@ -29,6 +29,13 @@ Sizes static_sizes_or_empty(const TensorType& t) {
   return s;
 }
 
+Int8Rows int8_rows(OpBuilder& o, ValueId x, int64_t rank) {
+  ValueId s = o.div(o.reduce_max(o.abs(x), {rank - 1}, true), o.scalar(127, DType::f32));
+  s = o.max(s, o.scalar(1e-30f, DType::f32));
+  ValueId q = o.op(Op::Round, {o.div(x, s)});
+  return {o.min(o.max(q, o.scalar(-127, DType::f32)), o.scalar(127, DType::f32)), s};
+}
+
 void set_family_decompose(std::vector<OpRules>& t, OpFamily family, RuleFn f) {
   for (int i = 0; i < kNumOps; ++i)
     if (op_info(static_cast<Op>(i)).family == family) t[static_cast<size_t>(i)].decompose = f;

@@ -54,6 +54,14 @@ void register_data_dependent_rules(std::vector<OpRules>& t);
 // refusal that says where their ops run).
 void set_family_decompose(std::vector<OpRules>& t, OpFamily family, RuleFn f);
 Sizes static_sizes_or_empty(const TensorType& t);
+// x quantized to int8 along its last axis as int8_matmul quantizes activations: per row
+// scale = max(max|row| / 127, 1e-30) ([..., 1]), quants = clamp(round_half_even(x / scale),
+// -127, 127) (f32 integers). x / scale is a division, as the CPU kernels compute it, so every
+// device rounds each quant alike.
+struct Int8Rows {
+  ValueId quants, scale;
+};
+Int8Rows int8_rows(OpBuilder& o, ValueId x, int64_t rank);
 // Output of the rule must be the single value v.
 inline Status single(OpBuilder& o, ValueId v, std::vector<ValueId>& outputs) {
   if (!o.ok()) return o.status();

@@ -269,6 +269,8 @@ Expected<Types> infer_attention(Op op, const NodeSig& sig) {
       return fail(ErrorCode::shape_error, op, sig, "mask ", shape_to_string(m.shape), " does not broadcast to ",
                   shape_to_string(full));
   }
+  if (const int64_t i8 = sig.attrs.i("int8_scores", 0); i8 != 0 && i8 != 1)
+    return fail(ErrorCode::verify_error, op, sig, "int8_scores must be 0 or 1, got ", i8);
   RLX_ASSIGN_OR_RETURN(DType out_type, result_type(op, sig, xt.dtype));
   if (bshd) return Types{TensorType{out_type, {x[0], x[2], x[1], v[3]}}};
   return Types{TensorType{out_type, {x[0], x[1], x[2], v[3]}}};

@@ -240,13 +240,17 @@ std::vector<OpInfo> build_table() {
         {{"kernel", K::i64s, true}, {"strides", K::i64s}, {"pads", K::i64s},
          {"count_include_pad", K::i64}, {"ceil_mode", K::i64}},
         "NCHW average pooling");
-  attrs(Op::Attention, {{"causal", K::i64}, {"scale", K::f64}, {"layout", K::str}, {"softcap", K::f64}, {"out_type", K::dtype}},
+  attrs(Op::Attention,
+        {{"causal", K::i64}, {"scale", K::f64}, {"layout", K::str}, {"softcap", K::f64}, {"out_type", K::dtype},
+         {"int8_scores", K::i64}},
         "softmax(q k^T * scale + mask) v; q [B,Hq,Sq,D], k/v [B,Hkv,Sk,D]; optional mask (bool: "
         "true attends, or additive float); causal aligns the last query with the last key; layout "
         "bhsd (default) or bshd gives q/k/v/out as [B,S,H,D] (the mask stays [B,H,Sq,Sk]); softcap c > 0 "
         "soft-caps the scaled scores to c * tanh(s / c) before the mask (Gemma 2); scores, softmax and the "
         "value product sum in f32 for f16/bf16 operands, and out_type (optional; f32 for f16/bf16 operands) "
-        "keeps the result in f32 instead of rounding it to the operands' type");
+        "keeps the result in f32 instead of rounding it to the operands' type; int8_scores 1 quantizes each row of q "
+        "and of k (over the head dimension) to int8 before the score product, as int8_matmul quantizes x: scale "
+        "max(max|row| / 127, 1e-30), q = clamp(round_half_even(row / scale), -127, 127)");
   arity(Op::Attention, 3, 4);
   attrs(Op::Rope, {{"theta", K::f64}, {"interleaved", K::i64}, {"layout", K::str}, {"inv_freq", K::f64s}},
         "rotary position embedding of x [B,H,S,D] (layout bshd: [B,S,H,D]) at integer positions [S] or [B,S]; "

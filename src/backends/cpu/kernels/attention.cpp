@@ -11,6 +11,7 @@
 
 #include "avx512_transpose.h"
 #include "gemm.h"
+#include "qgemm.h"
 #include "rlx/thread_pool.h"
 
 // GCC 12 reports the undefined operand that its own intrinsics start from (unpacks and
@@ -21,6 +22,8 @@
 
 // (the bf16 kernels below: vdpbf16ps needs avx512bf16)
 #define RLX_ATTENTION_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+// (and the int8 ones vpdpbusd, avx512vnni)
+#define RLX_ATTENTION_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
 namespace rlx::cpu {
 namespace {
@@ -274,6 +277,8 @@ constexpr int64_t kDirectMaxHeadDim = 32;
 // value product runs in column blocks of 32 (f32 kernel: at 2.8-3.1 ms the f32 GEMM path and
 // 4.0 ms the widened bf16 one for 8 x 12 heads of 64 over 128 positions, before).
 constexpr int64_t kDirectMaxHeadDimBf16 = 64;
+// int8 scores: K^T holds quads (a head of 64 takes 4 KiB per 64 keys); V is f32 as for bf16.
+constexpr int64_t kDirectMaxHeadDimI8 = 64;
 
 // (The R x NV loops are unrolled by hand through the pragma: left as loops, GCC keeps the
 // accumulator array in memory and stores it on every iteration.)
@@ -310,11 +315,33 @@ template <int R, int NV>
 RLX_ATTENTION_BF16 void qk_tile(const uint16_t* q, int64_t q_row, const uint32_t* kt, int64_t ldkt, int64_t pairs,
                                 float scale, float* s, int64_t lds);
 
+// The int8 tile (with the bf16 ones): q's quads against K^T quads.
+// K^T of int8 quads and, per key, what the tile needs besides: 128 * its sum of quants (the u8
+// offset of q's quants) and its scale; column j of all three together (qk_rows steps keys).
+struct I8Keys {
+  const uint32_t* quads;
+  const int32_t* offset;  // -128 * the key's sum of quants: where its accumulators start
+  const float* scale;
+  I8Keys operator+(int64_t j) const { return {quads + j, offset + j, scale + j}; }
+};
+// Q^T's u8 quads ([D/4, ldq] 32-bit lanes: row r's quants 4c .. 4c + 3, each + 128, in lane r
+// of row c) and each row's scale; row r + of both together (qk_block steps rows).
+struct I8Queries {
+  const uint32_t* quads;
+  int64_t ldq;
+  const float* scale;
+  I8Queries operator+(int64_t r) const { return {quads + r, ldq, scale + r}; }
+};
+
+template <int R, int NV>
+RLX_ATTENTION_VNNI void qk_tile(I8Queries q, int64_t q_row, I8Keys kt, int64_t ldkt, int64_t quads, float scale,
+                                float* s, int64_t lds);
+
 // Scores of R rows against every (padded) key: 64 keys per tile, then the 16..48 left. Q and K
-// are f32 and f32 K^T, or bf16 and K^T pairs (uint32), each with its qk_tile; `inner` counts
-// the head dimension's elements, or its pairs.
+// are f32 and f32 K^T, bf16 and K^T pairs (uint32), or int8 quants and I8Keys, each with its
+// qk_tile; `inner` counts the head dimension's elements, its pairs, or its quads.
 template <int R, typename Q, typename K>
-__attribute__((target("avx512f"))) void qk_rows(const Q* q, int64_t q_row, const K* kt, int64_t ldkt, int64_t inner,
+__attribute__((target("avx512f"))) void qk_rows(Q q, int64_t q_row, K kt, int64_t ldkt, int64_t inner,
                                                 float scale, float* s) {
   int64_t j = 0;
   for (; j + 64 <= ldkt; j += 64) qk_tile<R, 4>(q, q_row, kt + j, ldkt, inner, scale, s + j, ldkt);
@@ -416,7 +443,7 @@ __attribute__((target("avx512f"))) void gather_head(const float* k, int64_t k_ro
 
 // The products of up to 8 rows, in register tiles of 4 rows (the remainder as one tile).
 template <typename Q, typename K>
-__attribute__((target("avx512f"))) void qk_block(int64_t rows, const Q* q, int64_t q_row, const K* kt, int64_t ldkt,
+__attribute__((target("avx512f"))) void qk_block(int64_t rows, Q q, int64_t q_row, K kt, int64_t ldkt,
                                                  int64_t inner, float scale, float* s) {
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) qk_rows<4>(q + r * q_row, q_row, kt, ldkt, inner, scale, s + r * ldkt);
@@ -487,25 +514,34 @@ RLX_ATTENTION_BF16 inline __m512 widen16(const uint16_t* p, int64_t n) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-// The bf16 direct path's K^T pairs [pairs, ldkt] (columns j >= sk left to the caller) and V
-// widened into contiguous f32 rows [sk, dv], for one head (d even, pairs = d / 2).
-RLX_ATTENTION_BF16 void gather_head_bf16(const uint16_t* k, int64_t k_row, const uint16_t* v, int64_t v_row,
-                                         int64_t sk, int64_t pairs, int64_t dv, uint32_t* kt, int64_t ldkt, float* vc) {
+// Keys as rows of `lanes` 32-bit lanes (src, row stride row_bytes: a bf16 key's pairs, an int8
+// key's quads) -> K^T [lanes, ldkt] (key j in lane j of each row), through 16 x 16 register
+// transposes. Columns j >= sk are left to the caller.
+__attribute__((target("avx512f"))) void transpose_key_lanes(const void* src, int64_t row_bytes, int64_t sk,
+                                                            int64_t lanes, uint32_t* kt, int64_t ldkt) {
+  const char* k = static_cast<const char*>(src);
   for (int64_t j0 = 0; j0 < sk; j0 += 16) {
     const int64_t nj = std::min<int64_t>(16, sk - j0);
     const __mmask16 jmask = static_cast<__mmask16>(nj >= 16 ? 0xffffu : (1u << nj) - 1u);
-    for (int64_t c0 = 0; c0 < pairs; c0 += 16) {
-      const int64_t nc = std::min<int64_t>(16, pairs - c0);
+    for (int64_t c0 = 0; c0 < lanes; c0 += 16) {
+      const int64_t nc = std::min<int64_t>(16, lanes - c0);
       const __mmask16 pmask = static_cast<__mmask16>(nc >= 16 ? 0xffffu : (1u << nc) - 1u);
       __m512 r[16];
       for (int64_t i = 0; i < 16; ++i)
-        r[i] = i < nj ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(pmask, k + (j0 + i) * k_row + 2 * c0))
+        r[i] = i < nj ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(pmask, k + (j0 + i) * row_bytes + 4 * c0))
                       : _mm512_setzero_ps();
       transpose16x16(r);
       for (int64_t c = 0; c < nc; ++c)
         _mm512_mask_storeu_epi32(kt + (c0 + c) * ldkt + j0, jmask, _mm512_castps_si512(r[c]));
     }
   }
+}
+
+// The bf16 direct path's K^T pairs [pairs, ldkt] (columns j >= sk left to the caller) and V
+// widened into contiguous f32 rows [sk, dv], for one head (d even, pairs = d / 2).
+RLX_ATTENTION_BF16 void gather_head_bf16(const uint16_t* k, int64_t k_row, const uint16_t* v, int64_t v_row,
+                                         int64_t sk, int64_t pairs, int64_t dv, uint32_t* kt, int64_t ldkt, float* vc) {
+  transpose_key_lanes(k, 2 * k_row, sk, pairs, kt, ldkt);
   for (int64_t j = 0; j < sk; ++j)
     for (int64_t c = 0; c < dv; c += 16) {
       const int64_t n = std::min<int64_t>(16, dv - c);
@@ -518,6 +554,109 @@ RLX_ATTENTION_BF16 void gather_head_bf16(const uint16_t* k, int64_t k_row, const
 void widen_rows(const uint16_t* src, int64_t ld, int64_t rows, int64_t n, float* dst) {
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t c = 0; c < n; ++c) dst[i * n + c] = bf16_to_f32(src[i * ld + c]);
+}
+
+// ---- int8 scores (AttentionArgs::int8_scores). Rows of q and k are quantized as int8_matmul
+// quantizes activations; the direct path on AVX-512 VNNI multiplies 4 quants at a time with
+// vpdpbusd: K^T holds quads ([D/4, ldkt] 32-bit lanes, key j's quants 4c .. 4c + 3 in lane j of
+// row c), each q row's quad is broadcast as u8 (q + 128), and 128 * (the key's sum of quants)
+// comes off the exact int32 sum. A quarter of the f32 tile's instructions.
+
+// The scale of a row of n floats and its quants: scale = max(max|x| / 127, 1e-30), quant =
+// clamp(round_half_even(x / scale), -127, 127), in the scalar steps of the decomposition (the
+// portable form, for the f32 paths' dequantized rows).
+float quantize_row_scalar(const float* x, int64_t n, int8_t* q) {
+  float amax = 0.f;
+  for (int64_t c = 0; c < n; ++c) amax = std::max(amax, std::fabs(x[c]));
+  const float s = std::max(amax / 127.f, 1e-30f);
+  for (int64_t c = 0; c < n; ++c) {
+    const float v = std::min(127.f, std::max(-127.f, x[c] / s));
+    q[c] = static_cast<int8_t>(std::nearbyint(v));
+  }
+  return s;
+}
+
+// rows x n f32 values (row stride ld) through their int8 quants and back into contiguous rows
+// (quant * scale, as the decomposition's product): the f32 paths' operands.
+void dequantized_rows(const float* src, int64_t ld, int64_t rows, int64_t n, float* dst) {
+  thread_local std::vector<int8_t> q;
+  q.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < rows; ++i) {
+    const float s = quantize_row_scalar(src + i * ld, n, q.data());
+    for (int64_t c = 0; c < n; ++c) dst[i * n + c] = static_cast<float>(q[c]) * s;
+  }
+}
+
+// Columns of a transposed operand xt [d, ldx] (column j: row j of q or k, zero-padded to whole
+// vectors; n a multiple of 16) to int8 quads [d / 4, ldq] and scales [n], 16 rows at a time:
+// amax and the sums are vertical, so no row needs a horizontal reduction. The quants are
+// quantize_row_scalar's: x / s is x * (1 / s) except on a vector with a lane near a
+// half-integer or a reciprocal that is not a normal float, which divides (kQuantTieBand in
+// qgemm_q8.h: the two round alike elsewhere). u8: each quant + 128 (q's form for vpdpbusd);
+// neg_offset (k): -128 * each row's sum of quants.
+RLX_ATTENTION_VNNI void quantize_columns(const float* xt, int64_t ldx, int64_t d, int64_t n, bool u8, uint32_t* quads,
+                                         int64_t ldq, float* scale, int32_t* neg_offset) {
+  const __m512 lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f), half = _mm512_set1_ps(0.5f);
+  const __m512 band = _mm512_set1_ps(0x1p-13f), big = _mm512_set1_ps(0x1p126f);
+  const __m512i low_byte = _mm512_set1_epi32(0xff), offset = _mm512_set1_epi32(u8 ? 128 : 0);
+  for (int64_t j = 0; j < n; j += 16) {
+    __m512 amax = _mm512_setzero_ps();
+    for (int64_t c = 0; c < d; ++c) amax = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xt + c * ldx + j)), amax);
+    const __m512 sv = _mm512_max_ps(_mm512_div_ps(amax, _mm512_set1_ps(127.f)), _mm512_set1_ps(1e-30f));
+    _mm512_storeu_ps(scale + j, sv);
+    const __m512 rv = _mm512_div_ps(_mm512_set1_ps(1.f), sv);
+    const bool divide_all = _mm512_cmp_ps_mask(sv, big, _CMP_GT_OQ) != 0;
+    __m512i sum = _mm512_setzero_si512();
+    for (int64_t c4 = 0; c4 < d / 4; ++c4) {
+      __m512i quad = _mm512_setzero_si512();
+      for (int t = 0; t < 4; ++t) {
+        const __m512 x = _mm512_loadu_ps(xt + (4 * c4 + t) * ldx + j);
+        __m512 v = _mm512_mul_ps(x, rv);
+        const __m512 frac = _mm512_sub_ps(v, _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        if (divide_all || _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(_mm512_abs_ps(frac), half)), band, _CMP_LT_OQ))
+          v = _mm512_div_ps(x, sv);
+        v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+        const __m512i iv = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        sum = _mm512_add_epi32(sum, iv);
+        quad = _mm512_or_si512(quad, _mm512_slli_epi32(_mm512_and_si512(_mm512_add_epi32(iv, offset), low_byte), 8 * t));
+      }
+      _mm512_storeu_si512(quads + c4 * ldq + j, quad);
+    }
+    if (neg_offset) _mm512_storeu_si512(neg_offset + j, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-128)));
+  }
+}
+
+// S[r, 0:16*NV] = scale * sq_r * sk_j * sum_c q_r[4c:4c+4] . k_j[4c:4c+4] for R rows (the int32
+// accumulators start at -128 * the key's sum of quants, which takes out q's + 128).
+template <int R, int NV>
+RLX_ATTENTION_VNNI void qk_tile(I8Queries q, int64_t q_row, I8Keys kt, int64_t ldkt, int64_t quads, float scale,
+                                float* s, int64_t lds) {
+  __m512i acc[R][NV];
+  #pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    const __m512i start = _mm512_loadu_si512(kt.offset + 16 * v);
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r][v] = start;
+  }
+  for (int64_t c = 0; c < quads; ++c) {
+    __m512i kv[NV];
+    #pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) kv[v] = _mm512_loadu_si512(kt.quads + c * ldkt + 16 * v);
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512i qb = _mm512_set1_epi32(static_cast<int>(q.quads[c * q.ldq + r * q_row]));
+      #pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], qb, kv[v]);
+    }
+  }
+  #pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    const __m512 ks = _mm512_loadu_ps(kt.scale + 16 * v);
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      _mm512_storeu_ps(s + r * lds + 16 * v,
+                       _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), ks), _mm512_set1_ps(q.scale[r * q_row] * scale)));
+  }
 }
 
 }  // namespace
@@ -543,7 +682,61 @@ int64_t task_rows(const AttentionArgs& a, bool* grouped) {
   return *grouped ? rep : a.seq_q <= 128 ? a.seq_q : 64;
 }
 
+// Keys that no row of a task sees (past causality, or false in every row's mask) take no part
+// in either product: a block of a causal prefill sees about half of the keys, a sliding-window
+// layer's block only its window. [*jlo, *jhi) holds every key some row of the task (rows from
+// query q0 of head h0 in batch b; grouped: heads h0 .. at query q0) sees; if no row sees any
+// key, all are kept (and every row becomes NaN, as the reference gives).
+void seen_keys(const AttentionArgs& a, bool grouped, int64_t b, int64_t h0, int64_t q0, int64_t rows, bool shared_mask,
+               int64_t* jlo_out, int64_t* jhi_out) {
+  const int64_t sk = a.seq_k, shift = a.seq_k - a.seq_q;
+  int64_t jlo = 0, jhi = sk;
+  if (a.causal) jhi = std::min(sk, (grouped ? q0 : q0 + rows - 1) + shift + 1);
+  if (a.mask) {
+    int64_t first = jhi, last = jlo - 1;
+    const int64_t js = a.mask_strides[3];
+    for (int64_t i = 0; i < (shared_mask ? 1 : rows) && (first > jlo || last < jhi - 1); ++i) {
+      const int64_t qi = grouped ? q0 : q0 + i, h = grouped ? h0 + i : h0;
+      const int64_t base = b * a.mask_strides[0] + h * a.mask_strides[1] + qi * a.mask_strides[2];
+      auto seen = [&](int64_t j) {
+        return a.mask_dtype == DType::boolean
+                   ? static_cast<const uint8_t*>(a.mask)[base + j * js] != 0
+                   : static_cast<const float*>(a.mask)[base + j * js] != -std::numeric_limits<float>::infinity();
+      };
+      for (int64_t j = jlo; j < first; ++j)
+        if (seen(j)) {
+          first = j;
+          break;
+        }
+      for (int64_t j = jhi - 1; j > last; --j)
+        if (seen(j)) {
+          last = j;
+          break;
+        }
+    }
+    jlo = first;
+    jhi = last + 1;
+  }
+  if (jhi <= jlo) jlo = 0, jhi = sk;
+  *jlo_out = jlo;
+  *jhi_out = jhi;
+}
+
+// vpdpbusd for int8 scores: AVX-512 VNNI with the avx512 qgemm family selected (a test that
+// selects another family gets the dequantized f32 paths).
+bool i8_dot() {
+  static const bool vnni = __builtin_cpu_supports("avx512vnni");
+  return vnni && std::strcmp(qgemm_kernel_name(), "avx512") == 0;
+}
+
 }  // namespace
+
+bool attention_int8_direct(const AttentionArgs& a) {
+  bool grouped;
+  return a.heads_kv > 0 && a.int8_scores && i8_dot() && a.head_dim % 4 == 0 && a.head_dim <= kDirectMaxHeadDimI8 &&
+         a.head_dim_v <= kDirectMaxHeadDimI8 && task_rows(a, &grouped) >= kDirectMinRows && a.direct_kernel &&
+         !a.block_table;
+}
 
 bool attention_bf16_direct(const AttentionArgs& a) {
   bool grouped;
@@ -563,6 +756,8 @@ Status attention_f32(const AttentionArgs& a) {
   if (!a.out || (bf16 ? !a.q_bf16 || !a.k_bf16 || !a.v_bf16 : !a.q || !a.k || !a.v))
     return error(ErrorCode::invalid_argument, "attention: null operand");
   if (bf16 && a.block_table) return error(ErrorCode::invalid_argument, "attention: bf16 operands with paged keys");
+  if (a.int8_scores && (bf16 || a.block_table))
+    return error(ErrorCode::invalid_argument, "attention: int8 scores need f32 operands and no paged keys");
   const bool paged = a.block_table != nullptr;
   if (paged) {
     if (a.block_size <= 0 || a.table_cols <= 0 || a.table_cols * a.block_size != a.seq_k || a.pool_blocks <= 0)
@@ -575,6 +770,7 @@ Status attention_f32(const AttentionArgs& a) {
   }
   static const SoftmaxRow softmax_row = pick_softmax();
   const bool has_bf16_dot = gemm_bf16_dot();
+  const bool has_i8_dot = a.int8_scores && i8_dot();
   static const bool has_avx512 = __builtin_cpu_supports("avx512f");
   static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool direct = has_avx512 && a.direct_kernel && !paged;
@@ -619,8 +815,10 @@ Status attention_f32(const AttentionArgs& a) {
     // widened to f32 here.
     const bool bf16_direct = bf16 && direct && rows >= kDirectMinRows && has_bf16_dot && d % 2 == 0 &&
                              d <= kDirectMaxHeadDimBf16 && dv <= kDirectMaxHeadDimBf16;
-    const bool direct_rows =
-        bf16_direct || (direct && rows >= kDirectMinRows && d <= kDirectMaxHeadDim && dv <= kDirectMaxHeadDim);
+    const bool i8_direct = has_i8_dot && direct && rows >= kDirectMinRows && d % 4 == 0 && d <= kDirectMaxHeadDimI8 &&
+                           dv <= kDirectMaxHeadDimI8;
+    const bool direct_rows = bf16_direct || i8_direct ||
+                             (direct && rows >= kDirectMinRows && d <= kDirectMaxHeadDim && dv <= kDirectMaxHeadDim);
     const float* q = bf16 ? nullptr : a.q + q_off;
     const float* k = bf16 ? nullptr : a.k + k_off;
     const float* v = bf16 ? nullptr : a.v + v_off;
@@ -635,6 +833,16 @@ Status attention_f32(const AttentionArgs& a) {
       widen_rows(a.v_bf16 + v_off, vs[2], sk, dv, vw.data());
       q = qw.data(), k = kw.data(), v = vw.data();
       q_rs = d, k_rs = d, v_rs = dv;
+    }
+    if (a.int8_scores && !i8_direct) {
+      // the f32 paths multiply the dequantized rows of q and k
+      thread_local std::vector<float> qw, kw;
+      qw.resize(static_cast<size_t>(rows * d));
+      kw.resize(static_cast<size_t>(sk * d));
+      dequantized_rows(q, q_rs, rows, d, qw.data());
+      dequantized_rows(k, k_rs, sk, d, kw.data());
+      q = qw.data(), k = kw.data();
+      q_rs = d, k_rs = d;
     }
     const int64_t shift = sk - a.seq_q;
     // A mask that is the same for every row of the task (a padding mask [B, 1, 1, Sk]) becomes
@@ -692,13 +900,25 @@ Status attention_f32(const AttentionArgs& a) {
       int64_t ldkt = (sk + 15) / 16 * 16;
       if (ldkt % 256 == 0) ldkt += 16;
       thread_local std::vector<float> kt_buf, v_buf;
-      thread_local std::vector<uint32_t> kt_pairs_buf;  // bf16: K^T as d / 2 rows of pairs
+      thread_local std::vector<uint32_t> kt_pairs_buf;  // bf16: K^T as d / 2 rows of pairs; int8: d / 4 of quads
+      // int8: Q^T (f32, then quads), and the scales of q's rows and k's, and the keys' offsets
+      thread_local std::vector<float> qt_buf, q_scale_buf, k_scale_buf;
+      thread_local std::vector<uint32_t> q_quads_buf;
+      thread_local std::vector<int32_t> k_off_buf;
+      const int64_t ldq = (rows + 15) / 16 * 16;
       float inv_sum[8];
-      if (bf16_direct) {
-        if (kt_pairs_buf.size() < static_cast<size_t>(d / 2 * ldkt)) kt_pairs_buf.resize(static_cast<size_t>(d / 2 * ldkt));
-      } else if (kt_buf.size() < static_cast<size_t>(d * ldkt)) {
-        kt_buf.resize(static_cast<size_t>(d * ldkt));
+      if (bf16_direct || i8_direct) {
+        const int64_t lanes = bf16_direct ? d / 2 : d / 4;
+        if (kt_pairs_buf.size() < static_cast<size_t>(lanes * ldkt)) kt_pairs_buf.resize(static_cast<size_t>(lanes * ldkt));
       }
+      if (i8_direct) {
+        qt_buf.resize(static_cast<size_t>(d * ldq));
+        q_quads_buf.resize(static_cast<size_t>(d / 4 * ldq));
+        q_scale_buf.resize(static_cast<size_t>(ldq));
+        k_off_buf.resize(static_cast<size_t>(ldkt));
+        k_scale_buf.resize(static_cast<size_t>(ldkt));
+      }
+      if (!bf16_direct && kt_buf.size() < static_cast<size_t>(d * ldkt)) kt_buf.resize(static_cast<size_t>(d * ldkt));
       if (v_buf.size() < static_cast<size_t>(sk * dv)) v_buf.resize(static_cast<size_t>(sk * dv));
       if (scratch.size() < static_cast<size_t>(8 * ldkt)) scratch.resize(static_cast<size_t>(8 * ldkt));
       float* kt = kt_buf.data();
@@ -714,10 +934,22 @@ Status attention_f32(const AttentionArgs& a) {
         for (int64_t c = 0; c < d; ++c)
           for (int64_t j = sk; j < ldkt; ++j) kt[c * ldkt + j] = 0.f;
       }
+      if (i8_direct) {
+        // f32 K^T and Q^T (zero-padded to whole vectors) to quads, 16 rows at a time
+        float* qt = qt_buf.data();
+        transpose_key_lanes(q, 4 * q_rs, rows, d, reinterpret_cast<uint32_t*>(qt), ldq);
+        for (int64_t c = 0; c < d; ++c)
+          for (int64_t i = rows; i < ldq; ++i) qt[c * ldq + i] = 0.f;
+        quantize_columns(kt, ldkt, d, ldkt, false, kt_pairs, ldkt, k_scale_buf.data(), k_off_buf.data());
+        quantize_columns(qt, ldq, d, ldq, true, q_quads_buf.data(), ldq, q_scale_buf.data(), nullptr);
+      }
       for (int64_t r0 = 0; r0 < rows; r0 += 8) {
         const int64_t nr = std::min<int64_t>(8, rows - r0);
-        if (bf16_direct)
-          qk_block(nr, a.q_bf16 + q_off + r0 * q_row, q_row, kt_pairs, ldkt, d / 2, a.scale, s);
+        if (i8_direct)
+          qk_block(nr, I8Queries{q_quads_buf.data(), ldq, q_scale_buf.data()} + r0, 1,
+                   I8Keys{kt_pairs, k_off_buf.data(), k_scale_buf.data()}, ldkt, d / 4, a.scale, s);
+        else if (bf16_direct)
+          qk_block(nr, a.q_bf16 + q_off + r0 * q_row, q_row, static_cast<const uint32_t*>(kt_pairs), ldkt, d / 2, a.scale, s);
         else
           qk_block(nr, q + r0 * q_rs, q_rs, kt, ldkt, d, a.scale, s);
         if (a.softcap > 0)
@@ -733,38 +965,8 @@ Status attention_f32(const AttentionArgs& a) {
       }
       return;
     }
-    // Keys that no row of the task sees (past causality, or false in every row's mask) take
-    // no part in either product: a block of a causal prefill sees about half of the keys, a
-    // sliding-window layer's block only its window. If no row sees any key, all are kept
-    // (and every row becomes NaN, as the reference gives).
-    int64_t jlo = 0, jhi = sk;
-    if (a.causal) jhi = std::min(sk, (grouped ? q0 : q0 + rows - 1) + shift + 1);
-    if (a.mask) {
-      int64_t first = jhi, last = jlo - 1;
-      const int64_t js = a.mask_strides[3];
-      for (int64_t i = 0; i < (shared_mask ? 1 : rows) && (first > jlo || last < jhi - 1); ++i) {
-        const int64_t qi = grouped ? q0 : q0 + i, h = grouped ? h0 + i : h0;
-        const int64_t base = b * a.mask_strides[0] + h * a.mask_strides[1] + qi * a.mask_strides[2];
-        auto seen = [&](int64_t j) {
-          return a.mask_dtype == DType::boolean
-                     ? static_cast<const uint8_t*>(a.mask)[base + j * js] != 0
-                     : static_cast<const float*>(a.mask)[base + j * js] != -std::numeric_limits<float>::infinity();
-        };
-        for (int64_t j = jlo; j < first; ++j)
-          if (seen(j)) {
-            first = j;
-            break;
-          }
-        for (int64_t j = jhi - 1; j > last; --j)
-          if (seen(j)) {
-            last = j;
-            break;
-          }
-      }
-      jlo = first;
-      jhi = last + 1;
-    }
-    if (jhi <= jlo) jlo = 0, jhi = sk;
+    int64_t jlo, jhi;
+    seen_keys(a, grouped, b, h0, q0, rows, shared_mask, &jlo, &jhi);
     const int64_t n = jhi - jlo;
     // paged keys: the rows of keys jlo .. jhi - 1 read in place when their blocks follow each
     // other in the pool (a sequence's blocks usually do: a fresh pool hands them out in order),

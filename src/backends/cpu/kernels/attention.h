@@ -1,5 +1,6 @@
 // cpu/kernels/attention.h: fused scaled dot-product attention with an f32 result on the CPU,
-// for f32 operands, or bf16 ones summed in f32 (attention's out_type).
+// for f32 operands, or bf16 ones summed in f32 (attention's out_type), optionally with q and k
+// quantized to int8 for the scores (attention's int8_scores).
 //
 // For each (batch, query head, block of query rows) one pool task computes the block's
 // scores against every key, applies scale, mask and causality, takes a numerically stable
@@ -48,6 +49,13 @@ struct AttentionArgs {
   float scale = 1.f;
   // > 0: the scaled scores become softcap * tanh(score / softcap) before the mask (Gemma 2).
   float softcap = 0.f;
+  // f32 operands only: each row of q and of k is quantized to int8 before the score product
+  // (attention's int8_scores: scale max(max|row| / 127, 1e-30), quants clamp(round_half_even(
+  // row / scale), -127, 127)), and the scores are the quants' dot products times both scales
+  // and `scale`. With AVX-512 VNNI the direct kernel sums the quants exactly in int32 with
+  // vpdpbusd (q's as u8 q + 128, the offset taken out through each key's sum of quants); other
+  // paths multiply each task's dequantized q and k rows in f32. Not with paged keys.
+  bool int8_scores = false;
   // Paged keys and values (paged_attention): k and v point at pools of key/value slots
   // [Hkv, pool_blocks * block_size, D], k_strides/v_strides {0, head stride, D}, and sequence
   // b's key j is at slot block_table[b * table_cols + j / block_size] * block_size +
@@ -71,5 +79,11 @@ Status attention_f32(const AttentionArgs& args);
 // CPU has AVX-512 BF16, even head dimensions up to 64, blocks of 8 and more query rows), rather
 // than being widened to f32 task by task. For descriptions; the kernel decides per task.
 bool attention_bf16_direct(const AttentionArgs& args);
+
+// Whether int8 scores (AttentionArgs::int8_scores) of these sizes take the direct kernel's
+// vpdpbusd product (this CPU has AVX-512 VNNI and the qgemm kernel family in use is "avx512",
+// head dimensions are multiples of 4 up to 64, blocks of 8 and more query rows), rather than
+// the dequantized rows' f32 product. For descriptions; the kernel decides per task.
+bool attention_int8_direct(const AttentionArgs& args);
 
 }  // namespace rlx::cpu
