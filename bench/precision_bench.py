@@ -8,7 +8,8 @@ docs/precision.md, docs/quantization.md). Builds nothing: give it the rlx progra
 It writes the random-weight models of `rlx make-model` into a temporary folder (or --dir) and
 makes the variants with rlx itself: bf16 is the f32 model under `--precision bf16` (the autocast
 pass: matmul operands in bf16, f32 accumulation); int8 is `rlx quantize --scheme int8` (i8
-weights, activations per token, int8_matmul); int4 is `rlx quantize --scheme int4-g32` (q4_0)
+weights, activations per token, int8_matmul), for MiniLM also with `--attention-scores int8`
+(attention's q and k quantized too); int4 is `rlx quantize --scheme int4-g32` (q4_0)
 and `int4-g128` (weight-only 4-bit groups, qmatmul). The peer of every ratio is rlx's own f32
 run in the same invocation (ratio > 1: faster than f32).
 
@@ -94,6 +95,9 @@ def minilm(a, work):
     for scheme in ("int8", "int4-g32", "int4-g128"):
         rlx_run(a, "quantize", m, m + "-" + scheme, "--scheme", scheme)
         variants.append((scheme, m + "-" + scheme, []))
+    # int8 with attention's q k^T in int8 too (docs/quantization.md, "int8 attention scores")
+    rlx_run(a, "quantize", m, m + "-int8-scores", "--scheme", "int8", "--attention-scores", "int8")
+    variants.insert(3, ("int8 + int8 scores", m + "-int8-scores", []))
     with open(os.path.join(ROOT, "tests", "quant", "calib_sentences.txt")) as f:
         sentences = [s.strip() for s in f if s.strip()]
     if a.smoke:
