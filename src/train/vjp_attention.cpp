@@ -21,7 +21,9 @@ Status attention(Ctx& c, std::vector<ValueId>& out) {
   const int64_t hkv = ks[1], sk = ks[2], dv = vs[3];
   const int64_t rep = hq / hkv;
   // out_type (an f32 result of 16-bit operands): the gradients are computed in f32 from the
-  // widened operands, as the forward sums, and rounded to the operands' type at the end
+  // widened operands, as the forward sums, and rounded to the operands' type at the end. The
+  // forward rounds the probabilities of 16-bit operands for the value product; the gradient
+  // goes straight through that rounding (it is the f32 attention's)
   const DType dt = c.in_types[0].dtype;
   const bool widen = c.out_types[0].dtype != dt;
   auto wide = [&](ValueId x) { return widen ? o.cast(x, c.out_types[0].dtype) : x; };

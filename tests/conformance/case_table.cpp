@@ -46,6 +46,10 @@ struct V : Variant {
     only = std::move(d);
     return *this;
   }
+  V& rounds(double step) {
+    rounding = step;
+    return *this;
+  }
   // Shape-only variants (broadcasting, axes, ranks: index arithmetic that does not depend on
   // the element type) run for a few representative dtypes; the variants that exercise dtype
   // semantics run for every dtype. Keeps the number of generated kernels (compile time) down.
@@ -519,11 +523,13 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
        V("softcap_gqa_mask", {T({1, 4, 5, 8}), T({1, 2, 7, 8}), T({1, 2, 7, 8}), D(DType::boolean, {1, 1, 5, 7}, Dist::mask)},
          {{"softcap", 1.5}}).k(8).mag(2),
        // 16-bit q, k, v with an f32 result (out_type: autocast's narrow form); the bshd one has
-       // the rows and even head dimension of the cpu's bf16 direct kernel
+       // the rows and even head dimension of the cpu's bf16 direct kernel. The probabilities
+       // are rounded to the operands' type for the value product: one bf16 step (2^-8) of a
+       // probability, where a device's exp differs from ref's in the last bits
        V("out_f32_bshd_mask", {T({2, 9, 2, 16}), T({2, 9, 2, 16}), T({2, 9, 2, 16}), D(DType::boolean, {2, 1, 1, 9}, Dist::mask)},
-         {{"layout", std::string("bshd")}, {"out_type", DType::f32}}).k(16).mag(2).dtypes({DType::bf16, DType::f16}),
+         {{"layout", std::string("bshd")}, {"out_type", DType::f32}}).k(16).mag(2).dtypes({DType::bf16, DType::f16}).rounds(0x1p-8),
        V("out_f32_gqa_causal", {T({1, 4, 5, 8}), T({1, 2, 7, 8}), T({1, 2, 7, 8})},
-         {{"causal", int64_t{1}}, {"out_type", DType::f32}}).k(8).mag(2).dtypes({DType::bf16}),
+         {{"causal", int64_t{1}}, {"out_type", DType::f32}}).k(8).mag(2).dtypes({DType::bf16}).rounds(0x1p-8),
        // q and k quantized to int8 per row for the scores (int8 BERT folders); the bshd one has
        // the rows and head dimension of the cpu's vpdpbusd direct kernel. f32 only: the
        // quantization is defined in f32 steps, which an f64 program may keep wider (directx)

@@ -103,6 +103,11 @@ struct Variant {
   bool seed_attr = false;           // sets attribute "seed" from the run seed (random)
   int64_t reduce_len = 1;           // terms combined per output element (tolerance scaling)
   double magnitude = 1.0;           // typical |intermediate| (absolute tolerance scaling)
+  // > 0: the op rounds an intermediate to a narrower type than its output (attention's
+  // probabilities to bf16 for an f32 result), which any device may round to the neighbouring
+  // value where its last bits differ from ref's: the relative error one such rounding step
+  // carries, a floor for rtol and (times magnitude) atol
+  double rounding = 0;
   std::vector<DType> only;          // when non-empty, the variant runs for these dtypes only
 };
 

@@ -82,6 +82,10 @@ std::string Tolerance::to_string() const {
 
 Tolerance tolerance_for(const OpCases& oc, const Variant& v, DType out) {
   Tolerance t = base_tolerance(oc, v, out);
+  if (v.rounding > 0 && !t.bits && !t.exact) {
+    t.rtol = std::max(t.rtol, v.rounding);
+    t.atol = std::max(t.atol, v.rounding * v.magnitude);
+  }
   // RLX_CONFORMANCE_TOL_SCALE=0.25 tightens every tolerance 4x: how to see how much margin
   // the tolerances leave (run a few seeds; what fails is within 4x of its bound)
   if (const char* e = std::getenv("RLX_CONFORMANCE_TOL_SCALE")) {

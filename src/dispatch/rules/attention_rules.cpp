@@ -66,10 +66,21 @@ Status attention(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs)
     ValueId visible = o.op(Op::LessEqual, {kj, o.add(qi, o.scalar(static_cast<double>(sk - sq), DType::i64))});
     s = o.where(visible, s, o.scalar_like(neg_inf, s));
   }
-  ValueId p = o.softmax(s, 3);
-  ValueId pg = o.reshape(p, {b, hkv, rep * sq, sk});
-  ValueId out = o.dot(pg, v, {0, 1}, {0, 1}, {3}, {2});  // [B, Hkv, rep*Sq, Dv]
-  out = o.reshape(out, {b, hq, sq, dv});
+  ValueId out;
+  if (narrow(dt)) {
+    // 16-bit operands: the value product takes the unnormalized probabilities exp(s - max)
+    // rounded to the operands' type, and the f32 sum of the unrounded ones divides the result
+    // (as FlashAttention and PyTorch's CPU flash attention round P before P V)
+    ValueId e = o.exp(o.sub(s, o.reduce_max(s, {3}, true)));
+    ValueId l = o.reduce_sum(e, {3}, true);  // [B, Hq, Sq, 1]
+    ValueId eg = o.reshape(o.cast(o.cast(e, dt), DType::f32), {b, hkv, rep * sq, sk});
+    out = o.reshape(o.dot(eg, v, {0, 1}, {0, 1}, {3}, {2}), {b, hq, sq, dv});
+    out = o.div(out, l);
+  } else {
+    ValueId pg = o.reshape(o.softmax(s, 3), {b, hkv, rep * sq, sk});
+    out = o.dot(pg, v, {0, 1}, {0, 1}, {3}, {2});  // [B, Hkv, rep*Sq, Dv]
+    out = o.reshape(out, {b, hq, sq, dv});
+  }
   // rounded to the operands' type, or kept in f32 by out_type
   return single(o, o.cast(out, n.attrs.dtype("out_type", dt)), outputs);
 }

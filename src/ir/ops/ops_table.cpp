@@ -247,7 +247,8 @@ std::vector<OpInfo> build_table() {
         "true attends, or additive float); causal aligns the last query with the last key; layout "
         "bhsd (default) or bshd gives q/k/v/out as [B,S,H,D] (the mask stays [B,H,Sq,Sk]); softcap c > 0 "
         "soft-caps the scaled scores to c * tanh(s / c) before the mask (Gemma 2); scores, softmax and the "
-        "value product sum in f32 for f16/bf16 operands, and out_type (optional; f32 for f16/bf16 operands) "
+        "value product sum in f32 for f16/bf16 operands, the value product taking the unnormalized probabilities "
+        "exp(s - max) rounded to the operands' type and the result divided by their f32 sum, and out_type (optional; f32 for f16/bf16 operands) "
         "keeps the result in f32 instead of rounding it to the operands' type; int8_scores 1 quantizes each row of q "
         "and of k (over the head dimension) to int8 before the score product, as int8_matmul quantizes x: scale "
         "max(max|row| / 127, 1e-30), q = clamp(round_half_even(row / scale), -127, 127)");

@@ -384,9 +384,16 @@ __attribute__((target("avx512f"))) void pv_tile(const float* p, int64_t ldp, con
   }
 }
 
-// Every value column (at most 32: kDirectMaxHeadDim) of R rows.
-template <int R>
-__attribute__((target("avx512f"))) void pv_rows(const float* p, int64_t ldp, const float* row_scale, const float* v,
+// The bf16 tile (defined with the other bf16 kernels below): pairs of probabilities against
+// pairs of value rows.
+template <int R, int NV>
+RLX_ATTENTION_BF16 void pv_tile(const uint32_t* p, int64_t ldp, const float* row_scale, const uint32_t* v, int64_t ldv,
+                                int64_t pairs, __mmask16 last, float* o, int64_t ldo);
+
+// Every value column (at most 32: kDirectMaxHeadDim) of R rows. P and V are f32 probabilities
+// and value rows (sk of them), or bf16 pairs of both (sk = the pairs), each with its pv_tile.
+template <int R, typename P, typename V>
+__attribute__((target("avx512f"))) void pv_rows(const P* p, int64_t ldp, const float* row_scale, const V* v,
                                                 int64_t ldv, int64_t sk, int64_t dv, float* o, int64_t ldo) {
   const __mmask16 last = static_cast<__mmask16>(dv % 16 ? (1u << (dv % 16)) - 1 : 0xffffu);
   if (dv > 16)
@@ -457,8 +464,9 @@ __attribute__((target("avx512f"))) void qk_block(int64_t rows, Q q, int64_t q_ro
 
 // row_scale[r] multiplies output row r (the softmax's 1/sum, applied once per output). A
 // group of 8 rows is one tile (16 accumulators for 32 columns); fewer, a tile of that many.
-__attribute__((target("avx512f"))) void pv_block(int64_t rows, const float* p, int64_t ldp, const float* row_scale,
-                                                 const float* v, int64_t ldv, int64_t sk, int64_t dv, float* o,
+template <typename P, typename V>
+__attribute__((target("avx512f"))) void pv_block(int64_t rows, const P* p, int64_t ldp, const float* row_scale,
+                                                 const V* v, int64_t ldv, int64_t sk, int64_t dv, float* o,
                                                  int64_t ldo) {
   switch (rows) {
     case 8: pv_rows<8>(p, ldp, row_scale, v, ldv, sk, dv, o, ldo); break;
@@ -537,17 +545,96 @@ __attribute__((target("avx512f"))) void transpose_key_lanes(const void* src, int
   }
 }
 
-// The bf16 direct path's K^T pairs [pairs, ldkt] (columns j >= sk left to the caller) and V
-// widened into contiguous f32 rows [sk, dv], for one head (d even, pairs = d / 2).
+// The bf16 direct path's K^T pairs [pairs, ldkt] (columns j >= sk left to the caller) and V as
+// pairs of rows [ceil(sk / 2), dv] (lane c of pair row t: v[2t][c] | v[2t + 1][c] << 16, the
+// second zero past sk), for one head (d even, pairs = d / 2).
 RLX_ATTENTION_BF16 void gather_head_bf16(const uint16_t* k, int64_t k_row, const uint16_t* v, int64_t v_row,
-                                         int64_t sk, int64_t pairs, int64_t dv, uint32_t* kt, int64_t ldkt, float* vc) {
+                                         int64_t sk, int64_t pairs, int64_t dv, uint32_t* kt, int64_t ldkt,
+                                         uint32_t* vp) {
   transpose_key_lanes(k, 2 * k_row, sk, pairs, kt, ldkt);
-  for (int64_t j = 0; j < sk; ++j)
+  for (int64_t t = 0; 2 * t < sk; ++t)
     for (int64_t c = 0; c < dv; c += 16) {
       const int64_t n = std::min<int64_t>(16, dv - c);
-      _mm512_mask_storeu_ps(vc + j * dv + c, static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u),
-                            widen16(v + j * v_row + c, n));
+      const __mmask16 m = static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u);
+      const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, v + 2 * t * v_row + c));
+      const __m512i hi = 2 * t + 1 < sk ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, v + (2 * t + 1) * v_row + c))
+                                        : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(vp + t * dv + c, m, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
     }
+}
+
+// nr rows of probabilities (f32, row stride lds, sk of them) as bf16 pairs (row stride ldp
+// pairs; vcvtne2ps2bf16: nearest even), the second of the last pair zero for an odd sk.
+RLX_ATTENTION_BF16 void probability_pairs(const float* s, int64_t lds, int64_t nr, int64_t sk, uint32_t* pp, int64_t ldp) {
+  const int64_t pairs = (sk + 1) / 2;
+  auto mask_of = [](int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u); };
+  for (int64_t r = 0; r < nr; ++r)
+    for (int64_t t = 0; t < pairs; t += 16) {
+      const int64_t j = 2 * t;
+      const __m512 lo = _mm512_maskz_loadu_ps(mask_of(sk - j), s + r * lds + j);
+      const __m512 hi = _mm512_maskz_loadu_ps(mask_of(sk - j - 16), s + r * lds + j + 16);
+      _mm512_mask_storeu_epi32(pp + r * ldp + t, mask_of(pairs - t), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+}
+
+// O[r, 0:16*NV] = row_scale[r] * sum_t P[r, t] . V[t, 0:16*NV] for R rows, pairs of keys at a
+// time on vdpbf16ps; the last vector holds the columns set in `last`.
+template <int R, int NV>
+RLX_ATTENTION_BF16 void pv_tile(const uint32_t* p, int64_t ldp, const float* row_scale, const uint32_t* v, int64_t ldv,
+                                int64_t pairs, __mmask16 last, float* o, int64_t ldo) {
+  __m512 acc[R][NV];
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 8
+    for (int x = 0; x < NV; ++x) acc[r][x] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < pairs; ++t) {
+    __m512bh vv[NV];
+    #pragma GCC unroll 8
+    for (int x = 0; x + 1 < NV; ++x) vv[x] = (__m512bh)_mm512_loadu_si512(v + t * ldv + 16 * x);
+    vv[NV - 1] = (__m512bh)_mm512_maskz_loadu_epi32(last, v + t * ldv + 16 * (NV - 1));
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512bh pb = (__m512bh)_mm512_set1_epi32(static_cast<int>(p[r * ldp + t]));
+      #pragma GCC unroll 8
+      for (int x = 0; x < NV; ++x) acc[r][x] = _mm512_dpbf16_ps(acc[r][x], pb, vv[x]);
+    }
+  }
+  #pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const __m512 sc = _mm512_set1_ps(row_scale[r]);
+    #pragma GCC unroll 8
+    for (int x = 0; x + 1 < NV; ++x) _mm512_storeu_ps(o + r * ldo + 16 * x, _mm512_mul_ps(acc[r][x], sc));
+    _mm512_mask_storeu_ps(o + r * ldo + 16 * (NV - 1), last, _mm512_mul_ps(acc[r][NV - 1], sc));
+  }
+}
+
+// Each of n values rounded to bf16 and kept as f32 (nearest even, NaN kept): the probabilities
+// of the widened bf16 paths.
+void round_to_bf16(float* x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) x[j] = bf16_to_f32(f32_to_bf16(x[j]));
+}
+
+// exp(s[j] - max) in place, rounded to bf16, and returns 1 / the sum of the unrounded values
+// (NaN, with every value, when no key is seen): the probabilities of the widened bf16 paths
+// that normalize a row at a time.
+float bf16_probabilities_row(float* s, int64_t n) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  float inv_sum;
+  if (avx512) {
+    softmax_exp_rows_avx512(s, n, 1, n, nullptr, &inv_sum);
+  } else {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
+    if (m == -std::numeric_limits<float>::infinity()) {
+      std::fill(s, s + n, std::numeric_limits<float>::quiet_NaN());
+      return std::numeric_limits<float>::quiet_NaN();
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - m));
+    inv_sum = static_cast<float>(1.0 / sum);
+  }
+  round_to_bf16(s, n);
+  return inv_sum;
 }
 
 // rows x n bf16 values (row stride ld) widened into contiguous f32 rows.
@@ -919,14 +1006,22 @@ Status attention_f32(const AttentionArgs& a) {
         k_scale_buf.resize(static_cast<size_t>(ldkt));
       }
       if (!bf16_direct && kt_buf.size() < static_cast<size_t>(d * ldkt)) kt_buf.resize(static_cast<size_t>(d * ldkt));
-      if (v_buf.size() < static_cast<size_t>(sk * dv)) v_buf.resize(static_cast<size_t>(sk * dv));
+      // bf16: V as pairs of rows, and a group's probabilities as pairs
+      thread_local std::vector<uint32_t> v_pairs_buf, p_pairs_buf;
+      if (bf16_direct) {
+        if (v_pairs_buf.size() < static_cast<size_t>((sk + 1) / 2 * dv)) v_pairs_buf.resize(static_cast<size_t>((sk + 1) / 2 * dv));
+        if (p_pairs_buf.size() < static_cast<size_t>(8 * ldkt / 2)) p_pairs_buf.resize(static_cast<size_t>(8 * ldkt / 2));
+      } else if (v_buf.size() < static_cast<size_t>(sk * dv)) {
+        v_buf.resize(static_cast<size_t>(sk * dv));
+      }
       if (scratch.size() < static_cast<size_t>(8 * ldkt)) scratch.resize(static_cast<size_t>(8 * ldkt));
       float* kt = kt_buf.data();
       uint32_t* kt_pairs = kt_pairs_buf.data();
       float* vc = v_buf.data();
       float* s = scratch.data();
       if (bf16_direct) {
-        gather_head_bf16(a.k_bf16 + k_off, ks[2], a.v_bf16 + v_off, vs[2], sk, d / 2, dv, kt_pairs, ldkt, vc);
+        gather_head_bf16(a.k_bf16 + k_off, ks[2], a.v_bf16 + v_off, vs[2], sk, d / 2, dv, kt_pairs, ldkt,
+                         v_pairs_buf.data());
         for (int64_t c = 0; c < d / 2; ++c)
           for (int64_t j = sk; j < ldkt; ++j) kt_pairs[c * ldkt + j] = 0;
       } else {
@@ -959,9 +1054,22 @@ Status attention_f32(const AttentionArgs& a) {
         else if (a.causal)  // the shared row is added by the softmax; causality still per row
           for (int64_t i = 0; i < nr; ++i) causal_row_scores(s + i * ldkt, r0 + i, 0, sk);
         softmax_exp_rows_avx512(s, ldkt, nr, sk, shared_mask ? mask_row.data() : nullptr, inv_sum);
-        // (in blocks of 32 value columns: a bf16 head has up to 64)
+        // (in blocks of 32 value columns: a bf16 head has up to 64). bf16 operands: the
+        // unnormalized probabilities rounded to bf16, as pairs on vdpbf16ps, or rounded in
+        // place for the widened operands' f32 tile
+        if (bf16_direct) {
+          probability_pairs(s, ldkt, nr, sk, p_pairs_buf.data(), ldkt / 2);
+          for (int64_t c0 = 0; c0 < dv; c0 += kDirectMaxHeadDim)
+            pv_block(nr, static_cast<const uint32_t*>(p_pairs_buf.data()), ldkt / 2, inv_sum,
+                     static_cast<const uint32_t*>(v_pairs_buf.data()) + c0, dv, (sk + 1) / 2,
+                     std::min(kDirectMaxHeadDim, dv - c0), o + r0 * o_row + c0, o_row);
+          continue;
+        }
+        if (bf16)
+          for (int64_t i = 0; i < nr; ++i) round_to_bf16(s + i * ldkt, sk);
         for (int64_t c0 = 0; c0 < dv; c0 += kDirectMaxHeadDim)
-          pv_block(nr, s, ldkt, inv_sum, vc + c0, dv, sk, std::min(kDirectMaxHeadDim, dv - c0), o + r0 * o_row + c0, o_row);
+          pv_block(nr, static_cast<const float*>(s), ldkt, inv_sum, static_cast<const float*>(vc) + c0, dv, sk,
+                   std::min(kDirectMaxHeadDim, dv - c0), o + r0 * o_row + c0, o_row);
       }
       return;
     }
@@ -998,15 +1106,31 @@ Status attention_f32(const AttentionArgs& a) {
     }
     if (scratch.size() < static_cast<size_t>(rows * n)) scratch.resize(static_cast<size_t>(rows * n));
     float* s = scratch.data();
+    // bf16 operands: the value product takes the unnormalized probabilities rounded to bf16,
+    // and each output row is divided by its sum after it
+    thread_local std::vector<float> row_inv;
+    if (bf16) row_inv.resize(static_cast<size_t>(rows));
+    auto probabilities = [&](float* row, int64_t i) {
+      if (bf16)
+        row_inv[static_cast<size_t>(i)] = bf16_probabilities_row(row, n);
+      else
+        softmax_row(row, n);
+    };
+    auto normalize_rows = [&] {
+      if (bf16)
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t c = 0; c < dv; ++c) o[i * o_row + c] *= row_inv[static_cast<size_t>(i)];
+    };
     if (has_avx2 && a.direct_kernel && a.seq_q == 1 && rows <= 8) {
       // decode (one query position, its grouped heads as the rows)
       decode_scores_avx2(q, q_rs, rows, kr, k_ld, n, d, a.scale, s);
       for (int64_t i = 0; i < rows; ++i) {
         if (a.softcap > 0) cap_row(s + i * n, n);
         mask_row_scores(s + i * n, i, jlo, n);
-        softmax_row(s + i * n, n);
+        probabilities(s + i * n, i);
       }
       decode_values_avx2(s, rows, vr, v_ld, n, dv, o, o_row);
+      normalize_rows();
       return;
     }
     GemmArgs g;
@@ -1029,7 +1153,7 @@ Status attention_f32(const AttentionArgs& a) {
     for (int64_t i = 0; i < rows; ++i) {
       if (a.softcap > 0) cap_row(s + i * n, n);
       mask_row_scores(s + i * n, i, jlo, n);
-      softmax_row(s + i * n, n);
+      probabilities(s + i * n, i);
     }
     GemmArgs pv;
     pv.m = rows;
@@ -1043,6 +1167,7 @@ Status attention_f32(const AttentionArgs& a) {
     pv.ldc = o_row;
     st = sgemm(pv);
     if (!st.is_ok()) fail(st);
+    normalize_rows();
   });
   return failure;
 }

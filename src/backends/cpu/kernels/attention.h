@@ -27,10 +27,13 @@ struct AttentionArgs {
   float* out = nullptr;      // [B, Hq, Sq, Dv]
   // bf16 operands: q, k and v are read through these instead (same shapes and strides; the
   // float pointers above are unused). The scores, the softmax and the value product are
-  // computed in f32, as if the operands were widened first: with AVX-512 BF16 the direct
-  // kernel multiplies q and k pairwise with vdpbf16ps (which treats bf16 denormals as zero,
-  // as the bf16 GEMM does) and widens V as it copies it; other paths widen each task's q, k
-  // and v to f32 and run as for f32. Not with paged keys.
+  // computed in f32, as if the operands were widened first, except that the value product
+  // takes the unnormalized probabilities exp(s - max) rounded to bf16 (as FlashAttention and
+  // PyTorch's CPU flash attention do), each output row then divided by the f32 sum of the
+  // unrounded ones. With AVX-512 BF16 the direct kernel multiplies q and k pairwise, and the
+  // probabilities and V in pairs of keys, with vdpbf16ps (which treats bf16 denormals as zero,
+  // as the bf16 GEMM does); other paths widen each task's q, k and v to f32 and round the
+  // probabilities in f32 storage. Not with paged keys.
   const uint16_t* q_bf16 = nullptr;
   const uint16_t* k_bf16 = nullptr;
   const uint16_t* v_bf16 = nullptr;
