@@ -809,6 +809,86 @@ void seen_keys(const AttentionArgs& a, bool grouped, int64_t b, int64_t h0, int6
   *jhi_out = jhi;
 }
 
+// A task's q (rows of them), k and v (every key) as f32 rows for the f32 paths, from offsets
+// off and row strides ld (q, k, v): bf16 operands widened (widen; the direct bf16 kernel reads
+// them as they are, and then the pointers are null), and q and k through their int8 quants
+// and back (dequantize: int8 scores off the vpdpbusd kernel). Thread-local buffers.
+struct TaskRows {
+  const float *q, *k, *v;
+  int64_t q_rs, k_rs, v_rs;
+};
+TaskRows task_rows_f32(const AttentionArgs& a, bool widen, bool dequantize, const int64_t off[3], const int64_t ld[3],
+                       int64_t rows) {
+  const bool bf16 = a.operand_type == DType::bf16;
+  const int64_t d = a.head_dim, dv = a.head_dim_v, sk = a.seq_k;
+  TaskRows t{bf16 ? nullptr : a.q + off[0], bf16 ? nullptr : a.k + off[1], bf16 ? nullptr : a.v + off[2], ld[0], ld[1],
+             ld[2]};
+  if (widen) {
+    thread_local std::vector<float> qw, kw, vw;
+    qw.resize(static_cast<size_t>(rows * d));
+    kw.resize(static_cast<size_t>(sk * d));
+    vw.resize(static_cast<size_t>(sk * dv));
+    widen_rows(a.q_bf16 + off[0], ld[0], rows, d, qw.data());
+    widen_rows(a.k_bf16 + off[1], ld[1], sk, d, kw.data());
+    widen_rows(a.v_bf16 + off[2], ld[2], sk, dv, vw.data());
+    t = {qw.data(), kw.data(), vw.data(), d, d, dv};
+  }
+  if (dequantize) {
+    thread_local std::vector<float> qw, kw;
+    qw.resize(static_cast<size_t>(rows * d));
+    kw.resize(static_cast<size_t>(sk * d));
+    dequantized_rows(t.q, t.q_rs, rows, d, qw.data());
+    dequantized_rows(t.k, t.k_rs, sk, d, kw.data());
+    t.q = qw.data(), t.k = kw.data(), t.q_rs = d, t.k_rs = d;
+  }
+  return t;
+}
+
+// The keys jlo .. jhi - 1 of batch b's sequence in paged pools (k, v: the pools, row strides
+// k_row, v_row), as matrices with one row stride each, which the products read: in place when
+// their blocks follow each other in the pool (a sequence's blocks usually do: a fresh pool
+// hands them out in order), else copied together into thread-local rows.
+struct KeyRows {
+  const float *k, *v;
+  int64_t k_ld, v_ld;
+};
+KeyRows paged_key_rows(const AttentionArgs& a, int64_t b, const float* k, int64_t k_row, const float* v, int64_t v_row,
+                       int64_t jlo, int64_t jhi, int64_t d, int64_t dv) {
+  const int64_t* table = a.block_table + b * a.table_cols;
+  const int64_t b0 = jlo / a.block_size, b1 = (jhi - 1) / a.block_size;
+  bool in_place = true;
+  for (int64_t blk = b0 + 1; blk <= b1 && in_place; ++blk) in_place = table[blk] == table[blk - 1] + 1;
+  if (in_place) {
+    const int64_t slot = table[b0] * a.block_size + jlo % a.block_size;
+    return {k + slot * k_row, v + slot * v_row, k_row, v_row};
+  }
+  thread_local std::vector<float> kp_buf, vp_buf;
+  const int64_t n = jhi - jlo;
+  if (kp_buf.size() < static_cast<size_t>(n * d)) kp_buf.resize(static_cast<size_t>(n * d));
+  if (vp_buf.size() < static_cast<size_t>(n * dv)) vp_buf.resize(static_cast<size_t>(n * dv));
+  for (int64_t j = jlo; j < jhi; ++j) {
+    const int64_t slot = table[j / a.block_size] * a.block_size + j % a.block_size;
+    std::copy_n(k + slot * k_row, d, kp_buf.data() + (j - jlo) * d);
+    std::copy_n(v + slot * v_row, dv, vp_buf.data() + (j - jlo) * dv);
+  }
+  return {kp_buf.data(), vp_buf.data(), d, dv};
+}
+
+// A mask that is the same for every row of a task (a padding mask [B, 1, 1, Sk]) as one
+// additive row over the keys (0 or -inf for bool), for batch b and head h0.
+void additive_mask_row(const AttentionArgs& a, int64_t b, int64_t h0, std::vector<float>& row) {
+  const int64_t sk = a.seq_k;
+  if (row.size() < static_cast<size_t>(sk)) row.resize(static_cast<size_t>(sk));
+  const int64_t base = b * a.mask_strides[0] + h0 * a.mask_strides[1], js = a.mask_strides[3];
+  if (a.mask_dtype == DType::boolean) {
+    const uint8_t* m = static_cast<const uint8_t*>(a.mask) + base;
+    for (int64_t j = 0; j < sk; ++j) row[j] = m[j * js] ? 0.f : -std::numeric_limits<float>::infinity();
+  } else {
+    const float* m = static_cast<const float*>(a.mask) + base;
+    for (int64_t j = 0; j < sk; ++j) row[j] = m[j * js];
+  }
+}
+
 // vpdpbusd for int8 scores: AVX-512 VNNI with the avx512 qgemm family selected (a test that
 // selects another family gets the dequantized f32 paths).
 bool i8_dot() {
@@ -906,47 +986,16 @@ Status attention_f32(const AttentionArgs& a) {
                            dv <= kDirectMaxHeadDimI8;
     const bool direct_rows = bf16_direct || i8_direct ||
                              (direct && rows >= kDirectMinRows && d <= kDirectMaxHeadDim && dv <= kDirectMaxHeadDim);
-    const float* q = bf16 ? nullptr : a.q + q_off;
-    const float* k = bf16 ? nullptr : a.k + k_off;
-    const float* v = bf16 ? nullptr : a.v + v_off;
-    int64_t q_rs = q_row, k_rs = ks[2], v_rs = vs[2];
-    if (bf16 && !bf16_direct) {
-      thread_local std::vector<float> qw, kw, vw;
-      qw.resize(static_cast<size_t>(rows * d));
-      kw.resize(static_cast<size_t>(sk * d));
-      vw.resize(static_cast<size_t>(sk * dv));
-      widen_rows(a.q_bf16 + q_off, q_row, rows, d, qw.data());
-      widen_rows(a.k_bf16 + k_off, ks[2], sk, d, kw.data());
-      widen_rows(a.v_bf16 + v_off, vs[2], sk, dv, vw.data());
-      q = qw.data(), k = kw.data(), v = vw.data();
-      q_rs = d, k_rs = d, v_rs = dv;
-    }
-    if (a.int8_scores && !i8_direct) {
-      // the f32 paths multiply the dequantized rows of q and k
-      thread_local std::vector<float> qw, kw;
-      qw.resize(static_cast<size_t>(rows * d));
-      kw.resize(static_cast<size_t>(sk * d));
-      dequantized_rows(q, q_rs, rows, d, qw.data());
-      dequantized_rows(k, k_rs, sk, d, kw.data());
-      q = qw.data(), k = kw.data();
-      q_rs = d, k_rs = d;
-    }
+    const int64_t offsets[3] = {q_off, k_off, v_off}, row_strides[3] = {q_row, ks[2], vs[2]};
+    const TaskRows tr = task_rows_f32(a, bf16 && !bf16_direct, a.int8_scores && !i8_direct, offsets, row_strides, rows);
+    const float *q = tr.q, *k = tr.k, *v = tr.v;
+    const int64_t q_rs = tr.q_rs, k_rs = tr.k_rs, v_rs = tr.v_rs;
     const int64_t shift = sk - a.seq_q;
     // A mask that is the same for every row of the task (a padding mask [B, 1, 1, Sk]) becomes
     // one additive row (0 or -inf for bool), added with a vector loop.
     const bool shared_mask = a.mask && a.mask_strides[2] == 0 && (!grouped || a.mask_strides[1] == 0);
     thread_local std::vector<float> mask_row;
-    if (shared_mask) {
-      if (mask_row.size() < static_cast<size_t>(sk)) mask_row.resize(static_cast<size_t>(sk));
-      const int64_t base = b * a.mask_strides[0] + h0 * a.mask_strides[1], js = a.mask_strides[3];
-      if (a.mask_dtype == DType::boolean) {
-        const uint8_t* m = static_cast<const uint8_t*>(a.mask) + base;
-        for (int64_t j = 0; j < sk; ++j) mask_row[j] = m[j * js] ? 0.f : -std::numeric_limits<float>::infinity();
-      } else {
-        const float* m = static_cast<const float*>(a.mask) + base;
-        for (int64_t j = 0; j < sk; ++j) mask_row[j] = m[j * js];
-      }
-    }
+    if (shared_mask) additive_mask_row(a, b, h0, mask_row);
     // Soft-capping of a row of scaled scores (before the mask, as Gemma 2 applies it). The
     // row helpers take scores of keys [j0, j0 + n) (row[0] is key j0).
     auto cap_row = [&](float* row, int64_t n) {
@@ -1076,34 +1125,10 @@ Status attention_f32(const AttentionArgs& a) {
     int64_t jlo, jhi;
     seen_keys(a, grouped, b, h0, q0, rows, shared_mask, &jlo, &jhi);
     const int64_t n = jhi - jlo;
-    // paged keys: the rows of keys jlo .. jhi - 1 read in place when their blocks follow each
-    // other in the pool (a sequence's blocks usually do: a fresh pool hands them out in order),
-    // else copied together (the products below read K and V as matrices with one row stride)
-    const float *kr = k + jlo * k_rs, *vr = v + jlo * v_rs;
-    int64_t k_ld = k_rs, v_ld = v_rs;
-    bool in_place = !paged;
-    if (paged) {
-      const int64_t* table = a.block_table + b * a.table_cols;
-      const int64_t b0 = jlo / a.block_size, b1 = (jhi - 1) / a.block_size;
-      in_place = true;
-      for (int64_t blk = b0 + 1; blk <= b1 && in_place; ++blk) in_place = table[blk] == table[blk - 1] + 1;
-      if (in_place) {
-        const int64_t slot = table[b0] * a.block_size + jlo % a.block_size;
-        kr = k + slot * ks[2], vr = v + slot * vs[2];
-      }
-    }
-    if (!in_place) {
-      thread_local std::vector<float> kp_buf, vp_buf;
-      if (kp_buf.size() < static_cast<size_t>(n * d)) kp_buf.resize(static_cast<size_t>(n * d));
-      if (vp_buf.size() < static_cast<size_t>(n * dv)) vp_buf.resize(static_cast<size_t>(n * dv));
-      const int64_t* table = a.block_table + b * a.table_cols;
-      for (int64_t j = jlo; j < jhi; ++j) {
-        const int64_t slot = table[j / a.block_size] * a.block_size + j % a.block_size;
-        std::copy_n(k + slot * ks[2], d, kp_buf.data() + (j - jlo) * d);
-        std::copy_n(v + slot * vs[2], dv, vp_buf.data() + (j - jlo) * dv);
-      }
-      kr = kp_buf.data(), vr = vp_buf.data(), k_ld = d, v_ld = dv;
-    }
+    const KeyRows kv = paged ? paged_key_rows(a, b, k, ks[2], v, vs[2], jlo, jhi, d, dv)
+                             : KeyRows{k + jlo * k_rs, v + jlo * v_rs, k_rs, v_rs};
+    const float *kr = kv.k, *vr = kv.v;
+    const int64_t k_ld = kv.k_ld, v_ld = kv.v_ld;
     if (scratch.size() < static_cast<size_t>(rows * n)) scratch.resize(static_cast<size_t>(rows * n));
     float* s = scratch.data();
     // bf16 operands: the value product takes the unnormalized probabilities rounded to bf16,
