@@ -67,6 +67,29 @@ double row_cosine(const Tensor& a, int64_t ta, const Tensor& b, int64_t tb) {
   return dot / std::sqrt(na * nb);
 }
 
+// Models a and b compiled for the cpu, and the cosine similarity of each parity sentence's
+// embedding under b to its embedding under a (empty on failure, which the caller's size check
+// reports).
+struct ComparedModels {
+  std::unique_ptr<Model> a, b;
+  std::vector<double> cosines;
+};
+ComparedModels parity_cosines(const models::BertModel& a, const models::BertModel& b) {
+  ComparedModels r;
+  auto ma = Model::compile(a.graph, {.device = "cpu"});
+  EXPECT_TRUE(ma.has_value()) << ma.status().to_string();
+  auto mb = Model::compile(b.graph, {.device = "cpu"});
+  EXPECT_TRUE(mb.has_value()) << mb.status().to_string();
+  if (!ma || !mb) return r;
+  r.a = std::move(*ma);
+  r.b = std::move(*mb);
+  const std::vector<std::string>& texts = parity_sentences();
+  Tensor ea = embed(*r.a, a, texts, 32, nullptr), eb = embed(*r.b, b, texts, 32, nullptr);
+  for (size_t t = 0; t < texts.size(); ++t)
+    r.cosines.push_back(row_cosine(ea, static_cast<int64_t>(t), eb, static_cast<int64_t>(t)));
+  return r;
+}
+
 TEST(Ptq, MiniLmInt8EmbeddingsKeepCosineAbove099) {
   mkdir((std::string(RLX_BINARY_DIR) + "/test-models").c_str(), 0755);
   mkdir(kDir.c_str(), 0755);
@@ -83,15 +106,12 @@ TEST(Ptq, MiniLmInt8EmbeddingsKeepCosineAbove099) {
   int int8_nodes = 0;
   for (const Node& n : b->graph.nodes) int8_nodes += n.op == Op::Int8MatMul;
   EXPECT_EQ(int8_nodes, 36) << "6 layers x 6 Linear layers run as int8_matmul";
-  auto ma = Model::compile(a->graph, {.device = "cpu"});
-  ASSERT_TRUE(ma.has_value()) << ma.status().to_string();
-  auto mb = Model::compile(b->graph, {.device = "cpu"});
-  ASSERT_TRUE(mb.has_value()) << mb.status().to_string();
   const std::vector<std::string>& texts = parity_sentences();
-  Tensor ea = embed(**ma, *a, texts, 32, nullptr), eb = embed(**mb, *b, texts, 32, nullptr);
+  const ComparedModels m = parity_cosines(*a, *b);
+  ASSERT_EQ(m.cosines.size(), texts.size());
   double worst = 1;
   for (size_t t = 0; t < texts.size(); ++t) {
-    const double cos = row_cosine(ea, static_cast<int64_t>(t), eb, static_cast<int64_t>(t));
+    const double cos = m.cosines[t];
     worst = std::min(worst, cos);
     EXPECT_GE(cos, 0.99) << "'" << texts[t] << "'";
   }
@@ -99,8 +119,8 @@ TEST(Ptq, MiniLmInt8EmbeddingsKeepCosineAbove099) {
   std::vector<std::string> batch;
   for (int i = 0; i < 8; ++i) batch.push_back(std::string(600, "abcdefgh"[i]) + " words");
   double ms_f32 = 0, ms_int8 = 0;
-  embed(**ma, *a, batch, 128, &ms_f32);
-  embed(**mb, *b, batch, 128, &ms_int8);
+  embed(*m.a, *a, batch, 128, &ms_f32);
+  embed(*m.b, *b, batch, 128, &ms_int8);
   std::printf("MiniLM int8: worst cosine %.5f over %zu parity sentences; batch 8 x 128 tokens: f32 %.1f ms, int8 %.1f ms, "
               "speed-up %.2fx\n", worst, texts.size(), ms_f32, ms_int8, ms_f32 / ms_int8);
 }
@@ -127,14 +147,9 @@ TEST(Ptq, MiniLmInt8AttentionScoresKeepCosineAbove099) {
   int scored = 0;
   for (const Node& n : b->graph.nodes) scored += n.op == Op::Attention && n.attrs.i("int8_scores", 0) == 1;
   EXPECT_EQ(scored, 6) << "one attention per layer";
-  auto ma = Model::compile(a->graph, {.device = "cpu"});
-  ASSERT_TRUE(ma.has_value()) << ma.status().to_string();
-  auto mb = Model::compile(b->graph, {.device = "cpu"});
-  ASSERT_TRUE(mb.has_value()) << mb.status().to_string();
-  const std::vector<std::string>& texts = parity_sentences();
-  Tensor ea = embed(**ma, *a, texts, 32, nullptr), eb = embed(**mb, *b, texts, 32, nullptr);
-  for (size_t t = 0; t < texts.size(); ++t)
-    EXPECT_GE(row_cosine(ea, static_cast<int64_t>(t), eb, static_cast<int64_t>(t)), 0.99) << "'" << texts[t] << "'";
+  const ComparedModels m = parity_cosines(*a, *b);
+  ASSERT_EQ(m.cosines.size(), parity_sentences().size());
+  for (size_t t = 0; t < m.cosines.size(); ++t) EXPECT_GE(m.cosines[t], 0.99) << "'" << parity_sentences()[t] << "'";
 
   auto f = safetensors::load(int8_dir + "/model.safetensors");
   ASSERT_TRUE(f.has_value()) << f.status().to_string();
