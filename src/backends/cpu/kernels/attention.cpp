@@ -516,12 +516,6 @@ RLX_ATTENTION_BF16 void qk_tile(const uint16_t* q, int64_t q_row, const uint32_t
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(s + r * lds + 16 * v, _mm512_mul_ps(acc[r][v], sc));
 }
 
-// n bf16 values widened to f32 (n <= 16), masked.
-RLX_ATTENTION_BF16 inline __m512 widen16(const uint16_t* p, int64_t n) {
-  const __mmask16 m = static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-}
-
 // Keys as rows of `lanes` 32-bit lanes (src, row stride row_bytes: a bf16 key's pairs, an int8
 // key's quads) -> K^T [lanes, ldkt] (key j in lane j of each row), through 16 x 16 register
 // transposes. Columns j >= sk are left to the caller.
