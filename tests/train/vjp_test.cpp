@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <set>
@@ -37,6 +39,10 @@ struct Case {
   Body body;
   std::string device = "ref";
   double rtol = 1e-6;
+  // The function has jumps (splatting's alpha cutoffs at 1/255 and 0.99): an element within h
+  // of one has a central difference that grows as h shrinks. Such an element (its differences
+  // at h and h/4 disagree) is reported and not compared; more than one per input fails.
+  bool jumps = false;
 };
 
 In F(Sizes s, double lo = -1.0, double hi = 1.0) { return In{DType::f64, std::move(s), lo, hi}; }
@@ -426,7 +432,7 @@ std::vector<Case> cases() {
                    ValueId opac = o.sigmoid(x[3]);
                    return std::vector<ValueId>{o.op(Op::SplatRasterize, {m2, conic, x[2], opac, x[4], x[5], x[6]},
                                                     A({{"width", int64_t{16}}, {"height", int64_t{16}}, {"tile", int64_t{8}}}))};
-                 }, "ref", 1e-5});
+                 }, "ref", 1e-5, /*jumps=*/true});
   }
   // collectives on one process (the multi-rank adjoints are checked by tests/dist)
   c.push_back({"all_reduce", Op::AllReduce, {F({2, 3})}, [](OpBuilder& o, const std::vector<ValueId>& x) {
@@ -515,19 +521,32 @@ void run_case(const Case& k, uint64_t seed) {
   for (size_t w = 0; w < wrt.size(); ++w) {
     const size_t i = wrt_index[w];
     const Tensor& ad = (*out)[1 + w];
+    int near_jumps = 0;
     for (int64_t e = 0; e < values[i].numel(); ++e) {
       std::vector<Tensor> v = values;
       v[i] = values[i].clone();
       const double x0 = values[i].get_f64(e);
       const double h = k.inputs[i].dt == DType::f64 ? 1e-6 * std::max(1.0, std::abs(x0)) : std::ldexp(1.0, -8);
-      v[i].set_f64(e, x0 + h);
-      const double xp = v[i].get_f64(e);
-      const double fp = eval(v);
-      v[i].set_f64(e, x0 - h);
-      const double xm = v[i].get_f64(e);
-      const double fm = eval(v);
-      const double fd = (fp - fm) / (xp - xm);
+      auto central = [&](double step) {
+        v[i].set_f64(e, x0 + step);
+        const double xp = v[i].get_f64(e);
+        const double fp = eval(v);
+        v[i].set_f64(e, x0 - step);
+        const double xm = v[i].get_f64(e);
+        const double fm = eval(v);
+        return (fp - fm) / (xp - xm);
+      };
+      const double fd = central(h);
       const double got = ad.get_f64(e);
+      if (k.jumps) {
+        const double fd_quarter = central(h / 4);
+        if (std::abs(fd_quarter - fd) > 0.1 * std::max({std::abs(fd), std::abs(fd_quarter), 1e-2})) {
+          std::printf("input %zu element %lld lies within %g of a jump (differences %g at h, %g at h/4): not compared\n",
+                      i, static_cast<long long>(e), h, fd, fd_quarter);
+          EXPECT_LE(++near_jumps, 1) << "input " << i << ": too many elements near jumps for chance";
+          continue;
+        }
+      }
       EXPECT_LE(std::abs(got - fd), k.rtol * std::max(std::abs(fd), 1e-2))
           << "input " << i << " element " << e << ": autodiff " << got << ", finite difference " << fd;
     }
@@ -539,7 +558,10 @@ class VjpFiniteDifference : public ::testing::TestWithParam<size_t> {};
 TEST_P(VjpFiniteDifference, MatchesCentralDifferences) {
   static const std::vector<Case> all = cases();
   const Case& k = all[GetParam()];
-  const uint64_t seed = std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
+  // fresh inputs each run; RLX_TEST_SEED=<seed> replays the run that printed it
+  const char* replay = std::getenv("RLX_TEST_SEED");
+  const uint64_t seed = replay ? std::strtoull(replay, nullptr, 10)
+                               : std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
   run_case(k, seed);
 }
 
