@@ -38,7 +38,8 @@ class JitModule {
 // The compiler command prefix: $RLX_CC, else the compiler CMake found, else "cc".
 std::string c_compiler();
 // The flags that decide the generated code (optimization, ISA, language, math): compile_c adds
-// -fPIC -shared -w to them. Tests compile drivers of the C prelude with the same ones.
+// -fPIC -shared -w to them. GCC-only flags are added when the compiler takes them. Tests compile
+// drivers of the C prelude with the same ones.
 const char* c_code_flags();
 // The cache folder: $RLX_CACHE_DIR, else $XDG_CACHE_HOME/rlx/kernels, else ~/.cache/rlx/kernels.
 std::string kernel_cache_dir();

@@ -21,6 +21,8 @@
 
 #include "codegen/c_jit.h"
 #include "codegen/c_prelude.h"
+#include "rlx/compile.h"
+#include "rlx/op_builder.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -1017,6 +1019,72 @@ TEST(CPreludeCompiled, LoopsVectorize) {
     }
     std::printf("%zu of %zu prelude loops vectorized with %s\n", count, std::size(loops), flags);
   }
+}
+
+// The vectorization report of compiling `c_file` with the kernel flags: the lines of the loops
+// the compiler vectorized.
+std::set<int> vectorized_lines(const fs::path& c_file, const fs::path& dir) {
+  const bool clang = compiler_is_clang();
+  const std::string report = clang ? "-Rpass=loop-vectorize" : "-fopt-info-vec-optimized";
+  const std::regex pattern(clang ? R"(\.c:(\d+):\d+: remark: vectorized loop)" : R"(\.c:(\d+):\d+: optimized: loop vectorized)");
+  std::string out;
+  const std::string cmd = c_compiler() + " " + kNativeFlags + " " + report + " -c " + quote(c_file) + " -o " + quote(dir / "k.o");
+  EXPECT_EQ(run(cmd, dir / "k.log", &out), 0) << cmd << "\n" << out;
+  std::set<int> lines;
+  for (std::sregex_iterator it(out.begin(), out.end(), pattern), end; it != end; ++it) lines.insert(std::stoi((*it)[1].str()));
+  return lines;
+}
+
+// A chain of NaN-propagating selects over gathers (2x2 max pooling of relu(x + bias), as a
+// convolution's epilogue feeds it) is one generated loop; GCC's partial-redundancy
+// elimination used to leave it scalar with data-dependent branches, 15x slower (c_jit.cpp's
+// -fno-tree-pre). The test renders it through the cpu device, recompiles the cached source
+// with the kernel flags and requires every simd loop in it to vectorize.
+TEST(CPreludeCompiled, GeneratedPoolingOverReluVectorizes) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  std::string problem = compiler_problem(dir.path());
+  if (!problem.empty()) GTEST_SKIP() << problem;
+  using namespace rlx;
+  Graph g;
+  ValueId x = g.add_input("x", TensorType{DType::f32, Shape{4, 8, 26, 26}});
+  ValueId bias = g.add_input("bias", TensorType{DType::f32, Shape{8}});
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  ValueId h = o.relu(o.add(x, o.reshape(bias, {1, 8, 1, 1})));
+  g.outputs = {o.op(Op::MaxPool2d, {h}, Attrs{{"kernel", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}})};
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  const fs::path cache = dir.path() / "kernels";
+  const char* saved = std::getenv("RLX_CACHE_DIR");
+  const std::string saved_value = saved ? saved : "";
+  setenv("RLX_CACHE_DIR", cache.c_str(), 1);
+  auto model = Model::compile(g, {.device = "cpu"});
+  Expected<std::vector<Tensor>> ran = error(ErrorCode::internal, "not compiled");
+  if (model.has_value()) {  // kernels are built on the first run
+    const std::vector<Tensor> inputs = {
+        Tensor::from_f64(DType::f32, {4, 8, 26, 26}, std::vector<double>(4 * 8 * 26 * 26, 1.0)),
+        Tensor::from_f64(DType::f32, {8}, std::vector<double>(8, -0.5))};
+    ran = (*model)->run(inputs);
+  }
+  if (saved) setenv("RLX_CACHE_DIR", saved_value.c_str(), 1); else unsetenv("RLX_CACHE_DIR");
+  ASSERT_TRUE(model.has_value()) << model.status().to_string();
+  ASSERT_TRUE(ran.has_value()) << ran.status().to_string();
+  EXPECT_EQ((*ran)[0].get_f64(0), 0.5);
+  std::vector<fs::path> sources;
+  for (const auto& e : fs::directory_iterator(cache))
+    if (e.path().extension() == ".c") sources.push_back(e.path());
+  ASSERT_EQ(sources.size(), 1u) << "expected the model's one generated C file in " << cache;
+  const std::string text = read_text(sources[0]);
+  std::vector<int> simd_loops;  // the line of each `for` under `#pragma omp simd`
+  int line = 1;
+  for (size_t at = 0; at < text.size(); ++at) {
+    if (text.compare(at, 16, "#pragma omp simd") == 0) simd_loops.push_back(line + 1);
+    if (text[at] == '\n') ++line;
+  }
+  ASSERT_FALSE(simd_loops.empty()) << sources[0];
+  const std::set<int> vectorized = vectorized_lines(sources[0], dir.path());
+  for (int l : simd_loops)  // GCC reports the loop's header or the first line of its body
+    EXPECT_TRUE(vectorized.count(l) || vectorized.count(l + 1)) << "the loop at " << sources[0] << ":" << l << " did not vectorize";
 }
 
 }  // namespace
