@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 namespace rlx::sched {
 
@@ -284,6 +285,29 @@ Ix KernelBuilder::ix_scale(const Ix& a, int64_t c) {
   return r;
 }
 
+std::optional<KernelBuilder::CommonFactor> KernelBuilder::common_factor(const Ix& a, int64_t d) const {
+  std::vector<int64_t> candidates;
+  for (auto [id, c] : a.terms) {
+    const int64_t g = std::gcd(c, d);
+    if (g > 1 && g < d) candidates.push_back(g);
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  for (int64_t g : candidates) {
+    CommonFactor f{g, {}, {}};
+    f.below.constant = a.constant;
+    for (auto [id, c] : a.terms) {
+      if (c % g == 0) {
+        f.multiple.terms.push_back({id, c / g});
+      } else {
+        f.below.terms.push_back({id, c});
+      }
+    }
+    auto [lo, hi] = ix_range(f.below);
+    if (lo >= 0 && hi < g) return f;
+  }
+  return std::nullopt;
+}
+
 Ix KernelBuilder::ix_div(const Ix& a, int64_t d) {
   if (d == 1) return a;
   // whole = sum of terms with coefficients divisible by d (plus d*floor(c/d)); rest is the remainder
@@ -304,6 +328,7 @@ Ix KernelBuilder::ix_div(const Ix& a, int64_t d) {
     whole.constant += lo / d;
     return normalize(whole);
   }
+  if (auto f = common_factor(rest, d)) return ix_add(whole, ix_div(f->multiple, d / f->g));
   // floor(div(div(X, a), b)) == div(X, a*b)
   Ix inner = rest;
   int64_t dd = d;
@@ -328,6 +353,7 @@ Ix KernelBuilder::ix_mod(const Ix& a, int64_t d) {
   rest.constant = ((a.constant % d) + d) % d;
   auto [lo, hi] = ix_range(rest);
   if (lo >= 0 && hi < d) return normalize(rest);
+  if (auto f = common_factor(rest, d)) return ix_add(ix_scale(ix_mod(f->multiple, d / f->g), f->g), f->below);
   Atom at{AtomKind::mod};
   at.inner = normalize(rest);
   at.d = d;

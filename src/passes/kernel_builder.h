@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -66,6 +67,15 @@ class KernelBuilder {
     int64_t d = 0, lo = 0, hi = 0;
     int expr = -1;
   };
+  // a = g * multiple + below with 0 <= below < g, for a factor g of d (1 < g < d); then
+  // floor(a / d) = floor(multiple / (d / g)) and a mod d = g * (multiple mod (d / g)) + below.
+  // im2col's (121 * row + col) / 1089 with col < 121 becomes row / 9, hoisted out of the loop
+  // over col instead of an i64 division per element (which keeps the loop scalar).
+  struct CommonFactor {
+    int64_t g;
+    Ix multiple, below;
+  };
+  std::optional<CommonFactor> common_factor(const Ix& a, int64_t d) const;
   int atom(Atom a);
   Ix normalize(Ix a);
   bool merge_div_mod(Ix& a);

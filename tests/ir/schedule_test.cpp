@@ -133,6 +133,44 @@ graph @g(%x: f32[8, 64], %b: f32[64]) -> (f32[8, 64]) {
   EXPECT_EQ(q.generated.size(), 1u);
 }
 
+// Whether expression `e` of `k` reads loop variable `loop` (directly or through its operands).
+bool reads_loop(const kir::GeneratedKernel& k, int e, int loop) {
+  std::vector<int> todo{e};
+  std::vector<bool> seen(k.exprs.size());
+  while (!todo.empty()) {
+    const int i = todo.back();
+    todo.pop_back();
+    if (i < 0 || seen[i]) continue;
+    seen[i] = true;
+    const kir::Expr& x = k.exprs[i];
+    if (x.kind == kir::ExprKind::loop_var && x.loop == loop) return true;
+    todo.insert(todo.end(), {x.a, x.b, x.c});
+  }
+  return false;
+}
+
+// A convolution's im2col: the gathered taps [9, 121] of 8 channels viewed as 72 rows of 121.
+// The channel of row r and column c is (121 r + c) / 1089 = r / 9 because c < 121: the index
+// math divides once per row, not once per element in the vector loop over columns.
+TEST(Schedule, CommonFactorOfIndexAndDivisorLeavesNoDivisionInTheInnerLoop) {
+  auto p = schedule_text(R"(
+graph @g(%x: f32[2, 8, 169], %i: i32[9, 121]) -> (f32[2, 72, 121]) {
+  %g = gather(%x, %i) {axis = 2}
+  %y = reshape(%g) {shape = [2, 72, 121]}
+  return %y
+})", {});
+  ASSERT_EQ(p.generated.size(), 1u);
+  const auto& k = p.generated[0];
+  const int inner = k.domain_rank - 1;
+  EXPECT_EQ(k.loops[inner].extent, 121);
+  int divisions = 0;
+  for (int e = 0; e < static_cast<int>(k.exprs.size()); ++e) {
+    const bool division = k.exprs[e].kind == kir::ExprKind::idiv || k.exprs[e].kind == kir::ExprKind::imod;
+    divisions += division && reads_loop(k, e, inner);
+  }
+  EXPECT_EQ(divisions, 0);
+}
+
 // An f32 value rounded through `narrow` (cast there and back) and read by a gather
 // of 512 (each of the 64 values 8 times) or, not `gathered`, an add of 64 (once each).
 kir::KernelProgram rounded_and_read(const char* narrow, bool gathered) {
