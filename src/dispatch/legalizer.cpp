@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "passes/graph_passes.h"
 #include "rlx/dispatch.h"
 #include "rules/rules.h"
 
@@ -344,6 +345,9 @@ Expected<LegalizeResult> legalize(const Graph& g, const Device& device, const Di
     res.report.nodes.push_back(std::move(d));
   }
   for (ValueId v : g.outputs) out.outputs.push_back(map[v]);
+  // Rewrites of different nodes can build equal subgraphs: conv2d's rule and its weight
+  // gradient build the same im2col (dispatch::im2col), which one training step then fills once.
+  passes::eliminate_common_subexpressions(out);
   return res;
 }
 

@@ -12,6 +12,7 @@
 // Max pooling splits a window's gradient evenly between tied maxima.
 #include <limits>
 
+#include "dispatch/rules/rules.h"
 #include "vjp_internal.h"
 
 namespace rlx::train::vjp {
@@ -61,36 +62,6 @@ ValueId crop(OpBuilder& o, ValueId v, const Window& w) {
   return o.strided_slice(v, {0, 0, w.pt, w.pl}, {1, 1, 1, 1}, {w.n, w.c, w.h, w.w});
 }
 
-// The im2col matrix of x: [N, G, Cg*kh*kw, Ho*Wo], element (n, g, (c, i, j), (oy, ox)) =
-// x[n, g*Cg + c, oy*sh + i*dh - pt, ox*sw + j*dw - pl], or 0 in the padding. Built as one
-// gather along the flattened spatial axis with a constant index table [kh*kw, Ho*Wo] (and a
-// constant mask when there is padding), so the kernel that fills it loads an index instead
-// of dividing the position by the output width.
-ValueId im2col(OpBuilder& o, ValueId x, const Window& w, int64_t groups, int64_t cg) {
-  const int64_t kk = w.kh * w.kw, p = w.ho * w.wo, hw = w.h * w.w;
-  // rows (c, i, j) of one group read channel c of that group: the table indexes the group's
-  // flattened [Cg, H, W] block, so the result needs no reshape (and no division) afterwards
-  std::vector<double> index(static_cast<size_t>(cg * kk * p)), inside(static_cast<size_t>(cg * kk * p));
-  bool padded = false;
-  for (int64_t ch = 0; ch < cg; ++ch)
-    for (int64_t i = 0; i < w.kh; ++i)
-      for (int64_t j = 0; j < w.kw; ++j)
-        for (int64_t oy = 0; oy < w.ho; ++oy)
-          for (int64_t ox = 0; ox < w.wo; ++ox) {
-            const int64_t y = oy * w.sh + i * w.dh - w.pt, xx = ox * w.sw + j * w.dw - w.pl;
-            const bool in = y >= 0 && y < w.h && xx >= 0 && xx < w.w;
-            const size_t e = static_cast<size_t>(((ch * w.kh + i) * w.kw + j) * p + oy * w.wo + ox);
-            index[e] = in ? static_cast<double>(ch * hw + y * w.w + xx) : 0.0;
-            inside[e] = in ? 1.0 : 0.0;
-            padded |= !in;
-          }
-  ValueId flat = o.reshape(x, {w.n, groups, cg * hw});
-  ValueId cols = o.gather(flat, o.constant(Tensor::from_f64(DType::i32, {cg * kk, p}, index)), 2);  // [N, G, Cg*kk, P]
-  if (padded)
-    cols = o.where(o.constant(Tensor::from_f64(DType::boolean, {cg * kk, p}, inside)), cols, o.scalar_like(0.0, cols));
-  return cols;
-}
-
 Status conv2d(Ctx& c, std::vector<ValueId>& out) {
   OpBuilder& o = c.o;
   const Sizes ws = sizes_of(c.in_types[1]);
@@ -121,7 +92,8 @@ Status conv2d(Ctx& c, std::vector<ValueId>& out) {
   }
   if (c.need(1)) {
     // dw[m, (c, i, j)] = sum over images and positions of g[n, m, p] * cols[n, (c, i, j), p]
-    ValueId cols = im2col(o, c.in(0), w, groups, cg);
+    const dispatch::Window2d cw{w.kh, w.kw, w.sh, w.sw, w.dh, w.dw, w.pt, w.pl, w.pb, w.pr, w.n, w.c, w.h, w.w, w.ho, w.wo};
+    ValueId cols = dispatch::im2col(o, c.in(0), cw, groups);  // as conv2d's rule builds it
     ValueId per_image = o.dot(gg, cols, {0, 1}, {0, 1}, {3}, {3});  // [N, G, Mg, Cg*kk]
     out[1] = o.reshape(o.reduce_sum(per_image, {0}, false), {m, cg, w.kh, w.kw});
   }

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "rlx/compile.h"
+#include "rlx/dispatch.h"
 #include "rlx/op_builder.h"
 #include "rlx/verify.h"
 #include "train/autodiff.h"
@@ -750,6 +751,32 @@ TEST(Vjp, AttentionWithInt8ScoresIsRefused) {
   auto grads = gradients(g, loss, std::vector<ValueId>{q});
   ASSERT_FALSE(grads.has_value());
   EXPECT_NE(grads.status().message().find("int8_scores is not implemented"), std::string::npos) << grads.status().message();
+}
+
+// conv2d's weight gradient contracts the output gradient with the im2col matrix of x, which the
+// forward's rule also builds (dispatch::im2col): after legalization the training graph fills it
+// once, for both convolutions of a two-layer net (one of them padded, so masked).
+TEST(Vjp, Conv2dWeightGradientSharesTheForwardIm2col) {
+  Graph g;
+  const ValueId x = g.add_input("x", TensorType{DType::f32, {2, 3, 10, 10}});
+  const ValueId w1 = g.add_input("w1", TensorType{DType::f32, {4, 3, 3, 3}});
+  const ValueId w2 = g.add_input("w2", TensorType{DType::f32, {5, 4, 3, 3}});
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  const ValueId h = o.relu(o.op(Op::Conv2d, {x, w1}, Attrs{}));
+  const ValueId y = o.op(Op::Conv2d, {h, w2}, Attrs{{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  const ValueId loss = o.reduce_sum(o.mul(y, y), {}, false);
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  auto grads = gradients(g, loss, std::vector<ValueId>{w1, w2});
+  ASSERT_TRUE(grads.has_value()) << grads.status().to_string();
+  g.outputs = {loss, (*grads)[0], (*grads)[1]};
+  auto dev = get_device("cpu");
+  ASSERT_TRUE(dev.has_value());
+  auto lr = legalize(g, **dev, DispatchPolicy{});
+  ASSERT_TRUE(lr.has_value() && lr->report.ok());
+  int gathers = 0;
+  for (const Node& n : lr->graph.nodes) gathers += n.op == Op::Gather;
+  EXPECT_EQ(gathers, 2) << "one im2col gather per convolution";
 }
 
 // The static check: every differentiable op of the ops table has a rule and a case above;

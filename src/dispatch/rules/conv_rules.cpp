@@ -8,24 +8,19 @@
 namespace rlx::dispatch {
 namespace {
 
-struct Window {
-  int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
-  int64_t n, c, h, w, ho, wo;
-};
-
-Window window_of(const RuleNode& n, int64_t kh, int64_t kw) {
+Window2d window_of(const RuleNode& n, int64_t kh, int64_t kw) {
   const Attrs& a = n.attrs;
   auto strides = a.ints("strides", {1, 1});
   auto pads = a.ints("pads", {0, 0, 0, 0});
   auto dil = a.ints("dilations", {1, 1});
   const Shape& x = n.input_types[0].shape;
   const Shape& y = n.output_types[0].shape;
-  return Window{kh, kw, strides[0], strides[1], dil[0], dil[1], pads[0], pads[1], pads[2], pads[3],
+  return Window2d{kh, kw, strides[0], strides[1], dil[0], dil[1], pads[0], pads[1], pads[2], pads[3],
                 x[0].size(), x[1].size(), x[2].size(), x[3].size(), y[2].size(), y[3].size()};
 }
 
 // Pads so that every window of the output lies inside (ceil_mode may need extra end padding).
-ValueId pad_for_windows(OpBuilder& o, ValueId x, const Window& w, double value) {
+ValueId pad_for_windows(OpBuilder& o, ValueId x, const Window2d& w, double value) {
   int64_t need_h = (w.ho - 1) * w.sh + (w.kh - 1) * w.dh + 1;
   int64_t need_w = (w.wo - 1) * w.sw + (w.kw - 1) * w.dw + 1;
   int64_t extra_b = std::max<int64_t>(0, need_h - (w.h + w.pt + w.pb));
@@ -35,22 +30,20 @@ ValueId pad_for_windows(OpBuilder& o, ValueId x, const Window& w, double value) 
 }
 
 // The [N, C, Ho, Wo] slice of the padded input read by kernel tap (i, j).
-ValueId tap(OpBuilder& o, ValueId xp, const Window& w, int64_t i, int64_t j) {
+ValueId tap(OpBuilder& o, ValueId xp, const Window2d& w, int64_t i, int64_t j) {
   return o.strided_slice(xp, {0, 0, i * w.dh, j * w.dw}, {1, 1, w.sh, w.sw}, {w.n, w.c, w.ho, w.wo});
 }
 
-Status conv2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
-  const Shape& ws = n.input_types[1].shape;
-  const int64_t m = ws[0].size(), cg = ws[1].size();
-  Window w = window_of(n, ws[2].size(), ws[3].size());
-  const int64_t g = n.attrs.i("group", 1);
+}  // namespace
+
+ValueId im2col(OpBuilder& o, ValueId x, const Window2d& w, int64_t groups) {
   const int64_t kk = w.kh * w.kw, p = w.ho * w.wo, hw = w.h * w.w;
   ValueId cols = kNoValue;  // [N, C, kh*kw, P]
   if (kk * p <= (int64_t{1} << 22)) {
-    // im2col as one gather along the flattened spatial axis with a constant [kh*kw, P]
-    // table of input positions (and a mask where a tap reads padding): the kernel that fills
-    // the matrix loads an index per element instead of selecting among kh*kw strided taps
-    // and dividing positions by the output width
+    // one gather along the flattened spatial axis with a constant [kh*kw, P] table of input
+    // positions (and a mask where a tap reads padding): the kernel that fills the matrix
+    // loads an index per element instead of selecting among kh*kw strided taps and dividing
+    // positions by the output width
     std::vector<double> index(static_cast<size_t>(kk * p)), inside(static_cast<size_t>(kk * p));
     bool padded = false;
     for (int64_t i = 0; i < w.kh; ++i)
@@ -64,20 +57,32 @@ Status conv2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
             inside[e] = in ? 1.0 : 0.0;
             padded |= !in;
           }
-    ValueId flat = o.reshape(n.inputs[0], {w.n, w.c, hw});
+    ValueId flat = o.reshape(x, {w.n, w.c, hw});
     cols = o.gather(flat, o.constant(Tensor::from_f64(DType::i32, {kk, p}, index)), 2);
     if (padded)
       cols = o.where(o.constant(Tensor::from_f64(DType::boolean, {kk, p}, inside)), cols, o.scalar_like(0.0, cols));
   } else {
-    ValueId xp = pad_for_windows(o, n.inputs[0], w, 0.0);
+    ValueId xp = pad_for_windows(o, x, w, 0.0);
     std::vector<ValueId> taps;
     for (int64_t i = 0; i < w.kh; ++i)
       for (int64_t j = 0; j < w.kw; ++j)
         taps.push_back(o.reshape(tap(o, xp, w, i, j), {w.n, w.c, 1, p}));
     cols = taps.size() == 1 ? taps[0] : o.concat(taps, 2);
   }
-  cols = o.reshape(cols, {w.n, g, cg * kk, p});
-  ValueId wm = o.reshape(n.inputs[1], {g, m / g, cg * kk});
+  // rows (c, i, j) of a group are contiguous: the kernel that reads this view divides a row
+  // by kh*kw once per row (kernel_builder's common factor), not per element
+  return o.reshape(cols, {w.n, groups, w.c / groups * kk, p});
+}
+
+namespace {
+
+Status conv2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
+  const Shape& ws = n.input_types[1].shape;
+  const int64_t m = ws[0].size(), cg = ws[1].size();
+  Window2d w = window_of(n, ws[2].size(), ws[3].size());
+  const int64_t g = n.attrs.i("group", 1);
+  ValueId cols = im2col(o, n.inputs[0], w, g);
+  ValueId wm = o.reshape(n.inputs[1], {g, m / g, cg * w.kh * w.kw});
   ValueId y = o.matmul(wm, cols);  // [N, g, M/g, P]
   y = o.reshape(y, {w.n, m, w.ho, w.wo});
   if (n.inputs.size() == 3) y = o.add(y, o.reshape(n.inputs[2], {1, m, 1, 1}));
@@ -86,7 +91,7 @@ Status conv2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
 
 // Input positions (flattened H*W) that tap (i, j) of each output position reads, when no
 // window reaches into padding; empty otherwise.
-std::vector<double> unpadded_taps(const Window& w) {
+std::vector<double> unpadded_taps(const Window2d& w) {
   const int64_t need_h = (w.ho - 1) * w.sh + (w.kh - 1) * w.dh + 1;
   const int64_t need_w = (w.wo - 1) * w.sw + (w.kw - 1) * w.dw + 1;
   if (w.pt != 0 || w.pl != 0 || w.pb != 0 || w.pr != 0 || need_h > w.h || need_w > w.w) return {};
@@ -104,7 +109,7 @@ std::vector<double> unpadded_taps(const Window& w) {
 
 Status max_pool2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
   auto k = n.attrs.ints("kernel");
-  Window w = window_of(n, k[0], k[1]);
+  Window2d w = window_of(n, k[0], k[1]);
   if (auto index = unpadded_taps(w); !index.empty()) {
     // windows inside the input: each tap is a gather over the flattened [N, C, H*W] input
     // with a constant table of positions, so the fused kernel runs over [N*C, Ho*Wo] (one
@@ -131,7 +136,7 @@ Status max_pool2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs
 
 Status avg_pool2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
   auto k = n.attrs.ints("kernel");
-  Window w = window_of(n, k[0], k[1]);
+  Window2d w = window_of(n, k[0], k[1]);
   const bool include_pad = n.attrs.i("count_include_pad", 0) != 0;
   ValueId xp = pad_for_windows(o, n.inputs[0], w, 0.0);
   ValueId sum = kNoValue;

@@ -62,6 +62,18 @@ struct Int8Rows {
   ValueId quants, scale;
 };
 Int8Rows int8_rows(OpBuilder& o, ValueId x, int64_t rank);
+// A 2-D window over NCHW: kernel, strides, dilations and pads (top, left, bottom, right); the
+// input's [n, c, h, w] and the output's spatial [ho, wo].
+struct Window2d {
+  int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  int64_t n, c, h, w, ho, wo;
+};
+// The im2col matrix of x [N, C, H, W] for `groups` groups: [N, groups, C/groups*kh*kw, Ho*Wo],
+// element (n, g, (c, i, j), (oy, ox)) = x[n, g*C/groups + c, oy*sh + i*dh - pt, ox*sw + j*dw - pl],
+// 0 in the padding. conv2d's rule and its weight gradient (train/vjp_conv.cpp) both build it
+// here, node for node, so that common-subexpression elimination after legalization leaves
+// one im2col per convolution in a training step.
+ValueId im2col(OpBuilder& o, ValueId x, const Window2d& w, int64_t groups);
 // Output of the rule must be the single value v.
 inline Status single(OpBuilder& o, ValueId v, std::vector<ValueId>& outputs) {
   if (!o.ok()) return o.status();
