@@ -7,6 +7,7 @@
 // of terms k and the typical size of a term (`magnitude`), see tolerance_for.
 // Integer and bool outputs, and ops whose result is exact, compare exactly; data movement
 // compares bit patterns.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -119,6 +120,12 @@ Tolerance base_tolerance(const OpCases& oc, const Variant& v, DType out) {
     case TolClass::transcendental:
       t.rtol = out == DType::f32 ? 2e-6 * 2 : u;  // the f32 polynomials are within ~2 ulp
       if (out == DType::f64) t.rtol = 1e-13 * 10;
+      // The shader preludes' pow is exp(t), t = y log|x| rounded to f32: a relative error of
+      // |t| 2^-24 on top of exp's. Special inputs reach results near FLT_MAX (|t| up to 88.7;
+      // directx once missed 4e-6 by 4% on 6.4e35, t = 82), the others stay below e^7.
+      if (oc.op == Op::Pow && out == DType::f32 &&
+          std::any_of(v.inputs.begin(), v.inputs.end(), [](const InputSpec& s) { return s.dist == Dist::specials; }))
+        t.rtol = std::max(t.rtol, 2e-6 + 89 * std::ldexp(1.0, -24));
       t.atol = a * m;
       break;
     case TolClass::random:
