@@ -171,6 +171,38 @@ graph @g(%x: f32[2, 8, 169], %i: i32[9, 121]) -> (f32[2, 72, 121]) {
   EXPECT_EQ(divisions, 0);
 }
 
+// A gather whose indices are a constant table inside the axis (im2col's, pooling's) loads
+// each index as it is; a table with a negative entry keeps the wrap, and the values agree
+// with the reference either way.
+TEST(Schedule, GatherOfAConstantInRangeTableNeitherWrapsNorClamps) {
+  for (const char* table : {"[3, 0, 2, 1, 3, 3]", "[3, 0, -2, 1, 3, -1]"}) {
+    SCOPED_TRACE(table);
+    const std::string text = cat(R"(
+graph @g(%x: f32[5, 4]) -> (f32[5, 6]) {
+  %i = constant dense<)", table, R"(> : i32[6]
+  %y = gather(%x, %i) {axis = 1}
+  return %y
+})");
+    auto p = schedule_text(text, {});
+    ASSERT_EQ(p.generated.size(), 1u);
+    const auto& k = p.generated[0];
+    const bool negative = std::strchr(table, '-') != nullptr;
+    EXPECT_EQ(count_exprs(k, kir::ExprKind::clamp) + count_exprs(k, kir::ExprKind::select) > 0, negative);
+    auto g = parse_graph(text);
+    ASSERT_TRUE(g.has_value());
+    std::vector<double> xs(20);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = 0.5 * static_cast<double>(i) - 3;
+    const std::vector<Tensor> in = {Tensor::from_f64(DType::f32, {5, 4}, xs)};
+    auto cpu = Model::compile(*g, {.device = "cpu"});
+    auto ref = Model::compile(*g, {.device = "ref"});
+    ASSERT_TRUE(cpu.has_value() && ref.has_value());
+    auto a = (*cpu)->run(in);
+    auto b = (*ref)->run(in);
+    ASSERT_TRUE(a.has_value() && b.has_value());
+    for (int64_t e = 0; e < 30; ++e) EXPECT_EQ((*a)[0].get_f64(e), (*b)[0].get_f64(e)) << e;
+  }
+}
+
 // An f32 value rounded through `narrow` (cast there and back) and read by a gather
 // of 512 (each of the 64 values 8 times) or, not `gathered`, an add of 64 (once each).
 kir::KernelProgram rounded_and_read(const char* narrow, bool gathered) {
