@@ -258,6 +258,9 @@ std::vector<Case> cases() {
   conv("conv2d", {2, 3, 5, 4}, {4, 3, 3, 2}, true, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1);
   conv("conv2d_stride_pad", {1, 2, 7, 6}, {3, 2, 3, 3}, true, {2, 2}, {1, 0, 2, 1}, {1, 1}, 1);
   conv("conv2d_group_dilation", {1, 4, 7, 7}, {6, 2, 2, 3}, false, {1, 2}, {0, 1, 1, 0}, {2, 1}, 2);
+  // stride 1: dx as shifts of the flat padded input (uneven pads, groups, a 1-wide kernel row)
+  conv("conv2d_stride1_pad_group", {2, 4, 5, 6}, {6, 2, 3, 2}, true, {1, 1}, {2, 0, 1, 1}, {1, 1}, 2);
+  conv("conv2d_stride1_1x3", {1, 2, 4, 5}, {3, 2, 1, 3}, false, {1, 1}, {0, 1, 0, 1}, {1, 1}, 1);
   auto pool = [&](std::string name, Op op, Sizes xs, Attrs at) {
     c.push_back({name, op, {F(xs)}, [op, at](OpBuilder& o, const std::vector<ValueId>& x) {
                    return std::vector<ValueId>{o.op(op, {x[0]}, at)};
