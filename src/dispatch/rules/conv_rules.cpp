@@ -16,7 +16,7 @@ Window2d window_of(const RuleNode& n, int64_t kh, int64_t kw) {
   const Shape& x = n.input_types[0].shape;
   const Shape& y = n.output_types[0].shape;
   return Window2d{kh, kw, strides[0], strides[1], dil[0], dil[1], pads[0], pads[1], pads[2], pads[3],
-                x[0].size(), x[1].size(), x[2].size(), x[3].size(), y[2].size(), y[3].size()};
+                  x[0].size(), x[1].size(), x[2].size(), x[3].size(), y[2].size(), y[3].size()};
 }
 
 // Pads so that every window of the output lies inside (ceil_mode may need extra end padding).
