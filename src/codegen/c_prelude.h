@@ -38,7 +38,9 @@
 //   Host C only: rlx_store_f16_n(dst, src, n), n floats to f16 as rlx_f32_to_f16 rounds them,
 //     and rlx_load_f16_n(dst, src, n), n f16 widened as rlx_f16_to_f32 does, with the CPU's
 //     vcvtps2ph / vcvtph2ps where the target has F16C or AVX-512; rlx_store_bf16_n and
-//     rlx_load_bf16_n, the same for bf16 with the prelude's conversions (staged 16-bit rows).
+//     rlx_load_bf16_n, the same for bf16 with the prelude's conversions (staged 16-bit rows);
+//     rlx_round_f16_n(dst, src, n), n floats rounded to f16 and kept in floats as
+//     rlx_round_f16 rounds them, with vcvtps2ph + vcvtph2ps where the target has them.
 //   saturating float->int casts without UB (NaN -> 0, clamp, else truncate toward zero):
 //     rlx_f32_to_{i8,u8,i32,i64}_sat, rlx_f64_to_{i8,u8,i32,i64}_sat.
 //   integer helpers: rlx_floordiv_i64/_i32 and rlx_mod_i64/_i32 (Python semantics: the

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace rlx::codegen {
@@ -188,6 +189,8 @@ class Renderer {
   // per expr: computed from tensor data (a load, reduce or random below it), not index math only
   std::vector<char> data_;
   std::map<int, std::string> staged_loads_;  // host: 16-bit row loads read from a row buffer (render)
+  std::map<int, std::string> staged_rounds_;  // host: f32 row loads rounded to f16, from a row buffer
+  std::set<size_t> rounded_stores_;           // host: staged f32 stores of values rounded to f16
   bool range_checked_ = false;  // WGSL: 64-bit integer data, computed in 32 bits with checks
   bool analyzed_ = false;
   // WGSL: a 64-bit integer value of tensor data (checked arithmetic, narrowed loads)
@@ -482,7 +485,9 @@ Expected<std::string> Renderer::value_of(int i) {
     case ExprKind::unary: return unary(e);
     case ExprKind::binary: return binary(e);
     case ExprKind::select: return sel(ref(e.a), ref(e.b), ref(e.c));
-    case ExprKind::cast: return cast_expr(ref(e.a), k_.exprs[e.a].dtype, e.dtype);
+    case ExprKind::cast:
+      if (staged_rounds_.count(i)) return "rlx_r" + std::to_string(i) + "[i" + std::to_string(k_.domain_rank - 1) + " - rlx_cb]";
+      return cast_expr(ref(e.a), k_.exprs[e.a].dtype, e.dtype);
     case ExprKind::idiv: return "(" + ref(e.a) + " / " + ref(e.b) + ")";
     case ExprKind::imod: return "(" + ref(e.a) + " % " + ref(e.b) + ")";
     case ExprKind::clamp: {
@@ -833,12 +838,25 @@ std::map<size_t, std::string> Renderer::plan_staged_rows() {
       }
     return false;
   };
+  // an f32 value rounded to f16 and kept in a float (autocast's widened form): e is
+  // cast(f16) of an f32 expression
+  auto rounds_to_f16 = [&](int e) {
+    const Expr& x = k_.exprs[e];
+    return x.kind == ExprKind::cast && x.dtype == DType::f16 && k_.exprs[x.a].dtype == DType::f32;
+  };
   std::map<size_t, std::string> stores;
   std::string base;
+  rounded_stores_.clear();
   for (size_t i = 0; i < k_.stores.size(); ++i) {
     const kir::Store& s = k_.stores[i];
-    if (stores.size() < kMaxStagedRows && is_16_bit_float(args_[s.buffer]) && !s.accumulate && row_offset(s.index, &base))
-      stores[i] = base;
+    if (stores.size() >= kMaxStagedRows || s.accumulate || !row_offset(s.index, &base)) continue;
+    const Expr& v = k_.exprs[s.value];
+    // an f32 store of an f16 round trip: its source is staged and rlx_round_f16_n rounds the
+    // row (the integer rounding in the loop cost as much again as the copy)
+    const bool rounded = args_[s.buffer] == DType::f32 && v.kind == ExprKind::cast && v.dtype == DType::f32 && rounds_to_f16(v.a);
+    if (!is_16_bit_float(args_[s.buffer]) && !rounded) continue;
+    stores[i] = base;
+    if (rounded) rounded_stores_.insert(i);
   }
   // 16-bit loads only in a loop that also gathers (a load neither of the row nor invariant in
   // the loop), which GCC leaves scalar: in a vector loop the prelude's conversion is nearly
@@ -848,11 +866,32 @@ std::map<size_t, std::string> Renderer::plan_staged_rows() {
   for (int i : region_exprs_[2])
     if (k_.exprs[i].kind == ExprKind::load && home_[k_.exprs[i].a] == 2 && !row_offset(k_.exprs[i].a, &base)) gathers = true;
   staged_loads_.clear();
+  staged_rounds_.clear();
+  // the f16 roundings whose one reader is the widening of a rounded store, itself read once
+  std::vector<int> uses(k_.exprs.size(), 0);
+  for (const Expr& e : k_.exprs)
+    for (int o : {e.a, e.b, e.c})
+      if (o >= 0 && e.kind != ExprKind::loop_var && e.kind != ExprKind::iconst && e.kind != ExprKind::fconst) ++uses[o];
+  for (const kir::Store& st : k_.stores) {
+    ++uses[st.value];
+    ++uses[st.index];
+  }
+  std::set<int> only_rounded_stores;
+  for (size_t si : rounded_stores_) {
+    const int widen = k_.stores[si].value, round = k_.exprs[widen].a;
+    if (uses[widen] == 1 && uses[round] == 1) only_rounded_stores.insert(round);
+  }
   for (int i : region_exprs_[2]) {
     const Expr& e = k_.exprs[i];
-    if (gathers && stores.size() + staged_loads_.size() < kMaxStagedRows && e.kind == ExprKind::load &&
-        is_16_bit_float(args_[e.buffer]) && row_offset(e.a, &base))
+    if (stores.size() + staged_loads_.size() + staged_rounds_.size() >= kMaxStagedRows) break;
+    if (gathers && e.kind == ExprKind::load && is_16_bit_float(args_[e.buffer]) && row_offset(e.a, &base))
       staged_loads_[i] = base;
+    // a row of f32 loaded and rounded to f16 (an SGD update reading the rounded gradient) is
+    // rounded by rlx_round_f16_n into a row buffer before the loop, unless a rounded store
+    // is all that reads it (that store rounds its own row)
+    if (!rounds_to_f16(i) || only_rounded_stores.count(i)) continue;
+    const Expr& a = k_.exprs[e.a];
+    if (a.kind == ExprKind::load && args_[a.buffer] == DType::f32 && row_offset(a.a, &base)) staged_rounds_[i] = base;
   }
   return stores;
 }
@@ -899,8 +938,10 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
   const std::string cv = "i" + std::to_string(col);
   std::map<size_t, std::string> staged;  // store -> the offset of its row ("" for none)
   staged_loads_.clear();
+  staged_rounds_.clear();
+  rounded_stores_.clear();
   if (d_.staged_16_bit_rows && vector_loop) staged = plan_staged_rows();
-  const bool chunked = !staged.empty() || !staged_loads_.empty();
+  const bool chunked = !staged.empty() || !staged_loads_.empty() || !staged_rounds_.empty();
   auto at_row = [&](int buffer, const std::string& base) {
     return "b" + std::to_string(buffer) + " + " + (base.empty() ? "" : "(" + base + ") + ") + "rlx_cb";
   };
@@ -911,6 +952,11 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
     for (const auto& [i, base] : staged_loads_)
       out_ << "    float rlx_l" << i << "[" << kStageColumns << "];\n    rlx_load_" << narrow_name(args_[k_.exprs[i].buffer])
            << "_n(rlx_l" << i << ", " << at_row(k_.exprs[i].buffer, base) << ", rlx_ce - rlx_cb);\n";
+    for (const auto& [i, base] : staged_rounds_) {
+      const int load_buffer = k_.exprs[k_.exprs[i].a].buffer;
+      out_ << "    float rlx_r" << i << "[" << kStageColumns << "];\n    rlx_round_f16_n(rlx_r" << i << ", "
+           << at_row(load_buffer, base) << ", rlx_ce - rlx_cb);\n";
+    }
   }
   if (vector_loop) out_ << "    " << simd();
   out_ << "    " << (chunked ? loop(cv, "rlx_cb", "rlx_ce") : loop(cv, "c0", "c1")) << "\n";
@@ -961,6 +1007,7 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
         k_.exprs[k_.exprs[s.value].a].dtype == DType::f32)
       v = ref(k_.exprs[s.value].a);
     if (staged.count(si)) {
+      if (rounded_stores_.count(si)) v = ref(k_.exprs[k_.exprs[s.value].a].a);  // the f32 source of the round trip
       out_ << "      rlx_s" << si << "[" << cv << " - rlx_cb] = " << v << ";\n";
       continue;
     }
@@ -973,8 +1020,8 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
   out_ << "    }\n";
   if (chunked) {
     for (const auto& [i, base] : staged)
-      out_ << "    rlx_store_" << narrow_name(args_[k_.stores[i].buffer]) << "_n(" << at_row(k_.stores[i].buffer, base) << ", rlx_s"
-           << i << ", rlx_ce - rlx_cb);\n";
+      out_ << "    " << (rounded_stores_.count(i) ? std::string("rlx_round_f16") : "rlx_store_" + std::string(narrow_name(args_[k_.stores[i].buffer])))
+           << "_n(" << at_row(k_.stores[i].buffer, base) << ", rlx_s" << i << ", rlx_ce - rlx_cb);\n";
     out_ << "    }\n";
   }
   out_ << "  }\n}\n";

@@ -420,6 +420,16 @@ int main(int argc, char** argv) {
     i += piece;
   }
   store("store_f16_n.bin", yh, nc * 2);
+  /* rounding to f16 kept in a float: per value, and the staged rows' form in pieces */
+  for (i = 0; i < nc; i++) yf[i] = rlx_round_f16(xc[i]);
+  store("round_f16.bin", yf, nc * 4);
+  for (i = 0; i < nc;) {
+    size_t piece = 1 + i % 40;
+    if (piece > nc - i) piece = nc - i;
+    rlx_round_f16_n(yf + i, xc + i, (int64_t)piece);
+    i += piece;
+  }
+  store("round_f16_n.bin", yf, nc * 4);
   for (i = 0; i < nc; i++) yh[i] = rlx_f32_to_bf16(xc[i]);
   store("f32_to_bf16.bin", yh, nc * 2);
 
@@ -770,6 +780,22 @@ void check_accuracy(const char* flags) {
       if (hn[i] != h[i] && store_failures++ < 5)
         ADD_FAILURE() << std::hex << "rlx_store_f16_n(" << in.xc[i] << " = 0x" << f32_bits(in.xc[i]) << ") = 0x" << hn[i]
                       << ", rlx_f32_to_f16 gives 0x" << h[i];
+    // rlx_round_f16 and rlx_round_f16_n (vcvtps2ph + vcvtph2ps where the CPU has them): the
+    // reference's f16 widened again, bit for bit; a NaN stays a NaN of its sign, the same
+    // one from both (the reference does not keep payloads)
+    std::vector<float> rf = read_vec<float>(d / "round_f16.bin"), rn = read_vec<float>(d / "round_f16_n.bin");
+    ASSERT_EQ(rf.size(), in.xc.size());
+    ASSERT_EQ(rn.size(), in.xc.size());
+    int round_failures = 0;
+    for (size_t i = 0; i < in.xc.size(); ++i) {
+      const float x = in.xc[i];
+      const bool ok = std::isnan(x) ? std::isnan(rf[i]) && f32_bits(rn[i]) == f32_bits(rf[i]) && std::signbit(rf[i]) == std::signbit(x)
+                                    : f32_bits(rf[i]) == ref_f16_to_f32_bits(ref_f32_to_f16(x)) && f32_bits(rn[i]) == f32_bits(rf[i]);
+      const uint32_t want = ref_f16_to_f32_bits(ref_f32_to_f16(x));
+      if (!ok && round_failures++ < 5)
+        ADD_FAILURE() << std::hex << "rounding 0x" << f32_bits(in.xc[i]) << " to f16: rlx_round_f16 0x" << f32_bits(rf[i])
+                      << ", rlx_round_f16_n 0x" << f32_bits(rn[i]) << ", want 0x" << want;
+    }
     std::vector<uint16_t> b = read_vec<uint16_t>(d / "f32_to_bf16.bin");
     ASSERT_EQ(h.size(), in.xc.size());
     ASSERT_EQ(b.size(), in.xc.size());
@@ -857,7 +883,7 @@ TEST(CPrelude, DeclaresEveryDocumentedFunction) {
       "float rlx_gelu_tanh_f32(float", "float rlx_silu_f32(float",       "float rlx_rsqrt_f32(float",
       "float rlx_sqrt_f32(float",      "float rlx_pow_f32(float",        "float rlx_round_f32(float",
       "float rlx_sign_f32(float",      "float rlx_softplus_f32(float",   "float rlx_f16_to_f32(uint16_t",
-      "uint16_t rlx_f32_to_f16(float", "void rlx_store_f16_n(uint16_t*", "void rlx_load_f16_n(float*", "void rlx_store_bf16_n(uint16_t*", "void rlx_load_bf16_n(float*", "float rlx_bf16_to_f32(uint16_t", "uint16_t rlx_f32_to_bf16(float",
+      "uint16_t rlx_f32_to_f16(float", "void rlx_store_f16_n(uint16_t*", "void rlx_round_f16_n(float*", "void rlx_load_f16_n(float*", "void rlx_store_bf16_n(uint16_t*", "void rlx_load_bf16_n(float*", "float rlx_bf16_to_f32(uint16_t", "uint16_t rlx_f32_to_bf16(float",
       "int64_t rlx_floordiv_i64(",     "int64_t rlx_mod_i64(",           "int32_t rlx_floordiv_i32(",
       "int32_t rlx_mod_i32(",          "int64_t rlx_clamp_index(",       "int32_t rlx_clamp_index_i32(",
       "int32_t rlx_f32_to_i32_sat(",   "int64_t rlx_f32_to_i64_sat(",    "int8_t rlx_f32_to_i8_sat(",

@@ -340,5 +340,63 @@ TEST(CpuPipeline, RowBuffersPerKernelAreBounded) {
   EXPECT_EQ(count("= rlx_f32_to_f16("), 4) << *text;
 }
 
+// Autocast's widened f16 form rounds f32 values through f16 and back: a kernel that stores
+// such a row (the batch's and each weight's rounding copy) or loads one (the SGD update reading
+// the rounded gradient) rounds the row with rlx_round_f16_n (vcvtps2ph + vcvtph2ps) instead of
+// the integer rounding per value. The bits are the reference's, specials and ties included.
+TEST(CpuPipeline, F16RoundTripRowsAreRoundedByTheStagedHelper) {
+  Graph g;
+  const TensorType t{DType::f32, {7, 300}};
+  const ValueId x = g.add_input("x", t), w = g.add_input("w", t);
+  GraphBuilder gb(g);
+  OpBuilder o(gb);
+  auto round_trip = [&](ValueId v) { return o.cast(o.cast(v, DType::f16), DType::f32); };
+  const ValueId stored = round_trip(x);                                      // a rounded store
+  const ValueId updated = o.sub(w, o.mul(round_trip(x), o.scalar(0.25, DType::f32)));  // a rounded load
+  g.outputs = {stored, updated};
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> bits;
+  Tensor xs = Tensor::zeros(DType::f32, {7, 300}), ws = Tensor::zeros(DType::f32, {7, 300});
+  for (int64_t i = 0; i < 2100; ++i) {
+    // all kinds of f32: ties at f16's precision, subnormals, values past f16's range, NaN
+    const uint32_t b = i % 3 == 0 ? bits(rng) : (bits(rng) & 0xffffe000u) | 0x1000u;
+    xs.data<float>()[i] = std::bit_cast<float>(i % 5 == 0 ? b : (b & 0x8fffffffu) | 0x30000000u);
+    ws.data<float>()[i] = static_cast<float>(i % 17) - 8;
+  }
+  auto cpu = Model::compile(g, {.device = "cpu"});
+  auto ref = Model::compile(g, {.device = "ref"});
+  ASSERT_TRUE(cpu.has_value() && ref.has_value());
+  const std::vector<Tensor> in{xs, ws};
+  auto a = (*cpu)->run(in);
+  auto b = (*ref)->run(in);
+  ASSERT_TRUE(a.has_value() && b.has_value()) << (a.has_value() ? b.status().to_string() : a.status().to_string());
+  int failures = 0;
+  for (size_t k = 0; k < 2; ++k)
+    for (int64_t i = 0; i < 2100; ++i) {
+      const float p = (*a)[k].data<float>()[i], q = (*b)[k].data<float>()[i];
+      const bool same = std::isnan(q) ? std::isnan(p) : std::bit_cast<uint32_t>(p) == std::bit_cast<uint32_t>(q);
+      if (!same && failures++ < 5)
+        ADD_FAILURE() << "output " << k << " element " << i << ": " << p << ", want " << q << " (x = " << xs.data<float>()[i] << ")";
+    }
+  // the rendered kernels: a row store and a row load staged through the helper
+  kir::GeneratedKernel k;
+  k.name = "k";
+  k.domain_rank = 1;
+  k.loops.push_back({1000});
+  kir::Expr i{.kind = kir::ExprKind::loop_var, .dtype = DType::i64, .loop = 0};
+  kir::Expr load{.kind = kir::ExprKind::load, .dtype = DType::f32, .a = 0, .buffer = 0};
+  kir::Expr half{.kind = kir::ExprKind::cast, .dtype = DType::f16, .a = 1};
+  kir::Expr widened{.kind = kir::ExprKind::cast, .dtype = DType::f32, .a = 2};
+  kir::Expr sum{.kind = kir::ExprKind::binary, .dtype = DType::f32, .op = Op::Add, .a = 3, .b = 3};
+  k.exprs = {i, load, half, widened, sum};
+  k.args = {0, 1, 2};
+  k.stores = {{.buffer = 1, .index = 0, .value = 3}, {.buffer = 2, .index = 0, .value = 4}};
+  auto text = codegen::render_c_kernel(k, {DType::f32, DType::f32, DType::f32}, "k");
+  ASSERT_TRUE(text.has_value()) << text.status().to_string();
+  EXPECT_NE(text->find("rlx_round_f16_n(b1 + rlx_cb, rlx_s0"), std::string::npos) << *text;  // the store
+  EXPECT_NE(text->find("rlx_round_f16_n(rlx_r2, b0 + rlx_cb"), std::string::npos) << *text;  // the load
+}
+
 }  // namespace
 }  // namespace rlx
