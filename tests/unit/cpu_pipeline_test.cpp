@@ -310,10 +310,9 @@ TEST(CpuPipeline, NarrowFloatRowsLoadedThroughTheRowBufferKeepTheCodesBits) {
   }
 }
 
-// A kernel with more 16-bit row stores than row buffers (20 f16 outputs of one value) stages
-// the first kMaxStagedRows (16) and converts the rest in the loop: the row buffers' stack stays
-// bounded however many outputs a kernel has.
-TEST(CpuPipeline, RowBuffersPerKernelAreBounded) {
+// A 1-D kernel of 1000 columns whose expressions are [column, b0[column] (f32), that value
+// rounded to f16]: the start of the hand-built kernels below.
+kir::GeneratedKernel row_rounding_kernel() {
   kir::GeneratedKernel k;
   k.name = "k";
   k.domain_rank = 1;
@@ -322,6 +321,14 @@ TEST(CpuPipeline, RowBuffersPerKernelAreBounded) {
   kir::Expr load{.kind = kir::ExprKind::load, .dtype = DType::f32, .a = 0, .buffer = 0};
   kir::Expr half{.kind = kir::ExprKind::cast, .dtype = DType::f16, .a = 1};
   k.exprs = {i, load, half};
+  return k;
+}
+
+// A kernel with more 16-bit row stores than row buffers (20 f16 outputs of one value) stages
+// the first kMaxStagedRows (16) and converts the rest in the loop: the row buffers' stack stays
+// bounded however many outputs a kernel has.
+TEST(CpuPipeline, RowBuffersPerKernelAreBounded) {
+  kir::GeneratedKernel k = row_rounding_kernel();
   std::vector<DType> dts{DType::f32};
   k.args = {0};
   for (int o = 1; o <= 20; ++o) {
@@ -380,16 +387,9 @@ TEST(CpuPipeline, F16RoundTripRowsAreRoundedByTheStagedHelper) {
         ADD_FAILURE() << "output " << k << " element " << i << ": " << p << ", want " << q << " (x = " << xs.data<float>()[i] << ")";
     }
   // the rendered kernels: a row store and a row load staged through the helper
-  kir::GeneratedKernel k;
-  k.name = "k";
-  k.domain_rank = 1;
-  k.loops.push_back({1000});
-  kir::Expr i{.kind = kir::ExprKind::loop_var, .dtype = DType::i64, .loop = 0};
-  kir::Expr load{.kind = kir::ExprKind::load, .dtype = DType::f32, .a = 0, .buffer = 0};
-  kir::Expr half{.kind = kir::ExprKind::cast, .dtype = DType::f16, .a = 1};
-  kir::Expr widened{.kind = kir::ExprKind::cast, .dtype = DType::f32, .a = 2};
-  kir::Expr sum{.kind = kir::ExprKind::binary, .dtype = DType::f32, .op = Op::Add, .a = 3, .b = 3};
-  k.exprs = {i, load, half, widened, sum};
+  kir::GeneratedKernel k = row_rounding_kernel();
+  k.exprs.push_back({.kind = kir::ExprKind::cast, .dtype = DType::f32, .a = 2});                  // widened
+  k.exprs.push_back({.kind = kir::ExprKind::binary, .dtype = DType::f32, .op = Op::Add, .a = 3, .b = 3});  // read twice
   k.args = {0, 1, 2};
   k.stores = {{.buffer = 1, .index = 0, .value = 3}, {.buffer = 2, .index = 0, .value = 4}};
   auto text = codegen::render_c_kernel(k, {DType::f32, DType::f32, DType::f32}, "k");
