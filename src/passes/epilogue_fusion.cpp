@@ -5,9 +5,9 @@
 // tile is in cache). The native output then shares the epilogue's
 // output memory, so the intermediate never goes to memory on its own.
 //
-// Operand-cast fusion: a generated kernel that only converts a buffer to f16, element for
-// element, and whose result only native kernels read (that can convert as they read), is
-// dropped; they read the source instead.
+// Operand-cast fusion: a generated kernel that only converts a buffer to f16 (or rounds it to
+// f16 and back), element for element, and whose result only native kernels read (that can
+// round as they read), is dropped; they read the source instead.
 #include <algorithm>
 #include <optional>
 
@@ -85,17 +85,24 @@ bool store_is_flat_domain(const kir::GeneratedKernel& k) {
   return true;
 }
 
-// The buffer k converts (element i of the f32 source to element i of its f16 store), or -1.
+// The buffer k rounds to f16, or -1: element i of the f32 source to element i of its store,
+// an f16 buffer (a cast) or an f32 one (a round trip: cast to f16 and back to f32).
 int pure_f16_cast_source(const kir::KernelProgram& p, const kir::GeneratedKernel& k) {
   if (k.serial || k.stores.size() != 1 || k.stores[0].accumulate || !store_is_flat_domain(k)) return -1;
   const kir::Store& st = k.stores[0];
-  const kir::Expr& v = k.exprs[st.value];
-  if (v.kind != kir::ExprKind::cast || v.dtype != DType::f16) return -1;
-  const kir::Expr& src = k.exprs[v.a];
-  if (src.kind != kir::ExprKind::load || src.a != st.index) return -1;
-  const int x = k.args[src.buffer], y = k.args[st.buffer];
+  const int y = k.args[st.buffer];
+  const DType yt = p.buffers[y].dtype;
+  int v = st.value;
+  if (yt == DType::f32) {  // the widening back to f32
+    if (k.exprs[v].kind != kir::ExprKind::cast || k.exprs[v].dtype != DType::f32) return -1;
+    v = k.exprs[v].a;
+  }
+  if (k.exprs[v].kind != kir::ExprKind::cast || k.exprs[v].dtype != DType::f16) return -1;
+  const kir::Expr& src = k.exprs[k.exprs[v].a];
+  if (src.kind != kir::ExprKind::load || src.a != st.index || src.dtype != DType::f32) return -1;
+  const int x = k.args[src.buffer];
   const kir::Buffer &xb = p.buffers[x], &yb = p.buffers[y];
-  if (xb.dtype != DType::f32 || yb.dtype != DType::f16 || numel(xb.sizes) != numel(yb.sizes) ||
+  if (xb.dtype != DType::f32 || (yt != DType::f16 && yt != DType::f32) || numel(xb.sizes) != numel(yb.sizes) ||
       k.rows() * k.cols() != numel(yb.sizes))
     return -1;
   return x;
@@ -164,7 +171,12 @@ void fuse_operand_casts(kir::KernelProgram& p, const std::function<bool(const ki
     drop[si] = 1;
     for (const Use& u : uses) rewrites.push_back({u, x});
   }
-  for (const auto& [u, x] : rewrites) p.natives[p.steps[u.step].index].inputs[static_cast<size_t>(u.input)] = x;
+  for (const auto& [u, x] : rewrites) {
+    kir::NativeKernel& n = p.natives[p.steps[u.step].index];
+    n.inputs[static_cast<size_t>(u.input)] = x;
+    // f16 values (of a round trip, the node took them widened): it reads them from f32 storage
+    n.input_types[static_cast<size_t>(u.input)].dtype = DType::f16;
+  }
   std::vector<kir::Step> kept;
   for (size_t s = 0; s < ns; ++s)
     if (!drop[s]) kept.push_back(p.steps[s]);

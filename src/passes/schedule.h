@@ -24,10 +24,11 @@ void fuse_native_epilogues(kir::KernelProgram& program,
                            const std::function<bool(const kir::NativeKernel&)>& accepts);
 
 // Drops each generated kernel that only converts an f32 buffer x to an f16 buffer y element for
-// element when every reader of y is a native kernel `accepts` lets read x in its place (input
-// `input`: the native then converts as it reads, e.g. the CPU GEMM while packing); they read x.
-// Then re-plans memory. A native whose input buffer is f32 where its input type says f16 is
-// such a reader.
+// element, or rounds x to f16 into an f32 buffer y (autocast's widened round trip), when every
+// reader of y is a native kernel `accepts` lets read x in its place (input `input`: the native
+// then rounds as it reads, e.g. the CPU GEMM while packing); they read x, and their input type
+// says f16. Then re-plans memory. A native whose input buffer is f32 where its input type says
+// f16 is such a reader.
 void fuse_operand_casts(kir::KernelProgram& program,
                         const std::function<bool(const kir::NativeKernel&, int input)>& accepts);
 

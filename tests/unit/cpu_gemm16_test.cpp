@@ -692,11 +692,12 @@ TEST(Gemm16Special, NanPropagatesThroughRounding) {
   }
 }
 
-// f32 operands read as f16 (a_as_f16 / b_as_f16: what the CPU runs for an f16 cast that only
-// feeds a product) give the product of the converted matrices bit for bit: on the AMX tiles,
-// which round while packing (rows from 32), and off them (fewer rows, or AMX switched off),
-// which convert into scratch memory first. The values cover rounding, f16's subnormals and
-// overflow to infinity; A and B plain and transposed.
+// f32 operands read as f16 (a_as_f16 / b_as_f16: what the CPU runs for an f16 cast or round
+// trip that only feeds a product) give the product of the converted matrices bit for bit: on
+// the AMX tiles, which round into their pairs (rows from 32), and off them (fewer rows, or AMX
+// switched off), which round the packed f32 panels, for each kernel family this CPU has. The
+// values cover rounding, f16's subnormals and overflow to infinity; A and B plain and
+// transposed, one or both read as f16, B packed or not (wide and narrow products).
 TEST(Gemm16Special, F32OperandsReadAsF16EqualTheConvertedProduct) {
   struct Shape3 {
     int64_t m, n, k;
@@ -711,13 +712,18 @@ TEST(Gemm16Special, F32OperandsReadAsF16EqualTheConvertedProduct) {
     if (r == 1) return dist(rng) * 1e-6f;   // f16 subnormals
     return dist(rng) * 3.f;                 // rounded to 11 significant bits
   };
+  const GemmIsa best = gemm_isa();
+  for (GemmIsa isa : {GemmIsa::avx512, GemmIsa::avx2, GemmIsa::portable})
   for (bool amx : {true, false}) {
-    if (!amx) set_gemm_amx(false);
-    for (Shape3 sh : {Shape3{5, 40, 70}, Shape3{64, 48, 100}, Shape3{100, 33, 129}})
-      for (int trans = 0; trans < 4; ++trans) {
+    if (!set_gemm_isa(isa)) continue;
+    set_gemm_amx(amx);
+    for (Shape3 sh : {Shape3{5, 40, 70}, Shape3{64, 48, 100}, Shape3{100, 33, 129}, Shape3{200, 300, 400}})
+      for (int trans = 0; trans < 12; ++trans) {
         const bool ta = trans & 1, tb = trans & 2;
+        const int which = trans / 4;  // both read as f16, only A, only B
         SCOPED_TRACE(::testing::Message() << "m " << sh.m << " n " << sh.n << " k " << sh.k << " trans_a " << ta
-                                          << " trans_b " << tb << (amx ? "" : " AMX off"));
+                                          << " trans_b " << tb << " as f16 " << (which == 0 ? "a, b" : which == 1 ? "a" : "b")
+                                          << " " << gemm_kernel_name() << (amx && gemm_amx() ? "" : ", AMX off"));
         std::vector<float> a(static_cast<size_t>(sh.m * sh.k)), b(static_cast<size_t>(sh.k * sh.n));
         for (float& x : a) x = value();
         for (float& x : b) x = value();
@@ -734,21 +740,27 @@ TEST(Gemm16Special, F32OperandsReadAsF16EqualTheConvertedProduct) {
         g.trans_b = tb;
         g.ldb = tb ? sh.k : sh.n;
         g.ldc = sh.n;
-        g.a_type = g.b_type = GemmType::f16;
-        g.a = a16.data();
-        g.b = b16.data();
+        // both read as f16: the f16 product (on the tiles where they run it); one: the f32
+        // product of the converted matrices (no f16 x f32 product runs on the tiles)
+        std::vector<float> ar(a.size()), br(b.size());
+        for (size_t i = 0; i < a.size(); ++i) ar[i] = f16_to_f32(a16[i]);
+        for (size_t i = 0; i < b.size(); ++i) br[i] = f16_to_f32(b16[i]);
+        g.a_type = g.b_type = which == 0 ? GemmType::f16 : GemmType::f32;
+        g.a = which == 0 ? static_cast<const void*>(a16.data()) : which == 1 ? ar.data() : a.data();
+        g.b = which == 0 ? static_cast<const void*>(b16.data()) : which == 2 ? br.data() : b.data();
         g.c = want.data();
         ASSERT_TRUE(sgemm(g).is_ok());
         g.a_type = g.b_type = GemmType::f32;
-        g.a_as_f16 = g.b_as_f16 = true;
+        g.a_as_f16 = which != 2;
+        g.b_as_f16 = which != 1;
         g.a = a.data();
         g.b = b.data();
         g.c = got.data();
         ASSERT_TRUE(sgemm(g).is_ok());
         EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
-        if (sh.m >= 32) EXPECT_EQ(gemm_reads_f32_as_f16_in_place(sh.m), amx && gemm_amx());
       }
   }
+  set_gemm_isa(best);
   set_gemm_amx(true);
   // an operand read as f16 is stored as f32, in a single product
   std::vector<float> x(4, 1.f), c(4);

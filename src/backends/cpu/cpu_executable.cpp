@@ -363,8 +363,9 @@ Expected<NativeState> CpuExecutable::plan_gemm(kir::NativeKernel& n) {
     st.a_type = *ta;
     st.b_type = *tb;
     st.c_type = *tc;
-    // an f32 buffer where the node takes f16: the f16 cast that only fed this product was
-    // folded into it (sched::fuse_operand_casts); the GEMM rounds the values as it reads them
+    // an f32 buffer where the node takes f16: the f16 cast (or round trip) that only fed this
+    // product was folded into it (sched::fuse_operand_casts); the GEMM rounds the values as it
+    // packs them
     st.a_as_f16 = *ta == GemmType::f32 && n.input_types[0].dtype == DType::f16;
     st.b_as_f16 = *tb == GemmType::f32 && n.input_types[1].dtype == DType::f16;
     if (st.plan.c_mode != GemmPlan::CMode::none) {
@@ -767,15 +768,14 @@ Expected<std::unique_ptr<Executable>> compile_host_program(const Graph& g, const
   Graph ordered = g;
   if (dist::overlap_collectives()) sched::order_collectives_early(ordered);
   RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(ordered));
-  // f16 products on the AMX tiles round f32 operands while packing them (gemm.h, a_as_f16), so
-  // a cast to f16 that only feeds such products is not run on its own (autocast's f16
-  // training: the batch and the weights each step)
+  // the GEMM rounds f32 operands to f16 while packing them (gemm.h, a_as_f16), so a cast to
+  // f16, or an f16 round trip, that only feeds products is not run on its own (autocast's f16
+  // training: the batch, the weights and the activations each step)
   sched::fuse_operand_casts(prog, [&](const kir::NativeKernel& n, int input) {
     if (input > 1 || claiming_family(device_families, hal::node_desc(n))) return false;
     if (n.op != Op::MatMul && n.op != Op::Dot && n.op != Op::Gemm) return false;
-    if (n.input_types[0].dtype != DType::f16 || n.input_types[1].dtype != DType::f16) return false;
     auto plan = plan_contraction(n.op, n.attrs, n.input_types, n.output_types);
-    return plan.has_value() && plan->batch == 1 && gemm_reads_f32_as_f16_in_place(plan->m);
+    return plan.has_value() && plan->batch == 1;
   });
   // the GEMMs (and int8_matmul) run elementwise consumers of their output on each finished tile (a 16-bit
   // output is rounded first: the epilogue reads the stored values, as it would unfused); a

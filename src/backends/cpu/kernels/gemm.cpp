@@ -226,29 +226,50 @@ int64_t padded_n(int64_t n) { return ceil_div(n, kPanel) * kPanel; }
 // Panels per packing task: at least 64K floats, so that small packs stay on one thread.
 int64_t pack_grain(int64_t k) { return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, k * kPanel)); }
 
+// Rounds n floats at p to f16 and back, in place: an f32 operand read as f16 (a_as_f16,
+// b_as_f16) off the AMX tiles, in its packed panel, where the values are hot and the
+// conversions (F16C where the CPU has it) cost a fraction of the products that read them.
+void round_through_f16(float* p, int64_t n) {
+  const KernelFamily& f16 = family_for(GemmType::f16);
+  constexpr int64_t kChunk = 512;
+  uint16_t bits[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t len = std::min(kChunk, n - i);
+    f16.round_row[ti(GemmType::f16)](p + i, bits, len);
+    f16.widen_row[ti(GemmType::f16)](bits, p + i, len);
+  }
+}
+
 // Packs rows k0..k0+kcl and columns j0..j1 of op(B) (B stored [k, n], or [n, k] if trans_b,
-// elements of type bt) into consecutive panels of the same type at out.
+// elements of type bt) into consecutive panels of the same type at out; with round_f16 (bt
+// f32), each panel's values rounded to f16 and kept as floats.
 void pack_b_block(const KernelFamily& f, GemmType bt, const void* b, int64_t ldb, bool trans_b, int64_t k0, int64_t kcl,
-                  int64_t j0, int64_t j1, void* out) {
+                  int64_t j0, int64_t j1, void* out, bool round_f16 = false) {
   const int64_t es = static_cast<int64_t>(gemm_type_size(bt));
+  const gemm_detail::PackB trans_fn = round_f16 ? f.pack_b_trans_as_f16 : f.pack_b_trans[ti(bt)];
+  const gemm_detail::PackB rows_fn = round_f16 ? f.pack_b_rows_as_f16 : f.pack_b_rows[ti(bt)];
   for (int64_t col = j0; col < j1; col += kPanel, out = at(out, kcl * kPanel, es)) {
     const int64_t w = std::min<int64_t>(kPanel, j1 - col);
-    if (trans_b)
-      f.pack_b_trans[ti(bt)](at(b, col * ldb + k0, es), ldb, w, kcl, out);
-    else
-      f.pack_b_rows[ti(bt)](at(b, k0 * ldb + col, es), ldb, w, kcl, out);
+    const gemm_detail::PackB fn = trans_b ? trans_fn : rows_fn;
+    const void* src = trans_b ? at(b, col * ldb + k0, es) : at(b, k0 * ldb + col, es);
+    if (fn) {
+      fn(src, ldb, w, kcl, out);
+    } else {  // a family without rounding packers: pack as f32, then round the panel
+      (trans_b ? f.pack_b_trans[ti(bt)] : f.pack_b_rows[ti(bt)])(src, ldb, w, kcl, out);
+      round_through_f16(static_cast<float*>(out), kcl * kPanel);
+    }
   }
 }
 
 // Packs panels q0..q1 of every K block of a fully packed B with n columns.
 void pack_b_panels(const KernelFamily& f, GemmType bt, const void* b, int64_t ldb, bool trans_b, int64_t k, int64_t n,
-                   int64_t kc, void* dst, int64_t q0, int64_t q1) {
+                   int64_t kc, void* dst, int64_t q0, int64_t q1, bool round_f16 = false) {
   const int64_t npad = padded_n(n);
   const int64_t es = static_cast<int64_t>(gemm_type_size(bt));
   for (int64_t k0 = 0; k0 < k; k0 += kc) {
     const int64_t kcl = std::min(kc, k - k0);
     pack_b_block(f, bt, b, ldb, trans_b, k0, kcl, q0 * kPanel, std::min(n, q1 * kPanel),
-                 at(dst, k0 * npad + q0 * kcl * kPanel, es));
+                 at(dst, k0 * npad + q0 * kcl * kPanel, es), round_f16);
   }
 }
 
@@ -298,7 +319,10 @@ struct Problem {
   GemmType a_type, b_type, c_type;  // the types the product sees (f16 for an a_as_f16 operand)
   int64_t a_es, b_es, c_es;  // element sizes in bytes, as stored
   bool amx;                  // on the AMX tiles (B in their pair layout; see uses_amx)
-  bool a_f32_as_f16 = false, b_f32_as_f16 = false;  // f32 storage rounded to f16 while packing (AMX only)
+  // f32 storage rounded to f16 while packing: into the tiles' pairs on AMX (the types above
+  // are then f16), otherwise in the f32 panels (the types stay f32, and the operand is
+  // always packed)
+  bool a_f32_as_f16 = false, b_f32_as_f16 = false;
 };
 
 // Where the kernels find B for one item.
@@ -324,11 +348,14 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
   const int bt = ti(P.b_type);
   const bool narrow_c = P.c_type != GemmType::f32;
   const bool dot = uses_dot(f, P.a_type, P.b_type);
-  const gemm_detail::PackA pack_a_fn = dot ? f.pack_a_bf16_pairs : f.pack_a[ti(P.a_type)];
+  const gemm_detail::PackA pack_a_fn = dot                ? f.pack_a_bf16_pairs
+                                       : P.a_f32_as_f16 && !P.amx && f.pack_a_as_f16 ? f.pack_a_as_f16
+                                                                                      : f.pack_a[ti(P.a_type)];
+  const bool round_packed_a = P.a_f32_as_f16 && !P.amx && !f.pack_a_as_f16;
   // A micro-panels are packed (k-major, contiguous) when the sweep over columns is long
   // enough to repay it, or when A is transposed (then packing is a plain copy), or 16-bit (the
-  // kernels read f32 A). Otherwise the kernels read row-major A in place.
-  const bool pack_a = P.trans_a || P.a_type != GemmType::f32 || n1 - n0 >= kPackAMinCols;
+  // kernels read f32 A), or rounded to f16. Otherwise the kernels read row-major A in place.
+  const bool pack_a = P.trans_a || P.a_type != GemmType::f32 || P.a_f32_as_f16 || n1 - n0 >= kPackAMinCols;
   float* abuf = nullptr;
   if (pack_a) {
     abuf = t_apack.get(static_cast<size_t>(mr_max * P.kc + 16));
@@ -382,7 +409,7 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
         bblock = at(bv.p, k0 * bv.npad, P.b_es);
         j_base = bv.j_base;
       } else {
-        pack_b_block(f, P.b_type, bv.p, P.ldb, P.trans_b, k0, kcl, n0, n1, bbuf);
+        pack_b_block(f, P.b_type, bv.p, P.ldb, P.trans_b, k0, kcl, n0, n1, bbuf, P.b_f32_as_f16);
         bblock = bbuf;
         j_base = n0;
       }
@@ -401,6 +428,7 @@ void compute_block(const Problem& P, const KernelFamily& f, const void* a, const
       const void* ai = at(a, i * P.a_rs + k0 * P.a_cs, P.a_es);
       if (pack_a) {
         pack_a_fn(ai, P.lda, P.trans_a, mr, kcl, abuf);  // pairs: ceil(kcl/2)*mr words, fits
+        if (round_packed_a) round_through_f16(abuf, mr * kcl);
         ma.a = abuf;
         ma.a_rs = 1;
         ma.a_cs = mr;
@@ -654,7 +682,7 @@ Strategy decide(const GemmArgs& g, bool pre, bool amx, int64_t kc, int threads, 
   // share columns (no work is repeated, and the block stays in L2), or else once for all
   // tiles (and all items, when B is broadcast) into a shared buffer.
   const int64_t rows_per_thread = st.items_parallel ? g.m : ceil_div(g.m, threads);
-  if (!amx && !g.trans_b && (rows_per_thread <= kDirectBMaxRows ||
+  if (!amx && !g.trans_b && !g.b_as_f16 && (rows_per_thread <= kDirectBMaxRows ||
                      (g.k * g.n * b_es <= kDirectBMaxBytes && rows_per_thread <= kDirectBSmallMaxRows))) {
     st.mode = BMode::in_place;
     return st;
@@ -676,9 +704,11 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
     scale_only(g, pool);
     return Status::ok();
   }
-  // a_as_f16 / b_as_f16 reach here only for products on the AMX tiles (sgemm converts them
-  // otherwise): the kernels see f16 operands, read from f32 storage
-  const GemmType a_type = g.a_as_f16 ? GemmType::f16 : g.a_type, b_type = g.b_as_f16 ? GemmType::f16 : g.b_type;
+  // a_as_f16 / b_as_f16: on the AMX tiles the kernels see f16 operands (packed into pairs
+  // from f32 storage); elsewhere f32 ones, rounded in their packed panels
+  const GemmType a16 = g.a_as_f16 ? GemmType::f16 : g.a_type, b16 = g.b_as_f16 ? GemmType::f16 : g.b_type;
+  const bool amx = pre ? pre->amx_pairs() : amx_for_rows(a16, b16, g.m);
+  const GemmType a_type = amx ? a16 : g.a_type, b_type = amx ? b16 : g.b_type;
   const KernelFamily& f = family_for(b_type);
   Problem P;
   P.m = g.m;
@@ -705,11 +735,9 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   P.a_es = static_cast<int64_t>(gemm_type_size(g.a_type));
   P.b_es = static_cast<int64_t>(gemm_type_size(g.b_type));
   P.c_es = static_cast<int64_t>(gemm_type_size(g.c_type));
-  P.amx = pre ? pre->amx_pairs() : amx_for_rows(a_type, b_type, g.m);
+  P.amx = amx;
   P.a_f32_as_f16 = g.a_as_f16;
   P.b_f32_as_f16 = g.b_as_f16;
-  if ((g.a_as_f16 || g.b_as_f16) && !P.amx)
-    return error(ErrorCode::internal, "sgemm: an operand read as f16 off the AMX tiles");
 
   const int threads = pool.size();
   const int64_t npad = padded_n(g.n);
@@ -734,7 +762,7 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
         pack_b_pairs_panels(b_type, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, static_cast<uint16_t*>(shared), q0, q1,
                             g.b_as_f16);
       } else {
-        pack_b_panels(f, g.b_type, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, shared, q0, q1);
+        pack_b_panels(f, g.b_type, bj, g.ldb, g.trans_b, g.k, j1 - j0, P.kc, shared, q0, q1, g.b_as_f16);
       }
     });
   };
@@ -842,36 +870,8 @@ Status check_gemm_args(const GemmArgs& args) {
   return check_b(args);
 }
 
-namespace {
-
-// Points an f32 operand read as f16 (stored rows x cols, row stride ld) at an f16 copy of it.
-void convert_operand(const void*& p, GemmType& type, bool& as_f16, int64_t rows, int64_t cols, int64_t ld,
-                     std::vector<uint16_t>& copy) {
-  if (!as_f16) return;
-  const float* x = static_cast<const float*>(p);
-  copy.assign(static_cast<size_t>((rows - 1) * ld + cols), 0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) copy[static_cast<size_t>(r * ld + c)] = f32_to_f16(x[r * ld + c]);
-  p = copy.data();
-  type = GemmType::f16;
-  as_f16 = false;
-}
-
-}  // namespace
-
-bool gemm_reads_f32_as_f16_in_place(int64_t m) { return amx_for_rows(GemmType::f16, GemmType::f16, m); }
-
 Status sgemm(const GemmArgs& args) {
   RLX_TRY(check_gemm_args(args));
-  if ((args.a_as_f16 || args.b_as_f16) && args.m > 0 && args.n > 0 && args.k > 0 && args.alpha != 0.f &&
-      !amx_for_rows(args.a_as_f16 ? GemmType::f16 : args.a_type, args.b_as_f16 ? GemmType::f16 : args.b_type, args.m)) {
-    // off the tiles: the operands converted first (check_gemm_args bounded their extents)
-    GemmArgs g = args;
-    std::vector<uint16_t> a16, b16;
-    convert_operand(g.a, g.a_type, g.a_as_f16, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, a16);
-    convert_operand(g.b, g.b_type, g.b_as_f16, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, b16);
-    return run_gemm(g, nullptr);
-  }
   return run_gemm(args, nullptr);
 }
 

@@ -75,17 +75,14 @@ struct GemmArgs {
   GemmEpilogue epilogue;
   GemmType a_type = GemmType::f32, b_type = GemmType::f32, c_type = GemmType::f32;
   // An f32 operand read as f16: each value rounded to f16 (to nearest even, overflow to
-  // infinity) as the kernels read it, so that the product is the one of the converted
-  // matrix without a separate conversion pass (an f16 cast that only feeds the product). The
-  // operand's type must be f32 and batch 1. Where the product runs on the AMX tiles
-  // (gemm_reads_f32_as_f16_in_place) the rounding happens while packing; elsewhere the operand
-  // is converted into scratch memory first.
+  // infinity) as the operand is packed, so that the product is the one of the converted
+  // matrix without a separate conversion pass (an f16 cast, or autocast's f16 round trip,
+  // that only feeds the product). The operand's type must be f32 and batch 1. On the AMX tiles
+  // (both operands f16 or read as f16, from 32 rows) the values go into the tiles' bf16 pairs;
+  // elsewhere the operand is always packed, as f32 panels rounded in place, and the f32
+  // kernels run.
   bool a_as_f16 = false, b_as_f16 = false;
 };
-
-// Whether an f16 x f16 product of m rows (m < 0: any) with a_as_f16 / b_as_f16 operands rounds
-// them while packing (the AMX tiles run it), rather than converting them into scratch memory.
-bool gemm_reads_f32_as_f16_in_place(int64_t m);
 
 // Checks the preconditions of sgemm: non-negative sizes, batch and batch strides; leading
 // dimensions at least the stored row length (and >= 1); non-null pointers wherever elements
@@ -312,6 +309,11 @@ struct KernelFamily {
   // Packs a bf16 A micro-panel as pairs, for dot_bf16: dst (as uint32)[q * mr + i] =
   // A(i, 2q) | A(i, 2q + 1) << 16 for q < ceil(kc / 2), the high half zero past kc.
   PackA pack_a_bf16_pairs;
+  // Packers of an f32 operand read as f16 (GemmArgs::a_as_f16 / b_as_f16 off the AMX tiles):
+  // as pack_a[f32] and pack_b_*[f32], each value rounded to f16 and kept as a float. Null
+  // where the family has none: the driver then packs as f32 and rounds the packed panel.
+  PackA pack_a_as_f16;
+  PackB pack_b_trans_as_f16, pack_b_rows_as_f16;
 };
 
 // AMX (gemm_amx.cpp). amx_bf16_supported / amx_int8_supported: cpuid reports amx-tile and

@@ -163,29 +163,44 @@ RLX_AVX512 void kernel(const MicroArgs& m) {
   }
 }
 
-// dst[p * mr + i] = A(i, p). Row-major A goes through 16 x 16 register transposes; a
-// transposed A is already k-major, so each k-value is one masked copy of mr floats.
+// v itself, or (R: an f32 operand read as f16) v rounded to f16 and widened back with F16C.
+template <bool R>
+RLX_AVX512 inline __m512 as_f16(__m512 v) {
+  if constexpr (R) return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  return v;
+}
+template <bool R>
+inline float as_f16(float v) {
+  if constexpr (R) return f16_to_f32(f32_to_f16(v));
+  return v;
+}
+
+// dst[p * mr + i] = A(i, p) (rounded to f16 if R). Row-major A goes through 16 x 16 register
+// transposes; a transposed A is already k-major, so each k-value is one masked copy of mr floats.
+template <bool R>
 RLX_AVX512 void pack_a(const void* av, int64_t lda, bool trans, int64_t mr, int64_t kc, float* dst) {
   const float* a = static_cast<const float*>(av);
   const __mmask16 mk = lane_mask(mr);
   if (trans) {
-    for (int64_t p = 0; p < kc; ++p) _mm512_mask_storeu_ps(dst + p * mr, mk, _mm512_maskz_loadu_ps(mk, a + p * lda));
+    for (int64_t p = 0; p < kc; ++p)
+      _mm512_mask_storeu_ps(dst + p * mr, mk, as_f16<R>(_mm512_maskz_loadu_ps(mk, a + p * lda)));
     return;
   }
   int64_t p0 = 0;
   for (; p0 + 16 <= kc; p0 += 16) {
     __m512 r[16];
 #pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) r[i] = i < mr ? _mm512_loadu_ps(a + i * lda + p0) : _mm512_setzero_ps();
+    for (int i = 0; i < 16; ++i) r[i] = i < mr ? as_f16<R>(_mm512_loadu_ps(a + i * lda + p0)) : _mm512_setzero_ps();
     transpose16x16(r);
 #pragma GCC unroll 16
     for (int p = 0; p < 16; ++p) _mm512_mask_storeu_ps(dst + (p0 + p) * mr, mk, r[p]);
   }
   for (; p0 < kc; ++p0)
-    for (int64_t i = 0; i < mr; ++i) dst[p0 * mr + i] = a[i * lda + p0];
+    for (int64_t i = 0; i < mr; ++i) dst[p0 * mr + i] = as_f16<R>(a[i * lda + p0]);
 }
 
-// One 32-column panel of a transposed B: out[p * 32 + j] = b[j * ldb + p].
+// One 32-column panel of a transposed B: out[p * 32 + j] = b[j * ldb + p] (rounded if R).
+template <bool R>
 RLX_AVX512 void pack_b_trans(const void* bv, int64_t ldb, int64_t w, int64_t kc, void* outv) {
   const float* b = static_cast<const float*>(bv);
   float* out = static_cast<float*>(outv);
@@ -197,7 +212,7 @@ RLX_AVX512 void pack_b_trans(const void* bv, int64_t ldb, int64_t w, int64_t kc,
 #pragma GCC unroll 16
       for (int j = 0; j < 16; ++j) {
         const int64_t col = 16 * half + j;
-        r[j] = col < w ? _mm512_loadu_ps(b + col * ldb + p0) : _mm512_setzero_ps();
+        r[j] = col < w ? as_f16<R>(_mm512_loadu_ps(b + col * ldb + p0)) : _mm512_setzero_ps();
       }
       transpose16x16(r);
 #pragma GCC unroll 16
@@ -205,25 +220,27 @@ RLX_AVX512 void pack_b_trans(const void* bv, int64_t ldb, int64_t w, int64_t kc,
     }
   }
   for (; p0 < kc; ++p0)
-    for (int64_t j = 0; j < 32; ++j) out[p0 * 32 + j] = j < w ? b[j * ldb + p0] : 0.f;
+    for (int64_t j = 0; j < 32; ++j) out[p0 * 32 + j] = j < w ? as_f16<R>(b[j * ldb + p0]) : 0.f;
 }
 
-// One 32-column panel of a row-major B: out[p * 32 + j] = b[p * ldb + j], zero past w.
+// One 32-column panel of a row-major B: out[p * 32 + j] = b[p * ldb + j] (rounded if R), zero
+// past w.
+template <bool R>
 RLX_AVX512 void pack_b_rows(const void* bv, int64_t ldb, int64_t w, int64_t kc, void* outv) {
   const float* b = static_cast<const float*>(bv);
   float* out = static_cast<float*>(outv);
   if (w == 32) {
     for (int64_t p = 0; p < kc; ++p) {
       const __m512 lo = _mm512_loadu_ps(b + p * ldb), hi = _mm512_loadu_ps(b + p * ldb + 16);
-      _mm512_storeu_ps(out + p * 32, lo);
-      _mm512_storeu_ps(out + p * 32 + 16, hi);
+      _mm512_storeu_ps(out + p * 32, as_f16<R>(lo));
+      _mm512_storeu_ps(out + p * 32 + 16, as_f16<R>(hi));
     }
     return;
   }
   const __mmask16 m0 = lane_mask(w), m1 = lane_mask(w - 16);
   for (int64_t p = 0; p < kc; ++p) {
-    _mm512_storeu_ps(out + p * 32, _mm512_maskz_loadu_ps(m0, b + p * ldb));
-    _mm512_storeu_ps(out + p * 32 + 16, _mm512_maskz_loadu_ps(m1, b + p * ldb + 16));
+    _mm512_storeu_ps(out + p * 32, as_f16<R>(_mm512_maskz_loadu_ps(m0, b + p * ldb)));
+    _mm512_storeu_ps(out + p * 32 + 16, as_f16<R>(_mm512_maskz_loadu_ps(m1, b + p * ldb + 16)));
   }
 }
 
@@ -495,11 +512,11 @@ KernelFamily make_family() {
   fill<GemmType::f32, 8, 3>(f.wide);
   fill<GemmType::bf16, 2, 14>(f.kernel);
   fill<GemmType::bf16, 8, 3>(f.wide);
-  f.pack_a[f32] = &pack_a;
+  f.pack_a[f32] = &pack_a<false>;
   f.pack_a[bf16] = &pack_a_16<GemmType::bf16>;
   f.round_row[bf16] = &round_row_bf16;
-  f.pack_b_trans[f32] = &pack_b_trans;
-  f.pack_b_rows[f32] = &pack_b_rows;
+  f.pack_b_trans[f32] = &pack_b_trans<false>;
+  f.pack_b_rows[f32] = &pack_b_rows<false>;
   // Every AVX-512 CPU so far has F16C, but it is its own cpuid bit: checked, not assumed.
   __builtin_cpu_init();
   if (__builtin_cpu_supports("f16c")) {
@@ -508,6 +525,9 @@ KernelFamily make_family() {
     f.pack_a[f16] = &pack_a_16<GemmType::f16>;
     f.round_row[f16] = &round_row_f16;
     f.widen_row[f16] = &widen_row_f16;
+    f.pack_a_as_f16 = &pack_a<true>;
+    f.pack_b_trans_as_f16 = &pack_b_trans<true>;
+    f.pack_b_rows_as_f16 = &pack_b_rows<true>;
   }
   // AVX-512 BF16 is its own cpuid bit (Cooper Lake, Sapphire Rapids, Zen 4 and later), which
   // libgcc reports only when the OS saves the AVX-512 state.
