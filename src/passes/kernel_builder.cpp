@@ -1,6 +1,7 @@
 #include "kernel_builder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -76,6 +77,15 @@ int KernelBuilder::unary(Op op, int a, DType out, int64_t ival, int64_t ival2) {
   return add(e);
 }
 
+// y when e is an f32 value y rounded to f16 and widened back (autocast's round trip), else -1.
+int KernelBuilder::f16_round_trip_source(int e) const {
+  const Expr& w = k_.exprs[e];
+  if (w.kind != ExprKind::cast || w.dtype != DType::f32) return -1;
+  const Expr& r = k_.exprs[w.a];
+  if (r.kind != ExprKind::cast || r.dtype != DType::f16 || k_.exprs[r.a].dtype != DType::f32) return -1;
+  return r.a;
+}
+
 int KernelBuilder::binary(Op op, int a, int b, DType out) {
   // index arithmetic on constants folds here so that offsets stay simple
   const Expr& ea = k_.exprs[a];
@@ -84,6 +94,19 @@ int KernelBuilder::binary(Op op, int a, int b, DType out) {
     if (op == Op::Add) return iconst(ea.ival + eb.ival);
     if (op == Op::Mul) return iconst(ea.ival * eb.ival);
   }
+  // x * 0 for x = y rounded to f16 only asks whether the rounding overflows: a zero with the
+  // sign of y * 0 where |y| < 65520 (the least magnitude f16 rounds to infinity), NaN where it
+  // overflows or y is NaN. The loss scaler's finite test sums g * 0 over every gradient, and
+  // the f16 rounding in that sum cost an integer rounding per value (25 us of an MNIST MLP's
+  // 590 us f16 step on one core).
+  if (op == Op::Mul && out == DType::f32)
+    for (auto [x, z] : {std::pair{a, b}, std::pair{b, a}}) {
+      const Expr& ez = k_.exprs[z];
+      const int y = f16_round_trip_source(x);
+      if (ez.kind != ExprKind::fconst || ez.fval != 0.0 || y < 0) continue;
+      const int in_range = binary(Op::Less, unary(Op::Abs, y, DType::f32), fconst(65520.0, DType::f32), DType::boolean);
+      return select(in_range, binary(Op::Mul, y, z, DType::f32), fconst(std::nan(""), DType::f32));
+    }
   Expr e{ExprKind::binary, out};
   e.op = op;
   e.a = a;

@@ -34,6 +34,8 @@ class KernelBuilder {
   int load(int arg, DType dt, int index);
   int unary(Op op, int a, DType out, int64_t ival = 0, int64_t ival2 = 0);
   int binary(Op op, int a, int b, DType out);
+  // y when expression e is the f32 value y rounded to f16 and widened back, else -1.
+  int f16_round_trip_source(int e) const;
   int select(int c, int a, int b);
   int cast(int a, DType to);
   int reduce(Op op, int body, std::vector<int> loops, DType out, int64_t ival = 0);

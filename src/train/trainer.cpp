@@ -196,8 +196,12 @@ Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfi
     loss = all_reduce_gradients(u, dp, batch, loss, grads);
     RLX_TRY(u.status().with_context("data-parallel gradient all-reduce"));
   }
-  // mixed precision: after the all-reduce every rank sees the same sums, so all skip together
-  const ValueId finite = scaled ? all_finite(u, grads) : kNoValue;
+  // The finite test reads the scaled gradients, before they are unscaled, as torch's
+  // GradScaler does (1 / scale is finite and an f16 gradient times it stays in f32's range,
+  // so the answer is the same; and a scaled f16 gradient * 0 is what the kernel builder
+  // computes without rounding). With data parallelism it reads the all-reduced sums instead,
+  // so that every rank skips together.
+  const ValueId finite = scaled ? all_finite(u, dp.ranks > 1 ? grads : gr.grads) : kNoValue;
   for (size_t i = 0; i < params.size(); ++i) {
     ParamUpdate up = apply_optimizer(u, opt, params[i], grads[i], state[i], lr, step);
     RLX_TRY(u.status().with_context(cat("optimizer update of ", model.params[i].name)));

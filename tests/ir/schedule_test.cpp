@@ -2,7 +2,9 @@
 // native, epilogue fusion, arena reuse, and a kernel program that verifies.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "backends/cpu/kernels/gemm.h"
@@ -169,6 +171,63 @@ graph @g(%x: f32[2, 8, 169], %i: i32[9, 121]) -> (f32[2, 72, 121]) {
     divisions += division && reads_loop(k, e, inner);
   }
   EXPECT_EQ(divisions, 0);
+}
+
+// x * 0 for x an f32 value rounded to f16 and back (the loss scaler's finite test over f16
+// gradients) compares |x| with f16's overflow threshold instead of rounding: no cast to f16 is
+// left in the kernel, and the bits (signed zeros, NaN) agree with the reference's rounding
+// over the values around the threshold, infinities, NaN and signed zeros.
+TEST(Schedule, ZeroTimesAnF16RoundTripTestsTheRangeWithoutRounding) {
+  const std::string text = R"(
+graph @g(%x: f32[12]) -> (f32[12], f32[]) {
+  %h = cast(%x) {to = f16}
+  %r = cast(%h) {to = f32}
+  %z = constant dense<0.0> : f32[]
+  %p = mul(%r, %z)
+  %s = reduce_sum(%p) {axes = [0], keepdims = 0}
+  return %p, %s
+})";
+  auto p = schedule_text(text, {});
+  for (const auto& k : p.generated) {  // no f16 cast among what the stores compute
+    std::vector<int> todo;
+    for (const kir::Store& st : k.stores) todo.push_back(st.value);
+    std::vector<bool> seen(k.exprs.size());
+    while (!todo.empty()) {
+      const int i = todo.back();
+      todo.pop_back();
+      if (i < 0 || seen[i]) continue;
+      seen[i] = true;
+      const kir::Expr& x = k.exprs[i];
+      EXPECT_FALSE(x.kind == kir::ExprKind::cast && x.dtype == DType::f16);
+      todo.insert(todo.end(), {x.a, x.b, x.c});
+      if (x.kind == kir::ExprKind::reduce) todo.push_back(x.a);
+    }
+  }
+  auto g = parse_graph(text);
+  ASSERT_TRUE(g.has_value());
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<double> xs = {1.5, -2.25, 65504, 65519.99, 65520, -65520, -0.0, 1e-30, -1e-30, inf, -inf, std::nan("")};
+  auto cpu = Model::compile(*g, {.device = "cpu"});
+  auto ref = Model::compile(*g, {.device = "ref"});
+  ASSERT_TRUE(cpu.has_value() && ref.has_value());
+  for (int only_finite = 0; only_finite < 2; ++only_finite) {
+    // the finite case drops 65520 and beyond (f16 rounds them to infinity) and NaN
+    std::vector<double> in_values;
+    for (double x : xs)
+      if (!only_finite || std::fabs(x) < 65520) in_values.push_back(x);
+    in_values.resize(12, 3.0);
+    const std::vector<Tensor> in = {Tensor::from_f64(DType::f32, {12}, in_values)};
+    auto a = (*cpu)->run(in);
+    auto b = (*ref)->run(in);
+    ASSERT_TRUE(a.has_value() && b.has_value());
+    for (int64_t e = 0; e < 12; ++e) {
+      const float u = static_cast<float>((*a)[0].get_f64(e)), v = static_cast<float>((*b)[0].get_f64(e));
+      EXPECT_EQ(std::isnan(u), std::isnan(v)) << in_values[e];
+      if (!std::isnan(v)) EXPECT_EQ(std::signbit(u), std::signbit(v)) << in_values[e];
+    }
+    EXPECT_EQ(std::isnan((*a)[1].get_f64(0)), !only_finite);
+    EXPECT_EQ(std::isnan((*b)[1].get_f64(0)), !only_finite);
+  }
 }
 
 // A gather whose indices are a constant table inside the axis (im2col's, pooling's) loads
