@@ -4,10 +4,7 @@
 // inside the native kernel on each finished tile (bias, activation, residual add while the
 // tile is in cache). The native output then shares the epilogue's
 // output memory, so the intermediate never goes to memory on its own.
-//
-// Operand-cast fusion: a generated kernel that only converts a buffer to f16 (or rounds it to
-// f16 and back), element for element, and whose result only native kernels read (that can
-// round as they read), is dropped; they read the source instead.
+
 #include <algorithm>
 #include <optional>
 
@@ -85,104 +82,7 @@ bool store_is_flat_domain(const kir::GeneratedKernel& k) {
   return true;
 }
 
-// The buffer k rounds to f16, or -1: element i of the f32 source to element i of its store,
-// an f16 buffer (a cast) or an f32 one (a round trip: cast to f16 and back to f32).
-int pure_f16_cast_source(const kir::KernelProgram& p, const kir::GeneratedKernel& k) {
-  if (k.serial || k.stores.size() != 1 || k.stores[0].accumulate || !store_is_flat_domain(k)) return -1;
-  const kir::Store& st = k.stores[0];
-  const int y = k.args[st.buffer];
-  const DType yt = p.buffers[y].dtype;
-  int v = st.value;
-  if (yt == DType::f32) {  // the widening back to f32
-    if (k.exprs[v].kind != kir::ExprKind::cast || k.exprs[v].dtype != DType::f32) return -1;
-    v = k.exprs[v].a;
-  }
-  if (k.exprs[v].kind != kir::ExprKind::cast || k.exprs[v].dtype != DType::f16) return -1;
-  const kir::Expr& src = k.exprs[k.exprs[v].a];
-  if (src.kind != kir::ExprKind::load || src.a != st.index || src.dtype != DType::f32) return -1;
-  const int x = k.args[src.buffer];
-  const kir::Buffer &xb = p.buffers[x], &yb = p.buffers[y];
-  if (xb.dtype != DType::f32 || (yt != DType::f16 && yt != DType::f32) || numel(xb.sizes) != numel(yb.sizes) ||
-      k.rows() * k.cols() != numel(yb.sizes))
-    return -1;
-  return x;
-}
-
 }  // namespace
-
-void fuse_operand_casts(kir::KernelProgram& p, const std::function<bool(const kir::NativeKernel&, int input)>& accepts) {
-  const size_t nb = p.buffers.size(), ns = p.steps.size();
-  auto root = [&](int b) {
-    while (p.buffers[b].alias_of >= 0) b = p.buffers[b].alias_of;
-    return b;
-  };
-  // per root buffer, once: the steps that read it (a native's input: step and index; -1 for
-  // a generated kernel or an epilogue) and the steps that write it, in step order; so a long
-  // program costs linear time, not one scan per cast
-  struct Use {
-    size_t step;
-    int input;
-  };
-  std::vector<std::vector<Use>> readers(nb);
-  std::vector<std::vector<size_t>> writers(nb);
-  std::vector<char> viewed(nb, 0), output(nb, 0);
-  for (size_t b = 0; b < nb; ++b)
-    if (p.buffers[b].alias_of >= 0) viewed[static_cast<size_t>(root(static_cast<int>(b)))] = 1;
-  for (int o : p.outputs) output[static_cast<size_t>(root(o))] = 1;
-  for (size_t s = 0; s < ns; ++s) {
-    if (p.steps[s].native) {
-      const kir::NativeKernel& n = p.natives[p.steps[s].index];
-      for (size_t i = 0; i < n.inputs.size(); ++i)
-        readers[root(n.inputs[i])].push_back({s, n.inputs[i] == root(n.inputs[i]) ? static_cast<int>(i) : -1});
-      for (int b : n.outputs) writers[root(b)].push_back(s);
-      if (n.epilogue >= 0)
-        for (int b : p.generated[n.epilogue].args) readers[root(b)].push_back({s, -1});
-    } else {
-      const kir::GeneratedKernel& g = p.generated[p.steps[s].index];
-      for (int b : g.args) readers[root(b)].push_back({s, -1});
-      for (const kir::Store& st : g.stores) writers[root(g.args[st.buffer])].push_back(s);
-    }
-  }
-  std::vector<char> drop(ns, 0);
-  std::vector<std::pair<Use, int>> rewrites;  // (native input, its new buffer)
-  for (size_t si = 0; si < ns; ++si) {
-    if (p.steps[si].native) continue;
-    const kir::GeneratedKernel& k = p.generated[p.steps[si].index];
-    const int x = pure_f16_cast_source(p, k);
-    if (x < 0) continue;
-    const int y = k.args[k.stores[0].buffer];
-    const size_t yu = static_cast<size_t>(y);
-    if (p.buffers[yu].kind != kir::BufferKind::intermediate || p.buffers[yu].alias_of >= 0 || viewed[yu] || output[yu])
-      continue;
-    // every reader of y but the cast itself is a later native that takes x in its place
-    bool ok = true;
-    size_t last = si;
-    std::vector<Use> uses;
-    for (const Use& u : readers[yu]) {
-      if (u.step == si) continue;
-      ok = ok && u.input >= 0 && u.step > si && accepts(p.natives[p.steps[u.step].index], u.input);
-      uses.push_back(u);
-      last = std::max(last, u.step);
-    }
-    for (size_t w : writers[yu]) ok = ok && w == si;
-    // and x keeps its values until the last of them has read it
-    for (size_t w : writers[static_cast<size_t>(root(x))]) ok = ok && (w < si || w > last);
-    if (!ok || uses.empty()) continue;
-    drop[si] = 1;
-    for (const Use& u : uses) rewrites.push_back({u, x});
-  }
-  for (const auto& [u, x] : rewrites) {
-    kir::NativeKernel& n = p.natives[p.steps[u.step].index];
-    n.inputs[static_cast<size_t>(u.input)] = x;
-    // f16 values (of a round trip, the node took them widened): it reads them from f32 storage
-    n.input_types[static_cast<size_t>(u.input)].dtype = DType::f16;
-  }
-  std::vector<kir::Step> kept;
-  for (size_t s = 0; s < ns; ++s)
-    if (!drop[s]) kept.push_back(p.steps[s]);
-  p.steps = std::move(kept);
-  plan_memory(p);
-}
 
 void fuse_native_epilogues(kir::KernelProgram& p, const std::function<bool(const kir::NativeKernel&)>& accepts) {
   // readers of each buffer (by root), per step

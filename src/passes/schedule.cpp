@@ -104,6 +104,16 @@ class Scheduler {
   // expensive inlined values (kMaxRecomputeExprs): the kernels inlining each, its largest cost
   std::map<ValueId, std::pair<std::set<int>, int>> expensive_users;
   Status add_native(int node_index);
+  // The native kernel node ni runs, before buffers: op, attributes, the graph's types.
+  kir::NativeKernel describe_native(int node_index) const;
+  // u when v is an f32 value u cast to f16, or u rounded through f16 and widened back to f32;
+  // else kNoValue.
+  ValueId f16_cast_source(ValueId v) const;
+  // Per native node: the values it reads (an input, or the f32 source of an f16 cast or round
+  // trip that the native rounds as it reads: ScheduleOptions::native_reads_f32_as_f16) and
+  // whether it reads each as f16.
+  std::vector<std::vector<ValueId>> native_reads_;
+  std::vector<std::vector<char>> native_reads_f16_;
   Status add_scatter(int node_index);
   // a kernel copying src_buffer into dst_buffer, its index in prog.generated; -1 (no kernel) when empty
   int add_copy_kernel(int src_buffer, int dst_buffer);
@@ -495,13 +505,53 @@ std::optional<std::pair<int64_t, int64_t>> Scheduler::constant_range(ValueId v) 
   return r;
 }
 
+ValueId Scheduler::f16_cast_source(ValueId v) const {
+  auto cast_input = [&](ValueId x, DType to) {
+    const int p = g.values[x].producer;
+    if (p < 0 || g.type(x).dtype != to) return kNoValue;
+    const Node& n = g.nodes[p];
+    return n.op == Op::Cast && n.inputs.size() == 1 ? n.inputs[0] : kNoValue;
+  };
+  const ValueId narrow = g.type(v).dtype == DType::f32 ? cast_input(v, DType::f32) : v;
+  if (narrow == kNoValue) return kNoValue;
+  const ValueId u = cast_input(narrow, DType::f16);
+  return u != kNoValue && g.type(u).dtype == DType::f32 ? u : kNoValue;
+}
+
+kir::NativeKernel Scheduler::describe_native(int ni) const {
+  const Node& n = g.nodes[ni];
+  kir::NativeKernel k;
+  k.op = n.op;
+  k.attrs = n.attrs;
+  for (ValueId v : n.inputs) k.input_types.push_back(g.type(v));
+  for (ValueId v : n.outputs) k.output_types.push_back(g.type(v));
+  if (n.origin >= 0) k.origins.push_back(n.origin);
+  return k;
+}
+
 void Scheduler::init_forced() {
   const size_t nv = g.values.size();
   forced.assign(nv, 0);
   consumers_.assign(nv, {});
   output_count_.assign(nv, 0);
+  native_reads_.assign(g.nodes.size(), {});
+  native_reads_f16_.assign(g.nodes.size(), {});
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (!n.native) continue;
+    native_reads_[i] = n.inputs;
+    native_reads_f16_[i].assign(n.inputs.size(), 0);
+    if (!opts.native_reads_f32_as_f16) continue;
+    const kir::NativeKernel k = describe_native(static_cast<int>(i));
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      const ValueId u = f16_cast_source(n.inputs[j]);
+      if (u == kNoValue || !opts.native_reads_f32_as_f16(k, static_cast<int>(j))) continue;
+      native_reads_[i][j] = u;
+      native_reads_f16_[i][j] = 1;
+    }
+  }
   for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (ValueId v : g.nodes[i].inputs) consumers_[v].push_back(static_cast<int>(i));
+    for (ValueId v : g.nodes[i].native ? native_reads_[i] : g.nodes[i].inputs) consumers_[v].push_back(static_cast<int>(i));
   for (ValueId v : g.inputs) forced[v] = 1;
   for (ValueId v : g.outputs) {
     forced[v] = 1;
@@ -511,7 +561,7 @@ void Scheduler::init_forced() {
     if (n.op == Op::Param) forced[n.outputs[0]] = 1;
     if (n.op == Op::Constant && n.attrs.tensor("value")->numel() > 1) forced[n.outputs[0]] = 1;
     if (n.native || n.op == Op::ScatterAdd || n.op == Op::Scatter) {
-      for (ValueId v : n.inputs) forced[v] = 1;
+      for (ValueId v : n.native ? native_reads_[&n - g.nodes.data()] : n.inputs) forced[v] = 1;
       for (ValueId v : n.outputs) forced[v] = 1;
     }
   }
@@ -726,19 +776,14 @@ ValueId Scheduler::shared_reduction_target(ValueId r, const std::set<int>& kerne
 
 Status Scheduler::add_native(int ni) {
   const Node& n = g.nodes[ni];
-  kir::NativeKernel k;
+  kir::NativeKernel k = describe_native(ni);
   k.name = cat("n", prog.natives.size());
-  k.op = n.op;
-  k.attrs = n.attrs;
-  for (ValueId v : n.inputs) {
-    k.inputs.push_back(buffer_of[v]);
-    k.input_types.push_back(g.type(v));
+  for (size_t j = 0; j < n.inputs.size(); ++j) {
+    k.inputs.push_back(buffer_of[native_reads_[ni][j]]);
+    // an f16 cast or round trip it rounds as it reads: its f32 source, as f16
+    if (native_reads_f16_[ni][j]) k.input_types[j].dtype = DType::f16;
   }
-  for (ValueId v : n.outputs) {
-    k.outputs.push_back(buffer_of[v]);
-    k.output_types.push_back(g.type(v));
-  }
-  if (n.origin >= 0) k.origins.push_back(n.origin);
+  for (ValueId v : n.outputs) k.outputs.push_back(buffer_of[v]);
   prog.natives.push_back(std::move(k));
   prog.steps.push_back({true, static_cast<int>(prog.natives.size()) - 1});
   return Status::ok();

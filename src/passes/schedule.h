@@ -14,6 +14,12 @@ namespace rlx::sched {
 struct ScheduleOptions {
   // Largest number of adjacent domain loops merged into one (0: no limit).
   int max_loop_merge = 0;
+  // Whether native kernel `n` (its input types the graph's) can read input `input` from f32
+  // storage, rounding each value to f16 as it reads it (the CPU GEMM, while packing). Where it
+  // can, a cast of an f32 value u to f16, or u's round trip through f16 (autocast's widened
+  // form), that feeds that input is not materialized for it: the native reads u's buffer, and
+  // its input type says f16. Unset: natives read the values the graph gives them.
+  std::function<bool(const kir::NativeKernel& n, int input)> native_reads_f32_as_f16;
 };
 
 Expected<kir::KernelProgram> schedule(const Graph& g, const ScheduleOptions& options = {});
@@ -22,15 +28,6 @@ Expected<kir::KernelProgram> schedule(const Graph& g, const ScheduleOptions& opt
 // kernel as its epilogue (for natives `accepts` says can run one), then re-plans memory.
 void fuse_native_epilogues(kir::KernelProgram& program,
                            const std::function<bool(const kir::NativeKernel&)>& accepts);
-
-// Drops each generated kernel that only converts an f32 buffer x to an f16 buffer y element for
-// element, or rounds x to f16 into an f32 buffer y (autocast's widened round trip), when every
-// reader of y is a native kernel `accepts` lets read x in its place (input `input`: the native
-// then rounds as it reads, e.g. the CPU GEMM while packing); they read x, and their input type
-// says f16. Then re-plans memory. A native whose input buffer is f32 where its input type says
-// f16 is such a reader.
-void fuse_operand_casts(kir::KernelProgram& program,
-                        const std::function<bool(const kir::NativeKernel&, int input)>& accepts);
 
 // Lets output k reuse the memory of input j for each (k, j): the caller may then pass the
 // same tensor as both. Reorders steps where needed; refuses (with the reason) when the

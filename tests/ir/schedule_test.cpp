@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -15,7 +16,8 @@
 namespace rlx {
 namespace {
 
-kir::KernelProgram schedule_text(const std::string& text, const DimBindings& dims, const char* device = "cpu") {
+kir::KernelProgram schedule_text(const std::string& text, const DimBindings& dims, const char* device = "cpu",
+                                 const sched::ScheduleOptions& options = {}) {
   auto g = parse_graph(text);
   EXPECT_TRUE(g.has_value()) << g.status().to_string();
   auto bound = bind_graph(*g, dims);
@@ -23,7 +25,7 @@ kir::KernelProgram schedule_text(const std::string& text, const DimBindings& dim
   auto d = get_device(device);
   auto lr = legalize(*bound, **d, DispatchPolicy{});
   EXPECT_TRUE(lr.has_value() && lr->report.ok());
-  auto p = sched::schedule(lr->graph);
+  auto p = sched::schedule(lr->graph, options);
   EXPECT_TRUE(p.has_value()) << p.status().to_string();
   EXPECT_TRUE(kir::verify_program(*p).is_ok());
   return p.has_value() ? *p : kir::KernelProgram{};
@@ -353,9 +355,10 @@ graph @g(%x: f32[6, 64]) -> (f32[6, 48]) {
   EXPECT_TRUE(kir::verify_program(q).is_ok());
 }
 
-// An f16 cast whose only readers are products (autocast's narrow form: the batch and the
-// weights each training step) is dropped when the products can convert as they read; a cast
-// that is also a program output, or is read by a generated kernel, stays.
+// An f16 cast that feeds a product (autocast's narrow form: the batch and the weights each
+// training step) is not materialized for it when the product can round as it reads (the
+// product reads the f32 source, as f16); one the product refuses stays a kernel, and one that
+// is a program output too is materialized for the output only.
 const char* kCastsIntoDot = R"(
 graph @g(%x: f32[40, 64], %w: f32[64, 48]) -> (f32[40, 48]%s) {
   %xh = cast(%x) {to = f16}
@@ -371,63 +374,42 @@ std::string casts_into_dot(bool cast_is_output) {
   return t;
 }
 
-TEST(Schedule, F16CastsThatOnlyFeedProductsAreReadByThem) {
-  auto p = schedule_text(casts_into_dot(false), {});
-  ASSERT_EQ(p.natives.size(), 1u);
-  ASSERT_EQ(p.steps.size(), 3u);
+// Options whose products round the inputs `reads` lets them (and record what was asked).
+sched::ScheduleOptions rounding_products(std::function<bool(int)> reads, std::vector<int>* asked = nullptr) {
+  sched::ScheduleOptions o;
+  o.native_reads_f32_as_f16 = [reads, asked](const kir::NativeKernel&, int input) {
+    if (asked) asked->push_back(input);
+    return reads(input);
+  };
+  return o;
+}
+
+TEST(Schedule, F16CastsThatFeedProductsAreReadByThem) {
+  ASSERT_EQ(schedule_text(casts_into_dot(false), {}).steps.size(), 3u);  // without the option
   std::vector<int> asked;  // the inputs offered
-  sched::fuse_operand_casts(p, [&](const kir::NativeKernel&, int input) {
-    asked.push_back(input);
-    return true;
-  });
+  auto p = schedule_text(casts_into_dot(false), {}, "cpu", rounding_products([](int) { return true; }, &asked));
   EXPECT_EQ(asked, (std::vector<int>{0, 1}));
+  ASSERT_EQ(p.natives.size(), 1u);
   ASSERT_EQ(p.steps.size(), 1u);
   const kir::NativeKernel& n = p.natives[0];
-  EXPECT_EQ(p.buffers[n.inputs[0]].dtype, DType::f32);  // the product reads x and w themselves
-  EXPECT_EQ(p.buffers[n.inputs[1]].dtype, DType::f32);
-  EXPECT_EQ(n.input_types[0].dtype, DType::f16);       // as f16
-  EXPECT_EQ(n.inputs[0], p.inputs[0]);
-  EXPECT_TRUE(kir::verify_program(p).is_ok());
-  // refused by the native, or the cast is an output too: x's cast stays
-  auto q = schedule_text(casts_into_dot(false), {});
-  sched::fuse_operand_casts(q, [](const kir::NativeKernel&, int input) { return input == 1; });
+  EXPECT_EQ(n.inputs[0], p.inputs[0]);  // the product reads x and w themselves
+  EXPECT_EQ(n.inputs[1], p.inputs[1]);
+  EXPECT_EQ(n.input_types[0].dtype, DType::f16);  // as f16
+  EXPECT_EQ(n.input_types[1].dtype, DType::f16);
+  // refused by the native: x's cast stays
+  auto q = schedule_text(casts_into_dot(false), {}, "cpu", rounding_products([](int input) { return input == 1; }));
   EXPECT_EQ(q.steps.size(), 2u);
-  auto r = schedule_text(casts_into_dot(true), {});
-  sched::fuse_operand_casts(r, [](const kir::NativeKernel&, int) { return true; });
+  EXPECT_EQ(q.natives[0].input_types[0].dtype, DType::f16);
+  EXPECT_EQ(q.buffers[q.natives[0].inputs[0]].dtype, DType::f16);
+  // the cast is an output too: its kernel stays for the output, the product reads x
+  auto r = schedule_text(casts_into_dot(true), {}, "cpu", rounding_products([](int) { return true; }));
   EXPECT_EQ(r.steps.size(), 2u);
-  EXPECT_TRUE(kir::verify_program(r).is_ok());
+  EXPECT_EQ(r.natives[0].inputs[0], r.inputs[0]);
 }
 
-// On the cpu the same graph gives the same bits whether x's cast runs as a kernel (the cast is
-// an output too, so it stays) or inside the GEMM's packing (on the AMX tiles, or rounding
-// the f32 panels elsewhere).
-TEST(Schedule, CpuProductReadingF32AsF16EqualsTheCastKernels) {
-  std::vector<Tensor> outs[2];
-  std::string listing[2];
-  std::mt19937 rng(std::random_device{}());
-  std::normal_distribution<float> dist(0.f, 2.f);
-  Tensor x = Tensor::zeros(DType::f32, {40, 64}), w = Tensor::zeros(DType::f32, {64, 48});
-  for (Tensor* t : {&x, &w})
-    for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
-  for (int v = 0; v < 2; ++v) {
-    auto g = parse_graph(casts_into_dot(v == 1));
-    ASSERT_TRUE(g.has_value()) << g.status().to_string();
-    auto m = Model::compile(std::move(*g), {.device = "cpu"});
-    ASSERT_TRUE(m.has_value()) << m.status().to_string();
-    auto var = (*m)->prepare({});
-    ASSERT_TRUE(var.has_value()) << var.status().to_string();
-    listing[v] = (*var)->executable->stats().kernel_listing;
-    auto r = (*var)->executable->run(std::vector<Tensor>{x, w});
-    ASSERT_TRUE(r.has_value()) << r.status().to_string();
-    outs[v] = *r;
-  }
-  EXPECT_EQ(std::memcmp(outs[0][0].data<float>(), outs[1][0].data<float>(), outs[0][0].nbytes()), 0);
-  EXPECT_NE(listing[0].find("cast from f32 while packing"), std::string::npos) << listing[0];
-}
-
-// Autocast's widened form rounds an operand to f16 and back in an f32 buffer: that round trip
-// is dropped the same way when only products read it (the product then takes f16), and kept
-// when a generated kernel reads it too; on the cpu either way gives the same bits.
+// Autocast's widened form rounds an operand to f16 and back in an f32 buffer: the product
+// reads the source as f16 the same way, and a generated kernel that reads the round trip too
+// computes it inline.
 const char* kRoundTripIntoDot = R"(
 graph @g(%x: f32[40, 64], %w: f32[64, 48]) -> (f32[40, 48]%s) {
   %xh = cast(%x) {to = f16}
@@ -444,45 +426,72 @@ std::string round_trip_into_dot(bool also_read) {
   return t;
 }
 
-TEST(Schedule, F16RoundTripsThatOnlyFeedProductsAreReadByThem) {
-  auto p = schedule_text(round_trip_into_dot(false), {});
-  ASSERT_EQ(p.steps.size(), 2u);
-  sched::fuse_operand_casts(p, [](const kir::NativeKernel&, int) { return true; });
-  ASSERT_EQ(p.steps.size(), 1u);
-  const kir::NativeKernel& n = p.natives[0];
-  EXPECT_EQ(n.inputs[0], p.inputs[0]);
-  EXPECT_EQ(n.input_types[0].dtype, DType::f16);
-  EXPECT_EQ(n.input_types[1].dtype, DType::f32);  // w was not rounded
-  EXPECT_TRUE(kir::verify_program(p).is_ok());
-  auto q = schedule_text(round_trip_into_dot(true), {});
-  const size_t steps = q.steps.size();
-  sched::fuse_operand_casts(q, [](const kir::NativeKernel&, int) { return true; });
-  EXPECT_EQ(q.steps.size(), steps);
-  EXPECT_EQ(q.natives[0].input_types[0].dtype, DType::f32);
+TEST(Schedule, F16RoundTripsThatFeedProductsAreReadByThem) {
+  ASSERT_EQ(schedule_text(round_trip_into_dot(false), {}).steps.size(), 2u);  // without the option
+  for (bool also_read : {false, true}) {
+    SCOPED_TRACE(also_read ? "the round trip read by tanh too" : "read by the product only");
+    auto p = schedule_text(round_trip_into_dot(also_read), {}, "cpu", rounding_products([](int) { return true; }));
+    ASSERT_EQ(p.natives.size(), 1u);
+    EXPECT_EQ(p.steps.size(), also_read ? 2u : 1u);
+    const kir::NativeKernel& n = p.natives[0];
+    EXPECT_EQ(n.inputs[0], p.inputs[0]);
+    EXPECT_EQ(n.input_types[0].dtype, DType::f16);
+    EXPECT_EQ(n.input_types[1].dtype, DType::f32);  // w was not rounded
+  }
+}
 
+// On the cpu a product whose operands are f16 casts or round trips of f32 values gives the
+// bits of the same product on operands converted beforehand: f16 tensors for the casts (the
+// f16 kernels' product), f32 tensors holding the rounded values for the round trips (the f32
+// kernels' product). The casts' graphs say so in their listing.
+TEST(Schedule, CpuProductReadingF32AsF16EqualsTheConvertedOperands) {
   std::mt19937 rng(std::random_device{}());
   std::normal_distribution<float> dist(0.f, 2.f);
   Tensor x = Tensor::zeros(DType::f32, {40, 64}), w = Tensor::zeros(DType::f32, {64, 48});
   for (Tensor* t : {&x, &w})
     for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
   x.data<float>()[3] = 1e5f;  // beyond f16: infinity
-  std::vector<Tensor> outs[2];
-  std::string listing[2];
-  for (int v = 0; v < 2; ++v) {
-    auto g = parse_graph(round_trip_into_dot(v == 1));
-    ASSERT_TRUE(g.has_value()) << g.status().to_string();
+  x.data<float>()[5] = 3e-6f;  // an f16 subnormal
+  auto run = [](const std::string& text, const std::vector<Tensor>& in, std::string* listing) {
+    auto g = parse_graph(text);
+    EXPECT_TRUE(g.has_value()) << g.status().to_string();
     auto m = Model::compile(std::move(*g), {.device = "cpu"});
-    ASSERT_TRUE(m.has_value()) << m.status().to_string();
+    EXPECT_TRUE(m.has_value()) << m.status().to_string();
     auto var = (*m)->prepare({});
-    ASSERT_TRUE(var.has_value()) << var.status().to_string();
-    listing[v] = (*var)->executable->stats().kernel_listing;
-    auto r = (*var)->executable->run(std::vector<Tensor>{x, w});
-    ASSERT_TRUE(r.has_value()) << r.status().to_string();
-    outs[v] = *r;
+    EXPECT_TRUE(var.has_value()) << var.status().to_string();
+    if (listing) *listing = (*var)->executable->stats().kernel_listing;
+    auto r = (*var)->executable->run(in);
+    EXPECT_TRUE(r.has_value()) << r.status().to_string();
+    return (*r)[0];
+  };
+  Tensor x16 = Tensor::zeros(DType::f16, {40, 64}), w16 = Tensor::zeros(DType::f16, {64, 48});
+  Tensor xr = Tensor::zeros(DType::f32, {40, 64});
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    x16.data<uint16_t>()[i] = f32_to_f16(x.data<float>()[i]);
+    xr.data<float>()[i] = f16_to_f32(x16.data<uint16_t>()[i]);
   }
-  EXPECT_NE(listing[0].find("cast from f32 while packing"), std::string::npos) << listing[0];
-  EXPECT_EQ(listing[1].find("cast from f32 while packing"), std::string::npos) << listing[1];
-  EXPECT_EQ(std::memcmp(outs[0][0].data<float>(), outs[1][0].data<float>(), outs[0][0].nbytes()), 0);
+  for (int64_t i = 0; i < w.numel(); ++i) w16.data<uint16_t>()[i] = f32_to_f16(w.data<float>()[i]);
+  std::string listing;
+  for (bool output : {false, true}) {  // the cast also a program output, or not
+    const Tensor got = run(casts_into_dot(output), {x, w}, &listing);
+    EXPECT_NE(listing.find("cast from f32 while packing"), std::string::npos) << listing;
+    const Tensor want = run(R"(
+graph @g(%x: f16[40, 64], %w: f16[64, 48]) -> (f32[40, 48]) {
+  %y = dot(%x, %w) {lhs_contract = [1], rhs_contract = [0], out_type = f32}
+  return %y
+})", {x16, w16}, nullptr);
+    EXPECT_EQ(std::memcmp(got.data<float>(), want.data<float>(), got.nbytes()), 0) << (output ? "cast also an output" : "");
+  }
+  for (bool also_read : {false, true}) {
+    const Tensor got = run(round_trip_into_dot(also_read), {x, w}, &listing);
+    EXPECT_NE(listing.find("cast from f32 while packing"), std::string::npos) << listing;
+    const Tensor want = run(R"(
+graph @g(%x: f32[40, 64], %w: f32[64, 48]) -> (f32[40, 48]) {
+  %y = dot(%x, %w) {lhs_contract = [1], rhs_contract = [0]}
+  return %y
+})", {xr, w}, nullptr);
+    EXPECT_EQ(std::memcmp(got.data<float>(), want.data<float>(), got.nbytes()), 0) << (also_read ? "round trip read by tanh too" : "");
+  }
 }
 
 // A long elementwise chain read by two kernels (reductions over different axes) is

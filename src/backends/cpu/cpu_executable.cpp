@@ -363,9 +363,9 @@ Expected<NativeState> CpuExecutable::plan_gemm(kir::NativeKernel& n) {
     st.a_type = *ta;
     st.b_type = *tb;
     st.c_type = *tc;
-    // an f32 buffer where the node takes f16: the f16 cast (or round trip) that only fed this
-    // product was folded into it (sched::fuse_operand_casts); the GEMM rounds the values as it
-    // packs them
+    // an f32 buffer where the node takes f16: the f16 cast (or round trip) that fed this
+    // product was folded into it (ScheduleOptions::native_reads_f32_as_f16); the GEMM rounds
+    // the values as it packs them
     st.a_as_f16 = *ta == GemmType::f32 && n.input_types[0].dtype == DType::f16;
     st.b_as_f16 = *tb == GemmType::f32 && n.input_types[1].dtype == DType::f16;
     if (st.plan.c_mode != GemmPlan::CMode::none) {
@@ -767,16 +767,17 @@ Expected<std::unique_ptr<Executable>> compile_host_program(const Graph& g, const
   // executable's asynchronous collectives overlap the kernels after them
   Graph ordered = g;
   if (dist::overlap_collectives()) sched::order_collectives_early(ordered);
-  RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(ordered));
   // the GEMM rounds f32 operands to f16 while packing them (gemm.h, a_as_f16), so a cast to
-  // f16, or an f16 round trip, that only feeds products is not run on its own (autocast's f16
+  // f16, or an f16 round trip, that feeds a product is not materialized for it (autocast's f16
   // training: the batch, the weights and the activations each step)
-  sched::fuse_operand_casts(prog, [&](const kir::NativeKernel& n, int input) {
+  sched::ScheduleOptions schedule_options;
+  schedule_options.native_reads_f32_as_f16 = [&](const kir::NativeKernel& n, int input) {
     if (input > 1 || claiming_family(device_families, hal::node_desc(n))) return false;
     if (n.op != Op::MatMul && n.op != Op::Dot && n.op != Op::Gemm) return false;
     auto plan = plan_contraction(n.op, n.attrs, n.input_types, n.output_types);
     return plan.has_value() && plan->batch == 1;
-  });
+  };
+  RLX_ASSIGN_OR_RETURN(kir::KernelProgram prog, sched::schedule(ordered, schedule_options));
   // the GEMMs (and int8_matmul) run elementwise consumers of their output on each finished tile (a 16-bit
   // output is rounded first: the epilogue reads the stored values, as it would unfused); a
   // device family's kernels take none
