@@ -137,8 +137,8 @@ graph @g(%x: f32[8, 64], %b: f32[64]) -> (f32[8, 64]) {
   EXPECT_EQ(q.generated.size(), 1u);
 }
 
-// Whether expression `e` of `k` reads loop variable `loop` (directly or through its operands).
-bool reads_loop(const kir::GeneratedKernel& k, int e, int loop) {
+// Whether expression `e` of `k`, or one it is computed from, satisfies `pred`.
+bool reaches(const kir::GeneratedKernel& k, int e, const std::function<bool(const kir::Expr&)>& pred) {
   std::vector<int> todo{e};
   std::vector<bool> seen(k.exprs.size());
   while (!todo.empty()) {
@@ -147,10 +147,15 @@ bool reads_loop(const kir::GeneratedKernel& k, int e, int loop) {
     if (i < 0 || seen[i]) continue;
     seen[i] = true;
     const kir::Expr& x = k.exprs[i];
-    if (x.kind == kir::ExprKind::loop_var && x.loop == loop) return true;
+    if (pred(x)) return true;
     todo.insert(todo.end(), {x.a, x.b, x.c});
   }
   return false;
+}
+
+// Whether expression `e` of `k` reads loop variable `loop` (directly or through its operands).
+bool reads_loop(const kir::GeneratedKernel& k, int e, int loop) {
+  return reaches(k, e, [&](const kir::Expr& x) { return x.kind == kir::ExprKind::loop_var && x.loop == loop; });
 }
 
 // A convolution's im2col: the gathered taps [9, 121] of 8 channels viewed as 72 rows of 121.
@@ -190,21 +195,9 @@ graph @g(%x: f32[12]) -> (f32[12], f32[]) {
   return %p, %s
 })";
   auto p = schedule_text(text, {});
-  for (const auto& k : p.generated) {  // no f16 cast among what the stores compute
-    std::vector<int> todo;
-    for (const kir::Store& st : k.stores) todo.push_back(st.value);
-    std::vector<bool> seen(k.exprs.size());
-    while (!todo.empty()) {
-      const int i = todo.back();
-      todo.pop_back();
-      if (i < 0 || seen[i]) continue;
-      seen[i] = true;
-      const kir::Expr& x = k.exprs[i];
-      EXPECT_FALSE(x.kind == kir::ExprKind::cast && x.dtype == DType::f16);
-      todo.insert(todo.end(), {x.a, x.b, x.c});
-      if (x.kind == kir::ExprKind::reduce) todo.push_back(x.a);
-    }
-  }
+  for (const auto& k : p.generated)  // no f16 cast among what the stores compute
+    for (const kir::Store& st : k.stores)
+      EXPECT_FALSE(reaches(k, st.value, [](const kir::Expr& x) { return x.kind == kir::ExprKind::cast && x.dtype == DType::f16; }));
   auto g = parse_graph(text);
   ASSERT_TRUE(g.has_value());
   const float inf = std::numeric_limits<float>::infinity();
