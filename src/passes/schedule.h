@@ -17,8 +17,9 @@ struct ScheduleOptions {
   // Whether native kernel `n` (its input types the graph's) can read input `input` from f32
   // storage, rounding each value to f16 as it reads it (the CPU GEMM, while packing). Where it
   // can, a cast of an f32 value u to f16, or u's round trip through f16 (autocast's widened
-  // form), that feeds that input is not materialized for it: the native reads u's buffer, and
-  // its input type says f16. Unset: natives read the values the graph gives them.
+  // form) where u is a graph input or parameter, that feeds that input is not materialized for
+  // it: the native reads u's buffer, and its input type says f16. Unset: natives read the
+  // values the graph gives them.
   std::function<bool(const kir::NativeKernel& n, int input)> native_reads_f32_as_f16;
 };
 

@@ -401,8 +401,9 @@ TEST(Schedule, F16CastsThatFeedProductsAreReadByThem) {
 }
 
 // Autocast's widened form rounds an operand to f16 and back in an f32 buffer: the product
-// reads the source as f16 the same way, and a generated kernel that reads the round trip too
-// computes it inline.
+// reads the source as f16 the same way when it is an input (a generated kernel that reads the
+// round trip too computes it inline); the round trip of a value the program computes stays in
+// the kernel that computes it.
 const char* kRoundTripIntoDot = R"(
 graph @g(%x: f32[40, 64], %w: f32[64, 48]) -> (f32[40, 48]%s) {
   %xh = cast(%x) {to = f16}
@@ -431,6 +432,12 @@ TEST(Schedule, F16RoundTripsThatFeedProductsAreReadByThem) {
     EXPECT_EQ(n.input_types[0].dtype, DType::f16);
     EXPECT_EQ(n.input_types[1].dtype, DType::f32);  // w was not rounded
   }
+  std::string computed = round_trip_into_dot(false);
+  computed.replace(computed.find("%xh = cast(%x)"), 14, "%e = tanh(%x)\n  %xh = cast(%e)");
+  auto q = schedule_text(computed, {}, "cpu", rounding_products([](int) { return true; }));
+  ASSERT_EQ(q.steps.size(), 2u);
+  EXPECT_EQ(q.natives[0].input_types[0].dtype, DType::f32);
+  EXPECT_NE(q.natives[0].inputs[0], q.inputs[0]);
 }
 
 // On the cpu a product whose operands are f16 casts or round trips of f32 values gives the
