@@ -84,9 +84,17 @@ Status apply_donations(kir::KernelProgram& p, const std::vector<std::pair<int, i
         if (root(p, b) == ib) last_reader = static_cast<int>(s);
     }
     if (last_reader > writer) {
+      // everything the writer stores (a kernel may store several outputs) must still be unread
+      std::vector<int> written;
+      if (ws.native) {
+        for (int b : p.natives[ws.index].outputs) written.push_back(root(p, b));
+      }
+      if (k)
+        for (const auto& store : k->stores) written.push_back(root(p, k->args[store.buffer]));
       for (int s = writer + 1; s <= last_reader; ++s)
         for (int b : buffers_read(p, p.steps[s]))
-          if (root(p, b) == ob) return refuse("a later step reads the output before the input's last use");
+          if (std::find(written.begin(), written.end(), root(p, b)) != written.end())
+            return refuse("a later step reads the output before the input's last use");
       p.steps.erase(p.steps.begin() + writer);
       p.steps.insert(p.steps.begin() + last_reader, ws);
     }

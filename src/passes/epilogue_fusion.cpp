@@ -13,10 +13,13 @@
 namespace rlx::sched {
 namespace {
 
-// The load index of `arg` in k if every load of it is at the kernel's store index, else -1.
+// Whether k reads `arg` (at least once) and only at the element it stores (all its stores, when it
+// has several, are at one index).
 bool reads_only_at_store_index(const kir::GeneratedKernel& k, int arg) {
-  if (k.stores.size() != 1) return false;
+  if (k.stores.empty()) return false;
   const int store_index = k.stores[0].index;
+  for (const kir::Store& st : k.stores)
+    if (st.index != store_index || st.accumulate) return false;
   bool any = false;
   for (const kir::Expr& e : k.exprs) {
     if (e.kind == kir::ExprKind::reduce) return false;
@@ -120,14 +123,21 @@ void fuse_native_epilogues(kir::KernelProgram& p, const std::function<bool(const
     if (arg_it == k.args.end()) continue;  // read only through a view: layouts may differ
     const int arg = static_cast<int>(arg_it - k.args.begin());
     if (!reads_only_at_store_index(k, arg) || !store_is_flat_domain(k)) continue;
-    const int dst = k.args[k.stores[0].buffer];
-    const kir::Buffer& db = p.buffers[dst];
     const kir::Buffer& ob = p.buffers[out];
-    if (numel(db.sizes) != numel(ob.sizes) || k.rows() * k.cols() != numel(ob.sizes)) continue;
+    if (k.rows() * k.cols() != numel(ob.sizes)) continue;
+    bool sizes_match = true;
+    int dst = -1;  // a destination the GEMM can write straight into
+    for (const kir::Store& st : k.stores) {
+      const int b = k.args[st.buffer];
+      const kir::Buffer& db = p.buffers[b];
+      sizes_match = sizes_match && numel(db.sizes) == numel(ob.sizes);
+      if (dst < 0 && db.dtype == ob.dtype && db.alias_of < 0) dst = b;
+    }
+    if (!sizes_match) continue;
     n.epilogue = p.steps[reader].index;
-    // the GEMM writes straight into the epilogue's destination when it has the same type:
-    // each element is read, transformed and written back in place while the tile is hot
-    if (db.dtype == ob.dtype && db.alias_of < 0) p.buffers[out].alias_of = dst;
+    // the GEMM writes straight into an epilogue destination of the same type: each element is
+    // read, transformed and written back in place while the tile is hot
+    if (dst >= 0) p.buffers[out].alias_of = dst;
     p.steps.erase(p.steps.begin() + reader);
   }
   plan_memory(p);

@@ -45,8 +45,14 @@ constexpr int kMaxFusionDepth = 128;
 // Builds one generated kernel by inlining the expression of a value at loop indices.
 class Lowering {
  public:
-  Lowering(Scheduler& s, GeneratedKernel& k, ValueId sink) : S(s), kb(k), k_(k), sink_(sink) {}
+  Lowering(Scheduler& s, GeneratedKernel& k, ValueId sink) : S(s), kb(k), k_(k), sinks_{sink} {}
   int elem(ValueId v, const std::vector<Ix>& idx);
+  // Another value this kernel stores (a sibling: Scheduler::sibling_candidates): computed here
+  // like the first, never loaded from its buffer.
+  void add_sink(ValueId v) { sinks_.push_back(v); }
+  // Set when a stored value was computed at a second index: a sibling read it at another
+  // element than the one this iteration stores (it cannot share the kernel).
+  bool sink_recomputed = false;
   int arg(int buffer);
   int typed_const(double v, DType dt);
   int scalar_const(const Tensor& t, DType dt);
@@ -66,9 +72,11 @@ class Lowering {
   int dot_value(const Node& n, const std::vector<Ix>& idx);
   bool costly_broadcast(ValueId v) const;
   bool depends_on_active(const std::vector<Ix>& idx);
+  bool is_sink(ValueId v) const { return std::find(sinks_.begin(), sinks_.end(), v) != sinks_.end(); }
 
   GeneratedKernel& k_;
-  ValueId sink_;
+  std::vector<ValueId> sinks_;
+  std::set<ValueId> computed_sinks_;
   std::unordered_map<std::string, int> memo_;
   std::map<int, int> args_;
   std::vector<int> active_loops_;
@@ -95,8 +103,30 @@ class Scheduler {
   void init_forced();
   int new_buffer(ValueId v, BufferKind kind);
   Status assign_buffers();
-  // Builds the kernel that materializes v; returns false if it asked for more materialization.
+  // Builds the kernel that materializes v (and the siblings it can store too); returns false if
+  // it asked for more materialization.
   Expected<bool> build_kernel(ValueId v, int out_buffer, std::map<ValueId, std::set<int>>& reduce_users);
+  // Multi-output fusion: the values a kernel storing v may store as well, nearest first. Each is
+  // materialized, has v's shape, is computed by an elementwise node from v through values that
+  // are inlined (a rounding copy of v, an optimizer's new parameter from its new moment), and
+  // would otherwise get a kernel of its own that reads v again. build_kernel keeps those whose
+  // expression reads v only at the element being stored and reads nothing the program has not
+  // written yet.
+  std::vector<ValueId> sibling_candidates(ValueId v) const;
+  // Whether buffer b holds its values at the current end of the program (an input, weight or
+  // constant, or written by a step already added).
+  bool available(int b) const;
+  int root(int b) const {
+    while (prog.buffers[b].alias_of >= 0) b = prog.buffers[b].alias_of;
+    return b;
+  }
+  void mark_written(int b) {
+    b = root(b);
+    if (static_cast<size_t>(b) >= written_.size()) written_.resize(b + 1, 0);
+    written_[b] = 1;
+  }
+  std::vector<char> written_;    // per buffer: a step added so far writes it
+  std::vector<char> stored_;     // per value: stored by a kernel already built (as a sibling)
   // What to materialize for a reduction that several kernels inline (see its use in run()).
   ValueId shared_reduction_target(ValueId reduction, const std::set<int>& kernels) const;
   // the generated kernels inlining each value (this round)
@@ -171,16 +201,18 @@ int Lowering::elem(ValueId v, const std::vector<Ix>& idx) {
   if (it != memo_.end()) return it->second;
   int r;
   const int b = S.buffer_of[v];
-  if (b >= 0 && v != sink_) {
+  const bool sink = is_sink(v);
+  if (sink && !computed_sinks_.insert(v).second) sink_recomputed = true;
+  if (b >= 0 && !sink) {
     const Buffer& buf = S.prog.buffers[b];
     Ix flat = buf.sizes.empty() || numel(buf.sizes) == 1 ? kb.ix_const(0)
                                                          : kb.linearize(idx, contiguous_strides(buf.sizes));
     r = kb.load(arg(b), buf.dtype, kb.ix_expr(flat));
   } else {
-    if (v != sink_ && costly_broadcast(v)) needs_materialization = v;
+    if (!sink && costly_broadcast(v)) needs_materialization = v;
     const size_t before = k_.exprs.size();
     r = compute(v, idx);
-    if (v != sink_) {
+    if (!sink) {
       int& c = inlined_cost[v];
       c = std::max(c, static_cast<int>(k_.exprs.size() - before));
     }
@@ -317,7 +349,7 @@ int Lowering::compute(ValueId v, const std::vector<Ix>& idx) {
   const DType dt = val.type.dtype;
   auto in_sizes = [&](int i) { return *static_sizes(S.g.type(n.inputs[i]).shape); };
   const Sizes out = *static_sizes(val.type.shape);
-  if (is_reduce_like(n.op) && v != sink_) {
+  if (is_reduce_like(n.op) && !is_sink(v)) {
     if (depends_on_active(idx)) {
       needs_materialization = v;  // a reduction recomputed inside another reduction's loop
       return kb.iconst(0);
@@ -605,6 +637,8 @@ int Scheduler::new_buffer(ValueId v, BufferKind kind) {
 Status Scheduler::assign_buffers() {
   prog = kir::KernelProgram{};
   buffer_of.assign(g.values.size(), -1);
+  written_.clear();
+  stored_.assign(g.values.size(), 0);
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     ValueId v = g.inputs[i];
     if (buffer_of[v] >= 0) return error(ErrorCode::invalid_argument, "graph input listed twice");
@@ -648,6 +682,7 @@ int Scheduler::add_copy_kernel(int src, int dst) {
   int idx = kb.ix_expr(kb.ix_loop(loop));
   int val = kb.load(0, b.dtype, idx);
   k.stores.push_back({1, idx, val});
+  mark_written(dst);
   prog.generated.push_back(std::move(k));
   prog.steps.push_back({false, static_cast<int>(prog.generated.size()) - 1});
   return static_cast<int>(prog.generated.size()) - 1;
@@ -667,9 +702,10 @@ Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, std::map<Value
     std::unique_ptr<Lowering> l;
     int divs = 0;
   };
-  auto build = [&](const std::vector<std::vector<int>>& grp) {
+  auto build = [&](const std::vector<std::vector<int>>& grp, const std::vector<ValueId>& siblings = {}) {
     auto t = std::make_unique<Trial>();
     t->l = std::make_unique<Lowering>(*this, t->k, v);
+    for (ValueId s : siblings) t->l->add_sink(s);
     Lowering& L = *t->l;
     std::vector<Ix> idx(out.size(), L.kb.ix_const(0));
     for (const auto& gr : grp) {
@@ -684,7 +720,12 @@ Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, std::map<Value
     int val = L.elem(v, idx);
     Ix flat = L.kb.linearize(idx, contiguous_strides(out));
     int a = L.arg(out_buffer);
-    t->k.stores.push_back({a, L.kb.ix_expr(flat), val});
+    const int at = L.kb.ix_expr(flat);
+    t->k.stores.push_back({a, at, val});
+    for (ValueId s : siblings) {
+      const int sv = L.elem(s, idx);
+      t->k.stores.push_back({L.arg(buffer_of[s]), at, sv});
+    }
     for (const auto& e : t->k.exprs) t->divs += e.kind == kir::ExprKind::idiv || e.kind == kir::ExprKind::imod;
     if (L.needs_materialization != kNoValue) t->divs = 1 << 30;
     return t;
@@ -705,6 +746,28 @@ Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, std::map<Value
       best = std::move(t);
     }
   }
+  // Multi-output fusion: each sibling whose expression the kernel can compute at the element
+  // it stores, from buffers already written (the kernel's own stores are not yet).
+  std::vector<ValueId> siblings;
+  for (ValueId s : sibling_candidates(v)) {
+    siblings.push_back(s);
+    std::unique_ptr<Trial> t = build(groups, siblings);
+    bool ok = t->l->needs_materialization == kNoValue && !t->l->sink_recomputed;
+    std::vector<int> stored_roots;
+    for (const kir::Store& st : t->k.stores) stored_roots.push_back(root(t->k.args[st.buffer]));
+    for (const kir::Expr& e : t->k.exprs) {
+      if (e.kind != kir::ExprKind::load) continue;
+      const int b = root(t->k.args[e.buffer]);
+      ok = ok && available(b) && std::find(stored_roots.begin(), stored_roots.end(), b) == stored_roots.end();
+    }
+    if (ok) {
+      best = std::move(t);
+    } else {
+      siblings.pop_back();
+    }
+  }
+  for (ValueId s : siblings) stored_[s] = 1;
+  for (const kir::Store& st : best->k.stores) mark_written(best->k.args[st.buffer]);
   // Hoisting: domain loops that reductions depend on go outermost, so each reduction is
   // computed once per row and not once per element.
   GeneratedKernel& k = best->k;
@@ -743,6 +806,48 @@ Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, std::map<Value
   prog.generated.push_back(std::move(k));
   prog.steps.push_back({false, static_cast<int>(prog.generated.size()) - 1});
   return true;
+}
+
+bool Scheduler::available(int b) const {
+  b = root(b);
+  const BufferKind kind = prog.buffers[b].kind;
+  if (kind == BufferKind::input || kind == BufferKind::weight || kind == BufferKind::constant) return true;
+  return static_cast<size_t>(b) < written_.size() && written_[b];
+}
+
+std::vector<ValueId> Scheduler::sibling_candidates(ValueId v) const {
+  // A bounded walk: a sibling is a few inlined steps from v (a round trip is two casts).
+  constexpr size_t kMaxVisited = 64;
+  std::vector<ValueId> found;
+  const auto shape = static_sizes(g.type(v).shape);
+  if (!shape) return found;
+  auto same_shape = [&](ValueId w) {
+    const auto sw = static_sizes(g.type(w).shape);
+    return sw && *sw == *shape;
+  };
+  std::vector<ValueId> queue{v};
+  std::set<ValueId> seen{v};
+  for (size_t qi = 0; qi < queue.size() && seen.size() < kMaxVisited; ++qi) {
+    for (int ni : consumers(queue[qi])) {
+      const Node& n = g.nodes[ni];
+      if (n.native || n.op == Op::ScatterAdd || n.op == Op::Scatter) continue;
+      for (ValueId w : n.outputs) {
+        if (!seen.insert(w).second) continue;
+        const int b = buffer_of[w];
+        if (b < 0) {
+          queue.push_back(w);
+          continue;
+        }
+        const OpFamily f = op_info(n.op).family;
+        const bool elementwise = f == OpFamily::unary || f == OpFamily::binary || f == OpFamily::compare ||
+                                 f == OpFamily::logical || f == OpFamily::ternary || f == OpFamily::cast;
+        if (elementwise && !stored_[w] && prog.buffers[b].alias_of < 0 && prog.buffers[b].kind == BufferKind::intermediate &&
+            same_shape(w))
+          found.push_back(w);
+      }
+    }
+  }
+  return found;
 }
 
 // A reduction that several kernels inline is computed once: either the reduction itself is
@@ -792,7 +897,10 @@ Status Scheduler::add_native(int ni) {
     // an f16 cast or round trip it rounds as it reads: its f32 source, as f16
     if (native_reads_f16_[ni][j]) k.input_types[j].dtype = DType::f16;
   }
-  for (ValueId v : n.outputs) k.outputs.push_back(buffer_of[v]);
+  for (ValueId v : n.outputs) {
+    k.outputs.push_back(buffer_of[v]);
+    mark_written(buffer_of[v]);
+  }
   prog.natives.push_back(std::move(k));
   prog.steps.push_back({true, static_cast<int>(prog.natives.size()) - 1});
   return Status::ok();
@@ -840,6 +948,7 @@ Status Scheduler::add_scatter(int ni) {
   di.insert(di.end(), ui.begin() + ax + ri, ui.end());
   int val = kb.load(1, g.type(n.inputs[2]).dtype, kb.ix_expr(kb.linearize(ui, contiguous_strides(upd))));
   k.stores.push_back({2, kb.ix_expr(kb.linearize(di, contiguous_strides(dst))), val, n.op == Op::ScatterAdd});
+  mark_written(out);
   if (n.origin >= 0) k.origins.push_back(n.origin);
   prog.generated.push_back(std::move(k));
   prog.steps.push_back({false, static_cast<int>(prog.generated.size()) - 1});
@@ -867,7 +976,7 @@ Expected<kir::KernelProgram> Scheduler::run() {
       for (ValueId v : n.outputs) {
         int b = buffer_of[v];
         if (b < 0 || n.op == Op::Param || (n.op == Op::Constant && forced[v])) continue;
-        if (prog.buffers[b].alias_of >= 0) continue;
+        if (prog.buffers[b].alias_of >= 0 || stored_[v]) continue;
         RLX_ASSIGN_OR_RETURN(bool ok, build_kernel(v, b, reduce_users));
         if (!ok) {
           restart = true;
