@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include "rlx/device.h"
 
@@ -57,6 +59,85 @@ Status resolve_amp_compute(AmpConfig& amp, const std::string& device) {
   RLX_ASSIGN_OR_RETURN(auto dev, get_device(device));
   amp.compute = passes::inference_compute(dev->info(), passes::precision_dtype(amp.precision));
   return Status::ok();
+}
+
+namespace {
+
+// The input of v's producer when it is a Cast to `to`, else kNoValue.
+ValueId cast_source(const Graph& g, ValueId v, DType to) {
+  const int p = g.values[v].producer;
+  if (p < 0 || g.nodes[p].op != Op::Cast || g.type(v).dtype != to) return kNoValue;
+  return g.nodes[p].inputs[0];
+}
+
+}  // namespace
+
+std::vector<WeightCopy> carry_weight_copies(Graph& g, OpBuilder& u, const std::vector<ValueId>& params,
+                                            const std::vector<ValueId>& new_params, std::vector<ValueId>& new_copies,
+                                            std::vector<ValueId>& replaced) {
+  std::vector<WeightCopy> copies;
+  // the copy each rounded value becomes: (param index, narrow type, widened) -> input
+  std::map<std::tuple<int, DType, bool>, ValueId> inputs;
+  std::map<ValueId, ValueId> replace;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (g.type(params[i]).dtype != DType::f32) continue;
+    for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+      const Node& n = g.nodes[ni];
+      if (n.op != Op::Cast || n.inputs[0] != params[i]) continue;
+      const ValueId narrow = n.outputs[0];
+      const DType nt = g.type(narrow).dtype;
+      if (nt != DType::f16 && nt != DType::bf16) continue;
+      auto copy_for = [&](bool widened) {
+        auto [it, fresh] = inputs.try_emplace({static_cast<int>(i), nt, widened}, kNoValue);
+        if (fresh) {
+          const WeightCopy c{static_cast<int>(i), nt, widened};
+          TensorType t = g.type(params[i]);
+          t.dtype = c.dtype();
+          it->second = g.add_input(cat(g.values[params[i]].name, "#", dtype_name(nt), widened ? "-f32" : ""), t);
+          copies.push_back(c);
+          const ValueId r = u.cast(new_params[i], nt);
+          new_copies.push_back(widened ? u.cast(r, DType::f32) : r);
+        }
+        return it->second;
+      };
+      // each widening of the cast is replaced by the widened copy; the cast itself, when
+      // anything else reads it, by the narrow one
+      bool narrow_read = false;
+      for (const Node& c : g.nodes) {
+        for (ValueId in : c.inputs) {
+          if (in != narrow) continue;
+          const ValueId w = c.outputs[0];
+          if (cast_source(g, w, DType::f32) == narrow) {
+            replace[w] = copy_for(true);
+          } else {
+            narrow_read = true;
+          }
+        }
+      }
+      if (std::find(g.outputs.begin(), g.outputs.end(), narrow) != g.outputs.end()) narrow_read = true;
+      if (narrow_read) replace[narrow] = copy_for(false);
+    }
+  }
+  for (Node& n : g.nodes)
+    for (ValueId& in : n.inputs)
+      if (auto it = replace.find(in); it != replace.end()) in = it->second;
+  for (ValueId& o : g.outputs)
+    if (auto it = replace.find(o); it != replace.end()) o = it->second;
+  for (const auto& [from, to] : replace) replaced.push_back(from);
+  return copies;
+}
+
+void fill_weight_copy(const Tensor& param, const WeightCopy& c, Tensor& copy) {
+  const float* p = param.data<float>();
+  const int64_t n = param.numel();
+  const bool f16 = c.narrow == DType::f16;
+  if (c.widened) {
+    float* d = copy.data<float>();
+    for (int64_t i = 0; i < n; ++i) d[i] = f16 ? f16_to_f32(f32_to_f16(p[i])) : bf16_to_f32(f32_to_bf16(p[i]));
+    return;
+  }
+  uint16_t* d = copy.data<uint16_t>();
+  for (int64_t i = 0; i < n; ++i) d[i] = f16 ? f32_to_f16(p[i]) : f32_to_bf16(p[i]);
 }
 
 passes::AutocastOptions amp_autocast_options(const AmpConfig& amp) {

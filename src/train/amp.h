@@ -69,6 +69,9 @@ struct AmpConfig {
   // native narrow products, bf16 on AVX-512 BF16 CPUs; the widened form elsewhere), settled
   // by resolve_amp_compute when the trainer is created.
   std::optional<passes::AutocastOptions::Compute> compute;
+  // Carry the rounded weights from step to step (WeightCopy below) instead of rounding the f32
+  // master weights in every step. Off: every step rounds them (the same values).
+  bool weight_copies = true;
 };
 
 // Sets amp.compute, when unset, to the form `device` runs fastest (above). Errors: an unknown
@@ -82,6 +85,35 @@ bool amp_scaling(const AmpConfig& amp);
 
 // The autocast options of `amp` (narrow dtype and how products are expressed).
 passes::AutocastOptions amp_autocast_options(const AmpConfig& amp);
+
+// Weight copies: the forward's rounding of a parameter (autocast's cast of it to the narrow
+// type, or the widened form's round trip through it) carried from one step to the next instead
+// of recomputed from the f32 master weight in every step. The step reads the copy as an input,
+// and writes the rounding of the updated parameter as an output, which the scheduler stores
+// from the kernel that stores the updated parameter (its second output), so no pass of its own
+// reads the weight again. The trainer keeps the copies beside the parameters, as apex's O2
+// level and DeepSpeed keep a 16-bit model beside f32 master weights.
+struct WeightCopy {
+  int param = 0;                // index into the step's parameters
+  DType narrow = DType::bf16;   // the type the parameter is rounded to (f16 or bf16)
+  bool widened = false;         // held as the f32 values of the round trip, else as `narrow`
+  DType dtype() const { return widened ? DType::f32 : narrow; }
+  bool operator==(const WeightCopy&) const = default;
+};
+
+// Rewrites a finished step graph g to carry weight copies: every cast of params[i] to f16 or
+// bf16, and every widening of such a cast back to f32, is replaced by a new graph input (named
+// "<parameter>#<narrow>", "#<narrow>-f32" when widened; appended to g.inputs) and its
+// rounding of new_params[i] is emitted through `u` (a builder on g) into new_copies. Returns
+// the copies in the order of their inputs, and the values replaced (now unused) in
+// `replaced`. Parameters read otherwise too keep those reads.
+std::vector<WeightCopy> carry_weight_copies(Graph& g, OpBuilder& u, const std::vector<ValueId>& params,
+                                            const std::vector<ValueId>& new_params, std::vector<ValueId>& new_copies,
+                                            std::vector<ValueId>& replaced);
+
+// Writes into `copy` (of c.dtype() and param's shape) the rounding of `param` (f32) that copy c
+// holds: what the step's casts compute, bit for bit.
+void fill_weight_copy(const Tensor& param, const WeightCopy& c, Tensor& copy);
 
 // Emits forward(f) with f the builder to emit into: `o`'s own when amp is not enabled, else
 // one that applies the autocast policy on the way to `o`'s graph (the model's forward then

@@ -7,6 +7,7 @@
 #include "dist/collective_ops.h"
 #include "rlx/comm.h"
 #include "losses.h"
+#include "passes/graph_passes.h"
 #include "qat.h"
 
 namespace rlx::train {
@@ -215,15 +216,26 @@ Expected<StepGraph> build_step_graph(const ModelDef& model, const OptimizerConfi
   g.outputs.insert(g.outputs.end(), new_params.begin(), new_params.end());
   g.outputs.insert(g.outputs.end(), new_state.begin(), new_state.end());
   g.outputs.insert(g.outputs.end(), qat_out.begin(), qat_out.end());
+  std::vector<ValueId> new_copies, replaced;
+  if (mixed && amp.weight_copies) {
+    L.first_copy = static_cast<int>(g.inputs.size());
+    L.first_new_copy = static_cast<int>(g.outputs.size());
+    L.copies = carry_weight_copies(g, u, params, new_params, new_copies, replaced);
+    RLX_TRY(u.status().with_context("the weight copies"));
+    g.outputs.insert(g.outputs.end(), new_copies.begin(), new_copies.end());
+  }
   L.first_saved = static_cast<int>(g.outputs.size());
   for (ValueId v : gr.reuse) {
     if (g.values[v].producer < 0 || std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) continue;
+    if (std::find(replaced.begin(), replaced.end(), v) != replaced.end()) continue;  // a copy now
     g.outputs.push_back(v);
     ++L.num_saved;
   }
   for (int i = 0; i < L.num_params; ++i) L.donate.push_back({L.first_new_param + i, L.first_param + i});
   for (int i = 0; i < L.num_states; ++i) L.donate.push_back({L.first_new_state + i, L.first_state + i});
   for (int i = 0; i < L.num_qat; ++i) L.donate.push_back({L.first_new_qat + i, L.first_qat + i});
+  for (int i = 0; i < static_cast<int>(L.copies.size()); ++i) L.donate.push_back({L.first_new_copy + i, L.first_copy + i});
+  if (!L.copies.empty()) passes::eliminate_dead_code(g);  // the forward's roundings the copies replaced
   return sg;
 }
 
@@ -332,6 +344,16 @@ Expected<Trainer::Compiled*> Trainer::step_for(int64_t batch) {
   c->outputs.insert(c->outputs.end(), state_.begin(), state_.end());
   c->inputs.insert(c->inputs.end(), qat_state_.begin(), qat_state_.end());
   c->outputs.insert(c->outputs.end(), qat_state_.begin(), qat_state_.end());
+  // the weight copies are the same for every batch size: made with the first step compiled
+  if (copies_.empty() && !layout.copies.empty()) {
+    copy_layout_ = layout.copies;
+    for (const WeightCopy& w : copy_layout_) copies_.push_back(Tensor::zeros(w.dtype(), params_[w.param].sizes()));
+    copies_stale_ = true;
+  }
+  if (layout.copies != copy_layout_)
+    return error(ErrorCode::internal, "the step for batch ", batch, " carries other weight copies than an earlier one");
+  c->inputs.insert(c->inputs.end(), copies_.begin(), copies_.end());
+  c->outputs.insert(c->outputs.end(), copies_.begin(), copies_.end());
   const Graph& bound = c->model->graph();
   for (int i = 0; i < layout.num_saved; ++i) {
     const TensorType& t = bound.type(bound.outputs[static_cast<size_t>(layout.first_saved + i)]);
@@ -361,6 +383,10 @@ Expected<float> Trainer::step(const Tensor& images, const Tensor& labels, double
   last_ = StepInfo{};
   last_.scale = scaling_ ? scaler_.scale() : 1.0;
   scale_.data<float>()[0] = static_cast<float>(last_.scale);
+  if (copies_stale_) {
+    for (size_t i = 0; i < copies_.size(); ++i) fill_weight_copy(params_[copy_layout_[i].param], copy_layout_[i], copies_[i]);
+    copies_stale_ = false;
+  }
   RLX_TRY(c->variant->executable->run_into(c->inputs, c->outputs));
   ++steps_;
   // drop the references to the caller's batch buffers
@@ -441,6 +467,7 @@ Expected<EvalResult> evaluate_in_batches(const Tensor& images, const Tensor& lab
 }
 
 std::vector<std::pair<std::string, Tensor>> Trainer::named_parameters() const {
+  copies_stale_ = true;  // the caller may write to them
   std::vector<std::pair<std::string, Tensor>> r;
   for (size_t i = 0; i < params_.size(); ++i) r.push_back({model_.params[i].name, params_[i]});
   return r;

@@ -9,10 +9,11 @@
 //   under mixed precision (amp.h) the loss scale [] f32,
 //   every parameter, then every optimizer state tensor (slot by slot, parameters in order),
 //   then, under quantization-aware training (qat.h), the tracked range of every site (min [] f32,
-//   max [] f32, site by site),
+//   max [] f32, site by site), then under mixed precision the weight copies (amp.h, WeightCopy:
+//   the parameters as the forward's casts round them, StepLayout::copies),
 // and returns the mean loss [] f32, under mixed precision `finite` [] f32 (1: the step was
-// applied, 0: a gradient was inf/nan and nothing changed), the new parameters, the new state and the new ranges in the
-// same order (then any saved intermediates, see StepLayout::first_saved).
+// applied, 0: a gradient was inf/nan and nothing changed), the new parameters, the new state, the new ranges and the
+// new weight copies in the same order (then any saved intermediates, see StepLayout::first_saved).
 // It is compiled with CompileOptions::donate pairing each new parameter / state output with
 // its input, and run with the same tensors as inputs and outputs, so parameters and state are
 // updated in place; a step allocates nothing. The learning rate and the step number are
@@ -79,6 +80,9 @@ struct StepLayout {
   int num_params = 0, num_states = 0;
   // quantization-aware training: the sites' ranges (min, max per site), inputs and outputs
   int first_qat = 0, first_new_qat = 0, num_qat = 0;
+  // mixed precision: the weight copies (amp.h), inputs and outputs, one per entry of `copies`
+  int first_copy = 0, first_new_copy = 0;
+  std::vector<WeightCopy> copies;
   // After the new state: values autodiff asked to materialize (Gradients::reuse), outputs
   // only so that the scheduler keeps them in memory instead of recomputing them per use.
   int first_saved = 0, num_saved = 0;
@@ -145,7 +149,11 @@ class Trainer {
   const ModelDef& model() const { return model_; }
   const TrainConfig& config() const { return config_; }
   int64_t steps_done() const { return steps_; }
-  // Current parameters, updated in place by step(); and the optimizer state.
+  // Current parameters, updated in place by step(); and the optimizer state. Under mixed
+  // precision the step also keeps rounded copies of the weights (AmpConfig::weight_copies);
+  // they are rebuilt from the parameters before the next step after each call, so a caller may
+  // change the tensors this returns until it calls step() (a write through a tensor kept from
+  // an earlier call, after a step, is not seen by the copies: call named_parameters() again).
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   const std::vector<Tensor>& state() const { return state_; }
   // Quantization-aware training: the sites (qat_sites) and their tracked ranges (zeros before
@@ -175,6 +183,12 @@ class Trainer {
   std::vector<Tensor> params_, state_;
   std::vector<std::string> qat_sites_;
   std::vector<Tensor> qat_state_;  // min, max per site, updated in place by step()
+  // Weight copies (StepLayout::copies), updated in place by step(); the same for every batch
+  // size. Stale: to be rebuilt from params_ before the next step (on creation, and after
+  // named_parameters() handed the parameters out).
+  std::vector<WeightCopy> copy_layout_;
+  std::vector<Tensor> copies_;
+  mutable bool copies_stale_ = true;
   Tensor lr_, step_, scale_;
   int64_t steps_ = 0, applied_ = 0;  // steps run, steps whose update was applied
   LossScaler scaler_;

@@ -39,7 +39,7 @@ TEST(LossScaler, HalvesAndSkipsOnOverflowGrowsAfterInterval) {
 }
 
 // The mixed-precision step graph's layout: the loss scale after the step number, `finite` after
-// the loss; everything else shifted by one, and donated as in the f32 step.
+// the loss; everything else shifted by one, and donated as in the f32 step, then the weight copies.
 TEST(MixedPrecisionTraining, StepGraphTakesTheScaleAndReturnsFinite) {
   auto m = mnist_model("mlp", 1);
   ASSERT_TRUE(m.has_value());
@@ -54,9 +54,11 @@ TEST(MixedPrecisionTraining, StepGraphTakesTheScaleAndReturnsFinite) {
   EXPECT_EQ(a.first_param, f.first_param + 1);
   EXPECT_EQ(a.finite, 1);
   EXPECT_EQ(a.first_new_param, f.first_new_param + 1);
-  EXPECT_EQ(amp->graph.inputs.size(), f32->graph.inputs.size() + 1);
-  EXPECT_EQ(amp->graph.outputs.size() - a.num_saved, f32->graph.outputs.size() - f.num_saved + 1);
-  EXPECT_EQ(a.donate.size(), f.donate.size());
+  // and the weight copies (weight_copy_test.cpp), two for the MLP: inputs, outputs, donations
+  ASSERT_EQ(a.copies.size(), 2u);
+  EXPECT_EQ(amp->graph.inputs.size(), f32->graph.inputs.size() + 1 + 2);
+  EXPECT_EQ(amp->graph.outputs.size() - a.num_saved, f32->graph.outputs.size() - f.num_saved + 1 + 2);
+  EXPECT_EQ(a.donate.size(), f.donate.size() + 2);
   for (auto [out, in] : a.donate) EXPECT_EQ(amp->graph.type(amp->graph.outputs[out]), amp->graph.type(amp->graph.inputs[in]));
   // with quantization-aware training: every QAT site is still found (fake_quantize sees the
   // model's ops before autocast rounds the products' operands), and the step compiles and runs
