@@ -24,8 +24,8 @@ inline void cpu_relax() {
 }
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
-  int n = threads > 0 ? threads : default_threads();
+ThreadPool::ThreadPool(int threads) : blocks_(static_cast<size_t>(threads > 0 ? threads : default_threads())) {
+  const int n = static_cast<int>(blocks_.size());
   for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -46,22 +46,29 @@ ThreadPool& ThreadPool::global() {
 
 void ThreadPool::work(int thread) {
   t_in_pool_task = true;
-  const uint64_t job = claim_.load(std::memory_order_acquire) >> 32;
+  const int nblocks = static_cast<int>(blocks_.size());
+  const uint64_t job = blocks_[static_cast<size_t>(thread)].next.load(std::memory_order_acquire) >> 32;
   const bool guided = guided_.load(std::memory_order_acquire);
-  const int64_t divisor = 2 * size();
-  for (;;) {
-    uint64_t v = claim_.load(std::memory_order_acquire);
-    if ((v >> 32) != job) break;
-    const int64_t t = static_cast<int64_t>(v & 0xFFFFFFFFu);
-    const int64_t n = num_tasks_.load(std::memory_order_acquire);
-    if (t >= n) break;
-    const int64_t take = guided ? std::max<int64_t>(1, (n - t) / divisor) : 1;
-    if (!claim_.compare_exchange_weak(v, v + static_cast<uint64_t>(take), std::memory_order_acq_rel,
-                                      std::memory_order_relaxed))
-      continue;
-    // the job cannot change while one of its tasks is claimed and not done
-    (*job_.load(std::memory_order_acquire))(t, t + take, thread);
-    done_.fetch_add(take, std::memory_order_acq_rel);
+  // its own block first, then the others' in turn
+  for (int i = 0; i < nblocks; ++i) {
+    Block& b = blocks_[static_cast<size_t>((thread + i) % nblocks)];
+    for (;;) {
+      uint64_t v = b.next.load(std::memory_order_acquire);
+      if ((v >> 32) != job) {
+        t_in_pool_task = false;
+        return;  // a later job: this one is over
+      }
+      const int64_t t = static_cast<int64_t>(v & 0xFFFFFFFFu);
+      const int64_t end = b.end.load(std::memory_order_relaxed);
+      if (t >= end) break;
+      const int64_t take = guided ? std::max<int64_t>(1, (end - t) / 2) : 1;
+      if (!b.next.compare_exchange_weak(v, v + static_cast<uint64_t>(take), std::memory_order_acq_rel,
+                                        std::memory_order_relaxed))
+        continue;
+      // the job cannot change while one of its tasks is claimed and not done
+      (*job_.load(std::memory_order_acquire))(t, t + take, thread);
+      done_.fetch_add(take, std::memory_order_acq_rel);
+    }
   }
   t_in_pool_task = false;
 }
@@ -110,7 +117,7 @@ void ThreadPool::run_ranges(int64_t num_tasks, bool guided, RangeFn fn) {
     return;
   }
   std::lock_guard<std::mutex> run_lock(run_mu_);
-  // task indices live in 32 bits of claim_: very large jobs run in slices
+  // task indices live in 32 bits of a block's claim: very large jobs run in slices
   constexpr int64_t kSlice = int64_t{1} << 30;
   for (int64_t base = 0; base < num_tasks; base += kSlice) {
     const int64_t n = std::min(kSlice, num_tasks - base);
@@ -127,17 +134,22 @@ void ThreadPool::run_ranges(int64_t num_tasks, bool guided, RangeFn fn) {
 void ThreadPool::run_job(int64_t num_tasks, bool guided, RangeFn& fn) {
   const uint64_t next = static_cast<uint64_t>(job_id_ + 1) << 32;
   // Close the previous job first. A worker late in work() may hold a stale claim value of the
-  // previous job (all its tasks taken) and read the new num_tasks_: without this store its
+  // previous job (all its tasks taken) and read a new block end: without these stores its
   // compare-exchange would still succeed, run a task of the new job a second time and count
-  // it twice in done_, and the wait below would never end. With it, once a worker can see the
-  // new num_tasks_ (released below) its stale compare-exchange fails.
-  claim_.store(next | 0xFFFFFFFFu, std::memory_order_relaxed);
+  // it twice in done_, and the wait below would never end. With them, once a worker can see
+  // the new ends (released below) its stale compare-exchange fails.
+  for (Block& b : blocks_) b.next.store(next | 0xFFFFFFFFu, std::memory_order_relaxed);
   job_.store(&fn, std::memory_order_relaxed);
   guided_.store(guided, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
   num_tasks_.store(num_tasks, std::memory_order_release);
   ++job_id_;
-  claim_.store(next, std::memory_order_release);
+  const int64_t nblocks = static_cast<int64_t>(blocks_.size());
+  for (int64_t i = 0; i < nblocks; ++i) {
+    Block& b = blocks_[static_cast<size_t>(i)];
+    b.end.store(num_tasks * (i + 1) / nblocks, std::memory_order_relaxed);
+    b.next.store(next | static_cast<uint64_t>(num_tasks * i / nblocks), std::memory_order_release);
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     generation_.fetch_add(1, std::memory_order_acq_rel);
