@@ -103,9 +103,9 @@ class Scheduler {
   void init_forced();
   int new_buffer(ValueId v, BufferKind kind);
   Status assign_buffers();
-  // Builds the kernel that materializes v (and the siblings it can store too); returns false if
-  // it asked for more materialization.
-  Expected<bool> build_kernel(ValueId v, int out_buffer, std::map<ValueId, std::set<int>>& reduce_users);
+  // Builds the kernel that materializes v (and the siblings it can store too), or defers v
+  // (deferred_) when allowed; returns false if it asked for more materialization.
+  Expected<bool> build_kernel(ValueId v, int out_buffer, bool may_defer = true);
   // Multi-output fusion: the values a kernel storing v may store as well, nearest first. Each is
   // materialized, has v's shape, is computed by an elementwise node from v through values that
   // are inlined (a rounding copy of v, an optimizer's new parameter from its new moment), and
@@ -126,7 +126,16 @@ class Scheduler {
     written_[b] = 1;
   }
   std::vector<char> written_;    // per buffer: a step added so far writes it
-  std::vector<char> stored_;     // per value: stored by a kernel already built (as a sibling)
+  std::vector<char> stored_;     // per value: its kernel (its own or a sibling's) is built or being built
+  // Deferred values: a value whose only sibling candidate also needs a value computed after it
+  // (Adam's new moments, read by the new parameter with the bias corrections computed
+  // between) is not built where its node is; the kernel of that sibling (the value here)
+  // stores it, or, when a step reads it first, a kernel of its own built right before that step.
+  std::map<ValueId, ValueId> deferred_;
+  // Builds the deferred values whose buffers `buffers` hold (before a step that reads them).
+  Expected<bool> flush_deferred(const std::vector<int>& buffers);
+  // The reduce_users map of the current attempt (see run()).
+  std::map<ValueId, std::set<int>>* reduce_users_ = nullptr;
   // What to materialize for a reduction that several kernels inline (see its use in run()).
   ValueId shared_reduction_target(ValueId reduction, const std::set<int>& kernels) const;
   // the generated kernels inlining each value (this round)
@@ -688,9 +697,11 @@ int Scheduler::add_copy_kernel(int src, int dst) {
   return static_cast<int>(prog.generated.size()) - 1;
 }
 
-Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, std::map<ValueId, std::set<int>>& reduce_users) {
+Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, bool may_defer) {
+  std::map<ValueId, std::set<int>>& reduce_users = *reduce_users_;
   const Sizes out = *static_sizes(g.type(v).shape);
   if (numel(out) == 0) return true;  // nothing to write
+  stored_[v] = 1;  // no other kernel may take it as a sibling now
   // Domain: the output's dims, size-1 dims dropped, adjacent dims merged when that keeps
   // every index free of divisions (so the innermost loop is long and contiguous).
   std::vector<std::vector<int>> groups;
@@ -747,26 +758,69 @@ Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, std::map<Value
     }
   }
   // Multi-output fusion: each sibling whose expression the kernel can compute at the element
-  // it stores, from buffers already written (the kernel's own stores are not yet).
-  std::vector<ValueId> siblings;
+  // it stores, from buffers already written (the kernel's own stores are not yet): the values
+  // deferred to this one first (computed on the way to v, or after it), then v's candidates.
+  enum class Fit { ok, unwritten, other };
+  auto fits = [&](const Trial& t) {
+    if (t.l->needs_materialization != kNoValue || t.l->sink_recomputed) return Fit::other;
+    std::vector<int> stored_roots;
+    for (const kir::Store& st : t.k.stores) stored_roots.push_back(root(t.k.args[st.buffer]));
+    Fit f = Fit::ok;
+    for (const kir::Expr& e : t.k.exprs) {
+      if (e.kind != kir::ExprKind::load) continue;
+      const int b = root(t.k.args[e.buffer]);
+      if (std::find(stored_roots.begin(), stored_roots.end(), b) != stored_roots.end()) return Fit::other;
+      if (!available(b)) f = Fit::unwritten;
+    }
+    return f;
+  };
+  std::vector<ValueId> siblings, early;
+  for (const auto& [d, partner] : deferred_)
+    if (partner == v) early.push_back(d);
+  for (ValueId d : early) deferred_.erase(d);
+  // together first (v may read several of them), else one by one; one that does not fit gets
+  // its own kernel, before this one
+  if (std::unique_ptr<Trial> t = early.empty() ? nullptr : build(groups, early); t && fits(*t) == Fit::ok) {
+    best = std::move(t);
+    siblings = early;
+  } else {
+    for (ValueId d : early) {
+      siblings.push_back(d);
+      std::unique_ptr<Trial> t1 = build(groups, siblings);
+      if (fits(*t1) == Fit::ok) {
+        best = std::move(t1);
+      } else {
+        siblings.pop_back();
+        RLX_ASSIGN_OR_RETURN(bool built, build_kernel(d, buffer_of[d], false));
+        if (!built) return false;
+      }
+    }
+  }
+  const size_t merged_early = siblings.size();
   for (ValueId s : sibling_candidates(v)) {
     siblings.push_back(s);
     std::unique_ptr<Trial> t = build(groups, siblings);
-    bool ok = t->l->needs_materialization == kNoValue && !t->l->sink_recomputed;
-    std::vector<int> stored_roots;
-    for (const kir::Store& st : t->k.stores) stored_roots.push_back(root(t->k.args[st.buffer]));
-    for (const kir::Expr& e : t->k.exprs) {
-      if (e.kind != kir::ExprKind::load) continue;
-      const int b = root(t->k.args[e.buffer]);
-      ok = ok && available(b) && std::find(stored_roots.begin(), stored_roots.end(), b) == stored_roots.end();
-    }
-    if (ok) {
+    const Fit f = fits(*t);
+    if (f == Fit::ok) {
       best = std::move(t);
-    } else {
-      siblings.pop_back();
+      continue;
+    }
+    siblings.pop_back();
+    // s needs a value not computed yet: leave v (and what was deferred to it) to s's kernel
+    if (f == Fit::unwritten && may_defer && siblings.size() == merged_early && deferred_.size() < 64) {
+      for (ValueId d : siblings) deferred_[d] = s;
+      deferred_[v] = s;
+      return true;
     }
   }
+  // claimed before the kernels of deferred values it reads are built (they must not store
+  // what this kernel stores), and those are built first
   for (ValueId s : siblings) stored_[s] = 1;
+  std::vector<int> reads;
+  for (const kir::Expr& e : best->k.exprs)
+    if (e.kind == kir::ExprKind::load) reads.push_back(best->k.args[e.buffer]);
+  RLX_ASSIGN_OR_RETURN(bool flushed, flush_deferred(reads));
+  if (!flushed) return false;
   for (const kir::Store& st : best->k.stores) mark_written(best->k.args[st.buffer]);
   // Hoisting: domain loops that reductions depend on go outermost, so each reduction is
   // computed once per row and not once per element.
@@ -806,6 +860,19 @@ Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, std::map<Value
   prog.generated.push_back(std::move(k));
   prog.steps.push_back({false, static_cast<int>(prog.generated.size()) - 1});
   return true;
+}
+
+Expected<bool> Scheduler::flush_deferred(const std::vector<int>& buffers) {
+  for (;;) {
+    ValueId next = kNoValue;
+    for (const auto& [d, partner] : deferred_)
+      for (int b : buffers)
+        if (root(b) == root(buffer_of[d])) next = d;
+    if (next == kNoValue) return true;
+    deferred_.erase(next);
+    RLX_ASSIGN_OR_RETURN(bool built, build_kernel(next, buffer_of[next], false));
+    if (!built) return false;
+  }
 }
 
 bool Scheduler::available(int b) const {
@@ -960,29 +1027,42 @@ Expected<kir::KernelProgram> Scheduler::run() {
   for (int attempt = 0; attempt < 4 * static_cast<int>(g.values.size()) + 8; ++attempt) {
     RLX_TRY(assign_buffers());
     std::map<ValueId, std::set<int>> reduce_users;
+    reduce_users_ = &reduce_users;
+    deferred_.clear();
     expensive_users.clear();
     inline_users.clear();
     bool restart = false;
     for (size_t ni = 0; ni < g.nodes.size() && !restart; ++ni) {
       const Node& n = g.nodes[ni];
-      if (n.native) {
-        RLX_TRY(add_native(static_cast<int>(ni)));
-        continue;
-      }
-      if (n.op == Op::ScatterAdd || n.op == Op::Scatter) {
-        RLX_TRY(add_scatter(static_cast<int>(ni)));
+      if (n.native || n.op == Op::ScatterAdd || n.op == Op::Scatter) {
+        std::vector<int> reads;
+        for (ValueId v : n.native ? native_reads_[ni] : n.inputs) reads.push_back(buffer_of[v]);
+        RLX_ASSIGN_OR_RETURN(bool flushed, flush_deferred(reads));
+        if (!flushed) {
+          restart = true;
+          break;
+        }
+        RLX_TRY(n.native ? add_native(static_cast<int>(ni)) : add_scatter(static_cast<int>(ni)));
         continue;
       }
       for (ValueId v : n.outputs) {
         int b = buffer_of[v];
         if (b < 0 || n.op == Op::Param || (n.op == Op::Constant && forced[v])) continue;
-        if (prog.buffers[b].alias_of >= 0 || stored_[v]) continue;
-        RLX_ASSIGN_OR_RETURN(bool ok, build_kernel(v, b, reduce_users));
+        if (prog.buffers[b].alias_of >= 0 || stored_[v] || deferred_.count(v)) continue;
+        RLX_ASSIGN_OR_RETURN(bool ok, build_kernel(v, b));
         if (!ok) {
           restart = true;
           break;
         }
       }
+    }
+    // what is still deferred (its sibling was stored by another kernel, or never built) gets
+    // its own kernel
+    while (!restart && !deferred_.empty()) {
+      const ValueId d = deferred_.begin()->first;
+      deferred_.erase(deferred_.begin());
+      RLX_ASSIGN_OR_RETURN(bool ok, build_kernel(d, buffer_of[d], false));
+      restart = !ok;
     }
     if (restart) continue;
     // A reduction inlined into several kernels is computed once instead.
