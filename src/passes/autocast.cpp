@@ -44,6 +44,10 @@ AutocastOptions::Compute inference_compute(const DeviceInfo& device, DType narro
   return AutocastOptions::Compute::widened;
 }
 
+float round_through(float x, DType narrow) {
+  return narrow == DType::f16 ? f16_to_f32(f32_to_f16(x)) : bf16_to_f32(f32_to_bf16(x));
+}
+
 bool autocast_narrow_op(Op op) {
   return op == Op::MatMul || op == Op::Gemm || op == Op::Dot || op == Op::Conv2d || op == Op::Attention;
 }
@@ -176,8 +180,7 @@ Tensor rounded_copy(const Tensor& t, DType narrow) {
   Tensor r = t.clone();
   float* p = r.data<float>();
   const int64_t n = r.numel();
-  for (int64_t i = 0; i < n; ++i)
-    p[i] = narrow == DType::f16 ? f16_to_f32(f32_to_f16(p[i])) : bf16_to_f32(f32_to_bf16(p[i]));
+  for (int64_t i = 0; i < n; ++i) p[i] = round_through(p[i], narrow);
   return r;
 }
 

@@ -54,6 +54,9 @@ Expected<Precision> parse_precision(std::string_view name);
 std::string_view precision_name(Precision p);
 // The narrow dtype of p (f32 for Precision::f32).
 DType precision_dtype(Precision p);
+// x rounded to `narrow` (f16 or bf16, to nearest even) and widened back: what
+// cast(cast(x, narrow), f32) computes, bit for bit.
+float round_through(float x, DType narrow);
 
 struct AutocastOptions {
   DType narrow = DType::bf16;  // f16 or bf16

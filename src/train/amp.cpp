@@ -133,7 +133,7 @@ void fill_weight_copy(const Tensor& param, const WeightCopy& c, Tensor& copy) {
   const bool f16 = c.narrow == DType::f16;
   if (c.widened) {
     float* d = copy.data<float>();
-    for (int64_t i = 0; i < n; ++i) d[i] = f16 ? f16_to_f32(f32_to_f16(p[i])) : bf16_to_f32(f32_to_bf16(p[i]));
+    for (int64_t i = 0; i < n; ++i) d[i] = passes::round_through(p[i], c.narrow);
     return;
   }
   uint16_t* d = copy.data<uint16_t>();
