@@ -40,7 +40,9 @@ enum class ExprKind : uint8_t {
   loop_var,   // value of loop `loop`
   iconst,     // integer constant `ival` (index math and integer dtypes)
   fconst,     // float constant `fval`
-  load,       // buffer `buffer` at element index `a` (an i64 expression)
+  load,       // buffer `buffer` at element index `a` (an i64 expression); with a guard c (a
+              // boolean expression; -1: none) it reads only where c holds and is 0 elsewhere,
+              // where its index may lie outside the buffer (a pad's bounds test)
   unary,      // `op` applied to a
   binary,     // `op` applied to a, b (arithmetic, comparisons, logical)
   select,     // a ? b : c

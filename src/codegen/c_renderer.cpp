@@ -162,9 +162,9 @@ class Renderer {
     }
   }
   // a buffer element: strict typing indexes with int (no implicit narrowing of the index)
-  std::string element(int buffer, int index) {
-    if (!d_.strict_types) return "b" + std::to_string(buffer) + "[" + ref(index) + "]";
-    return arr(buffer) + "[int(" + placed(buffer, ref(index)) + ")]";
+  std::string element(int buffer, const std::string& index) {
+    if (!d_.strict_types) return "b" + std::to_string(buffer) + "[" + index + "]";
+    return arr(buffer) + "[int(" + placed(buffer, index) + ")]";
   }
   Expected<std::string> unary(const Expr& e);
   Expected<std::string> binary(const Expr& e);
@@ -474,13 +474,18 @@ Expected<std::string> Renderer::value_of(int i) {
     case ExprKind::load: {
       const DType t = args_[e.buffer];
       if (staged_loads_.count(i)) return "rlx_l" + std::to_string(i) + "[i" + std::to_string(k_.domain_rank - 1) + " - rlx_cb]";
-      std::string acc = packed(t) ? packed_load(e.buffer, ref(e.a), t) : element(e.buffer, e.a);
-      if (t == DType::f16) return "rlx_f16_to_f32(" + acc + ")";
-      if (t == DType::bf16) return "rlx_bf16_to_f32(" + acc + ")";
-      if (t == DType::boolean) return d_.strict_types ? "(" + acc + " != uint8_t(0))" : "(int)" + acc;
-      if (d_.emulates_int64 && t == DType::i64) return "rlx_narrow_i64(" + acc + ")";
-      if (d_.emulates_int64 && t == DType::u64) return "rlx_narrow_u64(" + acc + ")";
-      return acc;
+      // a guarded load reads only where its guard holds: C's `?:` evaluates one side, so the
+      // host reads at the index itself (GCC vectorizes it as a masked load); languages that
+      // may evaluate both sides (WGSL's select, HLSL) read element 0 where the guard fails
+      std::string index = ref(e.a);
+      if (e.c >= 0 && !d_.short_circuit_guards) index = sel(ref(e.c), index, i64lit(0));
+      std::string acc = packed(t) ? packed_load(e.buffer, index, t) : element(e.buffer, index);
+      if (t == DType::f16) acc = "rlx_f16_to_f32(" + acc + ")";
+      else if (t == DType::bf16) acc = "rlx_bf16_to_f32(" + acc + ")";
+      else if (t == DType::boolean) acc = d_.strict_types ? "(" + acc + " != uint8_t(0))" : "(int)" + acc;
+      else if (d_.emulates_int64 && t == DType::i64) acc = "rlx_narrow_i64(" + acc + ")";
+      else if (d_.emulates_int64 && t == DType::u64) acc = "rlx_narrow_u64(" + acc + ")";
+      return e.c >= 0 ? sel(ref(e.c), acc, zero(e.dtype)) : acc;
     }
     case ExprKind::unary: return unary(e);
     case ExprKind::binary: return binary(e);
@@ -884,14 +889,15 @@ std::map<size_t, std::string> Renderer::plan_staged_rows() {
   for (int i : region_exprs_[2]) {
     const Expr& e = k_.exprs[i];
     if (stores.size() + staged_loads_.size() + staged_rounds_.size() >= kMaxStagedRows) break;
-    if (gathers && e.kind == ExprKind::load && is_16_bit_float(args_[e.buffer]) && row_offset(e.a, &base))
+    // (a guarded load may not read its whole row)
+    if (gathers && e.kind == ExprKind::load && e.c < 0 && is_16_bit_float(args_[e.buffer]) && row_offset(e.a, &base))
       staged_loads_[i] = base;
     // a row of f32 loaded and rounded to f16 (an SGD update reading the rounded gradient) is
     // rounded by rlx_round_f16_n into a row buffer before the loop, unless a rounded store
     // is all that reads it (that store rounds its own row)
     if (!rounds_to_f16(i) || only_rounded_stores.count(i)) continue;
     const Expr& a = k_.exprs[e.a];
-    if (a.kind == ExprKind::load && args_[a.buffer] == DType::f32 && row_offset(a.a, &base)) staged_rounds_[i] = base;
+    if (a.kind == ExprKind::load && a.c < 0 && args_[a.buffer] == DType::f32 && row_offset(a.a, &base)) staged_rounds_[i] = base;
   }
   return stores;
 }
@@ -967,7 +973,7 @@ Expected<std::string> Renderer::render(const std::string& symbol) {
     const DType vt = k_.exprs[s.value].dtype;
     std::string v = ref(s.value);
     if (vt != t && !(is_float(vt) && is_float(t))) v = cast_expr(v, vt, t);
-    std::string target = element(s.buffer, s.index);
+    std::string target = element(s.buffer, ref(s.index));
     if (d_.strict_types && is_float(vt) && is_float(t) && ct(vt) != ct(t)) v = conv(ct(t), v);
     if (packed(t)) {  // read-modify-write of the packed element
       const std::string idx = ref(s.index), old = packed_load(s.buffer, idx, t);

@@ -262,6 +262,7 @@ const Dialect& dialect(CTarget target) {
     d.complex_values = true;
     d.omp_simd = true;
     d.staged_16_bit_rows = true;
+    d.short_circuit_guards = true;
     return d;
   }();
   static const Dialect opencl = c_family(CTarget::opencl, "OpenCL C", KernelFrame::opencl_kernel, opencl_prelude);

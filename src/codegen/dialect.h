@@ -103,6 +103,11 @@ struct Dialect {
   // row buffers and the prelude's rlx_store_f16_n / rlx_load_f16_n (F16C / AVX-512
   // conversions) and their bf16 twins (c_renderer.cpp says why). Host C only.
   bool staged_16_bit_rows = false;
+  // `c ? a : b` evaluates only the side it picks, and the compiler turns a guarded load into a
+  // masked one (kir::ExprKind::load's guard): the load reads at its index as it is. Else the
+  // index is 0 where the guard fails. Host C only (the GPU languages' selects may evaluate
+  // both sides, or index with no bounds check).
+  bool short_circuit_guards = false;
   // ---- what its implementations get wrong (each handled by a spelling that avoids it)
   bool exact_int_to_f32 = true;      // false: integer -> f32 through the prelude (may truncate)
   bool ordered_not_equal = false;    // NaN != x may be false: write !(a == b)

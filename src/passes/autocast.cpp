@@ -93,21 +93,22 @@ std::optional<Attrs> matmul_as_dot(const TensorType& a, const TensorType& b) {
 }
 
 // The op and attributes that run `op` in the narrow form with an f32 result (out_type, set by
-// the caller): a dot itself, a matmul that is a dot, or attention (the scores, softmax and
-// value product sum in f32 on the narrow q, k and v); nullopt for the other products and
+// the caller): a dot itself, a matmul that is a dot, a convolution (its im2col matrix in the
+// narrow type, its bias added in f32), or attention (the scores, softmax and value product sum
+// in f32 on the narrow q, k and v); nullopt for the other products and
 // whenever the options ask for the widened form or a narrow result (narrow_output).
 std::optional<std::pair<Op, Attrs>> narrow_product(Op op, std::span<const TensorType> in_types, const Attrs& attrs,
                                                    const AutocastOptions& o) {
   if (o.compute != AutocastOptions::Compute::narrow || o.narrow_output) return std::nullopt;
-  if (op == Op::Dot || op == Op::Attention) return std::pair{op, attrs};
+  if (op == Op::Dot || op == Op::Attention || op == Op::Conv2d) return std::pair{op, attrs};
   if (op == Op::MatMul)
     if (auto dot = matmul_as_dot(in_types[0], in_types[1])) return std::pair{Op::Dot, *dot};
   return std::nullopt;
 }
 
 // Whether a product takes the widened form under `o`: always in the widened form, and in the
-// narrow form for the products that have no f32-result dot (conv2d, gemm, a broadcasting
-// matmul) unless narrow_output asks for narrow results. The widened form computes the same
+// narrow form for the products that have no f32-result form (gemm, a broadcasting matmul)
+// unless narrow_output asks for narrow results. The widened form computes the same
 // exact products of narrow operands summed in f32 on the f32 kernels; the narrow type would
 // round the result (and no device has native narrow kernels for them that beat the f32 ones).
 bool widened_form(Op op, std::span<const TensorType> in_types, const Attrs& attrs, const AutocastOptions& o) {
@@ -123,6 +124,7 @@ Expected<ValueId> emit_narrow(Builder& b, Op op, const std::vector<ValueId>& inp
   std::vector<TensorType> in_types;
   for (ValueId v : inputs) in_types.push_back(b.type(v));
   const bool widened = widened_form(op, in_types, attrs, o);
+  auto product = widened ? std::nullopt : narrow_product(op, in_types, attrs, o);
   std::vector<ValueId> in;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (widened && !is_product_operand(op, static_cast<int>(i))) {
@@ -136,8 +138,10 @@ Expected<ValueId> emit_narrow(Builder& b, Op op, const std::vector<ValueId>& inp
     if (widened) {
       RLX_ASSIGN_OR_RETURN(ValueId v, round_trip(b, inputs[i], o.narrow));
       in.push_back(v);
-    } else if (op == Op::Attention && !is_product_operand(op, static_cast<int>(i))) {
-      in.push_back(inputs[i]);  // attention's bool mask (applies() leaves float masks f32)
+    } else if (!is_product_operand(op, static_cast<int>(i)) && (op == Op::Attention || product)) {
+      // attention's bool mask (applies() leaves float masks f32), or a convolution's bias
+      // added to its f32 result
+      in.push_back(inputs[i]);
     } else {
       RLX_ASSIGN_OR_RETURN(ValueId v, cast_to(b, inputs[i], o.narrow));
       in.push_back(v);
@@ -146,7 +150,7 @@ Expected<ValueId> emit_narrow(Builder& b, Op op, const std::vector<ValueId>& inp
   if (!widened) {
     // the narrow product with an f32 result (out_type): summed in f32 and never rounded to
     // the narrow type, as the widened form's product
-    if (auto product = narrow_product(op, in_types, attrs, o)) {
+    if (product) {
       product->second.set("out_type", DType::f32);
       return emit1(b, product->first, in, product->second);
     }

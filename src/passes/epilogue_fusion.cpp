@@ -24,7 +24,7 @@ bool reads_only_at_store_index(const kir::GeneratedKernel& k, int arg) {
   for (const kir::Expr& e : k.exprs) {
     if (e.kind == kir::ExprKind::reduce) return false;
     if (e.kind == kir::ExprKind::load && e.buffer == arg) {
-      if (e.a != store_index) return false;
+      if (e.a != store_index || e.c >= 0) return false;  // (a guarded load is not the product everywhere)
       any = true;
     }
   }

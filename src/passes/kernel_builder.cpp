@@ -61,10 +61,11 @@ int KernelBuilder::var(int loop) {
   return add(e);
 }
 
-int KernelBuilder::load(int arg, DType dt, int index) {
+int KernelBuilder::load(int arg, DType dt, int index, int guard) {
   Expr e{ExprKind::load, dt};
   e.buffer = arg;
   e.a = index;
+  e.c = guard;
   return add(e);
 }
 
@@ -191,6 +192,7 @@ std::pair<int64_t, int64_t> KernelBuilder::atom_range(int id) const {
     }
     case AtomKind::mod: return {0, a.d - 1};
     case AtomKind::clamp:
+    case AtomKind::assumed:
     case AtomKind::opaque: return {a.lo, a.hi};
   }
   return {0, 0};
@@ -395,6 +397,16 @@ Ix KernelBuilder::ix_clamp(const Ix& a, int64_t lo, int64_t hi) {
   return normalize(Ix{{{atom(at), 1}}, 0});
 }
 
+Ix KernelBuilder::ix_assume(const Ix& a, int64_t lo, int64_t hi) {
+  auto [rlo, rhi] = ix_range(a);
+  if (rlo >= lo && rhi <= hi) return a;
+  Atom at{AtomKind::assumed};
+  at.inner = a;
+  at.lo = lo;
+  at.hi = hi;
+  return normalize(Ix{{{atom(at), 1}}, 0});
+}
+
 int KernelBuilder::atom_expr(int id) {
   const Atom a = atoms_[id];
   switch (a.kind) {
@@ -412,6 +424,7 @@ int KernelBuilder::atom_expr(int id) {
       e.b = iconst(a.d);
       return add(e);
     }
+    case AtomKind::assumed: return ix_expr(a.inner);
     case AtomKind::clamp: {
       Expr e{ExprKind::clamp, DType::i64};
       e.a = ix_expr(a.inner);

@@ -31,7 +31,9 @@ class KernelBuilder {
   int iconst(int64_t v, DType dt = DType::i64);
   int fconst(double v, DType dt, double im = 0.0);  // c64: v + i im (im in fval2)
   int var(int loop);
-  int load(int arg, DType dt, int index);
+  // buffer `arg` at `index`; with guard >= 0 (a boolean expression) read only where it holds
+  // (kir::ExprKind::load)
+  int load(int arg, DType dt, int index, int guard = -1);
   int unary(Op op, int a, DType out, int64_t ival = 0, int64_t ival2 = 0);
   int binary(Op op, int a, int b, DType out);
   // y when expression e is the f32 value y rounded to f16 and widened back, else -1.
@@ -50,6 +52,10 @@ class KernelBuilder {
   Ix ix_div(const Ix& a, int64_t d);   // floor division by d > 0 (operand non-negative)
   Ix ix_mod(const Ix& a, int64_t d);   // remainder by d > 0 (operand non-negative)
   Ix ix_clamp(const Ix& a, int64_t lo, int64_t hi);
+  // a, which every load that reads at it tests to lie in [lo, hi] (guarded loads: a pad's
+  // bounds test): simplified as a value in [lo, hi] and computed as it is, without the clamp
+  // (so that a shifted row stays contiguous, a masked load once vectorized)
+  Ix ix_assume(const Ix& a, int64_t lo, int64_t hi);
   std::pair<int64_t, int64_t> ix_range(const Ix& a) const;
   // The i64 expression computing the index.
   int ix_expr(const Ix& a);
@@ -61,7 +67,7 @@ class KernelBuilder {
   const std::vector<int>& loops_of(int expr);
 
  private:
-  enum class AtomKind : uint8_t { loop, div, mod, clamp, opaque };
+  enum class AtomKind : uint8_t { loop, div, mod, clamp, opaque, assumed };
   struct Atom {
     AtomKind kind;
     int loop = -1;

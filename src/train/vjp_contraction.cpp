@@ -92,13 +92,15 @@ Status matmul(Ctx& c, std::vector<ValueId>& out) {
   if (sb.size() == 1) sb.push_back(1);
   ValueId a = reshape_if(o, c.in(0), sa);
   ValueId b = reshape_if(o, c.in(1), sb);
+  // out_type: the gradient in the operands' type, as dot's
+  const ValueId g0 = c.out_types[0].dtype != c.dtype(0) ? o.cast(c.g(), c.dtype(0)) : c.g();
   const int64_t ra = static_cast<int64_t>(sa.size()), rbk = static_cast<int64_t>(sb.size());
   const int64_t m = sa[ra - 2], k = sa[ra - 1], n = sb[rbk - 1];
   if (rbk == 2) {
     // [batch..., M, K] x [K, N]: batch rows are more GEMM rows
     Sizes gs(sa.begin(), sa.end() - 1);
     gs.push_back(n);
-    ValueId g = reshape_if(o, c.g(), gs);
+    ValueId g = reshape_if(o, g0, gs);
     if (c.need(0)) out[0] = reshape_if(o, o.dot(g, b, {}, {}, {ra - 1}, {1}), sa0);  // g B^T
     if (c.need(1)) {
       const int64_t rows = numel(sa) / k;
@@ -118,7 +120,7 @@ Status matmul(Ctx& c, std::vector<ValueId>& out) {
   ta.insert(ta.end(), {m, k});
   tb.insert(tb.end(), {k, n});
   tg.insert(tg.end(), {m, n});
-  ValueId g = reshape_if(o, c.g(), tg);
+  ValueId g = reshape_if(o, g0, tg);
   const auto bd = iota_dims(0, static_cast<int64_t>(batch.size()));
   if (c.need(0)) {
     ValueId da;

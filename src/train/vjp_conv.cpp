@@ -68,17 +68,25 @@ Status conv2d(Ctx& c, std::vector<ValueId>& out) {
   const int64_t m = ws[0], cg = ws[1];
   Window w = window_of(c, ws[2], ws[3]);
   const int64_t groups = c.attrs().i("group", 1), mg = m / groups, kk = w.kh * w.kw, p = w.ho * w.wo;
+  // out_type (f32 for f16/bf16 x and w): the products take the gradient rounded to the
+  // operands' type and sum in out_type, as dot's; col2im and the sum over images run in
+  // out_type, and each operand's gradient is rounded to its type once, at the end
+  const DType xt = c.dtype(0), yt = c.out_types[0].dtype;
+  Attrs product;
+  if (xt != yt) product.set("out_type", yt);
   const ValueId g = c.g();
   // g in its own [N, M, Ho, Wo] shape, so the GEMM operands below are views of it and the
   // kernel that computes it indexes its rows and columns without dividing
   c.hint_reuse(g);
   ValueId gg = o.reshape(g, {w.n, groups, mg, p});
   if (c.node.inputs.size() == 3 && c.need(2)) out[2] = o.reshape(o.reduce_sum(gg, {0, 3}, false), {m});
+  // (rounded in g's own shape: the kernel that computes g can store both)
+  const ValueId gn = xt != yt ? o.reshape(o.cast(g, xt), {w.n, groups, mg, p}) : gg;
   ValueId wm = o.reshape(c.in(1), {groups, mg, cg * kk});
   if (c.need(0)) {
     // col2im: dcols = W^T g per image and group, then each kernel tap's rows added back at
     // the input positions that tap read
-    ValueId dcols = o.matmul(o.transpose(wm, {0, 2, 1}), gg);  // [N, G, Cg*kk, P]
+    ValueId dcols = o.op(Op::MatMul, {o.transpose(wm, {0, 2, 1}), gn}, product);  // [N, G, Cg*kk, P]
     dcols = o.reshape(dcols, {w.n, w.c, kk, p});
     ValueId dxp = kNoValue;
     for (int64_t i = 0; i < w.kh; ++i)
@@ -89,13 +97,20 @@ Status conv2d(Ctx& c, std::vector<ValueId>& out) {
       }
     out[0] = crop(o, dxp, w);
     c.hint_reuse(out[0]);  // a sum of kh*kw taps, which a pooling rule reads per window element
+    if (xt != yt) out[0] = o.cast(out[0], xt);
   }
   if (c.need(1)) {
     // dw[m, (c, i, j)] = sum over images and positions of g[n, m, p] * cols[n, (c, i, j), p]
     const dispatch::Window2d cw{w.kh, w.kw, w.sh, w.sw, w.dh, w.dw, w.pt, w.pl, w.pb, w.pr, w.n, w.c, w.h, w.w, w.ho, w.wo};
     ValueId cols = dispatch::im2col(o, c.in(0), cw, groups);  // as conv2d's rule builds it
-    ValueId per_image = o.dot(gg, cols, {0, 1}, {0, 1}, {3}, {3});  // [N, G, Mg, Cg*kk]
+    Attrs contraction = product;
+    contraction.set("lhs_batch", std::vector<int64_t>{0, 1});
+    contraction.set("rhs_batch", std::vector<int64_t>{0, 1});
+    contraction.set("lhs_contract", std::vector<int64_t>{3});
+    contraction.set("rhs_contract", std::vector<int64_t>{3});
+    ValueId per_image = o.op(Op::Dot, {gn, cols}, std::move(contraction));  // [N, G, Mg, Cg*kk]
     out[1] = o.reshape(o.reduce_sum(per_image, {0}, false), {m, cg, w.kh, w.kw});
+    if (xt != yt) out[1] = o.cast(out[1], xt);
   }
   return o.status();
 }

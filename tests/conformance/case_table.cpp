@@ -439,7 +439,12 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
        V("bcast_partial", {T({2, 1, 7, 13}), T({3, 13, 5})}).k(13), V("vec_mat", {T({13}), T({13, 5})}).k(13),
        V("mat_vec", {T({7, 13}), T({13})}).k(13), V("vec_vec", {T({13}), T({13})}).k(13),
        V("k1", {T({7, 1}), T({1, 5})}), V("large", {T({64, 256}), T({256, 96})}).k(256),
-       V("large_batched", {T({4, 33, 65}), T({4, 65, 47})}).k(65)});
+       V("large_batched", {T({4, 33, 65}), T({4, 65, 47})}).k(65),
+       // 16-bit operands with an f32 result (out_type: a narrow convolution's im2col product, A
+       // shared by the batch), small and large enough for the cpu's native 16-bit GEMM
+       V("out_f32_bcast_a", {T({7, 13}), T({3, 13, 5})}, {{"out_type", DType::f32}}).k(13).dtypes({DType::bf16, DType::f16}),
+       V("out_f32_large_bcast_a", {T({1, 16, 72}), T({8, 1, 72, 121})}, {{"out_type", DType::f32}})
+           .k(72).dtypes({DType::bf16})});
   add(t, Op::Gemm, TolClass::contraction,
       {V("nn", {T({7, 13}), T({13, 5})}).k(13),
        V("tn", {T({13, 7}), T({13, 5})}, {{"trans_a", int64_t{1}}}).k(13),
@@ -486,7 +491,14 @@ void add(std::vector<OpCases>& t, Op op, TolClass tol, std::vector<Variant> v) {
        V("depthwise", {T({1, 4, 7, 7}), T({4, 1, 3, 3})}, {{"group", int64_t{4}}, {"pads", I{1, 1, 1, 1}}}).k(9),
        V("pointwise", {T({2, 8, 5, 6}), T({16, 8, 1, 1})}).k(8),
        V("asym_stride", {T({1, 3, 8, 13}), T({2, 3, 2, 4})}, {{"strides", I{1, 3}}, {"pads", I{0, 2, 0, 2}}}).k(24),
-       V("large", {T({2, 16, 24, 24}), T({32, 16, 3, 3}), T({32})}, {{"pads", I{1, 1, 1, 1}}}).k(144)});
+       V("large", {T({2, 16, 24, 24}), T({32, 16, 3, 3}), T({32})}, {{"pads", I{1, 1, 1, 1}}}).k(144),
+       // 16-bit x and w with an f32 result and bias (out_type: autocast's narrow form), small
+       // and large enough for the cpu's native 16-bit GEMM
+       V("out_f32", {T({2, 3, 9, 11}), T({4, 3, 3, 3})}, {{"out_type", DType::f32}}).k(27).dtypes({DType::bf16, DType::f16}),
+       V("out_f32_stride_pad_bias", {T({2, 3, 9, 11}), T({4, 3, 3, 3}), D(DType::f32, {4})},
+         {{"strides", I{2, 2}}, {"pads", I{1, 0, 2, 1}}, {"out_type", DType::f32}}).k(27).dtypes({DType::bf16}),
+       V("out_f32_large", {T({2, 16, 24, 24}), T({32, 16, 3, 3}), D(DType::f32, {32})},
+         {{"pads", I{1, 1, 1, 1}}, {"out_type", DType::f32}}).k(144).dtypes({DType::bf16})});
   add(t, Op::MaxPool2d, TolClass::exact,
       {V("k3s2p1", {T({1, 3, 9, 11})}, {{"kernel", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}}),
        V("k2s2", {T({2, 3, 8, 8})}, {{"kernel", I{2, 2}}, {"strides", I{2, 2}}}),

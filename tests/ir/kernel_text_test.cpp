@@ -283,6 +283,14 @@ graph @g(%re: f32[4, 6], %im: f32[6], %z: c64[4, 6]) -> (c64[4], f32[4, 6], f32[
   return %s, %a, %g
 })",
      {}},
+    // a pad of a view of an input: loads guarded by the bounds test (the load's guard field)
+    {"pad_of_a_view_guarded_loads", R"(
+graph @g(%x: f32[6, 12]) -> (f32[14, 6]) {
+  %r = reshape(%x) {shape = [12, 6]}
+  %p = pad(%r) {pads = [1, 0, 1, 0], value = 0.25}
+  return %p
+})",
+     {}},
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -708,6 +716,21 @@ TEST(KernelText, VerifierErrorsAreReported) {
   EXPECT_EQ(p.status().code(), ErrorCode::verify_error);
   EXPECT_NE(p.status().message().find("small.kir: "), std::string::npos) << p.status().message();
   EXPECT_NE(p.status().message().find("outside the arena"), std::string::npos) << p.status().message();
+
+  // a load's guard is a boolean expression
+  auto guard = kir::parse_kernel_program(R"(kernels {
+  buffer b0 input 0 f32[4]
+  buffer b1 output 0 f32[4]
+  generated k0 domain [4] args (a0 = b0, a1 = b1) {
+    e0 = var i0 : i64
+    e1 = load a0[e0] {c = e0} : f32
+    store a1[e0] = e1
+  }
+  step k0
+  arena 0 bytes
+})");
+  ASSERT_FALSE(guard.has_value());
+  EXPECT_NE(guard.status().message().find("non-boolean guard"), std::string::npos) << guard.status().message();
 
   // a view may name a later buffer, so views can form a cycle: a verifier error, not a hang
   auto cyc = kir::parse_kernel_program(R"(kernels {

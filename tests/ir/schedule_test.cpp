@@ -257,6 +257,56 @@ graph @g(%x: f32[5, 4]) -> (f32[5, 6]) {
   }
 }
 
+// A pad of a buffer, or of a view of one (conv2d's col2im pads slices of its GEMM's output),
+// reads at the shifted index itself through a load guarded by the bounds test, no clamp, so
+// that a shifted row stays contiguous (a masked load once vectorized); a pad of a computed
+// value clamps its index instead (the computation must stay in bounds). Both give the
+// reference interpreter's bits, at every edge and for NaN.
+TEST(Schedule, PadOfABufferReadsThroughGuardedLoads) {
+  struct Form {
+    const char* name;
+    const char* body;
+    bool guarded;
+  };
+  const Form forms[] = {
+      {"buffer", "  %p = pad(%x) {pads = [1, 3, 2, 0], value = -0.5}\n  %y = add(%p, %p)\n", true},
+      {"view", "  %r = reshape(%x) {shape = [14, 6]}\n  %t = strided_slice(%r) {starts = [1, 0], steps = [2, 1], sizes = [7, 6]}\n"
+               "  %v = reshape(%t) {shape = [7, 6]}\n  %p = pad(%v) {pads = [1, 3, 2, 0], value = -0.5}\n  %y = add(%p, %p)\n",
+       true},
+      {"computed", "  %e = mul(%x, %x)\n  %p = pad(%e) {pads = [1, 3, 2, 0], value = -0.5}\n  %y = add(%p, %p)\n", false},
+  };
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> dist(-4.f, 4.f);
+  for (const Form& f : forms) {
+    SCOPED_TRACE(f.name);
+    const bool view = std::string(f.name) == "view";
+    const std::string text = cat("graph @g(%x: f32[", view ? "12, 7" : "7, 6", "]) -> (f32[10, 9]) {\n", f.body, "  return %y\n}");
+    auto p = schedule_text(text, {});
+    ASSERT_EQ(p.generated.size(), 1u);
+    const auto& k = p.generated[0];
+    int guarded = 0;
+    for (const auto& e : k.exprs) guarded += e.kind == kir::ExprKind::load && e.c >= 0;
+    EXPECT_EQ(guarded > 0, f.guarded);
+    EXPECT_EQ(count_exprs(k, kir::ExprKind::clamp) > 0, !f.guarded);
+    Tensor x = Tensor::zeros(DType::f32, view ? Sizes{12, 7} : Sizes{7, 6});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = dist(rng);
+    x.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    x.data<float>()[x.numel() - 1] = -std::numeric_limits<float>::infinity();
+    auto g = parse_graph(text);
+    ASSERT_TRUE(g.has_value());
+    auto cpu = Model::compile(*g, {.device = "cpu"});
+    auto ref = Model::compile(*g, {.device = "ref"});
+    ASSERT_TRUE(cpu.has_value() && ref.has_value());
+    const std::vector<Tensor> in = {x};
+    auto a = (*cpu)->run(in);
+    auto b = (*ref)->run(in);
+    ASSERT_TRUE(a.has_value() && b.has_value());
+    const Tensor& ya = (*a)[0];
+    const Tensor& yb = (*b)[0];
+    EXPECT_EQ(std::memcmp(ya.data<float>(), yb.data<float>(), ya.nbytes()), 0);
+  }
+}
+
 // An f32 value rounded through `narrow` (cast there and back) and read by a gather
 // of 512 (each of the 64 values 8 times) or, not `gathered`, an add of 64 (once each).
 kir::KernelProgram rounded_and_read(const char* narrow, bool gathered) {

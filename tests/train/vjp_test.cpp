@@ -261,6 +261,20 @@ std::vector<Case> cases() {
   // stride 1: dx as shifts of the flat padded input (uneven pads, groups, a 1-wide kernel row)
   conv("conv2d_stride1_pad_group", {2, 4, 5, 6}, {6, 2, 3, 2}, true, {1, 1}, {2, 0, 1, 1}, {1, 1}, 2);
   conv("conv2d_stride1_1x3", {1, 2, 4, 5}, {3, 2, 1, 3}, false, {1, 1}, {0, 1, 0, 1}, {1, 1}, 1);
+  // bf16 x and w with an f32 result and bias (out_type, autocast's narrow form): the gradient
+  // products take the incoming gradient rounded to bf16 (see dot_bf16_out_f32 for the
+  // tolerance, which only separates a right rule from a wrong one)
+  {
+    Case k{"conv2d_bf16_out_f32", Op::Conv2d,
+           {In{DType::bf16, {2, 4, 5, 6}}, In{DType::bf16, {6, 2, 3, 2}}, In{DType::f32, {6}}},
+           [](OpBuilder& o, const std::vector<ValueId>& x) {
+             return std::vector<ValueId>{o.op(Op::Conv2d, {x[0], x[1], x[2]},
+                                              A({{"strides", I{2, 1}}, {"pads", I{1, 0, 1, 1}}, {"group", int64_t{2}},
+                                                 {"out_type", DType::f32}}))};
+           }};
+    k.rtol = 0.5;
+    c.push_back(k);
+  }
   auto pool = [&](std::string name, Op op, Sizes xs, Attrs at) {
     c.push_back({name, op, {F(xs)}, [op, at](OpBuilder& o, const std::vector<ValueId>& x) {
                    return std::vector<ValueId>{o.op(op, {x[0]}, at)};

@@ -4,6 +4,15 @@
 namespace rlx::dispatch {
 namespace {
 
+// dot(a, b) with matmul's out_type, when it has one (the dot then sums in it).
+ValueId dot_of(OpBuilder& o, const RuleNode& n, ValueId a, ValueId b, std::vector<int64_t> lb, std::vector<int64_t> rb,
+               std::vector<int64_t> lc, std::vector<int64_t> rc) {
+  Attrs attrs{{"lhs_batch", std::move(lb)}, {"rhs_batch", std::move(rb)}, {"lhs_contract", std::move(lc)},
+              {"rhs_contract", std::move(rc)}};
+  if (n.attrs.has("out_type")) attrs.set("out_type", n.attrs.dtype("out_type"));
+  return o.op(Op::Dot, {a, b}, std::move(attrs));
+}
+
 Status matmul(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
   ValueId a = n.inputs[0], b = n.inputs[1];
   Sizes sa = static_sizes_or_empty(n.input_types[0]), sb = static_sizes_or_empty(n.input_types[1]);
@@ -13,7 +22,7 @@ Status matmul(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
   ValueId out;
   if (rb == 2) {
     // [batch..., M, K] x [K, N]: the weight has no batch dims, so batch rows are just more M rows.
-    out = o.dot(a, b, {}, {}, {ra - 1}, {0});
+    out = dot_of(o, n, a, b, {}, {}, {ra - 1}, {0});
   } else {
     // Broadcast batch dims of both sides to a common shape, then a batched dot.
     Sizes batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
@@ -28,7 +37,7 @@ Status matmul(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
     std::vector<int64_t> bd;
     for (size_t i = 0; i < batch.size(); ++i) bd.push_back(static_cast<int64_t>(i));
     const int64_t r = static_cast<int64_t>(batch.size()) + 2;
-    out = o.dot(a, b, bd, bd, {r - 1}, {r - 2});
+    out = dot_of(o, n, a, b, bd, bd, {r - 1}, {r - 2});
   }
   // Drop promoted unit dims of 1-D operands.
   return single(o, o.reshape_to(out, static_sizes_or_empty(n.output_types[0])), outputs);

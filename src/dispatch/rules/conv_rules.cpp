@@ -83,7 +83,11 @@ Status conv2d(OpBuilder& o, const RuleNode& n, std::vector<ValueId>& outputs) {
   const int64_t g = n.attrs.i("group", 1);
   ValueId cols = im2col(o, n.inputs[0], w, g);
   ValueId wm = o.reshape(n.inputs[1], {g, m / g, cg * w.kh * w.kw});
-  ValueId y = o.matmul(wm, cols);  // [N, g, M/g, P]
+  // out_type (f32 for f16/bf16 x and w): the im2col matrix keeps the operands' type and the
+  // product sums in out_type
+  Attrs product;
+  if (n.attrs.has("out_type")) product.set("out_type", n.attrs.dtype("out_type"));
+  ValueId y = o.op(Op::MatMul, {wm, cols}, std::move(product));  // [N, g, M/g, P]
   y = o.reshape(y, {w.n, m, w.ho, w.wo});
   if (n.inputs.size() == 3) y = o.add(y, o.reshape(n.inputs[2], {1, m, 1, 1}));
   return single(o, y, outputs);

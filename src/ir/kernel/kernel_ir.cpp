@@ -144,6 +144,7 @@ Status verify_program(const KernelProgram& p) {
         case ExprKind::load:
           if (e.buffer < 0 || e.buffer >= static_cast<int>(k.args.size())) return bad(k.name, " e", i, " loads an invalid buffer");
           if (e.a < 0 || need_i64(e.a)) return bad(k.name, " e", i, " has a non-i64 index");
+          if (e.c >= 0 && k.exprs[e.c].dtype != DType::boolean) return bad(k.name, " e", i, " has a non-boolean guard");
           break;
         case ExprKind::idiv:
         case ExprKind::imod:

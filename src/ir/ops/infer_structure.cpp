@@ -7,7 +7,8 @@
 namespace rlx::infer {
 namespace {
 
-// The result type of a product with optional attribute out_type (dot, attention): the
+// The result type of a product with optional attribute out_type (dot, matmul, conv2d,
+// attention): the
 // operands' type, or f32 for f16 and bf16 operands (StableHLO's preferred_element_type).
 Expected<DType> result_type(Op op, const NodeSig& sig, DType operands) {
   if (!sig.attrs.has("out_type")) return operands;
@@ -96,7 +97,8 @@ Expected<Types> infer_contraction(Op op, const NodeSig& sig) {
     Shape out = *batch;
     if (a.rank() > 1) out.push_back(sa[sa.size() - 2]);
     if (b.rank() > 1) out.push_back(sb[sb.size() - 1]);
-    return Types{TensorType{a.dtype, out}};
+    RLX_ASSIGN_OR_RETURN(DType out_type, result_type(op, sig, a.dtype));
+    return Types{TensorType{out_type, out}};
   }
   // Gemm
   if (a.rank() != 2 || b.rank() != 2)
@@ -164,14 +166,17 @@ Expected<Types> infer_conv(Op op, const NodeSig& sig) {
     if (x.shape[1].is_static() && x.shape[1].size() != w.shape[1].size() * group)
       return fail(ErrorCode::shape_error, op, sig, "input channels ", x.shape[1].size(), " != ",
                   w.shape[1].size(), " x group ", group);
+    RLX_ASSIGN_OR_RETURN(DType out_type, result_type(op, sig, x.dtype));
     if (sig.inputs.size() == 3) {
-      RLX_TRY(expect_same_dtype(op, sig, 0, 2));
+      if (sig.inputs[2].dtype != out_type)
+        return fail(ErrorCode::dtype_error, op, sig, "bias is ", dtype_name(sig.inputs[2].dtype), " but the result is ",
+                    dtype_name(out_type), " (the bias has the result's type)");
       if (sig.inputs[2].shape != Shape{Dim(m)})
         return fail(ErrorCode::shape_error, op, sig, "bias must be [", m, "]");
     }
     RLX_ASSIGN_OR_RETURN(Dim ho, conv_out(op, sig, x.shape[2], w.shape[2].size(), strides[0], pads[0], pads[2], dil[0], false));
     RLX_ASSIGN_OR_RETURN(Dim wo, conv_out(op, sig, x.shape[3], w.shape[3].size(), strides[1], pads[1], pads[3], dil[1], false));
-    return Types{TensorType{x.dtype, {x.shape[0], Dim(m), ho, wo}}};
+    return Types{TensorType{out_type, {x.shape[0], Dim(m), ho, wo}}};
   }
   auto k = a.ints("kernel");
   if (k.size() != 2) return fail(ErrorCode::shape_error, op, sig, "kernel needs 2 entries");

@@ -218,7 +218,9 @@ std::vector<OpInfo> build_table() {
   attrs(Op::RmsNorm, {{"axis", K::i64}, {"epsilon", K::f64}},
         "x / sqrt(mean(x^2) + eps) * scale over axes [axis, rank)");
   arity(Op::RmsNorm, 1, 2);
-  attrs(Op::MatMul, {}, "numpy matmul: batched, broadcast, 1-D operands promoted");
+  attrs(Op::MatMul, {{"out_type", K::dtype}},
+        "numpy matmul: batched, broadcast, 1-D operands promoted; out_type (optional; f32 for f16 or "
+        "bf16 operands) is the result's dtype, as dot's");
   attrs(Op::Gemm, {{"alpha", K::f64}, {"beta", K::f64}, {"trans_a", K::i64}, {"trans_b", K::i64}},
         "alpha * op(A) op(B) + beta * C");
   arity(Op::Gemm, 2, 3);
@@ -229,8 +231,10 @@ std::vector<OpInfo> build_table() {
   attrs(Op::Squeeze, {{"axes", K::i64s}}, "drop size-1 axes (all of them when empty)");
   attrs(Op::Unsqueeze, {{"axes", K::i64s, true}}, "insert size-1 axes at output positions");
   attrs(Op::Conv2d,
-        {{"strides", K::i64s}, {"pads", K::i64s}, {"dilations", K::i64s}, {"group", K::i64}},
-        "NCHW convolution; x, w [M, C/group, kh, kw], optional bias [M]; pads [t, l, b, r]");
+        {{"strides", K::i64s}, {"pads", K::i64s}, {"dilations", K::i64s}, {"group", K::i64}, {"out_type", K::dtype}},
+        "NCHW convolution; x, w [M, C/group, kh, kw], optional bias [M]; pads [t, l, b, r]; out_type "
+        "(optional; f32 for f16 or bf16 x and w) is the result's dtype and the bias's: the products "
+        "are summed in it and never rounded to the operands' type, as dot's");
   arity(Op::Conv2d, 2, 3);
   attrs(Op::MaxPool2d,
         {{"kernel", K::i64s, true}, {"strides", K::i64s}, {"pads", K::i64s}, {"dilations", K::i64s},
