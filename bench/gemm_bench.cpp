@@ -97,6 +97,11 @@ std::vector<Shape> shapes(bool quick) {
   s.push_back({"train", 1, 256, 784, 128, false});
   s.push_back({"train", 1, 128, 784, 128, false});
   s.push_back({"train", 1, 512, 384, 256, false});
+  // tinyconv's weight gradients per image (128 images): the output gradient's rows dotted
+  // with the im2col rows, both stored [rows, positions] (trans_b): conv1, 8 x 9 outputs from
+  // rows of 676 (rlx's row dots), and conv2, 16 x 72 from rows of 121 (the blocked kernels).
+  s.push_back({"conv-dw", 128, 8, 676, 9, true});
+  s.push_back({"conv-dw", 128, 16, 121, 72, true});
   return s;
 }
 

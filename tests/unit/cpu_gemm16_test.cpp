@@ -566,6 +566,45 @@ TEST_F(Gemm16Bf16Dot, AwkwardShapesWithEpilogues) {
   run_awkward_shapes(shapes, ab, "vdpbf16ps");
 }
 
+// Products with few outputs from long rows, A row-major and B transposed (a convolution's
+// weight gradient per image), run on the row dots: bf16 pairs on vdpbf16ps, f16 and mixed
+// operands as f32 rows; against the reference with beta, alpha, bias, the epilogue, C's types
+// and padding, and batches (B shared by the items, or not).
+TEST_F(Gemm16Bf16Dot, RowDotsForFewOutputsOfLongRows) {
+  const Shape shapes[] = {{1, 1, 64}, {8, 9, 676}, {2, 16, 300}, {6, 20, 500}, {4, 6, 64}, {3, 7, 65}, {1, 1, 2}};
+  const Types types[] = {{GemmType::bf16, GemmType::bf16, GemmType::f32}, {GemmType::bf16, GemmType::bf16, GemmType::bf16},
+                         {GemmType::f16, GemmType::f16, GemmType::f32}, {GemmType::f32, GemmType::bf16, GemmType::f16}};
+  int variant = 0;
+  for (const Shape& s : shapes)
+    for (const Types& ty : types) {
+      Case cs;
+      cs.m = s.m;
+      cs.n = s.n;
+      cs.k = s.k;
+      cs.trans_b = true;
+      cs.beta = variant % 4 == 1 ? 1.f : variant % 4 == 3 ? 0.5f : 0.f;
+      cs.alpha = variant % 5 == 2 ? -1.5f : 1.f;
+      cs.bias = variant % 2 == 0;
+      cs.epilogue = variant % 3 != 2;
+      cs.ldc_pad = variant % 3;
+      cs.batch = variant % 3 == 1 ? 4 : 1;
+      cs.broadcast_a = variant % 6 == 1;
+      ++variant;
+      GemmArgs g;
+      g.m = cs.m;
+      g.n = cs.n;
+      g.k = cs.k;
+      g.trans_b = true;
+      g.a_type = ty.a;
+      g.b_type = ty.b;
+      g.c_type = ty.c;
+      const std::string how = describe_sgemm(g, false);
+      EXPECT_NE(how.find("row dots"), std::string::npos) << how;
+      run_case(ty, cs, fresh_seed());
+      if (::testing::Test::HasFailure()) return;
+    }
+}
+
 // The AMX kernels (B packed in pairs, before or by the call; bf16, and f16 as two bf16 parts)
 // on the shapes that stress them: rows off and on the
 // 16-row slices and 32-row blocks (whole blocks load and store C in the tiles, edge blocks go

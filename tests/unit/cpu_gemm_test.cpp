@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "rlx/thread_pool.h"
@@ -404,6 +405,59 @@ TEST(CpuGemm, BatchedAndBroadcast) {
   cs.packed = true;
   cs.epilogue = true;
   run_case(cs, fresh_seed());
+}
+
+// Few outputs from long rows (A row-major, B transposed: a convolution's weight gradient per
+// image) run on the row dots where the family has them (AVX-512), each output a dot of two
+// rows; the blocked kernels elsewhere, or when B is not transposed or the row dots would do
+// more than half the tiles' work.
+TEST(CpuGemm, RowDotsForFewOutputsOfLongRows) {
+  IsaGuard guard;
+  struct S {
+    int64_t batch, m, n, k;
+  };
+  int variant = 0;
+  for (GemmIsa isa : available_isas()) {
+    ASSERT_TRUE(set_gemm_isa(isa));
+    for (const S& s : {S{1, 1, 1, 64}, S{4, 8, 9, 676}, S{3, 2, 16, 300}, S{2, 6, 20, 500}, S{1, 4, 6, 64}, S{2, 3, 7, 65},
+                       S{1, 1, 1, 3}}) {
+      Case cs;
+      cs.batch = s.batch;
+      cs.m = s.m;
+      cs.n = s.n;
+      cs.k = s.k;
+      cs.trans_b = true;
+      cs.broadcast_a = variant % 4 == 1;
+      cs.broadcast_b = variant % 4 == 2;
+      cs.lda_pad = variant % 3;
+      cs.ldb_pad = (variant + 1) % 3;
+      cs.ldc_pad = variant % 2;
+      cs.alpha = variant % 5 == 2 ? -1.5f : 1.f;
+      cs.beta = variant % 3 == 2 ? 1.f : 0.f;
+      cs.epilogue = variant % 2 == 0;
+      cs.bias = variant % 4 != 1;
+      ++variant;
+      GemmArgs g;
+      g.m = cs.m;
+      g.n = cs.n;
+      g.k = cs.k;
+      g.trans_b = true;
+      g.batch = cs.batch;
+      const std::string how = describe_sgemm(g, false);
+      EXPECT_EQ(how.find("row dots") != std::string::npos, isa == GemmIsa::avx512) << isa_name(isa) << ": " << how;
+      run_case(cs, fresh_seed());
+    }
+  }
+  GemmArgs g;
+  g.trans_b = true;
+  g.k = 121;
+  for (auto [m, n, k, tb] : {std::tuple{16, 72, 121, true}, std::tuple{64, 64, 121, true}, std::tuple{8, 9, 676, false}}) {
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.trans_b = tb;
+    EXPECT_EQ(describe_sgemm(g, false).find("row dots"), std::string::npos) << describe_sgemm(g, false);
+  }
 }
 
 // Each way of reading B and of splitting the work, checked against the reference. Which

@@ -286,6 +286,14 @@ using ConvertRow = void (*)(const void* src, void* dst, int64_t n);
 // kernels handle nr < width. wide[...] (may be null) computes wide_width columns for
 // mr <= wide_max_mr, for skinny products; wide_width is 32 or a multiple of 32, so wide
 // kernels start at a panel boundary. The other tables are indexed by element type too.
+// Row dots: out[i * ldo + j] = sum over p < k of A(i, p) * B(j, p) for i < m, j < n, where
+// A(i, p) = a[i * lda + p] and B(j, p) = b[j * ldb + p] are both of the table's element type
+// with unit stride along k (C = A B^T), out f32. Each output is a dot of two rows, vectorized
+// along k, with no packing: for products with few outputs and long rows, where the blocked
+// kernels would transpose B into panels and run their tiles mostly on padding.
+using RowDots = void (*)(const void* a, int64_t lda, const void* b, int64_t ldb, int64_t m, int64_t n, int64_t k,
+                         float* out, int64_t ldo);
+
 struct KernelFamily {
   const char* name;
   GemmIsa isa;
@@ -314,6 +322,9 @@ struct KernelFamily {
   // where the family has none: the driver then packs as f32 and rounds the packed panel.
   PackA pack_a_as_f16;
   PackB pack_b_trans_as_f16, pack_b_rows_as_f16;
+  // Row dots with both operands of one type (null where the family has none): [f32] on FMAs,
+  // [bf16] on vdpbf16ps (k-values in pairs; only with AVX-512 BF16).
+  RowDots row_dots[kTypes];
 };
 
 // AMX (gemm_amx.cpp). amx_bf16_supported / amx_int8_supported: cpuid reports amx-tile and

@@ -17,7 +17,9 @@
 // row-major B be read in place. The unpacks work within 128-bit lanes, so the accumulators
 // hold columns in a fixed permuted order, put back once when C is stored. An odd k ends with
 // a zero row of B and a zero high half in A's last pair.
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cpu/kernels/avx512_transpose.h"
 #include "backends/cpu/kernels/gemm.h"
@@ -26,9 +28,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-// GCC 12 reports the _mm512_undefined_ps() operand inside its own unpack/shuffle intrinsics
-// as "may be used uninitialized"; that operand is never read.
+// GCC 12 reports the _mm512_undefined_ps() operand inside its own unpack/shuffle/extract
+// intrinsics as "(may be) used uninitialized"; that operand is never read.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #define RLX_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
 
@@ -477,6 +480,98 @@ RLX_AVX512 void pack_a_bf16_pairs(const void* av, int64_t lda, bool trans, int64
     for (int64_t i = 0; i < mr; ++i) dst[pairs * mr + i] = a[i * lda + kc - 1];
 }
 
+// ---------------------------------------------------------------------------------------
+// Row dots (RowDots in gemm.h): MR x NR outputs at a time, each a vector of partial sums along
+// k reduced once at the end: MR + NR loads per MR * NR FMAs (or vdpbf16ps, 16 k-pairs per
+// lane group), the tail of k through masked loads that read nothing past the row.
+
+constexpr int kDotRows = 4, kDotCols = 6;
+
+// The sum of v's 16 lanes.
+RLX_AVX512 inline float lane_sum(__m512 v) {
+  const __m256 s = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+
+template <int MR, int NR>
+RLX_AVX512 void row_dots_block_f32(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* out,
+                                   int64_t ldo) {
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  auto step = [&](int64_t p, __mmask16 mk, auto masked) RLX_AVX512 {
+    __m512 av[MR], bv[NR];
+    for (int i = 0; i < MR; ++i) av[i] = masked ? _mm512_maskz_loadu_ps(mk, a + i * lda + p) : _mm512_loadu_ps(a + i * lda + p);
+    for (int j = 0; j < NR; ++j) bv[j] = masked ? _mm512_maskz_loadu_ps(mk, b + j * ldb + p) : _mm512_loadu_ps(b + j * ldb + p);
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(av[i], bv[j], acc[i][j]);
+  };
+  int64_t p = 0;
+  for (; p + 16 <= k; p += 16) step(p, 0xFFFF, std::false_type{});
+  if (p < k) step(p, lane_mask(k - p), std::true_type{});
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) out[i * ldo + j] = lane_sum(acc[i][j]);
+}
+
+template <int MR, int NR>
+RLX_AVX512_BF16 void row_dots_block_bf16(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t k,
+                                         float* out, int64_t ldo) {
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  // masked lanes are zero in both operands, so an odd k's last pair adds 0 * 0
+  auto step = [&](int64_t p, __mmask32 mk, auto masked) RLX_AVX512_BF16 {
+    __m512i av[MR], bv[NR];
+    for (int i = 0; i < MR; ++i) av[i] = masked ? _mm512_maskz_loadu_epi16(mk, a + i * lda + p) : _mm512_loadu_si512(a + i * lda + p);
+    for (int j = 0; j < NR; ++j) bv[j] = masked ? _mm512_maskz_loadu_epi16(mk, b + j * ldb + p) : _mm512_loadu_si512(b + j * ldb + p);
+    for (int i = 0; i < MR; ++i)
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)av[i], (__m512bh)bv[j]);
+  };
+  int64_t p = 0;
+  for (; p + 32 <= k; p += 32) step(p, 0xFFFFFFFFu, std::false_type{});
+  if (p < k) step(p, lane_mask32(k - p), std::true_type{});
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) out[i * ldo + j] = lane_sum(acc[i][j]);
+}
+
+// The block kernels for every remainder shape, [mr - 1][nr - 1].
+template <typename T, template <int, int> class Pick, int MR = kDotRows, int NR = kDotCols>
+constexpr void fill_dot_blocks(void (*(&t)[kDotRows][kDotCols])(const T*, int64_t, const T*, int64_t, int64_t, float*, int64_t)) {
+  t[MR - 1][NR - 1] = Pick<MR, NR>::fn;
+  if constexpr (NR > 1) fill_dot_blocks<T, Pick, MR, NR - 1>(t);
+  if constexpr (NR == kDotCols && MR > 1) fill_dot_blocks<T, Pick, MR - 1, kDotCols>(t);
+}
+
+template <int MR, int NR>
+struct PickF32 {
+  static constexpr auto fn = &row_dots_block_f32<MR, NR>;
+};
+template <int MR, int NR>
+struct PickBf16 {
+  static constexpr auto fn = &row_dots_block_bf16<MR, NR>;
+};
+
+template <typename T, template <int, int> class Pick>
+void row_dots(const void* a, int64_t lda, const void* b, int64_t ldb, int64_t m, int64_t n, int64_t k, float* out,
+              int64_t ldo) {
+  static const auto table = [] {
+    struct Table {
+      void (*t[kDotRows][kDotCols])(const T*, int64_t, const T*, int64_t, int64_t, float*, int64_t);
+    } r{};
+    fill_dot_blocks<T, Pick>(r.t);
+    return r;
+  }();
+  const T* ap = static_cast<const T*>(a);
+  const T* bp = static_cast<const T*>(b);
+  for (int64_t i0 = 0; i0 < m; i0 += kDotRows)
+    for (int64_t j0 = 0; j0 < n; j0 += kDotCols) {
+      const int64_t mr = std::min<int64_t>(kDotRows, m - i0), nr = std::min<int64_t>(kDotCols, n - j0);
+      table.t[mr - 1][nr - 1](ap + i0 * lda, lda, bp + j0 * ldb, ldb, k, out + i0 * ldo + j0, ldo);
+    }
+}
+
 template <int NG, int MR>
 constexpr void fill_dot(MicroKernel (&t)[kMaxMr + 1][2]) {
   if constexpr (MR >= 1) {
@@ -517,6 +612,7 @@ KernelFamily make_family() {
   f.round_row[bf16] = &round_row_bf16;
   f.pack_b_trans[f32] = &pack_b_trans<false>;
   f.pack_b_rows[f32] = &pack_b_rows<false>;
+  f.row_dots[f32] = &row_dots<float, PickF32>;
   // Every AVX-512 CPU so far has F16C, but it is its own cpuid bit: checked, not assumed.
   __builtin_cpu_init();
   if (__builtin_cpu_supports("f16c")) {
@@ -535,6 +631,7 @@ KernelFamily make_family() {
     fill_dot<1, 14>(f.dot_bf16);
     fill_dot<4, 3>(f.dot_bf16_wide);
     f.pack_a_bf16_pairs = &pack_a_bf16_pairs;
+    f.row_dots[bf16] = &row_dots<uint16_t, PickBf16>;
   }
   return f;
 }
