@@ -569,9 +569,9 @@ TEST_F(Gemm16Bf16Dot, AwkwardShapesWithEpilogues) {
 // Products with few outputs from long rows, A row-major and B transposed (a convolution's
 // weight gradient per image), run on the row dots: bf16 pairs on vdpbf16ps, f16 and mixed
 // operands as f32 rows; against the reference with beta, alpha, bias, the epilogue, C's types
-// and padding, and batches (B shared by the items, or not).
+// and padding, and batches (A shared by the items, or not).
 TEST_F(Gemm16Bf16Dot, RowDotsForFewOutputsOfLongRows) {
-  const Shape shapes[] = {{1, 1, 64}, {8, 9, 676}, {2, 16, 300}, {6, 20, 500}, {4, 6, 64}, {3, 7, 65}, {1, 1, 2}};
+  const Shape shapes[] = {{1, 1, 64}, {8, 9, 676}, {2, 16, 300}, {6, 20, 500}, {4, 6, 64}, {3, 7, 65}, {2, 1, 20}, {5, 13, 300}};
   const Types types[] = {{GemmType::bf16, GemmType::bf16, GemmType::f32}, {GemmType::bf16, GemmType::bf16, GemmType::bf16},
                          {GemmType::f16, GemmType::f16, GemmType::f32}, {GemmType::f32, GemmType::bf16, GemmType::f16}};
   int variant = 0;
@@ -587,7 +587,7 @@ TEST_F(Gemm16Bf16Dot, RowDotsForFewOutputsOfLongRows) {
       cs.bias = variant % 2 == 0;
       cs.epilogue = variant % 3 != 2;
       cs.ldc_pad = variant % 3;
-      cs.batch = variant % 3 == 1 ? 4 : 1;
+      cs.batch = variant % 3 == 1 ? 4 : 2;  // (a single product's B could be packed: blocked)
       cs.broadcast_a = variant % 6 == 1;
       ++variant;
       GemmArgs g;
@@ -598,8 +598,10 @@ TEST_F(Gemm16Bf16Dot, RowDotsForFewOutputsOfLongRows) {
       g.a_type = ty.a;
       g.b_type = ty.b;
       g.c_type = ty.c;
+      g.batch = cs.batch;
+      g.batch_stride_b = 1;
       const std::string how = describe_sgemm(g, false);
-      EXPECT_NE(how.find("row dots"), std::string::npos) << how;
+      EXPECT_NE(how.find("row dots"), std::string::npos) << cs.str() << ": " << how;
       run_case(ty, cs, fresh_seed());
       if (::testing::Test::HasFailure()) return;
     }

@@ -409,8 +409,8 @@ TEST(CpuGemm, BatchedAndBroadcast) {
 
 // Few outputs from long rows (A row-major, B transposed: a convolution's weight gradient per
 // image) run on the row dots where the family has them (AVX-512), each output a dot of two
-// rows; the blocked kernels elsewhere, or when B is not transposed or the row dots would do
-// more than half the tiles' work.
+// rows; the blocked kernels elsewhere, or when B is not transposed, could be packed once (a
+// single product's, or shared by the items) or the row dots would do more than the tiles' work.
 TEST(CpuGemm, RowDotsForFewOutputsOfLongRows) {
   IsaGuard guard;
   struct S {
@@ -419,8 +419,8 @@ TEST(CpuGemm, RowDotsForFewOutputsOfLongRows) {
   int variant = 0;
   for (GemmIsa isa : available_isas()) {
     ASSERT_TRUE(set_gemm_isa(isa));
-    for (const S& s : {S{1, 1, 1, 64}, S{4, 8, 9, 676}, S{3, 2, 16, 300}, S{2, 6, 20, 500}, S{1, 4, 6, 64}, S{2, 3, 7, 65},
-                       S{1, 1, 1, 3}}) {
+    for (const S& s : {S{2, 1, 1, 64}, S{4, 8, 9, 676}, S{3, 2, 16, 300}, S{2, 6, 20, 500}, S{2, 4, 6, 64}, S{2, 3, 7, 65},
+                       S{3, 1, 1, 12}, S{2, 5, 13, 120}}) {
       Case cs;
       cs.batch = s.batch;
       cs.m = s.m;
@@ -428,7 +428,6 @@ TEST(CpuGemm, RowDotsForFewOutputsOfLongRows) {
       cs.k = s.k;
       cs.trans_b = true;
       cs.broadcast_a = variant % 4 == 1;
-      cs.broadcast_b = variant % 4 == 2;
       cs.lda_pad = variant % 3;
       cs.ldb_pad = (variant + 1) % 3;
       cs.ldc_pad = variant % 2;
@@ -443,19 +442,26 @@ TEST(CpuGemm, RowDotsForFewOutputsOfLongRows) {
       g.k = cs.k;
       g.trans_b = true;
       g.batch = cs.batch;
+      g.batch_stride_b = 1;
       const std::string how = describe_sgemm(g, false);
       EXPECT_EQ(how.find("row dots") != std::string::npos, isa == GemmIsa::avx512) << isa_name(isa) << ": " << how;
       run_case(cs, fresh_seed());
     }
   }
-  GemmArgs g;
-  g.trans_b = true;
-  g.k = 121;
-  for (auto [m, n, k, tb] : {std::tuple{16, 72, 121, true}, std::tuple{64, 64, 121, true}, std::tuple{8, 9, 676, false}}) {
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.trans_b = tb;
+  // not for many outputs, B not transposed, a single product or a B shared by the items
+  // (either could be packed beforehand, which must not change the bits)
+  struct N {
+    int64_t batch, stride_b, m, n, k;
+    bool trans_b;
+  };
+  for (const N& s : {N{4, 1, 16, 72, 121, true}, N{4, 1, 64, 64, 121, true}, N{4, 1, 8, 9, 676, false}, N{1, 1, 8, 9, 676, true}, N{4, 0, 8, 9, 676, true}}) {
+    GemmArgs g;
+    g.batch = s.batch;
+    g.batch_stride_b = s.stride_b;
+    g.m = s.m;
+    g.n = s.n;
+    g.k = s.k;
+    g.trans_b = s.trans_b;
     EXPECT_EQ(describe_sgemm(g, false).find("row dots"), std::string::npos) << describe_sgemm(g, false);
   }
 }

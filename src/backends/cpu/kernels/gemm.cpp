@@ -662,18 +662,22 @@ void scale_only(const GemmArgs& g, ThreadPool& pool) {
 }
 
 // Row dots (KernelFamily::row_dots) take products with A row-major and B transposed (both
-// unit stride along k) when they do at most half the blocked kernels' work: those run whole
-// micro-tiles (14 x 32 on AVX-512), mostly padding when the product has few outputs, while a
-// row dot costs its vector steps along k plus about kRowDotReduceOps to reduce its lanes.
-// tinyconv's conv1 weight gradient per image (8 x 9 outputs from rows of 676) went from 0.71
-// to 0.28 ms a step (f32; bf16 0.65 -> 0.13); conv2's (16 x 72 from rows of 121) stays
-// blocked (0.79 against 0.93 ms on the row dots).
-constexpr int64_t kRowDotReduceOps = 10;
+// unit stride along k) when they do at most half the blocked kernels' work: those transpose B
+// into panels for every item and run whole micro-tiles (14 x 32 on AVX-512), mostly padding
+// when the product has few outputs, while the row dots run 4 x 4 blocks, 16 vector products
+// a step along k plus about kRowDotBlockOps to sum each block's lanes. (Measured one thread,
+// 128 items, GFLOP/s: 8 x 9 outputs from rows of 676, tinyconv's conv1 weight gradient, 63 on
+// the row dots against 17 blocked (OpenBLAS 85); 16 x 72 from rows of 121, conv2's, 49
+// against 56 blocked: it stays blocked.) Only for batches whose
+// items each have their own B: a B that could be packed once (a single product's, or one
+// shared by the items: a weight) keeps the blocked kernels, so that packing it beforehand
+// never changes a result's bits (CpuGemm.PackedEqualsUnpacked).
+constexpr int64_t kRowDotBlockOps = 64;
 
 // The row-dot kernel a product takes: bf16 pairs when both operands are bf16 and the CPU has
 // AVX-512 BF16, else f32 (other operands converted row by row); null when it takes none.
 RowDots row_dots_for(const GemmArgs& g, const KernelFamily& f) {
-  if (g.trans_a || !g.trans_b) return nullptr;
+  if (g.trans_a || !g.trans_b || g.batch < 2 || g.batch_stride_b == 0) return nullptr;
   const bool pairs = g.a_type == GemmType::bf16 && g.b_type == GemmType::bf16 && f.row_dots[ti(GemmType::bf16)];
   const KernelFamily& blocked = pairs ? f : family();
   const RowDots dots = pairs ? f.row_dots[ti(GemmType::bf16)] : family().row_dots[ti(GemmType::f32)];
@@ -681,7 +685,8 @@ RowDots row_dots_for(const GemmArgs& g, const KernelFamily& f) {
   const int64_t step = pairs ? 32 : 16;  // k-values a vector step takes
   const double tiles = static_cast<double>(ceil_div(g.m, blocked.mr_max) * blocked.mr_max) *
                        static_cast<double>(ceil_div(g.n, blocked.width) * blocked.width) * static_cast<double>(g.k) / step;
-  const double row_dots = static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(ceil_div(g.k, step) + kRowDotReduceOps);
+  const double row_dots = static_cast<double>(ceil_div(g.m, 4) * ceil_div(g.n, 4)) *
+                          static_cast<double>(16 * ceil_div(g.k, step) + kRowDotBlockOps);
   return 2 * row_dots <= tiles ? dots : nullptr;
 }
 

@@ -481,94 +481,94 @@ RLX_AVX512 void pack_a_bf16_pairs(const void* av, int64_t lda, bool trans, int64
 }
 
 // ---------------------------------------------------------------------------------------
-// Row dots (RowDots in gemm.h): MR x NR outputs at a time, each a vector of partial sums along
-// k reduced once at the end: MR + NR loads per MR * NR FMAs (or vdpbf16ps, 16 k-pairs per
-// lane group), the tail of k through masked loads that read nothing past the row.
+// Row dots (RowDots in gemm.h): 4 x 4 outputs at a time, each a vector of partial sums along
+// k (8 loads per 16 FMAs, or per 16 vdpbf16ps of 16 k-pairs), the tail of k through masked
+// loads that read nothing past the row. The 16 vectors are summed into one by a shuffle
+// tree (45 operations, against about 8 per vector summed on its own, which cost as much as
+// the products themselves at k = 121). A block past the last row or column repeats that
+// row or column and stores only its own outputs.
 
-constexpr int kDotRows = 4, kDotCols = 6;
-
-// The sum of v's 16 lanes.
-RLX_AVX512 inline float lane_sum(__m512 v) {
-  const __m256 s = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+// r[4 * i + j] = the sum of v[i][j]'s 16 lanes.
+RLX_AVX512 inline __m512 sum_lanes_4x4(const __m512 (&v)[4][4]) {
+  __m512 s[8];  // per 128-bit lane: pair p's two vectors' partial sums, interleaved
+  for (int p = 0; p < 8; ++p) {
+    const __m512 a = v[p / 2][2 * (p % 2)], b = v[p / 2][2 * (p % 2) + 1];
+    s[p] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+  }
+  __m512 t[4];  // per 128-bit lane: four vectors' partial sums
+  for (int g = 0; g < 4; ++g) {
+    const __m512d x = _mm512_castps_pd(s[2 * g]), y = _mm512_castps_pd(s[2 * g + 1]);
+    t[g] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  auto fold = [](__m512 x, __m512 y) RLX_AVX512 {  // lanes (x0 + x1, x2 + x3, y0 + y1, y2 + y3)
+    return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+  };
+  return fold(fold(t[0], t[1]), fold(t[2], t[3]));
 }
 
-template <int MR, int NR>
-RLX_AVX512 void row_dots_block_f32(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t k, float* out,
-                                   int64_t ldo) {
-  __m512 acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+// Stores row i's first nr outputs of a block summed by sum_lanes_4x4, for i < mr.
+RLX_AVX512 inline void store_block_4x4(__m512 r, int64_t mr, int64_t nr, float* out, int64_t ldo) {
+  alignas(64) float v[16];
+  _mm512_store_ps(v, r);
+  for (int64_t i = 0; i < mr; ++i)
+    for (int64_t j = 0; j < nr; ++j) out[i * ldo + j] = v[4 * i + j];
+}
+
+// (The sums are kept in a local array, copied to `out` once: __m512 may alias the operands,
+// so accumulating through a reference would store and reload them at every step.)
+RLX_AVX512 void row_dots_block_f32(const float* const (&a)[4], const float* const (&b)[4], int64_t k, __m512 (&out)[4][4]) {
+  __m512 acc[4][4];
+  for (auto& row : acc)
+    for (__m512& x : row) x = _mm512_setzero_ps();
   auto step = [&](int64_t p, __mmask16 mk, auto masked) RLX_AVX512 {
-    __m512 av[MR], bv[NR];
-    for (int i = 0; i < MR; ++i) av[i] = masked ? _mm512_maskz_loadu_ps(mk, a + i * lda + p) : _mm512_loadu_ps(a + i * lda + p);
-    for (int j = 0; j < NR; ++j) bv[j] = masked ? _mm512_maskz_loadu_ps(mk, b + j * ldb + p) : _mm512_loadu_ps(b + j * ldb + p);
-    for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(av[i], bv[j], acc[i][j]);
+    __m512 av[4], bv[4];
+    for (int i = 0; i < 4; ++i) av[i] = masked ? _mm512_maskz_loadu_ps(mk, a[i] + p) : _mm512_loadu_ps(a[i] + p);
+    for (int j = 0; j < 4; ++j) bv[j] = masked ? _mm512_maskz_loadu_ps(mk, b[j] + p) : _mm512_loadu_ps(b[j] + p);
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(av[i], bv[j], acc[i][j]);
   };
   int64_t p = 0;
   for (; p + 16 <= k; p += 16) step(p, 0xFFFF, std::false_type{});
   if (p < k) step(p, lane_mask(k - p), std::true_type{});
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) out[i * ldo + j] = lane_sum(acc[i][j]);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) out[i][j] = acc[i][j];
 }
 
-template <int MR, int NR>
-RLX_AVX512_BF16 void row_dots_block_bf16(const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, int64_t k,
-                                         float* out, int64_t ldo) {
-  __m512 acc[MR][NR];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+RLX_AVX512_BF16 void row_dots_block_bf16(const uint16_t* const (&a)[4], const uint16_t* const (&b)[4], int64_t k,
+                                         __m512 (&out)[4][4]) {
+  __m512 acc[4][4];
+  for (auto& row : acc)
+    for (__m512& x : row) x = _mm512_setzero_ps();
   // masked lanes are zero in both operands, so an odd k's last pair adds 0 * 0
   auto step = [&](int64_t p, __mmask32 mk, auto masked) RLX_AVX512_BF16 {
-    __m512i av[MR], bv[NR];
-    for (int i = 0; i < MR; ++i) av[i] = masked ? _mm512_maskz_loadu_epi16(mk, a + i * lda + p) : _mm512_loadu_si512(a + i * lda + p);
-    for (int j = 0; j < NR; ++j) bv[j] = masked ? _mm512_maskz_loadu_epi16(mk, b + j * ldb + p) : _mm512_loadu_si512(b + j * ldb + p);
-    for (int i = 0; i < MR; ++i)
-      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)av[i], (__m512bh)bv[j]);
+    __m512i av[4], bv[4];
+    for (int i = 0; i < 4; ++i) av[i] = masked ? _mm512_maskz_loadu_epi16(mk, a[i] + p) : _mm512_loadu_si512(a[i] + p);
+    for (int j = 0; j < 4; ++j) bv[j] = masked ? _mm512_maskz_loadu_epi16(mk, b[j] + p) : _mm512_loadu_si512(b[j] + p);
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], (__m512bh)av[i], (__m512bh)bv[j]);
   };
   int64_t p = 0;
   for (; p + 32 <= k; p += 32) step(p, 0xFFFFFFFFu, std::false_type{});
   if (p < k) step(p, lane_mask32(k - p), std::true_type{});
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) out[i * ldo + j] = lane_sum(acc[i][j]);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) out[i][j] = acc[i][j];
 }
 
-// The block kernels for every remainder shape, [mr - 1][nr - 1].
-template <typename T, template <int, int> class Pick, int MR = kDotRows, int NR = kDotCols>
-constexpr void fill_dot_blocks(void (*(&t)[kDotRows][kDotCols])(const T*, int64_t, const T*, int64_t, int64_t, float*, int64_t)) {
-  t[MR - 1][NR - 1] = Pick<MR, NR>::fn;
-  if constexpr (NR > 1) fill_dot_blocks<T, Pick, MR, NR - 1>(t);
-  if constexpr (NR == kDotCols && MR > 1) fill_dot_blocks<T, Pick, MR - 1, kDotCols>(t);
-}
-
-template <int MR, int NR>
-struct PickF32 {
-  static constexpr auto fn = &row_dots_block_f32<MR, NR>;
-};
-template <int MR, int NR>
-struct PickBf16 {
-  static constexpr auto fn = &row_dots_block_bf16<MR, NR>;
-};
-
-template <typename T, template <int, int> class Pick>
-void row_dots(const void* a, int64_t lda, const void* b, int64_t ldb, int64_t m, int64_t n, int64_t k, float* out,
-              int64_t ldo) {
-  static const auto table = [] {
-    struct Table {
-      void (*t[kDotRows][kDotCols])(const T*, int64_t, const T*, int64_t, int64_t, float*, int64_t);
-    } r{};
-    fill_dot_blocks<T, Pick>(r.t);
-    return r;
-  }();
+template <typename T, void (*Block)(const T* const (&)[4], const T* const (&)[4], int64_t, __m512 (&)[4][4])>
+RLX_AVX512 void row_dots(const void* a, int64_t lda, const void* b, int64_t ldb, int64_t m, int64_t n, int64_t k, float* out,
+                         int64_t ldo) {
   const T* ap = static_cast<const T*>(a);
   const T* bp = static_cast<const T*>(b);
-  for (int64_t i0 = 0; i0 < m; i0 += kDotRows)
-    for (int64_t j0 = 0; j0 < n; j0 += kDotCols) {
-      const int64_t mr = std::min<int64_t>(kDotRows, m - i0), nr = std::min<int64_t>(kDotCols, n - j0);
-      table.t[mr - 1][nr - 1](ap + i0 * lda, lda, bp + j0 * ldb, ldb, k, out + i0 * ldo + j0, ldo);
+  for (int64_t i0 = 0; i0 < m; i0 += 4)
+    for (int64_t j0 = 0; j0 < n; j0 += 4) {
+      const int64_t mr = std::min<int64_t>(4, m - i0), nr = std::min<int64_t>(4, n - j0);
+      const T* ar[4];
+      const T* br[4];
+      for (int64_t i = 0; i < 4; ++i) ar[i] = ap + (i0 + std::min(i, mr - 1)) * lda;
+      for (int64_t j = 0; j < 4; ++j) br[j] = bp + (j0 + std::min(j, nr - 1)) * ldb;
+      __m512 acc[4][4];
+      Block(ar, br, k, acc);
+      store_block_4x4(sum_lanes_4x4(acc), mr, nr, out + i0 * ldo + j0, ldo);
     }
 }
 
@@ -612,7 +612,7 @@ KernelFamily make_family() {
   f.round_row[bf16] = &round_row_bf16;
   f.pack_b_trans[f32] = &pack_b_trans<false>;
   f.pack_b_rows[f32] = &pack_b_rows<false>;
-  f.row_dots[f32] = &row_dots<float, PickF32>;
+  f.row_dots[f32] = &row_dots<float, row_dots_block_f32>;
   // Every AVX-512 CPU so far has F16C, but it is its own cpuid bit: checked, not assumed.
   __builtin_cpu_init();
   if (__builtin_cpu_supports("f16c")) {
@@ -631,7 +631,7 @@ KernelFamily make_family() {
     fill_dot<1, 14>(f.dot_bf16);
     fill_dot<4, 3>(f.dot_bf16_wide);
     f.pack_a_bf16_pairs = &pack_a_bf16_pairs;
-    f.row_dots[bf16] = &row_dots<uint16_t, PickBf16>;
+    f.row_dots[bf16] = &row_dots<uint16_t, row_dots_block_bf16>;
   }
   return f;
 }
