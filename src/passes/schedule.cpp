@@ -781,9 +781,7 @@ Expected<bool> Scheduler::build_kernel(ValueId v, int out_buffer, bool may_defer
     const int at = L.kb.ix_expr(flat);
     t->k.stores.push_back({a, at, val});
     for (ValueId s : siblings) {
-      // a reshaped sibling (sibling_candidates) is computed as the value it reshapes
-      const bool reshaped = *static_sizes(g.type(s).shape) != out;
-      const int sv = L.elem(reshaped ? g.nodes[g.values[s].producer].inputs[0] : s, idx);
+      const int sv = L.elem(s, idx);
       t->k.stores.push_back({L.arg(buffer_of[s]), at, sv});
     }
     for (const auto& e : t->k.exprs) t->divs += e.kind == kir::ExprKind::idiv || e.kind == kir::ExprKind::imod;
@@ -954,19 +952,11 @@ std::vector<ValueId> Scheduler::sibling_candidates(ValueId v) const {
           queue.push_back(w);
           continue;
         }
-        auto elementwise = [&](ValueId x) {
-          const int p = g.values[x].producer;
-          if (p < 0) return false;
-          const OpFamily f = op_info(g.nodes[p].op).family;
-          return f == OpFamily::unary || f == OpFamily::binary || f == OpFamily::compare || f == OpFamily::logical ||
-                 f == OpFamily::ternary || f == OpFamily::cast;
-        };
-        // an elementwise value of v's shape, or a reshape of one that is computed inline (its
-        // elements in the same order: the conv2d gradient's rounded g, viewed as GEMM rows)
-        const bool reshaped = n.op == Op::Reshape && buffer_of[n.inputs[0]] < 0 && elementwise(n.inputs[0]) &&
-                              same_shape(n.inputs[0]);
-        if ((reshaped || (elementwise(w) && same_shape(w))) && !stored_[w] && prog.buffers[b].alias_of < 0 &&
-            prog.buffers[b].kind == BufferKind::intermediate)
+        const OpFamily f = op_info(n.op).family;
+        const bool elementwise = f == OpFamily::unary || f == OpFamily::binary || f == OpFamily::compare ||
+                                 f == OpFamily::logical || f == OpFamily::ternary || f == OpFamily::cast;
+        if (elementwise && !stored_[w] && prog.buffers[b].alias_of < 0 && prog.buffers[b].kind == BufferKind::intermediate &&
+            same_shape(w))
           found.push_back(w);
       }
     }

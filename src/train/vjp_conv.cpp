@@ -80,7 +80,6 @@ Status conv2d(Ctx& c, std::vector<ValueId>& out) {
   c.hint_reuse(g);
   ValueId gg = o.reshape(g, {w.n, groups, mg, p});
   if (c.node.inputs.size() == 3 && c.need(2)) out[2] = o.reshape(o.reduce_sum(gg, {0, 3}, false), {m});
-  // (rounded in g's own shape: the kernel that computes g can store both)
   const ValueId gn = xt != yt ? o.reshape(o.cast(g, xt), {w.n, groups, mg, p}) : gg;
   ValueId wm = o.reshape(c.in(1), {groups, mg, cg * kk});
   if (c.need(0)) {
