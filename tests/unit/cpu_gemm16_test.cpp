@@ -570,7 +570,10 @@ TEST_F(Gemm16Bf16Dot, AwkwardShapesWithEpilogues) {
 // weight gradient per image), run on the row dots: bf16 pairs on vdpbf16ps, f16 and mixed
 // operands as f32 rows; against the reference with beta, alpha, bias, the epilogue, C's types
 // and padding, and batches (A shared by the items, or not).
-TEST_F(Gemm16Bf16Dot, RowDotsForFewOutputsOfLongRows) {
+// Products with few outputs from long k-contiguous rows, a B per item, take the row dots on
+// every path that has them, the AMX tiles' included (those shapes would leave a tile mostly
+// empty); bf16 pairs on vdpbf16ps, other types widened row by row.
+void run_row_dot_shapes() {
   const Shape shapes[] = {{1, 1, 64}, {8, 9, 676}, {2, 16, 300}, {6, 20, 500}, {4, 6, 64}, {3, 7, 65}, {2, 1, 20}, {5, 13, 300}};
   const Types types[] = {{GemmType::bf16, GemmType::bf16, GemmType::f32}, {GemmType::bf16, GemmType::bf16, GemmType::bf16},
                          {GemmType::f16, GemmType::f16, GemmType::f32}, {GemmType::f32, GemmType::bf16, GemmType::f16}};
@@ -607,6 +610,8 @@ TEST_F(Gemm16Bf16Dot, RowDotsForFewOutputsOfLongRows) {
     }
 }
 
+TEST_F(Gemm16Bf16Dot, RowDotsForFewOutputsOfLongRows) { run_row_dot_shapes(); }
+
 // The AMX kernels (B packed in pairs, before or by the call; bf16, and f16 as two bf16 parts)
 // on the shapes that stress them: rows off and on the
 // 16-row slices and 32-row blocks (whole blocks load and store C in the tiles, edge blocks go
@@ -632,6 +637,8 @@ TEST_F(Gemm16Amx, AwkwardShapesWithEpilogues) {
 
 // A B packed in AMX pairs is refused, with the reason, once the product cannot run on the
 // tiles (AMX switched off, or an A that is not bf16); packed again, it runs.
+TEST_F(Gemm16Amx, RowDotsForFewOutputsOfLongRows) { run_row_dot_shapes(); }
+
 TEST_F(Gemm16Amx, PairsAreRefusedWhereTheTilesCannotRun) {
   const int64_t k = 40, n = 20, m = 3;
   std::vector<uint16_t> a(static_cast<size_t>(m * k), 0x3F80u), b(static_cast<size_t>(k * n), 0x3F80u);

@@ -702,12 +702,10 @@ const void* f32_rows(const void* p, GemmType t, bool as_f16, int64_t ld, int64_t
   out.resize(static_cast<size_t>(rows * k));
   for (int64_t r = 0; r < rows; ++r) {
     float* dst = out.data() + r * k;
-    if (t == GemmType::f32) {
+    if (t == GemmType::f32)
       std::memcpy(dst, static_cast<const float*>(p) + r * ld, static_cast<size_t>(k) * sizeof(float));
-    } else {
-      const uint16_t* src = static_cast<const uint16_t*>(p) + r * ld;
-      for (int64_t i = 0; i < k; ++i) dst[i] = t == GemmType::f16 ? f16_to_f32(src[i]) : bf16_to_f32(src[i]);
-    }
+    else  // the family's vector conversions: one value at a time cost ten times the row dots
+      family_for(t).widen_row[ti(t)](static_cast<const uint16_t*>(p) + r * ld, dst, k);
   }
   if (as_f16) round_through_f16(out.data(), rows * k);
   return out.data();
@@ -784,16 +782,18 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
     scale_only(g, pool);
     return Status::ok();
   }
+  // Row dots come before the AMX tiles: the shapes they take (few outputs of long rows, a B
+  // per item) leave a 16 x 16 tile mostly empty and repack both operands for every item.
+  if (RowDots dots = pre ? nullptr : row_dots_for(g, family_for(g.b_type))) {
+    run_row_dots(g, dots, family_for(g.b_type), pool);
+    return Status::ok();
+  }
   // a_as_f16 / b_as_f16: on the AMX tiles the kernels see f16 operands (packed into pairs
   // from f32 storage); elsewhere f32 ones, rounded in their packed panels
   const GemmType a16 = g.a_as_f16 ? GemmType::f16 : g.a_type, b16 = g.b_as_f16 ? GemmType::f16 : g.b_type;
   const bool amx = pre ? pre->amx_pairs() : amx_for_rows(a16, b16, g.m);
   const GemmType a_type = amx ? a16 : g.a_type, b_type = amx ? b16 : g.b_type;
   const KernelFamily& f = family_for(b_type);
-  if (RowDots dots = pre || amx ? nullptr : row_dots_for(g, f)) {
-    run_row_dots(g, dots, f, pool);
-    return Status::ok();
-  }
   Problem P;
   P.m = g.m;
   P.n = g.n;
@@ -1042,10 +1042,10 @@ std::string describe_sgemm(const GemmArgs& g, bool packed_b) {
   if (g.m == 0 || g.n == 0 || g.batch == 0) return out + "; empty";
   if (g.k == 0 || g.alpha == 0.f) return out + "; C = beta*C + bias only";
   const int threads = ThreadPool::global().size();
-  const bool amx = amx_for_rows(g.a_type, g.b_type, g.m);
-  if (!packed_b && !amx && row_dots_for(g, f))
+  if (!packed_b && row_dots_for(g, f))
     return out + cat("; row dots (", g.m, " x ", g.n, " outputs, each a dot of two rows of ", g.k, ")",
                      g.batch > 1 ? cat("; ", g.batch, " items spread over ", threads, " threads") : std::string());
+  const bool amx = amx_for_rows(g.a_type, g.b_type, g.m);
   const Strategy st = decide(g, packed_b, amx, choose_kc(g.k), threads, f);
   if (amx) out += "; amx-bf16 32x32 tile blocks";
   out += packed_b && amx                       ? "; B pre-packed in AMX pairs"
