@@ -50,6 +50,10 @@ struct DeviceInfo {
   // widened onto the f32 ones (so autocast's narrow form pays for inference there; e.g. bf16
   // on a CPU with AVX-512 BF16). Empty where only the widened form is fast.
   std::vector<DType> fast_narrow_products;
+  // Those of fast_narrow_products whose convolutions pay in the narrow form as well: a
+  // convolution is one small product per image (as many rows as output channels), and some
+  // narrow kernels beat widening only on many rows (f16 on a CPU's AMX tiles).
+  std::vector<DType> fast_narrow_convolutions;
   // Whether f32 arithmetic may read and write subnormal values as zero (WGSL allows it, and
   // SwiftShader does it): results then match the op on inputs with subnormals flushed.
   bool flushes_subnormals = false;

@@ -48,6 +48,13 @@ float round_through(float x, DType narrow) {
   return narrow == DType::f16 ? f16_to_f32(f32_to_f16(x)) : bf16_to_f32(f32_to_bf16(x));
 }
 
+bool narrow_conv2d(const DeviceInfo& device, DType narrow) {
+  if (const char* form = std::getenv("RLX_AUTOCAST_FORM"); form && std::string_view(form) == "narrow") return true;
+  for (DType d : device.fast_narrow_convolutions)
+    if (d == narrow) return true;
+  return false;
+}
+
 bool autocast_narrow_op(Op op) {
   return op == Op::MatMul || op == Op::Gemm || op == Op::Dot || op == Op::Conv2d || op == Op::Attention;
 }
@@ -94,12 +101,13 @@ std::optional<Attrs> matmul_as_dot(const TensorType& a, const TensorType& b) {
 
 // The op and attributes that run `op` in the narrow form with an f32 result (out_type, set by
 // the caller): a dot itself, a matmul that is a dot, a convolution (its im2col matrix in the
-// narrow type, its bias added in f32), or attention (the scores, softmax and value product sum
+// narrow type, its bias added in f32; unless o.narrow_conv2d is off), or attention (the scores, softmax and value product sum
 // in f32 on the narrow q, k and v); nullopt for the other products and
 // whenever the options ask for the widened form or a narrow result (narrow_output).
 std::optional<std::pair<Op, Attrs>> narrow_product(Op op, std::span<const TensorType> in_types, const Attrs& attrs,
                                                    const AutocastOptions& o) {
   if (o.compute != AutocastOptions::Compute::narrow || o.narrow_output) return std::nullopt;
+  if (op == Op::Conv2d && !o.narrow_conv2d) return std::nullopt;
   if (op == Op::Dot || op == Op::Attention || op == Op::Conv2d) return std::pair{op, attrs};
   if (op == Op::MatMul)
     if (auto dot = matmul_as_dot(in_types[0], in_types[1])) return std::pair{Op::Dot, *dot};

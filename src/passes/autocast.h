@@ -30,11 +30,12 @@
 //     directly: a dot gets an f32 result (`dot(cast(x, bf16), cast(w, bf16)) {out_type = f32}
 //     : f32`, the sums never rounded to the narrow type, as in the widened form). A matmul
 //     that is a dot (a 2-D right operand, or equal batch axes: no broadcasting) is emitted as
-//     that dot, with the f32 result. The products with no such dot (conv2d, gemm, a
-//     broadcasting matmul) take the widened form: the same values, where the narrow type
-//     would round their results, and on the f32 kernels, where the device has no faster
-//     narrow ones (a bf16 conv2d ran MNIST's tinyconv training at 0.4x f32's rate). With
-//     narrow_output they compute in the narrow dtype and are cast to f32.
+//     that dot, with the f32 result, and a conv2d is conv2d on narrow operands with out_type
+//     f32 (its im2col matrix narrow, its bias added in f32), unless narrow_conv2d is off. The
+//     products with no such form (gemm, a broadcasting matmul) take the widened form: the
+//     same values, where the narrow type would round their results, and on the f32 kernels,
+//     where the device has no faster narrow ones. With narrow_output they compute in the
+//     narrow dtype and are cast to f32.
 //
 // A node is converted only when all its floating operands are f32; f64, integer and already
 // narrow products are left alone.
@@ -66,6 +67,10 @@ struct AutocastOptions {
   // and the values are rounded again where the next product reads them. Measured on the digits
   // MLP (docs/precision.md): rounding the outputs too cost bf16 training 0.55 points.
   bool narrow_output = false;
+  // In the narrow form, conv2d as a narrow product with an f32 result (on) or in the widened
+  // form (off: for a device whose narrow products pay only with many rows, which a
+  // convolution's per-image products lack; narrow_conv2d below).
+  bool narrow_conv2d = true;
 };
 
 // The form of the narrow products on `device` (inference, and training unless
@@ -75,6 +80,11 @@ struct AutocastOptions {
 // results (out_type); the other products take the widened form (above). The environment
 // variable RLX_AUTOCAST_FORM=widened|narrow overrides the choice (other values are ignored).
 AutocastOptions::Compute inference_compute(const DeviceInfo& device, DType narrow);
+
+// Whether the narrow form on `device` keeps convolutions narrow (AutocastOptions::narrow_conv2d):
+// where it lists `narrow` in DeviceInfo::fast_narrow_convolutions, or RLX_AUTOCAST_FORM=narrow
+// asks for every product in the narrow form.
+bool narrow_conv2d(const DeviceInfo& device, DType narrow);
 
 // Whether the policy runs `op` with narrow operands (matmul, gemm, dot, conv2d, attention).
 bool autocast_narrow_op(Op op);

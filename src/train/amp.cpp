@@ -55,9 +55,11 @@ ValueId emit_under_autocast(OpBuilder& o, const AmpConfig& amp, const std::funct
 }
 
 Status resolve_amp_compute(AmpConfig& amp, const std::string& device) {
-  if (amp.compute || !amp_enabled(amp)) return Status::ok();
+  if ((amp.compute && amp.narrow_conv2d) || !amp_enabled(amp)) return Status::ok();
   RLX_ASSIGN_OR_RETURN(auto dev, get_device(device));
-  amp.compute = passes::inference_compute(dev->info(), passes::precision_dtype(amp.precision));
+  const DType narrow = passes::precision_dtype(amp.precision);
+  if (!amp.compute) amp.compute = passes::inference_compute(dev->info(), narrow);
+  if (!amp.narrow_conv2d) amp.narrow_conv2d = passes::narrow_conv2d(dev->info(), narrow);
   return Status::ok();
 }
 
@@ -144,6 +146,7 @@ passes::AutocastOptions amp_autocast_options(const AmpConfig& amp) {
   passes::AutocastOptions o;
   o.narrow = passes::precision_dtype(amp.precision);
   o.compute = amp.compute.value_or(passes::AutocastOptions::Compute::widened);
+  o.narrow_conv2d = amp.narrow_conv2d.value_or(true);
   return o;
 }
 

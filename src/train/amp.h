@@ -69,13 +69,16 @@ struct AmpConfig {
   // native narrow products, bf16 on AVX-512 BF16 CPUs; the widened form elsewhere), settled
   // by resolve_amp_compute when the trainer is created.
   std::optional<passes::AutocastOptions::Compute> compute;
+  // Convolutions in the narrow form too (AutocastOptions::narrow_conv2d). Unset: the device's
+  // choice (passes::narrow_conv2d), settled with `compute`.
+  std::optional<bool> narrow_conv2d;
   // Carry the rounded weights from step to step (WeightCopy below) instead of rounding the f32
   // master weights in every step. Off: every step rounds them (the same values).
   bool weight_copies = true;
 };
 
-// Sets amp.compute, when unset, to the form `device` runs fastest (above). Errors: an unknown
-// device.
+// Sets amp.compute and amp.narrow_conv2d, when unset, to the form `device` runs fastest
+// (above). Errors: an unknown device.
 Status resolve_amp_compute(AmpConfig& amp, const std::string& device);
 
 // Whether `amp` asks for mixed precision at all (a narrow precision), and whether it scales

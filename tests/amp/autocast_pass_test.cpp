@@ -3,13 +3,16 @@
 // reference that rounds the operands (and the result) to the narrow type and sums in f32.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "passes/autocast.h"
 #include "passes/graph_passes.h"
 #include "runtime/reference_eval.h"
 #include "rlx/compile.h"
+#include "rlx/device.h"
 #include "rlx/dtype.h"
 #include "rlx/ir_text.h"
 #include "rlx/op_builder.h"
@@ -91,7 +94,7 @@ TEST(Autocast, NarrowsProductsOnlyAndKeepsTypes) {
 
 // In the narrow form a matmul that is a dot (2-D right operand, or equal batch axes) becomes
 // that dot with an f32 result; a broadcasting matmul takes the widened form (f32 matmul of
-// rounded operands), as do conv2d and gemm.
+// rounded operands), as does gemm (conv2d: NarrowFormConvolutions below).
 TEST(Autocast, NarrowComputeFormPutsTheProductInTheNarrowType) {
   Graph g = parse(kMlp);
   auto n = passes::autocast(g, {.narrow = DType::f16, .compute = passes::AutocastOptions::Compute::narrow});
@@ -297,6 +300,74 @@ TEST(Autocast, CpuMatchesNarrowOperandsWithWideAccumulation) {
       EXPECT_NEAR(s, 1.0, 1e-5);
     }
   }
+}
+
+// In the narrow form conv2d is conv2d on narrow operands with an f32 result and its bias in
+// f32; with narrow_conv2d off (a device whose narrow products pay only on many rows) it takes
+// the widened form. Both compute the same exact products summed in f32.
+TEST(Autocast, NarrowFormConvolutions) {
+  constexpr const char* kConv = R"(graph @g(%x: f32[2, 3, 8, 8], %k: f32[4, 3, 3, 3], %b: f32[4]) -> (f32[2, 4, 6, 6]) {
+  %y = conv2d(%x, %k, %b)
+  return %y
+})";
+  const std::vector<Tensor> in{random_tensor({2, 3, 8, 8}, 11), random_tensor({4, 3, 3, 3}, 12), random_tensor({4}, 13)};
+  std::vector<std::vector<double>> outs;
+  for (bool narrow_conv : {true, false}) {
+    SCOPED_TRACE(narrow_conv ? "narrow_conv2d" : "widened conv2d");
+    Graph g = parse(kConv);
+    auto n = passes::autocast(g, {.narrow = DType::bf16, .compute = passes::AutocastOptions::Compute::narrow,
+                                  .narrow_conv2d = narrow_conv});
+    ASSERT_TRUE(n.has_value()) << n.status().to_string();
+    EXPECT_EQ(*n, 1);
+    ASSERT_EQ(count(g, Op::Conv2d), 1);
+    for (const Node& node : g.nodes) {
+      if (node.op != Op::Conv2d) continue;
+      EXPECT_EQ(g.type(node.inputs[0]).dtype, narrow_conv ? DType::bf16 : DType::f32);
+      EXPECT_EQ(g.type(node.inputs[1]).dtype, narrow_conv ? DType::bf16 : DType::f32);
+      EXPECT_EQ(g.type(node.inputs[2]).dtype, DType::f32) << "the bias is added in f32";
+      EXPECT_EQ(g.type(node.outputs[0]).dtype, DType::f32);
+      EXPECT_EQ(node.attrs.dtype("out_type", DType::u8), narrow_conv ? DType::f32 : DType::u8);
+    }
+    EXPECT_EQ(count(g, Op::Cast), narrow_conv ? 2 : 4) << "operand casts, or round trips";
+    ASSERT_TRUE(verify_graph(g).is_ok());
+    auto m = Model::compile(g, {.device = "cpu"});
+    ASSERT_TRUE(m.has_value()) << m.status().to_string();
+    auto y = (*m)->run(in);
+    ASSERT_TRUE(y.has_value()) << y.status().to_string();
+    outs.push_back((*y)[0].to_f64());
+  }
+  double maxd = 0, maxa = 0;
+  for (size_t i = 0; i < outs[0].size(); ++i) {
+    maxd = std::max(maxd, std::fabs(outs[0][i] - outs[1][i]));
+    maxa = std::max(maxa, std::fabs(outs[1][i]));
+  }
+  EXPECT_LT(maxd, 1e-5 * maxa) << "the same products, summed in f32 in another order";
+}
+
+// A device's narrow convolutions are among its fast narrow products, and RLX_AUTOCAST_FORM=narrow
+// asks for them all. (On the cpu: bf16 with AVX-512 BF16 or AMX; never f16, whose tiles lose
+// on a convolution's few rows per image.)
+TEST(Autocast, NarrowConvolutionsAreAmongTheFastNarrowProducts) {
+  DeviceInfo d;
+  d.fast_narrow_products = {DType::bf16, DType::f16};
+  d.fast_narrow_convolutions = {DType::bf16};
+  ::unsetenv("RLX_AUTOCAST_FORM");
+  EXPECT_TRUE(passes::narrow_conv2d(d, DType::bf16));
+  EXPECT_FALSE(passes::narrow_conv2d(d, DType::f16));
+  ::setenv("RLX_AUTOCAST_FORM", "narrow", 1);
+  EXPECT_TRUE(passes::narrow_conv2d(d, DType::f16));
+  ::unsetenv("RLX_AUTOCAST_FORM");
+  auto cpu = get_device("cpu");
+  ASSERT_TRUE(cpu.has_value()) << cpu.status().to_string();
+  const DeviceInfo& info = (*cpu)->info();
+  for (DType t : info.fast_narrow_convolutions) {
+    EXPECT_NE(t, DType::f16);
+    EXPECT_NE(std::find(info.fast_narrow_products.begin(), info.fast_narrow_products.end(), t),
+              info.fast_narrow_products.end());
+  }
+  const bool bf16_fast = std::find(info.fast_narrow_products.begin(), info.fast_narrow_products.end(), DType::bf16) !=
+                         info.fast_narrow_products.end();
+  EXPECT_EQ(passes::narrow_conv2d(info, DType::bf16), bf16_fast);
 }
 
 TEST(Autocast, ConvAndGemmRunUnderThePolicy) {

@@ -312,9 +312,11 @@ Expected<TrainResult> train_mnist(const TrainOptions& options) {
   if (amp_enabled(cfg.amp) && !o.quiet)
     std::printf("precision: %s (matmul/conv operands %s, f32 accumulation, f32 master weights%s; products in the %s)\n",
                 o.precision.c_str(), o.precision.c_str(), t.scaling() ? ", dynamic loss scaling" : "",
-                t.config().amp.compute == passes::AutocastOptions::Compute::narrow
+                t.config().amp.compute != passes::AutocastOptions::Compute::narrow
+                    ? "widened form: f32 kernels on rounded operands"
+                : t.config().amp.narrow_conv2d.value_or(true)
                     ? "narrow form: the device's 16-bit kernels"
-                    : "widened form: f32 kernels on rounded operands");
+                    : "narrow form: the device's 16-bit kernels; convolutions widened, on f32 kernels");
   std::optional<TensorParallelModel> tpm;  // this rank's shard of the model (--tp)
   std::unique_ptr<Trainer> tp_trainer;
   if (tp_group) {
