@@ -215,8 +215,9 @@ void run_case(const Types& ty, const Case& cs, uint32_t seed) {
     PackedB pb = pack_b_for(ty.a, b.data(), ty.b, ldb, cs.trans_b, k, n);
     ASSERT_TRUE(pb.valid());
     ASSERT_EQ(pb.type(), ty.b);
-    ASSERT_EQ(pb.amx_pairs(), g_amx_path && ty.a == ty.b && ty.a != GemmType::f32 && k > 0 && n > 0)
-        << "the AMX path is selected exactly for bf16 x bf16 and f16 x f16";
+    // (a packed B fills a quarter of a tile's 32 k-values from k = 8 on)
+    ASSERT_EQ(pb.amx_pairs(), g_amx_path && ty.a == ty.b && ty.a != GemmType::f32 && k >= 8 && n > 0)
+        << "the AMX path is selected exactly for bf16 x bf16 and f16 x f16 filling a quarter of a tile";
     g.b = nullptr;  // must be ignored
     const Status s = sgemm_packed(g, pb);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -638,6 +639,34 @@ TEST_F(Gemm16Amx, AwkwardShapesWithEpilogues) {
 // A B packed in AMX pairs is refused, with the reason, once the product cannot run on the
 // tiles (AMX switched off, or an A that is not bf16); packed again, it runs.
 TEST_F(Gemm16Amx, RowDotsForFewOutputsOfLongRows) { run_row_dot_shapes(); }
+
+// The tiles take a product only when it fills at least a quarter of their 16 rows x 32
+// k-values (fewer rows or a shorter k ran faster on vdpbf16ps); both sides give results within
+// the bound of run_case.
+TEST_F(Gemm16Amx, TilesOnlyForProductsFillingAQuarterOfATile) {
+  struct Want {
+    int64_t m, n, k;
+    bool tiles;
+  };
+  const Want wants[] = {{8, 676, 9, false}, {8, 676, 12, false}, {8, 100, 24, true}, {1, 300, 384, false},
+                        {3, 200, 100, false}, {4, 200, 64, true}, {72, 121, 8, false}, {72, 121, 16, true}};
+  const Types ty{GemmType::bf16, GemmType::bf16, GemmType::f32};
+  for (const Want& w : wants) {
+    GemmArgs g;
+    g.a_type = g.b_type = GemmType::bf16;
+    g.m = w.m;
+    g.n = w.n;
+    g.k = w.k;
+    const std::string how = describe_sgemm(g, false);
+    EXPECT_EQ(how.find("tile blocks") != std::string::npos, w.tiles) << w.m << " x " << w.n << " x " << w.k << ": " << how;
+    Case cs;
+    cs.m = w.m;
+    cs.n = w.n;
+    cs.k = w.k;
+    cs.bias = true;
+    run_case(ty, cs, fresh_seed());
+  }
+}
 
 TEST_F(Gemm16Amx, PairsAreRefusedWhereTheTilesCannotRun) {
   const int64_t k = 40, n = 20, m = 3;

@@ -126,12 +126,21 @@ bool uses_amx(GemmType a, GemmType b) {
 // bf16 matrices an operand of type t is the sum of on the AMX tiles: 2 for f16 (hi and lo).
 int amx_parts(GemmType t) { return t == GemmType::f16 ? 2 : 1; }
 
-// Whether a product of m rows with these types runs on the tiles: f16 only from 32 rows on (its
-// four products per pair of values lose to the widening kernels on few rows: 0.6-0.7x of
-// them at m = 1, 1.3-1.9x f32 at m = 128, bench/gemm_bench.cpp --narrow); bf16 always (at
-// m = 1 the tiles ran 0.9-1.3x the vdpbf16ps kernels, bound by reading B).
-bool amx_for_rows(GemmType a, GemmType b, int64_t m) {
-  return uses_amx(a, b) && (a != GemmType::f16 || m < 0 || m >= 32);
+// Whether a product of m rows (m < 0: not known, as when a weight is packed) and depth k with
+// these types runs on the tiles. f16 only from 32 rows on (its four products per pair of
+// values lose to the widening kernels on few rows: 0.6-0.7x of them at m = 1, 1.3-1.9x f32 at
+// m = 128, bench/gemm_bench.cpp --narrow). Both types only when the product fills at least a
+// quarter of a tile's 16 rows x 32 k-values: on a Sapphire Rapids core, one thread, B
+// unpacked, the tiles took 1.1-2.5x the vdpbf16ps kernels' time below that (m = 1, 2, 3; 8 rows
+// at k = 9 and 12, tinyconv's conv1 per image), 0.5-0.9x above it (m = 4 at k = 64 and 384, 8
+// rows at k = 24 and 100, 128 rows at k = 10); at a quarter, 8 rows at k = 16 1.1x, 72 at k = 8
+// 1.0x. A weight (packed once, `weight`) is filled by k alone: the rows of its calls vary, and
+// on a pre-packed B the tiles ran 0.9-1.3x the vdpbf16ps kernels even at m = 1.
+bool amx_for(GemmType a, GemmType b, int64_t m, int64_t k, bool weight = false) {
+  if (!uses_amx(a, b) || k <= 0 || (a == GemmType::f16 && m >= 0 && m < 32)) return false;
+  const double rows = m <= 0 || weight ? 1.0 : static_cast<double>(m) / static_cast<double>((m + 15) / 16 * 16);
+  const double depth = static_cast<double>(k) / static_cast<double>((k + 31) / 32 * 32);
+  return rows * depth >= 0.25;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -791,7 +800,7 @@ Status run_gemm(const GemmArgs& g, const PackedB* pre) {
   // a_as_f16 / b_as_f16: on the AMX tiles the kernels see f16 operands (packed into pairs
   // from f32 storage); elsewhere f32 ones, rounded in their packed panels
   const GemmType a16 = g.a_as_f16 ? GemmType::f16 : g.a_type, b16 = g.b_as_f16 ? GemmType::f16 : g.b_type;
-  const bool amx = pre ? pre->amx_pairs() : amx_for_rows(a16, b16, g.m);
+  const bool amx = pre ? pre->amx_pairs() : amx_for(a16, b16, g.m, g.k);
   const GemmType a_type = amx ? a16 : g.a_type, b_type = amx ? b16 : g.b_type;
   const KernelFamily& f = family_for(b_type);
   Problem P;
@@ -973,7 +982,7 @@ PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, b
   }
   const int64_t kc = choose_kc(k);
   const int64_t npad = padded_n(n);
-  const bool amx = amx_for_rows(a_type, type, rows_hint) && k > 0 && n > 0;
+  const bool amx = amx_for(a_type, type, rows_hint, k, /*weight=*/true) && n > 0;
   // the pair layout rounds K blocks up to 32 rows, and holds two parts of an f16 B
   const int64_t k_rows = amx ? amx_parts(type) * amx_k_rows(k, kc) : k;
   auto total = checked_mul_i64(k_rows, npad);
@@ -1045,7 +1054,7 @@ std::string describe_sgemm(const GemmArgs& g, bool packed_b) {
   if (!packed_b && row_dots_for(g, f))
     return out + cat("; row dots (", g.m, " x ", g.n, " outputs, each a dot of two rows of ", g.k, ")",
                      g.batch > 1 ? cat("; ", g.batch, " items spread over ", threads, " threads") : std::string());
-  const bool amx = amx_for_rows(g.a_type, g.b_type, g.m);
+  const bool amx = amx_for(g.a_type, g.b_type, g.m, g.k, packed_b);
   const Strategy st = decide(g, packed_b, amx, choose_kc(g.k), threads, f);
   if (amx) out += "; amx-bf16 32x32 tile blocks";
   out += packed_b && amx                       ? "; B pre-packed in AMX pairs"

@@ -23,7 +23,9 @@
 // AMX: where the CPU has AMX-BF16 tiles (and Linux grants the process their state), products
 // with A and B both bf16 run on tdpbf16ps in blocks of 32 x 32 instead (see set_gemm_amx and
 // gemm_amx.cpp): a bf16 B packed for a bf16 A (pack_b_for) is stored in the tiles' pair
-// layout, and a B that is not pre-packed is packed so by the call.
+// layout, and a B that is not pre-packed is packed so by the call. Products that would fill
+// less than a quarter of a tile (few rows, short k) stay on vdpbf16ps, and row dots (below)
+// come before the tiles.
 #pragma once
 
 #include <cstddef>
@@ -166,7 +168,8 @@ class PackedB {
 PackedB pack_b(const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n);
 // Like pack_b, for products whose A has type a_type and (if rows_hint >= 0) rows_hint rows: a
 // bf16 B for a bf16 A, or an f16 B for an f16 A of at least 32 rows, is packed in the AMX pair
-// layout while gemm_amx() is on (see PackedB::amx_pairs); anything else as pack_b.
+// layout while gemm_amx() is on (see PackedB::amx_pairs) when k fills at least a quarter of
+// a tile's 32 k-values (k >= 8); anything else as pack_b.
 PackedB pack_b_for(GemmType a_type, const void* b, GemmType type, int64_t ldb, bool trans_b, int64_t k, int64_t n,
                    int64_t rows_hint = -1);
 // pack_b of an f32 B.
