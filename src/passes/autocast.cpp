@@ -100,10 +100,11 @@ std::optional<Attrs> matmul_as_dot(const TensorType& a, const TensorType& b) {
 }
 
 // The op and attributes that run `op` in the narrow form with an f32 result (out_type, set by
-// the caller): a dot itself, a matmul that is a dot, a convolution (its im2col matrix in the
-// narrow type, its bias added in f32; unless o.narrow_conv2d is off), or attention (the scores, softmax and value product sum
-// in f32 on the narrow q, k and v); nullopt for the other products and
-// whenever the options ask for the widened form or a narrow result (narrow_output).
+// the caller): a dot itself, a matmul that is a dot, a convolution unless o.narrow_conv2d is
+// off (its im2col matrix in the narrow type, its bias added in f32), or attention (the scores,
+// softmax and value product sum in f32 on the narrow q, k and v); nullopt for the other
+// products and whenever the options ask for the widened form or a narrow result
+// (narrow_output).
 std::optional<std::pair<Op, Attrs>> narrow_product(Op op, std::span<const TensorType> in_types, const Attrs& attrs,
                                                    const AutocastOptions& o) {
   if (o.compute != AutocastOptions::Compute::narrow || o.narrow_output) return std::nullopt;

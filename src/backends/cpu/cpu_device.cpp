@@ -31,7 +31,7 @@ class CpuDevice final : public Device {
       info_.fast_narrow_products = {DType::bf16, DType::f16};
     else if (gemm_bf16_dot())
       info_.fast_narrow_products = {DType::bf16};
-    // f16 convolutions stay widened: their per-image products have 8-64 rows, where the f16
+    // f16 convolutions stay widened: their per-image products have 8 to 72 rows, where the f16
     // tiles lose (tinyconv's f16 step on a Sapphire Rapids core 0.89x f32's rate narrow,
     // 0.99x widened; bf16 1.09x narrow, 1.00x widened)
     if (gemm_amx() || gemm_bf16_dot()) info_.fast_narrow_convolutions = {DType::bf16};
